@@ -1,0 +1,133 @@
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A site's host name: lower-case ASCII labels of letters, digits and
+/// hyphens, joined by dots. IP addresses written as dotted digits and
+/// `localhost` fit the same rule, which is what local testing needs.
+///
+/// Because it never contains `/`, every page of a site sorts inside
+/// `"<domain>/"` ..= `"<domain>0"`, the key range reports scan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DomainName(String);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DomainNameError {
+    #[error("a domain name is required")]
+    Empty,
+    #[error("a domain name is at most 253 characters")]
+    TooLong,
+    #[error("a domain name is a host only: no scheme, port, path or spaces (e.g. example.com)")]
+    NotAHost,
+    #[error("each dot-separated label needs 1 to 63 letters, digits or hyphens, not starting or ending with a hyphen")]
+    BadLabel,
+}
+
+impl DomainName {
+    pub fn parse(raw: &str) -> Result<Self, DomainNameError> {
+        let trimmed = raw.trim();
+        // One trailing dot is the fully-qualified spelling of the same host.
+        let host = trimmed.strip_suffix('.').unwrap_or(trimmed);
+        if host.is_empty() {
+            return Err(DomainNameError::Empty);
+        }
+        if host.len() > 253 {
+            return Err(DomainNameError::TooLong);
+        }
+        if host.contains(['/', ':', '@', '?', '#', ' ', '\\']) {
+            return Err(DomainNameError::NotAHost);
+        }
+        let host = host.to_ascii_lowercase();
+        for label in host.split('.') {
+            let ok = !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                return Err(DomainNameError::BadLabel);
+            }
+        }
+        Ok(Self(host))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DomainName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for DomainName {
+    type Error = DomainNameError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<DomainName> for String {
+    fn from(value: DomainName) -> Self {
+        value.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lower_cases_and_drops_one_trailing_dot() {
+        assert_eq!(
+            DomainName::parse(" Example.COM. ").unwrap().as_str(),
+            "example.com"
+        );
+    }
+
+    #[test]
+    fn accepts_localhost_and_dotted_ipv4() {
+        assert!(DomainName::parse("localhost").is_ok());
+        assert!(DomainName::parse("127.0.0.1").is_ok());
+    }
+
+    #[test]
+    fn rejects_empty() {
+        assert_eq!(DomainName::parse("  "), Err(DomainNameError::Empty));
+        assert_eq!(DomainName::parse("."), Err(DomainNameError::Empty));
+    }
+
+    #[test]
+    fn rejects_too_long() {
+        let long = format!("{}.com", "a.".repeat(130));
+        assert_eq!(DomainName::parse(&long), Err(DomainNameError::TooLong));
+    }
+
+    #[test]
+    fn rejects_scheme_port_and_path() {
+        for raw in [
+            "https://example.com",
+            "example.com:8080",
+            "example.com/blog",
+            "a b.com",
+        ] {
+            assert_eq!(DomainName::parse(raw), Err(DomainNameError::NotAHost), "{raw}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_labels() {
+        for raw in ["-a.com", "a-.com", "a..com", "ex_ample.com", "exämple.com", "$gt"] {
+            assert_eq!(DomainName::parse(raw), Err(DomainNameError::BadLabel), "{raw}");
+        }
+        let label = "a".repeat(64);
+        assert_eq!(
+            DomainName::parse(&format!("{label}.com")),
+            Err(DomainNameError::BadLabel)
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! Domain values. Each is built only through its `parse`, which enforces the
+//! rules, so code holding one never re-checks it.
+
+mod domain_name;
+mod page;
+mod site_id;
+
+pub use domain_name::{DomainName, DomainNameError};
+pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
+pub use site_id::{SiteId, SiteIdError};

@@ -1,0 +1,324 @@
+//! `GET /pixel.gif?site=<uuid>&page=<path or URL>`
+//!
+//! Always answers the 43-byte transparent GIF. Whether the view was counted
+//! is in the status (200 counted, 4xx refused, 503 not stored) and, when not
+//! counted, in the `X-Tickertape-Reason` header. No cookies are read or set
+//! and no client address is kept.
+
+use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use percent_encoding::percent_decode;
+
+use super::bots;
+use super::queue::{Accepted, SubmitError};
+use super::IngestState;
+use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
+use crate::storage::sites::Site;
+
+pub const REASON_HEADER: &str = "x-tickertape-reason";
+
+/// A 1x1 transparent GIF.
+pub const GIF: [u8; 43] = [
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xff, 0xff,
+    0xff, 0x00, 0x00, 0x00, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
+    0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
+];
+
+/// Every way a pixel request can end, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Counted,
+    Bot,
+    Prefetch,
+    InvalidSite,
+    UnknownSite,
+    NoSite,
+    InvalidPage,
+    PageTooLong,
+    InvalidUtf8,
+    ControlCharacter,
+    ForeignHost,
+    NoPage,
+    QueueFull,
+    StoreFailed,
+    ShuttingDown,
+}
+
+impl Outcome {
+    pub const COUNT: usize = 15;
+    pub const ALL: [Outcome; Self::COUNT] = [
+        Outcome::Counted,
+        Outcome::Bot,
+        Outcome::Prefetch,
+        Outcome::InvalidSite,
+        Outcome::UnknownSite,
+        Outcome::NoSite,
+        Outcome::InvalidPage,
+        Outcome::PageTooLong,
+        Outcome::InvalidUtf8,
+        Outcome::ControlCharacter,
+        Outcome::ForeignHost,
+        Outcome::NoPage,
+        Outcome::QueueFull,
+        Outcome::StoreFailed,
+        Outcome::ShuttingDown,
+    ];
+
+    /// The value of `X-Tickertape-Reason` (and the metrics label).
+    pub fn reason(self) -> &'static str {
+        match self {
+            Outcome::Counted => "counted",
+            Outcome::Bot => "bot",
+            Outcome::Prefetch => "prefetch",
+            Outcome::InvalidSite => "invalid-site",
+            Outcome::UnknownSite => "unknown-site",
+            Outcome::NoSite => "no-site",
+            Outcome::InvalidPage => "invalid-page",
+            Outcome::PageTooLong => "page-too-long",
+            Outcome::InvalidUtf8 => "invalid-utf8",
+            Outcome::ControlCharacter => "control-character",
+            Outcome::ForeignHost => "foreign-host",
+            Outcome::NoPage => "no-page",
+            Outcome::QueueFull => "queue-full",
+            Outcome::StoreFailed => "store-failed",
+            Outcome::ShuttingDown => "shutting-down",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PixelError {
+    #[error("the User-Agent is missing or belongs to a bot")]
+    Bot,
+    #[error("prefetch and prerender requests are not views")]
+    Prefetch,
+    #[error("`site` is not a site id (a UUID)")]
+    InvalidSite,
+    #[error("no site has this id, or the Referer host")]
+    UnknownSite,
+    #[error("no `site` parameter and no Referer to find the site by")]
+    NoSite,
+    #[error("invalid page: {0}")]
+    Page(#[from] PageError),
+    #[error("the page's host does not belong to the site")]
+    ForeignHost,
+    #[error("no `page` parameter and no Referer to take the page from")]
+    NoPage,
+    #[error("too many hits are waiting to be stored")]
+    QueueFull,
+    #[error("the hit could not be stored")]
+    StoreFailed,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+impl PixelError {
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            PixelError::Bot => Outcome::Bot,
+            PixelError::Prefetch => Outcome::Prefetch,
+            PixelError::InvalidSite => Outcome::InvalidSite,
+            PixelError::UnknownSite => Outcome::UnknownSite,
+            PixelError::NoSite => Outcome::NoSite,
+            PixelError::Page(PageError::NotAPathOrUrl) => Outcome::InvalidPage,
+            PixelError::Page(PageError::TooLong) => Outcome::PageTooLong,
+            PixelError::Page(PageError::InvalidUtf8) => Outcome::InvalidUtf8,
+            PixelError::Page(PageError::ControlCharacter) => Outcome::ControlCharacter,
+            PixelError::ForeignHost => Outcome::ForeignHost,
+            PixelError::NoPage => Outcome::NoPage,
+            PixelError::QueueFull => Outcome::QueueFull,
+            PixelError::StoreFailed => Outcome::StoreFailed,
+            PixelError::ShuttingDown => Outcome::ShuttingDown,
+        }
+    }
+}
+
+impl ResponseError for PixelError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            PixelError::Bot | PixelError::Prefetch | PixelError::ForeignHost => StatusCode::FORBIDDEN,
+            PixelError::UnknownSite => StatusCode::NOT_FOUND,
+            PixelError::InvalidSite | PixelError::NoSite | PixelError::Page(_) | PixelError::NoPage => {
+                StatusCode::BAD_REQUEST
+            }
+            PixelError::QueueFull | PixelError::StoreFailed | PixelError::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = gif(self.status_code());
+        response.headers_mut().insert(
+            header::HeaderName::from_static(REASON_HEADER),
+            HeaderValue::from_static(self.outcome().reason()),
+        );
+        if self.status_code() == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+fn gif(status: StatusCode) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("image/gif")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header(("cross-origin-resource-policy", "cross-origin"))
+        .body(GIF.as_slice())
+}
+
+pub async fn pixel(req: HttpRequest, state: web::Data<IngestState>) -> Result<HttpResponse, PixelError> {
+    let result = count(&req, &state).await;
+    state.stats.record(match &result {
+        Ok(()) => Outcome::Counted,
+        Err(e) => e.outcome(),
+    });
+    result.map(|()| gif(StatusCode::OK))
+}
+
+async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
+    let at = state.clock.now();
+    let page = classify(req.headers(), req.query_string(), state)?;
+    match state.queue.submit(page, at) {
+        Ok(Accepted::Queued) => Ok(()),
+        Ok(Accepted::Pending(committed)) => match committed.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(PixelError::StoreFailed),
+        },
+        Err(SubmitError::Full) => Err(PixelError::QueueFull),
+        Err(SubmitError::Closed) => Err(PixelError::ShuttingDown),
+    }
+}
+
+/// Decides whether a request is a view, and of which page. Pure apart from
+/// the directory lookup, so every rule is testable without a server.
+pub fn classify(headers: &HeaderMap, query: &str, state: &IngestState) -> Result<Page, PixelError> {
+    let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // Refuse bots and prefetches before looking anything up, so they learn
+    // nothing about which sites exist.
+    if bots::is_bot(header_str("user-agent")) {
+        return Err(PixelError::Bot);
+    }
+    if bots::is_prefetch(|name| header_str(name).map(str::to_owned)) {
+        return Err(PixelError::Prefetch);
+    }
+    let params = PixelParams::parse(query)?;
+    // A Referer is always an absolute URL; anything else is unusable.
+    let referer = header_str("referer").map(|r| match PageRef::parse(r) {
+        Ok(PageRef::Url { host, path }) => Ok((host, path)),
+        Ok(PageRef::Path(_)) => Err(PageError::NotAPathOrUrl),
+        Err(e) => Err(e),
+    });
+
+    let site: std::sync::Arc<Site> = match params.site {
+        Some(raw) => {
+            let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
+            state.directory.by_id(&id).ok_or(PixelError::UnknownSite)?
+        }
+        None => match &referer {
+            Some(Ok((host, _))) => state.directory.by_host(host).ok_or(PixelError::UnknownSite)?,
+            _ => return Err(PixelError::NoSite),
+        },
+    };
+
+    let owned_path = |host: &str, path: PagePath| -> Result<PagePath, PixelError> {
+        if site.owns_host(host) {
+            Ok(path)
+        } else {
+            Err(PixelError::ForeignHost)
+        }
+    };
+    let path = match params.page {
+        Some(raw) => match PageRef::parse(&raw?)? {
+            PageRef::Path(path) => path,
+            PageRef::Url { host, path } => owned_path(&host, path)?,
+        },
+        None => match referer {
+            Some(Ok((host, path))) => owned_path(&host, path)?,
+            Some(Err(e)) => return Err(e.into()),
+            None => return Err(PixelError::NoPage),
+        },
+    };
+    Ok(Page::new(&site.domain, &path))
+}
+
+/// The two parameters the pixel reads. The first occurrence of each wins;
+/// empty values count as absent; other parameters (cache busters) are
+/// ignored.
+#[derive(Debug, Default, PartialEq)]
+struct PixelParams {
+    site: Option<String>,
+    /// `Err` when the value is not valid UTF-8 once percent-decoded.
+    page: Option<Result<String, PageError>>,
+}
+
+impl PixelParams {
+    fn parse(query: &str) -> Result<Self, PixelError> {
+        let mut params = PixelParams::default();
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if value.is_empty() {
+                continue;
+            }
+            match key {
+                "site" if params.site.is_none() => {
+                    params.site = Some(decode(value).map_err(|_| PixelError::InvalidSite)?);
+                }
+                "page" if params.page.is_none() => params.page = Some(decode(value)),
+                _ => {}
+            }
+        }
+        Ok(params)
+    }
+}
+
+/// `application/x-www-form-urlencoded` decoding that, unlike the lossy
+/// decoders, reports invalid UTF-8 instead of replacing it.
+fn decode(value: &str) -> Result<String, PageError> {
+    let plus_as_space = value.replace('+', " ");
+    percent_decode(plus_as_space.as_bytes())
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| PageError::InvalidUtf8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gif_is_43_bytes_of_gif89a() {
+        assert_eq!(GIF.len(), 43);
+        assert_eq!(&GIF[..6], b"GIF89a");
+        assert_eq!(GIF[42], 0x3b);
+    }
+
+    #[test]
+    fn params_take_the_first_non_empty_value_and_decode_once() {
+        let p = PixelParams::parse("page=&site=abc&page=%2Fa%2Bb+c&site=zzz&v=1").unwrap();
+        assert_eq!(p.site.as_deref(), Some("abc"));
+        assert_eq!(p.page, Some(Ok("/a+b c".to_owned())));
+    }
+
+    #[test]
+    fn params_report_invalid_utf8() {
+        let p = PixelParams::parse("page=%2F%FF").unwrap();
+        assert_eq!(p.page, Some(Err(PageError::InvalidUtf8)));
+        assert_eq!(PixelParams::parse("site=%FF"), Err(PixelError::InvalidSite));
+    }
+
+    #[test]
+    fn every_outcome_has_a_distinct_reason() {
+        let mut reasons: Vec<_> = Outcome::ALL.iter().map(|o| o.reason()).collect();
+        reasons.sort();
+        reasons.dedup();
+        assert_eq!(reasons.len(), Outcome::COUNT);
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i);
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Tickertape: self-hosted page-view analytics on MongoDB time-series
+//! buckets. See docs/architecture.md for how a hit travels from the pixel to
+//! the buckets.
+
+pub mod cli;
+pub mod clock;
+pub mod domain;
+pub mod ingest;
+pub mod localdb;
+pub mod settings;
+pub mod startup;
+pub mod storage;
+pub mod telemetry;
+pub mod web;

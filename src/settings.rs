@@ -1,0 +1,176 @@
+//! Configuration, from environment variables (or the same-named flags),
+//! each with a default that works on a laptop. `tickertape serve --help`
+//! lists them all; the README's table is the same list.
+
+use clap::{Args, ValueEnum};
+use secrecy::{ExposeSecret, SecretString};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// When the pixel answers a counted hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AckMode {
+    /// After the batch holding the hit is committed with the write concern.
+    Durable,
+    /// As soon as the hit is queued.
+    Fast,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseSettings {
+    /// MongoDB connection string. Unset: `serve` runs an embedded local
+    /// database under the data directory.
+    #[arg(long = "mongodb-uri", env = "MONGODB_URI", value_parser = parse_secret, hide_env_values = true)]
+    pub uri: Option<SecretString>,
+
+    /// Database name.
+    #[arg(long = "database", env = "TICKERTAPE_DATABASE", default_value = "tickertape")]
+    pub name: String,
+
+    /// Write concern `w` for bucket writes: `majority` or a number.
+    #[arg(long, env = "TICKERTAPE_WRITE_CONCERN", default_value = "majority")]
+    pub write_concern: String,
+
+    /// How long one write may wait for its write concern, in milliseconds.
+    #[arg(long, env = "TICKERTAPE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
+    pub write_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LocalDbSettings {
+    /// Where the embedded database keeps its files (under `<dir>/db`).
+    #[arg(long, env = "TICKERTAPE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// The local database server binary. Default: `.tools/bin/secantusd-rs`
+    /// if present, else `secantusd-rs` on the PATH.
+    #[arg(long, env = "TICKERTAPE_LOCALDB_BIN")]
+    pub localdb_bin: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct IngestSettings {
+    /// When a counted hit is answered: `durable` or `fast`.
+    #[arg(long, env = "TICKERTAPE_ACK_MODE", value_enum, default_value = "durable")]
+    pub ack_mode: AckMode,
+
+    /// Writer tasks; pages are partitioned among them.
+    #[arg(long, env = "TICKERTAPE_WRITERS", default_value_t = 4)]
+    pub writers: usize,
+
+    /// Hits that may wait for a writer, over all writers; beyond it the pixel
+    /// answers 503.
+    #[arg(long, env = "TICKERTAPE_QUEUE_CAPACITY", default_value_t = 100_000)]
+    pub queue_capacity: usize,
+
+    /// Most hits one writer merges into one flush.
+    #[arg(long, env = "TICKERTAPE_MAX_BATCH", default_value_t = 10_000)]
+    pub max_batch: usize,
+
+    /// How long a flush keeps retrying an unreachable database before its
+    /// hits are answered 503, in milliseconds.
+    #[arg(long, env = "TICKERTAPE_STORE_RETRY_MS", default_value_t = 10_000)]
+    pub store_retry_ms: u64,
+
+    /// How often the in-memory site directory is reloaded, in seconds.
+    #[arg(long, env = "TICKERTAPE_SITE_REFRESH_SECS", default_value_t = 5)]
+    pub site_refresh_secs: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Address the web server listens on (port 0 picks a free port).
+    #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+
+    /// The URL visitors' browsers reach this server at, used in the embed
+    /// snippets (default: `http://` + the listen address).
+    #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+
+    #[command(flatten)]
+    pub local_db: LocalDbSettings,
+
+    #[command(flatten)]
+    pub ingest: IngestSettings,
+}
+
+pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {
+    match configured {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => format!("http://{listen}"),
+    }
+}
+
+fn parse_secret(raw: &str) -> Result<SecretString, String> {
+    Ok(SecretString::from(raw.to_owned()))
+}
+
+impl DatabaseSettings {
+    pub fn uri(&self) -> Option<&str> {
+        self.uri.as_ref().map(|s| s.expose_secret())
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+}
+
+impl IngestSettings {
+    pub fn store_retry(&self) -> Duration {
+        Duration::from_millis(self.store_retry_ms)
+    }
+}
+
+impl Settings {
+    pub fn public_url(&self) -> String {
+        public_url_or(self.public_url.as_deref(), self.listen)
+    }
+
+    /// The settings with every default, as if no variable were set; tests
+    /// start from here and change what they need.
+    pub fn defaults() -> Self {
+        use clap::{FromArgMatches, Parser};
+        #[derive(Parser)]
+        struct Probe {
+            #[command(flatten)]
+            settings: Settings,
+        }
+        let cmd = <Probe as clap::CommandFactory>::command();
+        // Build from defaults only: no argv, and env lookups ignored.
+        let cmd = cmd
+            .get_arguments()
+            .map(|a| a.clone().env(None::<&str>))
+            .fold(clap::Command::new("probe"), |c, a| c.arg(a));
+        let matches = cmd.get_matches_from(["probe"]);
+        Probe::from_arg_matches(&matches)
+            .expect("defaults parse")
+            .settings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_ignore_the_environment() {
+        let s = Settings::defaults();
+        assert_eq!(s.listen.port(), 8000);
+        assert_eq!(s.database.name, "tickertape");
+        assert!(s.database.uri.is_none());
+        assert_eq!(s.ingest.ack_mode, AckMode::Durable);
+        assert_eq!(s.database.write_concern, "majority");
+    }
+
+    #[test]
+    fn the_uri_is_not_printed_by_debug() {
+        let mut s = Settings::defaults();
+        s.database.uri = Some(SecretString::from("mongodb://user:hunter2@h/".to_owned()));
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

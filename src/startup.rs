@@ -1,0 +1,101 @@
+//! Builds the running application from settings and a connected store.
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{web, App, HttpServer};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+use crate::clock::SharedClock;
+use crate::ingest::writer::Writers;
+use crate::ingest::{HitQueue, IngestState, IngestStats, SiteDirectory};
+use crate::settings::Settings;
+use crate::storage::Store;
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    writers: Writers,
+    refresher: JoinHandle<()>,
+    ingest: IngestState,
+}
+
+impl Application {
+    /// Starts the writers, loads the sites and binds the listen address
+    /// (port 0 picks a free one). Serving starts with
+    /// [`run_until_stopped`](Self::run_until_stopped).
+    pub async fn build(settings: &Settings, store: Store, clock: SharedClock) -> anyhow::Result<Self> {
+        let stats = Arc::new(IngestStats::default());
+        let (queue, lanes) = HitQueue::new(&settings.ingest);
+        let writers = Writers::start(&store, lanes, &settings.ingest, stats.clone()).await?;
+        let directory = SiteDirectory::default();
+        directory.reload(&store).await?;
+        let refresher = directory.spawn_refresher(
+            store.clone(),
+            Duration::from_secs(settings.ingest.site_refresh_secs.max(1)),
+        );
+        let ingest = IngestState {
+            queue,
+            directory,
+            clock,
+            stats,
+        };
+
+        let listener = TcpListener::bind(settings.listen)?;
+        let port = listener.local_addr()?.port();
+        let ingest_data = web::Data::new(ingest.clone());
+        let store_data = web::Data::new(store);
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(tracing_actix_web_lite())
+                .app_data(ingest_data.clone())
+                .app_data(store_data.clone())
+                .configure(crate::web::routes)
+        })
+        .listen(listener)?
+        .shutdown_timeout(30)
+        .run();
+        Ok(Self {
+            port,
+            server,
+            writers,
+            refresher,
+            ingest,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the server gracefully when called (tests; `serve` stops on
+    /// SIGINT/SIGTERM).
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    pub fn ingest(&self) -> &IngestState {
+        &self.ingest
+    }
+
+    /// Serves until stopped, then drains the hit queue into the database.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let served = self.server.await;
+        self.refresher.abort();
+        self.writers.shutdown().await;
+        tracing::info!(
+            hits_lost = self.ingest.stats.hits_lost.load(std::sync::atomic::Ordering::Relaxed),
+            "stopped; every queued hit was flushed"
+        );
+        Ok(served?)
+    }
+}
+
+/// Request logging: method, path (without the query string, which can hold
+/// a visitor's page), status and latency; never the client address.
+fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
+    actix_web::middleware::Logger::new("%r %s %Dms")
+        .exclude("/pixel.gif")
+        .exclude("/healthz")
+}

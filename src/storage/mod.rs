@@ -1,0 +1,141 @@
+//! Everything that talks to MongoDB.
+
+pub mod bucket_writer;
+pub mod buckets;
+pub mod schema;
+pub mod sites;
+pub mod update;
+
+use bson::{doc, Document};
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Database};
+use std::time::Duration;
+
+pub use buckets::{Bucket, Granularity, Increments};
+
+/// How the server we are connected to is deployed, from its `hello` reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topology {
+    Standalone,
+    ReplicaSet { name: String },
+    Sharded,
+}
+
+impl Topology {
+    pub fn from_hello(hello: &Document) -> Self {
+        if hello.get_str("msg") == Ok("isdbgrid") {
+            Topology::Sharded
+        } else if let Ok(name) = hello.get_str("setName") {
+            Topology::ReplicaSet {
+                name: name.to_owned(),
+            }
+        } else {
+            Topology::Standalone
+        }
+    }
+
+    /// Whether writes can carry a transaction number and so be retried
+    /// without risk of applying twice.
+    pub fn supports_retryable_writes(&self) -> bool {
+        !matches!(self, Topology::Standalone)
+    }
+}
+
+/// A connected database with the write concern bucket writes use.
+#[derive(Clone, Debug)]
+pub struct Store {
+    client: Client,
+    db: Database,
+    write_concern: Document,
+    topology: Topology,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("invalid MongoDB connection string")]
+    BadUri(#[source] mongodb::error::Error),
+    #[error("the database did not answer `hello`")]
+    Unreachable(#[source] mongodb::error::Error),
+    #[error("write concern must be `majority` or a number, got {0:?}")]
+    BadWriteConcern(String),
+}
+
+impl Store {
+    pub async fn connect(
+        uri: &str,
+        db_name: &str,
+        write_concern: &str,
+        write_timeout: Duration,
+    ) -> Result<Self, ConnectError> {
+        let mut options = ClientOptions::parse(uri).await.map_err(ConnectError::BadUri)?;
+        options.app_name.get_or_insert_with(|| "tickertape".into());
+        let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
+        let db = client.database(db_name);
+        let hello = db
+            .run_command(doc! {"hello": 1})
+            .await
+            .map_err(ConnectError::Unreachable)?;
+        let topology = Topology::from_hello(&hello);
+        let w = match write_concern.parse::<i32>() {
+            Ok(n) if n >= 0 => bson::Bson::Int32(n),
+            _ if write_concern == "majority" => bson::Bson::String("majority".into()),
+            _ => return Err(ConnectError::BadWriteConcern(write_concern.to_owned())),
+        };
+        Ok(Self {
+            client,
+            db,
+            write_concern: doc! { "w": w, "wtimeout": write_timeout.as_millis() as i64 },
+            topology,
+        })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn db(&self) -> &Database {
+        &self.db
+    }
+
+    pub fn write_concern(&self) -> &Document {
+        &self.write_concern
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    pub async fn ping(&self) -> Result<(), mongodb::error::Error> {
+        self.db.run_command(doc! {"ping": 1}).await.map(|_| ())
+    }
+
+    /// Starts a session for a stream of update commands.
+    pub async fn update_session(&self) -> Result<update::UpdateSession, mongodb::error::Error> {
+        let session = self.client.start_session().await?;
+        Ok(update::UpdateSession::new(
+            session,
+            self.topology.supports_retryable_writes(),
+        ))
+    }
+
+    pub fn buckets(&self, granularity: Granularity) -> mongodb::Collection<Bucket> {
+        self.db.collection(granularity.collection())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_from_hello() {
+        assert_eq!(Topology::from_hello(&doc! {"msg": "isdbgrid", "ok": 1}), Topology::Sharded);
+        assert_eq!(
+            Topology::from_hello(&doc! {"setName": "rs0", "isWritablePrimary": true}),
+            Topology::ReplicaSet { name: "rs0".into() }
+        );
+        assert_eq!(Topology::from_hello(&doc! {"isWritablePrimary": true}), Topology::Standalone);
+        assert!(!Topology::Standalone.supports_retryable_writes());
+        assert!(Topology::Sharded.supports_retryable_writes());
+    }
+}

@@ -1,0 +1,175 @@
+//! Sites: a canonical domain (the prefix of every page key), aliases that
+//! also count as the site's host, a name and owners.
+
+use bson::doc;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::Store;
+use crate::domain::{DomainName, SiteId};
+
+pub const COLLECTION: &str = "sites";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Site {
+    pub id: SiteId,
+    pub name: String,
+    pub domain: DomainName,
+    pub aliases: Vec<DomainName>,
+    pub owners: Vec<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Site {
+    /// Whether a page on `host` belongs to this site.
+    pub fn owns_host(&self, host: &str) -> bool {
+        self.domain.as_str() == host || self.aliases.iter().any(|a| a.as_str() == host)
+    }
+
+    pub fn hosts(&self) -> impl Iterator<Item = &DomainName> {
+        std::iter::once(&self.domain).chain(self.aliases.iter())
+    }
+}
+
+/// The stored shape; ids are BSON UUIDs (binary subtype 4).
+#[derive(Debug, Serialize, Deserialize)]
+struct SiteDoc {
+    #[serde(rename = "_id")]
+    id: bson::Uuid,
+    name: String,
+    domain: DomainName,
+    #[serde(default)]
+    aliases: Vec<DomainName>,
+    #[serde(default)]
+    owners: Vec<bson::Uuid>,
+    #[serde(rename = "createdAt")]
+    created_at: bson::DateTime,
+}
+
+impl From<SiteDoc> for Site {
+    fn from(d: SiteDoc) -> Self {
+        Site {
+            id: SiteId::from_uuid(d.id.into()),
+            name: d.name,
+            domain: d.domain,
+            aliases: d.aliases,
+            owners: d.owners.into_iter().map(Uuid::from).collect(),
+            created_at: d.created_at.to_chrono(),
+        }
+    }
+}
+
+impl From<&Site> for SiteDoc {
+    fn from(s: &Site) -> Self {
+        SiteDoc {
+            id: s.id.as_uuid().into(),
+            name: s.name.clone(),
+            domain: s.domain.clone(),
+            aliases: s.aliases.clone(),
+            owners: s.owners.iter().map(|&u| u.into()).collect(),
+            created_at: bson::DateTime::from_chrono(s.created_at),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewSite {
+    pub domain: DomainName,
+    pub aliases: Vec<DomainName>,
+    pub name: Option<String>,
+    pub owners: Vec<Uuid>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("{0} already belongs to a site")]
+    HostTaken(String),
+    #[error("a site name is at most 100 characters")]
+    NameTooLong,
+    #[error("database error")]
+    Database(#[from] mongodb::error::Error),
+}
+
+fn collection(store: &Store) -> mongodb::Collection<SiteDoc> {
+    store.db().collection(COLLECTION)
+}
+
+pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
+    let name = new.name.unwrap_or_else(|| new.domain.to_string());
+    if name.chars().count() > 100 {
+        return Err(SiteError::NameTooLong);
+    }
+    let mut aliases = new.aliases;
+    aliases.sort();
+    aliases.dedup();
+    aliases.retain(|a| *a != new.domain);
+    let hosts: Vec<&str> = std::iter::once(new.domain.as_str())
+        .chain(aliases.iter().map(DomainName::as_str))
+        .collect();
+    let clash = collection(store)
+        .find_one(doc! {"$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}]})
+        .await?;
+    if let Some(other) = clash {
+        let other = Site::from(other);
+        let taken = hosts
+            .iter()
+            .find(|h| other.owns_host(h))
+            .map_or_else(|| new.domain.to_string(), |h| h.to_string());
+        return Err(SiteError::HostTaken(taken));
+    }
+    let site = Site {
+        id: SiteId::new(),
+        name,
+        domain: new.domain,
+        aliases,
+        owners: new.owners,
+        created_at: now,
+    };
+    match collection(store).insert_one(SiteDoc::from(&site)).await {
+        Ok(_) => Ok(site),
+        Err(e) if is_duplicate_key(&e) => Err(SiteError::HostTaken(site.domain.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
+    let docs: Vec<SiteDoc> = collection(store)
+        .find(doc! {})
+        .sort(doc! {"domain": 1})
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs.into_iter().map(Site::from).collect())
+}
+
+pub fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match &*e.kind {
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == 11000,
+        ErrorKind::Command(c) => c.code == 11000,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_owns_its_domain_and_aliases_only() {
+        let site = Site {
+            id: SiteId::new(),
+            name: "x".into(),
+            domain: DomainName::parse("example.com").unwrap(),
+            aliases: vec![DomainName::parse("www.example.com").unwrap()],
+            owners: vec![],
+            created_at: Utc::now(),
+        };
+        assert!(site.owns_host("example.com"));
+        assert!(site.owns_host("www.example.com"));
+        assert!(!site.owns_host("evil.com"));
+        assert!(!site.owns_host("example.com.evil.com"));
+    }
+}

@@ -1,0 +1,30 @@
+//! Logging set-up and error formatting.
+
+use tracing_subscriber::{fmt, prelude::*, EnvFilter};
+
+/// Structured logs on stderr: JSON when `TICKERTAPE_LOG_FORMAT=json`,
+/// readable text otherwise; level from `RUST_LOG` (default `info`).
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,mongodb=warn,actix_server=warn"));
+    let json = std::env::var("TICKERTAPE_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let registry = tracing_subscriber::registry().with(filter);
+    let result = if json {
+        registry.with(fmt::layer().json().with_writer(std::io::stderr)).try_init()
+    } else {
+        registry.with(fmt::layer().with_writer(std::io::stderr)).try_init()
+    };
+    let _ = result; // already initialised (tests): keep the first
+}
+
+/// An error with its causes, `outer: inner: innermost`, for logs only.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
