@@ -50,7 +50,7 @@ enum SiteCommand {
         #[arg(long = "alias")]
         aliases: Vec<String>,
         /// A display name (default: the domain).
-        #[arg(long)]
+        #[arg(long = "name", id = "site_name")]
         name: Option<String>,
         /// The URL browsers reach Tickertape at, for the snippets.
         #[arg(long, env = "TICKERTAPE_PUBLIC_URL", default_value = "http://127.0.0.1:8000")]
@@ -183,13 +183,21 @@ where
     result
 }
 
+/// A start-up line on stdout. A server must not die because nobody reads
+/// its console, so a closed stdout is ignored (`println!` would panic).
+fn announce(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
 async fn serve(mut settings: Settings) -> anyhow::Result<()> {
     let local = match settings.database.uri() {
         Some(_) => None,
         None => {
             let db = start_local(&settings.local_db).await?;
             std::fs::write(local_uri_file(&settings.local_db), db.uri())?;
-            println!("embedded database pid {} at {}", db.pid(), db.uri());
+            announce(&format!("embedded database pid {} at {}", db.pid(), db.uri()));
             Some(db)
         }
     };
@@ -204,11 +212,11 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         schema::ensure_schema(&store).await?;
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());
-        println!("tickertape listening on http://{}", settings.listen);
-        println!(
+        announce(&format!("tickertape listening on http://{}", settings.listen));
+        announce(&format!(
             "embed snippets use {} (set TICKERTAPE_PUBLIC_URL to change)",
             public_url_or(settings.public_url.as_deref(), settings.listen)
-        );
+        ));
         app.run_until_stopped().await
     }
     .await;
@@ -217,4 +225,14 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         stop_local(db).await;
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

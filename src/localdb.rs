@@ -58,7 +58,8 @@ pub struct LocalDb {
 }
 
 /// Finds the server binary: the configured path, else `.tools/bin` under
-/// the current directory, else the `PATH`.
+/// the current directory or the checkout the running executable was built
+/// in (`target/<profile>/tickertape`), else the `PATH`.
 pub fn locate(configured: Option<&Path>) -> Result<PathBuf, LocalDbError> {
     if let Some(path) = configured {
         return if path.is_file() {
@@ -70,11 +71,17 @@ pub fn locate(configured: Option<&Path>) -> Result<PathBuf, LocalDbError> {
         };
     }
     let mut looked = Vec::new();
-    let local = Path::new(".tools/bin").join(SERVER_NAME);
-    if local.is_file() {
-        return Ok(local);
+    let mut roots = vec![PathBuf::from(".")];
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().skip(1).take(3).map(Path::to_owned));
     }
-    looked.push(local.display().to_string());
+    for root in roots {
+        let candidate = root.join(".tools/bin").join(SERVER_NAME);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        looked.push(candidate.display().to_string());
+    }
     if let Some(paths) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&paths) {
             let candidate = dir.join(SERVER_NAME);
@@ -85,7 +92,7 @@ pub fn locate(configured: Option<&Path>) -> Result<PathBuf, LocalDbError> {
     }
     looked.push("the PATH".into());
     Err(LocalDbError::MissingBinary {
-        looked: looked.join(" and "),
+        looked: looked.join(", "),
     })
 }
 

@@ -59,6 +59,7 @@ impl BucketWriter {
             collection: inc.granularity().collection(),
             statements: inc.statements(),
             write_concern,
+            attempt_timeout: self.store.attempt_timeout(),
             deadline,
         };
         let (m, h, d) = tokio::join!(

@@ -47,6 +47,7 @@ pub struct Store {
     client: Client,
     db: Database,
     write_concern: Document,
+    write_timeout: Duration,
     topology: Topology,
 }
 
@@ -85,6 +86,7 @@ impl Store {
             client,
             db,
             write_concern: doc! { "w": w, "wtimeout": write_timeout.as_millis() as i64 },
+            write_timeout,
             topology,
         })
     }
@@ -99,6 +101,13 @@ impl Store {
 
     pub fn write_concern(&self) -> &Document {
         &self.write_concern
+    }
+
+    /// How long one write command may take before its outcome is treated as
+    /// unknown: the server gives up waiting for the write concern after
+    /// `wtimeout`, so a reply later than that (plus slack) is not coming.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.write_timeout + Duration::from_secs(1)
     }
 
     pub fn topology(&self) -> &Topology {

@@ -65,6 +65,8 @@ pub struct UpdateRequest<'a> {
     pub collection: &'a str,
     pub statements: Vec<Document>,
     pub write_concern: &'a Document,
+    /// How long one attempt may take before its outcome counts as unknown.
+    pub attempt_timeout: Duration,
     pub deadline: Instant,
 }
 
@@ -81,11 +83,11 @@ pub struct UpdateOutcome {
 }
 
 pub async fn run_update(
-    request: UpdateRequest<'_>,
+    mut request: UpdateRequest<'_>,
     session: &mut UpdateSession,
 ) -> Result<UpdateOutcome, UpdateError> {
     let mut outcome = UpdateOutcome::default();
-    let mut pending = request.statements;
+    let mut pending = std::mem::take(&mut request.statements);
     for round in 0..=MAX_DUPLICATE_ROUNDS {
         if pending.is_empty() {
             break;
@@ -100,7 +102,7 @@ pub async fn run_update(
         if session.retryable {
             command.insert("txnNumber", session.txn_number);
         }
-        let reply = send_until_known(request.db, command, session, request.deadline, &mut outcome).await?;
+        let reply = send_until_known(&request, command, session, &mut outcome).await?;
         let checked = check_reply(request.collection, &reply, pending.len())?;
         outcome.applied += checked.applied;
         outcome.upserted += checked.upserted;
@@ -127,12 +129,12 @@ pub async fn run_update(
 /// Sends `command` until the server gives a definite answer or the deadline
 /// passes. Each failed attempt waits a little longer, up to 1 s.
 async fn send_until_known(
-    db: &Database,
+    request: &UpdateRequest<'_>,
     command: Document,
     session: &mut UpdateSession,
-    deadline: Instant,
     outcome: &mut UpdateOutcome,
 ) -> Result<Document, UpdateError> {
+    let deadline = request.deadline;
     let mut backoff = Duration::from_millis(20);
     let mut last_error = None;
     loop {
@@ -140,10 +142,12 @@ async fn send_until_known(
         if now >= deadline {
             return Err(UpdateError::DeadlineExceeded(last_error));
         }
-        let attempt = db
+        let attempt = request
+            .db
             .run_command(command.clone())
             .session(&mut session.session);
-        match tokio::time::timeout(deadline - now, attempt).await {
+        let limit = request.attempt_timeout.min(deadline - now);
+        match tokio::time::timeout(limit, attempt).await {
             // Applied on the primary but not yet confirmed by the write
             // concern: the resend waits for the confirmation again.
             Ok(Ok(reply)) if session.retryable && reply.contains_key("writeConcernError") => {
@@ -155,7 +159,9 @@ async fn send_until_known(
                 last_error = Some(e);
             }
             Ok(Err(e)) => return Err(UpdateError::Refused(e)),
-            Err(_elapsed) if session.retryable => {}
+            Err(_elapsed) if session.retryable => {
+                tracing::warn!(?limit, "no reply to an update in time; resending");
+            }
             Err(_elapsed) => return Err(UpdateError::DeadlineExceeded(None)),
         }
         outcome.resent += 1;

@@ -1,0 +1,19 @@
+# Build stage: compile the release binary.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --bin tickertape
+
+# Runtime stage: the binary and CA certificates, nothing else. It needs
+# MONGODB_URI: the embedded database is a development convenience that the
+# image does not ship.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/target/release/tickertape /usr/local/bin/tickertape
+ENV TICKERTAPE_LISTEN=0.0.0.0:8000
+EXPOSE 8000
+USER nobody
+ENTRYPOINT ["tickertape"]
+CMD ["serve"]

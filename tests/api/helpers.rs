@@ -1,0 +1,235 @@
+//! Test harness: one database server per test binary, one database and one
+//! app per test.
+
+use chrono::{DateTime, TimeZone, Utc};
+use futures::TryStreamExt;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use tickertape::clock::ManualClock;
+use tickertape::domain::DomainName;
+use tickertape::ingest::IngestState;
+use tickertape::localdb::{LocalDb, LocalDbOptions};
+use tickertape::settings::{AckMode, Settings};
+use tickertape::startup::Application;
+use tickertape::storage::sites::{self, NewSite, Site};
+use tickertape::storage::{schema, Bucket, Granularity, Store};
+
+/// A desktop browser's User-Agent, so test hits are not taken for bots.
+pub const BROWSER_UA: &str =
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn localdb_binary() -> PathBuf {
+    std::env::var_os("TICKERTAPE_LOCALDB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".tools/bin/secantusd-rs"))
+}
+
+/// The server every test of this binary shares: `MONGODB_URI` when set,
+/// else a `secantusd-rs` started on a free port with its own data directory
+/// under `target/test-db/<pid>`. It stops when this process exits (the
+/// local database is spawned with a parent-death signal).
+pub fn database_uri() -> &'static str {
+    static URI: OnceLock<String> = OnceLock::new();
+    URI.get_or_init(|| {
+        if let Ok(uri) = std::env::var("MONGODB_URI") {
+            return uri;
+        }
+        let root = repo_root().join("target/test-db");
+        remove_stale_data_dirs(&root);
+        let dir = root.join(std::process::id().to_string());
+        let binary = localdb_binary();
+        assert!(
+            binary.is_file(),
+            "{} is missing: run `make setup` (or set MONGODB_URI)",
+            binary.display()
+        );
+        let db = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let options = LocalDbOptions {
+                cache_size: "256M".into(),
+                log_file_max: "16MB".into(),
+            };
+            rt.block_on(LocalDb::start(&binary, &dir, &options))
+        })
+        .join()
+        .unwrap()
+        .expect("start the local database");
+        let uri = db.uri().to_owned();
+        // Lives as long as the process; the server dies with it.
+        std::mem::forget(db);
+        uri
+    })
+}
+
+fn remove_stale_data_dirs(root: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let alive = name
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// 2026-11-22 10:01:07 UTC: the clock every test starts at.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap()
+}
+
+pub fn test_settings() -> Settings {
+    let mut settings = Settings::defaults();
+    settings.listen = "127.0.0.1:0".parse().unwrap();
+    settings.database.name = format!("test_{}", uuid::Uuid::new_v4().simple());
+    settings.ingest.writers = 2;
+    settings.ingest.queue_capacity = 10_000;
+    settings.ingest.store_retry_ms = 10_000;
+    settings
+}
+
+pub async fn connect(uri: &str, settings: &Settings) -> Store {
+    let db = &settings.database;
+    Store::connect(uri, &db.name, &db.write_concern, db.write_timeout())
+        .await
+        .expect("connect to the test database")
+}
+
+pub struct TestApp {
+    pub address: String,
+    pub store: Store,
+    pub clock: Arc<ManualClock>,
+    pub ingest: IngestState,
+    pub http: reqwest::Client,
+    handle: actix_web::dev::ServerHandle,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    db_name: String,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
+    let mut settings = test_settings();
+    configure(&mut settings);
+    spawn_app_on(database_uri(), settings).await
+}
+
+/// An app whose store connects through `app_uri` (e.g. a fault-injecting
+/// proxy), with the schema set up over a direct connection.
+pub async fn spawn_app_on(app_uri: &str, settings: Settings) -> TestApp {
+    // Logs only when asked for (RUST_LOG=...), to keep test output quiet.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tickertape::telemetry::init();
+    }
+    let direct = connect(database_uri(), &settings).await;
+    schema::ensure_schema(&direct).await.expect("schema");
+    let store = connect(app_uri, &settings).await;
+    let clock = ManualClock::new(t0());
+    let app = Application::build(&settings, store, clock.clone())
+        .await
+        .expect("build the app");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    let ingest = app.ingest().clone();
+    let task = tokio::spawn(app.run_until_stopped());
+    TestApp {
+        address,
+        store: direct,
+        clock,
+        ingest,
+        http: reqwest::Client::builder()
+            .user_agent(BROWSER_UA)
+            .pool_max_idle_per_host(256)
+            .build()
+            .unwrap(),
+        handle,
+        task: Some(task),
+        db_name: settings.database.name,
+    }
+}
+
+impl TestApp {
+    pub async fn add_site(&self, domain: &str, aliases: &[&str]) -> Site {
+        let new = NewSite {
+            domain: DomainName::parse(domain).unwrap(),
+            aliases: aliases.iter().map(|a| DomainName::parse(a).unwrap()).collect(),
+            name: None,
+            owners: vec![],
+        };
+        let site = sites::insert(&self.store, new, Utc::now()).await.expect("insert site");
+        self.ingest.directory.reload(&self.store).await.expect("reload sites");
+        site
+    }
+
+    /// `GET /pixel.gif?<query>` as a desktop browser.
+    pub async fn pixel(&self, query: &str) -> reqwest::Response {
+        self.pixel_with(query, &[]).await
+    }
+
+    pub async fn pixel_with(&self, query: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut request = self.http.get(format!("{}/pixel.gif?{query}", self.address));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.expect("pixel request")
+    }
+
+    pub async fn buckets(&self, g: Granularity) -> Vec<Bucket> {
+        self.store
+            .buckets(g)
+            .find(bson::doc! {})
+            .sort(bson::doc! {"page": 1, "timestamp": 1})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    }
+
+    pub async fn total_views(&self, g: Granularity) -> i64 {
+        self.buckets(g).await.iter().map(|b| b.total_views).sum()
+    }
+
+    pub async fn bucket_count(&self) -> u64 {
+        let mut n = 0;
+        for g in Granularity::ALL {
+            n += self.store.buckets(g).count_documents(bson::doc! {}).await.unwrap();
+        }
+        n
+    }
+
+    /// Stops the server gracefully and waits for the queue to drain.
+    pub async fn stop(&mut self) {
+        self.handle.stop(true).await;
+        if let Some(task) = self.task.take() {
+            task.await.expect("app task").expect("app stopped cleanly");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let name = std::mem::take(&mut self.db_name);
+        // A fresh runtime on a plain thread: Drop cannot await.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                let client = mongodb::Client::with_uri_str(database_uri()).await?;
+                client.database(&name).drop().await
+            })
+        })
+        .join();
+    }
+}
+
+pub fn fast(settings: &mut Settings) {
+    settings.ingest.ack_mode = AckMode::Fast;
+}

@@ -1,0 +1,12 @@
+//! Integration tests against a real MongoDB wire-protocol server: the local
+//! `secantusd-rs`, or the server named by `MONGODB_URI`.
+
+mod helpers;
+mod proxy;
+
+mod browser;
+mod deployment;
+mod ingest;
+mod pixel_rules;
+mod serve;
+mod storage;

@@ -1,0 +1,102 @@
+//! `tickertape serve` as a user runs it: with no MONGODB_URI it starts the
+//! embedded database, and stops it on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::helpers::*;
+
+fn tickertape() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
+    cmd.env_remove("MONGODB_URI")
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn serve_starts_and_stops_the_embedded_database() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = tickertape()
+        .arg("serve")
+        .env("TICKERTAPE_DATA_DIR", data.path())
+        .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut db_pid = None;
+    let mut address = None;
+    for line in stdout.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("embedded database pid ") {
+            db_pid = rest.split(' ').next().and_then(|p| p.parse::<u32>().ok());
+        }
+        if let Some(url) = line.strip_prefix("tickertape listening on ") {
+            address = Some(url.to_owned());
+            break;
+        }
+    }
+    std::thread::spawn(move || stdout.for_each(drop));
+    let db_pid = db_pid.expect("serve reports the embedded database's pid");
+    let address = address.expect("serve reports its address");
+    assert!(alive(db_pid));
+    assert!(data.path().join("localdb.uri").exists());
+
+    let http = reqwest::Client::new();
+    for path in ["/healthz", "/readyz"] {
+        let r = http.get(format!("{address}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let js = http.get(format!("{address}/tt.js")).send().await.unwrap();
+    assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!alive(db_pid), "the embedded database outlived serve");
+    assert!(!data.path().join("localdb.uri").exists());
+}
+
+#[test]
+fn a_missing_database_binary_says_how_to_install_it() {
+    let data = tempfile::tempdir().unwrap();
+    let output = tickertape()
+        .arg("serve")
+        .env("TICKERTAPE_DATA_DIR", data.path())
+        .env("TICKERTAPE_LOCALDB_BIN", "/nonexistent/secantusd-rs")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("make setup"), "{stderr}");
+    assert!(stderr.contains("MONGODB_URI"), "{stderr}");
+}
+
+#[test]
+fn site_add_rejects_a_malformed_domain_without_touching_the_database() {
+    let output = tickertape()
+        .args(["site", "add", "--domain", "https://example.com/blog"])
+        .env("TICKERTAPE_LOCALDB_BIN", "/nonexistent/secantusd-rs")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--domain") && stderr.contains("host only"), "{stderr}");
+}
