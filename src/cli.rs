@@ -14,7 +14,11 @@ use crate::storage::{schema, sites, Store};
 use crate::web::snippets;
 
 #[derive(Parser)]
-#[command(name = "tickertape", version, about = "Self-hosted page-view analytics on MongoDB")]
+#[command(
+    name = "tickertape",
+    version,
+    about = "Self-hosted page-view analytics on MongoDB"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,7 +57,11 @@ enum SiteCommand {
         #[arg(long = "name", id = "site_name")]
         name: Option<String>,
         /// The URL browsers reach Tickertape at, for the snippets.
-        #[arg(long, env = "TICKERTAPE_PUBLIC_URL", default_value = "http://127.0.0.1:8000")]
+        #[arg(
+            long,
+            env = "TICKERTAPE_PUBLIC_URL",
+            default_value = "http://127.0.0.1:8000"
+        )]
         public_url: String,
         #[command(flatten)]
         db: DatabaseArgs,
@@ -104,7 +112,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             public_url,
             db,
         }) => {
-            let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+            let domain =
+                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
             let aliases = aliases
                 .iter()
                 .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
@@ -120,9 +129,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 let site = sites::insert(&store, new, chrono::Utc::now()).await?;
                 let s = snippets::for_site(&public_url, &site.id);
                 println!("{}", site.id);
-                eprintln!("Added {} ({}). Embed one of these on its pages:", site.domain, site.name);
+                eprintln!(
+                    "Added {} ({}). Embed one of these on its pages:",
+                    site.domain, site.name
+                );
                 eprintln!("\n  Script (counts each page's path):\n    {}", s.script);
-                eprintln!("\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n", s.pixel);
+                eprintln!(
+                    "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
+                    s.pixel
+                );
                 Ok(())
             })
             .await
@@ -131,7 +146,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             with_store(&db, |store| async move {
                 for site in sites::list(&store).await? {
                     let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
-                    println!("{}\t{}\t{}\t{}", site.id, site.domain, site.name, aliases.join(","));
+                    println!(
+                        "{}\t{}\t{}\t{}",
+                        site.id,
+                        site.domain,
+                        site.name,
+                        aliases.join(",")
+                    );
                 }
                 Ok(())
             })
@@ -149,7 +170,12 @@ fn local_uri_file(local: &LocalDbSettings) -> PathBuf {
 
 async fn start_local(local: &LocalDbSettings) -> anyhow::Result<LocalDb> {
     let binary = localdb::locate(local.localdb_bin.as_deref())?;
-    let db = LocalDb::start(&binary, &local.data_dir.join("db"), &LocalDbOptions::default()).await?;
+    let db = LocalDb::start(
+        &binary,
+        &local.data_dir.join("db"),
+        &LocalDbOptions::default(),
+    )
+    .await?;
     Ok(db)
 }
 
@@ -172,7 +198,10 @@ where
         return f(connect(uri.to_owned()).await?).await;
     }
     if let Ok(uri) = std::fs::read_to_string(local_uri_file(&args.local_db)) {
-        let quick = tokio::time::timeout(std::time::Duration::from_secs(3), connect(uri.trim().to_owned()));
+        let quick = tokio::time::timeout(
+            std::time::Duration::from_secs(3),
+            connect(uri.trim().to_owned()),
+        );
         if let Ok(Ok(store)) = quick.await {
             return f(store).await;
         }
@@ -197,7 +226,11 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         None => {
             let db = start_local(&settings.local_db).await?;
             std::fs::write(local_uri_file(&settings.local_db), db.uri())?;
-            announce(&format!("embedded database pid {} at {}", db.pid(), db.uri()));
+            announce(&format!(
+                "embedded database pid {} at {}",
+                db.pid(),
+                db.uri()
+            ));
             Some(db)
         }
     };
@@ -212,7 +245,10 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         schema::ensure_schema(&store).await?;
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());
-        announce(&format!("tickertape listening on http://{}", settings.listen));
+        announce(&format!(
+            "tickertape listening on http://{}",
+            settings.listen
+        ));
         announce(&format!(
             "embed snippets use {} (set TICKERTAPE_PUBLIC_URL to change)",
             public_url_or(settings.public_url.as_deref(), settings.listen)

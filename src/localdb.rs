@@ -27,7 +27,9 @@ pub enum LocalDbError {
     MissingBinary { looked: String },
     #[error("could not start {0}")]
     Spawn(PathBuf, #[source] std::io::Error),
-    #[error("the local database exited before it was ready ({status}); its last output:\n{output}")]
+    #[error(
+        "the local database exited before it was ready ({status}); its last output:\n{output}"
+    )]
     ExitedEarly { status: String, output: String },
     #[error("the local database did not report its port within {0:?}")]
     Timeout(Duration),
@@ -99,11 +101,22 @@ pub fn locate(configured: Option<&Path>) -> Result<PathBuf, LocalDbError> {
 impl LocalDb {
     /// Starts the server on a free loopback port with its files in
     /// `storage`, and returns once it has answered `hello`.
-    pub async fn start(binary: &Path, storage: &Path, options: &LocalDbOptions) -> Result<Self, LocalDbError> {
+    pub async fn start(
+        binary: &Path,
+        storage: &Path,
+        options: &LocalDbOptions,
+    ) -> Result<Self, LocalDbError> {
         std::fs::create_dir_all(storage).map_err(|e| LocalDbError::Spawn(storage.to_owned(), e))?;
         let mut command = Command::new(binary);
         command
-            .args(["--host", "127.0.0.1", "--port", "0", "--log-level", "WARNING"])
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--log-level",
+                "WARNING",
+            ])
             .arg("--storage-path")
             .arg(storage)
             .args(["--cache-size", &options.cache_size])
@@ -198,7 +211,12 @@ type Started = Result<(u32, u16), LocalDbError>;
 
 /// The keeper thread: spawn, report the port, forward output to the log,
 /// wait for the exit.
-fn keep(mut command: Command, binary: PathBuf, started: mpsc::Sender<Started>, exited: mpsc::Sender<ExitStatus>) {
+fn keep(
+    mut command: Command,
+    binary: PathBuf,
+    started: mpsc::Sender<Started>,
+    exited: mpsc::Sender<ExitStatus>,
+) {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -245,7 +263,9 @@ fn keep(mut command: Command, binary: PathBuf, started: mpsc::Sender<Started>, e
         std::thread::sleep(Duration::from_millis(100));
         seen.extend(recent_stderr.lock().expect("lock").iter().cloned());
         let _ = started.send(Err(LocalDbError::ExitedEarly {
-            status: status.as_ref().map_or_else(|e| e.to_string(), |s| s.to_string()),
+            status: status
+                .as_ref()
+                .map_or_else(|e| e.to_string(), |s| s.to_string()),
             output: seen.join("\n"),
         }));
     }
@@ -266,7 +286,10 @@ mod tests {
 
     #[test]
     fn parses_the_listening_line() {
-        assert_eq!(listening_port("secantusd-rs listening on 127.0.0.1:32867"), Some(32867));
+        assert_eq!(
+            listening_port("secantusd-rs listening on 127.0.0.1:32867"),
+            Some(32867)
+        );
         assert_eq!(listening_port("starting"), None);
     }
 

@@ -25,7 +25,11 @@ pub struct DatabaseSettings {
     pub uri: Option<SecretString>,
 
     /// Database name.
-    #[arg(long = "database", env = "TICKERTAPE_DATABASE", default_value = "tickertape")]
+    #[arg(
+        long = "database",
+        env = "TICKERTAPE_DATABASE",
+        default_value = "tickertape"
+    )]
     pub name: String,
 
     /// Write concern `w` for bucket writes: `majority` or a number.
@@ -52,7 +56,12 @@ pub struct LocalDbSettings {
 #[derive(Debug, Clone, Args)]
 pub struct IngestSettings {
     /// When a counted hit is answered: `durable` or `fast`.
-    #[arg(long, env = "TICKERTAPE_ACK_MODE", value_enum, default_value = "durable")]
+    #[arg(
+        long,
+        env = "TICKERTAPE_ACK_MODE",
+        value_enum,
+        default_value = "durable"
+    )]
     pub ack_mode: AckMode,
 
     /// Writer tasks; pages are partitioned among them.

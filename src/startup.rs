@@ -25,7 +25,11 @@ impl Application {
     /// Starts the writers, loads the sites and binds the listen address
     /// (port 0 picks a free one). Serving starts with
     /// [`run_until_stopped`](Self::run_until_stopped).
-    pub async fn build(settings: &Settings, store: Store, clock: SharedClock) -> anyhow::Result<Self> {
+    pub async fn build(
+        settings: &Settings,
+        store: Store,
+        clock: SharedClock,
+    ) -> anyhow::Result<Self> {
         let stats = Arc::new(IngestStats::default());
         let (queue, lanes) = HitQueue::new(&settings.ingest);
         let writers = Writers::start(&store, lanes, &settings.ingest, stats.clone()).await?;
@@ -85,7 +89,11 @@ impl Application {
         self.refresher.abort();
         self.writers.shutdown().await;
         tracing::info!(
-            hits_lost = self.ingest.stats.hits_lost.load(std::sync::atomic::Ordering::Relaxed),
+            hits_lost = self
+                .ingest
+                .stats
+                .hits_lost
+                .load(std::sync::atomic::Ordering::Relaxed),
             "stopped; every queued hit was flushed"
         );
         Ok(served?)

@@ -10,9 +10,13 @@ pub fn init() {
     let json = std::env::var("TICKERTAPE_LOG_FORMAT").is_ok_and(|v| v == "json");
     let registry = tracing_subscriber::registry().with(filter);
     let result = if json {
-        registry.with(fmt::layer().json().with_writer(std::io::stderr)).try_init()
+        registry
+            .with(fmt::layer().json().with_writer(std::io::stderr))
+            .try_init()
     } else {
-        registry.with(fmt::layer().with_writer(std::io::stderr)).try_init()
+        registry
+            .with(fmt::layer().with_writer(std::io::stderr))
+            .try_init()
     };
     let _ = result; // already initialised (tests): keep the first
 }

@@ -115,14 +115,29 @@ mod tests {
             "example.com/blog",
             "a b.com",
         ] {
-            assert_eq!(DomainName::parse(raw), Err(DomainNameError::NotAHost), "{raw}");
+            assert_eq!(
+                DomainName::parse(raw),
+                Err(DomainNameError::NotAHost),
+                "{raw}"
+            );
         }
     }
 
     #[test]
     fn rejects_bad_labels() {
-        for raw in ["-a.com", "a-.com", "a..com", "ex_ample.com", "exämple.com", "$gt"] {
-            assert_eq!(DomainName::parse(raw), Err(DomainNameError::BadLabel), "{raw}");
+        for raw in [
+            "-a.com",
+            "a-.com",
+            "a..com",
+            "ex_ample.com",
+            "exämple.com",
+            "$gt",
+        ] {
+            assert_eq!(
+                DomainName::parse(raw),
+                Err(DomainNameError::BadLabel),
+                "{raw}"
+            );
         }
         let label = "a".repeat(64);
         assert_eq!(

@@ -188,7 +188,14 @@ mod tests {
 
     #[test]
     fn rule2_other_values_must_start_with_a_slash() {
-        for raw in ["", "blog", r#"{"$gt":""}"#, "$where.x", "javascript:alert(1)", "ftp://x/y"] {
+        for raw in [
+            "",
+            "blog",
+            r#"{"$gt":""}"#,
+            "$where.x",
+            "javascript:alert(1)",
+            "ftp://x/y",
+        ] {
             assert_eq!(PageRef::parse(raw), Err(PageError::NotAPathOrUrl), "{raw}");
         }
         assert_eq!(PageRef::parse("http://"), Err(PageError::NotAPathOrUrl));
@@ -213,7 +220,11 @@ mod tests {
     #[test]
     fn rule5_rejects_control_characters_raw_or_escaped() {
         for raw in ["/a\u{0}b", "/a\nb", "/a%0Ab", "/a%7F", "/a\u{85}"] {
-            assert_eq!(PageRef::parse(raw), Err(PageError::ControlCharacter), "{raw:?}");
+            assert_eq!(
+                PageRef::parse(raw),
+                Err(PageError::ControlCharacter),
+                "{raw:?}"
+            );
         }
     }
 

@@ -57,8 +57,7 @@ pub fn is_prefetch(header: impl Fn(&str) -> Option<String>) -> bool {
 mod tests {
     use super::*;
 
-    const FIREFOX: &str =
-        "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+    const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
 
     #[test]
     fn browsers_and_command_line_tools_are_visitors() {

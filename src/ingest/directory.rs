@@ -34,7 +34,10 @@ impl SiteDirectory {
     }
 
     fn snapshot(&self) -> Arc<Snapshot> {
-        self.current.read().expect("directory lock poisoned").clone()
+        self.current
+            .read()
+            .expect("directory lock poisoned")
+            .clone()
     }
 
     pub fn by_id(&self, id: &SiteId) -> Option<Arc<Site>> {

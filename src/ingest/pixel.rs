@@ -20,9 +20,9 @@ pub const REASON_HEADER: &str = "x-tickertape-reason";
 
 /// A 1x1 transparent GIF.
 pub const GIF: [u8; 43] = [
-    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xff, 0xff,
-    0xff, 0x00, 0x00, 0x00, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
-    0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xff, 0xff, 0xff,
+    0x00, 0x00, 0x00, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
 ];
 
 /// Every way a pixel request can end, for counting.
@@ -137,11 +137,14 @@ impl PixelError {
 impl ResponseError for PixelError {
     fn status_code(&self) -> StatusCode {
         match self {
-            PixelError::Bot | PixelError::Prefetch | PixelError::ForeignHost => StatusCode::FORBIDDEN,
-            PixelError::UnknownSite => StatusCode::NOT_FOUND,
-            PixelError::InvalidSite | PixelError::NoSite | PixelError::Page(_) | PixelError::NoPage => {
-                StatusCode::BAD_REQUEST
+            PixelError::Bot | PixelError::Prefetch | PixelError::ForeignHost => {
+                StatusCode::FORBIDDEN
             }
+            PixelError::UnknownSite => StatusCode::NOT_FOUND,
+            PixelError::InvalidSite
+            | PixelError::NoSite
+            | PixelError::Page(_)
+            | PixelError::NoPage => StatusCode::BAD_REQUEST,
             PixelError::QueueFull | PixelError::StoreFailed | PixelError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -171,7 +174,10 @@ fn gif(status: StatusCode) -> HttpResponse {
         .body(GIF.as_slice())
 }
 
-pub async fn pixel(req: HttpRequest, state: web::Data<IngestState>) -> Result<HttpResponse, PixelError> {
+pub async fn pixel(
+    req: HttpRequest,
+    state: web::Data<IngestState>,
+) -> Result<HttpResponse, PixelError> {
     let result = count(&req, &state).await;
     state.stats.record(match &result {
         Ok(()) => Outcome::Counted,
@@ -220,7 +226,10 @@ pub fn classify(headers: &HeaderMap, query: &str, state: &IngestState) -> Result
             state.directory.by_id(&id).ok_or(PixelError::UnknownSite)?
         }
         None => match &referer {
-            Some(Ok((host, _))) => state.directory.by_host(host).ok_or(PixelError::UnknownSite)?,
+            Some(Ok((host, _))) => state
+                .directory
+                .by_host(host)
+                .ok_or(PixelError::UnknownSite)?,
             _ => return Err(PixelError::NoSite),
         },
     };

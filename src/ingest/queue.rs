@@ -78,10 +78,11 @@ impl HitQueue {
                 (Some(tx), Some(rx))
             }
         };
-        lane.try_send(QueuedHit { page, at, ack }).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => SubmitError::Full,
-            mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
-        })?;
+        lane.try_send(QueuedHit { page, at, ack })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => SubmitError::Full,
+                mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
+            })?;
         Ok(accepted.map_or(Accepted::Queued, Accepted::Pending))
     }
 

@@ -99,15 +99,21 @@ impl Writer {
             Ok(report) => {
                 self.stats.record_flush(batch.len(), micros);
                 for o in &report.outcomes {
-                    self.stats.duplicate_retries.fetch_add(o.duplicate_retries as u64, Relaxed);
-                    self.stats.resent_commands.fetch_add(o.resent as u64, Relaxed);
+                    self.stats
+                        .duplicate_retries
+                        .fetch_add(o.duplicate_retries as u64, Relaxed);
+                    self.stats
+                        .resent_commands
+                        .fetch_add(o.resent as u64, Relaxed);
                 }
                 Ok(())
             }
             Err(e) => {
                 self.stats.flush_failures.fetch_add(1, Relaxed);
                 let unacknowledged = batch.iter().filter(|h| h.ack.is_none()).count();
-                self.stats.hits_lost.fetch_add(unacknowledged as u64, Relaxed);
+                self.stats
+                    .hits_lost
+                    .fetch_add(unacknowledged as u64, Relaxed);
                 tracing::error!(
                     lane = self.lane,
                     hits = batch.len(),

@@ -187,7 +187,13 @@ mod tests {
         inc.add("example.com/a", at(10, 1, 9));
         inc.add("example.com/b", at(10, 1, 9));
         let mut statements = inc.statements();
-        statements.sort_by_key(|s| s.get_document("q").unwrap().get_str("page").unwrap().to_owned());
+        statements.sort_by_key(|s| {
+            s.get_document("q")
+                .unwrap()
+                .get_str("page")
+                .unwrap()
+                .to_owned()
+        });
         assert_eq!(statements.len(), 2);
         assert_eq!(
             statements[0],

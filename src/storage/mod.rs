@@ -68,7 +68,9 @@ impl Store {
         write_concern: &str,
         write_timeout: Duration,
     ) -> Result<Self, ConnectError> {
-        let mut options = ClientOptions::parse(uri).await.map_err(ConnectError::BadUri)?;
+        let mut options = ClientOptions::parse(uri)
+            .await
+            .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let db = client.database(db_name);
@@ -138,12 +140,18 @@ mod tests {
 
     #[test]
     fn topology_from_hello() {
-        assert_eq!(Topology::from_hello(&doc! {"msg": "isdbgrid", "ok": 1}), Topology::Sharded);
+        assert_eq!(
+            Topology::from_hello(&doc! {"msg": "isdbgrid", "ok": 1}),
+            Topology::Sharded
+        );
         assert_eq!(
             Topology::from_hello(&doc! {"setName": "rs0", "isWritablePrimary": true}),
             Topology::ReplicaSet { name: "rs0".into() }
         );
-        assert_eq!(Topology::from_hello(&doc! {"isWritablePrimary": true}), Topology::Standalone);
+        assert_eq!(
+            Topology::from_hello(&doc! {"isWritablePrimary": true}),
+            Topology::Standalone
+        );
         assert!(!Topology::Standalone.supports_retryable_writes());
         assert!(Topology::Sharded.supports_retryable_writes());
     }

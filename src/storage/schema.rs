@@ -34,7 +34,10 @@ pub fn sharding_plan(topology: &Topology, db_name: &str) -> Vec<Document> {
 
 /// Error codes meaning "already done" for older servers that do not treat
 /// a repeated enableSharding/shardCollection as success.
-const ALREADY_DONE: [i32; 2] = [20 /* IllegalOperation */, 23 /* AlreadyInitialized */];
+const ALREADY_DONE: [i32; 2] = [
+    20, /* IllegalOperation */
+    23, /* AlreadyInitialized */
+];
 
 #[derive(Debug, Default)]
 pub struct SetupReport {
@@ -48,24 +51,41 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
     for g in Granularity::ALL {
         let index = IndexModel::builder()
             .keys(bucket_key())
-            .options(IndexOptions::builder().unique(true).name("page_timestamp".to_owned()).build())
+            .options(
+                IndexOptions::builder()
+                    .unique(true)
+                    .name("page_timestamp".to_owned())
+                    .build(),
+            )
             .build();
-        db.collection::<Document>(g.collection()).create_index(index).await?;
-        report.indexes.push(format!("{}: unique {{page: 1, timestamp: 1}}", g.collection()));
+        db.collection::<Document>(g.collection())
+            .create_index(index)
+            .await?;
+        report.indexes.push(format!(
+            "{}: unique {{page: 1, timestamp: 1}}",
+            g.collection()
+        ));
     }
     let sites = db.collection::<Document>(super::sites::COLLECTION);
     sites
         .create_index(
             IndexModel::builder()
                 .keys(doc! {"domain": 1})
-                .options(IndexOptions::builder().unique(true).name("domain".to_owned()).build())
+                .options(
+                    IndexOptions::builder()
+                        .unique(true)
+                        .name("domain".to_owned())
+                        .build(),
+                )
                 .build(),
         )
         .await?;
     sites
         .create_index(IndexModel::builder().keys(doc! {"aliases": 1}).build())
         .await?;
-    report.indexes.push("sites: unique {domain: 1}, {aliases: 1}".into());
+    report
+        .indexes
+        .push("sites: unique {domain: 1}, {aliases: 1}".into());
 
     let plan = sharding_plan(store.topology(), db.name());
     if plan.is_empty() {
@@ -111,7 +131,10 @@ mod tests {
         let plan = sharding_plan(&Topology::from_hello(&hello), "tickertape");
         assert_eq!(plan.len(), 4);
         assert_eq!(plan[0], doc! {"enableSharding": "tickertape"});
-        for (command, coll) in plan[1..].iter().zip(["views_minute", "views_hour", "views_day"]) {
+        for (command, coll) in plan[1..]
+            .iter()
+            .zip(["views_minute", "views_hour", "views_day"])
+        {
             assert_eq!(
                 command,
                 &doc! {"shardCollection": format!("tickertape.{coll}"), "key": {"page": 1, "timestamp": 1}, "unique": true}

@@ -195,7 +195,11 @@ struct CheckedReply {
     duplicates: Vec<usize>,
 }
 
-fn check_reply(collection: &str, reply: &Document, sent: usize) -> Result<CheckedReply, UpdateError> {
+fn check_reply(
+    collection: &str,
+    reply: &Document,
+    sent: usize,
+) -> Result<CheckedReply, UpdateError> {
     let bad = |detail: String| UpdateError::BadReply {
         collection: collection.to_owned(),
         detail,
@@ -209,15 +213,23 @@ fn check_reply(collection: &str, reply: &Document, sent: usize) -> Result<Checke
     let mut other = Vec::new();
     if let Ok(errors) = reply.get_array("writeErrors") {
         for error in errors {
-            let error = error.as_document().ok_or_else(|| bad("malformed writeErrors".into()))?;
-            let index = number(error.get("index")).ok_or_else(|| bad("writeError without index".into()))?;
+            let error = error
+                .as_document()
+                .ok_or_else(|| bad("malformed writeErrors".into()))?;
+            let index =
+                number(error.get("index")).ok_or_else(|| bad("writeError without index".into()))?;
             if index as usize >= sent {
                 return Err(bad(format!("writeError index {index} of {sent}")));
             }
             if number(error.get("code")) == Some(i64::from(DUPLICATE_KEY)) {
                 duplicates.push(index as usize);
             } else {
-                other.push(error.get_str("errmsg").unwrap_or("unknown error").to_owned());
+                other.push(
+                    error
+                        .get_str("errmsg")
+                        .unwrap_or("unknown error")
+                        .to_owned(),
+                );
             }
         }
     }
@@ -256,7 +268,8 @@ mod tests {
 
     #[test]
     fn a_clean_reply_counts_applied_and_upserted() {
-        let reply = doc! {"n": 3, "nModified": 1, "upserted": [{"index": 0}, {"index": 2}], "ok": 1.0};
+        let reply =
+            doc! {"n": 3, "nModified": 1, "upserted": [{"index": 0}, {"index": 2}], "ok": 1.0};
         let c = check_reply("views_minute", &reply, 3).unwrap();
         assert_eq!((c.applied, c.upserted, c.duplicates.len()), (3, 2, 0));
     }
@@ -271,7 +284,8 @@ mod tests {
 
     #[test]
     fn other_write_errors_fail_the_update() {
-        let reply = doc! {"n": 1, "writeErrors": [{"index": 0, "code": 2, "errmsg": "bad"}], "ok": 1.0};
+        let reply =
+            doc! {"n": 1, "writeErrors": [{"index": 0, "code": 2, "errmsg": "bad"}], "ok": 1.0};
         assert!(matches!(
             check_reply("views_minute", &reply, 2),
             Err(UpdateError::StatementsFailed { failed: 1, .. })
@@ -281,9 +295,15 @@ mod tests {
     #[test]
     fn a_short_n_or_a_write_concern_error_is_not_success() {
         let short = doc! {"n": 1, "ok": 1.0};
-        assert!(matches!(check_reply("c", &short, 2), Err(UpdateError::BadReply { .. })));
+        assert!(matches!(
+            check_reply("c", &short, 2),
+            Err(UpdateError::BadReply { .. })
+        ));
         let wce = doc! {"n": 2, "writeConcernError": {"code": 64, "errmsg": "waiting"}, "ok": 1.0};
-        assert!(matches!(check_reply("c", &wce, 2), Err(UpdateError::BadReply { .. })));
+        assert!(matches!(
+            check_reply("c", &wce, 2),
+            Err(UpdateError::BadReply { .. })
+        ));
         let missing = doc! {"ok": 1.0};
         assert!(check_reply("c", &missing, 1).is_err());
     }

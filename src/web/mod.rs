@@ -38,10 +38,14 @@ async fn healthz() -> HttpResponse {
 /// The process can do its job: the database answers.
 async fn readyz(store: web::Data<Store>) -> HttpResponse {
     match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
-        Ok(Ok(())) => HttpResponse::Ok().content_type("text/plain").body("ready\n"),
+        Ok(Ok(())) => HttpResponse::Ok()
+            .content_type("text/plain")
+            .body("ready\n"),
         Ok(Err(e)) => {
             tracing::warn!(error = %crate::telemetry::chain(&e), "readiness: database error");
-            HttpResponse::ServiceUnavailable().content_type("text/plain").body("database unavailable\n")
+            HttpResponse::ServiceUnavailable()
+                .content_type("text/plain")
+                .body("database unavailable\n")
         }
         Err(_) => HttpResponse::ServiceUnavailable()
             .content_type("text/plain")

@@ -33,6 +33,8 @@ mod tests {
             s.script,
             r#"<script async src="https://stats.example.com/tt.js" data-site="6f1c2d3e-1111-4222-8333-444455556666"></script>"#
         );
-        assert!(s.pixel.starts_with(r#"<img src="https://stats.example.com/pixel.gif?site=6f1c2d3e-"#));
+        assert!(s
+            .pixel
+            .starts_with(r#"<img src="https://stats.example.com/pixel.gif?site=6f1c2d3e-"#));
     }
 }

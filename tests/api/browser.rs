@@ -12,8 +12,13 @@ use tickertape::web::snippets;
 use crate::helpers::*;
 
 fn chromium() -> PathBuf {
-    let path = std::env::var_os("CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
-    assert!(path.is_file(), "{} is missing: `make test` installs Debian's chromium", path.display());
+    let path = std::env::var_os("CHROMIUM")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    assert!(
+        path.is_file(),
+        "{} is missing: `make test` installs Debian's chromium",
+        path.display()
+    );
     path
 }
 
@@ -93,21 +98,30 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
         let script_page = script_page.clone();
         let pixel_page = pixel_page.clone();
         App::new()
-            .route("/blog/post.html", web::get().to(move || {
-                let body = script_page.clone();
-                async move { HttpResponse::Ok().content_type("text/html").body(body) }
-            }))
-            .route("/headless.html", web::get().to({
-                let body = pixel_page.clone();
-                move || {
-                    let body = body.clone();
+            .route(
+                "/blog/post.html",
+                web::get().to(move || {
+                    let body = script_page.clone();
                     async move { HttpResponse::Ok().content_type("text/html").body(body) }
-                }
-            }))
-            .route("/pixel-only.html", web::get().to(move || {
-                let body = pixel_page.clone();
-                async move { HttpResponse::Ok().content_type("text/html").body(body) }
-            }))
+                }),
+            )
+            .route(
+                "/headless.html",
+                web::get().to({
+                    let body = pixel_page.clone();
+                    move || {
+                        let body = body.clone();
+                        async move { HttpResponse::Ok().content_type("text/html").body(body) }
+                    }
+                }),
+            )
+            .route(
+                "/pixel-only.html",
+                web::get().to(move || {
+                    let body = pixel_page.clone();
+                    async move { HttpResponse::Ok().content_type("text/html").body(body) }
+                }),
+            )
     })
     .workers(1)
     .bind("127.0.0.1:0")
@@ -118,16 +132,30 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
     tokio::spawn(server);
 
     let url = format!("{origin}/blog/post.html");
-    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA))).await.unwrap();
-    assert_eq!(wait_for_views(&app, "blog.test/blog/post.html", 1).await, 1, "script snippet");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_views(&app, "blog.test/blog/post.html", 1).await,
+        1,
+        "script snippet"
+    );
 
     let url = format!("{origin}/pixel-only.html");
-    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA))).await.unwrap();
-    assert_eq!(wait_for_views(&app, "blog.test/pixel-only.html", 1).await, 1, "pixel snippet");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_views(&app, "blog.test/pixel-only.html", 1).await,
+        1,
+        "pixel snippet"
+    );
 
     // Chromium's own headless User-Agent is a bot's: not counted.
     let url = format!("{origin}/headless.html");
-    tokio::task::spawn_blocking(move || load_in_browser(&url, None)).await.unwrap();
+    tokio::task::spawn_blocking(move || load_in_browser(&url, None))
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while app.ingest.stats.count(Outcome::Bot) == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

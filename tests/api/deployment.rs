@@ -14,7 +14,11 @@ fn compose() -> Value {
 fn command_of(service: &Value) -> String {
     match &service["command"] {
         Value::String(s) => s.clone(),
-        Value::Sequence(parts) => parts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "),
+        Value::Sequence(parts) => parts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
         Value::Null => String::new(),
         other => panic!("unexpected command {other:?}"),
     }
@@ -24,7 +28,12 @@ fn environment(service: &Value) -> Vec<(String, String)> {
     match &service["environment"] {
         Value::Mapping(m) => m
             .iter()
-            .map(|(k, v)| (k.as_str().unwrap().to_owned(), v.as_str().map_or_else(|| format!("{v:?}"), str::to_owned)))
+            .map(|(k, v)| {
+                (
+                    k.as_str().unwrap().to_owned(),
+                    v.as_str().map_or_else(|| format!("{v:?}"), str::to_owned),
+                )
+            })
             .collect(),
         Value::Sequence(items) => items
             .iter()
@@ -48,7 +57,9 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
             .copied()
             .filter(|n| {
                 let cmd = command_of(&doc["services"][*n]);
-                cmd.contains("mongod") && cmd.contains(flag) && cmd.contains(&format!("--replSet {set}"))
+                cmd.contains("mongod")
+                    && cmd.contains(flag)
+                    && cmd.contains(&format!("--replSet {set}"))
             })
             .collect()
     };
@@ -63,7 +74,10 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
     let mongos_cmd = command_of(mongos);
     assert!(mongos_cmd.starts_with("mongos"), "{mongos_cmd}");
     for member in &config {
-        assert!(mongos_cmd.contains(&format!("configrs/")) && mongos_cmd.contains(member), "mongos --configdb names {member}");
+        assert!(
+            mongos_cmd.contains("configrs/") && mongos_cmd.contains(member),
+            "mongos --configdb names {member}"
+        );
     }
 
     // The one-shot init initiates the three replica sets and adds both shards.
@@ -71,32 +85,66 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
     assert_eq!(init["restart"].as_str(), Some("no"));
     let script = command_of(init);
     for set in ["configrs", "shard1", "shard2"] {
-        assert!(script.contains(&format!("_id: '{set}'")) || script.contains(&format!("_id: \"{set}\"")), "init initiates {set}");
+        assert!(
+            script.contains(&format!("_id: '{set}'"))
+                || script.contains(&format!("_id: \"{set}\"")),
+            "init initiates {set}"
+        );
     }
     for member in config.iter().chain(&shard1).chain(&shard2) {
-        assert!(script.contains(&format!("{member}:27017")), "init names {member}");
+        assert!(
+            script.contains(&format!("{member}:27017")),
+            "init names {member}"
+        );
     }
-    assert!(script.contains("sh.addShard('shard1/") || script.contains("sh.addShard(\"shard1/"), "adds shard1");
-    assert!(script.contains("sh.addShard('shard2/") || script.contains("sh.addShard(\"shard2/"), "adds shard2");
+    assert!(
+        script.contains("sh.addShard('shard1/") || script.contains("sh.addShard(\"shard1/"),
+        "adds shard1"
+    );
+    assert!(
+        script.contains("sh.addShard('shard2/") || script.contains("sh.addShard(\"shard2/"),
+        "adds shard2"
+    );
 
     // The app is built from this repository and points at mongos.
     let app = &doc["services"]["app"];
-    assert_eq!(app["build"]["context"].as_str().or(app["build"].as_str()), Some("."));
+    assert_eq!(
+        app["build"]["context"].as_str().or(app["build"].as_str()),
+        Some(".")
+    );
     let env = environment(app);
-    let uri = env.iter().find(|(k, _)| k == "MONGODB_URI").map(|(_, v)| v.clone()).expect("app sets MONGODB_URI");
+    let uri = env
+        .iter()
+        .find(|(k, _)| k == "MONGODB_URI")
+        .map(|(_, v)| v.clone())
+        .expect("app sets MONGODB_URI");
     assert!(uri.starts_with("mongodb://mongos:27017"), "{uri}");
     let depends: Vec<String> = match &app["depends_on"] {
-        Value::Mapping(m) => m.keys().filter_map(Value::as_str).map(str::to_owned).collect(),
-        Value::Sequence(s) => s.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Value::Mapping(m) => m
+            .keys()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Value::Sequence(s) => s
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         _ => vec![],
     };
-    assert!(depends.contains(&"init".to_owned()), "app waits for the cluster init: {depends:?}");
+    assert!(
+        depends.contains(&"init".to_owned()),
+        "app waits for the cluster init: {depends:?}"
+    );
 }
 
 #[test]
 fn the_dockerfile_is_multi_stage_and_runs_serve() {
     let text = std::fs::read_to_string(repo_root().join("Dockerfile")).unwrap();
-    let stages = text.lines().filter(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM ")).count();
+    let stages = text
+        .lines()
+        .filter(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM "))
+        .count();
     assert!(stages >= 2, "build and runtime stages");
     assert!(text.contains("cargo build --release"));
     assert!(text.contains("\"serve\""));

@@ -66,7 +66,9 @@ pub fn database_uri() -> &'static str {
 }
 
 fn remove_stale_data_dirs(root: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let alive = name
@@ -160,12 +162,21 @@ impl TestApp {
     pub async fn add_site(&self, domain: &str, aliases: &[&str]) -> Site {
         let new = NewSite {
             domain: DomainName::parse(domain).unwrap(),
-            aliases: aliases.iter().map(|a| DomainName::parse(a).unwrap()).collect(),
+            aliases: aliases
+                .iter()
+                .map(|a| DomainName::parse(a).unwrap())
+                .collect(),
             name: None,
             owners: vec![],
         };
-        let site = sites::insert(&self.store, new, Utc::now()).await.expect("insert site");
-        self.ingest.directory.reload(&self.store).await.expect("reload sites");
+        let site = sites::insert(&self.store, new, Utc::now())
+            .await
+            .expect("insert site");
+        self.ingest
+            .directory
+            .reload(&self.store)
+            .await
+            .expect("reload sites");
         site
     }
 
@@ -201,7 +212,12 @@ impl TestApp {
     pub async fn bucket_count(&self) -> u64 {
         let mut n = 0;
         for g in Granularity::ALL {
-            n += self.store.buckets(g).count_documents(bson::doc! {}).await.unwrap();
+            n += self
+                .store
+                .buckets(g)
+                .count_documents(bson::doc! {})
+                .await
+                .unwrap();
         }
         n
     }

@@ -52,7 +52,10 @@ async fn exact_totals_under_concurrency(mode: AckMode) {
             .collect()
             .await;
         ticker.await.unwrap();
-        assert!(statuses.iter().all(|&s| s == 200), "{mode:?}: not all counted");
+        assert!(
+            statuses.iter().all(|&s| s == 200),
+            "{mode:?}: not all counted"
+        );
     }
     // Fast mode answered on enqueue: stopping drains the queue.
     app.stop().await;
@@ -66,7 +69,11 @@ async fn exact_totals_under_concurrency(mode: AckMode) {
         .collect();
     assert_eq!(got, expected, "{mode:?}: per page-minute totals");
     for b in &minutes {
-        assert_eq!(b.slots.values().sum::<i64>(), b.total_views, "seconds add up");
+        assert_eq!(
+            b.slots.values().sum::<i64>(),
+            b.total_views,
+            "seconds add up"
+        );
     }
     assert_eq!(hours.len(), PAGES);
     for h in &hours {
@@ -86,7 +93,10 @@ async fn exact_totals_under_concurrency(mode: AckMode) {
     }
     let stats = &app.ingest.stats;
     let batches = stats.batches.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(batches < HITS as u64, "hits were merged into fewer flushes ({batches})");
+    assert!(
+        batches < HITS as u64,
+        "hits were merged into fewer flushes ({batches})"
+    );
 }
 
 #[tokio::test]
@@ -127,7 +137,7 @@ async fn a_full_queue_answers_503_and_keeps_what_it_accepted() {
         }
     }
     assert!(refused > 0, "the queue never filled");
-    assert!(accepted >= 4 && accepted < 20, "accepted {accepted}");
+    assert!((4..20).contains(&accepted), "accepted {accepted}");
 
     proxy.set(Mode::Pass);
     app.stop().await;
@@ -149,12 +159,21 @@ async fn an_unreachable_database_answers_503_after_the_retry_budget() {
     let r = app.pixel(&format!("site={}&page=/down", site.id)).await;
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["x-tickertape-reason"], "store-failed");
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
 
     proxy.set(Mode::Pass);
     let r = app.pixel(&format!("site={}&page=/up", site.id)).await;
     assert_eq!(r.status(), 200, "recovers once the database is back");
-    let pages: Vec<_> = app.buckets(Granularity::Minute).await.into_iter().map(|b| b.page).collect();
+    let pages: Vec<_> = app
+        .buckets(Granularity::Minute)
+        .await
+        .into_iter()
+        .map(|b| b.page)
+        .collect();
     assert_eq!(pages, ["example.com/up"], "the refused hit was not stored");
 }
 
@@ -177,7 +196,11 @@ async fn graceful_shutdown_in_fast_mode_persists_every_accepted_hit() {
     for g in Granularity::ALL {
         assert_eq!(app.total_views(g).await, accepted, "{g:?}");
     }
-    let r = app.http.get(format!("{}/healthz", app.address)).send().await;
+    let r = app
+        .http
+        .get(format!("{}/healthz", app.address))
+        .send()
+        .await;
     assert!(r.is_err(), "the server is stopped");
 }
 

@@ -28,29 +28,170 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
         reason,
     };
     let cases = vec![
-        case("bot", format!("site={id}&page=/"), vec![("user-agent", "Mozilla/5.0 (compatible; Googlebot/2.1)".into())], 403, "bot"),
-        case("no user agent", format!("site={id}&page=/"), vec![("user-agent", "".into())], 403, "bot"),
-        case("headless browser", format!("site={id}&page=/"), vec![("user-agent", "Mozilla/5.0 HeadlessChrome/131.0.0.0".into())], 403, "bot"),
-        case("prefetch", format!("site={id}&page=/"), vec![("sec-purpose", "prefetch".into())], 403, "prefetch"),
-        case("prerender", format!("site={id}&page=/"), vec![("sec-purpose", "prefetch;prerender".into())], 403, "prefetch"),
-        case("legacy prefetch", format!("site={id}&page=/"), vec![("purpose", "prefetch".into())], 403, "prefetch"),
-        case("unknown site", "site=00000000-0000-4000-8000-000000000000&page=/".into(), vec![], 404, "unknown-site"),
-        case("malformed site", "site=example.com&page=/".into(), vec![], 400, "invalid-site"),
-        case("operator as site", "site=%7B%22%24gt%22%3A%22%22%7D&page=/".into(), vec![], 400, "invalid-site"),
-        case("no site, no referer", "page=/".into(), vec![], 400, "no-site"),
-        case("no site, referer of an unknown host", "page=/".into(), vec![("referer", "https://other.org/x".into())], 404, "unknown-site"),
-        case("foreign host in a full URL", format!("site={id}&page=https%3A%2F%2Fevil.com%2Fx"), vec![], 403, "foreign-host"),
-        case("look-alike host", format!("site={id}&page=https%3A%2F%2Fexample.com.evil.com%2Fx"), vec![], 403, "foreign-host"),
-        case("referer of another host", format!("site={id}"), vec![("referer", "https://evil.com/x".into())], 403, "foreign-host"),
-        case("page over 512 bytes", format!("site={id}&page=/{long}"), vec![], 400, "page-too-long"),
-        case("invalid UTF-8", format!("site={id}&page=/caf%E9"), vec![], 400, "invalid-utf8"),
-        case("escaped invalid UTF-8 in the path", format!("site={id}&page=/a%25FF"), vec![], 400, "invalid-utf8"),
-        case("newline", format!("site={id}&page=/a%0Ab"), vec![], 400, "control-character"),
-        case("NUL", format!("site={id}&page=/a%00"), vec![], 400, "control-character"),
-        case("operator as page", format!("site={id}&page=%7B%22%24gt%22%3A%22%22%7D"), vec![], 400, "invalid-page"),
-        case("dotted operator as page", format!("site={id}&page=%24inc.totalViews"), vec![], 400, "invalid-page"),
-        case("relative page", format!("site={id}&page=blog"), vec![], 400, "invalid-page"),
-        case("no page, no referer", format!("site={id}"), vec![], 400, "no-page"),
+        case(
+            "bot",
+            format!("site={id}&page=/"),
+            vec![(
+                "user-agent",
+                "Mozilla/5.0 (compatible; Googlebot/2.1)".into(),
+            )],
+            403,
+            "bot",
+        ),
+        case(
+            "no user agent",
+            format!("site={id}&page=/"),
+            vec![("user-agent", "".into())],
+            403,
+            "bot",
+        ),
+        case(
+            "headless browser",
+            format!("site={id}&page=/"),
+            vec![("user-agent", "Mozilla/5.0 HeadlessChrome/131.0.0.0".into())],
+            403,
+            "bot",
+        ),
+        case(
+            "prefetch",
+            format!("site={id}&page=/"),
+            vec![("sec-purpose", "prefetch".into())],
+            403,
+            "prefetch",
+        ),
+        case(
+            "prerender",
+            format!("site={id}&page=/"),
+            vec![("sec-purpose", "prefetch;prerender".into())],
+            403,
+            "prefetch",
+        ),
+        case(
+            "legacy prefetch",
+            format!("site={id}&page=/"),
+            vec![("purpose", "prefetch".into())],
+            403,
+            "prefetch",
+        ),
+        case(
+            "unknown site",
+            "site=00000000-0000-4000-8000-000000000000&page=/".into(),
+            vec![],
+            404,
+            "unknown-site",
+        ),
+        case(
+            "malformed site",
+            "site=example.com&page=/".into(),
+            vec![],
+            400,
+            "invalid-site",
+        ),
+        case(
+            "operator as site",
+            "site=%7B%22%24gt%22%3A%22%22%7D&page=/".into(),
+            vec![],
+            400,
+            "invalid-site",
+        ),
+        case(
+            "no site, no referer",
+            "page=/".into(),
+            vec![],
+            400,
+            "no-site",
+        ),
+        case(
+            "no site, referer of an unknown host",
+            "page=/".into(),
+            vec![("referer", "https://other.org/x".into())],
+            404,
+            "unknown-site",
+        ),
+        case(
+            "foreign host in a full URL",
+            format!("site={id}&page=https%3A%2F%2Fevil.com%2Fx"),
+            vec![],
+            403,
+            "foreign-host",
+        ),
+        case(
+            "look-alike host",
+            format!("site={id}&page=https%3A%2F%2Fexample.com.evil.com%2Fx"),
+            vec![],
+            403,
+            "foreign-host",
+        ),
+        case(
+            "referer of another host",
+            format!("site={id}"),
+            vec![("referer", "https://evil.com/x".into())],
+            403,
+            "foreign-host",
+        ),
+        case(
+            "page over 512 bytes",
+            format!("site={id}&page=/{long}"),
+            vec![],
+            400,
+            "page-too-long",
+        ),
+        case(
+            "invalid UTF-8",
+            format!("site={id}&page=/caf%E9"),
+            vec![],
+            400,
+            "invalid-utf8",
+        ),
+        case(
+            "escaped invalid UTF-8 in the path",
+            format!("site={id}&page=/a%25FF"),
+            vec![],
+            400,
+            "invalid-utf8",
+        ),
+        case(
+            "newline",
+            format!("site={id}&page=/a%0Ab"),
+            vec![],
+            400,
+            "control-character",
+        ),
+        case(
+            "NUL",
+            format!("site={id}&page=/a%00"),
+            vec![],
+            400,
+            "control-character",
+        ),
+        case(
+            "operator as page",
+            format!("site={id}&page=%7B%22%24gt%22%3A%22%22%7D"),
+            vec![],
+            400,
+            "invalid-page",
+        ),
+        case(
+            "dotted operator as page",
+            format!("site={id}&page=%24inc.totalViews"),
+            vec![],
+            400,
+            "invalid-page",
+        ),
+        case(
+            "relative page",
+            format!("site={id}&page=blog"),
+            vec![],
+            400,
+            "invalid-page",
+        ),
+        case(
+            "no page, no referer",
+            format!("site={id}"),
+            vec![],
+            400,
+            "no-page",
+        ),
     ];
     for c in &cases {
         let headers: Vec<(&str, &str)> = c.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -62,7 +203,12 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
         assert_eq!(r.bytes().await.unwrap().len(), 43, "{}", c.name);
     }
     // A HEAD request (link checkers) is not a view either.
-    let head = app.http.head(format!("{}/pixel.gif?site={id}&page=/", app.address)).send().await.unwrap();
+    let head = app
+        .http
+        .head(format!("{}/pixel.gif?site={id}&page=/", app.address))
+        .send()
+        .await
+        .unwrap();
     assert_ne!(head.status(), 200);
 
     app.stop().await; // drain anything that might have been queued
@@ -80,24 +226,44 @@ async fn pages_are_normalised_and_sites_found_by_id_or_referer() {
     let id = site.id.to_string();
     let counted: Vec<(String, Vec<(&str, &str)>)> = vec![
         // query string and fragment dropped
-        (format!("site={id}&page=%2Fblog%3Futm_source%3Dx%23top"), vec![]),
+        (
+            format!("site={id}&page=%2Fblog%3Futm_source%3Dx%23top"),
+            vec![],
+        ),
         // full URL on an alias host
-        (format!("site={id}&page=https%3A%2F%2FWWW.example.com%2Fblog"), vec![]),
+        (
+            format!("site={id}&page=https%3A%2F%2FWWW.example.com%2Fblog"),
+            vec![],
+        ),
         // no page: the Referer's path, its host checked against the site
-        (format!("site={id}"), vec![("referer", "https://www.example.com/blog?x=1")]),
+        (
+            format!("site={id}"),
+            vec![("referer", "https://www.example.com/blog?x=1")],
+        ),
         // no site: found by the Referer's host
-        ("page=/about".into(), vec![("referer", "https://example.com/whatever")]),
+        (
+            "page=/about".into(),
+            vec![("referer", "https://example.com/whatever")],
+        ),
         // percent-escapes decoded once: one page for both spellings
         (format!("site={id}&page=%2Fcaf%25C3%25A9"), vec![]),
         (format!("site={id}&page=%2Fcaf%C3%A9"), vec![]),
         // $ and . are plain characters of a path, stored as a string value
         (format!("site={id}&page=%2Fprice%24.html"), vec![]),
         // curl is a visitor, not a bot
-        (format!("site={id}&page=/cli"), vec![("user-agent", "curl/8.5.0")]),
+        (
+            format!("site={id}&page=/cli"),
+            vec![("user-agent", "curl/8.5.0")],
+        ),
     ];
     for (query, headers) in &counted {
         let r = app.pixel_with(query, headers).await;
-        assert_eq!(r.status(), 200, "{query} {headers:?}: {:?}", r.headers().get("x-tickertape-reason"));
+        assert_eq!(
+            r.status(),
+            200,
+            "{query} {headers:?}: {:?}",
+            r.headers().get("x-tickertape-reason")
+        );
     }
     let mut pages: Vec<(String, i64)> = app
         .buckets(Granularity::Minute)
@@ -124,7 +290,12 @@ async fn pages_of_a_site_are_one_contiguous_key_range() {
     let a = app.add_site("example.com", &[]).await;
     let b = app.add_site("example.com.au", &[]).await;
     for (site, page) in [(&a, "/x"), (&b, "/y"), (&a, "/z")] {
-        assert_eq!(app.pixel(&format!("site={}&page={page}", site.id)).await.status(), 200);
+        assert_eq!(
+            app.pixel(&format!("site={}&page={page}", site.id))
+                .await
+                .status(),
+            200
+        );
     }
     let in_range = app
         .store
@@ -132,5 +303,8 @@ async fn pages_of_a_site_are_one_contiguous_key_range() {
         .count_documents(bson::doc! {"page": {"$gte": "example.com/", "$lt": "example.com0"}})
         .await
         .unwrap();
-    assert_eq!(in_range, 2, "example.com.au's pages sort outside example.com's range");
+    assert_eq!(
+        in_range, 2,
+        "example.com.au's pages sort outside example.com's range"
+    );
 }

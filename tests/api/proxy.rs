@@ -36,9 +36,14 @@ impl Proxy {
                     drop(client);
                     continue;
                 }
-                let Ok(server) = TcpStream::connect(target).await else { continue };
+                let Ok(server) = TcpStream::connect(target).await else {
+                    continue;
+                };
                 let mode = modes.subscribe();
-                conns.lock().unwrap().push(tokio::spawn(pump(client, server, mode)));
+                conns
+                    .lock()
+                    .unwrap()
+                    .push(tokio::spawn(pump(client, server, mode)));
             }
         });
         Self { addr, mode, tasks }

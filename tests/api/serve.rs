@@ -57,7 +57,10 @@ async fn serve_starts_and_stops_the_embedded_database() {
         assert_eq!(r.status(), 200, "{path}");
     }
     let js = http.get(format!("{address}/tt.js")).send().await.unwrap();
-    assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    assert!(js.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
 
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -98,5 +101,8 @@ fn site_add_rejects_a_malformed_domain_without_touching_the_database() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--domain") && stderr.contains("host only"), "{stderr}");
+    assert!(
+        stderr.contains("--domain") && stderr.contains("host only"),
+        "{stderr}"
+    );
 }

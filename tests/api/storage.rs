@@ -15,7 +15,9 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
     let app = spawn_app().await;
     let site = app.add_site("example.com", &[]).await;
     // t0 is 10:01:07
-    let r = app.pixel(&format!("site={}&page=/blog/hello", site.id)).await;
+    let r = app
+        .pixel(&format!("site={}&page=/blog/hello", site.id))
+        .await;
     assert_eq!(r.status(), 200);
 
     let raw = |coll: &'static str| {
@@ -29,9 +31,18 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
                 .unwrap()
         }
     };
-    let ts = |h, m| Bson::DateTime(bson::DateTime::from_chrono(t0().date_naive().and_hms_opt(h, m, 0).unwrap().and_utc()));
+    let ts = |h, m| {
+        Bson::DateTime(bson::DateTime::from_chrono(
+            t0().date_naive().and_hms_opt(h, m, 0).unwrap().and_utc(),
+        ))
+    };
     let minute = raw("views_minute").await;
-    let keys: Vec<&str> = minute.keys().map(String::as_str).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let keys: Vec<&str> = minute
+        .keys()
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     assert_eq!(keys, ["page", "seconds", "timestamp", "totalViews"]);
     assert_eq!(minute.get_str("page").unwrap(), "example.com/blog/hello");
     assert_eq!(minute.get("timestamp"), Some(&ts(10, 1)));
@@ -55,8 +66,17 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let report = schema::ensure_schema(&app.store).await.unwrap();
     assert_eq!(report.indexes.len(), 4);
     for g in Granularity::ALL {
-        let indexes = app.store.db().collection::<Document>(g.collection()).list_index_names().await.unwrap();
-        assert!(indexes.contains(&"page_timestamp".to_owned()), "{indexes:?}");
+        let indexes = app
+            .store
+            .db()
+            .collection::<Document>(g.collection())
+            .list_index_names()
+            .await
+            .unwrap();
+        assert!(
+            indexes.contains(&"page_timestamp".to_owned()),
+            "{indexes:?}"
+        );
     }
     // A second bucket for the same page and minute is refused.
     let coll = app.store.db().collection::<Document>("views_minute");
@@ -90,7 +110,10 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
     assert_eq!(minute.len(), 1);
     assert_eq!(minute[0].total_views, 120);
     // i % 3 over 0..20 is 0 seven times, 1 seven times, 2 six times; six tasks.
-    assert_eq!((minute[0].slot(7), minute[0].slot(8), minute[0].slot(9)), (42, 42, 36));
+    assert_eq!(
+        (minute[0].slot(7), minute[0].slot(8), minute[0].slot(9)),
+        (42, 42, 36)
+    );
     assert_eq!(app.total_views(Granularity::Hour).await, 120);
     assert_eq!(app.total_views(Granularity::Day).await, 120);
 }
@@ -120,10 +143,20 @@ async fn a_lost_reply_is_resent_and_counted_exactly_once() {
     proxy.set(Mode::Pass);
 
     assert_eq!(hit.await.unwrap(), 200);
-    let resent = app.ingest.stats.resent_commands.load(std::sync::atomic::Ordering::Relaxed);
+    let resent = app
+        .ingest
+        .stats
+        .resent_commands
+        .load(std::sync::atomic::Ordering::Relaxed);
     assert!(resent >= 1, "the command should have been resent");
     for g in Granularity::ALL {
-        let once: i64 = app.buckets(g).await.iter().filter(|b| b.page == "example.com/once").map(|b| b.total_views).sum();
+        let once: i64 = app
+            .buckets(g)
+            .await
+            .iter()
+            .filter(|b| b.page == "example.com/once")
+            .map(|b| b.total_views)
+            .sum();
         assert_eq!(once, 1, "{g:?}");
     }
 }
@@ -134,6 +167,9 @@ async fn bucket_slots_read_missing_keys_as_zero() {
     let site = app.add_site("example.com", &[]).await;
     app.pixel(&format!("site={}&page=/", site.id)).await;
     let b = &app.buckets(Granularity::Minute).await[0];
-    let slots: BTreeMap<_, _> = (0..60).map(|i| (i, b.slot(i))).filter(|(_, n)| *n > 0).collect();
+    let slots: BTreeMap<_, _> = (0..60)
+        .map(|i| (i, b.slot(i)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
     assert_eq!(slots, BTreeMap::from([(7, 1)]));
 }

@@ -1,0 +1,58 @@
+# Two commands set everything up on a fresh machine:
+#   make run    build and serve on an embedded local database
+#   make test   formatting, lints and every test
+# Both install what they need (cmake, the local database server, and for
+# tests Debian's chromium) into the system or the ignored .tools directory.
+
+SHELL := /bin/bash
+TOOLS := $(CURDIR)/.tools
+SECANTUS_VERSION := 0.5.3-beta.196
+SECANTUS := $(TOOLS)/bin/secantusd-rs
+CHROMIUM ?= /usr/bin/chromium
+
+export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
+
+.PHONY: setup rust-components test-deps run test lint fmt clean-data
+
+setup: $(SECANTUS) rust-components
+
+# apt-get only as root; otherwise say what is missing.
+define apt_install
+	@if [ "$$(id -u)" = 0 ]; then \
+		echo "installing $(1) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
+	else \
+		echo "error: $(1) is missing; install it (e.g. sudo apt-get install $(1)) and re-run" >&2; exit 1; \
+	fi
+endef
+
+$(SECANTUS):
+	@command -v cmake >/dev/null || { $(call apt_install,cmake); }
+	@echo "installing secantusd-rs $(SECANTUS_VERSION) into .tools (about 6 minutes, once)"
+	cargo install secantus-mdb --version $(SECANTUS_VERSION) --locked --ignore-rust-version --root $(TOOLS)
+	@$(SECANTUS) --version
+
+rust-components:
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+test-deps: setup
+	@test -x $(CHROMIUM) || { $(call apt_install,chromium); }
+
+run: setup
+	cargo build --release
+	./target/release/tickertape serve
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+
+test: test-deps lint
+	cargo test --all-targets
+
+fmt:
+	cargo fmt --all
+
+# Removes the embedded database's files (all local data).
+clean-data:
+	rm -rf data
