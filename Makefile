@@ -16,18 +16,8 @@ export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 
 setup: $(SECANTUS) rust-components
 
-# apt-get only as root; otherwise say what is missing.
-define apt_install
-	@if [ "$$(id -u)" = 0 ]; then \
-		echo "installing $(1) with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
-	else \
-		echo "error: $(1) is missing; install it (e.g. sudo apt-get install $(1)) and re-run" >&2; exit 1; \
-	fi
-endef
-
 $(SECANTUS):
-	@command -v cmake >/dev/null || { $(call apt_install,cmake); }
+	@scripts/need cmake cmake
 	@echo "installing secantusd-rs $(SECANTUS_VERSION) into .tools (about 6 minutes, once)"
 	cargo install secantus-mdb --version $(SECANTUS_VERSION) --locked --ignore-rust-version --root $(TOOLS)
 	@$(SECANTUS) --version
@@ -37,7 +27,7 @@ rust-components:
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
 test-deps: setup
-	@test -x $(CHROMIUM) || { $(call apt_install,chromium); }
+	@scripts/need $(CHROMIUM) chromium
 
 run: setup
 	cargo build --release
