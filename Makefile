@@ -29,8 +29,11 @@ rust-components:
 test-deps: setup
 	@scripts/need $(CHROMIUM) chromium
 
+# First start: a demo site with 30 days of synthetic traffic, and (printed
+# by serve) the first admin's one-time credentials.
 run: setup
 	cargo build --release
+	./target/release/tickertape demo --if-empty
 	./target/release/tickertape serve
 
 lint:

@@ -5,8 +5,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::accounts::password::NewPassword;
+use crate::accounts::{users, Role};
 use crate::clock;
-use crate::domain::DomainName;
+use crate::demo::{self, DemoOptions};
+use crate::domain::{DomainName, Email};
 use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
@@ -33,6 +36,40 @@ enum Command {
     /// Manage sites.
     #[command(subcommand)]
     Site(SiteCommand),
+    /// Manage users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Create a demo site and fill it with synthetic traffic.
+    Demo {
+        /// Days of traffic, ending now.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=400))]
+        days: u32,
+        /// Average views per day.
+        #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+        daily_views: u32,
+        /// The demo site's domain.
+        #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
+        domain: String,
+        /// Do nothing if the demo site already has views.
+        #[arg(long)]
+        if_empty: bool,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Add a user; the password is read from the first line of stdin.
+    Add {
+        #[arg(long)]
+        email: String,
+        /// Make the user an admin (default: site owner).
+        #[arg(long)]
+        admin: bool,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
 }
 
 #[derive(Args)]
@@ -142,6 +179,62 @@ async fn run(command: Command) -> anyhow::Result<()> {
             })
             .await
         }
+        Command::User(UserCommand::Add { email, admin, db }) => {
+            let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("reading the password from stdin")?;
+            let password = NewPassword::parse(line.trim_end_matches(['\n', '\r']))
+                .context("the password on stdin")?;
+            let role = if admin { Role::Admin } else { Role::Owner };
+            with_store(&db, |store| async move {
+                schema::ensure_schema(&store).await?;
+                let user =
+                    users::create(&store, email, &password, role, chrono::Utc::now()).await?;
+                println!("{}", user.id);
+                eprintln!("Added {} ({}).", user.email, role.as_str());
+                Ok(())
+            })
+            .await
+        }
+        Command::Demo {
+            days,
+            daily_views,
+            domain,
+            if_empty,
+            db,
+        } => {
+            let domain =
+                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+            let options = DemoOptions {
+                domain,
+                days,
+                daily_views,
+                seed: 20261122,
+            };
+            with_store(&db, |store| async move {
+                schema::ensure_schema(&store).await?;
+                let started = std::time::Instant::now();
+                let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
+                if report.skipped {
+                    eprintln!(
+                        "The demo site {} already has views; nothing written.",
+                        report.site.domain
+                    );
+                } else {
+                    eprintln!(
+                        "Wrote {} views over {} days for the demo site {} in {:.1} s.",
+                        report.hits,
+                        days,
+                        report.site.domain,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                Ok(())
+            })
+            .await
+        }
         Command::Site(SiteCommand::List { db }) => {
             with_store(&db, |store| async move {
                 for site in sites::list(&store).await? {
@@ -191,9 +284,7 @@ where
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let db = &args.database;
-    let connect = |uri: String| async move {
-        Store::connect(&uri, &db.name, &db.write_concern, db.write_timeout()).await
-    };
+    let connect = |uri: String| async move { Store::connect(db, &uri).await };
     if let Some(uri) = db.uri() {
         return f(connect(uri.to_owned()).await?).await;
     }
@@ -210,6 +301,30 @@ where
     let result = async { f(connect(local.uri().to_owned()).await?).await }.await;
     stop_local(local).await;
     result
+}
+
+/// On a database without users, creates the first admin with a random
+/// password and returns the credentials to show once.
+async fn ensure_first_admin(store: &Store) -> anyhow::Result<Option<(Email, String)>> {
+    if users::count(store).await? > 0 {
+        return Ok(None);
+    }
+    let email = Email::parse("admin@localhost").expect("valid e-mail");
+    let password = NewPassword::generate();
+    match users::create(
+        store,
+        email.clone(),
+        &password,
+        Role::Admin,
+        chrono::Utc::now(),
+    )
+    .await
+    {
+        Ok(_) => Ok(Some((email, password.expose().to_owned()))),
+        // Another process created it first.
+        Err(users::UserError::EmailTaken(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A start-up line on stdout. A server must not die because nobody reads
@@ -240,19 +355,20 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
             None => settings.database.uri().unwrap_or_default().to_owned(),
         };
         let db = &settings.database;
-        let store = Store::connect(&uri, &db.name, &db.write_concern, db.write_timeout()).await?;
+        let store = Store::connect(db, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
         schema::ensure_schema(&store).await?;
+        let first_admin = ensure_first_admin(&store).await?;
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());
-        announce(&format!(
-            "tickertape listening on http://{}",
-            settings.listen
-        ));
-        announce(&format!(
-            "embed snippets use {} (set TICKERTAPE_PUBLIC_URL to change)",
-            public_url_or(settings.public_url.as_deref(), settings.listen)
-        ));
+        let public = public_url_or(settings.public_url.as_deref(), settings.listen);
+        announce(&format!("tickertape listening on http://{}", settings.listen));
+        announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
+        if let Some((email, password)) = first_admin {
+            announce(&format!(
+                "first run: log in at {public}/login as {email} with password {password} (shown once; change it under Account)"
+            ));
+        }
         app.run_until_stopped().await
     }
     .await;

@@ -2,11 +2,15 @@
 //! buckets. See docs/architecture.md for how a hit travels from the pixel to
 //! the buckets.
 
+pub mod accounts;
 pub mod cli;
 pub mod clock;
+pub mod demo;
 pub mod domain;
 pub mod ingest;
 pub mod localdb;
+pub mod metrics;
+pub mod reports;
 pub mod settings;
 pub mod startup;
 pub mod storage;

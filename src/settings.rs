@@ -39,6 +39,20 @@ pub struct DatabaseSettings {
     /// How long one write may wait for its write concern, in milliseconds.
     #[arg(long, env = "TICKERTAPE_WRITE_TIMEOUT_MS", default_value_t = 10_000)]
     pub write_timeout_ms: u64,
+
+    /// Read preference of report queries: primary, primaryPreferred,
+    /// secondary, secondaryPreferred or nearest.
+    #[arg(
+        long,
+        env = "TICKERTAPE_READ_PREFERENCE",
+        default_value = "secondaryPreferred"
+    )]
+    pub read_preference: String,
+
+    /// Longest replication lag a secondary may have to serve reports, in
+    /// seconds (at least 90, MongoDB's minimum). Unset: no limit.
+    #[arg(long, env = "TICKERTAPE_MAX_STALENESS_SECS")]
+    pub max_staleness_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -88,6 +102,22 @@ pub struct IngestSettings {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct AccountSettings {
+    /// How long a login lasts, in hours.
+    #[arg(long, env = "TICKERTAPE_SESSION_HOURS", default_value_t = 336)]
+    pub session_hours: i64,
+
+    /// Failed logins allowed per account and per client address within the
+    /// window before further attempts are refused.
+    #[arg(long, env = "TICKERTAPE_LOGIN_MAX_FAILURES", default_value_t = 5)]
+    pub login_max_failures: usize,
+
+    /// The login rate-limit window, in seconds.
+    #[arg(long, env = "TICKERTAPE_LOGIN_WINDOW_SECS", default_value_t = 900)]
+    pub login_window_secs: u64,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address the web server listens on (port 0 picks a free port).
     #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
@@ -106,6 +136,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub ingest: IngestSettings,
+
+    #[command(flatten)]
+    pub accounts: AccountSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {
@@ -126,6 +159,41 @@ impl DatabaseSettings {
 
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
+    }
+}
+
+impl DatabaseSettings {
+    /// The read preference report queries use, validated.
+    pub fn report_reads(&self) -> Result<mongodb::options::ReadPreference, String> {
+        use mongodb::options::{ReadPreference, ReadPreferenceOptions};
+        let staleness = match self.max_staleness_secs {
+            Some(s) if s < 90 => {
+                return Err(format!(
+                    "TICKERTAPE_MAX_STALENESS_SECS must be at least 90 (MongoDB's minimum), got {s}"
+                ))
+            }
+            Some(s) => Some(Duration::from_secs(s)),
+            None => None,
+        };
+        let options = ReadPreferenceOptions::builder()
+            .max_staleness(staleness)
+            .build();
+        let options = Some(options);
+        Ok(match self.read_preference.as_str() {
+            "primary" if staleness.is_some() => {
+                return Err("a max staleness cannot be combined with the primary read preference".into())
+            }
+            "primary" => ReadPreference::Primary,
+            "primaryPreferred" => ReadPreference::PrimaryPreferred { options },
+            "secondary" => ReadPreference::Secondary { options },
+            "secondaryPreferred" => ReadPreference::SecondaryPreferred { options },
+            "nearest" => ReadPreference::Nearest { options },
+            other => {
+                return Err(format!(
+                    "unknown read preference {other:?}: use primary, primaryPreferred, secondary, secondaryPreferred or nearest"
+                ))
+            }
+        })
     }
 }
 
@@ -174,6 +242,37 @@ mod tests {
         assert!(s.database.uri.is_none());
         assert_eq!(s.ingest.ack_mode, AckMode::Durable);
         assert_eq!(s.database.write_concern, "majority");
+    }
+
+    #[test]
+    fn report_reads_default_to_secondary_preferred_and_check_staleness() {
+        use mongodb::options::ReadPreference;
+        let mut db = Settings::defaults().database;
+        assert!(matches!(
+            db.report_reads(),
+            Ok(ReadPreference::SecondaryPreferred { .. })
+        ));
+        db.max_staleness_secs = Some(89);
+        assert!(db.report_reads().unwrap_err().contains("at least 90"));
+        db.max_staleness_secs = Some(120);
+        match db.report_reads().unwrap() {
+            ReadPreference::SecondaryPreferred { options } => {
+                assert_eq!(
+                    options.unwrap().max_staleness,
+                    Some(Duration::from_secs(120))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        db.read_preference = "primary".into();
+        assert!(db.report_reads().is_err());
+        db.max_staleness_secs = None;
+        assert!(matches!(db.report_reads(), Ok(ReadPreference::Primary)));
+        db.read_preference = "fastest".into();
+        assert!(db
+            .report_reads()
+            .unwrap_err()
+            .contains("unknown read preference"));
     }
 
     #[test]

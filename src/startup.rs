@@ -7,11 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+use crate::accounts::limiter::LoginLimiter;
 use crate::clock::SharedClock;
 use crate::ingest::writer::Writers;
 use crate::ingest::{HitQueue, IngestState, IngestStats, SiteDirectory};
+use crate::metrics::Histogram;
+use crate::settings::public_url_or;
 use crate::settings::Settings;
 use crate::storage::Store;
+use crate::web::state::WebState;
 
 pub struct Application {
     port: u16,
@@ -47,14 +51,31 @@ impl Application {
         };
 
         let listener = TcpListener::bind(settings.listen)?;
-        let port = listener.local_addr()?.port();
+        let bound = listener.local_addr()?;
+        let port = bound.port();
+        let public_url = public_url_or(settings.public_url.as_deref(), bound);
+        let accounts = &settings.accounts;
+        let web_state = web::Data::new(WebState {
+            store,
+            directory: ingest.directory.clone(),
+            ingest: ingest.clone(),
+            clock: ingest.clock.clone(),
+            limiter: LoginLimiter::new(
+                accounts.login_max_failures.max(1),
+                Duration::from_secs(accounts.login_window_secs.max(1)),
+            ),
+            secure_cookies: public_url.starts_with("https://"),
+            public_url,
+            session_lifetime: chrono::TimeDelta::hours(accounts.session_hours.max(1)),
+            report_seconds: Histogram::seconds(),
+            writers: settings.ingest.writers.max(1),
+        });
         let ingest_data = web::Data::new(ingest.clone());
-        let store_data = web::Data::new(store);
         let server = HttpServer::new(move || {
             App::new()
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())
-                .app_data(store_data.clone())
+                .app_data(web_state.clone())
                 .configure(crate::web::routes)
         })
         .listen(listener)?

@@ -2,9 +2,11 @@
 //! rules, so code holding one never re-checks it.
 
 mod domain_name;
+mod email;
 mod page;
 mod site_id;
 
 pub use domain_name::{DomainName, DomainNameError};
+pub use email::{Email, EmailError};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
 pub use site_id::{SiteId, SiteIdError};

@@ -48,6 +48,10 @@ impl SiteDirectory {
         self.snapshot().by_host.get(host).cloned()
     }
 
+    pub fn all(&self) -> Vec<Arc<Site>> {
+        self.snapshot().by_id.values().cloned().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.snapshot().by_id.len()
     }

@@ -51,25 +51,46 @@ impl BucketWriter {
         if count == 0 {
             return Ok(FlushReport::default());
         }
-        let db = self.store.db();
-        let write_concern = self.store.write_concern();
+        let store = &self.store;
         let [minute, hour, day] = &mut self.sessions;
-        let request = |inc: &Increments| UpdateRequest {
-            db,
-            collection: inc.granularity().collection(),
-            statements: inc.statements(),
-            write_concern,
-            attempt_timeout: self.store.attempt_timeout(),
-            deadline,
-        };
         let (m, h, d) = tokio::join!(
-            run_update(request(&increments[0]), minute),
-            run_update(request(&increments[1]), hour),
-            run_update(request(&increments[2]), day),
+            apply_collection(store, &increments[0], minute, deadline),
+            apply_collection(store, &increments[1], hour, deadline),
+            apply_collection(store, &increments[2], day, deadline),
         );
         Ok(FlushReport {
             hits: count,
             outcomes: [m?, h?, d?],
         })
     }
+}
+
+/// Most statements in one `update` command. A flush normally fits in one
+/// command; beyond this many buckets it is split so that a command stays
+/// well inside MongoDB's 16 MiB message and 100,000-statement limits.
+pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
+
+async fn apply_collection(
+    store: &Store,
+    increments: &Increments,
+    session: &mut UpdateSession,
+    deadline: Instant,
+) -> Result<UpdateOutcome, UpdateError> {
+    let mut total = UpdateOutcome::default();
+    for chunk in increments.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
+        let request = UpdateRequest {
+            db: store.db(),
+            collection: increments.granularity().collection(),
+            statements: chunk.to_vec(),
+            write_concern: store.write_concern(),
+            attempt_timeout: store.attempt_timeout(),
+            deadline,
+        };
+        let outcome = run_update(request, session).await?;
+        total.applied += outcome.applied;
+        total.upserted += outcome.upserted;
+        total.duplicate_retries += outcome.duplicate_retries;
+        total.resent += outcome.resent;
+    }
+    Ok(total)
 }

@@ -4,10 +4,11 @@ pub mod bucket_writer;
 pub mod buckets;
 pub mod schema;
 pub mod sites;
+pub mod system;
 pub mod update;
 
 use bson::{doc, Document};
-use mongodb::options::ClientOptions;
+use mongodb::options::{ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria};
 use mongodb::{Client, Database};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ pub use buckets::{Bucket, Granularity, Increments};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Topology {
     Standalone,
-    ReplicaSet { name: String },
+    ReplicaSet { name: String, members: usize },
     Sharded,
 }
 
@@ -28,6 +29,7 @@ impl Topology {
         } else if let Ok(name) = hello.get_str("setName") {
             Topology::ReplicaSet {
                 name: name.to_owned(),
+                members: hello.get_array("hosts").map_or(1, Vec::len),
             }
         } else {
             Topology::Standalone
@@ -41,11 +43,26 @@ impl Topology {
     }
 }
 
-/// A connected database with the write concern bucket writes use.
+/// The read preference's name as MongoDB spells it.
+pub fn read_preference_name(pref: &ReadPreference) -> &'static str {
+    match pref {
+        ReadPreference::Primary => "primary",
+        ReadPreference::PrimaryPreferred { .. } => "primaryPreferred",
+        ReadPreference::Secondary { .. } => "secondary",
+        ReadPreference::SecondaryPreferred { .. } => "secondaryPreferred",
+        ReadPreference::Nearest { .. } => "nearest",
+        _ => "custom",
+    }
+}
+
+/// A connected database: the primary handle for writes, and a separate
+/// handle with the configured read preference that only reports use.
 #[derive(Clone, Debug)]
 pub struct Store {
     client: Client,
     db: Database,
+    reports: Database,
+    read_preference: ReadPreference,
     write_concern: Document,
     write_timeout: Duration,
     topology: Topology,
@@ -59,21 +76,35 @@ pub enum ConnectError {
     Unreachable(#[source] mongodb::error::Error),
     #[error("write concern must be `majority` or a number, got {0:?}")]
     BadWriteConcern(String),
+    #[error("{0}")]
+    BadReadPreference(String),
 }
 
 impl Store {
     pub async fn connect(
+        settings: &crate::settings::DatabaseSettings,
         uri: &str,
-        db_name: &str,
-        write_concern: &str,
-        write_timeout: Duration,
     ) -> Result<Self, ConnectError> {
+        let read_preference = settings
+            .report_reads()
+            .map_err(ConnectError::BadReadPreference)?;
+        let (db_name, write_concern, write_timeout) = (
+            &settings.name,
+            settings.write_concern.as_str(),
+            settings.write_timeout(),
+        );
         let mut options = ClientOptions::parse(uri)
             .await
             .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let db = client.database(db_name);
+        let reports = client.database_with_options(
+            db_name,
+            DatabaseOptions::builder()
+                .selection_criteria(SelectionCriteria::ReadPreference(read_preference.clone()))
+                .build(),
+        );
         let hello = db
             .run_command(doc! {"hello": 1})
             .await
@@ -87,6 +118,8 @@ impl Store {
         Ok(Self {
             client,
             db,
+            reports,
+            read_preference,
             write_concern: doc! { "w": w, "wtimeout": write_timeout.as_millis() as i64 },
             write_timeout,
             topology,
@@ -99,6 +132,16 @@ impl Store {
 
     pub fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The handle report queries go through: it carries the configured read
+    /// preference (default `secondaryPreferred`). Never used for writes.
+    pub fn reports(&self) -> &Database {
+        &self.reports
+    }
+
+    pub fn read_preference(&self) -> &ReadPreference {
+        &self.read_preference
     }
 
     pub fn write_concern(&self) -> &Document {
@@ -145,8 +188,13 @@ mod tests {
             Topology::Sharded
         );
         assert_eq!(
-            Topology::from_hello(&doc! {"setName": "rs0", "isWritablePrimary": true}),
-            Topology::ReplicaSet { name: "rs0".into() }
+            Topology::from_hello(
+                &doc! {"setName": "rs0", "hosts": ["a:1", "b:1", "c:1"], "isWritablePrimary": true}
+            ),
+            Topology::ReplicaSet {
+                name: "rs0".into(),
+                members: 3
+            }
         );
         assert_eq!(
             Topology::from_hello(&doc! {"isWritablePrimary": true}),

@@ -93,7 +93,8 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
             "sharding skipped: the server is a {}, not a mongos",
             match store.topology() {
                 Topology::Standalone => "standalone server".to_owned(),
-                Topology::ReplicaSet { name } => format!("replica set ({name})"),
+                Topology::ReplicaSet { name, members } =>
+                    format!("replica set {name} of {members}"),
                 Topology::Sharded => unreachable!(),
             }
         );

@@ -134,6 +134,75 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
     }
 }
 
+/// What an admin may change on a site. The domain is fixed: it is the
+/// prefix of every stored page key.
+#[derive(Debug, Clone)]
+pub struct SiteChanges {
+    pub name: String,
+    pub aliases: Vec<DomainName>,
+    pub owners: Vec<Uuid>,
+}
+
+pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<(), SiteError> {
+    if changes.name.chars().count() > 100 {
+        return Err(SiteError::NameTooLong);
+    }
+    let mut aliases = changes.aliases;
+    aliases.sort();
+    aliases.dedup();
+    aliases.retain(|a| *a != site.domain);
+    let hosts: Vec<&str> = aliases.iter().map(DomainName::as_str).collect();
+    if !hosts.is_empty() {
+        let clash = collection(store)
+            .find_one(doc! {
+                "_id": {"$ne": bson::Uuid::from(site.id.as_uuid())},
+                "$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}],
+            })
+            .await?;
+        if let Some(other) = clash {
+            let other = Site::from(other);
+            let taken = hosts
+                .iter()
+                .find(|h| other.owns_host(h))
+                .map_or_else(String::new, |h| h.to_string());
+            return Err(SiteError::HostTaken(taken));
+        }
+    }
+    let name = if changes.name.trim().is_empty() {
+        site.domain.to_string()
+    } else {
+        changes.name.trim().to_owned()
+    };
+    collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$set": {
+                "name": name,
+                "aliases": hosts,
+                "owners": changes.owners.iter().map(|&u| bson::Uuid::from(u)).collect::<Vec<_>>(),
+            }},
+        )
+        .await?;
+    Ok(())
+}
+
+/// Deletes a site and every bucket of its pages.
+pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
+    let mut removed = 0;
+    for g in super::Granularity::ALL {
+        removed += store
+            .db()
+            .collection::<bson::Document>(g.collection())
+            .delete_many(doc! {"page": crate::reports::queries::site_pages(&site.domain)})
+            .await?
+            .deleted_count;
+    }
+    collection(store)
+        .delete_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())})
+        .await?;
+    Ok(removed)
+}
+
 pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     let docs: Vec<SiteDoc> = collection(store)
         .find(doc! {})

@@ -1,33 +1,106 @@
-//! HTTP routes. Each route family lives next to its domain module (the
-//! pixel in `ingest`); this module wires them together and serves the
-//! small fixed resources.
+//! HTTP routes. Each route family has its own module and error type: the
+//! pixel (`ingest::pixel`), accounts (`auth`), reports (`reports`), admin
+//! (`admin`); this module wires them and serves the operational endpoints.
 
+pub mod admin;
+pub mod assets;
+pub mod auth;
+pub mod fmt;
+pub mod pages;
+pub mod reports;
 pub mod snippets;
+pub mod state;
 
-use actix_web::http::header;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpResponse};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::ingest::pixel;
-use crate::storage::Store;
+use crate::ingest::pixel::{self, Outcome};
+use crate::metrics;
+use state::WebState;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/pixel.gif", web::get().to(pixel::pixel))
-        .route("/tt.js", web::get().to(tracking_script))
-        .route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz))
-        .route("/", web::get().to(home));
+    cfg.app_data(
+        web::FormConfig::default()
+            .limit(16 * 1024)
+            .error_handler(|err, _| {
+                let message = format!("The form could not be read: {err}.");
+                actix_web::error::InternalError::from_response(
+                    err,
+                    pages::error_page(StatusCode::BAD_REQUEST, "Bad form", &message),
+                )
+                .into()
+            }),
+    )
+    .app_data(web::QueryConfig::default().error_handler(|err, _| {
+        let message = format!("The address has a malformed parameter: {err}.");
+        actix_web::error::InternalError::from_response(
+            err,
+            pages::error_page(StatusCode::BAD_REQUEST, "Bad request", &message),
+        )
+        .into()
+    }))
+    .route("/pixel.gif", web::get().to(pixel::pixel))
+    .route("/tt.js", web::get().to(assets::tracking_script))
+    .route("/static/style.css", web::get().to(assets::stylesheet))
+    .route("/healthz", web::get().to(healthz))
+    .route("/readyz", web::get().to(readyz))
+    .route("/metrics", web::get().to(prometheus))
+    .route("/", web::get().to(home))
+    .route("/login", web::get().to(auth::login_form))
+    .route("/login", web::post().to(auth::login))
+    .route("/logout", web::post().to(auth::logout))
+    .route("/account/password", web::get().to(auth::password_form))
+    .route("/account/password", web::post().to(auth::change_password))
+    .route("/sites", web::get().to(reports::sites))
+    .route("/sites/{id}", web::get().to(reports::dashboard))
+    .route("/sites/{id}/page", web::get().to(reports::page_report))
+    .route(
+        "/sites/{id}/settings",
+        web::get().to(reports::site_settings),
+    )
+    .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
+    .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))
+    .route(
+        "/sites/{id}/seconds.csv",
+        web::get().to(reports::seconds_csv),
+    )
+    .route(
+        "/sites/{id}/realtime.csv",
+        web::get().to(reports::realtime_csv),
+    )
+    .route("/admin", web::get().to(|| async { see("/admin/sites") }))
+    .route("/admin/sites", web::get().to(admin::sites_page))
+    .route("/admin/sites", web::post().to(admin::create_site))
+    .route("/admin/sites/{id}", web::get().to(admin::site_page))
+    .route("/admin/sites/{id}", web::post().to(admin::update_site))
+    .route(
+        "/admin/sites/{id}/delete",
+        web::get().to(admin::delete_site_page),
+    )
+    .route(
+        "/admin/sites/{id}/delete",
+        web::post().to(admin::delete_site),
+    )
+    .route("/admin/users", web::get().to(admin::users_page))
+    .route("/admin/users", web::post().to(admin::create_user))
+    .route("/admin/users/{id}/role", web::post().to(admin::set_role))
+    .route(
+        "/admin/users/{id}/password",
+        web::post().to(admin::reset_password),
+    )
+    .route("/admin/system", web::get().to(admin::system_page));
 }
 
-const TRACKING_SCRIPT: &str = include_str!("../../static/tt.js");
+fn see(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location.to_owned()))
+        .finish()
+}
 
-async fn tracking_script() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/javascript; charset=utf-8")
-        // Embedded by other sites under a fixed URL: cache, but not forever.
-        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
-        .insert_header(("cross-origin-resource-policy", "cross-origin"))
-        .body(TRACKING_SCRIPT)
+async fn home() -> HttpResponse {
+    see("/sites")
 }
 
 /// The process is up and serving HTTP.
@@ -35,26 +108,86 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
 }
 
-/// The process can do its job: the database answers.
-async fn readyz(store: web::Data<Store>) -> HttpResponse {
-    match tokio::time::timeout(Duration::from_secs(2), store.ping()).await {
-        Ok(Ok(())) => HttpResponse::Ok()
+/// The process can do its job: the database answers and the writers are
+/// flushing (the last flush did not fail).
+async fn readyz(state: web::Data<WebState>) -> HttpResponse {
+    let unavailable = |why: &str| {
+        HttpResponse::ServiceUnavailable()
             .content_type("text/plain")
-            .body("ready\n"),
+            .body(format!("{why}\n"))
+    };
+    match tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await {
+        Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(error = %crate::telemetry::chain(&e), "readiness: database error");
-            HttpResponse::ServiceUnavailable()
-                .content_type("text/plain")
-                .body("database unavailable\n")
+            return unavailable("database unavailable");
         }
-        Err(_) => HttpResponse::ServiceUnavailable()
-            .content_type("text/plain")
-            .body("database not answering\n"),
+        Err(_) => return unavailable("database not answering"),
     }
+    if state.ingest.stats.consecutive_failures.load(Relaxed) > 0 {
+        return unavailable("writers failing to flush");
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain")
+        .body("ready\n")
 }
 
-async fn home() -> HttpResponse {
+/// Prometheus text format.
+async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
+    let stats = &state.ingest.stats;
+    let mut out = String::new();
+    out.push_str("# HELP tickertape_hits_total Pixel requests by outcome.\n# TYPE tickertape_hits_total counter\n");
+    for o in Outcome::ALL {
+        out.push_str(&format!(
+            "tickertape_hits_total{{outcome=\"{}\"}} {}\n",
+            o.reason(),
+            stats.count(o)
+        ));
+    }
+    metrics::gauge(
+        &mut out,
+        "tickertape_queue_depth",
+        "Hits waiting for a writer.",
+        state.ingest.queue.depth() as u64,
+    );
+    metrics::gauge(
+        &mut out,
+        "tickertape_queue_capacity",
+        "Hits that may wait for a writer.",
+        state.ingest.queue.capacity() as u64,
+    );
+    stats
+        .batch_sizes
+        .render(&mut out, "tickertape_flush_batch_size", "Hits per flush.");
+    stats.flush_seconds.render(
+        &mut out,
+        "tickertape_flush_seconds",
+        "Time to commit one flush.",
+    );
+    metrics::counter(
+        &mut out,
+        "tickertape_flush_failures_total",
+        "Flushes that failed after retrying.",
+        stats.flush_failures.load(Relaxed),
+    );
+    metrics::counter(
+        &mut out,
+        "tickertape_hits_lost_total",
+        "Fast-mode hits whose flush failed.",
+        stats.hits_lost.load(Relaxed),
+    );
+    metrics::counter(
+        &mut out,
+        "tickertape_commands_resent_total",
+        "Update commands resent after an unknown outcome.",
+        stats.resent_commands.load(Relaxed),
+    );
+    state.report_seconds.render(
+        &mut out,
+        "tickertape_report_seconds",
+        "Server time of report pages and exports.",
+    );
     HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body("Tickertape is running. Embed /tt.js or /pixel.gif on your site; see the README.\n")
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(out)
 }

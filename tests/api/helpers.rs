@@ -98,7 +98,7 @@ pub fn test_settings() -> Settings {
 
 pub async fn connect(uri: &str, settings: &Settings) -> Store {
     let db = &settings.database;
-    Store::connect(uri, &db.name, &db.write_concern, db.write_timeout())
+    Store::connect(db, uri)
         .await
         .expect("connect to the test database")
 }

@@ -1,0 +1,8 @@
+//! Users, sessions and the login rate limiter.
+
+pub mod limiter;
+pub mod password;
+pub mod sessions;
+pub mod users;
+
+pub use users::{Role, User};

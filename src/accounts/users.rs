@@ -1,0 +1,182 @@
+//! The `users` collection.
+
+use bson::doc;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::password::NewPassword;
+use crate::domain::Email;
+use crate::storage::sites::is_duplicate_key;
+use crate::storage::Store;
+
+pub const COLLECTION: &str = "users";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Sees and manages everything.
+    Admin,
+    /// Sees the sites listing them as an owner.
+    Owner,
+}
+
+impl Role {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "admin" => Some(Role::Admin),
+            "owner" => Some(Role::Owner),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Owner => "owner",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct User {
+    pub id: Uuid,
+    pub email: Email,
+    pub role: Role,
+    pub password_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct UserDoc {
+    #[serde(rename = "_id")]
+    id: bson::Uuid,
+    email: Email,
+    role: Role,
+    #[serde(rename = "passwordHash")]
+    password_hash: String,
+    #[serde(rename = "createdAt")]
+    created_at: bson::DateTime,
+}
+
+impl From<UserDoc> for User {
+    fn from(d: UserDoc) -> Self {
+        User {
+            id: d.id.into(),
+            email: d.email,
+            role: d.role,
+            password_hash: d.password_hash,
+            created_at: d.created_at.to_chrono(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    #[error("{0} already has an account")]
+    EmailTaken(Email),
+    #[error("no such user")]
+    NotFound,
+    #[error("database error")]
+    Database(#[from] mongodb::error::Error),
+}
+
+fn collection(store: &Store) -> mongodb::Collection<UserDoc> {
+    store.db().collection(COLLECTION)
+}
+
+pub async fn create(
+    store: &Store,
+    email: Email,
+    password: &NewPassword,
+    role: Role,
+    now: DateTime<Utc>,
+) -> Result<User, UserError> {
+    let doc = UserDoc {
+        id: Uuid::new_v4().into(),
+        email: email.clone(),
+        role,
+        password_hash: password.hash(),
+        created_at: bson::DateTime::from_chrono(now),
+    };
+    match collection(store).insert_one(&doc).await {
+        Ok(_) => Ok(doc.into()),
+        Err(e) if is_duplicate_key(&e) => Err(UserError::EmailTaken(email)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn find_by_email(
+    store: &Store,
+    email: &Email,
+) -> Result<Option<User>, mongodb::error::Error> {
+    Ok(collection(store)
+        .find_one(doc! {"email": email.as_str()})
+        .await?
+        .map(User::from))
+}
+
+pub async fn find(store: &Store, id: Uuid) -> Result<Option<User>, mongodb::error::Error> {
+    Ok(collection(store)
+        .find_one(doc! {"_id": bson::Uuid::from(id)})
+        .await?
+        .map(User::from))
+}
+
+pub async fn list(store: &Store) -> Result<Vec<User>, mongodb::error::Error> {
+    let docs: Vec<UserDoc> = collection(store)
+        .find(doc! {})
+        .sort(doc! {"email": 1})
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs.into_iter().map(User::from).collect())
+}
+
+pub async fn count(store: &Store) -> Result<u64, mongodb::error::Error> {
+    collection(store).count_documents(doc! {}).await
+}
+
+pub async fn set_role(store: &Store, id: Uuid, role: Role) -> Result<(), UserError> {
+    let r = collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(id)},
+            doc! {"$set": {"role": role.as_str()}},
+        )
+        .await?;
+    if r.matched_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    Ok(())
+}
+
+pub async fn set_password(
+    store: &Store,
+    id: Uuid,
+    password: &NewPassword,
+) -> Result<(), UserError> {
+    let r = collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(id)},
+            doc! {"$set": {"passwordHash": password.hash()}},
+        )
+        .await?;
+    if r.matched_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    Ok(())
+}
+
+/// Admins left if `id` stopped being one: the last admin may not be demoted.
+pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error::Error> {
+    collection(store)
+        .count_documents(doc! {"role": "admin", "_id": {"$ne": bson::Uuid::from(id)}})
+        .await
+}

@@ -1,0 +1,11 @@
+//! Reading buckets back: periods and resolutions, the queries (all through
+//! the store's report handle, so they honour the read preference), and the
+//! server-side chart and CSV renderings.
+
+pub mod chart;
+pub mod csv;
+pub mod period;
+pub mod queries;
+
+pub use period::{Period, PeriodError, RangeQuery, Resolution};
+pub use queries::{Point, Scope};

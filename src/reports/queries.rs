@@ -1,0 +1,197 @@
+//! Report queries. Every one goes through `Store::reports()`, the handle
+//! with the configured read preference, and is an index range scan on
+//! `{page, timestamp}`.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use futures::TryStreamExt;
+use std::collections::HashMap;
+
+use super::period::{Period, Resolution};
+use crate::domain::{DomainName, Page};
+use crate::storage::{Bucket, Granularity, Store};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    pub at: DateTime<Utc>,
+    pub views: i64,
+}
+
+/// What a report covers: every page of a site, or one page.
+#[derive(Debug, Clone)]
+pub enum Scope<'a> {
+    Site(&'a DomainName),
+    Page(&'a Page),
+}
+
+/// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
+/// (`0` sorts right after `/`).
+pub fn site_pages(domain: &DomainName) -> Document {
+    doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
+}
+
+fn page_filter(scope: &Scope<'_>) -> Bson {
+    match scope {
+        Scope::Site(domain) => Bson::Document(site_pages(domain)),
+        Scope::Page(page) => Bson::String(page.as_str().to_owned()),
+    }
+}
+
+fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
+    doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
+}
+
+fn collection(store: &Store, g: Granularity) -> mongodb::Collection<Document> {
+    store.reports().collection(g.collection())
+}
+
+pub fn number(value: Option<&Bson>) -> i64 {
+    match value {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(n)) => *n as i64,
+        _ => 0,
+    }
+}
+
+/// Views per bucket over the period, one point per bucket, 0 where no
+/// bucket exists.
+pub async fn series(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    let coll = collection(store, period.resolution.granularity());
+    let matcher =
+        doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
+    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
+    let mut cursor = coll
+        .aggregate([
+            doc! {"$match": matcher},
+            doc! {"$group": {"_id": "$timestamp", "views": {"$sum": "$totalViews"}}},
+        ])
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(at) = d.get_datetime("_id") {
+            by_time.insert(at.to_chrono(), number(d.get("views")));
+        }
+    }
+    Ok(period
+        .points()
+        .map(|at| Point {
+            at,
+            views: by_time.get(&at).copied().unwrap_or(0),
+        })
+        .collect())
+}
+
+pub fn total(points: &[Point]) -> i64 {
+    points.iter().map(|p| p.views).sum()
+}
+
+/// Every page of a site with views in the period, most viewed first (ties
+/// by page), read from the collection of the period's resolution so the
+/// page totals add up to the site total shown beside them.
+pub async fn top_pages(
+    store: &Store,
+    domain: &DomainName,
+    period: &Period,
+) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
+    let coll = collection(store, period.resolution.granularity());
+    let matcher =
+        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+    let docs: Vec<Document> = coll
+        .aggregate([
+            doc! {"$match": matcher},
+            doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
+            doc! {"$sort": {"views": -1, "_id": 1}},
+        ])
+        .await?
+        .try_collect()
+        .await?;
+    let mut pages: Vec<(Page, i64)> = docs
+        .into_iter()
+        .filter_map(|d| {
+            let page = d.get_str("_id").ok()?.to_owned();
+            Some((Page::from_stored(page), number(d.get("views"))))
+        })
+        .filter(|(_, views)| *views > 0)
+        .collect();
+    // The server sorted already; sorting again keeps the order exact even
+    // where a server returns equal counts in another order.
+    pages.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(pages)
+}
+
+/// The 60 per-second counts of one page-minute (`seconds` of its bucket).
+pub async fn seconds_of(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+) -> Result<[i64; 60], mongodb::error::Error> {
+    let minute = Resolution::Minute.floor(minute);
+    let bucket: Option<Bucket> = store
+        .reports()
+        .collection::<Bucket>(Granularity::Minute.collection())
+        .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
+        .await?;
+    let mut out = [0; 60];
+    if let Some(b) = bucket {
+        for (i, slot) in out.iter_mut().enumerate() {
+            *slot = b.slot(i);
+        }
+    }
+    Ok(out)
+}
+
+/// The most recent minute before `before` in which `page` had views, within
+/// the day before it (the default minute of the per-second breakdown).
+pub async fn latest_minute(
+    store: &Store,
+    page: &Page,
+    before: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
+    let bucket: Option<Bucket> = store
+        .reports()
+        .collection::<Bucket>(Granularity::Minute.collection())
+        .find_one(doc! {
+            "page": page.as_str(),
+            "timestamp": time_filter(before - TimeDelta::days(1), before),
+            "totalViews": {"$gt": 0},
+        })
+        .sort(doc! {"timestamp": -1})
+        .await?;
+    Ok(bucket.map(|b| b.timestamp.to_chrono()))
+}
+
+/// Headline numbers for the sites list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SiteSummary {
+    pub today: i64,
+    pub last_7_days: i64,
+    pub last_30_days: i64,
+    /// Views per day, oldest first, 30 values ending today.
+    pub daily: Vec<i64>,
+}
+
+pub async fn site_summary(
+    store: &Store,
+    domain: &DomainName,
+    now: DateTime<Utc>,
+) -> Result<SiteSummary, mongodb::error::Error> {
+    let today = Resolution::Day.floor(now);
+    let period = Period {
+        from: today - TimeDelta::days(29),
+        to: today + TimeDelta::days(1),
+        resolution: Resolution::Day,
+        preset: None,
+    };
+    let points = series(store, &Scope::Site(domain), &period).await?;
+    let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
+    Ok(SiteSummary {
+        today: *daily.last().unwrap_or(&0),
+        last_7_days: daily.iter().rev().take(7).sum(),
+        last_30_days: daily.iter().sum(),
+        daily,
+    })
+}

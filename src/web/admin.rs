@@ -1,0 +1,559 @@
+//! Admin pages: sites, users and the system overview. Every handler takes
+//! `Admin` (owners get 403), and every POST checks the CSRF token before
+//! anything else.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpResponse, ResponseError};
+use askama::Template;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use uuid::Uuid;
+
+use super::auth::{Admin, AuthError};
+use super::pages::{error_page, render, Nav};
+use super::state::WebState;
+use crate::accounts::password::NewPassword;
+use crate::accounts::{sessions, users, Role, User};
+use crate::domain::{DomainName, Email, SiteId};
+use crate::ingest::pixel::Outcome;
+use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
+use crate::storage::system;
+use crate::telemetry::chain;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("not found")]
+    NotFound,
+    /// Bad input: shown to the admin, nothing changed.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error("database error")]
+    Database(#[source] anyhow::Error),
+}
+
+impl From<mongodb::error::Error> for AdminError {
+    fn from(e: mongodb::error::Error) -> Self {
+        AdminError::Database(e.into())
+    }
+}
+
+impl From<SiteError> for AdminError {
+    fn from(e: SiteError) -> Self {
+        match e {
+            SiteError::Database(e) => e.into(),
+            other => AdminError::Invalid(other.to_string()),
+        }
+    }
+}
+
+impl From<users::UserError> for AdminError {
+    fn from(e: users::UserError) -> Self {
+        match e {
+            users::UserError::Database(e) => e.into(),
+            users::UserError::NotFound => AdminError::NotFound,
+            other => AdminError::Invalid(other.to_string()),
+        }
+    }
+}
+
+impl ResponseError for AdminError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            AdminError::NotFound => StatusCode::NOT_FOUND,
+            AdminError::Invalid(_) => StatusCode::BAD_REQUEST,
+            AdminError::Auth(e) => e.status_code(),
+            AdminError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            AdminError::NotFound => error_page(
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "There is no such site or user.",
+            ),
+            AdminError::Invalid(message) => error_page(
+                StatusCode::BAD_REQUEST,
+                "Nothing was changed",
+                &format!("{message}. Go back and correct it."),
+            ),
+            AdminError::Auth(e) => e.error_response(),
+            AdminError::Database(e) => {
+                tracing::error!(error = %chain(e.as_ref()), "admin action failed");
+                error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Database unavailable",
+                    "Please try again in a moment.",
+                )
+            }
+        }
+    }
+}
+
+fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location.to_owned()))
+        .finish()
+}
+
+fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, AdminError> {
+    let id = SiteId::parse(id).map_err(|_| AdminError::NotFound)?;
+    state.directory.by_id(&id).ok_or(AdminError::NotFound)
+}
+
+/// Host names separated by commas, spaces or new lines.
+fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, AdminError> {
+    raw.split([',', ' ', '\n', '\r', '\t'])
+        .filter(|h| !h.is_empty())
+        .map(|h| DomainName::parse(h).map_err(|e| AdminError::Invalid(format!("alias {h:?}: {e}"))))
+        .collect()
+}
+
+/// Owner e-mails separated by commas, spaces or new lines; each must have
+/// an account.
+async fn parse_owners(state: &WebState, raw: &str) -> Result<Vec<Uuid>, AdminError> {
+    let mut owners = Vec::new();
+    for part in raw
+        .split([',', ' ', '\n', '\r', '\t'])
+        .filter(|p| !p.is_empty())
+    {
+        let email =
+            Email::parse(part).map_err(|e| AdminError::Invalid(format!("owner {part:?}: {e}")))?;
+        let user = users::find_by_email(&state.store, &email)
+            .await?
+            .ok_or_else(|| AdminError::Invalid(format!("no user has the e-mail {email}")))?;
+        if !owners.contains(&user.id) {
+            owners.push(user.id);
+        }
+    }
+    Ok(owners)
+}
+
+async fn emails_by_id(state: &WebState) -> Result<HashMap<Uuid, String>, AdminError> {
+    Ok(users::list(&state.store)
+        .await?
+        .into_iter()
+        .map(|u| (u.id, u.email.to_string()))
+        .collect())
+}
+
+// -------------------------------------------------------------------- sites
+
+pub struct SiteAdminRow {
+    pub id: String,
+    pub name: String,
+    pub domain: String,
+    pub aliases: String,
+    pub owners: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin_sites.html")]
+struct SitesPage {
+    nav: Option<Nav>,
+    rows: Vec<SiteAdminRow>,
+}
+
+fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
+    site.owners
+        .iter()
+        .filter_map(|id| emails.get(id).cloned())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub async fn sites_page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+) -> Result<HttpResponse, AdminError> {
+    let emails = emails_by_id(&state).await?;
+    let mut all = state.directory.all();
+    all.sort_by(|a, b| a.domain.cmp(&b.domain));
+    let rows = all
+        .iter()
+        .map(|s| SiteAdminRow {
+            id: s.id.to_string(),
+            name: s.name.clone(),
+            domain: s.domain.to_string(),
+            aliases: s
+                .aliases
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            owners: owner_list(s, &emails),
+        })
+        .collect();
+    Ok(render(
+        StatusCode::OK,
+        &SitesPage {
+            nav: Some(viewer.nav()),
+            rows,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct NewSiteForm {
+    csrf: String,
+    domain: String,
+    #[serde(default)]
+    aliases: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    owners: String,
+}
+
+pub async fn create_site(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    form: web::Form<NewSiteForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let domain =
+        DomainName::parse(&form.domain).map_err(|e| AdminError::Invalid(format!("domain: {e}")))?;
+    let new = NewSite {
+        domain,
+        aliases: parse_hosts(&form.aliases)?,
+        name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
+        owners: parse_owners(&state, &form.owners).await?,
+    };
+    let site = sites::insert(&state.store, new, state.clock.now()).await?;
+    state.directory.reload(&state.store).await?;
+    tracing::info!(admin = %viewer.user.email, site = %site.domain, "site created");
+    Ok(see_other(&format!("/sites/{}/settings", site.id)))
+}
+
+#[derive(Template)]
+#[template(path = "admin_site.html")]
+struct SitePage {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+    aliases: String,
+    owners: String,
+}
+
+pub async fn site_page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+) -> Result<HttpResponse, AdminError> {
+    let site = site_by_id(&state, &id)?;
+    let emails = emails_by_id(&state).await?;
+    let page = SitePage {
+        nav: Some(viewer.nav()),
+        aliases: site
+            .aliases
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        owners: owner_list(&site, &emails),
+        site,
+    };
+    Ok(render(StatusCode::OK, &page))
+}
+
+#[derive(Deserialize)]
+pub struct SiteForm {
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    aliases: String,
+    #[serde(default)]
+    owners: String,
+}
+
+pub async fn update_site(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+    form: web::Form<SiteForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let site = site_by_id(&state, &id)?;
+    let changes = SiteChanges {
+        name: form.name.clone(),
+        aliases: parse_hosts(&form.aliases)?,
+        owners: parse_owners(&state, &form.owners).await?,
+    };
+    sites::update(&state.store, &site, changes).await?;
+    state.directory.reload(&state.store).await?;
+    Ok(see_other(&format!("/admin/sites/{}", site.id)))
+}
+
+#[derive(Template)]
+#[template(path = "admin_site_delete.html")]
+struct DeletePage {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+}
+
+pub async fn delete_site_page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+) -> Result<HttpResponse, AdminError> {
+    let site = site_by_id(&state, &id)?;
+    Ok(render(
+        StatusCode::OK,
+        &DeletePage {
+            nav: Some(viewer.nav()),
+            site,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct DeleteForm {
+    csrf: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+pub async fn delete_site(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+    form: web::Form<DeleteForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let site = site_by_id(&state, &id)?;
+    if form.confirm.trim().to_lowercase() != site.domain.as_str() {
+        return Err(AdminError::Invalid(format!(
+            "type the domain {} to confirm the deletion",
+            site.domain
+        )));
+    }
+    let buckets = sites::delete(&state.store, &site).await?;
+    state.directory.reload(&state.store).await?;
+    tracing::info!(admin = %viewer.user.email, site = %site.domain, buckets, "site deleted");
+    Ok(see_other("/admin/sites"))
+}
+
+// -------------------------------------------------------------------- users
+
+pub struct UserRow {
+    pub id: String,
+    pub email: String,
+    pub role: &'static str,
+    pub created: String,
+    pub is_self: bool,
+}
+
+#[derive(Template)]
+#[template(path = "admin_users.html")]
+struct UsersPage {
+    nav: Option<Nav>,
+    rows: Vec<UserRow>,
+}
+
+pub async fn users_page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+) -> Result<HttpResponse, AdminError> {
+    let rows = users::list(&state.store)
+        .await?
+        .into_iter()
+        .map(|u: User| UserRow {
+            id: u.id.to_string(),
+            email: u.email.to_string(),
+            role: u.role.as_str(),
+            created: u.created_at.format("%Y-%m-%d").to_string(),
+            is_self: u.id == viewer.user.id,
+        })
+        .collect();
+    Ok(render(
+        StatusCode::OK,
+        &UsersPage {
+            nav: Some(viewer.nav()),
+            rows,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct NewUserForm {
+    csrf: String,
+    email: String,
+    role: String,
+    password: String,
+}
+
+fn parse_role(raw: &str) -> Result<Role, AdminError> {
+    Role::parse(raw).ok_or_else(|| AdminError::Invalid("role must be admin or owner".into()))
+}
+
+fn parse_password(raw: &str) -> Result<NewPassword, AdminError> {
+    NewPassword::parse(raw).map_err(|e| AdminError::Invalid(e.to_string()))
+}
+
+pub async fn create_user(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    form: web::Form<NewUserForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let email =
+        Email::parse(&form.email).map_err(|e| AdminError::Invalid(format!("e-mail: {e}")))?;
+    let role = parse_role(&form.role)?;
+    let password = parse_password(&form.password)?;
+    let user = users::create(&state.store, email, &password, role, state.clock.now()).await?;
+    tracing::info!(admin = %viewer.user.email, user = %user.email, role = role.as_str(), "user created");
+    Ok(see_other("/admin/users"))
+}
+
+fn user_id(raw: &str) -> Result<Uuid, AdminError> {
+    Uuid::try_parse(raw).map_err(|_| AdminError::NotFound)
+}
+
+#[derive(Deserialize)]
+pub struct RoleForm {
+    csrf: String,
+    role: String,
+}
+
+pub async fn set_role(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+    form: web::Form<RoleForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let id = user_id(&id)?;
+    let role = parse_role(&form.role)?;
+    if role == Role::Owner && users::other_admins(&state.store, id).await? == 0 {
+        return Err(AdminError::Invalid(
+            "the last admin cannot become an owner".into(),
+        ));
+    }
+    users::set_role(&state.store, id, role).await?;
+    Ok(see_other("/admin/users"))
+}
+
+#[derive(Deserialize)]
+pub struct ResetForm {
+    csrf: String,
+    password: String,
+}
+
+pub async fn reset_password(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+    form: web::Form<ResetForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let id = user_id(&id)?;
+    let password = parse_password(&form.password)?;
+    users::set_password(&state.store, id, &password).await?;
+    sessions::delete_for_user(&state.store, id, None).await?;
+    Ok(see_other("/admin/users"))
+}
+
+// ------------------------------------------------------------------- system
+
+pub struct Figure {
+    pub label: String,
+    pub value: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin_system.html")]
+struct SystemPage {
+    nav: Option<Nav>,
+    topology: system::TopologyView,
+    read_preference: String,
+    freshness: String,
+    collections: Vec<system::CollectionStats>,
+    writer: Vec<Figure>,
+    outcomes: Vec<(&'static str, u64)>,
+}
+
+pub async fn system_page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+) -> Result<HttpResponse, AdminError> {
+    let (topology, collections) = tokio::join!(
+        system::topology(&state.store),
+        system::bucket_stats(&state.store)
+    );
+    let stats = &state.ingest.stats;
+    let batches = stats.batches.load(Relaxed);
+    let figure = |label: &str, value: String| Figure {
+        label: label.to_owned(),
+        value,
+    };
+    let writer = vec![
+        figure(
+            "Ack mode",
+            format!("{:?}", state.ingest.queue.ack_mode()).to_lowercase(),
+        ),
+        figure("Writers", state.writers.to_string()),
+        figure(
+            "Queue depth",
+            format!(
+                "{} of {}",
+                state.ingest.queue.depth(),
+                state.ingest.queue.capacity()
+            ),
+        ),
+        figure("Flushes", batches.to_string()),
+        figure(
+            "Mean batch size",
+            format!(
+                "{:.1} hits",
+                if batches == 0 {
+                    0.0
+                } else {
+                    stats.batched_hits.load(Relaxed) as f64 / batches as f64
+                }
+            ),
+        ),
+        figure(
+            "Largest batch",
+            format!("{} hits", stats.largest_batch.load(Relaxed)),
+        ),
+        figure(
+            "Mean flush latency",
+            format!("{:.1} ms", stats.flush_seconds.mean() * 1000.0),
+        ),
+        figure(
+            "Failed flushes",
+            stats.flush_failures.load(Relaxed).to_string(),
+        ),
+        figure(
+            "Commands resent",
+            stats.resent_commands.load(Relaxed).to_string(),
+        ),
+        figure(
+            "Duplicate-key retries",
+            stats.duplicate_retries.load(Relaxed).to_string(),
+        ),
+        figure(
+            "Hits lost (fast mode)",
+            stats.hits_lost.load(Relaxed).to_string(),
+        ),
+    ];
+    let page = SystemPage {
+        nav: Some(viewer.nav()),
+        topology,
+        read_preference: crate::storage::read_preference_name(state.store.read_preference())
+            .to_owned(),
+        freshness: super::reports::freshness(&state),
+        collections,
+        writer,
+        outcomes: Outcome::ALL
+            .iter()
+            .map(|o| (o.reason(), stats.count(*o)))
+            .collect(),
+    };
+    Ok(render(StatusCode::OK, &page))
+}

@@ -1,0 +1,426 @@
+//! Logging in and out, the signed-in user as an extractor, CSRF checks and
+//! password changes.
+
+use actix_web::cookie::{time::Duration as CookieDuration, Cookie, SameSite};
+use actix_web::dev::Payload;
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
+use askama::Template;
+use serde::Deserialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Instant;
+
+use super::pages::{error_page, render, Nav};
+use super::state::WebState;
+use crate::accounts::password::{self, random_token, NewPassword};
+use crate::accounts::sessions::{self, tokens_match, Session, COOKIE};
+use crate::accounts::{users, User};
+use crate::domain::Email;
+use crate::telemetry::chain;
+
+/// The cookie carrying the login form's CSRF token (double submit: the
+/// form's hidden field must equal it).
+const LOGIN_CSRF_COOKIE: &str = "tt_login_csrf";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("login required")]
+    LoginRequired { next: String },
+    #[error("admins only")]
+    Forbidden,
+    #[error("the form's CSRF token is missing or wrong")]
+    BadCsrf,
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ResponseError for AuthError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            AuthError::LoginRequired { .. } => StatusCode::SEE_OTHER,
+            AuthError::Forbidden | AuthError::BadCsrf => StatusCode::FORBIDDEN,
+            AuthError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            AuthError::LoginRequired { next } => HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, format!("/login?next={}", super::fmt::query(next))))
+                .finish(),
+            AuthError::Forbidden => error_page(
+                StatusCode::FORBIDDEN,
+                "Admins only",
+                "This page is for administrators.",
+            ),
+            AuthError::BadCsrf => error_page(
+                StatusCode::FORBIDDEN,
+                "Form expired",
+                "The form was out of date or did not come from this site. Nothing was changed: go back, reload and try again.",
+            ),
+            AuthError::Internal(e) => {
+                tracing::error!(error = %chain(e.as_ref()), "authentication failed internally");
+                error_page(StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Please try again.")
+            }
+        }
+    }
+}
+
+fn internal(e: impl Into<anyhow::Error>) -> AuthError {
+    AuthError::Internal(e.into())
+}
+
+/// A signed-in user, with their session.
+pub struct Viewer {
+    pub user: User,
+    pub session: Session,
+}
+
+impl Viewer {
+    pub fn nav(&self) -> Nav {
+        Nav::new(&self.user, &self.session.csrf)
+    }
+
+    /// Every form POST carries the session's CSRF token.
+    pub fn check_csrf(&self, submitted: &str) -> Result<(), AuthError> {
+        if tokens_match(submitted, &self.session.csrf) {
+            Ok(())
+        } else {
+            Err(AuthError::BadCsrf)
+        }
+    }
+
+    pub fn can_see(&self, site: &crate::storage::sites::Site) -> bool {
+        self.user.is_admin() || site.owners.contains(&self.user.id)
+    }
+}
+
+impl FromRequest for Viewer {
+    type Error = AuthError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<WebState>>().cloned();
+        let token = req.cookie(COOKIE).map(|c| c.value().to_owned());
+        let next = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.to_string());
+        Box::pin(async move {
+            let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
+            let login = || AuthError::LoginRequired { next: next.clone() };
+            let token = token.ok_or_else(login)?;
+            let now = state.clock.now();
+            let session = sessions::find(&state.store, &token, now)
+                .await
+                .map_err(internal)?
+                .ok_or_else(login)?;
+            let user = users::find(&state.store, session.user_id.into())
+                .await
+                .map_err(internal)?
+                .ok_or_else(login)?;
+            Ok(Viewer { user, session })
+        })
+    }
+}
+
+/// A signed-in administrator; owners get 403.
+pub struct Admin(pub Viewer);
+
+impl FromRequest for Admin {
+    type Error = AuthError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let viewer = Viewer::from_request(req, payload);
+        Box::pin(async move {
+            let viewer = viewer.await?;
+            if viewer.user.is_admin() {
+                Ok(Admin(viewer))
+            } else {
+                Err(AuthError::Forbidden)
+            }
+        })
+    }
+}
+
+fn cookie<'a>(
+    state: &WebState,
+    name: &'a str,
+    value: String,
+    max_age: CookieDuration,
+    same_site: SameSite,
+) -> Cookie<'a> {
+    Cookie::build(name, value)
+        .path("/")
+        .http_only(true)
+        .secure(state.secure_cookies)
+        .same_site(same_site)
+        .max_age(max_age)
+        .finish()
+}
+
+/// Only local paths: never redirect off-site after a login.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.contains('\\')
+                && n.len() < 2048 =>
+        {
+            n.to_owned()
+        }
+        _ => "/sites".to_owned(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    nav: Option<Nav>,
+    csrf: String,
+    next: String,
+    email: String,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+pub async fn login_form(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    q: web::Query<NextQuery>,
+) -> HttpResponse {
+    let csrf = req
+        .cookie(LOGIN_CSRF_COOKIE)
+        .map(|c| c.value().to_owned())
+        .filter(|v| v.len() == 64)
+        .unwrap_or_else(|| random_token(32));
+    let page = LoginPage {
+        nav: None,
+        csrf: csrf.clone(),
+        next: safe_next(q.next.as_deref()),
+        email: String::new(),
+        error: None,
+    };
+    let mut response = render(StatusCode::OK, &page);
+    let _ = response.add_cookie(&cookie(
+        &state,
+        LOGIN_CSRF_COOKIE,
+        csrf,
+        CookieDuration::hours(12),
+        SameSite::Strict,
+    ));
+    response
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    email: String,
+    password: String,
+    csrf: String,
+    next: Option<String>,
+}
+
+pub async fn login(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, AuthError> {
+    let cookie_csrf = req
+        .cookie(LOGIN_CSRF_COOKIE)
+        .map(|c| c.value().to_owned())
+        .unwrap_or_default();
+    if cookie_csrf.is_empty() || !tokens_match(&form.csrf, &cookie_csrf) {
+        return Err(AuthError::BadCsrf);
+    }
+    let client = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let account = form.email.trim().to_lowercase();
+    let again = |status, error: String| {
+        let page = LoginPage {
+            nav: None,
+            csrf: cookie_csrf.clone(),
+            next: safe_next(form.next.as_deref()),
+            email: form.email.clone(),
+            error: Some(error),
+        };
+        render(status, &page)
+    };
+    let now = Instant::now();
+    if let Some(wait) = state.limiter.blocked(&account, &client, now) {
+        let minutes = wait.as_secs().div_ceil(60).max(1);
+        return Ok(again(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Too many failed logins. Try again in {minutes} minute(s)."),
+        ));
+    }
+    let user = match Email::parse(&form.email) {
+        Ok(email) => users::find_by_email(&state.store, &email)
+            .await
+            .map_err(internal)?,
+        Err(_) => None,
+    };
+    // Verify against a decoy hash when there is no such user, so both
+    // failures take the same time and say the same thing.
+    let hash = user.as_ref().map_or_else(
+        || password::decoy_hash().to_owned(),
+        |u| u.password_hash.clone(),
+    );
+    let candidate = form.password.clone();
+    let matches = web::block(move || password::verify(&candidate, &hash))
+        .await
+        .map_err(internal)?;
+    let Some(user) = user.filter(|_| matches) else {
+        state.limiter.record_failure(&account, &client, now);
+        return Ok(again(
+            StatusCode::UNAUTHORIZED,
+            "Wrong e-mail or password.".into(),
+        ));
+    };
+    state.limiter.record_success(&account);
+    let token = sessions::create(
+        &state.store,
+        user.id,
+        state.clock.now(),
+        state.session_lifetime,
+    )
+    .await
+    .map_err(internal)?;
+    let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
+    let mut response = HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, safe_next(form.next.as_deref())))
+        .finish();
+    let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
+    tracing::info!(user = %user.email, "logged in");
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    pub csrf: String,
+}
+
+pub async fn logout(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<CsrfForm>,
+) -> Result<HttpResponse, AuthError> {
+    viewer.check_csrf(&form.csrf)?;
+    sessions::delete(&state.store, &viewer.session.token_hash)
+        .await
+        .map_err(internal)?;
+    let mut response = HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/login"))
+        .finish();
+    let mut gone = cookie(
+        &state,
+        COOKIE,
+        String::new(),
+        CookieDuration::ZERO,
+        SameSite::Lax,
+    );
+    gone.make_removal();
+    let _ = response.add_cookie(&gone);
+    Ok(response)
+}
+
+#[derive(Template)]
+#[template(path = "password.html")]
+struct PasswordPage {
+    nav: Option<Nav>,
+    error: Option<String>,
+    done: bool,
+}
+
+pub async fn password_form(viewer: Viewer) -> HttpResponse {
+    render(
+        StatusCode::OK,
+        &PasswordPage {
+            nav: Some(viewer.nav()),
+            error: None,
+            done: false,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    csrf: String,
+    current: String,
+    new: String,
+    confirm: String,
+}
+
+pub async fn change_password(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<PasswordForm>,
+) -> Result<HttpResponse, AuthError> {
+    viewer.check_csrf(&form.csrf)?;
+    let refuse = |message: &str| {
+        render(
+            StatusCode::BAD_REQUEST,
+            &PasswordPage {
+                nav: Some(viewer.nav()),
+                error: Some(message.to_owned()),
+                done: false,
+            },
+        )
+    };
+    let current = form.current.clone();
+    let hash = viewer.user.password_hash.clone();
+    if !web::block(move || password::verify(&current, &hash))
+        .await
+        .map_err(internal)?
+    {
+        return Ok(refuse("The current password is wrong."));
+    }
+    if form.new != form.confirm {
+        return Ok(refuse("The new password and its confirmation differ."));
+    }
+    let new = match NewPassword::parse(&form.new) {
+        Ok(p) => p,
+        Err(e) => return Ok(refuse(&format!("{e}."))),
+    };
+    users::set_password(&state.store, viewer.user.id, &new)
+        .await
+        .map_err(internal)?;
+    // Other sessions of this user end; this one stays.
+    sessions::delete_for_user(
+        &state.store,
+        viewer.user.id,
+        Some(&viewer.session.token_hash),
+    )
+    .await
+    .map_err(internal)?;
+    Ok(render(
+        StatusCode::OK,
+        &PasswordPage {
+            nav: Some(viewer.nav()),
+            error: None,
+            done: true,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_kept_only_when_local() {
+        assert_eq!(safe_next(Some("/sites/x?range=7d")), "/sites/x?range=7d");
+        assert_eq!(safe_next(Some("//evil.com/")), "/sites");
+        assert_eq!(safe_next(Some("https://evil.com/")), "/sites");
+        assert_eq!(safe_next(Some("/\\evil.com")), "/sites");
+        assert_eq!(safe_next(None), "/sites");
+    }
+}

@@ -1,0 +1,24 @@
+//! What every web handler can reach, passed in as `web::Data<WebState>`.
+
+use chrono::TimeDelta;
+
+use crate::accounts::limiter::LoginLimiter;
+use crate::clock::SharedClock;
+use crate::ingest::{IngestState, SiteDirectory};
+use crate::metrics::Histogram;
+use crate::storage::Store;
+
+pub struct WebState {
+    pub store: Store,
+    pub directory: SiteDirectory,
+    pub ingest: IngestState,
+    pub clock: SharedClock,
+    pub limiter: LoginLimiter,
+    pub public_url: String,
+    /// Cookies get `Secure` when the public URL is https.
+    pub secure_cookies: bool,
+    pub session_lifetime: TimeDelta,
+    /// Server time of report pages and exports.
+    pub report_seconds: Histogram,
+    pub writers: usize,
+}
