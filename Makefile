@@ -9,6 +9,7 @@ TOOLS := $(CURDIR)/.tools
 SECANTUS_VERSION := 0.5.3-beta.196
 SECANTUS := $(TOOLS)/bin/secantusd-rs
 CHROMIUM ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
 
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 
@@ -28,6 +29,7 @@ rust-components:
 
 test-deps: setup
 	@scripts/need $(CHROMIUM) chromium
+	@scripts/need $(CHROMEDRIVER) chromium-driver
 
 # First start: a demo site with 30 days of synthetic traffic, and (printed
 # by serve) the first admin's one-time credentials.

@@ -87,7 +87,7 @@ mod tests {
         for raw in [
             "nobody",
             "@x.com",
-            "a@",
+            "ab@",
             "a@b@c",
             "a b@x.com",
             "a@.x",

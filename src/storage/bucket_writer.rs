@@ -79,7 +79,7 @@ async fn apply_collection(
     let mut total = UpdateOutcome::default();
     for chunk in increments.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
         let request = UpdateRequest {
-            db: store.db(),
+            store,
             collection: increments.granularity().collection(),
             statements: chunk.to_vec(),
             write_concern: store.write_concern(),

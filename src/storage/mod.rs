@@ -10,8 +10,23 @@ pub mod update;
 use bson::{doc, Document};
 use mongodb::options::{ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria};
 use mongodb::{Client, Database};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+/// The client bucket updates go through, kept apart from everything else.
+///
+/// Updates carry transaction numbers we choose. A server session must only
+/// ever see increasing numbers, but the driver pools server sessions and
+/// numbers its own retryable writes on them: sharing the pool would let one
+/// side reuse a number the other already used (`TransactionTooOld`). So
+/// these sessions come from a client that runs nothing else, and every
+/// number comes from one counter, increasing across all of its sessions.
+#[derive(Debug)]
+struct UpdateClient {
+    db: Database,
+    next_txn: AtomicI64,
+}
 pub use buckets::{Bucket, Granularity, Increments};
 
 /// How the server we are connected to is deployed, from its `hello` reply.
@@ -61,6 +76,7 @@ pub fn read_preference_name(pref: &ReadPreference) -> &'static str {
 pub struct Store {
     client: Client,
     db: Database,
+    updates: Arc<UpdateClient>,
     reports: Database,
     read_preference: ReadPreference,
     write_concern: Document,
@@ -97,7 +113,12 @@ impl Store {
             .await
             .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
-        let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
+        let client = Client::with_options(options.clone()).map_err(ConnectError::BadUri)?;
+        let update_client = Client::with_options(options).map_err(ConnectError::BadUri)?;
+        let updates = Arc::new(UpdateClient {
+            db: update_client.database(db_name),
+            next_txn: AtomicI64::new(0),
+        });
         let db = client.database(db_name);
         let reports = client.database_with_options(
             db_name,
@@ -118,6 +139,7 @@ impl Store {
         Ok(Self {
             client,
             db,
+            updates,
             reports,
             read_preference,
             write_concern: doc! { "w": w, "wtimeout": write_timeout.as_millis() as i64 },
@@ -163,9 +185,19 @@ impl Store {
         self.db.run_command(doc! {"ping": 1}).await.map(|_| ())
     }
 
+    /// The database handle update commands run on (see [`UpdateClient`]).
+    pub(crate) fn update_db(&self) -> &Database {
+        &self.updates.db
+    }
+
+    /// The next transaction number for an update command.
+    pub(crate) fn next_txn_number(&self) -> i64 {
+        self.updates.next_txn.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     /// Starts a session for a stream of update commands.
     pub async fn update_session(&self) -> Result<update::UpdateSession, mongodb::error::Error> {
-        let session = self.client.start_session().await?;
+        let session = self.updates.db.client().start_session().await?;
         Ok(update::UpdateSession::new(
             session,
             self.topology.supports_retryable_writes(),

@@ -86,6 +86,40 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
     report
         .indexes
         .push("sites: unique {domain: 1}, {aliases: 1}".into());
+    db.collection::<Document>(crate::accounts::users::COLLECTION)
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"email": 1})
+                .options(
+                    IndexOptions::builder()
+                        .unique(true)
+                        .name("email".to_owned())
+                        .build(),
+                )
+                .build(),
+        )
+        .await?;
+    let sessions = db.collection::<Document>(crate::accounts::sessions::COLLECTION);
+    // Expired sessions are removed by the server (TTL at `expiresAt`).
+    sessions
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"expiresAt": 1})
+                .options(
+                    IndexOptions::builder()
+                        .expire_after(std::time::Duration::ZERO)
+                        .name("expiry".to_owned())
+                        .build(),
+                )
+                .build(),
+        )
+        .await?;
+    sessions
+        .create_index(IndexModel::builder().keys(doc! {"userId": 1}).build())
+        .await?;
+    report
+        .indexes
+        .push("users: unique {email: 1}; sessions: TTL {expiresAt: 1}, {userId: 1}".into());
 
     let plan = sharding_plan(store.topology(), db.name());
     if plan.is_empty() {

@@ -14,7 +14,7 @@
 //! outcome cannot be retried without risking a double count, so it fails.
 
 use bson::{doc, Bson, Document};
-use mongodb::{ClientSession, Database};
+use mongodb::ClientSession;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -41,27 +41,21 @@ pub enum UpdateError {
     BadReply { collection: String, detail: String },
 }
 
-/// A session dedicated to one stream of update commands, with its own
-/// transaction-number counter.
+/// A session dedicated to one stream of update commands.
 pub struct UpdateSession {
     session: ClientSession,
-    txn_number: i64,
     retryable: bool,
 }
 
 impl UpdateSession {
     pub fn new(session: ClientSession, retryable: bool) -> Self {
-        Self {
-            session,
-            txn_number: 0,
-            retryable,
-        }
+        Self { session, retryable }
     }
 }
 
 /// What one update command must do, and by when.
 pub struct UpdateRequest<'a> {
-    pub db: &'a Database,
+    pub store: &'a crate::storage::Store,
     pub collection: &'a str,
     pub statements: Vec<Document>,
     pub write_concern: &'a Document,
@@ -92,7 +86,7 @@ pub async fn run_update(
         if pending.is_empty() {
             break;
         }
-        session.txn_number += 1;
+        let txn_number = request.store.next_txn_number();
         let mut command = doc! {
             "update": request.collection,
             "updates": pending.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
@@ -100,7 +94,7 @@ pub async fn run_update(
             "writeConcern": request.write_concern.clone(),
         };
         if session.retryable {
-            command.insert("txnNumber", session.txn_number);
+            command.insert("txnNumber", txn_number);
         }
         let reply = send_until_known(&request, command, session, &mut outcome).await?;
         let checked = check_reply(request.collection, &reply, pending.len())?;
@@ -143,7 +137,8 @@ async fn send_until_known(
             return Err(UpdateError::DeadlineExceeded(last_error));
         }
         let attempt = request
-            .db
+            .store
+            .update_db()
             .run_command(command.clone())
             .session(&mut session.session);
         let limit = request.attempt_timeout.min(deadline - now);

@@ -309,7 +309,7 @@ pub async fn sites(
         .into_iter()
         .filter(|s| viewer.can_see(s))
         .collect();
-    visible.sort_by(|a, b| a.name.to_lowercase().cmp(&b.name.to_lowercase()));
+    visible.sort_by_key(|s| s.name.to_lowercase());
     let summaries = futures::future::try_join_all(
         visible
             .iter()

@@ -165,3 +165,95 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
     assert_eq!(app.ingest.stats.count(Outcome::Counted), 2);
     handle.stop(true).await;
 }
+
+/// Logs in through the form, opens the dashboard and a page report of a
+/// demo site, checks the charts and tables, and saves screenshots under
+/// `target/screenshots/` for people to look at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
+    use crate::webdriver::Browser;
+    use tickertape::accounts::Role;
+    use tickertape::demo::{self, DemoOptions};
+    use tickertape::domain::DomainName;
+
+    let app = spawn_app().await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let options = DemoOptions {
+        domain: DomainName::parse("demo.test").unwrap(),
+        days: 3,
+        daily_views: 3000,
+        seed: 11,
+    };
+    let report = demo::generate(&app.store, &options, t0(), false)
+        .await
+        .unwrap();
+    let site = report.site;
+    let changes = tickertape::storage::sites::SiteChanges {
+        name: "Demo site".into(),
+        aliases: vec![],
+        owners: vec![owner.id],
+    };
+    tickertape::storage::sites::update(&app.store, &site, changes)
+        .await
+        .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+
+    let browser = Browser::start(BROWSER_UA).await;
+    browser.goto(&format!("{}/sites", app.address)).await;
+    assert!(
+        browser.url().await.contains("/login?next="),
+        "anonymous is sent to the login page"
+    );
+    browser.type_into("#email", "owner@example.com").await;
+    browser.type_into("#password", PASSWORD).await;
+    browser.screenshot("login").await;
+    browser.click("form button[type=submit]").await;
+    assert!(
+        browser.url().await.ends_with("/sites"),
+        "{}",
+        browser.url().await
+    );
+    assert_eq!(browser.count("svg.spark").await, 1);
+    browser.screenshot("sites").await;
+
+    browser
+        .click(&format!("a[href='/sites/{}']", site.id))
+        .await;
+    assert_eq!(browser.count("svg.chart").await, 1, "dashboard chart");
+    assert!(
+        browser.count("#pages tbody tr").await >= 10,
+        "top pages table"
+    );
+    let expected = tickertape::reports::queries::series(
+        &app.store,
+        &tickertape::reports::Scope::Site(&site.domain),
+        &tickertape::reports::Period::resolve(&Default::default(), t0()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let total = tickertape::reports::queries::total(&expected);
+    assert_eq!(
+        browser.text("#total").await,
+        tickertape::web::fmt::thousands(&total)
+    );
+    browser.screenshot("dashboard").await;
+
+    browser.click("#pages tbody tr:first-child a").await;
+    assert!(
+        browser.url().await.contains("/page?"),
+        "{}",
+        browser.url().await
+    );
+    assert_eq!(
+        browser.count("svg.chart").await,
+        4,
+        "series, seconds, last hour, this minute"
+    );
+    assert_eq!(
+        browser.count("details table").await,
+        4,
+        "each chart has its table"
+    );
+    browser.screenshot("page-report").await;
+    browser.quit().await;
+}

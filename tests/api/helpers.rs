@@ -249,3 +249,139 @@ impl Drop for TestApp {
 pub fn fast(settings: &mut Settings) {
     settings.ingest.ack_mode = AckMode::Fast;
 }
+
+/// The password every test user gets.
+pub const PASSWORD: &str = "correct horse battery";
+
+/// A browser-like client: keeps cookies, does not follow redirects (tests
+/// look at them).
+pub fn cookie_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .user_agent(BROWSER_UA)
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A logged-in user's client and the CSRF token of their session.
+pub struct Login {
+    pub http: reqwest::Client,
+    pub csrf: String,
+    base: String,
+}
+
+pub fn csrf_in(html: &str) -> Option<String> {
+    let start = html.find("name=\"csrf\" value=\"")? + "name=\"csrf\" value=\"".len();
+    Some(html[start..start + 64].to_owned())
+}
+
+impl Login {
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn post(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .form(form)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn text(&self, path: &str) -> (u16, String) {
+        let r = self.get(path).await;
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+}
+
+impl TestApp {
+    pub async fn add_user(
+        &self,
+        email: &str,
+        role: tickertape::accounts::Role,
+    ) -> tickertape::accounts::User {
+        let password = tickertape::accounts::password::NewPassword::parse(PASSWORD).unwrap();
+        tickertape::accounts::users::create(
+            &self.store,
+            tickertape::domain::Email::parse(email).unwrap(),
+            &password,
+            role,
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Submits the login form as a browser would; returns the response.
+    pub async fn submit_login(
+        &self,
+        http: &reqwest::Client,
+        email: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        let page = http
+            .get(format!("{}/login", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let csrf = csrf_in(&page).expect("login form carries a csrf token");
+        http.post(format!("{}/login", self.address))
+            .form(&[
+                ("email", email),
+                ("password", password),
+                ("csrf", &csrf),
+                ("next", "/sites"),
+            ])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn login(&self, email: &str) -> Login {
+        let http = cookie_client();
+        let r = self.submit_login(&http, email, PASSWORD).await;
+        assert_eq!(r.status(), 303, "login of {email}");
+        let page = http
+            .get(format!("{}/account/password", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        Login {
+            csrf: csrf_in(&page).expect("pages carry the session csrf"),
+            http,
+            base: self.address.clone(),
+        }
+    }
+
+    pub fn anonymous(&self) -> Login {
+        Login {
+            http: cookie_client(),
+            csrf: String::new(),
+            base: self.address.clone(),
+        }
+    }
+
+    /// Writes hits straight into the buckets through the product's writer.
+    pub async fn write_hits(&self, hits: &[(&str, DateTime<Utc>)]) {
+        let mut writer = tickertape::storage::bucket_writer::BucketWriter::new(&self.store)
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        writer
+            .apply(hits.iter().map(|(p, at)| (*p, *at)), deadline)
+            .await
+            .unwrap();
+    }
+}

@@ -3,10 +3,14 @@
 
 mod helpers;
 mod proxy;
+mod webdriver;
 
+mod accounts;
+mod admin;
 mod browser;
 mod deployment;
 mod ingest;
 mod pixel_rules;
+mod reports;
 mod serve;
 mod storage;

@@ -173,3 +173,19 @@ async fn bucket_slots_read_missing_keys_as_zero() {
         .collect();
     assert_eq!(slots, BTreeMap::from([(7, 1)]));
 }
+
+#[tokio::test]
+async fn writers_created_one_after_another_never_reuse_a_transaction_number() {
+    // Regression: server sessions are pooled; a writer created after another
+    // was dropped (or after the driver's own retryable writes) must still
+    // send increasing transaction numbers (else: TransactionTooOld).
+    let app = spawn_app().await;
+    let coll = app.store.db().collection::<Document>("scratch");
+    for round in 0..4 {
+        coll.insert_one(doc! {"round": round}).await.unwrap();
+        let mut writer = BucketWriter::new(&app.store).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        writer.apply([("seq.test/", t0())], deadline).await.unwrap();
+    }
+    assert_eq!(app.total_views(Granularity::Minute).await, 4);
+}

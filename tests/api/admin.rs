@@ -1,0 +1,245 @@
+//! Admin flows: sites (create, edit, delete with confirmation), users
+//! (create, role, password reset), each refusing bad input unchanged.
+
+use tickertape::accounts::{users, Role};
+use tickertape::domain::Email;
+use tickertape::storage::{sites, Granularity};
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn admins_create_edit_and_delete_sites() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    app.add_user("owner@example.com", Role::Owner).await;
+    let admin = app.login("admin@example.com").await;
+    let csrf = admin.csrf.clone();
+
+    let r = admin
+        .post(
+            "/admin/sites",
+            &[
+                ("csrf", &csrf),
+                ("domain", "New.Test"),
+                ("aliases", "www.new.test, m.new.test"),
+                ("name", "New"),
+                ("owners", "owner@example.com"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let site = sites::list(&app.store).await.unwrap().pop().unwrap();
+    assert_eq!(site.domain.as_str(), "new.test");
+    assert_eq!(site.aliases.len(), 2);
+    assert_eq!(
+        r.headers()["location"],
+        format!("/sites/{}/settings", site.id).as_str()
+    );
+    // The settings page shows both snippets with the site's id.
+    let (_, html) = admin.text(&format!("/sites/{}/settings", site.id)).await;
+    assert!(
+        html.contains("/tt.js") && html.contains(&format!("data-site=&#34;{}&#34;", site.id)),
+        "script snippet"
+    );
+    assert!(
+        html.contains(&format!("pixel.gif?site={}", site.id)),
+        "pixel snippet"
+    );
+    // The pixel knows the new site at once.
+    assert_eq!(
+        app.pixel(&format!(
+            "site={}&page=https%3A%2F%2Fm.new.test%2Fx",
+            site.id
+        ))
+        .await
+        .status(),
+        200
+    );
+    // The owner sees it.
+    let owner = app.login("owner@example.com").await;
+    assert!(owner.text("/sites").await.1.contains("new.test"));
+
+    // Bad input: nothing changes.
+    for form in [
+        vec![("domain", "https://bad/")],
+        vec![("domain", "new.test")], // taken
+        vec![("domain", "other.test"), ("aliases", "m.new.test")], // alias taken
+        vec![("domain", "other.test"), ("owners", "ghost@example.com")],
+        vec![("domain", "other.test"), ("aliases", "bad_host")],
+    ] {
+        let mut form = form.clone();
+        form.push(("csrf", &csrf));
+        let r = admin.post("/admin/sites", &form).await;
+        assert_eq!(r.status(), 400, "{form:?}");
+        assert!(r.text().await.unwrap().contains("Nothing was changed"));
+    }
+    assert_eq!(sites::list(&app.store).await.unwrap().len(), 1);
+
+    // Edit name, aliases and owners.
+    let r = admin
+        .post(
+            &format!("/admin/sites/{}", site.id),
+            &[
+                ("csrf", &csrf),
+                ("name", "Renamed"),
+                ("aliases", "www.new.test"),
+                ("owners", ""),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let edited = sites::list(&app.store).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (
+            edited.name.as_str(),
+            edited.aliases.len(),
+            edited.owners.len()
+        ),
+        ("Renamed", 1, 0)
+    );
+    assert_eq!(
+        owner.get(&format!("/sites/{}", site.id)).await.status(),
+        404,
+        "no longer an owner"
+    );
+
+    // Delete needs the domain typed in; then the site and its buckets go.
+    let r = admin
+        .post(
+            &format!("/admin/sites/{}/delete", site.id),
+            &[("csrf", &csrf), ("confirm", "wrong.test")],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(sites::list(&app.store).await.unwrap().len(), 1);
+    assert!(app.total_views(Granularity::Minute).await > 0);
+    let r = admin
+        .post(
+            &format!("/admin/sites/{}/delete", site.id),
+            &[("csrf", &csrf), ("confirm", "new.test")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert!(sites::list(&app.store).await.unwrap().is_empty());
+    assert_eq!(app.bucket_count().await, 0);
+    assert_eq!(
+        app.pixel(&format!("site={}&page=/", site.id))
+            .await
+            .status(),
+        404,
+        "the pixel forgets it"
+    );
+}
+
+#[tokio::test]
+async fn admins_manage_users_and_the_last_admin_stays() {
+    let app = spawn_app().await;
+    let me = app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let csrf = admin.csrf.clone();
+
+    let r = admin
+        .post(
+            "/admin/users",
+            &[
+                ("csrf", &csrf),
+                ("email", "New@Example.com"),
+                ("role", "owner"),
+                ("password", PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let new = users::find_by_email(&app.store, &Email::parse("new@example.com").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(new.role, Role::Owner);
+
+    for form in [
+        vec![
+            ("email", "new@example.com"),
+            ("role", "owner"),
+            ("password", "a long password"),
+        ],
+        vec![
+            ("email", "not-an-email"),
+            ("role", "owner"),
+            ("password", "a long password"),
+        ],
+        vec![
+            ("email", "x@example.com"),
+            ("role", "root"),
+            ("password", "a long password"),
+        ],
+        vec![
+            ("email", "x@example.com"),
+            ("role", "owner"),
+            ("password", "short"),
+        ],
+    ] {
+        let mut form = form.clone();
+        form.push(("csrf", &csrf));
+        assert_eq!(
+            admin.post("/admin/users", &form).await.status(),
+            400,
+            "{form:?}"
+        );
+    }
+    assert_eq!(users::count(&app.store).await.unwrap(), 2);
+
+    // Promote, then demote; the last admin cannot demote themself.
+    let path = format!("/admin/users/{}/role", new.id);
+    assert_eq!(
+        admin
+            .post(&path, &[("csrf", &csrf), ("role", "admin")])
+            .await
+            .status(),
+        303
+    );
+    assert_eq!(
+        admin
+            .post(&path, &[("csrf", &csrf), ("role", "owner")])
+            .await
+            .status(),
+        303
+    );
+    let r = admin
+        .post(
+            &format!("/admin/users/{}/role", me.id),
+            &[("csrf", &csrf), ("role", "owner")],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        users::find(&app.store, me.id).await.unwrap().unwrap().role,
+        Role::Admin
+    );
+    assert_eq!(
+        admin
+            .post(
+                "/admin/users/not-a-uuid/role",
+                &[("csrf", &csrf), ("role", "owner")]
+            )
+            .await
+            .status(),
+        404
+    );
+
+    // A password reset logs the user out everywhere and lets the new one in.
+    let user = app.login("new@example.com").await;
+    let r = admin
+        .post(
+            &format!("/admin/users/{}/password", new.id),
+            &[("csrf", &csrf), ("password", "reset to this one")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(user.get("/sites").await.status(), 303, "old session ended");
+    assert_eq!(
+        app.submit_login(&cookie_client(), "new@example.com", "reset to this one")
+            .await
+            .status(),
+        303
+    );
+}

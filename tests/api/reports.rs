@@ -1,0 +1,354 @@
+//! Report numbers against known hits, at every resolution and range edge;
+//! read preference; metrics; demo data.
+
+use chrono::{TimeZone, Utc};
+use mongodb::options::{ReadPreference, SelectionCriteria};
+use std::time::Duration;
+use tickertape::accounts::Role;
+use tickertape::demo::{self, DemoOptions};
+use tickertape::domain::DomainName;
+use tickertape::storage::Granularity;
+
+use crate::helpers::*;
+
+fn at(d: u32, h: u32, m: u32, s: u32) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, d, h, m, s).unwrap()
+}
+
+/// Site r.test with hits whose every total is worked out by hand:
+/// /a: 22 10:01:07 ×3, 22 10:01:09 ×1, 22 09:59:59 ×2, 21 23:59:59 ×1, 22 00:00:00 ×1
+/// /b: 22 10:01:07 ×2, 20 12:00:00 ×5
+async fn reports_world() -> (TestApp, Login, String) {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("r.test", &[]).await;
+    let mut hits = Vec::new();
+    for (page, t, n) in [
+        ("r.test/a", at(22, 10, 1, 7), 3),
+        ("r.test/a", at(22, 10, 1, 9), 1),
+        ("r.test/a", at(22, 9, 59, 59), 2),
+        ("r.test/a", at(21, 23, 59, 59), 1),
+        ("r.test/a", at(22, 0, 0, 0), 1),
+        ("r.test/b", at(22, 10, 1, 7), 2),
+        ("r.test/b", at(20, 12, 0, 0), 5),
+    ] {
+        hits.extend(std::iter::repeat_n((page, t), n));
+    }
+    app.write_hits(&hits).await;
+    let admin = app.login("admin@example.com").await;
+    let base = format!("/sites/{}", site.id);
+    (app, admin, base)
+}
+
+async fn csv(login: &Login, path: &str) -> Vec<String> {
+    let r = login.get(path).await;
+    assert_eq!(r.status(), 200, "{path}");
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    r.text().await.unwrap().lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
+    let (_app, admin, base) = reports_world().await;
+
+    // Minute resolution.
+    let rows = csv(
+        &admin,
+        &format!(
+            "{base}/series.csv?range=custom&from=2026-11-22T09:59&to=2026-11-22T10:02&res=minute"
+        ),
+    )
+    .await;
+    assert_eq!(
+        rows,
+        [
+            "timestamp,views",
+            "2026-11-22T09:59:00Z,2",
+            "2026-11-22T10:00:00Z,0",
+            "2026-11-22T10:01:00Z,6"
+        ]
+    );
+
+    // Hour resolution: 12 hours, zeros filled in.
+    let rows = csv(
+        &admin,
+        &format!(
+            "{base}/series.csv?range=custom&from=2026-11-21T23:00&to=2026-11-22T11:00&res=hour"
+        ),
+    )
+    .await;
+    assert_eq!(rows.len(), 13);
+    assert_eq!(rows[1], "2026-11-21T23:00:00Z,1");
+    assert_eq!(rows[2], "2026-11-22T00:00:00Z,1");
+    assert_eq!(rows[3], "2026-11-22T01:00:00Z,0");
+    assert_eq!(rows[11], "2026-11-22T09:00:00Z,2");
+    assert_eq!(rows[12], "2026-11-22T10:00:00Z,6");
+
+    // Day resolution; a date as `to` includes that day.
+    let rows = csv(
+        &admin,
+        &format!("{base}/series.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day"),
+    )
+    .await;
+    assert_eq!(
+        rows,
+        [
+            "timestamp,views",
+            "2026-11-20T00:00:00Z,5",
+            "2026-11-21T00:00:00Z,1",
+            "2026-11-22T00:00:00Z,9"
+        ]
+    );
+
+    // Range edges: `from` is included, `to` is not.
+    let rows = csv(
+        &admin,
+        &format!(
+            "{base}/series.csv?range=custom&from=2026-11-22T00:00&to=2026-11-22T09:59&res=minute"
+        ),
+    )
+    .await;
+    let total: i64 = rows[1..]
+        .iter()
+        .map(|r| r.rsplit(',').next().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(total, 1, "00:00:00 is in, 09:59 is out");
+    let rows = csv(
+        &admin,
+        &format!(
+            "{base}/series.csv?range=custom&from=2026-11-21T23:59&to=2026-11-22T00:01&res=minute"
+        ),
+    )
+    .await;
+    assert_eq!(
+        rows[1..],
+        ["2026-11-21T23:59:00Z,1", "2026-11-22T00:00:00Z,1"]
+    );
+
+    // One page's series.
+    let rows = csv(
+        &admin,
+        &format!("{base}/series.csv?range=custom&from=2026-11-21&to=2026-11-22&res=day&path=/a"),
+    )
+    .await;
+    assert_eq!(
+        rows[1..],
+        ["2026-11-21T00:00:00Z,1", "2026-11-22T00:00:00Z,7"]
+    );
+
+    // Top pages with their share.
+    let rows = csv(
+        &admin,
+        &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day"),
+    )
+    .await;
+    assert_eq!(rows, ["path,views,share", "/a,8,53.3%", "/b,7,46.7%"]);
+    let rows = csv(
+        &admin,
+        &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day&q=B"),
+    )
+    .await;
+    assert_eq!(rows, ["path,views,share", "/b,7,46.7%"]);
+
+    // The seconds of one minute.
+    let rows = csv(
+        &admin,
+        &format!("{base}/seconds.csv?path=/a&minute=2026-11-22T10:01"),
+    )
+    .await;
+    assert_eq!(rows.len(), 61);
+    assert_eq!(rows[8], "2026-11-22T10:01:07Z,3");
+    assert_eq!(rows[10], "2026-11-22T10:01:09Z,1");
+    let sum: i64 = rows[1..]
+        .iter()
+        .map(|r| r.rsplit(',').next().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(sum, 4);
+
+    // The last hour (the clock is at 10:01:07).
+    let rows = csv(&admin, &format!("{base}/realtime.csv?path=/a")).await;
+    assert_eq!(rows.len(), 61);
+    assert_eq!(rows.last().unwrap(), "2026-11-22T10:01:00Z,4");
+    assert_eq!(rows[59], "2026-11-22T10:00:00Z,0");
+    assert_eq!(rows[58], "2026-11-22T09:59:00Z,2");
+}
+
+#[tokio::test]
+async fn dashboard_and_page_report_show_the_same_numbers() {
+    let (_app, admin, base) = reports_world().await;
+    // The 22nd alone (hourly): 9 views, against 1 on the 21st.
+    let (status, html) = admin
+        .text(&format!(
+            "{base}?range=custom&from=2026-11-22&to=2026-11-22"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("id=\"total\">9<"), "total");
+    assert!(
+        html.contains("+800.0%") && html.contains("vs. 1 in the previous period"),
+        "change"
+    );
+    assert!(
+        html.contains("<svg class=\"chart\"") && html.contains("<table"),
+        "chart and table"
+    );
+    assert!(html.contains("2026-11-22 10:00 UTC: 6 views"), "bar title");
+    let a = html
+        .find(">/a</a></td><td class=\"num\">7</td><td class=\"num\">77.8%")
+        .expect("/a row");
+    let b = html
+        .find(">/b</a></td><td class=\"num\">2</td><td class=\"num\">22.2%")
+        .expect("/b row");
+    assert!(a < b, "most viewed first");
+    assert!(html.contains("Read from"), "states freshness");
+
+    let (status, html) = admin.text(&format!("{base}/page?path=/a&range=custom&from=2026-11-22&to=2026-11-22&minute=2026-11-22T10:01")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("id=\"total\">7<"));
+    assert!(html.contains("4 views in 2026-11-22 10:01 UTC"));
+    assert!(html.contains("Last 60 minutes: 6 views"));
+    assert!(html.contains("This minute: 4 views"));
+    // Without a minute, the breakdown shows the latest minute with views.
+    let (_, html) = admin.text(&format!("{base}/page?path=/a")).await;
+    assert!(html.contains("4 views in 2026-11-22 10:01 UTC"));
+}
+
+#[tokio::test]
+async fn malformed_report_parameters_get_a_clear_400() {
+    let (_app, admin, base) = reports_world().await;
+    for (query, says) in [
+        ("?range=2y", "unknown range"),
+        ("?res=second", "unknown resolution"),
+        ("?range=custom", "needs both from and to"),
+        (
+            "?range=custom&from=2026-11-22&to=2026-11-01",
+            "end after it starts",
+        ),
+        (
+            "?range=custom&from=yesterday&to=2026-11-01",
+            "must be a UTC date",
+        ),
+        ("?range=12mo&res=minute", "more than 1500"),
+        ("?p=0", "page number"),
+        ("/page?path=relative", "path"),
+        ("/page?path=/a&minute=noon", "minute must be"),
+        ("/seconds.csv?path=/a", "minute is required"),
+    ] {
+        let (status, html) = admin.text(&format!("{base}{query}")).await;
+        assert_eq!(status, 400, "{query}");
+        assert!(html.contains(says), "{query}: {says}");
+    }
+    let long = "x".repeat(300);
+    assert_eq!(admin.get(&format!("{base}?q={long}")).await.status(), 400);
+}
+
+#[tokio::test]
+async fn report_handles_carry_the_configured_read_preference_and_writes_do_not() {
+    let mut settings = test_settings();
+    let store = connect(database_uri(), &settings).await;
+    assert!(matches!(
+        store.reports().selection_criteria(),
+        Some(SelectionCriteria::ReadPreference(
+            ReadPreference::SecondaryPreferred { .. }
+        ))
+    ));
+    assert!(
+        store.db().selection_criteria().is_none(),
+        "writes use the primary"
+    );
+
+    settings.database.read_preference = "nearest".into();
+    settings.database.max_staleness_secs = Some(120);
+    let store = connect(database_uri(), &settings).await;
+    match store.reports().selection_criteria() {
+        Some(SelectionCriteria::ReadPreference(ReadPreference::Nearest { options })) => {
+            assert_eq!(
+                options.as_ref().unwrap().max_staleness,
+                Some(Duration::from_secs(120))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The system page says what is in force.
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let (_, html) = app
+        .login("admin@example.com")
+        .await
+        .text("/admin/system")
+        .await;
+    assert!(html.contains("read preference <strong>secondaryPreferred</strong>"));
+    assert!(
+        html.contains("views_minute") && html.contains("Queue depth") && html.contains("Topology")
+    );
+}
+
+#[tokio::test]
+async fn metrics_health_and_readiness() {
+    let app = spawn_app().await;
+    let site = app.add_site("m.test", &[]).await;
+    assert_eq!(
+        app.pixel(&format!("site={}&page=/", site.id))
+            .await
+            .status(),
+        200
+    );
+    app.pixel("site=bad").await;
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("tickertape_hits_total{outcome=\"counted\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("tickertape_hits_total{outcome=\"invalid-site\"} 1\n"));
+    assert!(text.contains("tickertape_flush_seconds_count 1\n"));
+    assert!(text.contains("tickertape_flush_batch_size_bucket{le=\"1\"} 1\n"));
+    assert!(text.contains("# TYPE tickertape_report_seconds histogram"));
+    assert!(text.contains("tickertape_queue_depth 0\n"));
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            app.http
+                .get(format!("{}{path}", app.address))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            200,
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn demo_data_lands_in_all_three_levels_once() {
+    let app = spawn_app().await;
+    let options = DemoOptions {
+        domain: DomainName::parse("demo.test").unwrap(),
+        days: 2,
+        daily_views: 800,
+        seed: 7,
+    };
+    let report = demo::generate(&app.store, &options, t0(), false)
+        .await
+        .unwrap();
+    assert!(report.hits > 500, "{}", report.hits);
+    for g in Granularity::ALL {
+        assert_eq!(app.total_views(g).await, report.hits as i64, "{g:?}");
+    }
+    let again = demo::generate(&app.store, &options, t0(), true)
+        .await
+        .unwrap();
+    assert!(again.skipped);
+    assert_eq!(app.total_views(Granularity::Day).await, report.hits as i64);
+}

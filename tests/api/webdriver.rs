@@ -1,0 +1,193 @@
+//! A minimal W3C WebDriver client over chromedriver: enough to log in,
+//! click, read text and take screenshots in a real headless Chromium.
+
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Browser {
+    http: reqwest::Client,
+    session: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Browser {
+    pub async fn start(user_agent: &str) -> Browser {
+        let chromedriver =
+            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        assert!(
+            std::path::Path::new(&chromedriver).is_file(),
+            "{chromedriver} is missing: `make test` installs chromium-driver"
+        );
+        let port = free_port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+                    "--window-size=1280,1000", format!("--user-agent={user_agent}"),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let reply: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = reply["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {reply}"))
+            .to_owned();
+        Browser {
+            http,
+            session: format!("{base}/session/{session}"),
+            driver,
+            _profile: profile,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}{path}", self.session);
+        let request = self.http.request(method, url);
+        let request = if body.is_null() {
+            request
+        } else {
+            request.json(&body)
+        };
+        let reply: Value = request.send().await.unwrap().json().await.unwrap();
+        reply["value"].clone()
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({"url": url}))
+            .await;
+    }
+
+    pub async fn url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", Value::Null)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    async fn element(&self, css: &str) -> String {
+        let v = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                json!({"using": "css selector", "value": css}),
+            )
+            .await;
+        // A reference is an object with one member (the W3C element key).
+        v.as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {css}: {v}"))
+            .to_owned()
+    }
+
+    pub async fn count(&self, css: &str) -> usize {
+        let v = self
+            .call(
+                reqwest::Method::POST,
+                "/elements",
+                json!({"using": "css selector", "value": css}),
+            )
+            .await;
+        v.as_array().map_or(0, Vec::len)
+    }
+
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let e = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{e}/value"),
+            json!({"text": text}),
+        )
+        .await;
+    }
+
+    pub async fn click(&self, css: &str) {
+        let e = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{e}/click"),
+            json!({}),
+        )
+        .await;
+    }
+
+    pub async fn text(&self, css: &str) -> String {
+        let e = self.element(css).await;
+        self.call(
+            reqwest::Method::GET,
+            &format!("/element/{e}/text"),
+            Value::Null,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    /// Saves a PNG of the whole window under `target/screenshots/`.
+    pub async fn screenshot(&self, name: &str) -> std::path::PathBuf {
+        use base64::Engine;
+        let v = self
+            .call(reqwest::Method::GET, "/screenshot", Value::Null)
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap())
+            .unwrap();
+        let dir = crate::helpers::repo_root().join("target/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    pub async fn quit(mut self) {
+        let _ = self.http.delete(self.session.clone()).send().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+    }
+}
