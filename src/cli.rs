@@ -11,6 +11,7 @@ use crate::clock;
 use crate::demo::{self, DemoOptions};
 use crate::domain::{DomainName, Email};
 use crate::localdb::{self, LocalDb, LocalDbOptions};
+use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
 use crate::storage::{schema, sites, Store};
@@ -39,6 +40,26 @@ enum Command {
     /// Manage users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Preallocate the zero-filled buckets of coming hours.
+    Preallocate {
+        /// Only the active pages of this site (a domain).
+        #[arg(long, conflicts_with = "page")]
+        site: Option<String>,
+        /// Only this page, written domain/path (preallocated even if idle).
+        #[arg(long)]
+        page: Option<String>,
+        /// The first hour, YYYY-MM-DDTHH:00 (UTC); default: the next hour.
+        #[arg(long)]
+        from: Option<String>,
+        /// How many hours, 1 to 48.
+        #[arg(long)]
+        hours: Option<String>,
+        /// Views in the current hour that make a page active.
+        #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
+        threshold: i64,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
     /// Create a demo site and fill it with synthetic traffic.
     Demo {
         /// Days of traffic, ending now.
@@ -194,6 +215,50 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     users::create(&store, email, &password, role, chrono::Utc::now()).await?;
                 println!("{}", user.id);
                 eprintln!("Added {} ({}).", user.email, role.as_str());
+                Ok(())
+            })
+            .await
+        }
+        Command::Preallocate {
+            site,
+            page,
+            from,
+            hours,
+            threshold,
+            db,
+        } => {
+            let form = PreallocForm {
+                scope: None,
+                site,
+                page,
+                from,
+                hours,
+            };
+            with_store(&db, |store| async move {
+                schema::ensure_schema(&store).await?;
+                let now = chrono::Utc::now();
+                let all: Vec<_> = sites::list(&store)
+                    .await?
+                    .into_iter()
+                    .map(std::sync::Arc::new)
+                    .collect();
+                let request = form.validate(threshold, &all, now)?;
+                let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+                let run = preallocation::run(&store, &request, Trigger::Cli, &who, now).await?;
+                println!(
+                    "{}: {} page(s), {} hour(s) from {}: {} inserted, {} already present, {} ms",
+                    run.scope,
+                    run.pages,
+                    run.hours,
+                    run.from_hour.to_chrono().format("%Y-%m-%d %H:%M UTC"),
+                    run.inserted,
+                    run.already_present,
+                    run.duration_ms
+                );
+                for e in &run.errors {
+                    eprintln!("error: {e}");
+                }
+                anyhow::ensure!(run.errors.is_empty(), "the run had errors");
                 Ok(())
             })
             .await

@@ -10,6 +10,7 @@ pub mod domain;
 pub mod ingest;
 pub mod localdb;
 pub mod metrics;
+pub mod preallocation;
 pub mod reports;
 pub mod settings;
 pub mod startup;

@@ -118,6 +118,21 @@ pub struct AccountSettings {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct PreallocSettings {
+    /// Run the hourly preallocation in the background.
+    #[arg(long, env = "TICKERTAPE_PREALLOC_SCHEDULE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub prealloc_schedule: bool,
+
+    /// How long before each hour the next hour is preallocated, in minutes.
+    #[arg(long, env = "TICKERTAPE_PREALLOC_LEAD_MINUTES", default_value_t = 10, value_parser = clap::value_parser!(i64).range(0..=59))]
+    pub prealloc_lead_minutes: i64,
+
+    /// Views in the current hour that make a page active (preallocated).
+    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
+    pub prealloc_threshold: i64,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address the web server listens on (port 0 picks a free port).
     #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
@@ -139,6 +154,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub accounts: AccountSettings,
+
+    #[command(flatten)]
+    pub prealloc: PreallocSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

@@ -12,6 +12,7 @@ use crate::clock::SharedClock;
 use crate::ingest::writer::Writers;
 use crate::ingest::{HitQueue, IngestState, IngestStats, SiteDirectory};
 use crate::metrics::Histogram;
+use crate::preallocation::scheduler::Scheduler;
 use crate::settings::public_url_or;
 use crate::settings::Settings;
 use crate::storage::Store;
@@ -22,6 +23,7 @@ pub struct Application {
     server: Server,
     writers: Writers,
     refresher: JoinHandle<()>,
+    scheduler: Option<JoinHandle<()>>,
     ingest: IngestState,
 }
 
@@ -55,8 +57,20 @@ impl Application {
         let port = bound.port();
         let public_url = public_url_or(settings.public_url.as_deref(), bound);
         let accounts = &settings.accounts;
+        let prealloc = &settings.prealloc;
+        let scheduler = Arc::new(Scheduler::new(
+            store.clone(),
+            ingest.clock.clone(),
+            chrono::TimeDelta::minutes(prealloc.prealloc_lead_minutes),
+            prealloc.prealloc_threshold,
+        ));
+        let scheduler_task = prealloc
+            .prealloc_schedule
+            .then(|| scheduler.clone().spawn());
         let web_state = web::Data::new(WebState {
             store,
+            scheduler: prealloc.prealloc_schedule.then_some(scheduler),
+            prealloc_threshold: prealloc.prealloc_threshold,
             directory: ingest.directory.clone(),
             ingest: ingest.clone(),
             clock: ingest.clock.clone(),
@@ -86,6 +100,7 @@ impl Application {
             server,
             writers,
             refresher,
+            scheduler: scheduler_task,
             ingest,
         })
     }
@@ -108,6 +123,9 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let served = self.server.await;
         self.refresher.abort();
+        if let Some(task) = self.scheduler {
+            task.abort();
+        }
         self.writers.shutdown().await;
         tracing::info!(
             hits_lost = self

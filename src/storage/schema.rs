@@ -120,6 +120,25 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
     report
         .indexes
         .push("users: unique {email: 1}; sessions: TTL {expiresAt: 1}, {userId: 1}".into());
+    // Preallocation finds the active pages of an hour by timestamp.
+    db.collection::<Document>(Granularity::Hour.collection())
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"timestamp": 1, "totalViews": 1})
+                .options(
+                    IndexOptions::builder()
+                        .name("active_pages".to_owned())
+                        .build(),
+                )
+                .build(),
+        )
+        .await?;
+    db.collection::<Document>(crate::preallocation::runs::COLLECTION)
+        .create_index(IndexModel::builder().keys(doc! {"startedAt": -1}).build())
+        .await?;
+    report
+        .indexes
+        .push("views_hour: {timestamp: 1, totalViews: 1}; prealloc_runs: {startedAt: -1}".into());
 
     let plan = sharding_plan(store.topology(), db.name());
     if plan.is_empty() {

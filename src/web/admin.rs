@@ -475,6 +475,8 @@ struct SystemPage {
     collections: Vec<system::CollectionStats>,
     writer: Vec<Figure>,
     outcomes: Vec<(&'static str, u64)>,
+    last_run: Option<super::preallocation::RunRow>,
+    next_run: String,
 }
 
 pub async fn system_page(
@@ -554,6 +556,11 @@ pub async fn system_page(
             .iter()
             .map(|o| (o.reason(), stats.count(*o)))
             .collect(),
+        last_run: crate::preallocation::runs::recent(&state.store, 1)
+            .await?
+            .first()
+            .map(super::preallocation::RunRow::from),
+        next_run: super::preallocation::next_run_text(&state),
     };
     Ok(render(StatusCode::OK, &page))
 }

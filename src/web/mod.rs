@@ -7,6 +7,7 @@ pub mod assets;
 pub mod auth;
 pub mod fmt;
 pub mod pages;
+pub mod preallocation;
 pub mod reports;
 pub mod snippets;
 pub mod state;
@@ -90,7 +91,13 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/admin/users/{id}/password",
         web::post().to(admin::reset_password),
     )
-    .route("/admin/system", web::get().to(admin::system_page));
+    .route("/admin/system", web::get().to(admin::system_page))
+    .route("/admin/preallocation", web::get().to(preallocation::page))
+    .route(
+        "/admin/preallocation",
+        web::post().to(preallocation::trigger),
+    )
+    .route("/admin/api/preallocate", web::post().to(preallocation::api));
 }
 
 fn see(location: &str) -> HttpResponse {

@@ -21,4 +21,7 @@ pub struct WebState {
     /// Server time of report pages and exports.
     pub report_seconds: Histogram,
     pub writers: usize,
+    /// The background preallocation, when enabled (for its next run time).
+    pub scheduler: Option<std::sync::Arc<crate::preallocation::scheduler::Scheduler>>,
+    pub prealloc_threshold: i64,
 }

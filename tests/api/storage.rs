@@ -64,7 +64,7 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let app = spawn_app().await;
     schema::ensure_schema(&app.store).await.unwrap();
     let report = schema::ensure_schema(&app.store).await.unwrap();
-    assert_eq!(report.indexes.len(), 5);
+    assert_eq!(report.indexes.len(), 6);
     for g in Granularity::ALL {
         let indexes = app
             .store

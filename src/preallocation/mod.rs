@@ -1,0 +1,535 @@
+//! Preallocation (seed 004, seed 001's MMS background task): before each
+//! hour, insert the zero-filled buckets of the next hour for every active
+//! page, so live traffic only increments existing documents of final size.
+//!
+//! One code path, [`run`], serves the background scheduler, the admin page,
+//! the JSON endpoint and the CLI; [`PreallocRequest::parse`] validates what
+//! people type for the last three.
+
+pub mod runs;
+pub mod scheduler;
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use futures::TryStreamExt;
+use std::time::Duration;
+
+use crate::domain::{DomainName, Page};
+use crate::reports::queries::{number, site_pages};
+use crate::reports::Resolution;
+use crate::storage::sites::Site;
+use crate::storage::{Granularity, Store};
+pub use runs::PreallocRun;
+
+pub const MAX_HOURS: u32 = 48;
+/// Documents per insert command: bounded so a run never holds the server
+/// (or the memory of this process) for long.
+pub const INSERT_BATCH: usize = 1000;
+
+/// Which pages a run covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every page whose current-hour views reach the threshold.
+    AllActive,
+    /// The active pages of one site.
+    Site(DomainName),
+    /// One page, active or not (an admin asked for it by name).
+    Page(Page),
+}
+
+impl Scope {
+    pub fn describe(&self) -> String {
+        match self {
+            Scope::AllActive => "all active pages".into(),
+            Scope::Site(d) => format!("active pages of {d}"),
+            Scope::Page(p) => format!("page {p}"),
+        }
+    }
+}
+
+/// Who started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Schedule,
+    Admin,
+    Api,
+    Cli,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Admin => "admin page",
+            Trigger::Api => "api",
+            Trigger::Cli => "cli",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreallocRequest {
+    pub scope: Scope,
+    /// The first hour to preallocate (aligned to the hour).
+    pub from: DateTime<Utc>,
+    pub hours: u32,
+    /// Views in the current hour that make a page active.
+    pub threshold: i64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PreallocError {
+    #[error("hours must be a whole number from 1 to {MAX_HOURS}")]
+    Hours,
+    #[error("the start hour must look like 2026-11-22T10:00 (UTC, on the hour)")]
+    Hour,
+    #[error("the start hour must be between 24 hours ago and 30 days ahead")]
+    HourOutOfRange,
+    #[error("no site has the domain {0}")]
+    UnknownSite(String),
+    #[error("a page is written domain/path, e.g. example.com/blog/hello, of a known site")]
+    Page,
+    #[error("choose one scope: all active pages, one site, or one page")]
+    Scope,
+}
+
+/// What a person asks for, from the admin form, the JSON endpoint or the
+/// CLI: every field optional text, validated by [`PreallocForm::validate`].
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct PreallocForm {
+    /// `all`, `site` or `page`; absent: inferred from `site`/`page`.
+    pub scope: Option<String>,
+    /// A site's domain.
+    pub site: Option<String>,
+    /// `domain/path`.
+    pub page: Option<String>,
+    /// The first hour, `YYYY-MM-DDTHH:00` UTC; absent: the next hour.
+    pub from: Option<String>,
+    /// 1 to 48; absent: 1. Text, so a form's "" and a JSON number both work.
+    #[serde(default, deserialize_with = "text_or_number")]
+    pub hours: Option<String>,
+}
+
+fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::Deserialize;
+    Ok(match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    })
+}
+
+impl PreallocForm {
+    pub fn validate(
+        &self,
+        threshold: i64,
+        sites: &[std::sync::Arc<Site>],
+        now: DateTime<Utc>,
+    ) -> Result<PreallocRequest, PreallocError> {
+        fn given(v: &Option<String>) -> Option<&str> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        let (site, page) = (given(&self.site), given(&self.page));
+        let kind = match (given(&self.scope), site, page) {
+            (Some(kind), _, _) => kind,
+            (None, None, None) => "all",
+            (None, Some(_), None) => "site",
+            (None, None, Some(_)) => "page",
+            (None, Some(_), Some(_)) => return Err(PreallocError::Scope),
+        };
+        // The chosen kind decides which field is read (a form sends all).
+        let scope = match kind {
+            "all" => Scope::AllActive,
+            "site" => {
+                let raw = site.ok_or(PreallocError::Scope)?;
+                let domain = DomainName::parse(raw)
+                    .map_err(|_| PreallocError::UnknownSite(raw.to_owned()))?;
+                if !sites.iter().any(|s| s.domain == domain) {
+                    return Err(PreallocError::UnknownSite(domain.to_string()));
+                }
+                Scope::Site(domain)
+            }
+            "page" => {
+                let page = Page::parse(page.ok_or(PreallocError::Scope)?)
+                    .map_err(|_| PreallocError::Page)?;
+                if !sites.iter().any(|s| s.domain.as_str() == page.domain()) {
+                    return Err(PreallocError::Page);
+                }
+                Scope::Page(page)
+            }
+            _ => return Err(PreallocError::Scope),
+        };
+        let hours = match given(&self.hours) {
+            None => 1,
+            Some(raw) => raw
+                .parse::<u32>()
+                .ok()
+                .filter(|h| (1..=MAX_HOURS).contains(h))
+                .ok_or(PreallocError::Hours)?,
+        };
+        let from = match given(&self.from) {
+            None => Resolution::Hour.floor(now) + TimeDelta::hours(1),
+            Some(raw) => parse_hour(raw)?,
+        };
+        if from < now - TimeDelta::hours(24) || from > now + TimeDelta::days(30) {
+            return Err(PreallocError::HourOutOfRange);
+        }
+        Ok(PreallocRequest {
+            scope,
+            from,
+            hours,
+            threshold,
+        })
+    }
+}
+
+impl PreallocRequest {
+    /// The hours covered, in order.
+    pub fn hour_starts(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        (0..i64::from(self.hours)).map(move |i| self.from + TimeDelta::hours(i))
+    }
+}
+
+fn parse_hour(raw: &str) -> Result<DateTime<Utc>, PreallocError> {
+    let raw = raw.trim_end_matches('Z');
+    let t = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
+        .or_else(|_| NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M:%S"))
+        .or_else(|_| NaiveDateTime::parse_from_str(&format!("{raw}:00"), "%Y-%m-%dT%H:%M"))
+        .map_err(|_| PreallocError::Hour)?
+        .and_utc();
+    if Resolution::Hour.floor(t) != t {
+        return Err(PreallocError::Hour);
+    }
+    Ok(t)
+}
+
+/// Pages whose views in the hour starting `hour` reach `threshold`.
+pub async fn active_pages(
+    store: &Store,
+    domain: Option<&DomainName>,
+    hour: DateTime<Utc>,
+    threshold: i64,
+) -> Result<Vec<String>, mongodb::error::Error> {
+    let mut filter = doc! {
+        "timestamp": bson::DateTime::from_chrono(hour),
+        "totalViews": {"$gte": threshold.max(1)},
+    };
+    if let Some(domain) = domain {
+        filter.insert("page", site_pages(domain));
+    }
+    let docs: Vec<Document> = store
+        .db()
+        .collection::<Document>(Granularity::Hour.collection())
+        .find(filter)
+        .projection(doc! {"page": 1, "_id": 0})
+        .await?
+        .try_collect()
+        .await?;
+    let mut pages: Vec<String> = docs
+        .into_iter()
+        .filter_map(|d| d.get_str("page").ok().map(str::to_owned))
+        .collect();
+    pages.sort();
+    pages.dedup();
+    Ok(pages)
+}
+
+/// The zero-filled buckets of one page for one hour: 60 minutes, the hour,
+/// and the day when the hour starts one.
+pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<Document> {
+    let mut docs: Vec<Document> = (0..60)
+        .map(|m| Granularity::Minute.zero_filled(page, hour + TimeDelta::minutes(m)))
+        .collect();
+    docs.push(Granularity::Hour.zero_filled(page, hour));
+    if Resolution::Day.floor(hour) == hour {
+        docs.push(Granularity::Day.zero_filled(page, hour));
+    }
+    docs
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct InsertCounts {
+    pub inserted: u64,
+    pub already_present: u64,
+    pub errors: Vec<String>,
+}
+
+/// One unordered `insert` command; duplicate keys are "already there".
+/// Inserts are idempotent here (a repeat only finds duplicates), so a
+/// failed command is simply retried a few times.
+async fn insert_batch(
+    store: &Store,
+    collection: &str,
+    docs: Vec<Document>,
+    counts: &mut InsertCounts,
+) {
+    let sent = docs.len() as u64;
+    let command = doc! {
+        "insert": collection,
+        "documents": docs.into_iter().map(Bson::Document).collect::<Vec<_>>(),
+        "ordered": false,
+        "writeConcern": store.write_concern().clone(),
+    };
+    let mut last_error = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+        }
+        match store.db().run_command(command.clone()).await {
+            Ok(reply) => {
+                let mut duplicates = 0;
+                for e in reply
+                    .get_array("writeErrors")
+                    .map(|a| a.as_slice())
+                    .unwrap_or_default()
+                {
+                    let e = e.as_document().cloned().unwrap_or_default();
+                    if number(e.get("code")) == 11000 {
+                        duplicates += 1;
+                    } else {
+                        counts
+                            .errors
+                            .push(e.get_str("errmsg").unwrap_or("write error").to_owned());
+                    }
+                }
+                let inserted = number(reply.get("n")).max(0) as u64;
+                counts.inserted += inserted;
+                counts.already_present += duplicates;
+                if let Ok(wce) = reply.get_document("writeConcernError") {
+                    counts.errors.push(format!("write concern: {wce}"));
+                }
+                let unaccounted = sent.saturating_sub(inserted + duplicates);
+                if unaccounted > 0 && counts.errors.is_empty() {
+                    counts.errors.push(format!(
+                        "{unaccounted} document(s) neither inserted nor present"
+                    ));
+                }
+                return;
+            }
+            Err(e) => last_error = crate::telemetry::chain(&e),
+        }
+    }
+    counts.errors.push(format!("{collection}: {last_error}"));
+}
+
+/// Runs a preallocation and records it in `prealloc_runs`.
+pub async fn run(
+    store: &Store,
+    request: &PreallocRequest,
+    trigger: Trigger,
+    who: &str,
+    now: DateTime<Utc>,
+) -> Result<PreallocRun, mongodb::error::Error> {
+    let started = std::time::Instant::now();
+    let current_hour = Resolution::Hour.floor(now);
+    let pages = match &request.scope {
+        Scope::AllActive => active_pages(store, None, current_hour, request.threshold).await?,
+        Scope::Site(domain) => {
+            active_pages(store, Some(domain), current_hour, request.threshold).await?
+        }
+        Scope::Page(page) => vec![page.as_str().to_owned()],
+    };
+    let mut counts = InsertCounts::default();
+    let mut pending: [Vec<Document>; 3] = Default::default();
+    for page in &pages {
+        for hour in request.hour_starts() {
+            for d in documents_for(page, hour) {
+                let slot = if d.contains_key("seconds") {
+                    0
+                } else if d.contains_key("minutes") {
+                    1
+                } else {
+                    2
+                };
+                pending[slot].push(d);
+                if pending[slot].len() >= INSERT_BATCH {
+                    let batch = std::mem::take(&mut pending[slot]);
+                    insert_batch(
+                        store,
+                        Granularity::ALL[slot].collection(),
+                        batch,
+                        &mut counts,
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+    for (slot, batch) in pending.into_iter().enumerate() {
+        if !batch.is_empty() {
+            insert_batch(
+                store,
+                Granularity::ALL[slot].collection(),
+                batch,
+                &mut counts,
+            )
+            .await;
+        }
+    }
+    let record = PreallocRun::new(
+        request,
+        trigger,
+        who,
+        now,
+        pages.len(),
+        counts,
+        started.elapsed(),
+    );
+    runs::record(store, &record).await?;
+    tracing::info!(
+        scope = %request.scope.describe(), pages = record.pages, inserted = record.inserted,
+        already_present = record.already_present, errors = record.errors.len(), "preallocation run"
+    );
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use std::sync::Arc;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap()
+    }
+
+    fn sites() -> Vec<Arc<Site>> {
+        vec![Arc::new(Site {
+            id: crate::domain::SiteId::new(),
+            name: "x".into(),
+            domain: DomainName::parse("example.com").unwrap(),
+            aliases: vec![],
+            owners: vec![],
+            created_at: now(),
+        })]
+    }
+
+    fn parse(
+        kind: Option<&str>,
+        site: Option<&str>,
+        page: Option<&str>,
+        from: Option<&str>,
+        hours: Option<&str>,
+    ) -> Result<PreallocRequest, PreallocError> {
+        let text = |v: Option<&str>| v.map(str::to_owned);
+        let form = PreallocForm {
+            scope: text(kind),
+            site: text(site),
+            page: text(page),
+            from: text(from),
+            hours: text(hours),
+        };
+        form.validate(1, &sites(), now())
+    }
+
+    #[test]
+    fn hours_may_be_a_json_number_or_text() {
+        let form: PreallocForm = serde_json::from_str(r#"{"scope": "all", "hours": 3}"#).unwrap();
+        assert_eq!(form.validate(1, &sites(), now()).unwrap().hours, 3);
+        let form: PreallocForm = serde_json::from_str(r#"{"hours": "49"}"#).unwrap();
+        assert_eq!(form.validate(1, &sites(), now()), Err(PreallocError::Hours));
+    }
+
+    #[test]
+    fn defaults_to_all_active_pages_for_the_next_hour() {
+        let r = parse(None, None, None, None, None).unwrap();
+        assert_eq!(r.scope, Scope::AllActive);
+        assert_eq!(
+            r.from,
+            Utc.with_ymd_and_hms(2026, 11, 22, 11, 0, 0).unwrap()
+        );
+        assert_eq!(r.hours, 1);
+    }
+
+    #[test]
+    fn scopes_are_inferred_or_chosen_and_checked() {
+        assert_eq!(
+            parse(None, Some("Example.com"), None, None, None)
+                .unwrap()
+                .scope,
+            Scope::Site(DomainName::parse("example.com").unwrap())
+        );
+        assert_eq!(
+            parse(Some("page"), None, Some("example.com/a"), None, None)
+                .unwrap()
+                .scope,
+            Scope::Page(Page::parse("example.com/a").unwrap())
+        );
+        assert_eq!(
+            parse(None, Some("other.org"), None, None, None),
+            Err(PreallocError::UnknownSite("other.org".into()))
+        );
+        assert_eq!(
+            parse(None, None, Some("other.org/a"), None, None),
+            Err(PreallocError::Page)
+        );
+        assert_eq!(
+            parse(None, None, Some("no-slash"), None, None),
+            Err(PreallocError::Page)
+        );
+        assert_eq!(
+            parse(Some("site"), None, None, None, None),
+            Err(PreallocError::Scope)
+        );
+        assert_eq!(
+            parse(Some("everything"), None, None, None, None),
+            Err(PreallocError::Scope)
+        );
+        assert_eq!(
+            parse(None, Some("example.com"), Some("example.com/a"), None, None),
+            Err(PreallocError::Scope)
+        );
+    }
+
+    #[test]
+    fn hours_and_start_hour_are_bounded() {
+        for bad in ["0", "49", "-1", "two", "1.5"] {
+            assert_eq!(
+                parse(None, None, None, None, Some(bad)),
+                Err(PreallocError::Hours),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse(None, None, None, None, Some("48")).unwrap().hours, 48);
+        assert_eq!(
+            parse(None, None, None, Some("2026-11-22T12:00"), None)
+                .unwrap()
+                .from,
+            Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+        );
+        assert_eq!(
+            parse(None, None, None, Some("2026-11-22T12"), None)
+                .unwrap()
+                .from
+                .format("%H")
+                .to_string(),
+            "12"
+        );
+        assert_eq!(
+            parse(None, None, None, Some("2026-11-22T12:30"), None),
+            Err(PreallocError::Hour)
+        );
+        assert_eq!(
+            parse(None, None, None, Some("noon"), None),
+            Err(PreallocError::Hour)
+        );
+        assert_eq!(
+            parse(None, None, None, Some("2026-11-20T10:00"), None),
+            Err(PreallocError::HourOutOfRange)
+        );
+        assert_eq!(
+            parse(None, None, None, Some("2027-01-01T00:00"), None),
+            Err(PreallocError::HourOutOfRange)
+        );
+    }
+
+    #[test]
+    fn an_hour_is_60_minutes_plus_the_hour_and_the_day_at_midnight() {
+        let ten = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+        assert_eq!(documents_for("example.com/", ten).len(), 61);
+        let midnight = Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap();
+        let docs = documents_for("example.com/", midnight);
+        assert_eq!(docs.len(), 62);
+        assert_eq!(docs[61].get_document("hours").unwrap().len(), 24);
+    }
+}

@@ -1,0 +1,237 @@
+//! Preallocation for admins: a page (form and run history) and a JSON
+//! endpoint, both calling `preallocation::run` like the CLI and scheduler.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use askama::Template;
+use serde::Deserialize;
+
+use super::admin::AdminError;
+use super::auth::{Admin, AuthError};
+use super::fmt;
+use super::pages::{render, Nav};
+use super::state::WebState;
+use crate::accounts::sessions::tokens_match;
+use crate::preallocation::{self, runs, PreallocError, PreallocForm, PreallocRun, Trigger};
+use crate::telemetry::chain;
+
+impl From<PreallocError> for AdminError {
+    fn from(e: PreallocError) -> Self {
+        AdminError::Invalid(e.to_string())
+    }
+}
+
+pub struct RunRow {
+    pub id: String,
+    pub started: String,
+    pub trigger: String,
+    pub who: String,
+    pub scope: String,
+    pub from_hour: String,
+    pub hours: u32,
+    pub pages: u64,
+    pub inserted: u64,
+    pub already_present: u64,
+    pub duration_ms: u64,
+    pub errors: String,
+}
+
+impl From<&PreallocRun> for RunRow {
+    fn from(r: &PreallocRun) -> Self {
+        RunRow {
+            id: uuid::Uuid::from(r.id).to_string(),
+            started: fmt::utc(&r.started_at.to_chrono()),
+            trigger: r.trigger.clone(),
+            who: r.who.clone(),
+            scope: r.scope.clone(),
+            from_hour: fmt::utc(&r.from_hour.to_chrono()),
+            hours: r.hours,
+            pages: r.pages,
+            inserted: r.inserted,
+            already_present: r.already_present,
+            duration_ms: r.duration_ms,
+            errors: r.errors.join("; "),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "admin_preallocation.html")]
+struct PreallocPage {
+    nav: Option<Nav>,
+    domains: Vec<String>,
+    default_from: String,
+    next_run: String,
+    threshold: i64,
+    result: Option<RunRow>,
+    runs: Vec<RunRow>,
+}
+
+#[derive(Deserialize)]
+pub struct ShowQuery {
+    run: Option<String>,
+}
+
+pub async fn page(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    q: web::Query<ShowQuery>,
+) -> Result<HttpResponse, AdminError> {
+    let recent = runs::recent(&state.store, 50).await?;
+    let now = state.clock.now();
+    let mut domains: Vec<String> = state
+        .directory
+        .all()
+        .iter()
+        .map(|s| s.domain.to_string())
+        .collect();
+    domains.sort();
+    let page = PreallocPage {
+        nav: Some(viewer.nav()),
+        domains,
+        default_from: fmt::input_minute(
+            &(crate::reports::Resolution::Hour.floor(now) + chrono::TimeDelta::hours(1)),
+        ),
+        next_run: next_run_text(&state),
+        threshold: state.prealloc_threshold,
+        result: q
+            .run
+            .as_deref()
+            .and_then(|id| {
+                recent
+                    .iter()
+                    .find(|r| uuid::Uuid::from(r.id).to_string() == id)
+            })
+            .map(RunRow::from),
+        runs: recent.iter().map(RunRow::from).collect(),
+    };
+    Ok(render(StatusCode::OK, &page))
+}
+
+pub fn next_run_text(state: &WebState) -> String {
+    match &state.scheduler {
+        Some(s) => fmt::utc(&s.next_due()),
+        None => "never (TICKERTAPE_PREALLOC_SCHEDULE=false)".into(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct TriggerForm {
+    csrf: String,
+    #[serde(flatten)]
+    form: PreallocForm,
+}
+
+pub async fn trigger(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    form: web::Form<TriggerForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let now = state.clock.now();
+    let request = form
+        .form
+        .validate(state.prealloc_threshold, &state.directory.all(), now)?;
+    let run = preallocation::run(
+        &state.store,
+        &request,
+        Trigger::Admin,
+        viewer.user.email.as_str(),
+        now,
+    )
+    .await?;
+    let id = uuid::Uuid::from(run.id);
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/admin/preallocation?run={id}")))
+        .finish())
+}
+
+/// The JSON endpoint's errors are JSON too.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error("database error")]
+    Database(#[from] mongodb::error::Error),
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
+            ApiError::Auth(e) => e.status_code(),
+            ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let message = match self {
+            ApiError::Auth(AuthError::LoginRequired { .. }) => {
+                return self.as_auth().error_response()
+            }
+            ApiError::Database(e) => {
+                tracing::error!(error = %chain(e), "preallocation API failed");
+                "the database did not answer".to_owned()
+            }
+            other => other.to_string(),
+        };
+        HttpResponse::build(self.status_code()).json(serde_json::json!({"error": message}))
+    }
+}
+
+impl ApiError {
+    fn as_auth(&self) -> &AuthError {
+        match self {
+            ApiError::Auth(e) => e,
+            _ => unreachable!("only called for Auth"),
+        }
+    }
+}
+
+/// `POST /admin/api/preallocate` with a JSON body (`scope`, `site`, `page`,
+/// `from`, `hours`) and the session's CSRF token in `X-CSRF-Token`.
+pub async fn api(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let token = req
+        .headers()
+        .get("x-csrf-token")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !tokens_match(token, &viewer.session.csrf) {
+        return Err(AuthError::BadCsrf.into());
+    }
+    if body.len() > 4096 {
+        return Err(ApiError::Invalid("the body is at most 4 KiB".into()));
+    }
+    let form: PreallocForm = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::Invalid(format!("the body must be a JSON object: {e}")))?;
+    let now = state.clock.now();
+    let request = form
+        .validate(state.prealloc_threshold, &state.directory.all(), now)
+        .map_err(|e| ApiError::Invalid(e.to_string()))?;
+    let run = preallocation::run(
+        &state.store,
+        &request,
+        Trigger::Api,
+        viewer.user.email.as_str(),
+        now,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "id": uuid::Uuid::from(run.id).to_string(),
+        "scope": run.scope,
+        "fromHour": run.from_hour.to_chrono().to_rfc3339(),
+        "hours": run.hours,
+        "pages": run.pages,
+        "inserted": run.inserted,
+        "alreadyPresent": run.already_present,
+        "durationMs": run.duration_ms,
+        "errors": run.errors,
+    })))
+}
