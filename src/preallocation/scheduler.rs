@@ -54,9 +54,11 @@ impl Scheduler {
         if now < due {
             return None;
         }
+        // The hour coming up now, not the one `due` was for: after a pause
+        // or a clock jump, preallocating a past hour would be useless.
         let request = PreallocRequest {
             scope: Scope::AllActive,
-            from: due + self.lead,
+            from: Resolution::Hour.floor(now + self.lead),
             hours: 1,
             threshold: self.threshold,
         };

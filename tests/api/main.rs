@@ -11,6 +11,7 @@ mod browser;
 mod deployment;
 mod ingest;
 mod pixel_rules;
+mod preallocation;
 mod reports;
 mod serve;
 mod storage;
