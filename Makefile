@@ -13,7 +13,7 @@ CHROMEDRIVER ?= /usr/bin/chromedriver
 
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 
-.PHONY: setup rust-components test-deps run test lint fmt clean-data
+.PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick
 
 setup: $(SECANTUS) rust-components
 
@@ -44,6 +44,16 @@ lint:
 
 test: test-deps lint
 	cargo test --all-targets
+
+# Ingestion scenarios, storage table and report latency; results as
+# markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.
+bench: setup
+	@scripts/need wrk wrk
+	cargo build --release --bin tickertape
+	cargo bench --bench load
+
+bench-quick:
+	BENCH_QUICK=1 $(MAKE) bench
 
 fmt:
 	cargo fmt --all

@@ -12,7 +12,7 @@ use percent_encoding::percent_decode;
 
 use super::bots;
 use super::queue::{Accepted, SubmitError};
-use super::IngestState;
+use super::{IngestState, SiteDirectory};
 use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
 use crate::storage::sites::Site;
 
@@ -188,7 +188,7 @@ pub async fn pixel(
 
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
     let at = state.clock.now();
-    let page = classify(req.headers(), req.query_string(), state)?;
+    let page = classify(req.headers(), req.query_string(), &state.directory)?;
     match state.queue.submit(page, at) {
         Ok(Accepted::Queued) => Ok(()),
         Ok(Accepted::Pending(committed)) => match committed.await {
@@ -202,7 +202,11 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError>
 
 /// Decides whether a request is a view, and of which page. Pure apart from
 /// the directory lookup, so every rule is testable without a server.
-pub fn classify(headers: &HeaderMap, query: &str, state: &IngestState) -> Result<Page, PixelError> {
+pub fn classify(
+    headers: &HeaderMap,
+    query: &str,
+    directory: &SiteDirectory,
+) -> Result<Page, PixelError> {
     let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     // Refuse bots and prefetches before looking anything up, so they learn
     // nothing about which sites exist.
@@ -223,13 +227,10 @@ pub fn classify(headers: &HeaderMap, query: &str, state: &IngestState) -> Result
     let site: std::sync::Arc<Site> = match params.site {
         Some(raw) => {
             let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
-            state.directory.by_id(&id).ok_or(PixelError::UnknownSite)?
+            directory.by_id(&id).ok_or(PixelError::UnknownSite)?
         }
         None => match &referer {
-            Some(Ok((host, _))) => state
-                .directory
-                .by_host(host)
-                .ok_or(PixelError::UnknownSite)?,
+            Some(Ok((host, _))) => directory.by_host(host).ok_or(PixelError::UnknownSite)?,
             _ => return Err(PixelError::NoSite),
         },
     };

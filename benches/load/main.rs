@@ -1,0 +1,322 @@
+//! `make bench`: ingestion scenarios side by side, each against a fresh
+//! database on this machine's local server, with Debian's `wrk` as the load
+//! generator and a no-loss check after every ingestion run.
+//!
+//! Scenarios: the HTTP ceiling (a bench-only sink that classifies the hit
+//! and answers without database work), the seed's naive pattern (a
+//! bench-only server doing one `update_one($inc, upsert)` per hit), the
+//! product in `durable` and `fast` mode, and `durable` into preallocated
+//! buckets. Servers run as separate processes (this binary re-executed with
+//! `TT_BENCH_ROLE`, or the release `tickertape`), so each has its own peak
+//! RSS.
+//!
+//! Options (environment): BENCH_DURATION seconds (default 30; quick 8),
+//! BENCH_CONNECTIONS (64), BENCH_PAGES (1000), BENCH_QUICK=1,
+//! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
+//! quick 300,000), BENCH_REPORTS=0 to skip report latency.
+
+use anyhow::{bail, Context};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod report_latency;
+mod roles;
+mod storage_table;
+
+pub const SITE_DOMAIN: &str = "bench.test";
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub duration: u64,
+    pub connections: u32,
+    pub pages: u32,
+    pub quick: bool,
+    pub scenarios: Vec<String>,
+    pub storage_hits: u64,
+    pub reports: bool,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Options {
+    fn from_env() -> Self {
+        let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+        let all = "ceiling,naive,durable,fast,preallocated";
+        Options {
+            duration: env_or("BENCH_DURATION", if quick { 8 } else { 30 }),
+            connections: env_or("BENCH_CONNECTIONS", 64),
+            pages: env_or("BENCH_PAGES", 1000),
+            quick,
+            scenarios: std::env::var("BENCH_SCENARIOS")
+                .unwrap_or_else(|_| all.into())
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            storage_hits: env_or(
+                "BENCH_STORAGE_HITS",
+                if quick { 300_000 } else { 5_000_000 },
+            ),
+            reports: std::env::var("BENCH_REPORTS").map_or(true, |v| v != "0"),
+        }
+    }
+}
+
+/// A server process and its address.
+pub struct Server {
+    child: Child,
+    pub address: String,
+}
+
+impl Server {
+    /// Starts `command` and waits for its "listening on http://…" line.
+    pub fn start(mut command: Command) -> anyhow::Result<Self> {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.split("listening on ").nth(1) {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(url.trim().to_owned());
+                    }
+                }
+            }
+        });
+        let address = rx
+            .recv_timeout(Duration::from_secs(60))
+            .context("server did not report its address")?;
+        Ok(Server { child, address })
+    }
+
+    /// Peak resident memory (VmHWM) so far, in MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+
+    /// SIGTERM (graceful: the product drains its queue) and wait.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                self.child.kill()?;
+                bail!("server did not stop");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct WrkResult {
+    pub requests: u64,
+    pub duration_us: u64,
+    pub status_errors: u64,
+    pub connect_errors: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    pub timeouts: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl WrkResult {
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / (self.duration_us as f64 / 1e6)
+    }
+
+    pub fn not_ok(&self) -> u64 {
+        self.status_errors
+            + self.connect_errors
+            + self.read_errors
+            + self.write_errors
+            + self.timeouts
+    }
+}
+
+pub fn wrk(address: &str, site: &str, options: &Options) -> anyhow::Result<WrkResult> {
+    let output = Command::new("wrk")
+        .args([
+            "-t2",
+            &format!("-c{}", options.connections),
+            &format!("-d{}s", options.duration),
+            "--latency",
+            "--timeout",
+            "10s",
+        ])
+        .arg("-s")
+        .arg(repo().join("benches/pixel.lua"))
+        .arg(address)
+        .args(["--", site, &options.pages.to_string()])
+        .output()
+        .context("running wrk (install Debian's wrk: make bench does)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("BENCH "))
+        .with_context(|| format!("wrk printed no result: {stdout}"))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+pub struct Row {
+    pub scenario: String,
+    pub wrk: WrkResult,
+    pub rss_mib: f64,
+    pub served_ok: Option<u64>,
+    /// Per collection (minute, hour, day): stored views minus 200s.
+    pub difference: Option<[i64; 3]>,
+}
+
+fn main() -> anyhow::Result<()> {
+    if let Ok(role) = std::env::var("TT_BENCH_ROLE") {
+        return roles::serve(&role);
+    }
+    let options = Options::from_env();
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(run(options))
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown CPU")
+        .trim()
+        .to_owned();
+    format!("{cores} cores ({cpu}), {mem:.0} GiB memory")
+}
+
+async fn run(options: Options) -> anyhow::Result<()> {
+    let started = Instant::now();
+    println!("# Tickertape benchmark");
+    println!("date: {}", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"));
+    println!("machine: {}", machine());
+    println!(
+        "load: wrk, 2 threads, {} connections, {} s per scenario, {} pages (Zipf); database, app and wrk on this machine",
+        options.connections, options.duration, options.pages
+    );
+    let db = roles::Database::start().await?;
+    println!("database: {}\n", db.describe);
+
+    let mut rows = Vec::new();
+    for scenario in &options.scenarios {
+        let row = roles::scenario(&db, scenario, &options)
+            .await
+            .with_context(|| format!("scenario {scenario}"))?;
+        eprintln!(
+            "{scenario}: {:.0} hits/s, p99 {:.1} ms",
+            row.wrk.rate(),
+            row.wrk.p99_us as f64 / 1000.0
+        );
+        rows.push(row);
+    }
+    print_ingestion(&rows);
+    let lost: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.difference.is_some_and(|d| d != [0, 0, 0]))
+        .collect();
+
+    if options.storage_hits > 0 {
+        storage_table::run(&db, &options).await?;
+    }
+    if options.reports {
+        report_latency::run(&db, &options).await?;
+    }
+    println!(
+        "\ntotal bench time: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    db.stop();
+    if !lost.is_empty() {
+        bail!("{} scenario(s) lost or added hits", lost.len());
+    }
+    Ok(())
+}
+
+fn print_ingestion(rows: &[Row]) {
+    println!("\n## Ingestion\n");
+    println!("| scenario | hits/s | p50 ms | p90 ms | p99 ms | non-200 | peak RSS MiB | 200s sent | stored − 200s (minute/hour/day) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let ms = |us: u64| us as f64 / 1000.0;
+    for r in rows {
+        let difference = match r.difference {
+            None => "n/a".to_owned(),
+            Some([0, 0, 0]) => "0 / 0 / 0 (no loss)".to_owned(),
+            Some(d) => format!("{} / {} / {} (LOST OR EXTRA)", d[0], d[1], d[2]),
+        };
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.0} | {} | {} |",
+            r.scenario,
+            r.wrk.rate(),
+            ms(r.wrk.p50_us),
+            ms(r.wrk.p90_us),
+            ms(r.wrk.p99_us),
+            r.wrk.not_ok(),
+            r.rss_mib,
+            r.served_ok.map_or("n/a".into(), |n| n.to_string()),
+            difference
+        );
+    }
+    let rate = |name: &str| {
+        rows.iter()
+            .find(|r| r.scenario == name)
+            .map(|r| r.wrk.rate())
+    };
+    if let (Some(d), Some(n)) = (rate("durable"), rate("naive")) {
+        println!("\ndurable / naive: {:.1}x", d / n);
+    }
+    if let (Some(d), Some(c)) = (rate("durable"), rate("ceiling")) {
+        println!("durable / ceiling: {:.0}%", d / c * 100.0);
+    }
+    if let (Some(f), Some(c)) = (rate("fast"), rate("ceiling")) {
+        println!("fast / ceiling: {:.0}%", f / c * 100.0);
+    }
+    if let (Some(p), Some(d)) = (rate("preallocated"), rate("durable")) {
+        println!("preallocated / upsert-created (durable): {:.2}x", p / d);
+    }
+}

@@ -1,0 +1,187 @@
+//! Report latency: 30 days of Zipf traffic over 1,000 pages, then 50
+//! requests of each report to the release server, timed on loopback.
+
+use chrono::{TimeDelta, Utc};
+use std::process::Command;
+use std::time::Instant;
+use tickertape::accounts::password::NewPassword;
+use tickertape::accounts::{users, Role};
+use tickertape::domain::Email;
+use tickertape::reports::Resolution;
+use tickertape::storage::bucket_writer::BucketWriter;
+use tickertape::storage::Granularity;
+
+use crate::roles::{stored, Database};
+use crate::{repo, Options, Server, SITE_DOMAIN};
+
+const DAYS: i64 = 30;
+const REQUESTS: usize = 50;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
+    let daily: u64 = if options.quick { 20_000 } else { 100_000 };
+    let (store, site) = db.fresh("bench_reports").await?;
+    let started = Instant::now();
+    // Zipf over 1,000 pages, uniform over time: `daily` views a day.
+    let pages = 1000usize;
+    let mut cdf = Vec::with_capacity(pages);
+    let mut sum = 0.0;
+    for k in 1..=pages {
+        sum += 1.0 / k as f64;
+        cdf.push(sum);
+    }
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let now = Utc::now();
+    let start = Resolution::Day.floor(now) - TimeDelta::days(DAYS - 1);
+    let seconds_total = (now - start).num_seconds().max(1) as u64;
+    let total = daily * DAYS as u64;
+    let names: Vec<String> = (1..=pages)
+        .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
+        .collect();
+    let mut writer = BucketWriter::new(&store).await?;
+    let mut batch = Vec::with_capacity(50_000);
+    for _ in 0..total {
+        let r = (next() >> 11) as f64 / (1u64 << 53) as f64 * sum;
+        let page = cdf.partition_point(|c| *c < r).min(pages - 1);
+        let at = start + TimeDelta::seconds((next() % seconds_total) as i64);
+        batch.push((page, at));
+        if batch.len() == 50_000 {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
+            writer
+                .apply(
+                    batch.drain(..).map(|(p, t)| (names[p].as_str(), t)),
+                    deadline,
+                )
+                .await?;
+        }
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
+    writer
+        .apply(
+            batch.drain(..).map(|(p, t)| (names[p].as_str(), t)),
+            deadline,
+        )
+        .await?;
+    let docs = store
+        .buckets(Granularity::Minute)
+        .estimated_document_count()
+        .await?;
+    eprintln!(
+        "report data: {total} views, {docs} minute buckets, written in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(
+        stored(&store, Granularity::Day).await? == total as i64,
+        "report data incomplete"
+    );
+
+    let password = NewPassword::parse("bench password 123")?;
+    users::create(
+        &store,
+        Email::parse("bench@localhost")?,
+        &password,
+        Role::Admin,
+        now,
+    )
+    .await?;
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", "bench_reports")
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("RUST_LOG", "warn");
+    let server = Server::start(cmd)?;
+    let http = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let login = http
+        .get(format!("{}/login", server.address))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let csrf = login
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .map(|s| s[..64].to_owned())
+        .unwrap_or_default();
+    let r = http
+        .post(format!("{}/login", server.address))
+        .form(&[
+            ("email", "bench@localhost"),
+            ("password", "bench password 123"),
+            ("csrf", &csrf),
+        ])
+        .send()
+        .await?;
+    anyhow::ensure!(r.status() == 303, "bench login failed: {}", r.status());
+
+    let day = |d: chrono::DateTime<Utc>| d.format("%Y-%m-%d").to_string();
+    let (from30, today) = (day(start), day(now));
+    let from24 = (now - TimeDelta::hours(24))
+        .format("%Y-%m-%dT%H:%M")
+        .to_string();
+    let to24 = now.format("%Y-%m-%dT%H:%M").to_string();
+    let from12 = day(now - TimeDelta::days(364));
+    let base = format!("/sites/{site}");
+    let cases = [
+        (
+            "page report, 24 h by minute",
+            format!("{base}/page?path=/p/1&range=custom&from={from24}&to={to24}&res=minute"),
+        ),
+        (
+            "page report, 30 days by hour",
+            format!("{base}/page?path=/p/1&range=custom&from={from30}&to={today}&res=hour"),
+        ),
+        (
+            "page report, 12 months by day",
+            format!("{base}/page?path=/p/1&range=custom&from={from12}&to={today}&res=day"),
+        ),
+        (
+            "site dashboard + top pages, 30 days",
+            format!("{base}?range=custom&from={from30}&to={today}"),
+        ),
+        (
+            "CSV export, site, 30 days by hour",
+            format!("{base}/series.csv?range=custom&from={from30}&to={today}&res=hour"),
+        ),
+    ];
+    println!("\n## Report latency ({total} views over {DAYS} days and {pages} pages; {docs} minute buckets; {REQUESTS} sequential requests each, loopback)\n");
+    println!("| report | p50 ms | p99 ms | bytes |");
+    println!("|---|---:|---:|---:|");
+    for (name, path) in &cases {
+        let url = format!("{}{path}", server.address);
+        let mut times = Vec::with_capacity(REQUESTS);
+        let mut bytes = 0;
+        // One warm-up request, not counted.
+        http.get(&url).send().await?.bytes().await?;
+        for _ in 0..REQUESTS {
+            let t = Instant::now();
+            let r = http.get(&url).send().await?;
+            anyhow::ensure!(r.status() == 200, "{name}: {}", r.status());
+            bytes = r.bytes().await?.len();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {:.1} | {:.1} | {bytes} |",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99)
+        );
+    }
+    server.stop()?;
+    store.db().drop().await?;
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! The database of a bench run, the bench-only servers, and one scenario.
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use anyhow::Context;
+use bson::doc;
+use futures::TryStreamExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tickertape::domain::{DomainName, Page};
+use tickertape::ingest::pixel::{classify, GIF};
+use tickertape::ingest::SiteDirectory;
+use tickertape::localdb::{self, LocalDb, LocalDbOptions};
+use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
+use tickertape::reports::Resolution;
+use tickertape::settings::Settings;
+use tickertape::storage::sites::{self, NewSite};
+use tickertape::storage::{schema, Granularity, Store};
+
+use crate::{repo, wrk, Options, Row, Server, SITE_DOMAIN};
+
+pub struct Database {
+    pub uri: String,
+    pub describe: String,
+    local: Option<LocalDb>,
+}
+
+impl Database {
+    pub async fn start() -> anyhow::Result<Self> {
+        if let Ok(uri) = std::env::var("MONGODB_URI") {
+            return Ok(Database {
+                uri,
+                describe: "MONGODB_URI (external server)".into(),
+                local: None,
+            });
+        }
+        let binary = localdb::locate(Some(&repo().join(".tools/bin/secantusd-rs")))?;
+        let dir = repo().join("target/bench-db");
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = LocalDbOptions {
+            cache_size: "1G".into(),
+            log_file_max: "64MB".into(),
+        };
+        let db = LocalDb::start(&binary, &dir, &options).await?;
+        Ok(Database {
+            uri: db.uri().to_owned(),
+            describe: format!(
+                "{} {} (local single-node replica set, WiredTiger cache {}), data in target/bench-db",
+                localdb::SERVER_NAME,
+                localdb::SERVER_VERSION,
+                options.cache_size
+            ),
+            local: Some(db),
+        })
+    }
+
+    pub async fn store(&self, name: &str) -> anyhow::Result<Store> {
+        let mut settings = Settings::defaults();
+        settings.database.name = name.to_owned();
+        let store = Store::connect(&settings.database, &self.uri).await?;
+        Ok(store)
+    }
+
+    /// A fresh database with the schema and the bench site.
+    pub async fn fresh(&self, name: &str) -> anyhow::Result<(Store, String)> {
+        let store = self.store(name).await?;
+        store.db().drop().await?;
+        schema::ensure_schema(&store).await?;
+        let new = NewSite {
+            domain: DomainName::parse(SITE_DOMAIN)?,
+            aliases: vec![],
+            name: None,
+            owners: vec![],
+        };
+        let site = sites::insert(&store, new, chrono::Utc::now()).await?;
+        Ok((store, site.id.to_string()))
+    }
+
+    pub fn stop(self) {
+        if let Some(db) = self.local {
+            db.stop();
+        }
+    }
+}
+
+/// Sum of `totalViews` in a collection.
+pub async fn stored(store: &Store, g: Granularity) -> anyhow::Result<i64> {
+    let docs: Vec<bson::Document> = store
+        .db()
+        .collection::<bson::Document>(g.collection())
+        .aggregate([doc! {"$group": {"_id": null, "n": {"$sum": "$totalViews"}}}])
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs
+        .first()
+        .map_or(0, |d| tickertape::reports::queries::number(d.get("n"))))
+}
+
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+async fn get_text(url: &str) -> anyhow::Result<String> {
+    Ok(reqwest::get(url).await?.text().await?)
+}
+
+pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::Result<Row> {
+    let db_name = format!("bench_{name}");
+    let (store, site) = db.fresh(&db_name).await?;
+    let server = match name {
+        "ceiling" | "naive" => {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.env("TT_BENCH_ROLE", name)
+                .env("TT_BENCH_URI", &db.uri)
+                .env("TT_BENCH_DB", &db_name);
+            Server::start(cmd)?
+        }
+        "durable" | "fast" | "preallocated" => {
+            if name == "preallocated" {
+                preallocate(&store, options.pages).await?;
+            }
+            let mut cmd = Command::new(repo().join("target/release/tickertape"));
+            cmd.arg("serve")
+                .env("MONGODB_URI", &db.uri)
+                .env("TICKERTAPE_DATABASE", &db_name)
+                .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+                .env(
+                    "TICKERTAPE_ACK_MODE",
+                    if name == "fast" { "fast" } else { "durable" },
+                )
+                .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+                .env("RUST_LOG", "warn");
+            Server::start(cmd)
+                .context("starting target/release/tickertape (make bench builds it)")?
+        }
+        other => anyhow::bail!("unknown scenario {other:?}"),
+    };
+    let address = server.address.clone();
+    let result = tokio::task::spawn_blocking({
+        let (address, site, options) = (address.clone(), site.clone(), options.clone());
+        move || wrk(&address, &site, &options)
+    })
+    .await??;
+    // Let requests still in flight when wrk stopped finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss = server.peak_rss_mib();
+    let (served_ok, collections): (u64, &[Granularity]) = match name {
+        "ceiling" => (
+            get_text(&format!("{address}/count"))
+                .await?
+                .trim()
+                .parse()?,
+            &[],
+        ),
+        "naive" => (
+            get_text(&format!("{address}/count"))
+                .await?
+                .trim()
+                .parse()?,
+            &[Granularity::Minute],
+        ),
+        _ => {
+            let text = get_text(&format!("{address}/metrics")).await?;
+            (
+                metric(&text, "tickertape_hits_total{outcome=\"counted\"} ").unwrap_or(0),
+                &Granularity::ALL,
+            )
+        }
+    };
+    server.stop()?; // the product drains its queue here
+    let difference = if collections.is_empty() {
+        None
+    } else {
+        let mut d = [0i64; 3];
+        for (i, g) in Granularity::ALL.iter().enumerate() {
+            if collections.contains(g) {
+                d[i] = stored(&store, *g).await? - served_ok as i64;
+            }
+        }
+        Some(d)
+    };
+    store.db().drop().await?;
+    Ok(Row {
+        scenario: name.to_owned(),
+        wrk: result,
+        rss_mib: rss,
+        served_ok: Some(served_ok),
+        difference,
+    })
+}
+
+/// The current and next hour of every bench page, through the product's
+/// preallocation.
+async fn preallocate(store: &Store, pages: u32) -> anyhow::Result<()> {
+    let now = chrono::Utc::now();
+    let started = std::time::Instant::now();
+    let (mut inserted, mut errors) = (0, 0);
+    for n in 1..=pages {
+        let page = Page::parse(&format!("{SITE_DOMAIN}/p/{n}"))?;
+        let request = PreallocRequest {
+            scope: Scope::Page(page),
+            from: Resolution::Hour.floor(now),
+            hours: 2,
+            threshold: 1,
+        };
+        let run = preallocation::run(store, &request, Trigger::Cli, "bench", now).await?;
+        inserted += run.inserted;
+        errors += run.errors.len();
+    }
+    eprintln!(
+        "preallocated {inserted} buckets for {pages} pages in {:.1} s ({errors} errors)",
+        started.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(errors == 0, "preallocation errors");
+    Ok(())
+}
+
+// ------------------------------------------------------- bench-only servers
+
+struct RoleState {
+    directory: SiteDirectory,
+    minutes: Option<mongodb::Collection<bson::Document>>,
+    ok: AtomicU64,
+}
+
+fn gif() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("image/gif")
+        .insert_header(("cache-control", "no-store"))
+        .body(GIF.as_slice())
+}
+
+/// The same request rules as the product, then either nothing (sink) or the
+/// seed's per-hit `update_one($inc, upsert)` with the same write concern.
+async fn hit(req: HttpRequest, state: web::Data<RoleState>) -> HttpResponse {
+    let page = match classify(req.headers(), req.query_string(), &state.directory) {
+        Ok(page) => page,
+        Err(_) => return HttpResponse::BadRequest().finish(),
+    };
+    if let Some(minutes) = &state.minutes {
+        let now = chrono::Utc::now();
+        let filter = doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(Granularity::Minute.bucket_start(now))};
+        let mut inc = doc! {"totalViews": 1_i64};
+        inc.insert(format!("seconds.{}", Granularity::Minute.slot(now)), 1);
+        if minutes
+            .update_one(filter, doc! {"$inc": inc})
+            .upsert(true)
+            .await
+            .is_err()
+        {
+            return HttpResponse::ServiceUnavailable().finish();
+        }
+    }
+    state.ok.fetch_add(1, Ordering::Relaxed);
+    gif()
+}
+
+pub fn serve(role: &str) -> anyhow::Result<()> {
+    let uri = std::env::var("TT_BENCH_URI")?;
+    let name = std::env::var("TT_BENCH_DB")?;
+    let naive = role == "naive";
+    actix_web::rt::System::new().block_on(async move {
+        let mut settings = Settings::defaults();
+        settings.database.name = name;
+        let store = Store::connect(&settings.database, &uri).await?;
+        let directory = SiteDirectory::default();
+        directory.reload(&store).await?;
+        let minutes = naive.then(|| {
+            let wc = mongodb::options::WriteConcern::majority();
+            store.db().collection_with_options::<bson::Document>(
+                Granularity::Minute.collection(),
+                mongodb::options::CollectionOptions::builder()
+                    .write_concern(wc)
+                    .build(),
+            )
+        });
+        let state = web::Data::new(RoleState {
+            directory,
+            minutes,
+            ok: AtomicU64::new(0),
+        });
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .route("/pixel.gif", web::get().to(hit))
+                .route(
+                    "/count",
+                    web::get().to(|s: web::Data<RoleState>| async move {
+                        s.ok.load(Ordering::Relaxed).to_string()
+                    }),
+                )
+        })
+        .bind("127.0.0.1:0")?;
+        println!("listening on http://{}", server.addrs()[0]);
+        server.run().await?;
+        anyhow::Ok(())
+    })?;
+    Ok(())
+}

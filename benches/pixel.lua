@@ -1,0 +1,47 @@
+-- wrk script for Tickertape's pixel: pages /p/1 .. /p/N of one site, with
+-- Zipf popularity (page k is requested in proportion to 1/k).
+-- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages>
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+  table.insert(threads, thread)
+end
+
+local site, pages
+local cdf = {}
+local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+
+function init(args)
+  site = args[1]
+  pages = tonumber(args[2]) or 1000
+  local sum = 0
+  for i = 1, pages do
+    sum = sum + 1 / i
+    cdf[i] = sum
+  end
+  for i = 1, pages do
+    cdf[i] = cdf[i] / sum
+  end
+  math.randomseed(os.time() * 1000 + (id or 0))
+end
+
+function request()
+  local r = math.random()
+  local lo, hi = 1, pages
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if cdf[mid] < r then lo = mid + 1 else hi = mid end
+  end
+  return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. lo, { ["User-Agent"] = ua })
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCH {"requests":%d,"duration_us":%d,"status_errors":%d,"connect_errors":%d,"read_errors":%d,"write_errors":%d,"timeouts":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d}\n',
+    summary.requests, summary.duration, e.status, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+end
