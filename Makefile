@@ -43,7 +43,7 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 
 test: test-deps lint
-	cargo test --all-targets
+	cargo test --lib --bins --tests
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.
