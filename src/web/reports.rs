@@ -121,6 +121,17 @@ impl ReportQuery {
         .join("&")
     }
 
+    /// The top-pages filter (part of a path), at most 200 characters.
+    fn page_filter(&self) -> Result<String, ReportError> {
+        let filter = self.q.as_deref().unwrap_or_default().trim().to_owned();
+        if filter.len() > 200 {
+            return Err(ReportError::BadRequest(
+                "the page filter is at most 200 characters".into(),
+            ));
+        }
+        Ok(filter)
+    }
+
     fn path(&self) -> Result<PagePath, ReportError> {
         let raw = self.path.as_deref().unwrap_or("/");
         PagePath::parse(raw).map_err(|e| ReportError::BadRequest(format!("path: {e}")))
@@ -136,6 +147,15 @@ impl ReportQuery {
                 }),
         }
     }
+}
+
+/// The top pages whose path contains `filter`, ignoring case: the same
+/// rows on the dashboard and in `pages.csv`.
+fn matching_pages<'a>(top: &'a [(Page, i64)], filter: &str) -> Vec<&'a (Page, i64)> {
+    let needle = filter.to_lowercase();
+    top.iter()
+        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
+        .collect()
 }
 
 fn join(base: &str, params: &str, extra: &[(&str, &str)]) -> String {
@@ -395,12 +415,7 @@ pub async fn dashboard(
         queries::series(&state.store, &scope, &before),
         queries::top_pages(&state.store, &site.domain, &period),
     )?;
-    let filter = q.q.clone().unwrap_or_default().trim().to_owned();
-    if filter.len() > 200 {
-        return Err(ReportError::BadRequest(
-            "the page filter is at most 200 characters".into(),
-        ));
-    }
+    let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
         None => 1,
         Some(raw) => raw
@@ -409,14 +424,10 @@ pub async fn dashboard(
             .filter(|n| *n >= 1 && *n <= 100_000)
             .ok_or_else(|| ReportError::BadRequest("p must be a page number from 1".into()))?,
     };
-    let needle = filter.to_lowercase();
     let total = queries::total(&current);
     let base = format!("/sites/{}", site.id);
     let params = q.range_params();
-    let matching: Vec<&(Page, i64)> = top
-        .iter()
-        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
-        .collect();
+    let matching = matching_pages(&top, &filter);
     let pages = matching
         .iter()
         .skip((page_no - 1) * PAGES_PER_SCREEN)
@@ -670,10 +681,9 @@ pub async fn pages_csv(
     let period = Period::resolve(&q.range(), state.clock.now())?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
-    let needle = q.q.clone().unwrap_or_default().trim().to_lowercase();
-    let rows = top
-        .iter()
-        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
+    let filter = q.page_filter()?;
+    let rows = matching_pages(&top, &filter)
+        .into_iter()
         .map(|(page, views)| {
             vec![
                 page.path().to_owned(),

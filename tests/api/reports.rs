@@ -243,6 +243,13 @@ async fn malformed_report_parameters_get_a_clear_400() {
     }
     let long = "x".repeat(300);
     assert_eq!(admin.get(&format!("{base}?q={long}")).await.status(), 400);
+    assert_eq!(
+        admin
+            .get(&format!("{base}/pages.csv?q={long}"))
+            .await
+            .status(),
+        400
+    );
 }
 
 #[tokio::test]
