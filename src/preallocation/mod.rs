@@ -236,13 +236,17 @@ pub async fn active_pages(
 
 /// The zero-filled buckets of one page for one hour: 60 minutes, the hour,
 /// and the day when the hour starts one.
-pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<Document> {
-    let mut docs: Vec<Document> = (0..60)
-        .map(|m| Granularity::Minute.zero_filled(page, hour + TimeDelta::minutes(m)))
-        .collect();
-    docs.push(Granularity::Hour.zero_filled(page, hour));
+pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<(Granularity, Document)> {
+    let minute = |m| {
+        (
+            Granularity::Minute,
+            Granularity::Minute.zero_filled(page, hour + TimeDelta::minutes(m)),
+        )
+    };
+    let mut docs: Vec<(Granularity, Document)> = (0..60).map(minute).collect();
+    docs.push((Granularity::Hour, Granularity::Hour.zero_filled(page, hour)));
     if Resolution::Day.floor(hour) == hour {
-        docs.push(Granularity::Day.zero_filled(page, hour));
+        docs.push((Granularity::Day, Granularity::Day.zero_filled(page, hour)));
     }
     docs
 }
@@ -333,14 +337,11 @@ pub async fn run(
     let mut pending: [Vec<Document>; 3] = Default::default();
     for page in &pages {
         for hour in request.hour_starts() {
-            for d in documents_for(page, hour) {
-                let slot = if d.contains_key("seconds") {
-                    0
-                } else if d.contains_key("minutes") {
-                    1
-                } else {
-                    2
-                };
+            for (g, d) in documents_for(page, hour) {
+                let slot = Granularity::ALL
+                    .iter()
+                    .position(|x| *x == g)
+                    .expect("one of ALL");
                 pending[slot].push(d);
                 if pending[slot].len() >= INSERT_BATCH {
                     let batch = std::mem::take(&mut pending[slot]);
@@ -530,6 +531,7 @@ mod tests {
         let midnight = Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap();
         let docs = documents_for("example.com/", midnight);
         assert_eq!(docs.len(), 62);
-        assert_eq!(docs[61].get_document("hours").unwrap().len(), 24);
+        assert_eq!(docs[61].0, Granularity::Day);
+        assert_eq!(docs[61].1.get_document("hours").unwrap().len(), 24);
     }
 }
