@@ -139,10 +139,10 @@ impl Application {
     }
 }
 
-/// Request logging: method, path (without the query string, which can hold
+/// Request logging: path (without the query string, which can hold
 /// a visitor's page), status and latency; never the client address.
 fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
-    actix_web::middleware::Logger::new("%r %s %Dms")
+    actix_web::middleware::Logger::new("%U %s %Dms")
         .exclude("/pixel.gif")
         .exclude("/healthz")
 }

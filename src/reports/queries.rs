@@ -146,22 +146,34 @@ pub async fn seconds_of(
 
 /// The most recent minute before `before` in which `page` had views, within
 /// the day before it (the default minute of the per-second breakdown).
+///
+/// Walks the page's minute buckets newest first and skips empty ones in the
+/// app: a `totalViews > 0` condition in the query made the server examine
+/// the whole day instead of stopping at the first match (70 ms instead of
+/// 5 ms for a busy page on secantusd-rs). Empty buckets are preallocated
+/// ones, at most the current and next hour, so the walk is short.
 pub async fn latest_minute(
     store: &Store,
     page: &Page,
     before: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let bucket: Option<Bucket> = store
+    let mut cursor = store
         .reports()
-        .collection::<Bucket>(Granularity::Minute.collection())
-        .find_one(doc! {
+        .collection::<Document>(Granularity::Minute.collection())
+        .find(doc! {
             "page": page.as_str(),
             "timestamp": time_filter(before - TimeDelta::days(1), before),
-            "totalViews": {"$gt": 0},
         })
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .sort(doc! {"timestamp": -1})
+        .batch_size(64)
         .await?;
-    Ok(bucket.map(|b| b.timestamp.to_chrono()))
+    while let Some(d) = cursor.try_next().await? {
+        if number(d.get("totalViews")) > 0 {
+            return Ok(d.get_datetime("timestamp").ok().map(|t| t.to_chrono()));
+        }
+    }
+    Ok(None)
 }
 
 /// Headline numbers for the sites list.

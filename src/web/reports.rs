@@ -526,18 +526,25 @@ pub async fn page_report(
     let now = state.clock.now();
     let period = Period::resolve(&q.range(), now)?;
     let scope = Scope::Page(&page);
-    let minute = match q.minute()? {
-        Some(m) => m,
-        None => queries::latest_minute(&state.store, &page, period.to)
-            .await?
-            .unwrap_or_else(|| Resolution::Minute.floor(now)),
-    };
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now));
-    let (current, previous, seconds, realtime, current_seconds) = tokio::try_join!(
+    let chosen = q.minute()?;
+    // The breakdown's minute is either chosen or looked up; either way it
+    // runs alongside the other queries rather than before them.
+    let breakdown = async {
+        let minute = match chosen {
+            Some(m) => m,
+            None => queries::latest_minute(&state.store, &page, period.to)
+                .await?
+                .unwrap_or(this_minute),
+        };
+        let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+        Ok::<_, mongodb::error::Error>((minute, seconds))
+    };
+    let (current, previous, (minute, seconds), realtime, current_seconds) = tokio::try_join!(
         queries::series(&state.store, &scope, &period),
         queries::series(&state.store, &scope, &before),
-        queries::seconds_of(&state.store, &page, minute),
+        breakdown,
         queries::series(&state.store, &scope, &last_hour),
         queries::seconds_of(&state.store, &page, this_minute),
     )?;

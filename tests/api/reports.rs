@@ -6,7 +6,8 @@ use mongodb::options::{ReadPreference, SelectionCriteria};
 use std::time::Duration;
 use tickertape::accounts::Role;
 use tickertape::demo::{self, DemoOptions};
-use tickertape::domain::DomainName;
+use tickertape::domain::{DomainName, Page};
+use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
 use tickertape::storage::Granularity;
 
 use crate::helpers::*;
@@ -213,6 +214,31 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
     assert!(html.contains("This minute: 4 views"));
     // Without a minute, the breakdown shows the latest minute with views.
     let (_, html) = admin.text(&format!("{base}/page?path=/a")).await;
+    assert!(html.contains("4 views in 2026-11-22 10:01 UTC"));
+}
+
+#[tokio::test]
+async fn the_latest_minute_with_views_skips_preallocated_empty_buckets() {
+    let (app, admin, base) = reports_world().await;
+    // Zero-filled buckets for 10:00-11:59 of /a: those after its last view
+    // (10:01) are newer, and within the day the default minute is looked up
+    // in when the period ends at midnight.
+    let request = PreallocRequest {
+        scope: Scope::Page(Page::parse("r.test/a").unwrap()),
+        from: at(22, 10, 0, 0),
+        hours: 2,
+        threshold: 1,
+    };
+    let run = preallocation::run(&app.store, &request, Trigger::Cli, "test", at(22, 10, 1, 7))
+        .await
+        .unwrap();
+    assert!(run.inserted >= 118, "{run:?}");
+    let (status, html) = admin
+        .text(&format!(
+            "{base}/page?path=/a&range=custom&from=2026-11-22&to=2026-11-22"
+        ))
+        .await;
+    assert_eq!(status, 200);
     assert!(html.contains("4 views in 2026-11-22 10:01 UTC"));
 }
 
