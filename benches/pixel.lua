@@ -1,6 +1,8 @@
 -- wrk script for Tickertape's pixel: pages /p/1 .. /p/N of one site, with
 -- Zipf popularity (page k is requested in proportion to 1/k).
--- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages>
+-- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages> [interval-ms]
+-- The interval is only read by benches/pace.lua, which the bench appends
+-- for paced runs.
 local threads = {}
 local counter = 0
 
@@ -11,12 +13,14 @@ function setup(thread)
 end
 
 local site, pages
+local pause = 0
 local cdf = {}
 local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
 
 function init(args)
   site = args[1]
   pages = tonumber(args[2]) or 1000
+  pause = tonumber(args[3]) or 0
   local sum = 0
   for i = 1, pages do
     sum = sum + 1 / i

@@ -10,10 +10,16 @@
 //! `TT_BENCH_ROLE`, or the release `tickertape`), so each has its own peak
 //! RSS.
 //!
-//! Options (environment): BENCH_DURATION seconds (default 30; quick 8),
+//! Options (environment): BENCH_DURATION seconds (default 30; quick 4),
 //! BENCH_CONNECTIONS (64), BENCH_PAGES (1000), BENCH_QUICK=1,
 //! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
-//! quick 300,000), BENCH_REPORTS=0 to skip report latency.
+//! quick 50,000), BENCH_REPORTS=0 to skip report latency.
+//!
+//! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
+//! durable server with 2,048 connections; `fast@256~20000` sends 20,000
+//! requests/s in total over 256 connections on a fixed schedule (wrk's
+//! `delay()` hook, `benches/pace.lua`), to read latency at a given rate
+//! rather than at saturation.
 
 use anyhow::{bail, Context};
 use std::io::{BufRead, BufReader};
@@ -52,9 +58,10 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 impl Options {
     fn from_env() -> Self {
         let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
-        let all = "ceiling,naive,durable,fast,preallocated";
+        let all = "ceiling,naive,durable,fast,preallocated,\
+                   ceiling@2048,naive@2048,durable@2048,fast@256~20000";
         Options {
-            duration: env_or("BENCH_DURATION", if quick { 8 } else { 30 }),
+            duration: env_or("BENCH_DURATION", if quick { 4 } else { 30 }),
             connections: env_or("BENCH_CONNECTIONS", 64),
             pages: env_or("BENCH_PAGES", 1000),
             quick,
@@ -64,14 +71,60 @@ impl Options {
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
                 .collect(),
-            storage_hits: env_or(
-                "BENCH_STORAGE_HITS",
-                if quick { 300_000 } else { 5_000_000 },
-            ),
+            storage_hits: env_or("BENCH_STORAGE_HITS", if quick { 50_000 } else { 5_000_000 }),
             reports: std::env::var("BENCH_REPORTS").map_or(true, |v| v != "0"),
         }
     }
 }
+
+/// One scenario of the ingestion table: what serves the pixel, and how it
+/// is loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// As written, e.g. `durable@2048`; the row's label.
+    pub label: String,
+    /// `ceiling`, `naive`, `durable`, `fast` or `preallocated`.
+    pub kind: String,
+    pub connections: u32,
+    /// Total requests per second to pace wrk at; `None` saturates.
+    pub rate: Option<u32>,
+}
+
+impl Spec {
+    pub fn parse(label: &str, default_connections: u32) -> anyhow::Result<Self> {
+        let (rest, rate) = match label.split_once('~') {
+            Some((rest, rate)) => (rest, Some(rate.parse().context("rate after ~")?)),
+            None => (label, None),
+        };
+        let (kind, connections) = match rest.split_once('@') {
+            Some((kind, c)) => (kind, c.parse().context("connections after @")?),
+            None => (rest, default_connections),
+        };
+        if !["ceiling", "naive", "durable", "fast", "preallocated"].contains(&kind) {
+            bail!("unknown scenario {label:?}");
+        }
+        if connections == 0 || rate == Some(0) {
+            bail!("scenario {label:?}: connections and rate must be positive");
+        }
+        Ok(Spec {
+            label: label.to_owned(),
+            kind: kind.to_owned(),
+            connections,
+            rate,
+        })
+    }
+
+    /// For a paced run, the interval between two requests of one wrk
+    /// thread, in milliseconds (see `benches/pace.lua`).
+    pub fn interval_ms(&self) -> Option<f64> {
+        self.rate
+            .map(|r| f64::from(WRK_THREADS) * 1000.0 / f64::from(r))
+    }
+}
+
+/// wrk threads: one per core of this machine's two, sharing them with the
+/// app and the database.
+pub const WRK_THREADS: u32 = 2;
 
 /// A server process and its address.
 pub struct Server {
@@ -166,20 +219,35 @@ impl WrkResult {
     }
 }
 
-pub fn wrk(address: &str, site: &str, options: &Options) -> anyhow::Result<WrkResult> {
+pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow::Result<WrkResult> {
+    // A paced run adds wrk's delay() hook; a saturating run must not have
+    // it at all, since wrk then schedules every request through a timer.
+    let script = match spec.interval_ms() {
+        None => repo().join("benches/pixel.lua"),
+        Some(_) => {
+            let path = repo().join("target/bench-pixel-paced.lua");
+            let text = std::fs::read_to_string(repo().join("benches/pixel.lua"))?
+                + &std::fs::read_to_string(repo().join("benches/pace.lua"))?;
+            std::fs::write(&path, text)?;
+            path
+        }
+    };
+    let interval = spec
+        .interval_ms()
+        .map_or("0".to_owned(), |d| format!("{d:.4}"));
     let output = Command::new("wrk")
         .args([
-            "-t2",
-            &format!("-c{}", options.connections),
+            &format!("-t{WRK_THREADS}"),
+            &format!("-c{}", spec.connections),
             &format!("-d{}s", options.duration),
             "--latency",
             "--timeout",
             "10s",
         ])
         .arg("-s")
-        .arg(repo().join("benches/pixel.lua"))
+        .arg(script)
         .arg(address)
-        .args(["--", site, &options.pages.to_string()])
+        .args(["--", site, &options.pages.to_string(), &interval])
         .output()
         .context("running wrk (install Debian's wrk: make bench does)")?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -191,7 +259,7 @@ pub fn wrk(address: &str, site: &str, options: &Options) -> anyhow::Result<WrkRe
 }
 
 pub struct Row {
-    pub scenario: String,
+    pub spec: Spec,
     pub wrk: WrkResult,
     pub rss_mib: f64,
     pub served_ok: Option<u64>,
@@ -204,6 +272,10 @@ fn main() -> anyhow::Result<()> {
         return roles::serve(&role);
     }
     let options = Options::from_env();
+    // Reject a mistyped scenario before minutes of setup.
+    for label in &options.scenarios {
+        Spec::parse(label, options.connections)?;
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(run(options))
 }
@@ -237,19 +309,20 @@ async fn run(options: Options) -> anyhow::Result<()> {
     println!("date: {}", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"));
     println!("machine: {}", machine());
     println!(
-        "load: wrk, 2 threads, {} connections, {} s per scenario, {} pages (Zipf); database, app and wrk on this machine",
+        "load: wrk, {WRK_THREADS} threads, {} connections unless the scenario says @N, {} s per scenario, {} pages (Zipf); database, app and wrk on this machine",
         options.connections, options.duration, options.pages
     );
     let db = roles::Database::start().await?;
     println!("database: {}\n", db.describe);
 
     let mut rows = Vec::new();
-    for scenario in &options.scenarios {
-        let row = roles::scenario(&db, scenario, &options)
+    for label in &options.scenarios {
+        let spec = Spec::parse(label, options.connections)?;
+        let row = roles::scenario(&db, &spec, &options)
             .await
-            .with_context(|| format!("scenario {scenario}"))?;
+            .with_context(|| format!("scenario {label}"))?;
         eprintln!(
-            "{scenario}: {:.0} hits/s, p99 {:.1} ms",
+            "{label}: {:.0} hits/s, p99 {:.1} ms",
             row.wrk.rate(),
             row.wrk.p99_us as f64 / 1000.0
         );
@@ -291,7 +364,7 @@ fn print_ingestion(rows: &[Row]) {
         };
         println!(
             "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.0} | {} | {} |",
-            r.scenario,
+            r.spec.label,
             r.wrk.rate(),
             ms(r.wrk.p50_us),
             ms(r.wrk.p90_us),
@@ -302,21 +375,31 @@ fn print_ingestion(rows: &[Row]) {
             difference
         );
     }
-    let rate = |name: &str| {
+    // Ratios only between saturating runs at the same concurrency.
+    let rate = |kind: &str, connections: u32| {
         rows.iter()
-            .find(|r| r.scenario == name)
+            .find(|r| {
+                r.spec.kind == kind && r.spec.connections == connections && r.spec.rate.is_none()
+            })
             .map(|r| r.wrk.rate())
     };
-    if let (Some(d), Some(n)) = (rate("durable"), rate("naive")) {
-        println!("\ndurable / naive: {:.1}x", d / n);
-    }
-    if let (Some(d), Some(c)) = (rate("durable"), rate("ceiling")) {
-        println!("durable / ceiling: {:.0}%", d / c * 100.0);
-    }
-    if let (Some(f), Some(c)) = (rate("fast"), rate("ceiling")) {
-        println!("fast / ceiling: {:.0}%", f / c * 100.0);
-    }
-    if let (Some(p), Some(d)) = (rate("preallocated"), rate("durable")) {
-        println!("preallocated / upsert-created (durable): {:.2}x", p / d);
+    let mut levels: Vec<u32> = rows.iter().map(|r| r.spec.connections).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    println!();
+    for c in levels {
+        let ratio = |a: &str, b: &str| Some(rate(a, c)? / rate(b, c)?);
+        if let Some(x) = ratio("durable", "naive") {
+            println!("{c} connections: durable / naive {x:.1}x");
+        }
+        if let Some(x) = ratio("durable", "ceiling") {
+            println!("{c} connections: durable / ceiling {:.0}%", x * 100.0);
+        }
+        if let Some(x) = ratio("fast", "ceiling") {
+            println!("{c} connections: fast / ceiling {:.0}%", x * 100.0);
+        }
+        if let Some(x) = ratio("preallocated", "durable") {
+            println!("{c} connections: preallocated / upsert-created (durable) {x:.2}x");
+        }
     }
 }

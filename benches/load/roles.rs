@@ -17,7 +17,7 @@ use tickertape::settings::Settings;
 use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::{schema, Granularity, Store};
 
-use crate::{repo, wrk, Options, Row, Server, SITE_DOMAIN};
+use crate::{repo, wrk, Options, Row, Server, Spec, SITE_DOMAIN};
 
 pub struct Database {
     pub uri: String,
@@ -107,7 +107,8 @@ async fn get_text(url: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(url).await?.text().await?)
 }
 
-pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::Result<Row> {
+pub async fn scenario(db: &Database, spec: &Spec, options: &Options) -> anyhow::Result<Row> {
+    let name = spec.kind.as_str();
     let db_name = format!("bench_{name}");
     let (store, site) = db.fresh(&db_name).await?;
     let server = match name {
@@ -120,7 +121,7 @@ pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::R
         }
         "durable" | "fast" | "preallocated" => {
             if name == "preallocated" {
-                preallocate(&store, options.pages).await?;
+                preallocate(&store, options).await?;
             }
             let mut cmd = Command::new(repo().join("target/release/tickertape"));
             cmd.arg("serve")
@@ -140,8 +141,9 @@ pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::R
     };
     let address = server.address.clone();
     let result = tokio::task::spawn_blocking({
-        let (address, site, options) = (address.clone(), site.clone(), options.clone());
-        move || wrk(&address, &site, &options)
+        let (address, site, spec, options) =
+            (address.clone(), site.clone(), spec.clone(), options.clone());
+        move || wrk(&address, &site, &spec, &options)
     })
     .await??;
     // Let requests still in flight when wrk stopped finish.
@@ -184,7 +186,7 @@ pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::R
     };
     store.db().drop().await?;
     Ok(Row {
-        scenario: name.to_owned(),
+        spec: spec.clone(),
         wrk: result,
         rss_mib: rss,
         served_ok: Some(served_ok),
@@ -192,18 +194,27 @@ pub async fn scenario(db: &Database, name: &str, options: &Options) -> anyhow::R
     })
 }
 
-/// The current and next hour of every bench page, through the product's
-/// preallocation.
-async fn preallocate(store: &Store, pages: u32) -> anyhow::Result<()> {
+/// Every hour the run will touch, for every bench page, through the
+/// product's preallocation: the current hour, and the next one when the run
+/// may cross into it.
+async fn preallocate(store: &Store, options: &Options) -> anyhow::Result<()> {
+    let pages = options.pages;
     let now = chrono::Utc::now();
+    let from = Resolution::Hour.floor(now);
+    let end = now + chrono::TimeDelta::seconds(options.duration as i64 + 120);
+    let hours = if Resolution::Hour.floor(end) > from {
+        2
+    } else {
+        1
+    };
     let started = std::time::Instant::now();
     let (mut inserted, mut errors) = (0, 0);
     for n in 1..=pages {
         let page = Page::parse(&format!("{SITE_DOMAIN}/p/{n}"))?;
         let request = PreallocRequest {
             scope: Scope::Page(page),
-            from: Resolution::Hour.floor(now),
-            hours: 2,
+            from,
+            hours,
             threshold: 1,
         };
         let run = preallocation::run(store, &request, Trigger::Cli, "bench", now).await?;
