@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 mod report_latency;
 mod roles;
+mod statement_cost;
 mod storage_table;
 
 pub const SITE_DOMAIN: &str = "bench.test";
@@ -329,6 +330,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         rows.push(row);
     }
     print_ingestion(&rows);
+    statement_cost::run(&db).await?;
     let lost: Vec<&Row> = rows
         .iter()
         .filter(|r| r.difference.is_some_and(|d| d != [0, 0, 0]))

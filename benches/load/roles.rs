@@ -76,6 +76,11 @@ impl Database {
         Ok((store, site.id.to_string()))
     }
 
+    /// The local server's process id (none for an external server).
+    pub fn server_pid(&self) -> Option<u32> {
+        self.local.as_ref().map(LocalDb::pid)
+    }
+
     pub fn stop(self) {
         if let Some(db) = self.local {
             db.stop();

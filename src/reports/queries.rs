@@ -76,13 +76,65 @@ pub async fn series(
             by_time.insert(at.to_chrono(), number(d.get("views")));
         }
     }
-    Ok(period
+    Ok(fill(period, &by_time))
+}
+
+/// One point per bucket of the period, 0 where there is no bucket.
+fn fill(period: &Period, by_time: &HashMap<DateTime<Utc>, i64>) -> Vec<Point> {
+    period
         .points()
         .map(|at| Point {
             at,
             views: by_time.get(&at).copied().unwrap_or(0),
         })
-        .collect())
+        .collect()
+}
+
+/// Pages with views, most viewed first, ties by page.
+fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
+    let mut pages: Vec<(Page, i64)> = pages.into_iter().filter(|(_, v)| *v > 0).collect();
+    pages.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    pages
+}
+
+/// A site's series and its pages ranked, as [`series`] and [`top_pages`]
+/// return them, from ONE read of the period's buckets: the dashboard needs
+/// both, and on secantusd-rs each `$group` over a site's 30,000 day buckets
+/// costs ~150 ms of server time, while one projected scan summed here costs
+/// about the same as one of them.
+pub async fn site_overview(
+    store: &Store,
+    domain: &DomainName,
+    period: &Period,
+) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
+    let coll = collection(store, period.resolution.granularity());
+    let matcher =
+        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+    let mut cursor = coll
+        .find(matcher)
+        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
+        .batch_size(10_000)
+        .await?;
+    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
+    let mut by_page: HashMap<String, i64> = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        let views = number(d.get("totalViews"));
+        if let (Ok(at), Ok(page)) = (d.get_datetime("timestamp"), d.get_str("page")) {
+            *by_time.entry(at.to_chrono()).or_default() += views;
+            match by_page.get_mut(page) {
+                Some(total) => *total += views,
+                None => {
+                    by_page.insert(page.to_owned(), views);
+                }
+            }
+        }
+    }
+    let pages = ranked(
+        by_page
+            .into_iter()
+            .map(|(page, views)| (Page::from_stored(page), views)),
+    );
+    Ok((fill(period, &by_time), pages))
 }
 
 pub fn total(points: &[Point]) -> i64 {
@@ -109,18 +161,12 @@ pub async fn top_pages(
         .await?
         .try_collect()
         .await?;
-    let mut pages: Vec<(Page, i64)> = docs
-        .into_iter()
-        .filter_map(|d| {
-            let page = d.get_str("_id").ok()?.to_owned();
-            Some((Page::from_stored(page), number(d.get("views"))))
-        })
-        .filter(|(_, views)| *views > 0)
-        .collect();
     // The server sorted already; sorting again keeps the order exact even
     // where a server returns equal counts in another order.
-    pages.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(pages)
+    Ok(ranked(docs.into_iter().filter_map(|d| {
+        let page = d.get_str("_id").ok()?.to_owned();
+        Some((Page::from_stored(page), number(d.get("views"))))
+    })))
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).

@@ -377,9 +377,7 @@ struct DashboardPage {
     site: Arc<Site>,
     controls: Controls,
     series: SeriesView,
-    previous: i64,
-    change: String,
-    change_class: &'static str,
+    headline: Headline,
     pages: Vec<PageRow>,
     pages_matching: usize,
     filter: String,
@@ -391,11 +389,27 @@ struct DashboardPage {
     freshness: String,
 }
 
-fn change_class(current: i64, previous: i64) -> &'static str {
-    match current.cmp(&previous) {
-        std::cmp::Ordering::Greater => "up",
-        std::cmp::Ordering::Less => "down",
-        std::cmp::Ordering::Equal => "",
+/// The period's total against the previous period's, shown atop the
+/// dashboard and the page report (`partials/headline.html`).
+struct Headline {
+    previous: i64,
+    change: String,
+    /// CSS class: `up`, `down`, or empty when equal.
+    class: &'static str,
+}
+
+impl Headline {
+    fn new(current: &[queries::Point], previous: &[queries::Point]) -> Self {
+        let (total, previous) = (queries::total(current), queries::total(previous));
+        Headline {
+            previous,
+            change: fmt::change(total, previous),
+            class: match total.cmp(&previous) {
+                std::cmp::Ordering::Greater => "up",
+                std::cmp::Ordering::Less => "down",
+                std::cmp::Ordering::Equal => "",
+            },
+        }
     }
 }
 
@@ -410,10 +424,9 @@ pub async fn dashboard(
     let period = Period::resolve(&q.range(), state.clock.now())?;
     let scope = Scope::Site(&site.domain);
     let before = period.previous();
-    let (current, previous, top) = tokio::try_join!(
-        queries::series(&state.store, &scope, &period),
+    let ((current, top), previous) = tokio::try_join!(
+        queries::site_overview(&state.store, &site.domain, &period),
         queries::series(&state.store, &scope, &before),
-        queries::top_pages(&state.store, &site.domain, &period),
     )?;
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
@@ -440,7 +453,6 @@ pub async fn dashboard(
         })
         .collect();
     let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
-    let previous_total = queries::total(&previous);
     let page = DashboardPage {
         nav: Some(viewer.nav()),
         controls: controls(&base, &[], &q, &period),
@@ -449,9 +461,7 @@ pub async fn dashboard(
             period.resolution,
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
-        previous: previous_total,
-        change: fmt::change(total, previous_total),
-        change_class: change_class(total, previous_total),
+        headline: Headline::new(&current, &previous),
         pages_matching: matching.len(),
         pages,
         prev_href: (page_no > 1).then(|| screen(page_no - 1)),
@@ -477,9 +487,7 @@ struct PageReport {
     path: String,
     controls: Controls,
     series: SeriesView,
-    previous: i64,
-    change: String,
-    change_class: &'static str,
+    headline: Headline,
     minute: String,
     minute_label: String,
     seconds: SeriesView,
@@ -550,8 +558,6 @@ pub async fn page_report(
     )?;
     let base = format!("/sites/{}/page", site.id);
     let params = q.range_params();
-    let total = queries::total(&current);
-    let previous_total = queries::total(&previous);
     let minute_value = fmt::input_minute(&minute);
     let csv =
         |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
@@ -564,9 +570,7 @@ pub async fn page_report(
             period.resolution,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
-        previous: previous_total,
-        change: fmt::change(total, previous_total),
-        change_class: change_class(total, previous_total),
+        headline: Headline::new(&current, &previous),
         minute_label: fmt::utc(&minute),
         seconds: series_view(
             &seconds_points(minute, &seconds),
