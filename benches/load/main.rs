@@ -354,6 +354,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
 }
 
 fn print_ingestion(rows: &[Row]) {
+    if rows.is_empty() {
+        return;
+    }
     println!("\n## Ingestion\n");
     println!("| scenario | hits/s | p50 ms | p90 ms | p99 ms | non-200 | peak RSS MiB | 200s sent | stored − 200s (minute/hour/day) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
