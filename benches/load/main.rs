@@ -330,7 +330,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         rows.push(row);
     }
     print_ingestion(&rows);
-    statement_cost::run(&db).await?;
+    statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows
         .iter()
         .filter(|r| r.difference.is_some_and(|d| d != [0, 0, 0]))

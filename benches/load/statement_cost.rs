@@ -10,8 +10,6 @@ use tickertape::storage::bucket_writer::BucketWriter;
 use crate::roles::Database;
 use crate::SITE_DOMAIN;
 
-const ROUNDS: usize = 20;
-
 /// CPU seconds (user + system) a process has used, from /proc.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -28,13 +26,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub async fn run(db: &Database) -> anyhow::Result<()> {
+pub async fn run(db: &Database, quick: bool) -> anyhow::Result<()> {
+    let rounds: usize = if quick { 10 } else { 20 };
     let (store, _) = db.fresh("bench_statements").await?;
     let mut writer = BucketWriter::new(&store).await?;
     let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let minute = Utc::now() - TimeDelta::minutes(5);
     let names: Vec<String> = (1..=1000).map(|k| format!("{SITE_DOMAIN}/p/{k}")).collect();
-    println!("\n## Cost of a bucket write ({ROUNDS} flushes each, into existing buckets)\n");
+    println!("\n## Cost of a bucket write ({rounds} flushes each, into existing buckets)\n");
     println!("| flush | update statements | wall ms p50 | server CPU µs per statement |");
     println!("|---|---:|---:|---:|");
     for pages in [1usize, 1000] {
@@ -46,9 +45,9 @@ pub async fn run(db: &Database) -> anyhow::Result<()> {
                 deadline(),
             )
             .await?;
-        let mut walls = Vec::with_capacity(ROUNDS);
+        let mut walls = Vec::with_capacity(rounds);
         let cpu_before = db.server_pid().and_then(cpu_seconds);
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             let at = minute + TimeDelta::seconds(round as i64 % 60);
             let t = Instant::now();
             writer
@@ -58,7 +57,7 @@ pub async fn run(db: &Database) -> anyhow::Result<()> {
         }
         let statements = 3 * pages;
         let cpu = match (cpu_before, db.server_pid().and_then(cpu_seconds)) {
-            (Some(a), Some(b)) => format!("{:.0}", (b - a) * 1e6 / (ROUNDS * statements) as f64),
+            (Some(a), Some(b)) => format!("{:.0}", (b - a) * 1e6 / (rounds * statements) as f64),
             _ => "n/a (external server)".into(),
         };
         println!(
