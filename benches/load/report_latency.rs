@@ -8,10 +8,9 @@ use tickertape::accounts::password::NewPassword;
 use tickertape::accounts::{users, Role};
 use tickertape::domain::Email;
 use tickertape::reports::Resolution;
-use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::Granularity;
 
-use crate::roles::{stored, Database};
+use crate::roles::{load_hits, stored, Database};
 use crate::{repo, Options, Server, SITE_DOMAIN};
 
 const DAYS: i64 = 30;
@@ -48,30 +47,13 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let names: Vec<String> = (1..=pages)
         .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
         .collect();
-    let mut writer = BucketWriter::new(&store).await?;
-    let mut batch = Vec::with_capacity(50_000);
-    for _ in 0..total {
+    let generated = std::iter::repeat_with(|| {
         let r = (next() >> 11) as f64 / (1u64 << 53) as f64 * sum;
         let page = cdf.partition_point(|c| *c < r).min(pages - 1);
         let at = start + TimeDelta::seconds((next() % seconds_total) as i64);
-        batch.push((page, at));
-        if batch.len() == 50_000 {
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
-            writer
-                .apply(
-                    batch.drain(..).map(|(p, t)| (names[p].as_str(), t)),
-                    deadline,
-                )
-                .await?;
-        }
-    }
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
-    writer
-        .apply(
-            batch.drain(..).map(|(p, t)| (names[p].as_str(), t)),
-            deadline,
-        )
-        .await?;
+        (names[page].as_str(), at)
+    });
+    load_hits(&store, generated.take(total as usize)).await?;
     let docs = store
         .buckets(Granularity::Minute)
         .estimated_document_count()

@@ -14,6 +14,7 @@ use tickertape::localdb::{self, LocalDb, LocalDbOptions};
 use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
 use tickertape::reports::Resolution;
 use tickertape::settings::Settings;
+use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::{schema, Granularity, Store};
 
@@ -85,6 +86,31 @@ impl Database {
         if let Some(db) = self.local {
             db.stop();
         }
+    }
+}
+
+/// Hits written by the data loaders in one flush of the product's writer.
+const LOAD_BATCH: usize = 50_000;
+
+/// Writes generated hits through the product's `BucketWriter`, one flush
+/// per 50,000 hits: how the storage table and the report data are loaded.
+pub async fn load_hits<S: AsRef<str>>(
+    store: &Store,
+    hits: impl IntoIterator<Item = (S, chrono::DateTime<chrono::Utc>)>,
+) -> anyhow::Result<()> {
+    let mut writer = BucketWriter::new(store).await?;
+    let mut hits = hits.into_iter();
+    let mut batch = Vec::with_capacity(LOAD_BATCH);
+    loop {
+        batch.extend(hits.by_ref().take(LOAD_BATCH));
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+        writer
+            .apply(batch.iter().map(|(p, t)| (p.as_ref(), *t)), deadline)
+            .await?;
+        batch.clear();
     }
 }
 

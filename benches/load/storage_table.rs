@@ -6,10 +6,9 @@ use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::time::Instant;
 use tickertape::reports::queries::number;
-use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::{Granularity, Store};
 
-use crate::roles::Database;
+use crate::roles::{load_hits, Database};
 use crate::{repo, Options};
 
 const PAGES: u64 = 1000;
@@ -148,22 +147,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         settle(&store).await;
         let before = disk();
         let started = Instant::now();
-        let mut writer = BucketWriter::new(&store).await?;
-        let mut batch: Vec<(String, DateTime<Utc>)> = Vec::with_capacity(50_000);
-        for hit in hits(total, density) {
-            batch.push(hit);
-            if batch.len() == 50_000 {
-                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
-                writer
-                    .apply(batch.iter().map(|(p, t)| (p.as_str(), *t)), deadline)
-                    .await?;
-                batch.clear();
-            }
-        }
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
-        writer
-            .apply(batch.iter().map(|(p, t)| (p.as_str(), *t)), deadline)
-            .await?;
+        load_hits(&store, hits(total, density)).await?;
         let seconds = started.elapsed().as_secs_f64();
         settle(&store).await;
         let names: Vec<&str> = Granularity::ALL.iter().map(|g| g.collection()).collect();
