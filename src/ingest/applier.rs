@@ -335,13 +335,22 @@ impl Applier {
             }
             // Whatever happened, the progress document says whether the
             // batch is in.
-            match progress::position(&self.store, &self.journal, self.lane.index).await {
-                Ok(Some(p)) if p == batch.to => {
+            let read = progress::position(&self.store, &self.journal, self.lane.index);
+            let known = match tokio::time::timeout(self.store.attempt_timeout(), read).await {
+                Ok(Ok(position)) => Some(position),
+                _ => None, // the database is away or slow: try again later
+            };
+            tracing::debug!(lane = self.lane.index, ?known, from = batch.from, to = batch.to,
+                "progress after a failed batch");
+            match known {
+                Some(Some(p)) if p == batch.to => {
                     tracing::info!(lane = self.lane.index, "the batch had committed after all");
+                    self.stats.resolved_by_progress.fetch_add(1, Relaxed);
+                    self.stats.consecutive_failures.store(0, Relaxed);
                     break;
                 }
-                Ok(Some(p)) if p == batch.from => {}
-                Ok(found) => {
+                Some(Some(p)) if p == batch.from => {}
+                Some(found) => {
                     tracing::error!(lane = self.lane.index, expected = batch.from, ?found,
                         "the journal progress moved elsewhere (another process on a copy of this journal, \
                          or a restored database); continuing from the database's position");
@@ -350,7 +359,7 @@ impl Applier {
                     }
                     return true;
                 }
-                Err(_) => {} // the database is away: try again later
+                None => {}
             }
             if *shutdown.borrow() && attempts >= 3 {
                 return false;

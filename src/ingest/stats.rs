@@ -20,6 +20,9 @@ pub struct IngestStats {
     pub flush_micros_total: AtomicU64,
     /// Attempts to apply a batch (or reach the database) that failed.
     pub flush_failures: AtomicU64,
+    /// Batches whose commit outcome was unknown and that the progress
+    /// document showed to be in.
+    pub resolved_by_progress: AtomicU64,
     /// Failed attempts since the last batch went in; readiness fails while
     /// > 0.
     pub consecutive_failures: AtomicU64,
@@ -41,6 +44,7 @@ impl Default for IngestStats {
             largest_batch: AtomicU64::new(0),
             flush_micros_total: AtomicU64::new(0),
             flush_failures: AtomicU64::new(0),
+            resolved_by_progress: AtomicU64::new(0),
             consecutive_failures: AtomicU64::new(0),
             batch_sizes: Histogram::sizes(),
             flush_seconds: Histogram::seconds(),

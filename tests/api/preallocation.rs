@@ -156,6 +156,7 @@ async fn preallocation_racing_live_traffic_loses_nothing_and_duplicates_nothing(
             200
         );
     }
+    app.settle().await;
     // Preallocate this hour and the next while 1,000 hits arrive in it.
     let store = app.store.clone();
     let prealloc = tokio::spawn(async move {

@@ -19,6 +19,7 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
         .pixel(&format!("site={}&page=/blog/hello", site.id))
         .await;
     assert_eq!(r.status(), 200);
+    app.settle().await;
 
     let raw = |coll: &'static str| {
         let db = app.store.db().clone();
