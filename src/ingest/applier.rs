@@ -116,7 +116,12 @@ impl Applier {
             return;
         };
         self.applied = start;
-        tracing::info!(lane, position = start, committed = self.lane.committed(), "applier started");
+        tracing::info!(
+            lane,
+            position = start,
+            committed = self.lane.committed(),
+            "applier started"
+        );
         loop {
             let closing = *shutdown.borrow();
             let Some(batch) = self.gather(&mut shutdown).await else {
@@ -137,8 +142,13 @@ impl Applier {
     async fn establish(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<u64> {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match progress::ensure(&self.store, &self.journal, self.lane.index, self.lane.oldest())
-                .await
+            match progress::ensure(
+                &self.store,
+                &self.journal,
+                self.lane.index,
+                self.lane.oldest(),
+            )
+            .await
             {
                 Ok(position) => {
                     self.count_applied_before(position);
@@ -253,7 +263,8 @@ impl Applier {
                         continue;
                     }
                     Err(e) => {
-                        let what = format!("lane {}: {}", self.lane.index, crate::telemetry::chain(&e));
+                        let what =
+                            format!("lane {}: {}", self.lane.index, crate::telemetry::chain(&e));
                         tracing::error!("journal read failed: {what}; retrying");
                         self.stats.record_flush_failure();
                         if records.is_empty() {
@@ -291,7 +302,10 @@ impl Applier {
         }
         if let Some(first) = records.first() {
             let ms = first.at.timestamp_millis().max(1) as u64;
-            let _ = self.lane.oldest_unapplied_ms.compare_exchange(0, ms, Relaxed, Relaxed);
+            let _ = self
+                .lane
+                .oldest_unapplied_ms
+                .compare_exchange(0, ms, Relaxed, Relaxed);
         }
         Some(Batch {
             records,
@@ -318,7 +332,8 @@ impl Applier {
             let result = self.writer.apply(hits, Some(&advance)).await;
             let error = match result {
                 Ok(report) => {
-                    self.stats.record_flush(report.hits, started.elapsed().as_micros() as u64);
+                    self.stats
+                        .record_flush(report.hits, started.elapsed().as_micros() as u64);
                     break;
                 }
                 Err(e) => e,
@@ -340,8 +355,13 @@ impl Applier {
                 Ok(Ok(position)) => Some(position),
                 _ => None, // the database is away or slow: try again later
             };
-            tracing::debug!(lane = self.lane.index, ?known, from = batch.from, to = batch.to,
-                "progress after a failed batch");
+            tracing::debug!(
+                lane = self.lane.index,
+                ?known,
+                from = batch.from,
+                to = batch.to,
+                "progress after a failed batch"
+            );
             match known {
                 Some(Some(p)) if p == batch.to => {
                     tracing::info!(lane = self.lane.index, "the batch had committed after all");

@@ -154,9 +154,7 @@ impl ResponseError for PixelError {
             PixelError::QueueFull
             | PixelError::JournalFull
             | PixelError::StoreFailed
-            | PixelError::ShuttingDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            | PixelError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -414,7 +414,11 @@ impl Meta {
                     });
                 }
                 // Nothing left in it: upgrade in place.
-                tracing::info!(from = meta.0, to = FORMAT, "upgrading an empty journal's format");
+                tracing::info!(
+                    from = meta.0,
+                    to = FORMAT,
+                    "upgrading an empty journal's format"
+                );
                 let fresh = Meta {
                     id: meta.1.id,
                     lanes: meta.1.lanes,

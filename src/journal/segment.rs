@@ -103,8 +103,7 @@ pub struct Scanned {
 /// the lane's newest segment, the only one a crash can leave torn.
 pub fn scan(path: &Path, expected: &SegmentHeader, last: bool) -> io::Result<Scanned> {
     let bytes = std::fs::read(path)?;
-    let header_ok = SegmentHeader::decode(&bytes)
-        .is_some_and(|h| h == *expected);
+    let header_ok = SegmentHeader::decode(&bytes).is_some_and(|h| h == *expected);
     if !header_ok {
         // A crash while creating the newest segment can leave it shorter
         // than its header: nothing was ever written to it.
@@ -296,10 +295,7 @@ mod tests {
         let mut bad = h.encode();
         bad[13] ^= 1;
         assert_eq!(SegmentHeader::decode(&bad), None);
-        assert_eq!(
-            start_of(Path::new(&file_name(12345))),
-            Some(12345)
-        );
+        assert_eq!(start_of(Path::new(&file_name(12345))), Some(12345));
         assert_eq!(start_of(Path::new("12345.seg")), None);
     }
 
@@ -309,7 +305,10 @@ mod tests {
         let body = records(10);
         let path = write_segment(dir.path(), 0, &body);
         let s = scan(&path, &header(0), true).unwrap();
-        assert_eq!((s.records, s.valid_len, s.damage), (10, body.len() as u64, None));
+        assert_eq!(
+            (s.records, s.valid_len, s.damage),
+            (10, body.len() as u64, None)
+        );
     }
 
     #[test]
@@ -320,7 +319,11 @@ mod tests {
         let path = write_segment(dir.path(), 0, &body[..cut]);
         let s = scan(&path, &header(0), true).unwrap();
         assert_eq!(s.records, 9);
-        assert!(matches!(s.damage, Some(Damage::TornTail { .. })), "{:?}", s.damage);
+        assert!(
+            matches!(s.damage, Some(Damage::TornTail { .. })),
+            "{:?}",
+            s.damage
+        );
     }
 
     #[test]

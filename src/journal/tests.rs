@@ -116,7 +116,10 @@ async fn a_torn_tail_is_cut_off_with_the_good_records_kept() {
     let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
     assert_eq!(journal.stats().torn_tails_truncated.load(Relaxed), 1);
     assert_eq!(std::fs::metadata(&last).unwrap().len(), good_len);
-    assert_eq!(read_all(&journal.lanes()[0]), (0..10).map(hit).collect::<Vec<_>>());
+    assert_eq!(
+        read_all(&journal.lanes()[0]),
+        (0..10).map(hit).collect::<Vec<_>>()
+    );
     assert!(journal.stats().corrupt_segments().is_empty());
     // New hits go on after the cut.
     write(&journal, 10..12).await;
@@ -178,7 +181,10 @@ async fn a_full_budget_refuses_new_hits_and_keeps_the_accepted_ones() {
     for rx in accepted {
         rx.await.unwrap().unwrap();
     }
-    assert!(refused > 0 && accepted_count > 0, "{accepted_count} / {refused}");
+    assert!(
+        refused > 0 && accepted_count > 0,
+        "{accepted_count} / {refused}"
+    );
     assert!(journal.bytes() <= 2_000 + HEADER_LEN);
     assert_eq!(read_all(&journal.lanes()[0]).len(), accepted_count);
     assert_eq!(journal.stats().full_refusals.load(Relaxed), refused as u64);
@@ -196,7 +202,10 @@ async fn a_second_process_on_the_same_journal_is_refused() {
     assert!(matches!(err, OpenError::Locked { .. }));
     let message = err.to_string();
     assert!(message.contains("in use by another process"), "{message}");
-    assert!(message.contains(&std::process::id().to_string()), "{message}");
+    assert!(
+        message.contains(&std::process::id().to_string()),
+        "{message}"
+    );
     assert!(message.contains("TICKERTAPE_JOURNAL_DIR"), "{message}");
 }
 
@@ -211,8 +220,14 @@ async fn a_journal_of_another_format_is_refused_while_it_holds_records() {
     let old_meta = format!("tickertape-journal\nformat=0\nid={id}\nlanes=1\n");
     std::fs::write(dir.path().join(META), &old_meta).unwrap();
     let err = Journal::open(&config(dir.path())).err().expect("refused");
-    assert!(matches!(err, OpenError::OtherFormat { found: 0, .. }), "{err}");
-    assert!(err.to_string().contains("move the directory aside"), "{err}");
+    assert!(
+        matches!(err, OpenError::OtherFormat { found: 0, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("move the directory aside"),
+        "{err}"
+    );
 
     // Once its records are gone (applied by the version that wrote them),
     // an old journal is upgraded in place.

@@ -10,8 +10,7 @@ pub mod update;
 
 use bson::{doc, Document};
 use mongodb::options::{
-    Acknowledgment, ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria,
-    WriteConcern,
+    Acknowledgment, ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria, WriteConcern,
 };
 use mongodb::{Client, Database};
 use std::time::Duration;
@@ -119,9 +118,10 @@ impl Store {
         // write, which the write path cannot resolve.
         let (w, ack) = match write_concern.parse::<u32>() {
             Ok(n) if n >= 1 => (bson::Bson::Int32(n as i32), Acknowledgment::Nodes(n)),
-            _ if write_concern == "majority" => {
-                (bson::Bson::String("majority".into()), Acknowledgment::Majority)
-            }
+            _ if write_concern == "majority" => (
+                bson::Bson::String("majority".into()),
+                Acknowledgment::Majority,
+            ),
             _ => return Err(ConnectError::BadWriteConcern(write_concern.to_owned())),
         };
         Ok(Self {

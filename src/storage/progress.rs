@@ -55,7 +55,9 @@ pub async fn position(
         .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
         .read_concern(ReadConcern::majority())
         .await?;
-    Ok(found.and_then(|d| number(d.get("position"))).map(|p| p.max(0) as u64))
+    Ok(found
+        .and_then(|d| number(d.get("position")))
+        .map(|p| p.max(0) as u64))
 }
 
 /// Records the lane at `initial` unless the database already knows it;

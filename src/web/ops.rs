@@ -107,14 +107,27 @@ impl WriteBehind {
             ),
             (
                 "Journal on disk",
-                format!("{} of {}", mib(self.journal_bytes), mib(self.journal_budget)),
+                format!(
+                    "{} of {}",
+                    mib(self.journal_bytes),
+                    mib(self.journal_budget)
+                ),
             ),
             ("Group commits", n(self.group_commits)),
             ("Mean journal sync", format!("{:.2} ms", self.mean_sync_ms)),
             ("Backlog (hits not yet in the database)", n(self.backlog)),
-            ("Oldest unapplied hit", format!("{:.1} s", self.backlog_age_secs)),
-            ("Apply rate (last minute)", format!("{:.0} hits/s", self.apply_rate)),
-            ("Hits journaled / applied", format!("{} / {}", n(self.committed), n(self.applied))),
+            (
+                "Oldest unapplied hit",
+                format!("{:.1} s", self.backlog_age_secs),
+            ),
+            (
+                "Apply rate (last minute)",
+                format!("{:.0} hits/s", self.apply_rate),
+            ),
+            (
+                "Hits journaled / applied",
+                format!("{} / {}", n(self.committed), n(self.applied)),
+            ),
             ("Replayed from journal files", n(self.replayed)),
             ("Batches applied", n(self.batches)),
             ("Largest batch", format!("{} hits", n(self.largest_batch))),
@@ -122,7 +135,10 @@ impl WriteBehind {
             ("Failed apply attempts", n(self.apply_failures)),
             ("Torn tails cut at start", n(self.torn_tails)),
             ("Damaged segments", n(self.corrupt.len())),
-            ("Fast-mode hits lost to journal errors", n(self.fast_hits_lost)),
+            (
+                "Fast-mode hits lost to journal errors",
+                n(self.fast_hits_lost),
+            ),
         ]
     }
 }
@@ -171,13 +187,41 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         ));
     }
     let gauges: [(&str, &str, u64); 7] = [
-        ("tickertape_queue_depth", "Hits waiting for the journal writers.", w.queue_depth as u64),
-        ("tickertape_queue_capacity", "Hits that may wait for the journal writers.", w.queue_capacity as u64),
-        ("tickertape_journal_bytes", "Bytes of journal segment files on disk.", w.journal_bytes),
-        ("tickertape_journal_budget_bytes", "Disk the journal may use.", w.journal_budget),
-        ("tickertape_journal_backlog_hits", "Journaled hits not yet applied to the database.", w.backlog),
-        ("tickertape_journal_corrupt_segments", "Journal segments found with a damaged record.", w.corrupt.len() as u64),
-        ("tickertape_apply_consecutive_failures", "Failed apply attempts since the last applied batch.", w.consecutive_failures),
+        (
+            "tickertape_queue_depth",
+            "Hits waiting for the journal writers.",
+            w.queue_depth as u64,
+        ),
+        (
+            "tickertape_queue_capacity",
+            "Hits that may wait for the journal writers.",
+            w.queue_capacity as u64,
+        ),
+        (
+            "tickertape_journal_bytes",
+            "Bytes of journal segment files on disk.",
+            w.journal_bytes,
+        ),
+        (
+            "tickertape_journal_budget_bytes",
+            "Disk the journal may use.",
+            w.journal_budget,
+        ),
+        (
+            "tickertape_journal_backlog_hits",
+            "Journaled hits not yet applied to the database.",
+            w.backlog,
+        ),
+        (
+            "tickertape_journal_corrupt_segments",
+            "Journal segments found with a damaged record.",
+            w.corrupt.len() as u64,
+        ),
+        (
+            "tickertape_apply_consecutive_failures",
+            "Failed apply attempts since the last applied batch.",
+            w.consecutive_failures,
+        ),
     ];
     for (name, help, value) in gauges {
         metrics::gauge(&mut out, name, help, value);
@@ -200,11 +244,21 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
     for (name, help, value) in counters {
         metrics::counter(&mut out, name, help, value);
     }
-    js.commit_sizes.render(&mut out, "tickertape_journal_commit_size", "Hits per journal group commit.");
-    js.sync_seconds.render(&mut out, "tickertape_journal_sync_seconds", "Time to append and sync one group commit.");
-    stats
-        .batch_sizes
-        .render(&mut out, "tickertape_apply_batch_size", "Hits per applied batch.");
+    js.commit_sizes.render(
+        &mut out,
+        "tickertape_journal_commit_size",
+        "Hits per journal group commit.",
+    );
+    js.sync_seconds.render(
+        &mut out,
+        "tickertape_journal_sync_seconds",
+        "Time to append and sync one group commit.",
+    );
+    stats.batch_sizes.render(
+        &mut out,
+        "tickertape_apply_batch_size",
+        "Hits per applied batch.",
+    );
     stats.flush_seconds.render(
         &mut out,
         "tickertape_apply_seconds",

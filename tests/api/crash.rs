@@ -111,7 +111,10 @@ impl AppProcess {
         let env = vec![
             ("MONGODB_URI".into(), db_uri.to_owned()),
             ("TICKERTAPE_DATABASE".into(), database.to_owned()),
-            ("TICKERTAPE_JOURNAL_DIR".into(), journal.display().to_string()),
+            (
+                "TICKERTAPE_JOURNAL_DIR".into(),
+                journal.display().to_string(),
+            ),
             ("TICKERTAPE_LISTEN".into(), format!("127.0.0.1:{port}")),
             ("TICKERTAPE_PREALLOC_SCHEDULE".into(), "false".into()),
             ("TICKERTAPE_APPLY_WINDOW_MS".into(), "200".into()),
@@ -162,7 +165,12 @@ impl AppProcess {
     }
 
     async fn metric(&self, name: &str) -> Option<f64> {
-        let text = reqwest::get(self.url("/metrics")).await.ok()?.text().await.ok()?;
+        let text = reqwest::get(self.url("/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{name} ")))?
             .parse()
@@ -219,10 +227,16 @@ fn load(
             .unwrap();
         let mut tasks = Vec::new();
         for w in 0..workers {
-            let (http, url, site, stop, tally) =
-                (http.clone(), url.clone(), site.clone(), stop.clone(), tally.clone());
+            let (http, url, site, stop, tally) = (
+                http.clone(),
+                url.clone(),
+                site.clone(),
+                stop.clone(),
+                tally.clone(),
+            );
             tasks.push(tokio::spawn(async move {
-                let pause = (rate > 0).then(|| Duration::from_secs_f64(workers as f64 / rate as f64));
+                let pause =
+                    (rate > 0).then(|| Duration::from_secs_f64(workers as f64 / rate as f64));
                 let mut i = w;
                 while !stop.load(Ordering::Relaxed) {
                     let path = format!("/p/{}", (i * 7919) % pages);
@@ -285,7 +299,10 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
         totals(uri, database, Granularity::Hour).await,
         totals(uri, database, Granularity::Day).await,
     ];
-    assert_eq!(levels[0], levels[1], "minute and hour totals agree per page");
+    assert_eq!(
+        levels[0], levels[1],
+        "minute and hour totals agree per page"
+    );
     assert_eq!(levels[0], levels[2], "minute and day totals agree per page");
     let stored = &levels[0];
     let mut pages: Vec<&String> = stored.keys().chain(tally.acked.keys()).collect();
@@ -374,7 +391,10 @@ async fn database_killed_with_sigkill_mid_load_loses_and_doubles_nothing() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::Relaxed);
     let tally = running.await.unwrap();
-    assert_eq!(tally.non_200_statuses, 0, "every hit answered from the journal");
+    assert_eq!(
+        tally.non_200_statuses, 0,
+        "every hit answered from the journal"
+    );
     assert_eq!(tally.unknown.values().sum::<i64>(), 0, "{tally:?}");
     let acked: i64 = tally.acked.values().sum();
     assert!(acked > 1_000, "the load ran: {tally:?}");
@@ -398,14 +418,21 @@ async fn a_sixty_second_database_outage_is_absorbed_by_the_journal_and_drained()
     while outage.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let backlog = s.app.metric("tickertape_journal_backlog_hits").await.unwrap();
+    let backlog = s
+        .app
+        .metric("tickertape_journal_backlog_hits")
+        .await
+        .unwrap();
     assert!(backlog > 5_000.0, "the backlog grew: {backlog}");
     s.db.restart().await;
     let returned = Instant::now();
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let tally = running.await.unwrap();
-    assert_eq!(tally.non_200_statuses, 0, "all answered 200 within the budget");
+    assert_eq!(
+        tally.non_200_statuses, 0,
+        "all answered 200 within the budget"
+    );
     assert_eq!(tally.unknown.values().sum::<i64>(), 0);
     s.app.drained(Duration::from_secs(120)).await;
     let drain = returned.elapsed();

@@ -150,7 +150,9 @@ async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_w
 
     proxy.set(Mode::Down);
     for i in 0..200 {
-        let r = app.pixel(&format!("site={}&page=/down/{}", site.id, i % 7)).await;
+        let r = app
+            .pixel(&format!("site={}&page=/down/{}", site.id, i % 7))
+            .await;
         assert_eq!(r.status(), 200, "answered from the journal");
     }
     // The applier keeps failing: not ready, and the backlog is visible.
@@ -167,7 +169,10 @@ async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_w
     assert_eq!(metric(&app, "tickertape_journal_backlog_hits").await, 0.0);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while ready().await.status() != 200 {
-        assert!(std::time::Instant::now() < deadline, "ready again after the drain");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ready again after the drain"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -207,9 +212,7 @@ async fn a_full_journal_answers_503_journal_full_and_keeps_what_it_accepted() {
         assert_eq!(app.total_views(g).await, accepted, "{g:?}");
     }
     // Applied segments are deleted: room again.
-    let r = app
-        .pixel(&format!("site={}&page=/after", site.id))
-        .await;
+    let r = app.pixel(&format!("site={}&page=/after", site.id)).await;
     assert_eq!(r.status(), 200);
     app.stop().await;
 }
@@ -222,7 +225,12 @@ async fn lost_replies_are_resolved_by_the_progress_document(mode: Mode) -> TestA
     let app = spawn_app_on(&proxy.uri(), settings).await;
     let site = app.add_site("example.com", &[]).await;
     // Warm the connection pool, so no handshake is caught by the loss.
-    assert_eq!(app.pixel(&format!("site={}&page=/warm", site.id)).await.status(), 200);
+    assert_eq!(
+        app.pixel(&format!("site={}&page=/warm", site.id))
+            .await
+            .status(),
+        200
+    );
     app.settle().await;
 
     proxy.set(mode);

@@ -316,7 +316,9 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         .await;
     assert!(html.contains("read preference <strong>secondaryPreferred</strong>"));
     assert!(
-        html.contains("views_minute") && html.contains("Backlog (hits not yet in the database)") && html.contains("Topology")
+        html.contains("views_minute")
+            && html.contains("Backlog (hits not yet in the database)")
+            && html.contains("Topology")
     );
 }
 
@@ -346,7 +348,10 @@ async fn metrics_health_and_readiness() {
         "{text}"
     );
     assert!(text.contains("tickertape_hits_total{outcome=\"invalid-site\"} 1\n"));
-    assert!(text.contains("tickertape_apply_seconds_count 1\n"), "{text}");
+    assert!(
+        text.contains("tickertape_apply_seconds_count 1\n"),
+        "{text}"
+    );
     assert!(text.contains("tickertape_apply_batch_size_bucket{le=\"1\"} 1\n"));
     assert!(text.contains("tickertape_journal_committed_hits_total 1\n"));
     assert!(text.contains("tickertape_applied_hits_total 1\n"));

@@ -139,7 +139,10 @@ async fn a_second_process_on_the_same_journal_refuses_to_start() {
     let output = tickertape()
         .arg("serve")
         .env("MONGODB_URI", database_uri())
-        .env("TICKERTAPE_DATABASE", format!("second_{}", uuid::Uuid::new_v4().simple()))
+        .env(
+            "TICKERTAPE_DATABASE",
+            format!("second_{}", uuid::Uuid::new_v4().simple()),
+        )
         .env("TICKERTAPE_JOURNAL_DIR", &journal)
         .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
         .output()

@@ -141,7 +141,10 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
     // the same batch again (as after an unknown outcome) changes nothing.
     let app = spawn_app().await;
     let journal = uuid::Uuid::new_v4().to_string();
-    assert_eq!(progress::ensure(&app.store, &journal, 0, 0).await.unwrap(), 0);
+    assert_eq!(
+        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        0
+    );
     let writer = BucketWriter::new(&app.store);
     let advance = progress::Advance {
         journal: &journal,
@@ -165,5 +168,8 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
     // `ensure` never moves a lane the database already knows.
-    assert_eq!(progress::ensure(&app.store, &journal, 0, 0).await.unwrap(), 40);
+    assert_eq!(
+        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        40
+    );
 }
