@@ -334,15 +334,7 @@ async fn metrics_health_and_readiness() {
     );
     app.pixel("site=bad").await;
     app.settle().await;
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(
         text.contains("tickertape_hits_total{outcome=\"counted\"} 1\n"),
         "{text}"
