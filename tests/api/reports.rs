@@ -289,8 +289,11 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         ))
     ));
     assert!(
-        store.db().selection_criteria().is_none(),
-        "writes use the primary"
+        matches!(
+            store.db().selection_criteria(),
+            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+        ),
+        "writes and application reads use the primary"
     );
 
     settings.database.read_preference = "nearest".into();
