@@ -133,9 +133,13 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
         _ => vec![],
     };
     assert!(
-        depends.contains(&"init".to_owned()),
-        "app waits for the cluster init: {depends:?}"
+        depends.contains(&"setup".to_owned()),
+        "app waits for the sharding setup: {depends:?}"
     );
+    // Sharding is an explicit one-shot step after the cluster init.
+    let setup = &doc["services"]["setup"];
+    assert_eq!(command_of(setup), "setup --shard");
+    assert!(setup["depends_on"]["init"].is_mapping());
     // Its journal is on a named volume at the image's data directory, so
     // acknowledged hits survive a container restart.
     let volumes: Vec<&str> = app["volumes"]
