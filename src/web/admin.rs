@@ -192,7 +192,7 @@ pub async fn sites_page(
     Ok(render(
         StatusCode::OK,
         &SitesPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             rows,
         },
     ))
@@ -247,7 +247,7 @@ pub async fn site_page(
     let site = site_by_id(&state, &id)?;
     let emails = emails_by_id(&state).await?;
     let page = SitePage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
         aliases: site
             .aliases
             .iter()
@@ -305,7 +305,7 @@ pub async fn delete_site_page(
     Ok(render(
         StatusCode::OK,
         &DeletePage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             site,
         },
     ))
@@ -373,7 +373,7 @@ pub async fn users_page(
     Ok(render(
         StatusCode::OK,
         &UsersPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             rows,
         },
     ))
@@ -545,7 +545,7 @@ pub async fn system_page(
         ),
     ];
     let page = SystemPage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
         topology,
         read_preference: crate::storage::read_preference_name(state.store.read_preference())
             .to_owned(),

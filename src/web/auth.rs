@@ -184,11 +184,14 @@ struct LoginPage {
     next: String,
     email: String,
     error: Option<String>,
+    signed_out: bool,
 }
 
 #[derive(Deserialize)]
 pub struct NextQuery {
     next: Option<String>,
+    /// Set by the logout redirect.
+    signed_out: Option<String>,
 }
 
 pub async fn login_form(
@@ -207,6 +210,7 @@ pub async fn login_form(
         next: safe_next(q.next.as_deref()),
         email: String::new(),
         error: None,
+        signed_out: q.signed_out.is_some(),
     };
     let mut response = render(StatusCode::OK, &page);
     let _ = response.add_cookie(&cookie(
@@ -251,6 +255,7 @@ pub async fn login(
             next: safe_next(form.next.as_deref()),
             email: form.email.clone(),
             error: Some(error),
+            signed_out: false,
         };
         render(status, &page)
     };
@@ -318,7 +323,7 @@ pub async fn logout(
         .await
         .map_err(internal)?;
     let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/login"))
+        .insert_header((header::LOCATION, "/login?signed_out=1"))
         .finish();
     let mut gone = cookie(
         &state,
@@ -344,7 +349,7 @@ pub async fn password_form(viewer: Viewer) -> HttpResponse {
     render(
         StatusCode::OK,
         &PasswordPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: false,
         },
@@ -369,7 +374,7 @@ pub async fn change_password(
         render(
             StatusCode::BAD_REQUEST,
             &PasswordPage {
-                nav: Some(viewer.nav()),
+                nav: Some(viewer.nav().in_section("account")),
                 error: Some(message.to_owned()),
                 done: false,
             },
@@ -404,7 +409,7 @@ pub async fn change_password(
     Ok(render(
         StatusCode::OK,
         &PasswordPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: true,
         },

@@ -97,7 +97,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/admin/preallocation",
         web::post().to(preallocation::trigger),
     )
-    .route("/admin/api/preallocate", web::post().to(preallocation::api));
+    .route("/admin/api/preallocate", web::post().to(preallocation::api))
+    .default_service(web::route().to(pages::not_found));
 }
 
 fn see(location: &str) -> HttpResponse {

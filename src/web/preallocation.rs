@@ -87,7 +87,7 @@ pub async fn page(
         .collect();
     domains.sort();
     let page = PreallocPage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
         domains,
         default_from: fmt::input_minute(
             &(crate::reports::Resolution::Hour.floor(now) + chrono::TimeDelta::hours(1)),
@@ -161,6 +161,8 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
+            // A script gets 401, not the login page's redirect.
+            ApiError::Auth(AuthError::LoginRequired { .. }) => StatusCode::UNAUTHORIZED,
             ApiError::Auth(e) => e.status_code(),
             ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -169,7 +171,7 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let message = match self {
             ApiError::Auth(AuthError::LoginRequired { .. }) => {
-                return self.as_auth().error_response()
+                "Sign in first: send the session cookie of a logged-in admin.".to_owned()
             }
             ApiError::Database(e) => {
                 tracing::error!(error = %chain(e), "preallocation API failed");
@@ -178,15 +180,6 @@ impl ResponseError for ApiError {
             other => other.to_string(),
         };
         HttpResponse::build(self.status_code()).json(serde_json::json!({"error": message}))
-    }
-}
-
-impl ApiError {
-    fn as_auth(&self) -> &AuthError {
-        match self {
-            ApiError::Auth(e) => e,
-            _ => unreachable!("only called for Auth"),
-        }
     }
 }
 

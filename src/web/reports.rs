@@ -91,6 +91,8 @@ pub struct ReportQuery {
     p: Option<String>,
     /// Page report: the minute whose seconds are shown.
     minute: Option<String>,
+    /// Dashboard: `1` when reloaded while waiting for a site's first view.
+    waiting: Option<String>,
 }
 
 impl ReportQuery {
@@ -126,7 +128,7 @@ impl ReportQuery {
         let filter = self.q.as_deref().unwrap_or_default().trim().to_owned();
         if filter.len() > 200 {
             return Err(ReportError::BadRequest(
-                "the page filter is at most 200 characters".into(),
+                "The page filter is at most 200 characters.".into(),
             ));
         }
         Ok(filter)
@@ -134,7 +136,8 @@ impl ReportQuery {
 
     fn path(&self) -> Result<PagePath, ReportError> {
         let raw = self.path.as_deref().unwrap_or("/");
-        PagePath::parse(raw).map_err(|e| ReportError::BadRequest(format!("path: {e}")))
+        PagePath::parse(raw)
+            .map_err(|e| ReportError::BadRequest(format!("That page cannot be shown: {e}.")))
     }
 
     fn minute(&self) -> Result<Option<DateTime<Utc>>, ReportError> {
@@ -143,7 +146,9 @@ impl ReportQuery {
             Some(raw) => NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
                 .map(|t| Some(t.and_utc()))
                 .map_err(|_| {
-                    ReportError::BadRequest("minute must be YYYY-MM-DDTHH:MM (UTC)".into())
+                    ReportError::BadRequest(
+                        "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
+                    )
                 }),
         }
     }
@@ -224,29 +229,55 @@ pub struct Controls {
     pub to: String,
     pub res: String,
     pub summary: String,
+    /// A refused range: the message, and the field it is about.
+    pub error: Option<String>,
+    pub error_field: &'static str,
 }
 
-fn controls(action: &str, hidden: &[(&str, &str)], q: &ReportQuery, period: &Period) -> Controls {
+/// The period the query asks for; a refused one falls back to the default
+/// range, with the reason kept for the form (the page still shows).
+fn resolve_or_default(q: &ReportQuery, now: DateTime<Utc>) -> (Period, Option<PeriodError>) {
+    match Period::resolve(&q.range(), now) {
+        Ok(p) => (p, None),
+        Err(e) => (
+            Period::resolve(&RangeQuery::default(), now).expect("the default range is valid"),
+            Some(e),
+        ),
+    }
+}
+
+fn controls(
+    action: &str,
+    hidden: &[(&str, &str)],
+    q: &ReportQuery,
+    period: &Period,
+    error: Option<&PeriodError>,
+) -> Controls {
     let hidden_params: Vec<(&str, &str)> = hidden.to_vec();
+    let kept = |v: &Option<String>| v.clone().unwrap_or_default();
     Controls {
         action: action.to_owned(),
         hidden: hidden
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
-        range_hidden: [
-            ("range", &q.range),
-            ("from", &q.from),
-            ("to", &q.to),
-            ("res", &q.res),
-        ]
-        .into_iter()
-        .filter_map(|(k, v)| {
-            v.clone()
-                .filter(|v| !v.is_empty())
-                .map(|v| (k.to_owned(), v))
-        })
-        .collect(),
+        range_hidden: if error.is_some() {
+            Vec::new()
+        } else {
+            [
+                ("range", &q.range),
+                ("from", &q.from),
+                ("to", &q.to),
+                ("res", &q.res),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| {
+                v.clone()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (k.to_owned(), v))
+            })
+            .collect()
+        },
         presets: Preset::ALL
             .iter()
             .map(|p| {
@@ -255,40 +286,91 @@ fn controls(action: &str, hidden: &[(&str, &str)], q: &ReportQuery, period: &Per
                 (
                     p.label().to_owned(),
                     join(action, "", &extra),
-                    period.preset == Some(*p),
+                    error.is_none() && period.preset == Some(*p),
                 )
             })
             .collect(),
-        custom: period.preset.is_none(),
-        from: fmt::input_minute(&period.from),
-        to: fmt::input_minute(&period.to),
-        res: q.res.clone().unwrap_or_else(|| "auto".into()),
+        custom: error.is_some() || period.preset.is_none(),
+        // A refused range is shown as typed, to be corrected.
+        from: if error.is_some() {
+            kept(&q.from)
+        } else {
+            fmt::input_minute(&period.from)
+        },
+        to: if error.is_some() {
+            kept(&q.to)
+        } else {
+            fmt::input_minute(&period.to)
+        },
+        res: q
+            .res
+            .clone()
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "auto".into()),
         summary: format!(
-            "{} to {}, {} points by {}",
+            "{} to {}, {} by {}",
             fmt::utc(&period.from),
             fmt::utc(&period.to),
-            period.point_count(),
+            fmt::plural(&period.point_count(), "point"),
             period.resolution.as_str()
         ),
+        error: error.map(|e| e.to_string()),
+        error_field: error.map_or("", PeriodError::field),
     }
 }
 
 /// A series as its chart and its table.
 pub struct SeriesView {
+    /// Prefix of the ids in the chart and its table, unique on the page.
+    pub id: String,
     pub chart: String,
-    pub rows: Vec<(String, i64)>,
+    /// Label, views, whether the bucket covers only part of its time.
+    pub rows: Vec<(String, i64, bool)>,
     pub total: i64,
 }
 
-fn series_view(points: &[Point], resolution: Resolution, title: &str) -> SeriesView {
+fn series_view(
+    id: &str,
+    points: &[Point],
+    unit: chart::Unit,
+    title: &str,
+    partial: impl Fn(DateTime<Utc>) -> bool,
+) -> SeriesView {
+    let bars: Vec<chart::Bar> = points
+        .iter()
+        .map(|p| chart::Bar {
+            at: p.at,
+            views: p.views,
+            partial: partial(p.at),
+        })
+        .collect();
     SeriesView {
-        chart: chart::bars(points, resolution, title),
-        rows: points
+        id: id.to_owned(),
+        chart: chart::bars(&bars, unit, title, id),
+        rows: bars
             .iter()
-            .map(|p| (chart::label(p.at, resolution), p.views))
+            .map(|b| (chart::label(b.at, unit), b.views, b.partial))
             .collect(),
         total: queries::total(points),
     }
+}
+
+/// The series of a period: bars still counting or cut by the range's
+/// edges are marked partial.
+fn period_view(
+    id: &str,
+    period: &Period,
+    read: &[Point],
+    now: DateTime<Utc>,
+    title: &str,
+) -> SeriesView {
+    series_view(
+        id,
+        &queries::rollup(period, read),
+        period.resolution.into(),
+        title,
+        |at| period.is_partial(at, now),
+    )
 }
 
 fn timed(state: &WebState, started: Instant) {
@@ -348,7 +430,11 @@ pub async fn sites(
             month: s.last_30_days,
             sparkline: chart::sparkline(
                 &s.daily,
-                &format!("{}: views per day, last 30 days", site.name),
+                &format!(
+                    "{}: views per day, last 30 days (today still counting)",
+                    site.name
+                ),
+                true,
             ),
         })
         .collect();
@@ -366,8 +452,19 @@ pub async fn sites(
 pub struct PageRow {
     pub path: String,
     pub views: i64,
+    /// Share of the period's total, in percent.
     pub share: String,
     pub href: String,
+}
+
+/// What a site's dashboard says when the period has no views.
+pub enum Empty {
+    /// Views were shown: nothing to say.
+    No,
+    /// The site has never had a view: how to start.
+    NeverSeen,
+    /// This period has none, others do.
+    Period,
 }
 
 #[derive(Template)]
@@ -379,28 +476,66 @@ struct DashboardPage {
     series: SeriesView,
     headline: Headline,
     pages: Vec<PageRow>,
-    pages_matching: usize,
+    pages_count: i64,
     filter: String,
     page_no: usize,
+    page_count: usize,
     prev_href: Option<String>,
     next_href: Option<String>,
     csv_series: String,
     csv_pages: String,
     freshness: String,
+    empty: Empty,
+    /// The first view arrived while the owner was waiting for it.
+    first_view: bool,
+    snippet: String,
+    /// Reload this page after so many seconds (waiting for a first view).
+    refresh: Option<u32>,
+    refresh_href: String,
 }
 
 /// The period's total against the previous period's, shown atop the
 /// dashboard and the page report (`partials/headline.html`).
+///
+/// Like is compared with like: while the period's last bucket is still
+/// counting, the change covers only its complete buckets and the same
+/// stretch of the previous period (e.g. 23 complete hours of "last 24
+/// hours" against the first 23 hours of the 24 before).
 struct Headline {
     previous: i64,
     change: String,
     /// CSS class: `up`, `down`, or empty when equal.
     class: &'static str,
+    /// What the previous figure covers, in words.
+    basis: String,
 }
 
 impl Headline {
-    fn new(current: &[queries::Point], previous: &[queries::Point]) -> Self {
-        let (total, previous) = (queries::total(current), queries::total(previous));
+    fn new(period: &Period, current: &[Point], previous: &[Point], now: DateTime<Utc>) -> Self {
+        let cut = period.complete_until(now);
+        let (total, previous) = if cut < period.to {
+            let offset = period.span();
+            (
+                current.iter().filter(|p| p.at < cut).map(|p| p.views).sum(),
+                previous
+                    .iter()
+                    .filter(|p| p.at + offset < cut)
+                    .map(|p| p.views)
+                    .sum(),
+            )
+        } else {
+            (queries::total(current), queries::total(previous))
+        };
+        let basis = if cut >= period.to {
+            "in the previous period".to_owned()
+        } else {
+            format!(
+                "in the same {} of the previous period (the current {} is still counting and left out of the change; {} views so far in the complete part)",
+                fmt::duration(cut - period.from),
+                period.read.as_str(),
+                fmt::thousands(&total)
+            )
+        };
         Headline {
             previous,
             change: fmt::change(total, previous),
@@ -409,8 +544,15 @@ impl Headline {
                 std::cmp::Ordering::Less => "down",
                 std::cmp::Ordering::Equal => "",
             },
+            basis,
         }
     }
+}
+
+/// Says whether any view of a site was ever stored (day buckets, which
+/// every view reaches).
+async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, ReportError> {
+    Ok(queries::has_views(&state.store, &Scope::Site(&site.domain)).await?)
 }
 
 pub async fn dashboard(
@@ -421,12 +563,13 @@ pub async fn dashboard(
 ) -> Result<HttpResponse, ReportError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let now = state.clock.now();
+    let (period, range_error) = resolve_or_default(&q, now);
     let scope = Scope::Site(&site.domain);
     let before = period.previous();
     let ((current, top), previous) = tokio::try_join!(
         queries::site_overview(&state.store, &site.domain, &period),
-        queries::series(&state.store, &scope, &before),
+        queries::read_series(&state.store, &scope, &before),
     )?;
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
@@ -435,11 +578,17 @@ pub async fn dashboard(
             .parse()
             .ok()
             .filter(|n| *n >= 1 && *n <= 100_000)
-            .ok_or_else(|| ReportError::BadRequest("p must be a page number from 1".into()))?,
+            .ok_or_else(|| {
+                ReportError::BadRequest("The list page must be a whole number from 1.".into())
+            })?,
     };
     let total = queries::total(&current);
     let base = format!("/sites/{}", site.id);
-    let params = q.range_params();
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
     let matching = matching_pages(&top, &filter);
     let pages = matching
         .iter()
@@ -453,16 +602,37 @@ pub async fn dashboard(
         })
         .collect();
     let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
+    let empty = if total > 0 {
+        Empty::No
+    } else if ever_seen(&state, &site).await? {
+        Empty::Period
+    } else {
+        Empty::NeverSeen
+    };
+    let waiting = matches!(empty, Empty::NeverSeen);
+    let hidden: Vec<(&str, &str)> = if filter.is_empty() {
+        vec![]
+    } else {
+        vec![("q", filter.as_str())]
+    };
+    let status = if range_error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     let page = DashboardPage {
         nav: Some(viewer.nav()),
-        controls: controls(&base, &[], &q, &period),
-        series: series_view(
+        controls: controls(&base, &hidden, &q, &period, range_error.as_ref()),
+        series: period_view(
+            "series",
+            &period,
             &current,
-            period.resolution,
+            now,
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
-        headline: Headline::new(&current, &previous),
-        pages_matching: matching.len(),
+        headline: Headline::new(&period, &current, &previous, now),
+        pages_count: matching.len() as i64,
+        page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
         pages,
         prev_href: (page_no > 1).then(|| screen(page_no - 1)),
         next_href: (page_no * PAGES_PER_SCREEN < matching.len()).then(|| screen(page_no + 1)),
@@ -471,10 +641,15 @@ pub async fn dashboard(
         csv_series: join(&format!("{base}/series.csv"), &params, &[]),
         csv_pages: join(&format!("{base}/pages.csv"), &params, &[("q", &filter)]),
         freshness: freshness(&state),
+        first_view: q.waiting.as_deref() == Some("1") && !waiting,
+        snippet: snippets::for_site(&state.public_url, &site.id).script,
+        refresh: waiting.then_some(15),
+        refresh_href: join(&base, &params, &[("waiting", "1")]),
+        empty,
         site,
     };
     timed(&state, started);
-    Ok(render(StatusCode::OK, &page))
+    Ok(render(status, &page))
 }
 
 // --------------------------------------------------------------- page report
@@ -498,6 +673,8 @@ struct PageReport {
     csv_realtime: String,
     csv_current: String,
     freshness: String,
+    /// The site's dashboard, in the same range.
+    back_href: String,
 }
 
 fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<Point> {
@@ -513,12 +690,7 @@ fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<Point> {
 
 fn realtime_period(now: DateTime<Utc>) -> Period {
     let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
-    Period {
-        from: to - TimeDelta::minutes(60),
-        to,
-        resolution: Resolution::Minute,
-        preset: None,
-    }
+    Period::aligned(to - TimeDelta::minutes(60), to, Resolution::Minute)
 }
 
 pub async fn page_report(
@@ -532,7 +704,7 @@ pub async fn page_report(
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let now = state.clock.now();
-    let period = Period::resolve(&q.range(), now)?;
+    let (period, range_error) = resolve_or_default(&q, now);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now));
@@ -550,42 +722,67 @@ pub async fn page_report(
         Ok::<_, mongodb::error::Error>((minute, seconds))
     };
     let (current, previous, (minute, seconds), realtime, current_seconds) = tokio::try_join!(
-        queries::series(&state.store, &scope, &period),
-        queries::series(&state.store, &scope, &before),
+        queries::read_series(&state.store, &scope, &period),
+        queries::read_series(&state.store, &scope, &before),
         breakdown,
-        queries::series(&state.store, &scope, &last_hour),
+        queries::read_series(&state.store, &scope, &last_hour),
         queries::seconds_of(&state.store, &page, this_minute),
     )?;
     let base = format!("/sites/{}/page", site.id);
-    let params = q.range_params();
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
     let minute_value = fmt::input_minute(&minute);
     let csv =
         |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
+    // A second still to come (or running) in the current minute.
+    let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
+    let status = if range_error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     let report = PageReport {
         nav: Some(viewer.nav()),
         path: path.as_str().to_owned(),
-        controls: controls(&base, &[("path", path.as_str())], &q, &period),
-        series: series_view(
+        controls: controls(
+            &base,
+            &[("path", path.as_str())],
+            &q,
+            &period,
+            range_error.as_ref(),
+        ),
+        series: period_view(
+            "series",
+            &period,
             &current,
-            period.resolution,
+            now,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
-        headline: Headline::new(&current, &previous),
+        headline: Headline::new(&period, &current, &previous, now),
         minute_label: fmt::utc(&minute),
         seconds: series_view(
+            "seconds",
             &seconds_points(minute, &seconds),
-            Resolution::Minute,
+            chart::Unit::Second,
             &format!("Views of {page} in each second of {}", fmt::utc(&minute)),
+            second_partial,
         ),
-        realtime: series_view(
+        realtime: period_view(
+            "realtime",
+            &last_hour,
             &realtime,
-            Resolution::Minute,
+            now,
             &format!("Views of {page} in the last 60 minutes"),
         ),
         current_minute: series_view(
+            "this-minute",
             &seconds_points(this_minute, &current_seconds),
-            Resolution::Minute,
+            chart::Unit::Second,
             &format!("Views of {page} this minute, by second"),
+            second_partial,
         ),
         csv_series: join(
             &format!("/sites/{}/series.csv", site.id),
@@ -604,12 +801,13 @@ pub async fn page_report(
                 ("minute", &fmt::input_minute(&this_minute)),
             ],
         ),
+        back_href: join(&format!("/sites/{}", site.id), &params, &[]),
         minute: minute_value,
         freshness: freshness(&state),
         site,
     };
     timed(&state, started);
-    Ok(render(StatusCode::OK, &report))
+    Ok(render(status, &report))
 }
 
 // ----------------------------------------------------------------- settings
@@ -646,6 +844,7 @@ pub async fn site_settings(
 fn csv_response(filename: &str, body: String) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
+        .insert_header(super::pages::no_store())
         .insert_header((
             header::CONTENT_DISPOSITION,
             format!("attachment; filename=\"{filename}\""),
@@ -653,8 +852,42 @@ fn csv_response(filename: &str, body: String) -> HttpResponse {
         .body(body)
 }
 
-fn file_stem(site: &Site) -> String {
-    site.domain.as_str().replace('.', "_")
+/// A file name part from free text: letters and digits kept, anything
+/// else one `-`, at most 80 characters.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-');
+    out.chars().take(80).collect()
+}
+
+/// `<domain>[_<page>]_<from>_<to>[_<resolution>]`, e.g.
+/// `example_com_blog-hello_2026-11-21T1100_2026-11-22T1100_hour`: the file
+/// says what it holds once downloaded.
+fn file_stem(
+    site: &Site,
+    path: Option<&PagePath>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> String {
+    let mut stem = site.domain.as_str().replace('.', "_");
+    if let Some(path) = path {
+        let page = slug(path.as_str());
+        stem.push('_');
+        stem.push_str(if page.is_empty() { "home" } else { &page });
+    }
+    stem.push_str(&format!(
+        "_{}_{}",
+        from.format("%Y-%m-%dT%H%M"),
+        to.format("%Y-%m-%dT%H%M")
+    ));
+    stem
 }
 
 /// The series of the dashboard (no `path`) or of a page report (`path`).
@@ -667,16 +900,21 @@ pub async fn series_csv(
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let period = Period::resolve(&q.range(), state.clock.now())?;
-    let points = match &q.path {
-        Some(_) => {
-            let page = Page::new(&site.domain, &q.path()?);
+    let path = q.path.as_ref().map(|_| q.path()).transpose()?;
+    let points = match &path {
+        Some(path) => {
+            let page = Page::new(&site.domain, path);
             queries::series(&state.store, &Scope::Page(&page), &period).await?
         }
         None => queries::series(&state.store, &Scope::Site(&site.domain), &period).await?,
     };
     timed(&state, started);
     Ok(csv_response(
-        &format!("{}-{}.csv", file_stem(&site), period.resolution.as_str()),
+        &format!(
+            "{}_{}.csv",
+            file_stem(&site, path.as_ref(), period.from, period.to),
+            period.resolution.as_str()
+        ),
         csv::series(&points),
     ))
 }
@@ -699,13 +937,16 @@ pub async fn pages_csv(
             vec![
                 page.path().to_owned(),
                 views.to_string(),
-                fmt::share(*views, total),
+                fmt::percent(*views, total),
             ]
         });
-    let body = csv::table(&["path", "views", "share"], rows);
+    let body = csv::table(&["path", "views", "share_percent"], rows);
     timed(&state, started);
     Ok(csv_response(
-        &format!("{}-pages.csv", file_stem(&site)),
+        &format!(
+            "{}_pages.csv",
+            file_stem(&site, None, period.from, period.to)
+        ),
         body,
     ))
 }
@@ -717,13 +958,18 @@ pub async fn seconds_csv(
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, ReportError> {
     let site = visible_site(&state, &viewer, &id)?;
-    let page = Page::new(&site.domain, &q.path()?);
-    let minute = q
-        .minute()?
-        .ok_or_else(|| ReportError::BadRequest("minute is required".into()))?;
+    let path = q.path()?;
+    let page = Page::new(&site.domain, &path);
+    let minute = q.minute()?.ok_or_else(|| {
+        ReportError::BadRequest("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into())
+    })?;
     let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    let minute = Resolution::Minute.floor(minute);
     Ok(csv_response(
-        &format!("{}-seconds.csv", file_stem(&site)),
+        &format!(
+            "{}_seconds.csv",
+            file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1))
+        ),
         csv::series(&seconds_points(minute, &seconds)),
     ))
 }
@@ -735,15 +981,15 @@ pub async fn realtime_csv(
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, ReportError> {
     let site = visible_site(&state, &viewer, &id)?;
-    let page = Page::new(&site.domain, &q.path()?);
-    let points = queries::series(
-        &state.store,
-        &Scope::Page(&page),
-        &realtime_period(state.clock.now()),
-    )
-    .await?;
+    let path = q.path()?;
+    let page = Page::new(&site.domain, &path);
+    let period = realtime_period(state.clock.now());
+    let points = queries::series(&state.store, &Scope::Page(&page), &period).await?;
     Ok(csv_response(
-        &format!("{}-last-hour.csv", file_stem(&site)),
+        &format!(
+            "{}_minute.csv",
+            file_stem(&site, Some(&path), period.from, period.to)
+        ),
         csv::series(&points),
     ))
 }
@@ -766,5 +1012,7 @@ mod tests {
             "/x?range=custom&from=2026%2D11%2D01&path=%2Fa%20b"
         );
         assert_eq!(join("/x", "", &[]), "/x");
+        assert_eq!(slug("/Blog/Hello World.html"), "blog-hello-world-html");
+        assert_eq!(slug("/"), "");
     }
 }
