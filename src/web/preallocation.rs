@@ -188,9 +188,11 @@ impl ResponseError for ApiError {
 pub async fn api(
     req: HttpRequest,
     state: web::Data<WebState>,
-    Admin(viewer): Admin,
+    admin: Result<Admin, AuthError>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // Taken as a Result so that a missing login is answered in JSON.
+    let Admin(viewer) = admin?;
     let token = req
         .headers()
         .get("x-csrf-token")

@@ -246,12 +246,7 @@ async fn preallocated_and_upserted_buckets_give_the_same_report_numbers() {
         .collect();
     app.write_hits(&hits).await;
     for resolution in [Resolution::Minute, Resolution::Hour, Resolution::Day] {
-        let period = Period {
-            from: at(22, 0, 0, 0),
-            to: at(23, 0, 0, 0),
-            resolution,
-            preset: None,
-        };
+        let period = Period::aligned(at(22, 0, 0, 0), at(23, 0, 0, 0), resolution);
         let a = queries::series(&app.store, &tickertape::reports::Scope::Page(&pre), &period)
             .await
             .unwrap();

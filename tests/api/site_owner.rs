@@ -1,0 +1,248 @@
+//! Issue 14: the reports and flows as a new site owner meets them.
+
+use chrono::{TimeZone, Utc};
+use tickertape::accounts::Role;
+
+use crate::helpers::*;
+
+fn at(d: u32, h: u32, m: u32, s: u32) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, d, h, m, s).unwrap()
+}
+
+/// o.test: /a has 2 views at 14:05:07 and 1 at 14:05:31 on the 21st, and
+/// 1 each hour from 11:00 on the 21st to 09:00 on the 22nd (23 views);
+/// 10:00 on the 22nd (the running hour at t0) has 4.
+async fn world() -> (TestApp, Login, String) {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("o.test", &[]).await;
+    let mut hits = vec![
+        ("o.test/a", at(21, 14, 5, 7)),
+        ("o.test/a", at(21, 14, 5, 7)),
+        ("o.test/a", at(21, 14, 5, 31)),
+    ];
+    for h in 0..23 {
+        hits.push(("o.test/b", at(21, 11, 30, 0) + chrono::TimeDelta::hours(h)));
+    }
+    for _ in 0..4 {
+        hits.push(("o.test/b", at(22, 10, 0, 30)));
+    }
+    app.write_hits(&hits).await;
+    let admin = app.login("admin@example.com").await;
+    let base = format!("/sites/{}", site.id);
+    (app, admin, base)
+}
+
+#[tokio::test]
+async fn the_second_by_second_breakdown_labels_every_second() {
+    let (_app, admin, base) = world().await;
+    let (status, html) = admin
+        .text(&format!("{base}/page?path=/a&minute=2026-11-21T14:05"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("<td>2026-11-21 14:05:07</td><td class=\"num\">2</td>"));
+    assert!(html.contains("2026-11-21 14:05:31 UTC: 1 view</title>"));
+    assert!(html.contains("at most 2 in one second"));
+    assert!(html.contains("<span>2026-11-21 14:05:00</span><span>2026-11-21 14:05:59</span>"));
+    assert!(
+        !html.contains("<td>2026-11-21 14:05</td>"),
+        "no row labelled by the minute"
+    );
+    // Each chart has its own title id.
+    for id in ["series", "seconds"] {
+        assert_eq!(
+            html.matches(&format!("id=\"{id}-title\"")).count(),
+            1,
+            "{id}"
+        );
+    }
+    let (_, html) = admin.text(&format!("{base}/page?path=/b")).await;
+    for id in ["series", "seconds", "realtime"] {
+        assert_eq!(
+            html.matches(&format!("id=\"{id}-title\"")).count(),
+            1,
+            "{id}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_change_compares_complete_buckets_and_a_coarser_resolution_keeps_the_range() {
+    let (_app, admin, base) = world().await;
+    // Last 24 hours at 10:01:07: 11:00 on the 21st to 11:00 on the 22nd.
+    let (_, by_hour) = admin.text(&format!("{base}?range=24h")).await;
+    let (_, by_day) = admin.text(&format!("{base}?range=24h&res=day")).await;
+    // 3 + 23 + 4: the same total either way.
+    for html in [&by_hour, &by_day] {
+        assert!(html.contains("id=\"total\">30<"), "{html}");
+        // Only the 23 complete hours are compared, with the same 23 hours
+        // of the day before (no views then).
+        assert!(html.contains("in the same 23 hours of the previous period"));
+        assert!(html.contains("the current hour is still counting"));
+    }
+    // By day: two bars, both partial (the range cuts both days).
+    assert!(by_day.contains("2 points by day"));
+    assert_eq!(by_day.matches("class=\"bar partial\"").count(), 2);
+    // By hour: only the running hour is partial.
+    assert_eq!(by_hour.matches("class=\"bar partial\"").count(), 1);
+    assert!(by_hour.contains("2026-11-22 10:00 UTC: 4 views (partial)"));
+}
+
+#[tokio::test]
+async fn a_refused_range_is_shown_next_to_the_form_with_the_input_kept() {
+    let (_app, admin, base) = world().await;
+    let (status, html) = admin
+        .text(&format!(
+            "{base}?range=custom&from=2026-11-22T10:00&to=2026-11-21T10:00&q=b"
+        ))
+        .await;
+    assert_eq!(status, 400);
+    assert!(html.contains("id=\"range-error\" role=\"alert\">The end must be after the start."));
+    assert!(
+        html.contains("name=\"from\" value=\"2026-11-22T10:00\""),
+        "input kept"
+    );
+    assert!(html.contains("name=\"to\" value=\"2026-11-21T10:00\" required aria-invalid=\"true\""));
+    assert!(
+        html.contains("<nav aria-label=\"Main\">"),
+        "navigation present"
+    );
+    assert!(
+        html.contains("id=\"total\">30<"),
+        "the default range still shows"
+    );
+    let (status, html) = admin
+        .text(&format!(
+            "{base}?range=custom&from=2025-01-01&to=2026-11-22&res=minute"
+        ))
+        .await;
+    assert_eq!(status, 400);
+    assert!(html.contains("more than 1,500: choose a coarser resolution"));
+    assert!(html.contains("<details class=\"custom\" open>"));
+}
+
+#[tokio::test]
+async fn signed_in_pages_are_not_cached_and_logout_says_so() {
+    let (app, admin, base) = world().await;
+    for path in [
+        "/sites".to_owned(),
+        base.clone(),
+        format!("{base}/page?path=/a"),
+        format!("{base}/series.csv"),
+        "/admin/sites".to_owned(),
+        "/account/password".to_owned(),
+    ] {
+        let r = admin.get(&path).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.headers()["cache-control"], "no-store", "{path}");
+    }
+    let r = admin.post("/logout", &[("csrf", &admin.csrf)]).await;
+    assert_eq!(r.headers()["location"], "/login?signed_out=1");
+    let (_, html) = admin.text("/login?signed_out=1").await;
+    assert!(html.contains("You are signed out."));
+    let r = admin.get(&base).await;
+    assert_eq!(r.status(), 303, "the dashboard needs a login again");
+    drop(app);
+}
+
+#[tokio::test]
+async fn unknown_addresses_get_a_page_and_json_endpoints_get_json() {
+    let (app, admin, _base) = world().await;
+    let (status, html) = admin.text("/no/such/thing").await;
+    assert_eq!(status, 404);
+    assert!(html.contains("Page not found") && html.contains("<nav aria-label=\"Main\">"));
+    let (status, html) = app.anonymous().text("/nope").await;
+    assert_eq!(status, 404);
+    assert!(html.contains("Page not found") && html.contains("href=\"/sites\""));
+    let r = app
+        .anonymous()
+        .http
+        .post(format!("{}/admin/api/preallocate", app.address))
+        .json(&serde_json::json!({"scope": "all"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().starts_with("Sign in"));
+}
+
+#[tokio::test]
+async fn empty_states_guide_the_owner() {
+    let (app, admin, base) = world().await;
+    let fresh = app.add_site("new.test", &[]).await;
+    let (status, html) = admin.text(&format!("/sites/{}", fresh.id)).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Waiting for the first view"));
+    assert!(
+        html.contains("tt.js") && html.contains(&fresh.id.to_string()),
+        "snippet"
+    );
+    assert!(
+        html.contains("http-equiv=\"refresh\""),
+        "checks again by itself"
+    );
+    assert!(html.contains("No views in this period."));
+    assert!(!html.contains("<svg class=\"chart\""), "no chart of zeros");
+    // The first view arrives; the reload says tracking works.
+    app.write_hits(&[("new.test/", at(22, 10, 0, 5))]).await;
+    let (_, html) = admin.text(&format!("/sites/{}?waiting=1", fresh.id)).await;
+    assert!(html.contains("id=\"first-view\""), "{html}");
+    assert!(!html.contains("Waiting for the first view"));
+    assert!(!html.contains("http-equiv=\"refresh\""));
+    // A page and a minute without views say so.
+    let (_, html) = admin
+        .text(&format!(
+            "{base}/page?path=/a&range=1h&minute=2026-11-22T09:00"
+        ))
+        .await;
+    assert!(html.contains("No views of this page in this period."));
+    assert!(html.contains("No views in this minute."));
+}
+
+#[tokio::test]
+async fn navigation_keeps_the_context() {
+    let (_app, admin, base) = world().await;
+    let (_, html) = admin.text(&format!("{base}?range=7d&q=b")).await;
+    assert!(
+        html.contains(&format!("href=\"{base}?range=24h&#38;q=b\"")),
+        "presets keep the filter"
+    );
+    assert!(html.contains("id=\"pager-position\">Page 1 of 1<"));
+    assert!(
+        html.contains("href=\"/sites\" aria-current=\"page\""),
+        "section highlighted"
+    );
+    let (_, html) = admin.text(&format!("{base}/page?path=/b&range=7d")).await;
+    assert!(
+        html.contains(&format!("href=\"{base}?range=7d\" id=\"back\"")),
+        "back keeps the range"
+    );
+    let (_, html) = admin.text("/admin/users").await;
+    assert!(html.contains("href=\"/admin/sites\" aria-current=\"page\""));
+    assert!(html.contains("Signed in as admin@example.com"));
+}
+
+#[tokio::test]
+async fn csv_files_are_named_after_page_and_range() {
+    let (_app, admin, base) = world().await;
+    let r = admin
+        .get(&format!(
+            "{base}/series.csv?path=/a&range=custom&from=2026-11-21&to=2026-11-21&res=hour"
+        ))
+        .await;
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"o_test_a_2026-11-21T0000_2026-11-22T0000_hour.csv\""
+    );
+    let r = admin.get(&format!("{base}/pages.csv?range=24h")).await;
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"o_test_2026-11-21T1100_2026-11-22T1100_pages.csv\""
+    );
+    let body = r.text().await.unwrap();
+    assert!(
+        body.starts_with("path,views,share_percent\r\n/b,27,90.0\r\n"),
+        "{body}"
+    );
+}
