@@ -87,6 +87,9 @@ impl Application {
         let ingest_data = web::Data::new(ingest.clone());
         let server = HttpServer::new(move || {
             App::new()
+                // Pages, CSV and tt.js go out gzip-compressed to clients
+                // that accept it (issue 14).
+                .wrap(actix_web::middleware::Compress::default())
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())
                 .app_data(web_state.clone())

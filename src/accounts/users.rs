@@ -180,3 +180,23 @@ pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error
         .count_documents(doc! {"role": "admin", "_id": {"$ne": bson::Uuid::from(id)}})
         .await
 }
+
+/// Deletes a user, their sessions, and their place among sites' owners.
+pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
+    let r = collection(store)
+        .delete_one(doc! {"_id": bson::Uuid::from(id)})
+        .await?;
+    if r.deleted_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    super::sessions::delete_for_user(store, id, None).await?;
+    store
+        .db()
+        .collection::<bson::Document>(crate::storage::sites::COLLECTION)
+        .update_many(
+            doc! {"owners": bson::Uuid::from(id)},
+            doc! {"$pull": {"owners": bson::Uuid::from(id)}},
+        )
+        .await?;
+    Ok(())
+}

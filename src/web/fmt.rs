@@ -68,7 +68,8 @@ pub fn plural(n: &i64, unit: &str) -> String {
 }
 
 /// Bytes as "512 B", "1.5 kB", "23.4 MB", "1.2 GB" (powers of 1,000).
-pub fn bytes(n: u64) -> String {
+pub fn bytes(n: &i64) -> String {
+    let n = (*n).max(0);
     let units = ["B", "kB", "MB", "GB", "TB"];
     let mut value = n as f64;
     let mut unit = 0;
@@ -129,7 +130,7 @@ mod tests {
         assert_eq!(duration(chrono::TimeDelta::minutes(59)), "59 minutes");
         assert_eq!(plural(&1, "view"), "1 view");
         assert_eq!(plural(&2500, "page"), "2,500 pages");
-        assert_eq!(bytes(999), "999 B");
-        assert_eq!(bytes(23_400_000), "23.4 MB");
+        assert_eq!(bytes(&999), "999 B");
+        assert_eq!(bytes(&23_400_000), "23.4 MB");
     }
 }

@@ -91,6 +91,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/admin/users/{id}/password",
         web::post().to(admin::reset_password),
     )
+    .route(
+        "/admin/users/{id}/delete",
+        web::post().to(admin::delete_user),
+    )
     .route("/admin/system", web::get().to(admin::system_page))
     .route("/admin/preallocation", web::get().to(preallocation::page))
     .route(

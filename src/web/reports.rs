@@ -819,12 +819,20 @@ struct SettingsPage {
     site: Arc<Site>,
     script: String,
     pixel: String,
+    /// Just created (`?done=site-added`).
+    added: bool,
+}
+
+#[derive(Deserialize)]
+pub struct SettingsQuery {
+    done: Option<String>,
 }
 
 pub async fn site_settings(
     state: web::Data<WebState>,
     viewer: Viewer,
     id: web::Path<String>,
+    q: web::Query<SettingsQuery>,
 ) -> Result<HttpResponse, ReportError> {
     let site = visible_site(&state, &viewer, &id)?;
     let s = snippets::for_site(&state.public_url, &site.id);
@@ -835,6 +843,7 @@ pub async fn site_settings(
             site,
             script: s.script,
             pixel: s.pixel,
+            added: q.done.as_deref() == Some("site-added"),
         },
     ))
 }

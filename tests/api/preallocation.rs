@@ -353,7 +353,7 @@ async fn admins_trigger_from_the_page_and_the_json_endpoint() {
     let location = r.headers()["location"].to_str().unwrap().to_owned();
     let (_, html) = admin.text(&location).await;
     assert!(
-        html.contains("122 inserted, 0 already present"),
+        html.contains("122 buckets inserted, 0 already present"),
         "result shown"
     );
     assert!(html.contains("admin@example.com"), "who, in the history");
@@ -432,12 +432,15 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     );
     assert_eq!(api(&owner, &app, &owner.csrf, "{}").await.status(), 403);
     let anonymous = app.anonymous();
+    // The JSON endpoint answers a script in JSON, not with a redirect.
+    let r = api(&anonymous, &app, "x", "{}").await;
+    assert_eq!(r.status(), 401);
+    assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
     for r in [
         anonymous.get("/admin/preallocation").await,
         anonymous
             .post("/admin/preallocation", &[("csrf", "x")])
             .await,
-        api(&anonymous, &app, "x", "{}").await,
     ] {
         assert_eq!(r.status(), 303);
         assert!(r.headers()["location"]

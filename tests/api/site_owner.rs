@@ -246,3 +246,167 @@ async fn csv_files_are_named_after_page_and_range() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
+    let (app, admin, _base) = world().await;
+    let csrf = admin.csrf.clone();
+    // A URL is normalised to its host.
+    let r = admin
+        .post(
+            "/admin/sites",
+            &[
+                ("csrf", &csrf),
+                ("domain", "https://Example.com:8443/"),
+                ("name", "Ex"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let sites = tickertape::storage::sites::list(&app.store).await.unwrap();
+    assert!(sites.iter().any(|s| s.domain.as_str() == "example.com"));
+    // Refusals: the field's error, the input kept, the navigation there.
+    for (form, field, says) in [
+        (
+            vec![("domain", "https://example.org/blog")],
+            "domain",
+            "without the path /blog",
+        ),
+        (
+            vec![("domain", "example.com")],
+            "domain",
+            "already belongs to a site",
+        ),
+        (
+            vec![("domain", "other.test"), ("owners", "ghost@example.com")],
+            "owners",
+            "No user has the e-mail ghost@example.com",
+        ),
+    ] {
+        let mut f = form.clone();
+        f.push(("csrf", &csrf));
+        let r = admin.post("/admin/sites", &f).await;
+        assert_eq!(r.status(), 400, "{form:?}");
+        let html = r.text().await.unwrap();
+        assert!(
+            html.contains(&format!("id=\"{field}-error\" role=\"alert\"")),
+            "{form:?}"
+        );
+        assert!(html.contains(says), "{form:?}: {html}");
+        assert!(
+            html.contains(&format!("value=\"{}\"", form[0].1.replace('/', "&#x2f;")))
+                || html.contains(&format!("value=\"{}\"", form[0].1)),
+            "input kept: {form:?}"
+        );
+        assert!(html.contains("<nav aria-label=\"Main\">"));
+    }
+    assert_eq!(
+        tickertape::storage::sites::list(&app.store)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // A duplicate user.
+    let r = admin
+        .post(
+            "/admin/users",
+            &[
+                ("csrf", &csrf),
+                ("email", "admin@example.com"),
+                ("role", "admin"),
+                ("password", "long enough pw"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains(
+            "id=\"email-error\" role=\"alert\">Admin@example.com already has an account."
+        ) || html.contains("already has an account"),
+        "{html}"
+    );
+    assert!(html.contains("value=\"admin@example.com\""), "e-mail kept");
+    // Success is confirmed; an admin can delete a user.
+    let r = admin
+        .post(
+            "/admin/users",
+            &[
+                ("csrf", &csrf),
+                ("email", "gone@example.com"),
+                ("role", "owner"),
+                ("password", "long enough pw"),
+            ],
+        )
+        .await;
+    assert_eq!(r.headers()["location"], "/admin/users?done=user-added");
+    let (_, html) = admin.text("/admin/users?done=user-added").await;
+    assert!(html.contains("The user was added."));
+    let gone = tickertape::accounts::users::list(&app.store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|u| u.email.as_str() == "gone@example.com")
+        .unwrap();
+    let r = admin
+        .post(
+            &format!("/admin/users/{}/delete", gone.id),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(r.headers()["location"], "/admin/users?done=user-deleted");
+    assert_eq!(
+        tickertape::accounts::users::list(&app.store)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Preallocation: a site picked while "all" is selected runs nothing.
+    let r = admin
+        .post(
+            "/admin/preallocation",
+            &[
+                ("csrf", &csrf),
+                ("scope", "all"),
+                ("site", "o.test"),
+                ("page", ""),
+                ("from", "2026-11-22T11:00"),
+                ("hours", "3"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"scope-error\""), "{html}");
+    assert!(
+        html.contains("<option value=\"o.test\" selected>"),
+        "site kept"
+    );
+    assert!(html.contains("value=\"3\""), "hours kept");
+    assert!(tickertape::preallocation::runs::recent(&app.store, 5)
+        .await
+        .unwrap()
+        .is_empty());
+    let r = admin
+        .post(
+            "/admin/preallocation",
+            &[
+                ("csrf", &csrf),
+                ("scope", "page"),
+                ("site", ""),
+                ("page", "nowhere.test/x"),
+                ("from", "2026-11-22T11:00"),
+                ("hours", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("id=\"page-error\"") && html.contains("value=\"nowhere.test&#x2f;x\"")
+            || html.contains("value=\"nowhere.test/x\""),
+        "{html}"
+    );
+}
