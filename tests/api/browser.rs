@@ -166,6 +166,63 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
     handle.stop(true).await;
 }
 
+/// Issue 14, item 16: a single-page app's navigations count, and a browser
+/// flagged with `#tt-ignore` counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_counts_single_page_app_navigations_and_can_ignore_a_browser() {
+    let app = spawn_app().await;
+    let site = app.add_site("spa.test", &["127.0.0.1"]).await;
+    let s = snippets::for_site(&app.address, &site.id);
+    // After load: pushState to /two, then Back to /one (popstate).
+    let body = format!(
+        "<!doctype html><html><head><title>SPA</title></head><body>{}<script>\
+         setTimeout(function(){{history.pushState({{}},'','/two');}},300);\
+         setTimeout(function(){{history.back();}},600);</script></body></html>",
+        s.script
+    );
+    let server = HttpServer::new(move || {
+        let body = body.clone();
+        App::new().default_service(web::to(move || {
+            let body = body.clone();
+            async move { HttpResponse::Ok().content_type("text/html").body(body) }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let url = format!("{origin}/one");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_views(&app, "spa.test/two", 1).await,
+        1,
+        "pushState"
+    );
+    assert_eq!(
+        wait_for_views(&app, "spa.test/one", 2).await,
+        2,
+        "load and Back"
+    );
+    // The owner's browser, flagged: nothing is sent.
+    let url = format!("{origin}/ignored#tt-ignore");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(minute_views(&app, "spa.test/ignored").await, 0);
+    assert_eq!(
+        minute_views(&app, "spa.test/two").await,
+        1,
+        "ignored navigations too"
+    );
+    handle.stop(true).await;
+}
+
 /// Logs in through the form, opens the dashboard and a page report of a
 /// demo site, checks the charts and tables, and saves screenshots under
 /// `target/screenshots/` for people to look at.
