@@ -116,7 +116,7 @@ pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
     }
     let _ = write!(
         out,
-        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} views in all, at most {} in one {}.{}</desc>"#,
+        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="group" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} views in all, at most {} in one {}.{}</desc>"#,
         escape(title),
         thousands(&(bars.len() as i64)),
         thousands(&total),
@@ -145,24 +145,25 @@ pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
         let h = HEIGHT * p.views as f64 / top;
         let x = bar_w * i as f64;
         // A bar is a link to its row of the table: a tap shows the value
-        // on a phone, whatever the number of bars.
+        // on a phone, whatever the number of bars; the link's name says it
+        // to assistive technology.
+        let value = format!(
+            "{} UTC: {} {}{}",
+            label(p.at, unit),
+            thousands(&p.views),
+            if p.views == 1 { "view" } else { "views" },
+            if p.partial { " (partial)" } else { "" }
+        );
         let _ = write!(
             out,
-            r##"<a href="#{id}-r{i}"{}><rect class="bar{}" x="{x:.2}" y="{:.2}" width="{:.2}" height="{h:.2}">"##,
+            r##"<a href="#{id}-r{i}" aria-label="{value}"{}><rect class="bar{}" x="{x:.2}" y="{:.2}" width="{:.2}" height="{h:.2}">"##,
             if focusable { "" } else { r#" tabindex="-1""# },
             if p.partial { " partial" } else { "" },
             HEIGHT - h,
             (bar_w * 0.85).max(0.5)
         );
         if titled {
-            let _ = write!(
-                out,
-                "<title>{} UTC: {} {}{}</title>",
-                label(p.at, unit),
-                thousands(&p.views),
-                if p.views == 1 { "view" } else { "views" },
-                if p.partial { " (partial)" } else { "" }
-            );
+            let _ = write!(out, "<title>{value}</title>");
         }
         out.push_str("</rect></a>");
     }

@@ -45,6 +45,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/pixel.gif", web::get().to(pixel::pixel))
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
+    .route("/static/waiting.js", web::get().to(assets::waiting_script))
     .route("/healthz", web::get().to(healthz))
     .route("/readyz", web::get().to(readyz))
     .route("/metrics", web::get().to(prometheus))
@@ -60,6 +61,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route(
         "/sites/{id}/settings",
         web::get().to(reports::site_settings),
+    )
+    .route(
+        "/sites/{id}/status.json",
+        web::get().to(reports::status_json),
     )
     .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
     .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))

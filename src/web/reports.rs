@@ -489,8 +489,9 @@ struct DashboardPage {
     /// The first view arrived while the owner was waiting for it.
     first_view: bool,
     snippet: String,
-    /// Reload this page after so many seconds (waiting for a first view).
-    refresh: Option<u32>,
+    /// Where the waiting page asks, and where it goes once the first view
+    /// has arrived.
+    status_href: String,
     refresh_href: String,
 }
 
@@ -643,13 +644,52 @@ pub async fn dashboard(
         freshness: freshness(&state),
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
-        refresh: waiting.then_some(15),
+        status_href: format!("{base}/status.json"),
         refresh_href: join(&base, &params, &[("waiting", "1")]),
         empty,
         site,
     };
     timed(&state, started);
     Ok(render(status, &page))
+}
+
+/// `GET /sites/<id>/status.json`: `{"seen": true}` once the site has had a
+/// view (polled by the waiting dashboard). JSON errors, 401 without a
+/// session.
+pub async fn status_json(
+    state: web::Data<WebState>,
+    viewer: Result<Viewer, AuthError>,
+    id: web::Path<String>,
+) -> HttpResponse {
+    let json = |status: StatusCode, body: serde_json::Value| {
+        HttpResponse::build(status)
+            .insert_header(super::pages::no_store())
+            .json(body)
+    };
+    let Ok(viewer) = viewer else {
+        return json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"error": "Sign in first."}),
+        );
+    };
+    let Ok(site) = visible_site(&state, &viewer, &id) else {
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "No such site."}),
+        );
+    };
+    match ever_seen(&state, &site).await {
+        Ok(seen) => json(StatusCode::OK, serde_json::json!({"seen": seen})),
+        Err(e) => {
+            if let ReportError::Database(e) = &e {
+                tracing::error!(error = %chain(e), "status query failed");
+            }
+            json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": "The database did not answer."}),
+            )
+        }
+    }
 }
 
 // --------------------------------------------------------------- page report

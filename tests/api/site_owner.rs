@@ -179,9 +179,15 @@ async fn empty_states_guide_the_owner() {
         "snippet"
     );
     assert!(
-        html.contains("http-equiv=\"refresh\""),
+        html.contains("/static/waiting.js?v="),
         "checks again by itself"
     );
+    let status_url = format!("/sites/{}/status.json", fresh.id);
+    assert_eq!(
+        admin.text(&status_url).await,
+        (200, r#"{"seen":false}"#.to_owned())
+    );
+    assert_eq!(app.anonymous().get(&status_url).await.status(), 401);
     assert!(html.contains("No views in this period."));
     assert!(!html.contains("<svg class=\"chart\""), "no chart of zeros");
     // The first view arrives; the reload says tracking works.
@@ -189,7 +195,11 @@ async fn empty_states_guide_the_owner() {
     let (_, html) = admin.text(&format!("/sites/{}?waiting=1", fresh.id)).await;
     assert!(html.contains("id=\"first-view\""), "{html}");
     assert!(!html.contains("Waiting for the first view"));
-    assert!(!html.contains("http-equiv=\"refresh\""));
+    assert!(!html.contains("/static/waiting.js"));
+    assert_eq!(
+        admin.text(&status_url).await,
+        (200, r#"{"seen":true}"#.to_owned())
+    );
     // A page and a minute without views say so.
     let (_, html) = admin
         .text(&format!(
