@@ -723,6 +723,8 @@ pub async fn reset_password(
         }
     };
     users::set_password(&state.store, id, &password).await?;
+    // The admin knows this one: the user is asked for their own.
+    users::require_password_change(&state.store, id).await?;
     sessions::delete_for_user(&state.store, id, None).await?;
     Ok(see_other("/admin/users?done=password-reset"))
 }

@@ -264,7 +264,10 @@ pub async fn login(
         let minutes = wait.as_secs().div_ceil(60).max(1);
         return Ok(again(
             StatusCode::TOO_MANY_REQUESTS,
-            format!("Too many failed logins. Try again in {minutes} minute(s)."),
+            format!(
+                "Too many failed logins. Try again in {}.",
+                super::fmt::plural(&(minutes as i64), "minute")
+            ),
         ));
     }
     let user = match Email::parse(&form.email) {
@@ -300,8 +303,14 @@ pub async fn login(
     .await
     .map_err(internal)?;
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
+    // A one-time password is replaced before anything else.
+    let location = if user.must_change_password {
+        "/account/password".to_owned()
+    } else {
+        safe_next(form.next.as_deref())
+    };
     let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, safe_next(form.next.as_deref())))
+        .insert_header((header::LOCATION, location))
         .finish();
     let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
     tracing::info!(user = %user.email, "logged in");
@@ -343,6 +352,8 @@ struct PasswordPage {
     nav: Option<Nav>,
     error: Option<String>,
     done: bool,
+    /// Signed in with a one-time password.
+    one_time: bool,
 }
 
 pub async fn password_form(viewer: Viewer) -> HttpResponse {
@@ -352,6 +363,7 @@ pub async fn password_form(viewer: Viewer) -> HttpResponse {
             nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: false,
+            one_time: viewer.user.must_change_password,
         },
     )
 }
@@ -377,6 +389,7 @@ pub async fn change_password(
                 nav: Some(viewer.nav().in_section("account")),
                 error: Some(message.to_owned()),
                 done: false,
+                one_time: viewer.user.must_change_password,
             },
         )
     };
@@ -412,6 +425,7 @@ pub async fn change_password(
             nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: true,
+            one_time: false,
         },
     ))
 }

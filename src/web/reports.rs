@@ -199,21 +199,21 @@ pub fn freshness(state: &WebState) -> String {
         | ReadPreference::Nearest { options } => options.as_ref().and_then(|o| o.max_staleness),
         _ => None,
     };
-    let name = crate::storage::read_preference_name(pref);
     let has_secondaries = match state.store.topology() {
         Topology::Standalone => false,
         Topology::ReplicaSet { members, .. } => *members > 1,
         Topology::Sharded => true,
     };
+    // Plain words for site owners; the admin system page names the setting.
     if matches!(pref, ReadPreference::Primary) || !has_secondaries {
-        format!("Read from the primary (read preference {name}; no secondary to read from): figures include every stored view.")
+        "These figures include every view stored so far.".to_owned()
     } else if let Some(s) = staleness {
         format!(
-            "Read from a secondary when one is available (read preference {name}): figures may be up to {} seconds behind.",
+            "These figures come from a copy of the database and may be up to {} seconds behind.",
             s.as_secs()
         )
     } else {
-        format!("Read from a secondary when one is available (read preference {name}): figures may lag the newest views by the replication delay, usually under a second.")
+        "These figures come from a copy of the database and may miss views of the last second or so.".to_owned()
     }
 }
 

@@ -207,7 +207,10 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
         .find(">/b</a></td><td class=\"num\">2</td><td class=\"num\">22.2%")
         .expect("/b row");
     assert!(a < b, "most viewed first");
-    assert!(html.contains("Read from"), "states freshness");
+    assert!(
+        html.contains("These figures include every view stored so far."),
+        "states freshness in plain words"
+    );
 
     let (status, html) = admin.text(&format!("{base}/page?path=/a&range=custom&from=2026-11-22&to=2026-11-22&minute=2026-11-22T10:01")).await;
     assert_eq!(status, 200);

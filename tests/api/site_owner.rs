@@ -420,3 +420,51 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         "{html}"
     );
 }
+
+#[tokio::test]
+async fn a_one_time_password_is_replaced_at_first_login() {
+    let app = spawn_app().await;
+    let admin = app.add_user("first@example.com", Role::Admin).await;
+    tickertape::accounts::users::require_password_change(&app.store, admin.id)
+        .await
+        .unwrap();
+    let http = cookie_client();
+    let r = app.submit_login(&http, "first@example.com", PASSWORD).await;
+    assert_eq!(r.headers()["location"], "/account/password");
+    let page = http
+        .get(format!("{}/account/password", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"one-time\""));
+    assert!(page.contains("Signed in as <strong>first@example.com</strong>"));
+    let csrf = csrf_in(&page).unwrap();
+    let r = http
+        .post(format!("{}/account/password", app.address))
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("current", PASSWORD),
+            ("new", "my very own password"),
+            ("confirm", "my very own password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let user = tickertape::accounts::users::find(&app.store, admin.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!user.must_change_password);
+    let r = app
+        .submit_login(
+            &cookie_client(),
+            "first@example.com",
+            "my very own password",
+        )
+        .await;
+    assert_eq!(r.headers()["location"], "/sites");
+}
