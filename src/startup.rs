@@ -71,6 +71,7 @@ impl Application {
             store,
             scheduler: prealloc.prealloc_schedule.then_some(scheduler),
             prealloc_threshold: prealloc.prealloc_threshold,
+            owners_add_sites: accounts.owners_add_sites,
             directory: ingest.directory.clone(),
             ingest: ingest.clone(),
             clock: ingest.clock.clone(),

@@ -103,7 +103,7 @@ pub struct FormError {
 }
 
 impl FormError {
-    fn new(field: &'static str, message: impl std::fmt::Display) -> Self {
+    pub fn new(field: &'static str, message: impl std::fmt::Display) -> Self {
         FormError {
             field,
             message: sentence(&message.to_string()),
@@ -156,7 +156,7 @@ fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, AdminError> {
 
 /// Host names separated by commas, spaces or new lines (URLs and ports
 /// are normalised as for the domain).
-fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
+pub(crate) fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
     raw.split([',', ' ', '\n', '\r', '\t'])
         .filter(|h| !h.is_empty())
         .map(|h| {

@@ -56,11 +56,17 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))
+    .route("/sites/new", web::get().to(reports::new_site_form))
+    .route("/sites/new", web::post().to(reports::add_site))
     .route("/sites/{id}", web::get().to(reports::dashboard))
     .route("/sites/{id}/page", web::get().to(reports::page_report))
     .route(
         "/sites/{id}/settings",
         web::get().to(reports::site_settings),
+    )
+    .route(
+        "/sites/{id}/settings",
+        web::post().to(reports::save_site_settings),
     )
     .route(
         "/sites/{id}/status.json",

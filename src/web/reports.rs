@@ -396,7 +396,8 @@ pub struct SiteRow {
 struct SitesPage {
     nav: Option<Nav>,
     rows: Vec<SiteRow>,
-    is_admin: bool,
+    /// This viewer may add a site.
+    can_add: bool,
 }
 
 pub async fn sites(
@@ -441,7 +442,7 @@ pub async fn sites(
     let page = SitesPage {
         nav: Some(viewer.nav()),
         rows,
-        is_admin: viewer.user.is_admin(),
+        can_add: viewer.user.is_admin() || state.owners_add_sites,
     };
     timed(&state, started);
     Ok(render(StatusCode::OK, &page))
@@ -859,13 +860,52 @@ struct SettingsPage {
     site: Arc<Site>,
     script: String,
     pixel: String,
-    /// Just created (`?done=site-added`).
-    added: bool,
+    /// What the confirmation says (`?done=site-added` or `site-saved`).
+    done: Option<&'static str>,
+    /// The name and aliases as typed, and what was wrong with them.
+    name: String,
+    aliases: String,
+    error: Option<super::admin::FormError>,
 }
 
 #[derive(Deserialize)]
 pub struct SettingsQuery {
     done: Option<String>,
+}
+
+fn aliases_text(site: &Site) -> String {
+    site.aliases
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn settings_page(
+    state: &WebState,
+    viewer: &Viewer,
+    site: Arc<Site>,
+    done: Option<&'static str>,
+    typed: Option<(String, String, super::admin::FormError)>,
+) -> HttpResponse {
+    let s = snippets::for_site(&state.public_url, &site.id);
+    let (name, aliases, error, status) = match typed {
+        Some((name, aliases, error)) => (name, aliases, Some(error), StatusCode::BAD_REQUEST),
+        None => (site.name.clone(), aliases_text(&site), None, StatusCode::OK),
+    };
+    render(
+        status,
+        &SettingsPage {
+            nav: Some(viewer.nav()),
+            site,
+            script: s.script,
+            pixel: s.pixel,
+            done,
+            name,
+            aliases,
+            error,
+        },
+    )
 }
 
 pub async fn site_settings(
@@ -875,17 +915,157 @@ pub async fn site_settings(
     q: web::Query<SettingsQuery>,
 ) -> Result<HttpResponse, ReportError> {
     let site = visible_site(&state, &viewer, &id)?;
-    let s = snippets::for_site(&state.public_url, &site.id);
+    let done = match q.done.as_deref() {
+        Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
+        Some("site-saved") => Some("The site was saved."),
+        _ => None,
+    };
+    Ok(settings_page(&state, &viewer, site, done, None))
+}
+
+#[derive(Deserialize)]
+pub struct SiteSettingsForm {
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    aliases: String,
+}
+
+/// An owner (or admin) renames their site or changes its aliases; the
+/// owners stay as they are (admins change them under Admin).
+pub async fn save_site_settings(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    form: web::Form<SiteSettingsForm>,
+) -> Result<HttpResponse, ReportError> {
+    viewer.check_csrf(&form.csrf)?;
+    let site = visible_site(&state, &viewer, &id)?;
+    let again = |error: super::admin::FormError| {
+        settings_page(
+            &state,
+            &viewer,
+            site.clone(),
+            None,
+            Some((form.name.clone(), form.aliases.clone(), error)),
+        )
+    };
+    let aliases = match super::admin::parse_hosts(&form.aliases) {
+        Ok(a) => a,
+        Err(e) => return Ok(again(e)),
+    };
+    let changes = crate::storage::sites::SiteChanges {
+        name: form.name.clone(),
+        aliases,
+        owners: site.owners.clone(),
+    };
+    use crate::storage::sites::SiteError;
+    match crate::storage::sites::update(&state.store, &site, changes).await {
+        Ok(_) => {}
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => {
+            return Ok(again(super::admin::FormError::new("name", e)))
+        }
+        Err(e) => return Ok(again(super::admin::FormError::new("aliases", e))),
+    }
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
+    Ok(HttpResponse::SeeOther()
+        .insert_header((
+            header::LOCATION,
+            format!("/sites/{}/settings?done=site-saved", site.id),
+        ))
+        .finish())
+}
+
+#[derive(Template)]
+#[template(path = "site_new.html")]
+struct NewSitePage {
+    nav: Option<Nav>,
+    domain: String,
+    name: String,
+    error: Option<super::admin::FormError>,
+}
+
+fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), ReportError> {
+    if viewer.user.is_admin() || state.owners_add_sites {
+        Ok(())
+    } else {
+        Err(ReportError::Auth(AuthError::Forbidden))
+    }
+}
+
+pub async fn new_site_form(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+) -> Result<HttpResponse, ReportError> {
+    may_add_sites(&state, &viewer)?;
     Ok(render(
         StatusCode::OK,
-        &SettingsPage {
+        &NewSitePage {
             nav: Some(viewer.nav()),
-            site,
-            script: s.script,
-            pixel: s.pixel,
-            added: q.done.as_deref() == Some("site-added"),
+            domain: String::new(),
+            name: String::new(),
+            error: None,
         },
     ))
+}
+
+#[derive(Deserialize)]
+pub struct NewSiteForm {
+    csrf: String,
+    domain: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// An owner adds a site of their own, when the operator allows it.
+pub async fn add_site(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<NewSiteForm>,
+) -> Result<HttpResponse, ReportError> {
+    viewer.check_csrf(&form.csrf)?;
+    may_add_sites(&state, &viewer)?;
+    let again = |error: super::admin::FormError| {
+        render(
+            StatusCode::BAD_REQUEST,
+            &NewSitePage {
+                nav: Some(viewer.nav()),
+                domain: form.domain.clone(),
+                name: form.name.clone(),
+                error: Some(error),
+            },
+        )
+    };
+    let domain = match crate::domain::DomainName::from_input(&form.domain) {
+        Ok(d) => d,
+        Err(e) => return Ok(again(super::admin::FormError::new("domain", e))),
+    };
+    let new = crate::storage::sites::NewSite {
+        domain,
+        aliases: vec![],
+        name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
+        owners: vec![viewer.user.id],
+    };
+    use crate::storage::sites::SiteError;
+    let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
+        Ok(site) => site,
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => {
+            return Ok(again(super::admin::FormError::new("name", e)))
+        }
+        Err(e) => return Ok(again(super::admin::FormError::new("domain", e))),
+    };
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
+    Ok(HttpResponse::SeeOther()
+        .insert_header((
+            header::LOCATION,
+            format!("/sites/{}/settings?done=site-added", site.id),
+        ))
+        .finish())
 }
 
 // ---------------------------------------------------------------------- CSV

@@ -558,3 +558,100 @@ async fn site_minutes_read_from_hour_buckets_match_the_minute_buckets() {
     assert_eq!(before, after);
     assert!(queries::total(&after) > 0);
 }
+
+#[tokio::test]
+async fn owners_manage_their_own_sites_when_allowed() {
+    // Not allowed by default: 403, nothing added.
+    let app = spawn_app().await;
+    app.add_user("owner@example.com", Role::Owner).await;
+    let owner = app.login("owner@example.com").await;
+    assert_eq!(owner.get("/sites/new").await.status(), 403);
+    let r = owner
+        .post(
+            "/sites/new",
+            &[("csrf", &owner.csrf), ("domain", "mine.test")],
+        )
+        .await;
+    assert_eq!(r.status(), 403);
+    assert!(!owner.text("/sites").await.1.contains("href=\"/sites/new\""));
+    assert!(tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let app = spawn_app_with(|s| s.accounts.owners_add_sites = true).await;
+    let user = app.add_user("owner@example.com", Role::Owner).await;
+    app.add_user("other@example.com", Role::Owner).await;
+    let owner = app.login("owner@example.com").await;
+    assert!(owner.text("/sites").await.1.contains("href=\"/sites/new\""));
+    let r = owner
+        .post(
+            "/sites/new",
+            &[
+                ("csrf", &owner.csrf),
+                ("domain", "https://Mine.test/"),
+                ("name", "Mine"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let site = tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert_eq!(
+        (site.domain.as_str(), site.owners.clone()),
+        ("mine.test", vec![user.id])
+    );
+    // Rename and aliases; a bad alias is answered on the page.
+    let settings = format!("/sites/{}/settings", site.id);
+    let r = owner
+        .post(
+            &settings,
+            &[
+                ("csrf", &owner.csrf),
+                ("name", "Renamed"),
+                ("aliases", "bad_host"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"aliases-error\"") && html.contains("value=\"bad_host\""));
+    let r = owner
+        .post(
+            &settings,
+            &[
+                ("csrf", &owner.csrf),
+                ("name", "Renamed"),
+                ("aliases", "www.mine.test"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        r.headers()["location"],
+        format!("{settings}?done=site-saved").as_str()
+    );
+    let site = tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert_eq!(site.name, "Renamed");
+    assert_eq!(site.aliases[0].as_str(), "www.mine.test");
+    assert_eq!(site.owners, vec![user.id], "owners unchanged");
+    // Another owner cannot touch it.
+    let other = app.login("other@example.com").await;
+    let r = other
+        .post(
+            &settings,
+            &[("csrf", &other.csrf), ("name", "Taken"), ("aliases", "")],
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        tickertape::storage::sites::list(&app.store).await.unwrap()[0].name,
+        "Renamed"
+    );
+}
