@@ -365,6 +365,41 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     let base = app.address.clone();
     browser.goto(&format!("{base}/login")).await;
     assert_eq!(browser.count("a.skip[href='#main']").await, 1, "skip link");
+    // Item 6: the first Tab reaches the skip link, shown with a focus ring
+    // of at least 3:1 against the white page.
+    browser.press_tab().await;
+    let ring = browser
+        .execute(
+            "const e = document.activeElement, s = getComputedStyle(e); \
+             return [e.className, s.outlineStyle, parseFloat(s.outlineWidth), s.outlineColor];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(ring[0], "skip", "{ring}");
+    assert_eq!(ring[1], "solid", "{ring}");
+    assert!(ring[2].as_f64().unwrap() >= 2.0, "{ring}");
+    let rgb: Vec<f64> = ring[3]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    let lum = |c: f64| {
+        let c = c / 255.0;
+        if c <= 0.03928 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let l = 0.2126 * lum(rgb[0]) + 0.7152 * lum(rgb[1]) + 0.0722 * lum(rgb[2]);
+    let contrast = 1.05 / (l + 0.05);
+    assert!(
+        contrast >= 3.0,
+        "focus ring {rgb:?} has {contrast:.1}:1 on white"
+    );
     browser.type_into("#email", "admin@example.com").await;
     browser.type_into("#password", PASSWORD).await;
     browser.click("form button[type=submit]").await;

@@ -193,6 +193,18 @@ impl Browser {
         .await;
     }
 
+    /// Presses Tab, as a keyboard user moving to the next control.
+    pub async fn press_tab(&self) {
+        self.call(
+            reqwest::Method::POST,
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+                {"type": "keyDown", "value": "\u{E004}"}, {"type": "keyUp", "value": "\u{E004}"}
+            ]}]}),
+        )
+        .await;
+    }
+
     pub async fn back(&self) {
         self.call(reqwest::Method::POST, "/back", json!({})).await;
     }
