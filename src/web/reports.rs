@@ -530,6 +530,11 @@ impl Headline {
         };
         let basis = if cut >= period.to {
             "in the previous period".to_owned()
+        } else if cut <= period.from {
+            format!(
+                "(no complete {} in this period yet, so no change to show)",
+                period.read.as_str()
+            )
         } else {
             format!(
                 "in the same {} of the previous period (the current {} is still counting and left out of the change; {} views so far in the complete part)",
@@ -540,7 +545,11 @@ impl Headline {
         };
         Headline {
             previous,
-            change: fmt::change(total, previous),
+            change: if cut <= period.from && cut < period.to {
+                "—".to_owned()
+            } else {
+                fmt::change(total, previous)
+            },
             class: match total.cmp(&previous) {
                 std::cmp::Ordering::Greater => "up",
                 std::cmp::Ordering::Less => "down",
@@ -1243,5 +1252,42 @@ mod tests {
         assert_eq!(join("/x", "", &[]), "/x");
         assert_eq!(slug("/Blog/Hello World.html"), "blog-hello-world-html");
         assert_eq!(slug("/"), "");
+    }
+
+    #[test]
+    fn the_change_compares_the_same_complete_stretch() {
+        use chrono::TimeZone;
+        let now = Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap();
+        let q = RangeQuery {
+            range: Some("24h".into()),
+            ..Default::default()
+        };
+        let period = Period::resolve(&q, now).unwrap();
+        let points = |p: &Period, views: &dyn Fn(usize) -> i64| -> Vec<Point> {
+            p.read_points()
+                .enumerate()
+                .map(|(i, at)| Point {
+                    at,
+                    views: views(i),
+                })
+                .collect()
+        };
+        // 10 a complete hour now; the running hour has 500 so far. The
+        // previous 24 hours: 5 an hour, and 1,000 in their last hour.
+        let current = points(&period, &|i| if i == 23 { 500 } else { 10 });
+        let previous = points(&period.previous(), &|i| if i == 23 { 1000 } else { 5 });
+        let h = Headline::new(&period, &current, &previous, now);
+        assert_eq!((h.previous, h.change.as_str()), (115, "+100.0%"));
+        assert!(h
+            .basis
+            .starts_with("in the same 23 hours of the previous period"));
+        // Once the period is over, all of both count.
+        let later = period.to + TimeDelta::hours(1);
+        let h = Headline::new(&period, &current, &previous, later);
+        assert_eq!((h.previous, h.change.as_str()), (1115, "−34.5%"));
+        assert_eq!(h.basis, "in the previous period");
+        // Before its first bucket is complete there is nothing to compare.
+        let h = Headline::new(&period, &current, &previous, period.from);
+        assert_eq!(h.change, "—");
     }
 }
