@@ -467,6 +467,41 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                         "{size}: axis text heights {heights:?}"
                     );
                 }
+                "dashboard" if size == "phone" => {
+                    // Item 7: the folded custom form leaves the chart in view.
+                    let top = browser
+                        .execute(
+                            "return document.querySelector('svg.chart').getBoundingClientRect().top < window.innerHeight;",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(top, true, "the chart starts above the fold");
+                    // Item 5: tapping a bar shows its value in the table.
+                    // A tap is a click event on the bar's link.
+                    browser
+                        .execute(
+                            "const a = document.querySelector('svg.chart a'); \
+                             a.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, view: window})); \
+                             return a.getAttribute('href');",
+                            json!([]),
+                        )
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let shown = browser
+                        .execute(
+                            "const r = document.querySelector(location.hash); \
+                             return [location.hash, r.closest('details').open, r.textContent];",
+                            json!([]),
+                        )
+                        .await;
+                    assert!(
+                        shown[0]
+                            .as_str()
+                            .is_some_and(|h| h.starts_with("#series-r")),
+                        "{shown}"
+                    );
+                    assert_eq!(shown[1], true, "the table opened at the bar's row: {shown}");
+                }
                 "dashboard-24h-by-day" => {
                     // Item 3: the range is kept; both days are partial.
                     assert_eq!(browser.count("rect.bar.partial").await, 2, "{size}");
