@@ -295,8 +295,11 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         ))
     ));
     assert!(
-        store.db().selection_criteria().is_none(),
-        "writes use the primary"
+        matches!(
+            store.db().selection_criteria(),
+            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+        ),
+        "writes and application reads use the primary"
     );
 
     settings.database.read_preference = "nearest".into();
@@ -322,7 +325,9 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         .await;
     assert!(html.contains("read preference <strong>secondaryPreferred</strong>"));
     assert!(
-        html.contains("views_minute") && html.contains("Queue depth") && html.contains("Topology")
+        html.contains("views_minute")
+            && html.contains("Backlog (hits not yet in the database)")
+            && html.contains("Topology")
     );
 }
 
@@ -337,22 +342,21 @@ async fn metrics_health_and_readiness() {
         200
     );
     app.pixel("site=bad").await;
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    app.settle().await;
+    let text = app.metrics().await;
     assert!(
         text.contains("tickertape_hits_total{outcome=\"counted\"} 1\n"),
         "{text}"
     );
     assert!(text.contains("tickertape_hits_total{outcome=\"invalid-site\"} 1\n"));
-    assert!(text.contains("tickertape_flush_seconds_count 1\n"));
-    assert!(text.contains("tickertape_flush_batch_size_bucket{le=\"1\"} 1\n"));
+    assert!(
+        text.contains("tickertape_apply_seconds_count 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("tickertape_apply_batch_size_bucket{le=\"1\"} 1\n"));
+    assert!(text.contains("tickertape_journal_committed_hits_total 1\n"));
+    assert!(text.contains("tickertape_applied_hits_total 1\n"));
+    assert!(text.contains("tickertape_journal_backlog_hits 0\n"));
     assert!(text.contains("# TYPE tickertape_report_seconds histogram"));
     assert!(text.contains("tickertape_queue_depth 0\n"));
     for path in ["/healthz", "/readyz"] {
