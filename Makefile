@@ -10,6 +10,9 @@ SECANTUS_VERSION := 0.5.3-beta.196
 SECANTUS := $(TOOLS)/bin/secantusd-rs
 CHROMIUM ?= /usr/bin/chromium
 CHROMEDRIVER ?= /usr/bin/chromedriver
+# The accessibility checker the browser tests inject into Chromium (npm).
+AXE_VERSION := 4.14.1
+AXE := $(CURDIR)/target/npm/node_modules/axe-core/axe.min.js
 
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 
@@ -27,9 +30,13 @@ rust-components:
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
-test-deps: setup
+test-deps: setup $(AXE)
 	@scripts/need $(CHROMIUM) chromium
 	@scripts/need $(CHROMEDRIVER) chromium-driver
+
+$(AXE):
+	@scripts/need npm npm
+	npm install --no-audit --no-fund --prefix $(CURDIR)/target/npm axe-core@$(AXE_VERSION)
 
 # First start: a demo site with 30 days of synthetic traffic, and (printed
 # by serve) the first admin's one-time credentials.

@@ -401,7 +401,10 @@ async fn ensure_first_admin(store: &Store) -> anyhow::Result<Option<(Email, Stri
     )
     .await
     {
-        Ok(_) => Ok(Some((email, password.expose().to_owned()))),
+        Ok(user) => {
+            users::require_password_change(store, user.id).await?;
+            Ok(Some((email, password.expose().to_owned())))
+        }
         // Another process created it first.
         Err(users::UserError::EmailTaken(_)) => Ok(None),
         Err(e) => Err(e.into()),

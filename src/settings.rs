@@ -143,6 +143,10 @@ pub struct AccountSettings {
     /// The login rate-limit window, in seconds.
     #[arg(long, env = "TICKERTAPE_LOGIN_WINDOW_SECS", default_value_t = 900)]
     pub login_window_secs: u64,
+
+    /// Let owners add sites themselves (they become the new site's owner).
+    #[arg(long, env = "TICKERTAPE_OWNERS_ADD_SITES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub owners_add_sites: bool,
 }
 
 #[derive(Debug, Clone, Args)]

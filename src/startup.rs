@@ -90,6 +90,7 @@ impl Application {
             store,
             scheduler: prealloc.prealloc_schedule.then_some(scheduler),
             prealloc_threshold: prealloc.prealloc_threshold,
+            owners_add_sites: accounts.owners_add_sites,
             directory: ingest.directory.clone(),
             ingest: ingest.clone(),
             clock: ingest.clock.clone(),
@@ -107,6 +108,9 @@ impl Application {
         let ingest_data = web::Data::new(ingest.clone());
         let server = HttpServer::new(move || {
             App::new()
+                // Pages, CSV and tt.js go out gzip-compressed to clients
+                // that accept it (issue 14).
+                .wrap(actix_web::middleware::Compress::default())
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())
                 .app_data(web_state.clone())

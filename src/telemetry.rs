@@ -14,8 +14,10 @@ pub fn init() {
             .with(fmt::layer().json().with_writer(std::io::stderr))
             .try_init()
     } else {
+        // Colour codes only for a person at a terminal, not in a log file.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(fmt::layer().with_ansi(ansi).with_writer(std::io::stderr))
             .try_init()
     };
     let _ = result; // already initialised (tests): keep the first

@@ -46,6 +46,9 @@ pub struct User {
     pub role: Role,
     pub password_hash: String,
     pub created_at: DateTime<Utc>,
+    /// Signed in with a one-time password (the first admin's, or one an
+    /// admin reset): asked to choose their own at login.
+    pub must_change_password: bool,
 }
 
 impl User {
@@ -64,6 +67,12 @@ struct UserDoc {
     password_hash: String,
     #[serde(rename = "createdAt")]
     created_at: bson::DateTime,
+    #[serde(
+        rename = "mustChangePassword",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    must_change_password: bool,
 }
 
 impl From<UserDoc> for User {
@@ -74,6 +83,7 @@ impl From<UserDoc> for User {
             role: d.role,
             password_hash: d.password_hash,
             created_at: d.created_at.to_chrono(),
+            must_change_password: d.must_change_password,
         }
     }
 }
@@ -105,6 +115,7 @@ pub async fn create(
         role,
         password_hash: password.hash(),
         created_at: bson::DateTime::from_chrono(now),
+        must_change_password: false,
     };
     match collection(store).insert_one(&doc).await {
         Ok(_) => Ok(doc.into()),
@@ -165,7 +176,7 @@ pub async fn set_password(
     let r = collection(store)
         .update_one(
             doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"passwordHash": password.hash()}},
+            doc! {"$set": {"passwordHash": password.hash()}, "$unset": {"mustChangePassword": ""}},
         )
         .await?;
     if r.matched_count == 0 {
@@ -179,4 +190,39 @@ pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error
     collection(store)
         .count_documents(doc! {"role": "admin", "_id": {"$ne": bson::Uuid::from(id)}})
         .await
+}
+
+/// Deletes a user, their sessions, and their place among sites' owners.
+pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
+    let r = collection(store)
+        .delete_one(doc! {"_id": bson::Uuid::from(id)})
+        .await?;
+    if r.deleted_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    super::sessions::delete_for_user(store, id, None).await?;
+    store
+        .db()
+        .collection::<bson::Document>(crate::storage::sites::COLLECTION)
+        .update_many(
+            doc! {"owners": bson::Uuid::from(id)},
+            doc! {"$pull": {"owners": bson::Uuid::from(id)}},
+        )
+        .await?;
+    Ok(())
+}
+
+/// Marks a password as one-time: the user is asked for their own at the
+/// next login.
+pub async fn require_password_change(store: &Store, id: Uuid) -> Result<(), UserError> {
+    let r = collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(id)},
+            doc! {"$set": {"mustChangePassword": true}},
+        )
+        .await?;
+    if r.matched_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    Ok(())
 }

@@ -19,6 +19,8 @@ pub enum DomainNameError {
     TooLong,
     #[error("a domain name is a host only: no scheme, port, path or spaces (e.g. example.com)")]
     NotAHost,
+    #[error("a site is a whole host: enter the domain without the path {0} (e.g. example.com)")]
+    HasPath(String),
     #[error("each dot-separated label needs 1 to 63 letters, digits or hyphens, not starting or ending with a hyphen")]
     BadLabel,
 }
@@ -51,6 +53,41 @@ impl DomainName {
             }
         }
         Ok(Self(host))
+    }
+
+    /// What a person types into a form: also a URL or `host:port`
+    /// (`https://Example.com:8080/` is `example.com`). Scheme, port and a
+    /// bare `/` are dropped since they cannot change which host is meant;
+    /// a longer path, a query or a user name are refused, since a site is a
+    /// whole host and dropping them would silently track more than asked.
+    pub fn from_input(raw: &str) -> Result<Self, DomainNameError> {
+        let trimmed = raw.trim();
+        if !trimmed.contains(['/', ':']) {
+            return Self::parse(trimmed);
+        }
+        let lower = trimmed.to_ascii_lowercase();
+        let with_scheme = if lower.starts_with("http://") || lower.starts_with("https://") {
+            trimmed.to_owned()
+        } else if trimmed.contains("://") {
+            return Err(DomainNameError::NotAHost);
+        } else {
+            format!("http://{}", trimmed.trim_start_matches("//"))
+        };
+        let url = url::Url::parse(&with_scheme).map_err(|_| DomainNameError::NotAHost)?;
+        if !url.username().is_empty()
+            || url.password().is_some()
+            || url.query().is_some()
+            || url.fragment().is_some()
+        {
+            return Err(DomainNameError::NotAHost);
+        }
+        if !matches!(url.path(), "" | "/") {
+            return Err(DomainNameError::HasPath(url.path().to_owned()));
+        }
+        let host = url.host_str().ok_or(DomainNameError::Empty)?;
+        // The URL parser writes international names as punycode; that is
+        // the host a browser sends, so it is the one to keep.
+        Self::parse(host)
     }
 
     pub fn as_str(&self) -> &str {
@@ -120,6 +157,36 @@ mod tests {
                 Err(DomainNameError::NotAHost),
                 "{raw}"
             );
+        }
+    }
+
+    #[test]
+    fn form_input_may_be_a_url_or_carry_a_port() {
+        for raw in [
+            "https://example.com/",
+            "http://Example.com",
+            "example.com:8080",
+            "https://example.com:8443/",
+            "//example.com/",
+            " example.com ",
+        ] {
+            assert_eq!(
+                DomainName::from_input(raw).unwrap().as_str(),
+                "example.com",
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            DomainName::from_input("https://example.com/blog"),
+            Err(DomainNameError::HasPath("/blog".into()))
+        );
+        for raw in [
+            "ftp://example.com",
+            "https://u:p@example.com/",
+            "example.com/?a=1",
+            "https://",
+        ] {
+            assert!(DomainName::from_input(raw).is_err(), "{raw}");
         }
     }
 

@@ -79,17 +79,19 @@ pub struct PreallocRequest {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PreallocError {
-    #[error("hours must be a whole number from 1 to {MAX_HOURS}")]
+    #[error("The number of hours must be a whole number from 1 to {MAX_HOURS}.")]
     Hours,
-    #[error("the start hour must look like 2026-11-22T10:00 (UTC, on the hour)")]
+    #[error("The start hour must look like 2026-11-22T10:00 (UTC, on the hour).")]
     Hour,
-    #[error("the start hour must be between 24 hours ago and 30 days ahead")]
+    #[error("The start hour must be between 24 hours ago and 30 days ahead.")]
     HourOutOfRange,
-    #[error("no site has the domain {0}")]
+    #[error("No site has the domain {0}.")]
     UnknownSite(String),
-    #[error("a page is written domain/path, e.g. example.com/blog/hello, of a known site")]
+    #[error("A page is written domain/path, e.g. example.com/blog/hello, of a known site.")]
     Page,
-    #[error("choose one scope: all active pages, one site, or one page")]
+    #[error(
+        "Choose one scope: all active pages, one site, or one page (and fill in only that one)."
+    )]
     Scope,
 }
 
@@ -119,6 +121,19 @@ fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Strin
     })
 }
 
+impl PreallocError {
+    /// The admin form's field the error is about.
+    pub fn field(&self) -> &'static str {
+        match self {
+            PreallocError::Hours => "hours",
+            PreallocError::Hour | PreallocError::HourOutOfRange => "from",
+            PreallocError::UnknownSite(_) => "site",
+            PreallocError::Page => "page",
+            PreallocError::Scope => "scope",
+        }
+    }
+}
+
 impl PreallocForm {
     pub fn validate(
         &self,
@@ -139,6 +154,9 @@ impl PreallocForm {
         };
         // The chosen kind decides which field is read (a form sends all).
         let scope = match kind {
+            // A site or page given with "all" is a choice not made: refuse
+            // rather than run for every active page.
+            "all" if site.is_some() || page.is_some() => return Err(PreallocError::Scope),
             "all" => Scope::AllActive,
             "site" => {
                 let raw = site.ok_or(PreallocError::Scope)?;

@@ -9,7 +9,8 @@ use crate::storage::Granularity;
 /// more, and it bounds the work one request can ask for.
 pub const MAX_POINTS: i64 = 1500;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Ordered from finest to coarsest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Resolution {
     Minute,
     Hour,
@@ -57,6 +58,11 @@ impl Resolution {
         } else {
             f + self.step()
         }
+    }
+
+    /// Whether `t` is on a bucket boundary of this resolution.
+    pub fn aligned(self, t: DateTime<Utc>) -> bool {
+        self.floor(t) == t
     }
 
     /// The finest resolution that shows `span` in a readable number of points.
@@ -136,31 +142,57 @@ pub struct RangeQuery {
     pub res: Option<String>,
 }
 
+/// Said to the user in sentence case, without parameter names: the form
+/// shows the message next to the field it is about ([`PeriodError::field`]).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PeriodError {
-    #[error("unknown range {0:?}: use 1h, 24h, 7d, 30d, 12mo or custom")]
+    #[error("Unknown range “{0}”: choose a preset or a custom range.")]
     UnknownRange(String),
-    #[error("unknown resolution {0:?}: use auto, minute, hour or day")]
+    #[error("Unknown resolution “{0}”: choose auto, minute, hour or day.")]
     UnknownResolution(String),
-    #[error("{0} must be a UTC date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM)")]
+    #[error("The {} must be a UTC date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.", if *.0 == "from" { "start" } else { "end" })]
     BadTime(&'static str),
-    #[error("a custom range needs both from and to")]
+    #[error("A custom range needs both a start and an end.")]
     MissingBound,
-    #[error("the range must end after it starts")]
+    #[error("The end must be after the start.")]
     Empty,
-    #[error("{points} points at {resolution} resolution is more than {MAX_POINTS}; choose a coarser resolution or a shorter range")]
+    #[error("That is {} points by {resolution}, more than {}: choose a coarser resolution or a shorter range.", crate::web::fmt::thousands(points), crate::web::fmt::thousands(&MAX_POINTS))]
     TooManyPoints {
         points: i64,
         resolution: &'static str,
     },
 }
 
-/// A half-open range `[from, to)` aligned to its resolution.
+impl PeriodError {
+    /// The form field the error is about: `from`, `to`, `res` or `range`.
+    pub fn field(&self) -> &'static str {
+        match self {
+            PeriodError::UnknownRange(_) => "range",
+            PeriodError::UnknownResolution(_) | PeriodError::TooManyPoints { .. } => "res",
+            PeriodError::BadTime(which) => which,
+            PeriodError::MissingBound => "from",
+            PeriodError::Empty => "to",
+        }
+    }
+}
+
+/// Most buckets of the read resolution a period may need when it is shown
+/// coarser than it is read (see [`Period::read`]).
+const MAX_READ_POINTS: i64 = 20 * MAX_POINTS;
+
+/// A half-open range `[from, to)`, shown in buckets of `resolution` and read
+/// from the buckets of `read`.
+///
+/// `from` and `to` are aligned to `read`, which is `resolution` or finer:
+/// "last 24 hours by day" reads the 24 hour buckets of the range and adds
+/// them up per day, rather than widening the range to two whole days. The
+/// first and last shown bucket may then cover only part of their day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Period {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     pub resolution: Resolution,
+    pub read: Resolution,
     /// The preset it came from, if any.
     pub preset: Option<Preset>,
 }
@@ -194,11 +226,30 @@ impl Period {
             (to - span, to, natural, Some(preset))
         };
         let resolution = res.unwrap_or(auto);
-        let period = Period {
-            from: resolution.floor(from),
-            to: resolution.ceil(to),
+        // Read at the coarsest resolution, up to the one shown, whose
+        // buckets fit the range exactly; widen the range to whole shown
+        // buckets only where that would mean reading too many buckets.
+        let read = [Resolution::Day, Resolution::Hour, Resolution::Minute]
+            .into_iter()
+            .find(|r| *r <= resolution && r.aligned(from) && r.aligned(to))
+            .unwrap_or(Resolution::Minute);
+        let exact = Period {
+            from,
+            to,
             resolution,
+            read,
             preset,
+        };
+        let period = if read == resolution || exact.read_point_count() <= MAX_READ_POINTS {
+            exact
+        } else {
+            Period {
+                from: resolution.floor(from),
+                to: resolution.ceil(to),
+                resolution,
+                read: resolution,
+                preset,
+            }
         };
         let points = period.point_count();
         if points > MAX_POINTS {
@@ -210,17 +261,57 @@ impl Period {
         Ok(period)
     }
 
+    /// A period read and shown at one resolution (`from`, `to` aligned).
+    pub fn aligned(from: DateTime<Utc>, to: DateTime<Utc>, resolution: Resolution) -> Self {
+        Period {
+            from,
+            to,
+            resolution,
+            read: resolution,
+            preset: None,
+        }
+    }
+
     pub fn span(&self) -> TimeDelta {
         self.to - self.from
     }
 
+    /// Buckets shown: every bucket of `resolution` the range touches.
     pub fn point_count(&self) -> i64 {
-        self.span().num_seconds() / self.resolution.step().num_seconds()
+        let first = self.resolution.floor(self.from);
+        let end = self.resolution.ceil(self.to);
+        (end - first).num_seconds() / self.resolution.step().num_seconds()
     }
 
-    /// The start of every bucket in the period.
+    /// Buckets read from the collection of `read`.
+    pub fn read_point_count(&self) -> i64 {
+        self.span().num_seconds() / self.read.step().num_seconds()
+    }
+
+    /// The start of every bucket shown.
     pub fn points(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
-        (0..self.point_count()).map(move |i| self.from + self.resolution.step() * i as i32)
+        let first = self.resolution.floor(self.from);
+        (0..self.point_count()).map(move |i| first + self.resolution.step() * i as i32)
+    }
+
+    /// The start of every bucket read.
+    pub fn read_points(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        (0..self.read_point_count()).map(move |i| self.from + self.read.step() * i as i32)
+    }
+
+    /// Whether the shown bucket starting at `at` covers only part of its
+    /// time: cut by the range's edges, or not over at `now`.
+    pub fn is_partial(&self, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let end = at + self.resolution.step();
+        at < self.from || end > self.to || end > now
+    }
+
+    /// Where the complete buckets of the range end at `now`: the start of
+    /// the read bucket still counting, or `to` once the range is over.
+    /// The change against the previous period compares only this much of
+    /// both (see [`Period::previous`]).
+    pub fn complete_until(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        self.read.floor(now).clamp(self.from, self.to)
     }
 
     /// The period of the same length just before this one.
@@ -337,13 +428,57 @@ mod tests {
     }
 
     #[test]
-    fn a_chosen_resolution_aligns_the_edges() {
+    fn a_coarser_resolution_keeps_the_range() {
+        // Custom 09:30-10:30 by hour: read by minute, shown as two partial
+        // hours, not widened to 09:00-11:00.
         let mut r = q("custom");
         r.from = Some("2026-11-22T09:30".into());
         r.to = Some("2026-11-22T10:30".into());
         r.res = Some("hour".into());
         let p = Period::resolve(&r, now()).unwrap();
-        assert_eq!((p.from, p.to), (at(22, 9, 0), at(22, 11, 0)));
+        assert_eq!((p.from, p.to), (at(22, 9, 30), at(22, 10, 30)));
+        assert_eq!(
+            (p.read, p.resolution),
+            (Resolution::Minute, Resolution::Hour)
+        );
+        assert_eq!(
+            p.points().collect::<Vec<_>>(),
+            vec![at(22, 9, 0), at(22, 10, 0)]
+        );
+        assert!(p.is_partial(at(22, 9, 0), now()) && p.is_partial(at(22, 10, 0), now()));
+        // The preset "last 24 hours" by day keeps its 24 hours.
+        let mut r = q("24h");
+        let by_hour = Period::resolve(&r, now()).unwrap();
+        r.res = Some("day".into());
+        let by_day = Period::resolve(&r, now()).unwrap();
+        assert_eq!((by_day.from, by_day.to), (by_hour.from, by_hour.to));
+        assert_eq!((by_day.read, by_day.point_count()), (Resolution::Hour, 2));
+        // A finer resolution reads the finer buckets of the same range.
+        r.res = Some("minute".into());
+        let by_minute = Period::resolve(&r, now()).unwrap();
+        assert_eq!((by_minute.from, by_minute.to), (by_hour.from, by_hour.to));
+        assert_eq!(by_minute.read, Resolution::Minute);
+    }
+
+    #[test]
+    fn only_complete_buckets_are_compared() {
+        // At 10:01:07, "last 24 hours" runs 11:00 yesterday to 11:00 today;
+        // the hour 10:00-11:00 is still counting.
+        let p = Period::resolve(&q("24h"), now()).unwrap();
+        assert_eq!(p.complete_until(now()), at(22, 10, 0));
+        assert!(p.is_partial(at(22, 10, 0), now()));
+        assert!(!p.is_partial(at(22, 9, 0), now()));
+        // A range that is over is complete.
+        let mut r = q("custom");
+        r.from = Some("2026-11-01".into());
+        r.to = Some("2026-11-02".into());
+        let p = Period::resolve(&r, now()).unwrap();
+        assert_eq!(p.complete_until(now()), p.to);
+        // A range in the future has no complete bucket.
+        r.from = Some("2026-12-01".into());
+        r.to = Some("2026-12-02".into());
+        let p = Period::resolve(&r, now()).unwrap();
+        assert_eq!(p.complete_until(now()), p.from);
     }
 
     #[test]

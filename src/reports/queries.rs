@@ -54,14 +54,28 @@ pub fn number(value: Option<&Bson>) -> i64 {
     }
 }
 
-/// Views per bucket over the period, one point per bucket, 0 where no
-/// bucket exists.
+/// Views per shown bucket over the period, one point per bucket, 0 where
+/// no bucket exists.
 pub async fn series(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
-    let coll = collection(store, period.resolution.granularity());
+    Ok(rollup(period, &read_series(store, scope, period).await?))
+}
+
+/// Views per bucket of the period's read resolution (what the change
+/// against the previous period is computed from).
+pub async fn read_series(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    if let (Scope::Site(domain), Resolution::Minute) = (scope, period.read) {
+        let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
+        return Ok(fill(period, &by_time));
+    }
+    let coll = collection(store, period.read.granularity());
     let matcher =
         doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
@@ -79,15 +93,37 @@ pub async fn series(
     Ok(fill(period, &by_time))
 }
 
-/// One point per bucket of the period, 0 where there is no bucket.
+/// One point per read bucket of the period, 0 where there is no bucket.
 fn fill(period: &Period, by_time: &HashMap<DateTime<Utc>, i64>) -> Vec<Point> {
     period
-        .points()
+        .read_points()
         .map(|at| Point {
             at,
             views: by_time.get(&at).copied().unwrap_or(0),
         })
         .collect()
+}
+
+/// Read buckets added up into the shown buckets.
+pub fn rollup(period: &Period, read: &[Point]) -> Vec<Point> {
+    let mut shown: Vec<Point> = period.points().map(|at| Point { at, views: 0 }).collect();
+    if period.read == period.resolution {
+        for (slot, p) in shown.iter_mut().zip(read) {
+            slot.views = p.views;
+        }
+        return shown;
+    }
+    let (Some(first), step) = (shown.first().map(|p| p.at), period.resolution.step()) else {
+        return shown;
+    };
+    for p in read {
+        let i =
+            ((period.resolution.floor(p.at) - first).num_seconds() / step.num_seconds()) as usize;
+        if let Some(slot) = shown.get_mut(i) {
+            slot.views += p.views;
+        }
+    }
+    shown
 }
 
 /// Pages with views, most viewed first, ties by page.
@@ -107,7 +143,16 @@ pub async fn site_overview(
     domain: &DomainName,
     period: &Period,
 ) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
-    let coll = collection(store, period.resolution.granularity());
+    if period.read == Resolution::Minute {
+        let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
+        let pages = ranked(
+            by_page
+                .into_iter()
+                .map(|(page, views)| (Page::from_stored(page), views)),
+        );
+        return Ok((fill(period, &by_time), pages));
+    }
+    let coll = collection(store, period.read.granularity());
     let matcher =
         doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
     let mut cursor = coll
@@ -137,6 +182,67 @@ pub async fn site_overview(
     Ok((fill(period, &by_time), pages))
 }
 
+/// Whether any view of the scope was ever stored. Day buckets suffice:
+/// every view reaches one; preallocated buckets hold 0.
+pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb::error::Error> {
+    Ok(collection(store, Granularity::Day)
+        .find_one(doc! {"page": page_filter(scope), "totalViews": {"$gt": 0}})
+        .projection(doc! {"_id": 0, "totalViews": 1})
+        .await?
+        .is_some())
+}
+
+/// A site's views per minute and per page over `period` (read by minute),
+/// from the `minutes` slots of its HOUR buckets: one document per page-hour
+/// instead of sixty. A site-wide "last hour" read by minute buckets cost 60
+/// documents per page and its previous hour as many again, the slowest
+/// dashboard by far; through hour buckets it costs 2 or 3 per page, so the
+/// cost follows the window's hours rather than its minutes.
+async fn site_minutes_from_hours(
+    store: &Store,
+    domain: &DomainName,
+    period: &Period,
+) -> Result<(HashMap<DateTime<Utc>, i64>, HashMap<String, i64>), mongodb::error::Error> {
+    let coll = collection(store, Granularity::Hour);
+    let (first, end) = (
+        Resolution::Hour.floor(period.from),
+        Resolution::Hour.ceil(period.to),
+    );
+    let mut cursor = coll
+        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(first, end)})
+        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
+        .batch_size(10_000)
+        .await?;
+    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
+    let mut by_page: HashMap<String, i64> = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        let (Ok(hour), Ok(page), Ok(minutes)) = (
+            d.get_datetime("timestamp"),
+            d.get_str("page"),
+            d.get_document("minutes"),
+        ) else {
+            continue;
+        };
+        let hour = hour.to_chrono();
+        let mut in_window = 0;
+        for (minute, views) in minutes {
+            let Ok(m) = minute.parse::<i64>() else {
+                continue;
+            };
+            let at = hour + TimeDelta::minutes(m);
+            let views = number(Some(views));
+            if views != 0 && at >= period.from && at < period.to {
+                *by_time.entry(at).or_default() += views;
+                in_window += views;
+            }
+        }
+        if in_window != 0 {
+            *by_page.entry(page.to_owned()).or_default() += in_window;
+        }
+    }
+    Ok((by_time, by_page))
+}
+
 pub fn total(points: &[Point]) -> i64 {
     points.iter().map(|p| p.views).sum()
 }
@@ -149,7 +255,7 @@ pub async fn top_pages(
     domain: &DomainName,
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    let coll = collection(store, period.resolution.granularity());
+    let coll = collection(store, period.read.granularity());
     let matcher =
         doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
     let docs: Vec<Document> = coll
@@ -239,12 +345,11 @@ pub async fn site_summary(
     now: DateTime<Utc>,
 ) -> Result<SiteSummary, mongodb::error::Error> {
     let today = Resolution::Day.floor(now);
-    let period = Period {
-        from: today - TimeDelta::days(29),
-        to: today + TimeDelta::days(1),
-        resolution: Resolution::Day,
-        preset: None,
-    };
+    let period = Period::aligned(
+        today - TimeDelta::days(29),
+        today + TimeDelta::days(1),
+        Resolution::Day,
+    );
     let points = series(store, &Scope::Site(domain), &period).await?;
     let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
     Ok(SiteSummary {

@@ -94,6 +94,54 @@ impl ResponseError for AdminError {
     }
 }
 
+/// A refused form field: which one (its `id`), and what to do about it,
+/// shown next to the field on the same page.
+pub struct FormError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl FormError {
+    pub fn new(field: &'static str, message: impl std::fmt::Display) -> Self {
+        FormError {
+            field,
+            message: sentence(&message.to_string()),
+        }
+    }
+}
+
+/// "no user has …" → "No user has ….": messages read as sentences.
+pub fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => return String::new(),
+    };
+    if !out.ends_with(['.', '!', '?']) {
+        out.push('.');
+    }
+    out
+}
+
+/// Confirmations after a change, by the `done` query parameter of the page
+/// the change redirects to.
+#[derive(Deserialize)]
+pub struct DoneQuery {
+    done: Option<String>,
+}
+
+fn confirmation(q: &DoneQuery) -> Option<&'static str> {
+    Some(match q.done.as_deref()? {
+        "site-saved" => "The site was saved.",
+        "site-deleted" => "The site and its data were deleted.",
+        "user-added" => "The user was added.",
+        "role-set" => "The role was changed.",
+        "password-reset" => "The password was reset; the user's sessions were ended.",
+        "user-deleted" => "The user was deleted.",
+        _ => return None,
+    })
+}
+
 fn see_other(location: &str) -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, location.to_owned()))
@@ -105,32 +153,49 @@ fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, AdminError> {
     state.directory.by_id(&id).ok_or(AdminError::NotFound)
 }
 
-/// Host names separated by commas, spaces or new lines.
-fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, AdminError> {
+/// Host names separated by commas, spaces or new lines (URLs and ports
+/// are normalised as for the domain).
+pub(crate) fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
     raw.split([',', ' ', '\n', '\r', '\t'])
         .filter(|h| !h.is_empty())
-        .map(|h| DomainName::parse(h).map_err(|e| AdminError::Invalid(format!("alias {h:?}: {e}"))))
+        .map(|h| {
+            DomainName::from_input(h)
+                .map_err(|e| FormError::new("aliases", format!("“{h}” is not usable: {e}")))
+        })
         .collect()
 }
 
 /// Owner e-mails separated by commas, spaces or new lines; each must have
 /// an account.
-async fn parse_owners(state: &WebState, raw: &str) -> Result<Vec<Uuid>, AdminError> {
+async fn parse_owners(
+    state: &WebState,
+    raw: &str,
+) -> Result<Result<Vec<Uuid>, FormError>, AdminError> {
     let mut owners = Vec::new();
     for part in raw
         .split([',', ' ', '\n', '\r', '\t'])
         .filter(|p| !p.is_empty())
     {
-        let email =
-            Email::parse(part).map_err(|e| AdminError::Invalid(format!("owner {part:?}: {e}")))?;
-        let user = users::find_by_email(&state.store, &email)
-            .await?
-            .ok_or_else(|| AdminError::Invalid(format!("no user has the e-mail {email}")))?;
+        let email = match Email::parse(part) {
+            Ok(e) => e,
+            Err(e) => {
+                return Ok(Err(FormError::new(
+                    "owners",
+                    format!("“{part}” is not usable: {e}"),
+                )))
+            }
+        };
+        let Some(user) = users::find_by_email(&state.store, &email).await? else {
+            return Ok(Err(FormError::new(
+                "owners",
+                format!("No user has the e-mail {email}: add the user first under Users"),
+            )));
+        };
         if !owners.contains(&user.id) {
             owners.push(user.id);
         }
     }
-    Ok(owners)
+    Ok(Ok(owners))
 }
 
 async fn emails_by_id(state: &WebState) -> Result<HashMap<Uuid, String>, AdminError> {
@@ -151,11 +216,23 @@ pub struct SiteAdminRow {
     pub owners: String,
 }
 
+/// The add-site form as typed, to show it again after a refusal.
+#[derive(Default)]
+pub struct SiteInput {
+    pub domain: String,
+    pub aliases: String,
+    pub name: String,
+    pub owners: String,
+}
+
 #[derive(Template)]
 #[template(path = "admin_sites.html")]
 struct SitesPage {
     nav: Option<Nav>,
     rows: Vec<SiteAdminRow>,
+    input: SiteInput,
+    error: Option<FormError>,
+    done: Option<&'static str>,
 }
 
 fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
@@ -169,8 +246,26 @@ fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
 pub async fn sites_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
+    q: web::Query<DoneQuery>,
 ) -> Result<HttpResponse, AdminError> {
-    let emails = emails_by_id(&state).await?;
+    sites_page_with(
+        &state,
+        &viewer,
+        SiteInput::default(),
+        None,
+        confirmation(&q),
+    )
+    .await
+}
+
+async fn sites_page_with(
+    state: &WebState,
+    viewer: &super::auth::Viewer,
+    input: SiteInput,
+    error: Option<FormError>,
+    done: Option<&'static str>,
+) -> Result<HttpResponse, AdminError> {
+    let emails = emails_by_id(state).await?;
     let mut all = state.directory.all();
     all.sort_by(|a, b| a.domain.cmp(&b.domain));
     let rows = all
@@ -188,11 +283,19 @@ pub async fn sites_page(
             owners: owner_list(s, &emails),
         })
         .collect();
+    let status = if error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     Ok(render(
-        StatusCode::OK,
+        status,
         &SitesPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             rows,
+            input,
+            error,
+            done,
         },
     ))
 }
@@ -215,18 +318,62 @@ pub async fn create_site(
     form: web::Form<NewSiteForm>,
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
-    let domain =
-        DomainName::parse(&form.domain).map_err(|e| AdminError::Invalid(format!("domain: {e}")))?;
-    let new = NewSite {
-        domain,
-        aliases: parse_hosts(&form.aliases)?,
-        name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
-        owners: parse_owners(&state, &form.owners).await?,
+    let input = SiteInput {
+        domain: form.domain.clone(),
+        aliases: form.aliases.clone(),
+        name: form.name.clone(),
+        owners: form.owners.clone(),
     };
-    let site = sites::insert(&state.store, new, state.clock.now()).await?;
+    let checked = async {
+        let domain =
+            DomainName::from_input(&form.domain).map_err(|e| FormError::new("domain", e))?;
+        let aliases = parse_hosts(&form.aliases)?;
+        let owners = match parse_owners(&state, &form.owners).await {
+            Ok(result) => result?,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok::<_, FormError>(Ok(NewSite {
+            domain,
+            aliases,
+            name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
+            owners,
+        }))
+    };
+    let new = match checked.await {
+        Ok(Ok(new)) => new,
+        Ok(Err(e)) => return Err(e),
+        Err(refused) => return sites_page_with(&state, &viewer, input, Some(refused), None).await,
+    };
+    let site = match sites::insert(&state.store, new, state.clock.now()).await {
+        Ok(site) => site,
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => {
+            return sites_page_with(
+                &state,
+                &viewer,
+                input,
+                Some(FormError::new("name", e)),
+                None,
+            )
+            .await
+        }
+        Err(e) => {
+            return sites_page_with(
+                &state,
+                &viewer,
+                input,
+                Some(FormError::new("domain", e)),
+                None,
+            )
+            .await
+        }
+    };
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, site = %site.domain, "site created");
-    Ok(see_other(&format!("/sites/{}/settings", site.id)))
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=site-added",
+        site.id
+    )))
 }
 
 #[derive(Template)]
@@ -234,19 +381,24 @@ pub async fn create_site(
 struct SitePage {
     nav: Option<Nav>,
     site: Arc<Site>,
+    name: String,
     aliases: String,
     owners: String,
+    error: Option<FormError>,
+    done: Option<&'static str>,
 }
 
 pub async fn site_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     id: web::Path<String>,
+    q: web::Query<DoneQuery>,
 ) -> Result<HttpResponse, AdminError> {
     let site = site_by_id(&state, &id)?;
     let emails = emails_by_id(&state).await?;
     let page = SitePage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
+        name: site.name.clone(),
         aliases: site
             .aliases
             .iter()
@@ -255,6 +407,8 @@ pub async fn site_page(
             .join(", "),
         owners: owner_list(&site, &emails),
         site,
+        error: None,
+        done: confirmation(&q),
     };
     Ok(render(StatusCode::OK, &page))
 }
@@ -278,14 +432,44 @@ pub async fn update_site(
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
     let site = site_by_id(&state, &id)?;
+    let again = |error: FormError| {
+        render(
+            StatusCode::BAD_REQUEST,
+            &SitePage {
+                nav: Some(viewer.nav().in_section("admin")),
+                site: site.clone(),
+                name: form.name.clone(),
+                aliases: form.aliases.clone(),
+                owners: form.owners.clone(),
+                error: Some(error),
+                done: None,
+            },
+        )
+    };
+    let aliases = match parse_hosts(&form.aliases) {
+        Ok(a) => a,
+        Err(e) => return Ok(again(e)),
+    };
+    let owners = match parse_owners(&state, &form.owners).await? {
+        Ok(o) => o,
+        Err(e) => return Ok(again(e)),
+    };
     let changes = SiteChanges {
         name: form.name.clone(),
-        aliases: parse_hosts(&form.aliases)?,
-        owners: parse_owners(&state, &form.owners).await?,
+        aliases,
+        owners,
     };
-    sites::update(&state.store, &site, changes).await?;
+    match sites::update(&state.store, &site, changes).await {
+        Ok(_) => {}
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => return Ok(again(FormError::new("name", e))),
+        Err(e) => return Ok(again(FormError::new("aliases", e))),
+    }
     state.directory.reload(&state.store).await?;
-    Ok(see_other(&format!("/admin/sites/{}", site.id)))
+    Ok(see_other(&format!(
+        "/admin/sites/{}?done=site-saved",
+        site.id
+    )))
 }
 
 #[derive(Template)]
@@ -304,7 +488,7 @@ pub async fn delete_site_page(
     Ok(render(
         StatusCode::OK,
         &DeletePage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             site,
         },
     ))
@@ -334,7 +518,7 @@ pub async fn delete_site(
     let buckets = sites::delete(&state.store, &site).await?;
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, site = %site.domain, buckets, "site deleted");
-    Ok(see_other("/admin/sites"))
+    Ok(see_other("/admin/sites?done=site-deleted"))
 }
 
 // -------------------------------------------------------------------- users
@@ -352,11 +536,38 @@ pub struct UserRow {
 struct UsersPage {
     nav: Option<Nav>,
     rows: Vec<UserRow>,
+    /// The add-user form as typed (never the password).
+    email: String,
+    role: String,
+    error: Option<FormError>,
+    /// The error is about the add-user form (not a row of the table).
+    add_refused: bool,
+    done: Option<&'static str>,
 }
 
 pub async fn users_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
+    q: web::Query<DoneQuery>,
+) -> Result<HttpResponse, AdminError> {
+    users_page_with(
+        &state,
+        &viewer,
+        String::new(),
+        "owner".into(),
+        None,
+        confirmation(&q),
+    )
+    .await
+}
+
+async fn users_page_with(
+    state: &WebState,
+    viewer: &super::auth::Viewer,
+    email: String,
+    role: String,
+    error: Option<FormError>,
+    done: Option<&'static str>,
 ) -> Result<HttpResponse, AdminError> {
     let rows = users::list(&state.store)
         .await?
@@ -369,11 +580,21 @@ pub async fn users_page(
             is_self: u.id == viewer.user.id,
         })
         .collect();
+    let status = if error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     Ok(render(
-        StatusCode::OK,
+        status,
         &UsersPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("admin")),
             rows,
+            email,
+            role,
+            add_refused: error.as_ref().is_some_and(|e| e.field != "rows"),
+            error,
+            done,
         },
     ))
 }
@@ -386,12 +607,12 @@ pub struct NewUserForm {
     password: String,
 }
 
-fn parse_role(raw: &str) -> Result<Role, AdminError> {
-    Role::parse(raw).ok_or_else(|| AdminError::Invalid("role must be admin or owner".into()))
+fn parse_role(raw: &str) -> Result<Role, FormError> {
+    Role::parse(raw).ok_or_else(|| FormError::new("role", "Choose admin or owner"))
 }
 
-fn parse_password(raw: &str) -> Result<NewPassword, AdminError> {
-    NewPassword::parse(raw).map_err(|e| AdminError::Invalid(e.to_string()))
+fn parse_password(raw: &str, field: &'static str) -> Result<NewPassword, FormError> {
+    NewPassword::parse(raw).map_err(|e| FormError::new(field, e))
 }
 
 pub async fn create_user(
@@ -400,13 +621,33 @@ pub async fn create_user(
     form: web::Form<NewUserForm>,
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
-    let email =
-        Email::parse(&form.email).map_err(|e| AdminError::Invalid(format!("e-mail: {e}")))?;
-    let role = parse_role(&form.role)?;
-    let password = parse_password(&form.password)?;
-    let user = users::create(&state.store, email, &password, role, state.clock.now()).await?;
+    let checked = (|| {
+        let email = Email::parse(&form.email).map_err(|e| FormError::new("email", e))?;
+        let role = parse_role(&form.role)?;
+        let password = parse_password(&form.password, "password")?;
+        Ok::<_, FormError>((email, role, password))
+    })();
+    let again = |error| {
+        users_page_with(
+            &state,
+            &viewer,
+            form.email.clone(),
+            form.role.clone(),
+            Some(error),
+            None,
+        )
+    };
+    let (email, role, password) = match checked {
+        Ok(v) => v,
+        Err(e) => return again(e).await,
+    };
+    let user = match users::create(&state.store, email, &password, role, state.clock.now()).await {
+        Ok(user) => user,
+        Err(e @ users::UserError::EmailTaken(_)) => return again(FormError::new("email", e)).await,
+        Err(e) => return Err(e.into()),
+    };
     tracing::info!(admin = %viewer.user.email, user = %user.email, role = role.as_str(), "user created");
-    Ok(see_other("/admin/users"))
+    Ok(see_other("/admin/users?done=user-added"))
 }
 
 fn user_id(raw: &str) -> Result<Uuid, AdminError> {
@@ -427,14 +668,29 @@ pub async fn set_role(
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
     let id = user_id(&id)?;
-    let role = parse_role(&form.role)?;
+    let refuse = |e: FormError| {
+        users_page_with(
+            &state,
+            &viewer,
+            String::new(),
+            "owner".into(),
+            Some(e),
+            None,
+        )
+    };
+    let role = match parse_role(&form.role) {
+        Ok(r) => r,
+        Err(e) => return refuse(FormError { field: "rows", ..e }).await,
+    };
     if role == Role::Owner && users::other_admins(&state.store, id).await? == 0 {
-        return Err(AdminError::Invalid(
-            "the last admin cannot become an owner".into(),
-        ));
+        return refuse(FormError::new(
+            "rows",
+            "The last admin cannot become an owner: make another user admin first",
+        ))
+        .await;
     }
     users::set_role(&state.store, id, role).await?;
-    Ok(see_other("/admin/users"))
+    Ok(see_other("/admin/users?done=role-set"))
 }
 
 #[derive(Deserialize)]
@@ -451,10 +707,56 @@ pub async fn reset_password(
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
     let id = user_id(&id)?;
-    let password = parse_password(&form.password)?;
+    let password = match parse_password(&form.password, "rows") {
+        Ok(p) => p,
+        Err(e) => {
+            return users_page_with(
+                &state,
+                &viewer,
+                String::new(),
+                "owner".into(),
+                Some(e),
+                None,
+            )
+            .await
+        }
+    };
     users::set_password(&state.store, id, &password).await?;
+    // The admin knows this one: the user is asked for their own.
+    users::require_password_change(&state.store, id).await?;
     sessions::delete_for_user(&state.store, id, None).await?;
-    Ok(see_other("/admin/users"))
+    Ok(see_other("/admin/users?done=password-reset"))
+}
+
+#[derive(Deserialize)]
+pub struct DeleteUserForm {
+    csrf: String,
+}
+
+/// Deletes a user (not oneself, so the last admin always stays).
+pub async fn delete_user(
+    state: web::Data<WebState>,
+    Admin(viewer): Admin,
+    id: web::Path<String>,
+    form: web::Form<DeleteUserForm>,
+) -> Result<HttpResponse, AdminError> {
+    viewer.check_csrf(&form.csrf)?;
+    let id = user_id(&id)?;
+    if id == viewer.user.id {
+        return users_page_with(
+            &state,
+            &viewer,
+            String::new(),
+            "owner".into(),
+            Some(FormError::new("rows", "You cannot delete your own account")),
+            None,
+        )
+        .await;
+    }
+    users::delete(&state.store, id).await?;
+    state.directory.reload(&state.store).await?;
+    tracing::info!(admin = %viewer.user.email, user = %id, "user deleted");
+    Ok(see_other("/admin/users?done=user-deleted"))
 }
 
 // ------------------------------------------------------------------- system
@@ -498,7 +800,7 @@ pub async fn system_page(
         .collect();
     let stats = &state.ingest.stats;
     let page = SystemPage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
         topology,
         read_preference: crate::storage::read_preference_name(state.store.read_preference())
             .to_owned(),

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 pub const STYLESHEET: &str = include_str!("../../static/style.css");
 pub const TRACKING_SCRIPT: &str = include_str!("../../static/tt.js");
+pub const WAITING_SCRIPT: &str = include_str!("../../static/waiting.js");
 
 /// FNV-1a, enough to tell versions of one file apart.
 fn fingerprint(text: &str) -> String {
@@ -21,6 +22,18 @@ fn fingerprint(text: &str) -> String {
 pub fn stylesheet_url() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| format!("/static/style.css?v={}", fingerprint(STYLESHEET)))
+}
+
+pub fn waiting_script_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| format!("/static/waiting.js?v={}", fingerprint(WAITING_SCRIPT)))
+}
+
+pub async fn waiting_script() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/javascript; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "public, max-age=31536000, immutable"))
+        .body(WAITING_SCRIPT)
 }
 
 pub async fn stylesheet() -> HttpResponse {

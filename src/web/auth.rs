@@ -184,11 +184,14 @@ struct LoginPage {
     next: String,
     email: String,
     error: Option<String>,
+    signed_out: bool,
 }
 
 #[derive(Deserialize)]
 pub struct NextQuery {
     next: Option<String>,
+    /// Set by the logout redirect.
+    signed_out: Option<String>,
 }
 
 pub async fn login_form(
@@ -207,6 +210,7 @@ pub async fn login_form(
         next: safe_next(q.next.as_deref()),
         email: String::new(),
         error: None,
+        signed_out: q.signed_out.is_some(),
     };
     let mut response = render(StatusCode::OK, &page);
     let _ = response.add_cookie(&cookie(
@@ -251,6 +255,7 @@ pub async fn login(
             next: safe_next(form.next.as_deref()),
             email: form.email.clone(),
             error: Some(error),
+            signed_out: false,
         };
         render(status, &page)
     };
@@ -259,7 +264,10 @@ pub async fn login(
         let minutes = wait.as_secs().div_ceil(60).max(1);
         return Ok(again(
             StatusCode::TOO_MANY_REQUESTS,
-            format!("Too many failed logins. Try again in {minutes} minute(s)."),
+            format!(
+                "Too many failed logins. Try again in {}.",
+                super::fmt::plural(&(minutes as i64), "minute")
+            ),
         ));
     }
     let user = match Email::parse(&form.email) {
@@ -295,8 +303,14 @@ pub async fn login(
     .await
     .map_err(internal)?;
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
+    // A one-time password is replaced before anything else.
+    let location = if user.must_change_password {
+        "/account/password".to_owned()
+    } else {
+        safe_next(form.next.as_deref())
+    };
     let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, safe_next(form.next.as_deref())))
+        .insert_header((header::LOCATION, location))
         .finish();
     let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
     tracing::info!(user = %user.email, "logged in");
@@ -318,7 +332,7 @@ pub async fn logout(
         .await
         .map_err(internal)?;
     let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/login"))
+        .insert_header((header::LOCATION, "/login?signed_out=1"))
         .finish();
     let mut gone = cookie(
         &state,
@@ -338,15 +352,18 @@ struct PasswordPage {
     nav: Option<Nav>,
     error: Option<String>,
     done: bool,
+    /// Signed in with a one-time password.
+    one_time: bool,
 }
 
 pub async fn password_form(viewer: Viewer) -> HttpResponse {
     render(
         StatusCode::OK,
         &PasswordPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: false,
+            one_time: viewer.user.must_change_password,
         },
     )
 }
@@ -369,9 +386,10 @@ pub async fn change_password(
         render(
             StatusCode::BAD_REQUEST,
             &PasswordPage {
-                nav: Some(viewer.nav()),
+                nav: Some(viewer.nav().in_section("account")),
                 error: Some(message.to_owned()),
                 done: false,
+                one_time: viewer.user.must_change_password,
             },
         )
     };
@@ -404,9 +422,10 @@ pub async fn change_password(
     Ok(render(
         StatusCode::OK,
         &PasswordPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error: None,
             done: true,
+            one_time: false,
         },
     ))
 }

@@ -46,6 +46,54 @@ pub fn share(part: i64, total: i64) -> String {
     }
 }
 
+/// A whole number of days, hours or minutes in words: "23 hours", "1 day".
+pub fn duration(d: chrono::TimeDelta) -> String {
+    let (n, unit) = if d.num_minutes() % (24 * 60) == 0 && d.num_minutes() > 0 {
+        (d.num_days(), "day")
+    } else if d.num_minutes() % 60 == 0 && d.num_minutes() > 0 {
+        (d.num_hours(), "hour")
+    } else {
+        (d.num_minutes(), "minute")
+    };
+    plural(&n, unit)
+}
+
+/// "1 view", "2 views", "1,000 views".
+pub fn plural(n: &i64, unit: &str) -> String {
+    if *n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{} {unit}s", thousands(n))
+    }
+}
+
+/// Bytes as "512 B", "1.5 kB", "23.4 MB", "1.2 GB" (powers of 1,000).
+pub fn bytes(n: &i64) -> String {
+    let n = (*n).max(0);
+    let units = ["B", "kB", "MB", "GB", "TB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < units.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+/// Share of a total as a plain number of percent with one decimal, "42.0"
+/// (for CSV: a spreadsheet reads it as a number).
+pub fn percent(part: i64, total: i64) -> String {
+    if total == 0 {
+        "0.0".into()
+    } else {
+        format!("{:.1}", part as f64 * 100.0 / total as f64)
+    }
+}
+
 pub fn utc(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
@@ -77,5 +125,12 @@ mod tests {
         assert_eq!(share(1, 3), "33.3%");
         assert_eq!(share(1, 0), "0.0%");
         assert_eq!(query("/a b&c"), "%2Fa%20b%26c");
+        assert_eq!(duration(chrono::TimeDelta::hours(23)), "23 hours");
+        assert_eq!(duration(chrono::TimeDelta::days(1)), "1 day");
+        assert_eq!(duration(chrono::TimeDelta::minutes(59)), "59 minutes");
+        assert_eq!(plural(&1, "view"), "1 view");
+        assert_eq!(plural(&2500, "page"), "2,500 pages");
+        assert_eq!(bytes(&999), "999 B");
+        assert_eq!(bytes(&23_400_000), "23.4 MB");
     }
 }

@@ -42,6 +42,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/pixel.gif", web::get().to(pixel::pixel))
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
+    .route("/static/waiting.js", web::get().to(assets::waiting_script))
     .route("/healthz", web::get().to(ops::healthz))
     .route("/readyz", web::get().to(ops::readyz))
     .route("/metrics", web::get().to(ops::prometheus))
@@ -52,11 +53,21 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))
+    .route("/sites/new", web::get().to(reports::new_site_form))
+    .route("/sites/new", web::post().to(reports::add_site))
     .route("/sites/{id}", web::get().to(reports::dashboard))
     .route("/sites/{id}/page", web::get().to(reports::page_report))
     .route(
         "/sites/{id}/settings",
         web::get().to(reports::site_settings),
+    )
+    .route(
+        "/sites/{id}/settings",
+        web::post().to(reports::save_site_settings),
+    )
+    .route(
+        "/sites/{id}/status.json",
+        web::get().to(reports::status_json),
     )
     .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
     .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))
@@ -88,13 +99,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/admin/users/{id}/password",
         web::post().to(admin::reset_password),
     )
+    .route(
+        "/admin/users/{id}/delete",
+        web::post().to(admin::delete_user),
+    )
     .route("/admin/system", web::get().to(admin::system_page))
     .route("/admin/preallocation", web::get().to(preallocation::page))
     .route(
         "/admin/preallocation",
         web::post().to(preallocation::trigger),
     )
-    .route("/admin/api/preallocate", web::post().to(preallocation::api));
+    .route("/admin/api/preallocate", web::post().to(preallocation::api))
+    .default_service(web::route().to(pages::not_found));
 }
 
 fn see(location: &str) -> HttpResponse {

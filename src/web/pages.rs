@@ -12,6 +12,9 @@ pub struct Nav {
     pub email: String,
     pub is_admin: bool,
     pub csrf: String,
+    /// The top-level section the page belongs to, highlighted in the bar:
+    /// `sites`, `admin` or `account`.
+    pub section: &'static str,
 }
 
 impl Nav {
@@ -20,7 +23,13 @@ impl Nav {
             email: user.email.to_string(),
             is_admin: user.is_admin(),
             csrf: csrf.to_owned(),
+            section: "sites",
         }
+    }
+
+    pub fn in_section(mut self, section: &'static str) -> Self {
+        self.section = section;
+        self
     }
 }
 
@@ -44,13 +53,21 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> HttpRespons
     };
     HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
+        .insert_header(no_store())
         .body(page.render().unwrap_or_else(|_| message.to_owned()))
+}
+
+/// Pages are never stored by the browser or a proxy: after logging out,
+/// Back must not show a signed-in page from the cache.
+pub fn no_store() -> (actix_web::http::header::HeaderName, &'static str) {
+    (actix_web::http::header::CACHE_CONTROL, "no-store")
 }
 
 pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
     match page.render() {
         Ok(body) => HttpResponse::build(status)
             .content_type("text/html; charset=utf-8")
+            .insert_header(no_store())
             .body(body),
         Err(e) => {
             tracing::error!(error = %e, "template rendering failed");
@@ -61,4 +78,25 @@ pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
             )
         }
     }
+}
+
+/// Any address no route serves: an HTML page with the navigation (when
+/// signed in), or JSON under `/admin/api/`.
+pub async fn not_found(
+    req: actix_web::HttpRequest,
+    viewer: Option<super::auth::Viewer>,
+) -> HttpResponse {
+    if req.path().starts_with("/admin/api/") {
+        return HttpResponse::NotFound()
+            .insert_header(no_store())
+            .json(serde_json::json!({"error": "No such endpoint."}));
+    }
+    let page = ErrorPage {
+        nav: viewer.map(|v| v.nav()),
+        status: 404,
+        title: "Page not found",
+        message:
+            "There is nothing at this address. Check the link, or start again from your sites.",
+    };
+    render(StatusCode::NOT_FOUND, &page)
 }

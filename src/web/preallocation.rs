@@ -61,6 +61,12 @@ struct PreallocPage {
     nav: Option<Nav>,
     domains: Vec<String>,
     default_from: String,
+    /// The form as typed, to show it again after a refusal.
+    scope: String,
+    site: String,
+    page: String,
+    hours: String,
+    error: Option<super::admin::FormError>,
     next_run: String,
     threshold: i64,
     result: Option<RunRow>,
@@ -77,6 +83,16 @@ pub async fn page(
     Admin(viewer): Admin,
     q: web::Query<ShowQuery>,
 ) -> Result<HttpResponse, AdminError> {
+    page_with(&state, &viewer, q.run.as_deref(), None, None).await
+}
+
+async fn page_with(
+    state: &WebState,
+    viewer: &super::auth::Viewer,
+    run: Option<&str>,
+    input: Option<&PreallocForm>,
+    error: Option<PreallocError>,
+) -> Result<HttpResponse, AdminError> {
     let recent = runs::recent(&state.store, 50).await?;
     let now = state.clock.now();
     let mut domains: Vec<String> = state
@@ -86,17 +102,33 @@ pub async fn page(
         .map(|s| s.domain.to_string())
         .collect();
     domains.sort();
+    let typed = |f: fn(&PreallocForm) -> &Option<String>| {
+        input.and_then(|i| f(i).clone()).unwrap_or_default()
+    };
+    let default_from = fmt::input_minute(
+        &(crate::reports::Resolution::Hour.floor(now) + chrono::TimeDelta::hours(1)),
+    );
     let page = PreallocPage {
-        nav: Some(viewer.nav()),
+        nav: Some(viewer.nav().in_section("admin")),
         domains,
-        default_from: fmt::input_minute(
-            &(crate::reports::Resolution::Hour.floor(now) + chrono::TimeDelta::hours(1)),
-        ),
-        next_run: next_run_text(&state),
+        default_from: Some(typed(|i| &i.from))
+            .filter(|f| !f.is_empty())
+            .unwrap_or(default_from),
+        scope: Some(typed(|i| &i.scope))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "all".into()),
+        site: typed(|i| &i.site),
+        page: typed(|i| &i.page),
+        hours: Some(typed(|i| &i.hours))
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "1".into()),
+        error: error.map(|e| super::admin::FormError {
+            field: e.field(),
+            message: e.to_string(),
+        }),
+        next_run: next_run_text(state),
         threshold: state.prealloc_threshold,
-        result: q
-            .run
-            .as_deref()
+        result: run
             .and_then(|id| {
                 recent
                     .iter()
@@ -105,7 +137,12 @@ pub async fn page(
             .map(RunRow::from),
         runs: recent.iter().map(RunRow::from).collect(),
     };
-    Ok(render(StatusCode::OK, &page))
+    let status = if page.error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    Ok(render(status, &page))
 }
 
 pub fn next_run_text(state: &WebState) -> String {
@@ -129,9 +166,13 @@ pub async fn trigger(
 ) -> Result<HttpResponse, AdminError> {
     viewer.check_csrf(&form.csrf)?;
     let now = state.clock.now();
-    let request = form
+    let request = match form
         .form
-        .validate(state.prealloc_threshold, &state.directory.all(), now)?;
+        .validate(state.prealloc_threshold, &state.directory.all(), now)
+    {
+        Ok(r) => r,
+        Err(e) => return page_with(&state, &viewer, None, Some(&form.form), Some(e)).await,
+    };
     let run = preallocation::run(
         &state.store,
         &request,
@@ -161,6 +202,8 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
+            // A script gets 401, not the login page's redirect.
+            ApiError::Auth(AuthError::LoginRequired { .. }) => StatusCode::UNAUTHORIZED,
             ApiError::Auth(e) => e.status_code(),
             ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -169,7 +212,7 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let message = match self {
             ApiError::Auth(AuthError::LoginRequired { .. }) => {
-                return self.as_auth().error_response()
+                "Sign in first: send the session cookie of a logged-in admin.".to_owned()
             }
             ApiError::Database(e) => {
                 tracing::error!(error = %chain(e), "preallocation API failed");
@@ -181,23 +224,16 @@ impl ResponseError for ApiError {
     }
 }
 
-impl ApiError {
-    fn as_auth(&self) -> &AuthError {
-        match self {
-            ApiError::Auth(e) => e,
-            _ => unreachable!("only called for Auth"),
-        }
-    }
-}
-
 /// `POST /admin/api/preallocate` with a JSON body (`scope`, `site`, `page`,
 /// `from`, `hours`) and the session's CSRF token in `X-CSRF-Token`.
 pub async fn api(
     req: HttpRequest,
     state: web::Data<WebState>,
-    Admin(viewer): Admin,
+    admin: Result<Admin, AuthError>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // Taken as a Result so that a missing login is answered in JSON.
+    let Admin(viewer) = admin?;
     let token = req
         .headers()
         .get("x-csrf-token")

@@ -26,4 +26,6 @@ pub struct WebState {
     /// The background preallocation, when enabled (for its next run time).
     pub scheduler: Option<std::sync::Arc<crate::preallocation::scheduler::Scheduler>>,
     pub prealloc_threshold: i64,
+    /// Owners may add sites (`TICKERTAPE_OWNERS_ADD_SITES`).
+    pub owners_add_sites: bool,
 }

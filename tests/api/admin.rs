@@ -33,10 +33,13 @@ async fn admins_create_edit_and_delete_sites() {
     assert_eq!(site.aliases.len(), 2);
     assert_eq!(
         r.headers()["location"],
-        format!("/sites/{}/settings", site.id).as_str()
+        format!("/sites/{}/settings?done=site-added", site.id).as_str()
     );
-    // The settings page shows both snippets with the site's id.
-    let (_, html) = admin.text(&format!("/sites/{}/settings", site.id)).await;
+    // The settings page confirms and shows both snippets with the site's id.
+    let (_, html) = admin
+        .text(&format!("/sites/{}/settings?done=site-added", site.id))
+        .await;
+    assert!(html.contains("The site was added"), "confirmation");
     assert!(
         html.contains("/tt.js") && html.contains(&format!("data-site=&#34;{}&#34;", site.id)),
         "script snippet"
@@ -61,7 +64,7 @@ async fn admins_create_edit_and_delete_sites() {
 
     // Bad input: nothing changes.
     for form in [
-        vec![("domain", "https://bad/")],
+        vec![("domain", "https://bad.test/blog")],
         vec![("domain", "new.test")], // taken
         vec![("domain", "other.test"), ("aliases", "m.new.test")], // alias taken
         vec![("domain", "other.test"), ("owners", "ghost@example.com")],
@@ -71,7 +74,7 @@ async fn admins_create_edit_and_delete_sites() {
         form.push(("csrf", &csrf));
         let r = admin.post("/admin/sites", &form).await;
         assert_eq!(r.status(), 400, "{form:?}");
-        assert!(r.text().await.unwrap().contains("Nothing was changed"));
+        assert!(r.text().await.unwrap().contains("Nothing was added"));
     }
     assert_eq!(sites::list(&app.store).await.unwrap().len(), 1);
 

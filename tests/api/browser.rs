@@ -166,6 +166,63 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
     handle.stop(true).await;
 }
 
+/// Issue 14, item 16: a single-page app's navigations count, and a browser
+/// flagged with `#tt-ignore` counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_counts_single_page_app_navigations_and_can_ignore_a_browser() {
+    let app = spawn_app().await;
+    let site = app.add_site("spa.test", &["127.0.0.1"]).await;
+    let s = snippets::for_site(&app.address, &site.id);
+    // After load: pushState to /two, then Back to /one (popstate).
+    let body = format!(
+        "<!doctype html><html><head><title>SPA</title></head><body>{}<script>\
+         setTimeout(function(){{history.pushState({{}},'','/two');}},300);\
+         setTimeout(function(){{history.back();}},600);</script></body></html>",
+        s.script
+    );
+    let server = HttpServer::new(move || {
+        let body = body.clone();
+        App::new().default_service(web::to(move || {
+            let body = body.clone();
+            async move { HttpResponse::Ok().content_type("text/html").body(body) }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let url = format!("{origin}/one");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_views(&app, "spa.test/two", 1).await,
+        1,
+        "pushState"
+    );
+    assert_eq!(
+        wait_for_views(&app, "spa.test/one", 2).await,
+        2,
+        "load and Back"
+    );
+    // The owner's browser, flagged: nothing is sent.
+    let url = format!("{origin}/ignored#tt-ignore");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(minute_views(&app, "spa.test/ignored").await, 0);
+    assert_eq!(
+        minute_views(&app, "spa.test/two").await,
+        1,
+        "ignored navigations too"
+    );
+    handle.stop(true).await;
+}
+
 /// Logs in through the form, opens the dashboard and a page report of a
 /// demo site, checks the charts and tables, and saves screenshots under
 /// `target/screenshots/` for people to look at.
@@ -255,5 +312,256 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
         "each chart has its table"
     );
     browser.screenshot("page-report").await;
+    browser.quit().await;
+}
+
+/// Issue 14: every page at 1366×900 and 390×844 in Chromium, with axe-core
+/// finding no serious or critical violation, and the fixes checked where a
+/// person would see them. Screenshots go to `target/screenshots/issue14-*`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_reads_right_on_a_desktop_and_a_phone() {
+    use crate::webdriver::Browser;
+    use serde_json::json;
+    use tickertape::accounts::Role;
+    use tickertape::demo::{self, DemoOptions};
+    use tickertape::domain::DomainName;
+
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let options = DemoOptions {
+        domain: DomainName::parse("demo.test").unwrap(),
+        days: 2,
+        daily_views: 800,
+        seed: 5,
+    };
+    let site = demo::generate(&app.store, &options, t0(), false)
+        .await
+        .unwrap()
+        .site;
+    let fresh = app.add_site("fresh.test", &[]).await;
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let page = tickertape::reports::queries::top_pages(
+        &app.store,
+        &site.domain,
+        &tickertape::reports::Period::resolve(&Default::default(), t0()).unwrap(),
+    )
+    .await
+    .unwrap()
+    .first()
+    .map(|(p, _)| p.path().to_owned())
+    .unwrap();
+    let minute = tickertape::reports::queries::latest_minute(
+        &app.store,
+        &tickertape::domain::Page::parse(&format!("demo.test{page}")).unwrap(),
+        t0(),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .format("%Y-%m-%dT%H:%M")
+    .to_string();
+
+    let browser = Browser::start(BROWSER_UA).await;
+    let base = app.address.clone();
+    browser.goto(&format!("{base}/login")).await;
+    assert_eq!(browser.count("a.skip[href='#main']").await, 1, "skip link");
+    // Item 6: the first Tab reaches the skip link, shown with a focus ring
+    // of at least 3:1 against the white page.
+    browser.press_tab().await;
+    let ring = browser
+        .execute(
+            "const e = document.activeElement, s = getComputedStyle(e); \
+             return [e.className, s.outlineStyle, parseFloat(s.outlineWidth), s.outlineColor];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(ring[0], "skip", "{ring}");
+    assert_eq!(ring[1], "solid", "{ring}");
+    assert!(ring[2].as_f64().unwrap() >= 2.0, "{ring}");
+    let rgb: Vec<f64> = ring[3]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    let lum = |c: f64| {
+        let c = c / 255.0;
+        if c <= 0.03928 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let l = 0.2126 * lum(rgb[0]) + 0.7152 * lum(rgb[1]) + 0.0722 * lum(rgb[2]);
+    let contrast = 1.05 / (l + 0.05);
+    assert!(
+        contrast >= 3.0,
+        "focus ring {rgb:?} has {contrast:.1}:1 on white"
+    );
+    browser.type_into("#email", "admin@example.com").await;
+    browser.type_into("#password", PASSWORD).await;
+    browser.click("form button[type=submit]").await;
+    let dash = format!("/sites/{}", site.id);
+    let query = |p: &str| tickertape::web::fmt::query(p);
+    let pages: Vec<(&str, String)> = vec![
+        ("sites", "/sites".into()),
+        ("dashboard", dash.clone()),
+        ("dashboard-24h-by-day", format!("{dash}?range=24h&res=day")),
+        (
+            "dashboard-bad-range",
+            format!("{dash}?range=custom&from=2026-11-22T10:00&to=2026-11-21T10:00"),
+        ),
+        (
+            "page-report",
+            format!("{dash}/page?path={}&minute={minute}", query(&page)),
+        ),
+        ("waiting-site", format!("/sites/{}", fresh.id)),
+        ("tracking-code", format!("/sites/{}/settings", site.id)),
+        ("admin-sites", "/admin/sites".into()),
+        ("admin-users", "/admin/users".into()),
+        ("admin-preallocation", "/admin/preallocation".into()),
+        ("admin-system", "/admin/system".into()),
+        ("account", "/account/password".into()),
+        ("not-found", "/no/such/page".into()),
+    ];
+    let mut violations = Vec::new();
+    for (size, width, height) in [("desktop", 1366, 900), ("phone", 390, 844)] {
+        browser.resize(width, height).await;
+        for (name, path) in &pages {
+            browser.goto(&format!("{base}{path}")).await;
+            for v in browser.axe_violations().await {
+                violations.push(format!("{size} {name}: {v}"));
+            }
+            browser.screenshot(&format!("issue14-{size}-{name}")).await;
+            match *name {
+                "page-report" => {
+                    // Item 1: seconds are labelled with the second.
+                    let row = browser
+                        .execute(
+                            "return document.querySelector('#seconds-r7 td').textContent;",
+                            json!([]),
+                        )
+                        .await;
+                    assert!(
+                        row.as_str().unwrap().ends_with(":07"),
+                        "{size}: second 7 reads {row}"
+                    );
+                    // Item 5: axis text keeps a readable size on every screen.
+                    let px = browser
+                        .execute(
+                            "return [...document.querySelectorAll('.y-axis span, .x-axis span')].map(e => e.getBoundingClientRect().height);",
+                            json!([]),
+                        )
+                        .await;
+                    let heights: Vec<f64> = px
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap())
+                        .collect();
+                    assert!(!heights.is_empty());
+                    assert!(
+                        heights.iter().all(|h| *h >= 11.0),
+                        "{size}: axis text heights {heights:?}"
+                    );
+                }
+                "dashboard" if size == "phone" => {
+                    // Item 7: the folded custom form leaves the chart in view.
+                    let top = browser
+                        .execute(
+                            "return document.querySelector('svg.chart').getBoundingClientRect().top < window.innerHeight;",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(top, true, "the chart starts above the fold");
+                    // Item 5: tapping a bar shows its value in the table.
+                    // A tap is a click event on the bar's link.
+                    browser
+                        .execute(
+                            "const a = document.querySelector('svg.chart a'); \
+                             a.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, view: window})); \
+                             return a.getAttribute('href');",
+                            json!([]),
+                        )
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let shown = browser
+                        .execute(
+                            "const r = document.querySelector(location.hash); \
+                             return [location.hash, r.closest('details').open, r.textContent];",
+                            json!([]),
+                        )
+                        .await;
+                    assert!(
+                        shown[0]
+                            .as_str()
+                            .is_some_and(|h| h.starts_with("#series-r")),
+                        "{shown}"
+                    );
+                    assert_eq!(shown[1], true, "the table opened at the bar's row: {shown}");
+                }
+                "dashboard-24h-by-day" => {
+                    // Item 3: the range is kept; both days are partial.
+                    assert_eq!(browser.count("rect.bar.partial").await, 2, "{size}");
+                    assert!(browser
+                        .text("#change-basis")
+                        .await
+                        .contains("still counting"));
+                }
+                "dashboard-bad-range" => {
+                    assert_eq!(
+                        browser.text("#range-error").await,
+                        "The end must be after the start. Showing the last 24 hours instead."
+                    );
+                }
+                "waiting-site" => {
+                    assert_eq!(browser.count("#waiting pre").await, 1, "{size}");
+                }
+                "not-found" => {
+                    assert_eq!(browser.count("nav[aria-label=Main] a").await, 3, "{size}");
+                }
+                _ => {}
+            }
+            if size == "phone" {
+                // Item 7: nothing wider than the phone but scrollable tables.
+                let overflow = browser
+                    .execute(
+                        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                        json!([]),
+                    )
+                    .await;
+                assert!(
+                    overflow.as_f64().unwrap() <= 1.0,
+                    "{name}: the page is {overflow} px wider than the phone"
+                );
+            }
+        }
+    }
+    assert!(violations.is_empty(), "axe-core: {violations:#?}");
+
+    // Item 11: the waiting dashboard notices the first view by itself.
+    browser.goto(&format!("{base}/sites/{}", fresh.id)).await;
+    app.write_hits(&[("fresh.test/", t0())]).await;
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while browser.count("#first-view").await == 0 {
+        assert!(Instant::now() < deadline, "the first view was not shown");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    browser.screenshot("issue14-first-view").await;
+
+    // Item 9: after logging out, Back does not show the dashboard from cache.
+    browser.goto(&format!("{base}{dash}")).await;
+    browser.click("form[action='/logout'] button").await;
+    assert!(browser.url().await.contains("/login?signed_out=1"));
+    assert_eq!(browser.text("#signed-out").await, "You are signed out.");
+    browser.back().await;
+    assert!(
+        browser.url().await.contains("/login"),
+        "Back after logout: {}",
+        browser.url().await
+    );
+    browser.screenshot("issue14-back-after-logout").await;
     browser.quit().await;
 }

@@ -15,4 +15,5 @@ mod pixel_rules;
 mod preallocation;
 mod reports;
 mod serve;
+mod site_owner;
 mod storage;

@@ -146,13 +146,13 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
         &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day"),
     )
     .await;
-    assert_eq!(rows, ["path,views,share", "/a,8,53.3%", "/b,7,46.7%"]);
+    assert_eq!(rows, ["path,views,share_percent", "/a,8,53.3", "/b,7,46.7"]);
     let rows = csv(
         &admin,
         &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day&q=B"),
     )
     .await;
-    assert_eq!(rows, ["path,views,share", "/b,7,46.7%"]);
+    assert_eq!(rows, ["path,views,share_percent", "/b,7,46.7"]);
 
     // The seconds of one minute.
     let rows = csv(
@@ -188,8 +188,11 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
         .await;
     assert_eq!(status, 200);
     assert!(html.contains("id=\"total\">9<"), "total");
+    // The 22nd is still running at 10:01:07: its 10 complete hours (3
+    // views) are compared with the first 10 hours of the 21st (none).
     assert!(
-        html.contains("+800.0%") && html.contains("vs. 1 in the previous period"),
+        html.contains("id=\"change\" class=\"up\">new<")
+            && html.contains("vs. 0 in the same 10 hours of the previous period"),
         "change"
     );
     assert!(
@@ -204,7 +207,10 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
         .find(">/b</a></td><td class=\"num\">2</td><td class=\"num\">22.2%")
         .expect("/b row");
     assert!(a < b, "most viewed first");
-    assert!(html.contains("Read from"), "states freshness");
+    assert!(
+        html.contains("These figures include every view stored so far."),
+        "states freshness in plain words"
+    );
 
     let (status, html) = admin.text(&format!("{base}/page?path=/a&range=custom&from=2026-11-22&to=2026-11-22&minute=2026-11-22T10:01")).await;
     assert_eq!(status, 200);
@@ -246,22 +252,22 @@ async fn the_latest_minute_with_views_skips_preallocated_empty_buckets() {
 async fn malformed_report_parameters_get_a_clear_400() {
     let (_app, admin, base) = reports_world().await;
     for (query, says) in [
-        ("?range=2y", "unknown range"),
-        ("?res=second", "unknown resolution"),
-        ("?range=custom", "needs both from and to"),
+        ("?range=2y", "Unknown range"),
+        ("?res=second", "Unknown resolution"),
+        ("?range=custom", "needs both a start and an end"),
         (
             "?range=custom&from=2026-11-22&to=2026-11-01",
-            "end after it starts",
+            "The end must be after the start.",
         ),
         (
             "?range=custom&from=yesterday&to=2026-11-01",
-            "must be a UTC date",
+            "The start must be a UTC date",
         ),
-        ("?range=12mo&res=minute", "more than 1500"),
-        ("?p=0", "page number"),
-        ("/page?path=relative", "path"),
-        ("/page?path=/a&minute=noon", "minute must be"),
-        ("/seconds.csv?path=/a", "minute is required"),
+        ("?range=12mo&res=minute", "more than 1,500"),
+        ("?p=0", "whole number from 1"),
+        ("/page?path=relative", "cannot be shown"),
+        ("/page?path=/a&minute=noon", "The minute must be"),
+        ("/seconds.csv?path=/a", "Choose a minute"),
     ] {
         let (status, html) = admin.text(&format!("{base}{query}")).await;
         assert_eq!(status, 400, "{query}");

@@ -29,9 +29,13 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .arg("serve")
         .env("TICKERTAPE_DATA_DIR", data.path())
         .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+        .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let logs = std::thread::spawn(move || stderr.lines().map_while(Result::ok).collect::<Vec<_>>());
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut db_pid = None;
     let mut address = None;
@@ -61,6 +65,18 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .to_str()
         .unwrap()
         .starts_with("text/javascript"));
+    assert!(
+        js.bytes().await.unwrap().len() < 1024,
+        "tt.js stays under 1 KB"
+    );
+    // Compressed for clients that accept it.
+    let css = http
+        .get(format!("{address}/static/style.css"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(css.headers()["content-encoding"], "gzip");
 
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -74,6 +90,10 @@ async fn serve_starts_and_stops_the_embedded_database() {
     };
     assert!(status.success(), "{status}");
     assert!(!alive(db_pid), "the embedded database outlived serve");
+    // Logs to a pipe carry no terminal colour codes.
+    let logs = logs.join().unwrap();
+    assert!(!logs.is_empty(), "serve logs at info");
+    assert!(logs.iter().all(|l| !l.contains('\x1b')), "{logs:?}");
     assert!(!data.path().join("localdb.uri").exists());
 }
 

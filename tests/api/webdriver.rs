@@ -157,6 +157,86 @@ impl Browser {
         .to_owned()
     }
 
+    /// Runs `script` (a function body; `arguments` as given) in the page.
+    pub async fn execute(&self, script: &str, args: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            json!({"script": script, "args": args}),
+        )
+        .await
+    }
+
+    /// Runs an asynchronous script: it calls the last argument when done.
+    pub async fn execute_async(&self, script: &str, args: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/async",
+            json!({"script": script, "args": args}),
+        )
+        .await
+    }
+
+    /// Sets the window's outer size in CSS pixels.
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.call(
+            reqwest::Method::POST,
+            "/window/rect",
+            json!({"width": width, "height": height}),
+        )
+        .await;
+    }
+
+    /// Presses Tab, as a keyboard user moving to the next control.
+    pub async fn press_tab(&self) {
+        self.call(
+            reqwest::Method::POST,
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+                {"type": "keyDown", "value": "\u{E004}"}, {"type": "keyUp", "value": "\u{E004}"}
+            ]}]}),
+        )
+        .await;
+    }
+
+    pub async fn back(&self) {
+        self.call(reqwest::Method::POST, "/back", json!({})).await;
+    }
+
+    /// Injects axe-core (from the npm registry, see the Makefile's
+    /// `test-deps`) and returns the serious and critical violations of the
+    /// page, as "rule: target" lines.
+    pub async fn axe_violations(&self) -> Vec<String> {
+        let path = std::env::var("AXE_CORE_JS").map_or_else(
+            |_| crate::helpers::repo_root().join("target/npm/node_modules/axe-core/axe.min.js"),
+            std::path::PathBuf::from,
+        );
+        let source = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: `make test-deps` installs axe-core from npm",
+                path.display()
+            )
+        });
+        let loaded = self
+            .execute(&format!("{source}\n;return typeof window.axe;"), json!([]))
+            .await;
+        assert_eq!(loaded, "object", "axe-core did not load: {loaded}");
+        let result = self
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 axe.run(document, {resultTypes: ['violations']}).then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, targets: v.nodes.map(n => n.target.join(' '))}))), e => done([{id: 'axe-error', impact: 'critical', targets: [String(e)]}]));",
+                json!([]),
+            )
+            .await;
+        result
+            .as_array()
+            .unwrap_or_else(|| panic!("axe did not run: {result}"))
+            .iter()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .map(|v| format!("{}: {}", v["id"], v["targets"]))
+            .collect()
+    }
+
     /// Saves a PNG of the whole window under `target/screenshots/`.
     pub async fn screenshot(&self, name: &str) -> std::path::PathBuf {
         use base64::Engine;
