@@ -53,6 +53,13 @@ pub struct DatabaseSettings {
     /// seconds (at least 90, MongoDB's minimum). Unset: no limit.
     #[arg(long, env = "TICKERTAPE_MAX_STALENESS_SECS")]
     pub max_staleness_secs: Option<u64>,
+
+    /// How long a request waits for a reachable database server (server
+    /// selection) before it fails, in milliseconds; pages then answer 503.
+    /// A `serverSelectionTimeoutMS` in the URI wins. Bucket writes keep the
+    /// driver's default and retry on their own schedule.
+    #[arg(long, env = "TICKERTAPE_DB_TIMEOUT_MS", default_value_t = 3_000)]
+    pub db_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -132,6 +139,40 @@ pub struct PreallocSettings {
     pub prealloc_threshold: i64,
 }
 
+/// Limits that protect the web app from abuse (issue 13).
+#[derive(Debug, Clone, Args)]
+pub struct SecuritySettings {
+    /// Password checks (argon2id, about 19 MiB each) that may run at once;
+    /// logins beyond it wait up to 2 s, then get 503. Default: the number of
+    /// cores.
+    #[arg(long, env = "TICKERTAPE_PASSWORD_CHECKS")]
+    pub password_checks: Option<usize>,
+
+    /// Reverse proxies whose `X-Forwarded-For` is believed, as a
+    /// comma-separated list of IP addresses. Unset: the peer address is the
+    /// client address.
+    #[arg(long, env = "TICKERTAPE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+
+    /// New pages one site may gain per hour; views of further new pages
+    /// are counted under the page `/(other)`. 0: no cap.
+    #[arg(long, env = "TICKERTAPE_NEW_PAGES_PER_HOUR", default_value_t = 1_000)]
+    pub new_pages_per_hour: u64,
+
+    /// Admins must set up two-factor login (TOTP) before they can use the
+    /// app.
+    #[arg(long, env = "TICKERTAPE_REQUIRE_ADMIN_TOTP", default_value_t = false, action = clap::ArgAction::Set)]
+    pub require_admin_totp: bool,
+}
+
+impl SecuritySettings {
+    pub fn password_checks(&self) -> usize {
+        self.password_checks.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+        })
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address the web server listens on (port 0 picks a free port).
@@ -157,6 +198,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub prealloc: PreallocSettings,
+
+    #[command(flatten)]
+    pub security: SecuritySettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

@@ -83,6 +83,12 @@ impl Application {
             session_lifetime: chrono::TimeDelta::hours(accounts.session_hours.max(1)),
             report_seconds: Histogram::seconds(),
             writers: settings.ingest.writers.max(1),
+            password_checks: crate::accounts::password::PasswordChecks::new(
+                settings.security.password_checks(),
+            ),
+            trusted_proxies: crate::web::client_ip::TrustedProxies::new(
+                settings.security.trusted_proxies.clone(),
+            ),
         });
         let ingest_data = web::Data::new(ingest.clone());
         let server = HttpServer::new(move || {

@@ -113,8 +113,15 @@ impl Store {
             .await
             .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
-        let client = Client::with_options(options.clone()).map_err(ConnectError::BadUri)?;
-        let update_client = Client::with_options(options).map_err(ConnectError::BadUri)?;
+        let update_client = Client::with_options(options.clone()).map_err(ConnectError::BadUri)?;
+        // With the database away, the driver's 30 s default selection
+        // timeout kept every page hanging for half a minute before failing.
+        // Pages should fail fast (503) instead; bucket updates above keep
+        // the default, they have their own retry deadline.
+        let short = Duration::from_millis(settings.db_timeout_ms.max(1));
+        options.server_selection_timeout.get_or_insert(short);
+        options.connect_timeout.get_or_insert(short);
+        let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let updates = Arc::new(UpdateClient {
             db: update_client.database(db_name),
             next_txn: AtomicI64::new(0),

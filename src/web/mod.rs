@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod assets;
 pub mod auth;
+pub mod client_ip;
 pub mod fmt;
 pub mod pages;
 pub mod preallocation;

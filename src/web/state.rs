@@ -24,4 +24,8 @@ pub struct WebState {
     /// The background preallocation, when enabled (for its next run time).
     pub scheduler: Option<std::sync::Arc<crate::preallocation::scheduler::Scheduler>>,
     pub prealloc_threshold: i64,
+    /// The bound on concurrent argon2id checks.
+    pub password_checks: crate::accounts::password::PasswordChecks,
+    /// Whose `X-Forwarded-For` is believed for the client address.
+    pub trusted_proxies: super::client_ip::TrustedProxies,
 }
