@@ -91,8 +91,11 @@ impl Application {
             ),
         });
         let ingest_data = web::Data::new(ingest.clone());
+        let https = web_state.secure_cookies;
         let server = HttpServer::new(move || {
             App::new()
+                .wrap(actix_web::middleware::from_fn(crate::web::head::head_as_get))
+                .wrap(crate::web::security::headers(https))
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())
                 .app_data(web_state.clone())

@@ -121,7 +121,9 @@ impl PixelError {
             PixelError::InvalidSite => Outcome::InvalidSite,
             PixelError::UnknownSite => Outcome::UnknownSite,
             PixelError::NoSite => Outcome::NoSite,
-            PixelError::Page(PageError::NotAPathOrUrl) => Outcome::InvalidPage,
+            PixelError::Page(PageError::NotAPathOrUrl | PageError::InvisibleCharacter) => {
+                Outcome::InvalidPage
+            }
             PixelError::Page(PageError::TooLong) => Outcome::PageTooLong,
             PixelError::Page(PageError::InvalidUtf8) => Outcome::InvalidUtf8,
             PixelError::Page(PageError::ControlCharacter) => Outcome::ControlCharacter,
@@ -178,12 +180,28 @@ pub async fn pixel(
     req: HttpRequest,
     state: web::Data<IngestState>,
 ) -> Result<HttpResponse, PixelError> {
+    // A HEAD (link checkers, monitors) learns what a GET would be answered
+    // but is not a view: classified, never queued nor counted in the stats.
+    if crate::web::head::is_head(&req) {
+        return classify(req.headers(), req.query_string(), &state.directory)
+            .map(|_| gif(StatusCode::OK));
+    }
     let result = count(&req, &state).await;
     state.stats.record(match &result {
         Ok(()) => Outcome::Counted,
         Err(e) => e.outcome(),
     });
     result.map(|()| gif(StatusCode::OK))
+}
+
+/// `OPTIONS /pixel.gif`: which methods the pixel answers. It needs no CORS
+/// preflight (an image or a simple GET), so this only informs.
+pub async fn options() -> HttpResponse {
+    HttpResponse::NoContent()
+        .insert_header((header::ALLOW, "GET, HEAD, OPTIONS"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header(("cross-origin-resource-policy", "cross-origin"))
+        .finish()
 }
 
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {

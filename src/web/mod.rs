@@ -7,13 +7,15 @@ pub mod assets;
 pub mod auth;
 pub mod client_ip;
 pub mod fmt;
+pub mod head;
 pub mod pages;
 pub mod preallocation;
 pub mod reports;
+pub mod security;
 pub mod snippets;
 pub mod state;
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, HttpResponse};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -44,6 +46,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .into()
     }))
     .route("/pixel.gif", web::get().to(pixel::pixel))
+    .route("/pixel.gif", web::method(Method::OPTIONS).to(pixel::options))
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/healthz", web::get().to(healthz))

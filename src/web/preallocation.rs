@@ -195,9 +195,12 @@ impl ApiError {
 pub async fn api(
     req: HttpRequest,
     state: web::Data<WebState>,
-    Admin(viewer): Admin,
+    // Taken as a result so that an owner's 403 (or a database failure) is
+    // answered in JSON like every other error of this endpoint.
+    admin: Result<Admin, AuthError>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    let Admin(viewer) = admin?;
     let token = req
         .headers()
         .get("x-csrf-token")
