@@ -94,7 +94,9 @@ impl Application {
         let https = web_state.secure_cookies;
         let server = HttpServer::new(move || {
             App::new()
-                .wrap(actix_web::middleware::from_fn(crate::web::head::head_as_get))
+                .wrap(actix_web::middleware::from_fn(
+                    crate::web::head::head_as_get,
+                ))
                 .wrap(crate::web::security::headers(https))
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())

@@ -46,7 +46,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .into()
     }))
     .route("/pixel.gif", web::get().to(pixel::pixel))
-    .route("/pixel.gif", web::method(Method::OPTIONS).to(pixel::options))
+    .route(
+        "/pixel.gif",
+        web::method(Method::OPTIONS).to(pixel::options),
+    )
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/healthz", web::get().to(healthz))
