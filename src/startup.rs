@@ -50,6 +50,10 @@ impl Application {
             directory,
             clock,
             stats,
+            page_cap: Arc::new(crate::ingest::page_cap::PageCap::new(
+                settings.security.new_pages_per_hour,
+                Some(store.clone()),
+            )),
         };
 
         let listener = TcpListener::bind(settings.listen)?;

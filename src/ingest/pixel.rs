@@ -7,10 +7,11 @@
 
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use percent_encoding::percent_decode;
 
 use super::bots;
+use super::page_cap::Admission;
 use super::queue::{Accepted, SubmitError};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
@@ -43,10 +44,12 @@ pub enum Outcome {
     QueueFull,
     StoreFailed,
     ShuttingDown,
+    /// Counted, but under the site's overflow page (new-page cap).
+    PageCap,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -63,6 +66,7 @@ impl Outcome {
         Outcome::QueueFull,
         Outcome::StoreFailed,
         Outcome::ShuttingDown,
+        Outcome::PageCap,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -83,6 +87,7 @@ impl Outcome {
             Outcome::QueueFull => "queue-full",
             Outcome::StoreFailed => "store-failed",
             Outcome::ShuttingDown => "shutting-down",
+            Outcome::PageCap => "page-cap",
         }
     }
 }
@@ -187,12 +192,26 @@ pub async fn pixel(
             .map(|_| gif(StatusCode::OK));
     }
     let result = count(&req, &state).await;
+    let overflowed = req.extensions().contains::<Overflowed>();
     state.stats.record(match &result {
+        Ok(()) if overflowed => Outcome::PageCap,
         Ok(()) => Outcome::Counted,
         Err(e) => e.outcome(),
     });
-    result.map(|()| gif(StatusCode::OK))
+    result.map(|()| {
+        let mut response = gif(StatusCode::OK);
+        if overflowed {
+            response.headers_mut().insert(
+                header::HeaderName::from_static(REASON_HEADER),
+                HeaderValue::from_static(Outcome::PageCap.reason()),
+            );
+        }
+        response
+    })
 }
+
+/// Marks a request whose hit went to the site's overflow page.
+struct Overflowed;
 
 /// `OPTIONS /pixel.gif`: which methods the pixel answers. It needs no CORS
 /// preflight (an image or a simple GET), so this only informs.
@@ -207,6 +226,13 @@ pub async fn options() -> HttpResponse {
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
     let at = state.clock.now();
     let page = classify(req.headers(), req.query_string(), &state.directory)?;
+    let page = match state.page_cap.admit(page, at).await {
+        Admission::Page(page) => page,
+        Admission::Overflow(other) => {
+            req.extensions_mut().insert(Overflowed);
+            other
+        }
+    };
     match state.queue.submit(page, at) {
         Ok(Accepted::Queued) => Ok(()),
         Ok(Accepted::Pending(committed)) => match committed.await {

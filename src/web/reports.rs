@@ -621,6 +621,8 @@ struct SettingsPage {
     site: Arc<Site>,
     script: String,
     pixel: String,
+    cap: crate::ingest::page_cap::CapStatus,
+    overflow_path: &'static str,
 }
 
 pub async fn site_settings(
@@ -630,6 +632,10 @@ pub async fn site_settings(
 ) -> Result<HttpResponse, ReportError> {
     let site = visible_site(&state, &viewer, &id)?;
     let s = snippets::for_site(&state.public_url, &site.id);
+    let cap = state
+        .ingest
+        .page_cap
+        .status(site.domain.as_str(), state.clock.now());
     Ok(render(
         StatusCode::OK,
         &SettingsPage {
@@ -637,6 +643,8 @@ pub async fn site_settings(
             site,
             script: s.script,
             pixel: s.pixel,
+            cap,
+            overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
         },
     ))
 }
