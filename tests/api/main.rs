@@ -13,5 +13,6 @@ mod ingest;
 mod pixel_rules;
 mod preallocation;
 mod reports;
+mod security;
 mod serve;
 mod storage;
