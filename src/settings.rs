@@ -159,8 +159,8 @@ pub struct SecuritySettings {
     #[arg(long, env = "TICKERTAPE_NEW_PAGES_PER_HOUR", default_value_t = 1_000)]
     pub new_pages_per_hour: u64,
 
-    /// Admins must set up two-factor login (TOTP) before they can use the
-    /// app.
+    /// Admins must turn on two-factor login (TOTP) before they can use any
+    /// page but its setup.
     #[arg(long, env = "TICKERTAPE_REQUIRE_ADMIN_TOTP", default_value_t = false, action = clap::ArgAction::Set)]
     pub require_admin_totp: bool,
 }

@@ -93,6 +93,7 @@ impl Application {
             trusted_proxies: crate::web::client_ip::TrustedProxies::new(
                 settings.security.trusted_proxies.clone(),
             ),
+            require_admin_totp: settings.security.require_admin_totp,
         });
         let ingest_data = web::Data::new(ingest.clone());
         let https = web_state.secure_cookies;

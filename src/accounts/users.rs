@@ -46,6 +46,8 @@ pub struct User {
     pub role: Role,
     pub password_hash: String,
     pub created_at: DateTime<Utc>,
+    /// Two-factor login (TOTP) is on.
+    pub two_factor: bool,
 }
 
 impl User {
@@ -64,6 +66,9 @@ struct UserDoc {
     password_hash: String,
     #[serde(rename = "createdAt")]
     created_at: bson::DateTime,
+    /// See `accounts::totp`; only its presence matters here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    totp: Option<bson::Document>,
 }
 
 impl From<UserDoc> for User {
@@ -74,6 +79,7 @@ impl From<UserDoc> for User {
             role: d.role,
             password_hash: d.password_hash,
             created_at: d.created_at.to_chrono(),
+            two_factor: d.totp.is_some(),
         }
     }
 }
@@ -105,6 +111,7 @@ pub async fn create(
         role,
         password_hash: password.hash(),
         created_at: bson::DateTime::from_chrono(now),
+        totp: None,
     };
     match collection(store).insert_one(&doc).await {
         Ok(_) => Ok(doc.into()),

@@ -23,6 +23,13 @@ use crate::telemetry::chain;
 /// form's hidden field must equal it).
 const LOGIN_CSRF_COOKIE: &str = "tt_login_csrf";
 
+/// The cookie of a login whose password was right and whose second factor
+/// is still due.
+pub(super) const SECOND_FACTOR_COOKIE: &str = "tt_login_2fa";
+
+/// Where an admin without two-factor login is sent when it is required.
+const TOTP_SETUP: &str = "/account/totp";
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("login required")]
@@ -35,6 +42,8 @@ pub enum AuthError {
     Busy,
     #[error("the database is unavailable")]
     Database(#[source] mongodb::error::Error),
+    #[error("admins must turn on two-factor login first")]
+    SecondFactorRequired,
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -42,7 +51,9 @@ pub enum AuthError {
 impl ResponseError for AuthError {
     fn status_code(&self) -> StatusCode {
         match self {
-            AuthError::LoginRequired { .. } => StatusCode::SEE_OTHER,
+            AuthError::LoginRequired { .. } | AuthError::SecondFactorRequired => {
+                StatusCode::SEE_OTHER
+            }
             AuthError::Forbidden | AuthError::BadCsrf => StatusCode::FORBIDDEN,
             AuthError::Busy | AuthError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
             AuthError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -53,6 +64,9 @@ impl ResponseError for AuthError {
         match self {
             AuthError::LoginRequired { next } => HttpResponse::SeeOther()
                 .insert_header((header::LOCATION, format!("/login?next={}", super::fmt::query(next))))
+                .finish(),
+            AuthError::SecondFactorRequired => HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, TOTP_SETUP))
                 .finish(),
             AuthError::Forbidden => error_page(
                 StatusCode::FORBIDDEN,
@@ -130,6 +144,9 @@ impl FromRequest for Viewer {
             .uri()
             .path_and_query()
             .map_or_else(|| "/".to_owned(), |p| p.to_string());
+        // Turning two-factor login on, and leaving, stay open to an admin
+        // who must turn it on.
+        let setup_page = req.path().starts_with(TOTP_SETUP) || req.path() == "/logout";
         Box::pin(async move {
             let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
             let login = || AuthError::LoginRequired { next: next.clone() };
@@ -143,6 +160,9 @@ impl FromRequest for Viewer {
                 .await
                 .map_err(AuthError::Database)?
                 .ok_or_else(login)?;
+            if state.require_admin_totp && user.is_admin() && !user.two_factor && !setup_page {
+                return Err(AuthError::SecondFactorRequired);
+            }
             Ok(Viewer { user, session })
         })
     }
@@ -168,7 +188,7 @@ impl FromRequest for Admin {
     }
 }
 
-fn cookie<'a>(
+pub(super) fn cookie<'a>(
     state: &WebState,
     name: &'a str,
     value: String,
@@ -189,7 +209,7 @@ fn cookie<'a>(
 /// and `/\\evil` would leave the site: accept exactly one `/` followed by
 /// something other than `/` or `\\`, and no control or whitespace character
 /// anywhere (which also keeps the header value valid).
-fn safe_next(next: Option<&str>) -> String {
+pub(super) fn safe_next(next: Option<&str>) -> String {
     const FALLBACK: &str = "/sites";
     let Some(n) = next else {
         return FALLBACK.to_owned();
@@ -321,6 +341,27 @@ pub async fn login(
         ));
     };
     attempt.succeeded();
+    let next = safe_next(form.next.as_deref());
+    if user.two_factor {
+        // The password was right; the session comes after the code.
+        let token = sessions::create_second_factor_due(&state.store, user.id, state.clock.now())
+            .await
+            .map_err(AuthError::Database)?;
+        let mut response = HttpResponse::SeeOther()
+            .insert_header((
+                header::LOCATION,
+                format!("/login/totp?next={}", super::fmt::query(&next)),
+            ))
+            .finish();
+        let _ = response.add_cookie(&cookie(
+            &state,
+            SECOND_FACTOR_COOKIE,
+            token,
+            CookieDuration::minutes(sessions::SECOND_FACTOR_MINUTES),
+            SameSite::Strict,
+        ));
+        return Ok(response);
+    }
     let token = sessions::create(
         &state.store,
         user.id,
@@ -331,7 +372,7 @@ pub async fn login(
     .map_err(AuthError::Database)?;
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
     let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, safe_next(form.next.as_deref())))
+        .insert_header((header::LOCATION, next))
         .finish();
     let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
     tracing::info!(user = %user.email, "logged in");

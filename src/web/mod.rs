@@ -14,6 +14,7 @@ pub mod reports;
 pub mod security;
 pub mod snippets;
 pub mod state;
+pub mod two_factor;
 
 use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, HttpResponse};
@@ -59,6 +60,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/login", web::get().to(auth::login_form))
     .route("/login", web::post().to(auth::login))
     .route("/logout", web::post().to(auth::logout))
+    .route("/login/totp", web::get().to(two_factor::code_form))
+    .route("/login/totp", web::post().to(two_factor::submit_code))
+    .route("/account/totp", web::get().to(two_factor::account))
+    .route("/account/totp/enable", web::post().to(two_factor::enable))
+    .route("/account/totp/disable", web::post().to(two_factor::disable))
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))

@@ -28,4 +28,6 @@ pub struct WebState {
     pub password_checks: crate::accounts::password::PasswordChecks,
     /// Whose `X-Forwarded-For` is believed for the client address.
     pub trusted_proxies: super::client_ip::TrustedProxies,
+    /// Admins must have two-factor login on.
+    pub require_admin_totp: bool,
 }

@@ -16,3 +16,4 @@ mod reports;
 mod security;
 mod serve;
 mod storage;
+mod two_factor;
