@@ -42,8 +42,10 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+# The crash tests spawn the release binary (TICKERTAPE_BIN), as deployed.
 test: test-deps lint
-	cargo test --lib --bins --tests
+	cargo build --release --bin tickertape
+	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.

@@ -149,7 +149,7 @@ pub async fn generate(
         cumulative.push(sum);
     }
     let mut rng = Rng(options.seed.max(1));
-    let mut writer = BucketWriter::new(store).await?;
+    let writer = BucketWriter::new(store);
     let mut batch: Vec<(usize, DateTime<Utc>)> = Vec::with_capacity(20_000);
     let mut hits = 0u64;
     let end = Resolution::Minute.floor(now);
@@ -169,12 +169,11 @@ pub async fn generate(
         if batch.len() >= 20_000 || (minute == end && !batch.is_empty()) {
             hits += batch.len() as u64;
             let deadline = Instant::now() + Duration::from_secs(60);
-            writer
-                .apply(
-                    batch.drain(..).map(|(p, at)| (pages[p].as_str(), at)),
-                    deadline,
-                )
-                .await?;
+            let hits: Vec<_> = batch
+                .drain(..)
+                .map(|(p, at)| (pages[p].as_str(), at))
+                .collect();
+            writer.apply_direct(&hits, deadline).await?;
         }
         minute += TimeDelta::minutes(1);
     }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod demo;
 pub mod domain;
 pub mod ingest;
+pub mod journal;
 pub mod localdb;
 pub mod metrics;
 pub mod preallocation;

@@ -42,6 +42,15 @@ pub enum LocalDbError {
 pub struct LocalDbOptions {
     pub cache_size: String,
     pub log_file_max: String,
+    /// 0 picks a free port; tests that restart a server on the same files
+    /// keep its port.
+    pub port: u16,
+    /// Fsync the server's log on every commit. Without it the server
+    /// acknowledges `j: true` writes that a crash of the server loses.
+    pub sync_on_commit: bool,
+    /// Advertise a standalone server (no transactions), to test that
+    /// Tickertape refuses one.
+    pub standalone: bool,
 }
 
 impl Default for LocalDbOptions {
@@ -49,6 +58,9 @@ impl Default for LocalDbOptions {
         Self {
             cache_size: "512M".into(),
             log_file_max: "32MB".into(),
+            port: 0,
+            sync_on_commit: true,
+            standalone: false,
         }
     }
 }
@@ -109,18 +121,19 @@ impl LocalDb {
         std::fs::create_dir_all(storage).map_err(|e| LocalDbError::Spawn(storage.to_owned(), e))?;
         let mut command = Command::new(binary);
         command
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--log-level",
-                "WARNING",
-            ])
+            .args(["--host", "127.0.0.1", "--log-level", "WARNING"])
+            .args(["--port", &options.port.to_string()])
             .arg("--storage-path")
             .arg(storage)
             .args(["--cache-size", &options.cache_size])
-            .args(["--log-file-max", &options.log_file_max])
+            .args(["--log-file-max", &options.log_file_max]);
+        if options.sync_on_commit {
+            command.arg("--sync-on-commit");
+        }
+        if options.standalone {
+            command.arg("--standalone");
+        }
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -185,6 +198,14 @@ impl LocalDb {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Kills the server outright (SIGKILL), as a crash or power cut would,
+    /// and waits for it to be gone.
+    pub fn kill(self) {
+        // SAFETY: plain syscall on a pid we spawned and have not reaped.
+        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        let _ = self.exited.recv_timeout(Duration::from_secs(10));
     }
 
     /// Asks the server to stop (SIGTERM, so WiredTiger closes cleanly) and

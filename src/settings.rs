@@ -11,9 +11,10 @@ use std::time::Duration;
 /// When the pixel answers a counted hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AckMode {
-    /// After the batch holding the hit is committed with the write concern.
+    /// After the hit is synced (`fdatasync`) to the local journal.
     Durable,
-    /// As soon as the hit is queued.
+    /// As soon as the hit is queued for the journal (a crash of the app
+    /// loses the hits of the last few milliseconds).
     Fast,
 }
 
@@ -64,7 +65,8 @@ pub struct DatabaseSettings {
 
 #[derive(Debug, Clone, Args)]
 pub struct LocalDbSettings {
-    /// Where the embedded database keeps its files (under `<dir>/db`).
+    /// Where local files live: the embedded database (`<dir>/db`) and the
+    /// journal (`<dir>/journal`, unless TICKERTAPE_JOURNAL_DIR is set).
     #[arg(long, env = "TICKERTAPE_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
 
@@ -76,7 +78,8 @@ pub struct LocalDbSettings {
 
 #[derive(Debug, Clone, Args)]
 pub struct IngestSettings {
-    /// When a counted hit is answered: `durable` or `fast`.
+    /// When a counted hit is answered: `durable` (after it is synced to the
+    /// local journal) or `fast` (once it is queued for the journal).
     #[arg(
         long,
         env = "TICKERTAPE_ACK_MODE",
@@ -85,23 +88,47 @@ pub struct IngestSettings {
     )]
     pub ack_mode: AckMode,
 
-    /// Writer tasks; pages are partitioned among them.
-    #[arg(long, env = "TICKERTAPE_WRITERS", default_value_t = 4)]
-    pub writers: usize,
+    /// The write-ahead journal's directory (default: `<data dir>/journal`).
+    /// One process per directory.
+    #[arg(long, env = "TICKERTAPE_JOURNAL_DIR")]
+    pub journal_dir: Option<PathBuf>,
 
-    /// Hits that may wait for a writer, over all writers; beyond it the pixel
-    /// answers 503.
+    /// Journal lanes (each with its own files, group commit and applier) of
+    /// a new journal; an existing one keeps its count.
+    #[arg(long, env = "TICKERTAPE_JOURNAL_LANES", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub journal_lanes: u32,
+
+    /// Disk the journal may use, in MiB; beyond it the pixel answers 503
+    /// `journal-full` (only reached when the database has been away).
+    #[arg(long, env = "TICKERTAPE_JOURNAL_BUDGET_MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub journal_budget_mb: u64,
+
+    /// Size of one journal segment file, in MiB.
+    #[arg(long, env = "TICKERTAPE_JOURNAL_SEGMENT_MB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub journal_segment_mb: u64,
+
+    /// Hits that may wait for the journal writers, over all lanes; beyond it
+    /// the pixel answers 503 `queue-full`.
     #[arg(long, env = "TICKERTAPE_QUEUE_CAPACITY", default_value_t = 100_000)]
     pub queue_capacity: usize,
 
-    /// Most hits one writer merges into one flush.
-    #[arg(long, env = "TICKERTAPE_MAX_BATCH", default_value_t = 10_000)]
-    pub max_batch: usize,
+    /// How long the write-behind gathers hits before applying them, in ms.
+    #[arg(long, env = "TICKERTAPE_APPLY_WINDOW_MS", default_value_t = 1000)]
+    pub apply_window_ms: u64,
 
-    /// How long a flush keeps retrying an unreachable database before its
-    /// hits are answered 503, in milliseconds.
-    #[arg(long, env = "TICKERTAPE_STORE_RETRY_MS", default_value_t = 10_000)]
-    pub store_retry_ms: u64,
+    /// Most hits in one applied batch (a batch this large is applied at once).
+    #[arg(long, env = "TICKERTAPE_APPLY_MAX_HITS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub apply_max_hits: u64,
+
+    /// On shutdown, how long to keep applying the backlog before leaving the
+    /// rest in the journal for the next start, in seconds.
+    #[arg(long, env = "TICKERTAPE_SHUTDOWN_DRAIN_SECS", default_value_t = 10)]
+    pub shutdown_drain_secs: u64,
+
+    /// `/readyz` answers 503 while the oldest unapplied hit is older than
+    /// this, in seconds.
+    #[arg(long, env = "TICKERTAPE_READY_MAX_BACKLOG_SECS", default_value_t = 30)]
+    pub ready_max_backlog_secs: u64,
 
     /// How often the in-memory site directory is reloaded, in seconds.
     #[arg(long, env = "TICKERTAPE_SITE_REFRESH_SECS", default_value_t = 5)]
@@ -260,14 +287,32 @@ impl DatabaseSettings {
 }
 
 impl IngestSettings {
-    pub fn store_retry(&self) -> Duration {
-        Duration::from_millis(self.store_retry_ms)
+    pub fn apply_config(&self) -> crate::ingest::applier::ApplyConfig {
+        crate::ingest::applier::ApplyConfig {
+            window: Duration::from_millis(self.apply_window_ms),
+            max_hits: self.apply_max_hits as usize,
+        }
     }
 }
 
 impl Settings {
     pub fn public_url(&self) -> String {
         public_url_or(self.public_url.as_deref(), self.listen)
+    }
+
+    pub fn journal_config(&self) -> crate::journal::JournalConfig {
+        let i = &self.ingest;
+        crate::journal::JournalConfig {
+            dir: i
+                .journal_dir
+                .clone()
+                .unwrap_or_else(|| self.local_db.data_dir.join("journal")),
+            lanes: i.journal_lanes,
+            segment_bytes: i.journal_segment_mb << 20,
+            budget_bytes: i.journal_budget_mb << 20,
+            queue_capacity: i.queue_capacity,
+            ack_mode: i.ack_mode,
+        }
     }
 
     /// The settings with every default, as if no variable were set; tests
@@ -304,6 +349,9 @@ mod tests {
         assert!(s.database.uri.is_none());
         assert_eq!(s.ingest.ack_mode, AckMode::Durable);
         assert_eq!(s.database.write_concern, "majority");
+        let journal = s.journal_config();
+        assert_eq!(journal.dir, PathBuf::from("data/journal"));
+        assert_eq!(journal.budget_bytes, 1 << 30);
     }
 
     #[test]

@@ -9,8 +9,9 @@ use tokio::task::JoinHandle;
 
 use crate::accounts::limiter::LoginLimiter;
 use crate::clock::SharedClock;
-use crate::ingest::writer::Writers;
-use crate::ingest::{HitQueue, IngestState, IngestStats, SiteDirectory};
+use crate::ingest::applier::Appliers;
+use crate::ingest::{IngestState, IngestStats, SiteDirectory};
+use crate::journal::Journal;
 use crate::metrics::Histogram;
 use crate::preallocation::scheduler::Scheduler;
 use crate::settings::public_url_or;
@@ -21,24 +22,42 @@ use crate::web::state::WebState;
 pub struct Application {
     port: u16,
     server: Server,
-    writers: Writers,
+    journal: Arc<Journal>,
+    appliers: Appliers,
+    drain: Duration,
     refresher: JoinHandle<()>,
     scheduler: Option<JoinHandle<()>>,
     ingest: IngestState,
 }
 
 impl Application {
-    /// Starts the writers, loads the sites and binds the listen address
-    /// (port 0 picks a free one). Serving starts with
+    /// Opens the journal (replaying what it holds in the background), starts
+    /// the appliers, loads the sites and binds the listen address (port 0
+    /// picks a free one). Serving starts with
     /// [`run_until_stopped`](Self::run_until_stopped).
     pub async fn build(
         settings: &Settings,
         store: Store,
         clock: SharedClock,
     ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            store.topology().supports_transactions(),
+            "the database is a standalone server, without multi-document transactions, which \
+             Tickertape needs to apply hits exactly once. Run it as a one-member replica set: \
+             start mongod with --replSet rs0 and run rs.initiate() once (the embedded database \
+             already is one)"
+        );
         let stats = Arc::new(IngestStats::default());
-        let (queue, lanes) = HitQueue::new(&settings.ingest);
-        let writers = Writers::start(&store, lanes, &settings.ingest, stats.clone()).await?;
+        let (journal, feeds) = Journal::open(&settings.journal_config())?;
+        let journal = Arc::new(journal);
+        let appliers = Appliers::start(
+            &store,
+            journal.id(),
+            feeds,
+            settings.ingest.apply_config(),
+            stats.clone(),
+            journal.stats().clone(),
+        );
         let directory = SiteDirectory::default();
         directory.reload(&store).await?;
         let refresher = directory.spawn_refresher(
@@ -46,7 +65,7 @@ impl Application {
             Duration::from_secs(settings.ingest.site_refresh_secs.max(1)),
         );
         let ingest = IngestState {
-            queue,
+            journal: journal.appender().clone(),
             directory,
             clock,
             stats,
@@ -86,7 +105,6 @@ impl Application {
             public_url,
             session_lifetime: chrono::TimeDelta::hours(accounts.session_hours.max(1)),
             report_seconds: Histogram::seconds(),
-            writers: settings.ingest.writers.max(1),
             password_checks: crate::accounts::password::PasswordChecks::new(
                 settings.security.password_checks(),
             ),
@@ -94,6 +112,8 @@ impl Application {
                 settings.security.trusted_proxies.clone(),
             ),
             require_admin_totp: settings.security.require_admin_totp,
+            journal: journal.clone(),
+            ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         });
         let ingest_data = web::Data::new(ingest.clone());
         let https = web_state.secure_cookies;
@@ -114,7 +134,9 @@ impl Application {
         Ok(Self {
             port,
             server,
-            writers,
+            journal,
+            appliers,
+            drain: Duration::from_secs(settings.ingest.shutdown_drain_secs),
             refresher,
             scheduler: scheduler_task,
             ingest,
@@ -135,21 +157,24 @@ impl Application {
         &self.ingest
     }
 
-    /// Serves until stopped, then drains the hit queue into the database.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    /// Serves until stopped; then commits every accepted hit to the
+    /// journal, applies what the database takes within the drain time, and
+    /// leaves the rest in the journal for the next start.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let served = self.server.await;
         self.refresher.abort();
         if let Some(task) = self.scheduler {
             task.abort();
         }
-        self.writers.shutdown().await;
+        self.journal.close_writers().await;
+        self.appliers.shutdown(self.drain).await;
         tracing::info!(
-            hits_lost = self
-                .ingest
-                .stats
-                .hits_lost
-                .load(std::sync::atomic::Ordering::Relaxed),
-            "stopped; every queued hit was flushed"
+            left_in_journal = self.journal.stats().backlog(),
+            "stopped; every accepted hit is in the journal or the database"
         );
         Ok(served?)
     }

@@ -163,6 +163,10 @@ impl Page {
         &self.0
     }
 
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
     pub fn domain(&self) -> &str {
         self.0.split('/').next().unwrap_or_default()
     }

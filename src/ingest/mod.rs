@@ -1,27 +1,27 @@
-//! From pixel request to queued hit, and from queue to buckets.
+//! From pixel request to journaled hit, and from journal to buckets.
 //!
-//! The request path never waits on MongoDB except, in `durable` mode, for
-//! the flush that carries its own hit. See docs/architecture.md.
+//! The request path never waits on MongoDB: a hit is answered once it is in
+//! the local journal (`durable`) or queued for it (`fast`); the appliers
+//! write it behind. See docs/architecture.md.
 
+pub mod applier;
 pub mod bots;
 pub mod directory;
 pub mod page_cap;
 pub mod pixel;
-pub mod queue;
 pub mod stats;
-pub mod writer;
 
 use std::sync::Arc;
 
 use crate::clock::SharedClock;
+use crate::journal::Appender;
 pub use directory::SiteDirectory;
-pub use queue::HitQueue;
 pub use stats::IngestStats;
 
 /// What the pixel handler needs, passed in as a value (no globals).
 #[derive(Clone)]
 pub struct IngestState {
-    pub queue: HitQueue,
+    pub journal: Appender,
     pub directory: SiteDirectory,
     pub clock: SharedClock,
     pub stats: Arc<IngestStats>,

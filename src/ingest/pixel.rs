@@ -12,9 +12,9 @@ use percent_encoding::percent_decode;
 
 use super::bots;
 use super::page_cap::Admission;
-use super::queue::{Accepted, SubmitError};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
+use crate::journal::{Accepted, AppendError, Record, SubmitError};
 use crate::storage::sites::Site;
 
 pub const REASON_HEADER: &str = "x-tickertape-reason";
@@ -42,6 +42,7 @@ pub enum Outcome {
     ForeignHost,
     NoPage,
     QueueFull,
+    JournalFull,
     StoreFailed,
     ShuttingDown,
     /// Counted, but under the site's overflow page (new-page cap).
@@ -49,7 +50,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -64,6 +65,7 @@ impl Outcome {
         Outcome::ForeignHost,
         Outcome::NoPage,
         Outcome::QueueFull,
+        Outcome::JournalFull,
         Outcome::StoreFailed,
         Outcome::ShuttingDown,
         Outcome::PageCap,
@@ -85,6 +87,7 @@ impl Outcome {
             Outcome::ForeignHost => "foreign-host",
             Outcome::NoPage => "no-page",
             Outcome::QueueFull => "queue-full",
+            Outcome::JournalFull => "journal-full",
             Outcome::StoreFailed => "store-failed",
             Outcome::ShuttingDown => "shutting-down",
             Outcome::PageCap => "page-cap",
@@ -110,9 +113,11 @@ pub enum PixelError {
     ForeignHost,
     #[error("no `page` parameter and no Referer to take the page from")]
     NoPage,
-    #[error("too many hits are waiting to be stored")]
+    #[error("too many hits are waiting for the journal")]
     QueueFull,
-    #[error("the hit could not be stored")]
+    #[error("the journal is at its disk budget")]
+    JournalFull,
+    #[error("the hit could not be written to the journal")]
     StoreFailed,
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -135,6 +140,7 @@ impl PixelError {
             PixelError::ForeignHost => Outcome::ForeignHost,
             PixelError::NoPage => Outcome::NoPage,
             PixelError::QueueFull => Outcome::QueueFull,
+            PixelError::JournalFull => Outcome::JournalFull,
             PixelError::StoreFailed => Outcome::StoreFailed,
             PixelError::ShuttingDown => Outcome::ShuttingDown,
         }
@@ -152,9 +158,10 @@ impl ResponseError for PixelError {
             | PixelError::NoSite
             | PixelError::Page(_)
             | PixelError::NoPage => StatusCode::BAD_REQUEST,
-            PixelError::QueueFull | PixelError::StoreFailed | PixelError::ShuttingDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            PixelError::QueueFull
+            | PixelError::JournalFull
+            | PixelError::StoreFailed
+            | PixelError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -233,13 +240,20 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError>
             other
         }
     };
-    match state.queue.submit(page, at) {
+    let record = Record {
+        page: page.into_string(),
+        at,
+    };
+    match state.journal.submit(record) {
         Ok(Accepted::Queued) => Ok(()),
-        Ok(Accepted::Pending(committed)) => match committed.await {
+        Ok(Accepted::Pending(synced)) => match synced.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) | Err(_) => Err(PixelError::StoreFailed),
+            Ok(Err(AppendError::Full)) => Err(PixelError::JournalFull),
+            Ok(Err(AppendError::Io)) => Err(PixelError::StoreFailed),
+            Err(_) => Err(PixelError::ShuttingDown),
         },
-        Err(SubmitError::Full) => Err(PixelError::QueueFull),
+        Err(SubmitError::QueueFull) => Err(PixelError::QueueFull),
+        Err(SubmitError::JournalFull) => Err(PixelError::JournalFull),
         Err(SubmitError::Closed) => Err(PixelError::ShuttingDown),
     }
 }

@@ -1,19 +1,34 @@
-//! Applies a set of hits to the three bucket collections: merge per bucket,
-//! then one `update` command per collection, the three sent concurrently.
-//! Used by the ingest writers and by anything else that writes views
-//! (demo data, benchmarks), so there is one write path.
+//! Applies hits to the three bucket collections in ONE multi-document
+//! transaction: merged per bucket, one `update` command per collection, and,
+//! for journaled hits, the advance of the lane's `journal_progress`
+//! document from the batch's first position to the position after it.
+//!
+//! The progress update matches only `position: from`, so a batch can commit
+//! at most once whatever is retried: after an unknown outcome the caller
+//! reads the progress document (`progress::position`) to learn whether the
+//! batch is in. Nothing relies on the server remembering retryable writes.
+//!
+//! Also used for demo data and benchmarks (without a progress document), so
+//! there is one write path.
 
+use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
-use tokio::time::Instant;
+use mongodb::options::{Acknowledgment, ReadConcern, TransactionOptions, WriteConcern};
+use mongodb::ClientSession;
+use std::future::IntoFuture;
+use std::time::Duration;
 
-use super::update::{run_update, UpdateError, UpdateOutcome, UpdateRequest, UpdateSession};
+use super::progress::{self, Advance};
+use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Granularity, Increments, Store};
+
+/// Most statements in one `update` command: a flush normally fits in one
+/// command; beyond this many buckets it is split so a command stays well
+/// inside MongoDB's 16 MiB message and 100,000-statement limits.
+pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
 
 pub struct BucketWriter {
     store: Store,
-    /// One session per collection, so the three commands can be in flight
-    /// at once, each with its own transaction numbers.
-    sessions: [UpdateSession; 3],
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -23,23 +38,68 @@ pub struct FlushReport {
     pub outcomes: [UpdateOutcome; 3],
 }
 
+impl FlushReport {
+    pub fn statements(&self) -> usize {
+        self.outcomes.iter().map(|o| o.applied).sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Nothing was committed: the batch can be sent again as it is.
+    #[error("the batch was not applied")]
+    NotApplied(#[source] TxnError),
+    /// The commit was sent but no answer came back: it may or may not be
+    /// in. Only the progress document can tell.
+    #[error("the outcome of the commit is unknown")]
+    Unknown(#[source] TxnError),
+    /// The progress document was not at the batch's first position: the
+    /// batch (or a later one) is already in.
+    #[error("the journal progress is not where this batch starts")]
+    ProgressMoved,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TxnError {
+    #[error(transparent)]
+    Driver(#[from] mongodb::error::Error),
+    #[error(transparent)]
+    Reply(#[from] ReplyError),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl TxnError {
+    /// A conflict with a concurrent write (another lane's batch on the same
+    /// bucket, a preallocation insert): retrying at once is right.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            TxnError::Driver(e) => {
+                e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)
+                    || matches!(*e.kind, mongodb::error::ErrorKind::Write(_))
+            }
+            TxnError::Reply(ReplyError::StatementsFailed {
+                duplicates_only, ..
+            }) => *duplicates_only,
+            _ => false,
+        }
+    }
+}
+
 impl BucketWriter {
-    pub async fn new(store: &Store) -> Result<Self, mongodb::error::Error> {
-        Ok(Self {
+    pub fn new(store: &Store) -> Self {
+        Self {
             store: store.clone(),
-            sessions: [
-                store.update_session().await?,
-                store.update_session().await?,
-                store.update_session().await?,
-            ],
-        })
+        }
     }
 
+    /// Merges `hits` per bucket and applies them, with `advance` if given,
+    /// in one transaction.
     pub async fn apply<'a>(
-        &mut self,
+        &self,
         hits: impl IntoIterator<Item = (&'a str, DateTime<Utc>)>,
-        deadline: Instant,
-    ) -> Result<FlushReport, UpdateError> {
+        advance: Option<&Advance<'_>>,
+    ) -> Result<FlushReport, ApplyError> {
         let mut increments = Granularity::ALL.map(Increments::new);
         let mut count = 0;
         for (page, at) in hits {
@@ -48,49 +108,140 @@ impl BucketWriter {
                 inc.add(page, at);
             }
         }
-        if count == 0 {
+        if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
-        let store = &self.store;
-        let [minute, hour, day] = &mut self.sessions;
-        let (m, h, d) = tokio::join!(
-            apply_collection(store, &increments[0], minute, deadline),
-            apply_collection(store, &increments[1], hour, deadline),
-            apply_collection(store, &increments[2], day, deadline),
-        );
+        let limit = self.store.attempt_timeout();
+        let mut session = timed(limit, self.store.client().start_session())
+            .await
+            .map_err(ApplyError::NotApplied)?;
+        let options = TransactionOptions::builder()
+            .write_concern(self.store.commit_write_concern())
+            .read_concern(ReadConcern::majority())
+            .max_commit_time(limit)
+            .build();
+        session
+            .start_transaction()
+            .with_options(options)
+            .await
+            .map_err(|e| ApplyError::NotApplied(e.into()))?;
+        let body = self.statements(&mut session, &increments, advance).await;
+        let outcomes = match body {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                // Best effort: the server also aborts it on its own when the
+                // session goes idle.
+                let _ = tokio::time::timeout(limit, session.abort_transaction()).await;
+                return Err(e);
+            }
+        };
+        timed(limit, session.commit_transaction())
+            .await
+            .map_err(ApplyError::Unknown)?;
         Ok(FlushReport {
             hits: count,
-            outcomes: [m?, h?, d?],
+            outcomes,
         })
+    }
+
+    /// For writers outside the journal (demo data, benchmarks, tests):
+    /// retries a batch that was not applied (a conflict, a passing outage)
+    /// until `deadline`. An unknown commit outcome is an error here: without
+    /// a progress document it cannot be resolved.
+    pub async fn apply_direct(
+        &self,
+        hits: &[(&str, DateTime<Utc>)],
+        deadline: tokio::time::Instant,
+    ) -> Result<FlushReport, ApplyError> {
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match self.apply(hits.iter().copied(), None).await {
+                Err(ApplyError::NotApplied(e)) if tokio::time::Instant::now() < deadline => {
+                    if !e.is_transient() {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn statements(
+        &self,
+        session: &mut ClientSession,
+        increments: &[Increments; 3],
+        advance: Option<&Advance<'_>>,
+    ) -> Result<[UpdateOutcome; 3], ApplyError> {
+        let limit = self.store.attempt_timeout();
+        let mut outcomes = [UpdateOutcome::default(); 3];
+        for (inc, outcome) in increments.iter().zip(&mut outcomes) {
+            let collection = inc.granularity().collection();
+            for chunk in inc.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
+                let command = doc! {
+                    "update": collection,
+                    "updates": chunk.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+                    "ordered": false,
+                };
+                let reply = self
+                    .run(session, command, limit)
+                    .await
+                    .map_err(ApplyError::NotApplied)?;
+                let checked = check_reply(collection, &reply, chunk.len())
+                    .map_err(|e| ApplyError::NotApplied(e.into()))?;
+                outcome.applied += checked.applied;
+                outcome.upserted += checked.upserted;
+            }
+        }
+        if let Some(advance) = advance {
+            let reply = self
+                .run(session, progress::advance_command(advance), limit)
+                .await
+                .map_err(ApplyError::NotApplied)?;
+            if reply.get_document("writeConcernError").is_ok()
+                || reply.get_array("writeErrors").is_ok()
+            {
+                return Err(ApplyError::NotApplied(
+                    ReplyError::BadReply {
+                        collection: progress::COLLECTION.into(),
+                        detail: reply.to_string(),
+                    }
+                    .into(),
+                ));
+            }
+            if super::update::number(reply.get("n")) != Some(1) {
+                return Err(ApplyError::ProgressMoved);
+            }
+        }
+        Ok(outcomes)
+    }
+
+    async fn run(
+        &self,
+        session: &mut ClientSession,
+        command: Document,
+        limit: Duration,
+    ) -> Result<Document, TxnError> {
+        timed(limit, self.store.db().run_command(command).session(session)).await
     }
 }
 
-/// Most statements in one `update` command. A flush normally fits in one
-/// command; beyond this many buckets it is split so that a command stays
-/// well inside MongoDB's 16 MiB message and 100,000-statement limits.
-pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
-
-async fn apply_collection(
-    store: &Store,
-    increments: &Increments,
-    session: &mut UpdateSession,
-    deadline: Instant,
-) -> Result<UpdateOutcome, UpdateError> {
-    let mut total = UpdateOutcome::default();
-    for chunk in increments.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
-        let request = UpdateRequest {
-            store,
-            collection: increments.granularity().collection(),
-            statements: chunk.to_vec(),
-            write_concern: store.write_concern(),
-            attempt_timeout: store.attempt_timeout(),
-            deadline,
-        };
-        let outcome = run_update(request, session).await?;
-        total.applied += outcome.applied;
-        total.upserted += outcome.upserted;
-        total.duplicate_retries += outcome.duplicate_retries;
-        total.resent += outcome.resent;
+async fn timed<T>(
+    limit: Duration,
+    f: impl IntoFuture<Output = Result<T, mongodb::error::Error>>,
+) -> Result<T, TxnError> {
+    match tokio::time::timeout(limit, f.into_future()).await {
+        Ok(result) => result.map_err(TxnError::Driver),
+        Err(_) => Err(TxnError::Timeout(limit)),
     }
-    Ok(total)
+}
+
+/// The write concern of every commit: the configured `w` with the journal
+/// (`j: true`), so an acknowledged commit survives a crash of the server.
+pub fn commit_write_concern(w: Acknowledgment, timeout: Duration) -> WriteConcern {
+    WriteConcern::builder()
+        .w(w)
+        .journal(true)
+        .w_timeout(timeout)
+        .build()
 }

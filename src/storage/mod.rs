@@ -2,31 +2,19 @@
 
 pub mod bucket_writer;
 pub mod buckets;
+pub mod progress;
 pub mod schema;
 pub mod sites;
 pub mod system;
 pub mod update;
 
 use bson::{doc, Document};
-use mongodb::options::{ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria};
+use mongodb::options::{
+    Acknowledgment, ClientOptions, DatabaseOptions, ReadPreference, SelectionCriteria, WriteConcern,
+};
 use mongodb::{Client, Database};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-/// The client bucket updates go through, kept apart from everything else.
-///
-/// Updates carry transaction numbers we choose. A server session must only
-/// ever see increasing numbers, but the driver pools server sessions and
-/// numbers its own retryable writes on them: sharing the pool would let one
-/// side reuse a number the other already used (`TransactionTooOld`). So
-/// these sessions come from a client that runs nothing else, and every
-/// number comes from one counter, increasing across all of its sessions.
-#[derive(Debug)]
-struct UpdateClient {
-    db: Database,
-    next_txn: AtomicI64,
-}
 pub use buckets::{Bucket, Granularity, Increments};
 
 /// How the server we are connected to is deployed, from its `hello` reply.
@@ -51,9 +39,9 @@ impl Topology {
         }
     }
 
-    /// Whether writes can carry a transaction number and so be retried
-    /// without risk of applying twice.
-    pub fn supports_retryable_writes(&self) -> bool {
+    /// Whether multi-document transactions are available: the write-behind
+    /// needs them (buckets and journal progress commit together).
+    pub fn supports_transactions(&self) -> bool {
         !matches!(self, Topology::Standalone)
     }
 }
@@ -76,10 +64,10 @@ pub fn read_preference_name(pref: &ReadPreference) -> &'static str {
 pub struct Store {
     client: Client,
     db: Database,
-    updates: Arc<UpdateClient>,
     reports: Database,
     read_preference: ReadPreference,
     write_concern: Document,
+    commit_write_concern: WriteConcern,
     write_timeout: Duration,
     topology: Topology,
 }
@@ -90,7 +78,7 @@ pub enum ConnectError {
     BadUri(#[source] mongodb::error::Error),
     #[error("the database did not answer `hello`")]
     Unreachable(#[source] mongodb::error::Error),
-    #[error("write concern must be `majority` or a number, got {0:?}")]
+    #[error("write concern must be `majority` or a number of at least 1, got {0:?}")]
     BadWriteConcern(String),
     #[error("{0}")]
     BadReadPreference(String),
@@ -113,19 +101,14 @@ impl Store {
             .await
             .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
-        let update_client = Client::with_options(options.clone()).map_err(ConnectError::BadUri)?;
         // With the database away, the driver's 30 s default selection
-        // timeout kept every page hanging for half a minute before failing.
-        // Pages should fail fast (503) instead; bucket updates above keep
-        // the default, they have their own retry deadline.
+        // timeout kept every page hanging for half a minute before failing:
+        // fail fast instead (pages answer 503). The write path retries on
+        // its own schedule, so a shorter wait per attempt costs it nothing.
         let short = Duration::from_millis(settings.db_timeout_ms.max(1));
         options.server_selection_timeout.get_or_insert(short);
         options.connect_timeout.get_or_insert(short);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
-        let updates = Arc::new(UpdateClient {
-            db: update_client.database(db_name),
-            next_txn: AtomicI64::new(0),
-        });
         let db = client.database(db_name);
         let reports = client.database_with_options(
             db_name,
@@ -138,18 +121,23 @@ impl Store {
             .await
             .map_err(ConnectError::Unreachable)?;
         let topology = Topology::from_hello(&hello);
-        let w = match write_concern.parse::<i32>() {
-            Ok(n) if n >= 0 => bson::Bson::Int32(n),
-            _ if write_concern == "majority" => bson::Bson::String("majority".into()),
+        // `w: 0` would acknowledge nothing: an unknown outcome on every
+        // write, which the write path cannot resolve.
+        let (w, ack) = match write_concern.parse::<u32>() {
+            Ok(n) if n >= 1 => (bson::Bson::Int32(n as i32), Acknowledgment::Nodes(n)),
+            _ if write_concern == "majority" => (
+                bson::Bson::String("majority".into()),
+                Acknowledgment::Majority,
+            ),
             _ => return Err(ConnectError::BadWriteConcern(write_concern.to_owned())),
         };
         Ok(Self {
             client,
             db,
-            updates,
             reports,
             read_preference,
-            write_concern: doc! { "w": w, "wtimeout": write_timeout.as_millis() as i64 },
+            write_concern: doc! { "w": w, "j": true, "wtimeout": write_timeout.as_millis() as i64 },
+            commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
             write_timeout,
             topology,
         })
@@ -173,8 +161,15 @@ impl Store {
         &self.read_preference
     }
 
+    /// The write concern of direct writes (preallocation inserts), as a
+    /// command field: the configured `w` with `j: true`.
     pub fn write_concern(&self) -> &Document {
         &self.write_concern
+    }
+
+    /// The same, for transaction commits and driver helpers.
+    pub fn commit_write_concern(&self) -> WriteConcern {
+        self.commit_write_concern.clone()
     }
 
     /// How long one write command may take before its outcome is treated as
@@ -190,25 +185,6 @@ impl Store {
 
     pub async fn ping(&self) -> Result<(), mongodb::error::Error> {
         self.db.run_command(doc! {"ping": 1}).await.map(|_| ())
-    }
-
-    /// The database handle update commands run on (see [`UpdateClient`]).
-    pub(crate) fn update_db(&self) -> &Database {
-        &self.updates.db
-    }
-
-    /// The next transaction number for an update command.
-    pub(crate) fn next_txn_number(&self) -> i64 {
-        self.updates.next_txn.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Starts a session for a stream of update commands.
-    pub async fn update_session(&self) -> Result<update::UpdateSession, mongodb::error::Error> {
-        let session = self.updates.db.client().start_session().await?;
-        Ok(update::UpdateSession::new(
-            session,
-            self.topology.supports_retryable_writes(),
-        ))
     }
 
     pub fn buckets(&self, granularity: Granularity) -> mongodb::Collection<Bucket> {
@@ -239,7 +215,12 @@ mod tests {
             Topology::from_hello(&doc! {"isWritablePrimary": true}),
             Topology::Standalone
         );
-        assert!(!Topology::Standalone.supports_retryable_writes());
-        assert!(Topology::Sharded.supports_retryable_writes());
+        assert!(!Topology::Standalone.supports_transactions());
+        assert!(Topology::Sharded.supports_transactions());
+        assert!(Topology::ReplicaSet {
+            name: "rs0".into(),
+            members: 1
+        }
+        .supports_transactions());
     }
 }

@@ -7,7 +7,6 @@ use actix_web::{web, HttpResponse, ResponseError};
 use askama::Template;
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -474,6 +473,7 @@ struct SystemPage {
     freshness: String,
     collections: Vec<system::CollectionStats>,
     writer: Vec<Figure>,
+    corrupt_segments: Vec<String>,
     outcomes: Vec<(&'static str, u64)>,
     last_run: Option<super::preallocation::RunRow>,
     next_run: String,
@@ -487,63 +487,16 @@ pub async fn system_page(
         system::topology(&state.store),
         system::bucket_stats(&state.store)
     );
+    let write_behind = super::ops::WriteBehind::read(&state);
+    let writer = write_behind
+        .figures()
+        .into_iter()
+        .map(|(label, value)| Figure {
+            label: label.to_owned(),
+            value,
+        })
+        .collect();
     let stats = &state.ingest.stats;
-    let batches = stats.batches.load(Relaxed);
-    let figure = |label: &str, value: String| Figure {
-        label: label.to_owned(),
-        value,
-    };
-    let writer = vec![
-        figure(
-            "Ack mode",
-            format!("{:?}", state.ingest.queue.ack_mode()).to_lowercase(),
-        ),
-        figure("Writers", state.writers.to_string()),
-        figure(
-            "Queue depth",
-            format!(
-                "{} of {}",
-                state.ingest.queue.depth(),
-                state.ingest.queue.capacity()
-            ),
-        ),
-        figure("Flushes", batches.to_string()),
-        figure(
-            "Mean batch size",
-            format!(
-                "{:.1} hits",
-                if batches == 0 {
-                    0.0
-                } else {
-                    stats.batched_hits.load(Relaxed) as f64 / batches as f64
-                }
-            ),
-        ),
-        figure(
-            "Largest batch",
-            format!("{} hits", stats.largest_batch.load(Relaxed)),
-        ),
-        figure(
-            "Mean flush latency",
-            format!("{:.1} ms", stats.flush_seconds.mean() * 1000.0),
-        ),
-        figure(
-            "Failed flushes",
-            stats.flush_failures.load(Relaxed).to_string(),
-        ),
-        figure(
-            "Commands resent",
-            stats.resent_commands.load(Relaxed).to_string(),
-        ),
-        figure(
-            "Duplicate-key retries",
-            stats.duplicate_retries.load(Relaxed).to_string(),
-        ),
-        figure(
-            "Hits lost (fast mode)",
-            stats.hits_lost.load(Relaxed).to_string(),
-        ),
-    ];
     let page = SystemPage {
         nav: Some(viewer.nav()),
         topology,
@@ -552,6 +505,7 @@ pub async fn system_page(
         freshness: super::reports::freshness(&state),
         collections,
         writer,
+        corrupt_segments: write_behind.corrupt,
         outcomes: Outcome::ALL
             .iter()
             .map(|o| (o.reason(), stats.count(*o)))

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod client_ip;
 pub mod fmt;
 pub mod head;
+pub mod ops;
 pub mod pages;
 pub mod preallocation;
 pub mod reports;
@@ -18,12 +19,8 @@ pub mod two_factor;
 
 use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, HttpResponse};
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
 
-use crate::ingest::pixel::{self, Outcome};
-use crate::metrics;
-use state::WebState;
+use crate::ingest::pixel;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.app_data(
@@ -53,9 +50,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
-    .route("/healthz", web::get().to(healthz))
-    .route("/readyz", web::get().to(readyz))
-    .route("/metrics", web::get().to(prometheus))
+    .route("/healthz", web::get().to(ops::healthz))
+    .route("/readyz", web::get().to(ops::readyz))
+    .route("/metrics", web::get().to(ops::prometheus))
     .route("/", web::get().to(home))
     .route("/login", web::get().to(auth::login_form))
     .route("/login", web::post().to(auth::login))
@@ -121,93 +118,4 @@ fn see(location: &str) -> HttpResponse {
 
 async fn home() -> HttpResponse {
     see("/sites")
-}
-
-/// The process is up and serving HTTP.
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain").body("ok\n")
-}
-
-/// The process can do its job: the database answers and the writers are
-/// flushing (the last flush did not fail).
-async fn readyz(state: web::Data<WebState>) -> HttpResponse {
-    let unavailable = |why: &str| {
-        HttpResponse::ServiceUnavailable()
-            .content_type("text/plain")
-            .body(format!("{why}\n"))
-    };
-    match tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(error = %crate::telemetry::chain(&e), "readiness: database error");
-            return unavailable("database unavailable");
-        }
-        Err(_) => return unavailable("database not answering"),
-    }
-    if state.ingest.stats.consecutive_failures.load(Relaxed) > 0 {
-        return unavailable("writers failing to flush");
-    }
-    HttpResponse::Ok()
-        .content_type("text/plain")
-        .body("ready\n")
-}
-
-/// Prometheus text format.
-async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
-    let stats = &state.ingest.stats;
-    let mut out = String::new();
-    out.push_str("# HELP tickertape_hits_total Pixel requests by outcome.\n# TYPE tickertape_hits_total counter\n");
-    for o in Outcome::ALL {
-        out.push_str(&format!(
-            "tickertape_hits_total{{outcome=\"{}\"}} {}\n",
-            o.reason(),
-            stats.count(o)
-        ));
-    }
-    metrics::gauge(
-        &mut out,
-        "tickertape_queue_depth",
-        "Hits waiting for a writer.",
-        state.ingest.queue.depth() as u64,
-    );
-    metrics::gauge(
-        &mut out,
-        "tickertape_queue_capacity",
-        "Hits that may wait for a writer.",
-        state.ingest.queue.capacity() as u64,
-    );
-    stats
-        .batch_sizes
-        .render(&mut out, "tickertape_flush_batch_size", "Hits per flush.");
-    stats.flush_seconds.render(
-        &mut out,
-        "tickertape_flush_seconds",
-        "Time to commit one flush.",
-    );
-    metrics::counter(
-        &mut out,
-        "tickertape_flush_failures_total",
-        "Flushes that failed after retrying.",
-        stats.flush_failures.load(Relaxed),
-    );
-    metrics::counter(
-        &mut out,
-        "tickertape_hits_lost_total",
-        "Fast-mode hits whose flush failed.",
-        stats.hits_lost.load(Relaxed),
-    );
-    metrics::counter(
-        &mut out,
-        "tickertape_commands_resent_total",
-        "Update commands resent after an unknown outcome.",
-        stats.resent_commands.load(Relaxed),
-    );
-    state.report_seconds.render(
-        &mut out,
-        "tickertape_report_seconds",
-        "Server time of report pages and exports.",
-    );
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(out)
 }

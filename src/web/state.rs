@@ -20,7 +20,9 @@ pub struct WebState {
     pub session_lifetime: TimeDelta,
     /// Server time of report pages and exports.
     pub report_seconds: Histogram,
-    pub writers: usize,
+    pub journal: std::sync::Arc<crate::journal::Journal>,
+    /// `/readyz` fails while the oldest unapplied hit is older than this.
+    pub ready_max_backlog_secs: u64,
     /// The background preallocation, when enabled (for its next run time).
     pub scheduler: Option<std::sync::Arc<crate::preallocation::scheduler::Scheduler>>,
     pub prealloc_threshold: i64,

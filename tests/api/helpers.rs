@@ -52,6 +52,7 @@ pub fn database_uri() -> &'static str {
             let options = LocalDbOptions {
                 cache_size: "256M".into(),
                 log_file_max: "16MB".into(),
+                ..LocalDbOptions::default()
             };
             rt.block_on(LocalDb::start(&binary, &dir, &options))
         })
@@ -90,9 +91,10 @@ pub fn test_settings() -> Settings {
     let mut settings = Settings::defaults();
     settings.listen = "127.0.0.1:0".parse().unwrap();
     settings.database.name = format!("test_{}", uuid::Uuid::new_v4().simple());
-    settings.ingest.writers = 2;
     settings.ingest.queue_capacity = 10_000;
-    settings.ingest.store_retry_ms = 10_000;
+    // Tests read the buckets right after the hits: apply at once.
+    settings.ingest.apply_window_ms = 10;
+    settings.prealloc.prealloc_schedule = false;
     settings
 }
 
@@ -109,6 +111,9 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     pub ingest: IngestState,
     pub http: reqwest::Client,
+    pub journal: Arc<tickertape::journal::Journal>,
+    /// The journal's directory, removed with the app.
+    _journal_dir: Option<tempfile::TempDir>,
     handle: actix_web::dev::ServerHandle,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     db_name: String,
@@ -126,7 +131,16 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
 
 /// An app whose store connects through `app_uri` (e.g. a fault-injecting
 /// proxy), with the schema set up over a direct connection.
-pub async fn spawn_app_on(app_uri: &str, settings: Settings) -> TestApp {
+pub async fn spawn_app_on(app_uri: &str, mut settings: Settings) -> TestApp {
+    // Each app its own journal, unless the test chose one.
+    let journal_dir = match settings.ingest.journal_dir {
+        Some(_) => None,
+        None => {
+            let dir = tempfile::tempdir().expect("journal dir");
+            settings.ingest.journal_dir = Some(dir.path().to_owned());
+            Some(dir)
+        }
+    };
     // Logs only when asked for (RUST_LOG=...), to keep test output quiet.
     if std::env::var_os("RUST_LOG").is_some() {
         tickertape::telemetry::init();
@@ -141,6 +155,7 @@ pub async fn spawn_app_on(app_uri: &str, settings: Settings) -> TestApp {
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
     let ingest = app.ingest().clone();
+    let journal = app.journal().clone();
     let task = tokio::spawn(app.run_until_stopped());
     TestApp {
         address,
@@ -152,6 +167,8 @@ pub async fn spawn_app_on(app_uri: &str, settings: Settings) -> TestApp {
             .pool_max_idle_per_host(256)
             .build()
             .unwrap(),
+        journal,
+        _journal_dir: journal_dir,
         handle,
         task: Some(task),
         db_name: settings.database.name,
@@ -193,7 +210,22 @@ impl TestApp {
         request.send().await.expect("pixel request")
     }
 
+    /// Waits until every journaled hit is in the database (the write-behind
+    /// applies within a few milliseconds in tests).
+    pub async fn settle(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.journal.stats().backlog() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backlog did not drain: {} hits",
+                self.journal.stats().backlog()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     pub async fn buckets(&self, g: Granularity) -> Vec<Bucket> {
+        self.settle().await;
         self.store
             .buckets(g)
             .find(bson::doc! {})
@@ -210,6 +242,7 @@ impl TestApp {
     }
 
     pub async fn bucket_count(&self) -> u64 {
+        self.settle().await;
         let mut n = 0;
         for g in Granularity::ALL {
             n += self
@@ -383,13 +416,8 @@ impl TestApp {
 
     /// Writes hits straight into the buckets through the product's writer.
     pub async fn write_hits(&self, hits: &[(&str, DateTime<Utc>)]) {
-        let mut writer = tickertape::storage::bucket_writer::BucketWriter::new(&self.store)
-            .await
-            .unwrap();
+        let writer = tickertape::storage::bucket_writer::BucketWriter::new(&self.store);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-        writer
-            .apply(hits.iter().map(|(p, at)| (*p, *at)), deadline)
-            .await
-            .unwrap();
+        writer.apply_direct(hits, deadline).await.unwrap();
     }
 }

@@ -16,7 +16,7 @@ const HITS: usize = 2_000;
 async fn exact_totals_under_concurrency(mode: AckMode) {
     let mut app = spawn_app_with(|s| {
         s.ingest.ack_mode = mode;
-        s.ingest.writers = 4;
+        s.ingest.journal_lanes = 4;
     })
     .await;
     let site = app.add_site("load.test", &[]).await;
@@ -109,26 +109,94 @@ async fn two_thousand_concurrent_hits_give_exact_totals_in_fast_mode() {
     exact_totals_under_concurrency(AckMode::Fast).await;
 }
 
+/// A page path of about 500 bytes, so a few thousand hits fill 1 MiB.
+fn long_path(i: usize) -> String {
+    format!("/{}/{i}", "x".repeat(480))
+}
+
+async fn metric(app: &TestApp, name: &str) -> f64 {
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test]
-async fn a_full_queue_answers_503_and_keeps_what_it_accepted() {
+async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_when_it_returns() {
     let proxy = Proxy::start(write_target(database_uri()).await).await;
     let mut settings = test_settings();
-    fast(&mut settings);
-    settings.ingest.writers = 1;
-    settings.ingest.queue_capacity = 4;
-    settings.ingest.store_retry_ms = 60_000;
+    settings.database.write_timeout_ms = 300;
+    settings.ingest.ready_max_backlog_secs = 3600;
+    let app = spawn_app_on(&proxy.uri(), settings).await;
+    let site = app.add_site("example.com", &[]).await;
+    let ready = || async {
+        app.http
+            .get(format!("{}/readyz", app.address))
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(ready().await.status(), 200);
+
+    proxy.set(Mode::Down);
+    for i in 0..200 {
+        let r = app
+            .pixel(&format!("site={}&page=/down/{}", site.id, i % 7))
+            .await;
+        assert_eq!(r.status(), 200, "answered from the journal");
+    }
+    // The applier keeps failing: not ready, and the backlog is visible.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = ready().await;
+    assert_eq!(r.status(), 503);
+    assert!(metric(&app, "tickertape_journal_backlog_hits").await >= 200.0);
+    assert!(metric(&app, "tickertape_apply_failures_total").await >= 1.0);
+
+    proxy.set(Mode::Pass);
+    for g in Granularity::ALL {
+        assert_eq!(app.total_views(g).await, 200, "{g:?}");
+    }
+    assert_eq!(metric(&app, "tickertape_journal_backlog_hits").await, 0.0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ready().await.status() != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ready again after the drain"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_full_journal_answers_503_journal_full_and_keeps_what_it_accepted() {
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.database.write_timeout_ms = 300;
+    settings.ingest.journal_budget_mb = 1;
     let mut app = spawn_app_on(&proxy.uri(), settings).await;
     let site = app.add_site("example.com", &[]).await;
 
-    proxy.set(Mode::Down); // the writer blocks retrying its first batch
+    proxy.set(Mode::Down); // nothing is applied, so nothing is freed
     let mut accepted = 0;
     let mut refused = 0;
-    for i in 0..20 {
-        let r = app.pixel(&format!("site={}&page=/q/{i}", site.id)).await;
+    for i in 0..3_000 {
+        let r = app
+            .pixel(&format!("site={}&page={}", site.id, long_path(i % 40)))
+            .await;
         match r.status().as_u16() {
             200 => accepted += 1,
             503 => {
-                assert_eq!(r.headers()["x-tickertape-reason"], "queue-full");
+                assert_eq!(r.headers()["x-tickertape-reason"], "journal-full");
                 assert_eq!(r.headers()["retry-after"], "1");
                 assert_eq!(r.bytes().await.unwrap().len(), 43);
                 refused += 1;
@@ -136,45 +204,79 @@ async fn a_full_queue_answers_503_and_keeps_what_it_accepted() {
             s => panic!("unexpected status {s}"),
         }
     }
-    assert!(refused > 0, "the queue never filled");
-    assert!((4..20).contains(&accepted), "accepted {accepted}");
+    assert!(refused > 0, "the journal never filled");
+    assert!((1_000..3_000).contains(&accepted), "accepted {accepted}");
 
     proxy.set(Mode::Pass);
+    for g in Granularity::ALL {
+        assert_eq!(app.total_views(g).await, accepted, "{g:?}");
+    }
+    // Applied segments are deleted: room again.
+    let r = app.pixel(&format!("site={}&page=/after", site.id)).await;
+    assert_eq!(r.status(), 200);
     app.stop().await;
-    assert_eq!(app.total_views(Granularity::Minute).await, accepted);
-    assert_eq!(app.total_views(Granularity::Day).await, accepted);
+}
+
+async fn lost_replies_are_resolved_by_the_progress_document(mode: Mode) -> TestApp {
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.database.write_timeout_ms = 300; // an attempt gives up after 1.3 s
+    settings.ingest.journal_lanes = 1;
+    let app = spawn_app_on(&proxy.uri(), settings).await;
+    let site = app.add_site("example.com", &[]).await;
+    // Warm the connection pool, so no handshake is caught by the loss.
+    assert_eq!(
+        app.pixel(&format!("site={}&page=/warm", site.id))
+            .await
+            .status(),
+        200
+    );
+    app.settle().await;
+
+    proxy.set(mode);
+    let r = app.pixel(&format!("site={}&page=/once", site.id)).await;
+    assert_eq!(r.status(), 200, "answered from the journal");
+    let failures = || {
+        app.ingest
+            .stats
+            .flush_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while failures() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no attempt failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy.set(Mode::Pass);
+
+    for g in Granularity::ALL {
+        let once: i64 = app
+            .buckets(g)
+            .await
+            .iter()
+            .filter(|b| b.page == "example.com/once")
+            .map(|b| b.total_views)
+            .sum();
+        assert_eq!(once, 1, "{g:?}");
+    }
+    app
 }
 
 #[tokio::test]
-async fn an_unreachable_database_answers_503_after_the_retry_budget() {
-    let proxy = Proxy::start(write_target(database_uri()).await).await;
-    let mut settings = test_settings();
-    settings.ingest.store_retry_ms = 1_500;
-    settings.database.write_timeout_ms = 300;
-    let app = spawn_app_on(&proxy.uri(), settings).await;
-    let site = app.add_site("example.com", &[]).await;
+async fn a_lost_commit_reply_is_resolved_by_the_progress_document_and_counted_once() {
+    let app = lost_replies_are_resolved_by_the_progress_document(Mode::LoseCommitReplies).await;
+    // The commit was applied; only the progress document could tell.
+    let resolved = app
+        .ingest
+        .stats
+        .resolved_by_progress
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(resolved, 1);
+}
 
-    proxy.set(Mode::Down);
-    let started = std::time::Instant::now();
-    let r = app.pixel(&format!("site={}&page=/down", site.id)).await;
-    assert_eq!(r.status(), 503);
-    assert_eq!(r.headers()["x-tickertape-reason"], "store-failed");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        started.elapsed()
-    );
-
-    proxy.set(Mode::Pass);
-    let r = app.pixel(&format!("site={}&page=/up", site.id)).await;
-    assert_eq!(r.status(), 200, "recovers once the database is back");
-    let pages: Vec<_> = app
-        .buckets(Granularity::Minute)
-        .await
-        .into_iter()
-        .map(|b| b.page)
-        .collect();
-    assert_eq!(pages, ["example.com/up"], "the refused hit was not stored");
+#[tokio::test]
+async fn lost_replies_inside_a_batch_leave_nothing_half_applied() {
+    lost_replies_are_resolved_by_the_progress_document(Mode::LoseReplies).await;
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod webdriver;
 mod accounts;
 mod admin;
 mod browser;
+mod crash;
 mod deployment;
 mod ingest;
 mod pixel_rules;

@@ -327,6 +327,7 @@ async fn pages_of_a_site_are_one_contiguous_key_range() {
             200
         );
     }
+    app.settle().await;
     let in_range = app
         .store
         .buckets(Granularity::Minute)

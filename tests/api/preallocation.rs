@@ -145,7 +145,7 @@ async fn the_first_hour_of_a_day_also_gets_the_day_bucket() {
 
 #[tokio::test]
 async fn preallocation_racing_live_traffic_loses_nothing_and_duplicates_nothing() {
-    let app = spawn_app_with(|s| s.ingest.writers = 4).await;
+    let app = spawn_app_with(|s| s.ingest.journal_lanes = 4).await;
     let site = app.add_site("race.test", &[]).await;
     let pages: Vec<String> = (0..20).map(|i| format!("/r/{i}")).collect();
     for p in &pages {
@@ -156,6 +156,7 @@ async fn preallocation_racing_live_traffic_loses_nothing_and_duplicates_nothing(
             200
         );
     }
+    app.settle().await;
     // Preallocate this hour and the next while 1,000 hits arrive in it.
     let store = app.store.clone();
     let prealloc = tokio::spawn(async move {

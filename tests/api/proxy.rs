@@ -14,6 +14,10 @@ pub enum Mode {
     Pass,
     Down,
     LoseReplies,
+    /// Forward everything, but once a connection carries a
+    /// `commitTransaction`, drop every reply on it: the commit is applied
+    /// and its answer never arrives.
+    LoseCommitReplies,
 }
 
 pub struct Proxy {
@@ -67,12 +71,18 @@ impl Proxy {
 async fn pump(mut client: TcpStream, mut server: TcpStream, mode: watch::Receiver<Mode>) {
     let (mut cr, mut cw) = client.split();
     let (mut sr, mut sw) = server.split();
+    let committing = std::sync::atomic::AtomicBool::new(false);
     let up = async {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = cr.read(&mut buf).await?;
             if n == 0 {
                 return Ok::<_, std::io::Error>(());
+            }
+            if *mode.borrow() == Mode::LoseCommitReplies
+                && buf[..n].windows(17).any(|w| w == b"commitTransaction")
+            {
+                committing.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             sw.write_all(&buf[..n]).await?;
         }
@@ -84,7 +94,12 @@ async fn pump(mut client: TcpStream, mut server: TcpStream, mode: watch::Receive
             if n == 0 {
                 return Ok::<_, std::io::Error>(());
             }
-            if *mode.borrow() != Mode::LoseReplies {
+            let lose = match *mode.borrow() {
+                Mode::LoseReplies => true,
+                Mode::LoseCommitReplies => committing.load(std::sync::atomic::Ordering::SeqCst),
+                _ => false,
+            };
+            if !lose {
                 cw.write_all(&buf[..n]).await?;
             }
         }

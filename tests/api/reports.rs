@@ -316,7 +316,9 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         .await;
     assert!(html.contains("read preference <strong>secondaryPreferred</strong>"));
     assert!(
-        html.contains("views_minute") && html.contains("Queue depth") && html.contains("Topology")
+        html.contains("views_minute")
+            && html.contains("Backlog (hits not yet in the database)")
+            && html.contains("Topology")
     );
 }
 
@@ -331,6 +333,7 @@ async fn metrics_health_and_readiness() {
         200
     );
     app.pixel("site=bad").await;
+    app.settle().await;
     let text = app
         .http
         .get(format!("{}/metrics", app.address))
@@ -345,8 +348,14 @@ async fn metrics_health_and_readiness() {
         "{text}"
     );
     assert!(text.contains("tickertape_hits_total{outcome=\"invalid-site\"} 1\n"));
-    assert!(text.contains("tickertape_flush_seconds_count 1\n"));
-    assert!(text.contains("tickertape_flush_batch_size_bucket{le=\"1\"} 1\n"));
+    assert!(
+        text.contains("tickertape_apply_seconds_count 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("tickertape_apply_batch_size_bucket{le=\"1\"} 1\n"));
+    assert!(text.contains("tickertape_journal_committed_hits_total 1\n"));
+    assert!(text.contains("tickertape_applied_hits_total 1\n"));
+    assert!(text.contains("tickertape_journal_backlog_hits 0\n"));
     assert!(text.contains("# TYPE tickertape_report_seconds histogram"));
     assert!(text.contains("tickertape_queue_depth 0\n"));
     for path in ["/healthz", "/readyz"] {

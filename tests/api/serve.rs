@@ -154,3 +154,50 @@ fn site_add_prints_snippets_with_the_address_serve_uses() {
     })
     .join();
 }
+
+#[tokio::test]
+async fn a_standalone_server_is_refused_with_the_fix_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = tickertape::localdb::LocalDbOptions {
+        standalone: true,
+        ..Default::default()
+    };
+    let db = tickertape::localdb::LocalDb::start(&localdb_binary(), dir.path(), &options)
+        .await
+        .unwrap();
+    let output = tickertape()
+        .arg("serve")
+        .env("MONGODB_URI", db.uri())
+        .env("TICKERTAPE_JOURNAL_DIR", dir.path().join("journal"))
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .output()
+        .unwrap();
+    db.stop();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("standalone"), "{stderr}");
+    assert!(stderr.contains("one-member replica set"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_journal_refuses_to_start() {
+    let data = tempfile::tempdir().unwrap();
+    let journal = data.path().join("journal");
+    let first = spawn_app_with(|s| s.ingest.journal_dir = Some(journal.clone())).await;
+    let output = tickertape()
+        .arg("serve")
+        .env("MONGODB_URI", database_uri())
+        .env(
+            "TICKERTAPE_DATABASE",
+            format!("second_{}", uuid::Uuid::new_v4().simple()),
+        )
+        .env("TICKERTAPE_JOURNAL_DIR", &journal)
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+    assert!(stderr.contains(&std::process::id().to_string()), "{stderr}");
+    drop(first);
+}

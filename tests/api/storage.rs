@@ -3,12 +3,12 @@
 use bson::{doc, Bson, Document};
 use chrono::TimeDelta;
 use std::collections::BTreeMap;
-use tickertape::storage::bucket_writer::BucketWriter;
+use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
+use tickertape::storage::progress;
 use tickertape::storage::{schema, Granularity};
 use tokio::time::{Duration, Instant};
 
 use crate::helpers::*;
-use crate::proxy::{write_target, Mode, Proxy};
 
 #[tokio::test]
 async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() {
@@ -19,6 +19,7 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
         .pixel(&format!("site={}&page=/blog/hello", site.id))
         .await;
     assert_eq!(r.status(), 200);
+    app.settle().await;
 
     let raw = |coll: &'static str| {
         let db = app.store.db().clone();
@@ -87,19 +88,22 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
 
 #[tokio::test]
 async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
-    // Pages are partitioned so the app never does this; preallocation and
-    // other processes can. Racing upserts may hit duplicate keys, which are
-    // retried.
+    // Pages are partitioned over lanes so the app rarely does this;
+    // preallocation and other processes can. Racing transactions conflict
+    // (or hit duplicate keys) and are retried whole.
     let app = spawn_app().await;
     let mut tasks = Vec::new();
     for _ in 0..6 {
         let store = app.store.clone();
         tasks.push(tokio::spawn(async move {
-            let mut writer = BucketWriter::new(&store).await.unwrap();
+            let writer = BucketWriter::new(&store);
             for i in 0..20 {
                 let at = t0() + TimeDelta::seconds(i % 3);
                 let deadline = Instant::now() + Duration::from_secs(30);
-                writer.apply([("race.test/", at)], deadline).await.unwrap();
+                writer
+                    .apply_direct(&[("race.test/", at)], deadline)
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -119,49 +123,6 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
 }
 
 #[tokio::test]
-async fn a_lost_reply_is_resent_and_counted_exactly_once() {
-    let proxy = Proxy::start(write_target(database_uri()).await).await;
-    let mut settings = test_settings();
-    settings.database.write_timeout_ms = 300; // an attempt gives up after 1.3 s
-    let app = spawn_app_on(&proxy.uri(), settings).await;
-    let site = app.add_site("example.com", &[]).await;
-    // Warm the connection pool: a flush sends three commands at once, and
-    // connections opened while replies are lost would hang in their
-    // handshake (the driver's connect timeout), not in the update.
-    let warm = app.pixel(&format!("site={}&page=/warm", site.id)).await;
-    assert_eq!(warm.status(), 200);
-
-    proxy.set(Mode::LoseReplies);
-    let query = format!("site={}&page=/once", site.id);
-    let hit = {
-        let http = app.http.clone();
-        let url = format!("{}/pixel.gif?{query}", app.address);
-        tokio::spawn(async move { http.get(url).send().await.unwrap().status() })
-    };
-    // The update reaches the server and is applied; its reply is dropped.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    proxy.set(Mode::Pass);
-
-    assert_eq!(hit.await.unwrap(), 200);
-    let resent = app
-        .ingest
-        .stats
-        .resent_commands
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert!(resent >= 1, "the command should have been resent");
-    for g in Granularity::ALL {
-        let once: i64 = app
-            .buckets(g)
-            .await
-            .iter()
-            .filter(|b| b.page == "example.com/once")
-            .map(|b| b.total_views)
-            .sum();
-        assert_eq!(once, 1, "{g:?}");
-    }
-}
-
-#[tokio::test]
 async fn bucket_slots_read_missing_keys_as_zero() {
     let app = spawn_app().await;
     let site = app.add_site("example.com", &[]).await;
@@ -175,17 +136,40 @@ async fn bucket_slots_read_missing_keys_as_zero() {
 }
 
 #[tokio::test]
-async fn writers_created_one_after_another_never_reuse_a_transaction_number() {
-    // Regression: server sessions are pooled; a writer created after another
-    // was dropped (or after the driver's own retryable writes) must still
-    // send increasing transaction numbers (else: TransactionTooOld).
+async fn a_batch_commits_with_its_progress_at_most_once() {
+    // The progress update matches only the batch's first position: sending
+    // the same batch again (as after an unknown outcome) changes nothing.
     let app = spawn_app().await;
-    let coll = app.store.db().collection::<Document>("scratch");
-    for round in 0..4 {
-        coll.insert_one(doc! {"round": round}).await.unwrap();
-        let mut writer = BucketWriter::new(&app.store).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        writer.apply([("seq.test/", t0())], deadline).await.unwrap();
+    let journal = uuid::Uuid::new_v4().to_string();
+    assert_eq!(
+        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        0
+    );
+    let writer = BucketWriter::new(&app.store);
+    let advance = progress::Advance {
+        journal: &journal,
+        lane: 0,
+        from: 0,
+        to: 40,
+    };
+    let hits = [("once.test/", t0()), ("once.test/", t0())];
+    let report = writer
+        .apply(hits.iter().copied(), Some(&advance))
+        .await
+        .unwrap();
+    assert_eq!((report.hits, report.statements()), (2, 3));
+    let again = writer.apply(hits.iter().copied(), Some(&advance)).await;
+    assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
+    assert_eq!(
+        progress::position(&app.store, &journal, 0).await.unwrap(),
+        Some(40)
+    );
+    for g in Granularity::ALL {
+        assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
-    assert_eq!(app.total_views(Granularity::Minute).await, 4);
+    // `ensure` never moves a lane the database already knows.
+    assert_eq!(
+        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        40
+    );
 }

@@ -1,0 +1,411 @@
+//! Write-behind: one applier task per journal lane takes committed hits
+//! (from memory as they are synced, from the segment files when replaying or
+//! behind), merges them over a short window and applies each batch with the
+//! lane's progress in one transaction (`storage::bucket_writer`).
+//!
+//! A batch that fails is retried until it is in: the database being away
+//! only grows the backlog. After any failure the progress document says
+//! whether the batch committed after all, so a batch counts exactly once.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::stats::IngestStats;
+use crate::journal::lane::LaneReadError;
+use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter};
+use crate::storage::progress::{self, Advance};
+use crate::storage::Store;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyConfig {
+    /// How long hits are gathered before a batch is applied.
+    pub window: Duration,
+    /// A batch is applied as soon as it holds this many hits.
+    pub max_hits: usize,
+}
+
+pub struct Appliers {
+    handles: Vec<JoinHandle<()>>,
+    shutdown: watch::Sender<bool>,
+}
+
+struct Applier {
+    lane: Arc<Lane>,
+    committed: mpsc::Receiver<CommittedBatch>,
+    /// A batch taken from `committed` but not yet used.
+    pending: Option<CommittedBatch>,
+    store: Store,
+    writer: BucketWriter,
+    journal: String,
+    config: ApplyConfig,
+    /// The lane's position in the database: everything before it is applied.
+    applied: u64,
+    stats: Arc<IngestStats>,
+    journal_stats: Arc<JournalStats>,
+}
+
+struct Batch {
+    records: Vec<Record>,
+    from: u64,
+    to: u64,
+    from_disk: usize,
+}
+
+impl Appliers {
+    pub fn start(
+        store: &Store,
+        journal: uuid::Uuid,
+        feeds: Vec<LaneFeed>,
+        config: ApplyConfig,
+        stats: Arc<IngestStats>,
+        journal_stats: Arc<JournalStats>,
+    ) -> Self {
+        let (shutdown, _) = watch::channel(false);
+        let handles = feeds
+            .into_iter()
+            .map(|feed| {
+                let applier = Applier {
+                    lane: feed.lane,
+                    committed: feed.committed,
+                    pending: None,
+                    store: store.clone(),
+                    writer: BucketWriter::new(store),
+                    journal: journal.to_string(),
+                    config,
+                    applied: 0,
+                    stats: stats.clone(),
+                    journal_stats: journal_stats.clone(),
+                };
+                tokio::spawn(applier.run(shutdown.subscribe()))
+            })
+            .collect();
+        Self { handles, shutdown }
+    }
+
+    /// Applies what the database will take within `drain`; whatever is
+    /// left stays in the journal for the next start. Call after the
+    /// journal's writers are closed, so there is an end to drain to.
+    pub async fn shutdown(self, drain: Duration) {
+        let _ = self.shutdown.send(true);
+        let deadline = Instant::now() + drain;
+        for mut handle in self.handles {
+            match tokio::time::timeout_at(deadline, &mut handle).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "applier task ended abnormally"),
+                Err(_) => {
+                    handle.abort();
+                    tracing::warn!(
+                        "the database did not take the whole backlog before shutdown; \
+                         the rest stays in the journal and is applied at the next start"
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Applier {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let lane = self.lane.index;
+        let Some(start) = self.establish(&mut shutdown).await else {
+            return;
+        };
+        self.applied = start;
+        tracing::info!(
+            lane,
+            position = start,
+            committed = self.lane.committed(),
+            "applier started"
+        );
+        loop {
+            let closing = *shutdown.borrow();
+            let Some(batch) = self.gather(&mut shutdown).await else {
+                if closing || *shutdown.borrow() {
+                    break;
+                }
+                continue;
+            };
+            if !self.commit(batch, &mut shutdown).await {
+                break;
+            }
+        }
+        tracing::debug!(lane, position = self.applied, "applier stopped");
+    }
+
+    /// Finds where the database says this lane stands, retrying while it is
+    /// away; records the lane if it is new to this database.
+    async fn establish(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<u64> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match progress::ensure(
+                &self.store,
+                &self.journal,
+                self.lane.index,
+                self.lane.oldest(),
+            )
+            .await
+            {
+                Ok(position) => {
+                    self.count_applied_before(position);
+                    return Some(position);
+                }
+                Err(e) => {
+                    self.stats.record_flush_failure();
+                    tracing::warn!(lane = self.lane.index, error = %crate::telemetry::chain(&e),
+                        "cannot read the journal progress; hits wait in the journal");
+                }
+            }
+            if *shutdown.borrow() {
+                return None;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Records on disk before `position` are already applied: count them so
+    /// the backlog is right from the start.
+    fn count_applied_before(&self, position: u64) {
+        let mut at = self.lane.oldest();
+        let mut applied = 0u64;
+        while at < position {
+            match self.lane.read(at, 65_536) {
+                Ok(chunk) if chunk.end > at => {
+                    let before = chunk.end.min(position);
+                    if chunk.end <= position {
+                        applied += chunk.records.len() as u64;
+                    } else {
+                        // Only part of this chunk is before the position:
+                        // count record by record.
+                        let mut pos = at;
+                        for r in &chunk.records {
+                            pos += r.encoded_len() as u64;
+                            if pos <= before {
+                                applied += 1;
+                            }
+                        }
+                    }
+                    at = chunk.end;
+                }
+                _ => break,
+            }
+        }
+        self.journal_stats
+            .applied_records
+            .fetch_add(applied, Relaxed);
+    }
+
+    fn peek_memory(&mut self) -> Option<&CommittedBatch> {
+        if self.pending.is_none() {
+            self.pending = self.committed.try_recv().ok();
+        }
+        self.pending.as_ref()
+    }
+
+    /// Gathers the next batch, starting at the applied position: in memory
+    /// when the hand-off continues exactly where we are, from the files
+    /// otherwise. `None` when there is nothing to apply (or we are closing
+    /// and caught up).
+    async fn gather(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Batch> {
+        let from = self.applied;
+        let mut to = from;
+        let mut records: Vec<Record> = Vec::new();
+        let mut from_disk = 0;
+        let mut deadline: Option<Instant> = None;
+        let max = self.config.max_hits.max(1);
+        loop {
+            let closing = *shutdown.borrow();
+            if records.len() >= max {
+                break;
+            }
+            // In memory, right where we are?
+            let head = self.peek_memory().map(|b| (b.start, b.end));
+            match head {
+                Some((_, end)) if end <= to => {
+                    self.pending = None; // already read from the files
+                    continue;
+                }
+                Some((start, _)) if start == to => {
+                    let b = self.pending.take().expect("peeked");
+                    to = b.end;
+                    records.extend(b.records);
+                    deadline.get_or_insert_with(|| Instant::now() + self.config.window);
+                    continue;
+                }
+                _ => {}
+            }
+            // Committed beyond `to`, but not in memory here: read the files.
+            if self.lane.committed() > to {
+                match self.lane.read(to, max - records.len()) {
+                    Ok(chunk) if chunk.end > to => {
+                        from_disk += chunk.records.len();
+                        to = chunk.end;
+                        if !chunk.records.is_empty() {
+                            records.extend(chunk.records);
+                            deadline.get_or_insert_with(|| Instant::now() + self.config.window);
+                        }
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(LaneReadError::Missing { position, oldest }) => {
+                        tracing::error!(lane = self.lane.index, position, oldest,
+                            "the database's journal position is before the oldest segment on disk \
+                             (database restored, or segments removed by hand): applying from the oldest");
+                        to = oldest;
+                        continue;
+                    }
+                    Err(e) => {
+                        let what =
+                            format!("lane {}: {}", self.lane.index, crate::telemetry::chain(&e));
+                        tracing::error!("journal read failed: {what}; retrying");
+                        self.stats.record_flush_failure();
+                        if records.is_empty() {
+                            tokio::select! {
+                                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                                _ = shutdown.changed() => {}
+                            }
+                            if closing {
+                                return None;
+                            }
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+            if !records.is_empty() && (closing || deadline.is_some_and(|d| Instant::now() >= d)) {
+                break;
+            }
+            if records.is_empty() && closing && self.lane.committed() <= to {
+                return None;
+            }
+            if records.is_empty() && to > from {
+                // Skipped a gap with no records (a cut tail): record it too.
+                break;
+            }
+            let wake = deadline.unwrap_or_else(|| Instant::now() + Duration::from_millis(250));
+            tokio::select! {
+                received = self.committed.recv(), if self.pending.is_none() => {
+                    self.pending = received;
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        if let Some(first) = records.first() {
+            let ms = first.at.timestamp_millis().max(1) as u64;
+            let _ = self
+                .lane
+                .oldest_unapplied_ms
+                .compare_exchange(0, ms, Relaxed, Relaxed);
+        }
+        Some(Batch {
+            records,
+            from,
+            to,
+            from_disk,
+        })
+    }
+
+    /// Applies a batch, retrying until it is in. Returns false when
+    /// shutting down gave up on it (it stays in the journal).
+    async fn commit(&mut self, batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let advance = Advance {
+            journal: &self.journal,
+            lane: self.lane.index,
+            from: batch.from,
+            to: batch.to,
+        };
+        let mut backoff = Duration::from_millis(50);
+        let mut attempts = 0u32;
+        loop {
+            let started = Instant::now();
+            let hits = batch.records.iter().map(|r| (r.page.as_str(), r.at));
+            let result = self.writer.apply(hits, Some(&advance)).await;
+            let error = match result {
+                Ok(report) => {
+                    self.stats
+                        .record_flush(report.hits, started.elapsed().as_micros() as u64);
+                    break;
+                }
+                Err(e) => e,
+            };
+            attempts += 1;
+            self.stats.record_flush_failure();
+            let transient = matches!(&error, ApplyError::NotApplied(t) if t.is_transient());
+            let log = crate::telemetry::chain(&error);
+            if transient {
+                tracing::debug!(lane = self.lane.index, error = %log, "batch conflicted; retrying");
+            } else if attempts == 1 || attempts.is_power_of_two() {
+                tracing::warn!(lane = self.lane.index, attempts, hits = batch.records.len(),
+                    error = %log, "batch not applied; retrying (hits are safe in the journal)");
+            }
+            // Whatever happened, the progress document says whether the
+            // batch is in.
+            let read = progress::position(&self.store, &self.journal, self.lane.index);
+            let known = match tokio::time::timeout(self.store.attempt_timeout(), read).await {
+                Ok(Ok(position)) => Some(position),
+                _ => None, // the database is away or slow: try again later
+            };
+            tracing::debug!(
+                lane = self.lane.index,
+                ?known,
+                from = batch.from,
+                to = batch.to,
+                "progress after a failed batch"
+            );
+            match known {
+                Some(Some(p)) if p == batch.to => {
+                    tracing::info!(lane = self.lane.index, "the batch had committed after all");
+                    self.stats.resolved_by_progress.fetch_add(1, Relaxed);
+                    self.stats.consecutive_failures.store(0, Relaxed);
+                    break;
+                }
+                Some(Some(p)) if p == batch.from => {}
+                Some(found) => {
+                    tracing::error!(lane = self.lane.index, expected = batch.from, ?found,
+                        "the journal progress moved elsewhere (another process on a copy of this journal, \
+                         or a restored database); continuing from the database's position");
+                    if let Some(p) = found {
+                        self.applied = p;
+                    }
+                    return true;
+                }
+                None => {}
+            }
+            if *shutdown.borrow() && attempts >= 3 {
+                return false;
+            }
+            if !transient {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.changed() => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+        self.applied = batch.to;
+        let n = batch.records.len() as u64;
+        self.journal_stats.applied_records.fetch_add(n, Relaxed);
+        self.journal_stats
+            .replayed_records
+            .fetch_add(batch.from_disk as u64, Relaxed);
+        self.stats.applied_hits.fetch_add(n, Relaxed);
+        let caught_up = self.lane.committed() <= batch.to;
+        let next_oldest = match batch.records.last() {
+            Some(last) if !caught_up => last.at.timestamp_millis().max(1) as u64,
+            _ => 0,
+        };
+        self.lane.oldest_unapplied_ms.store(next_oldest, Relaxed);
+        self.lane.release(batch.to);
+        true
+    }
+}

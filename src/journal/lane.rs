@@ -1,0 +1,232 @@
+//! One lane of the journal: its segment files, shared between the lane's
+//! writer thread (which appends and syncs) and its applier (which reads
+//! what is committed and deletes what is applied).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use super::record::Record;
+use super::segment::{self, ReadError, HEADER_LEN};
+use super::stats::JournalStats;
+
+#[derive(Debug, Clone)]
+pub struct SegmentInfo {
+    pub start: u64,
+    pub path: PathBuf,
+    /// Bytes of committed (synced) records after the header.
+    pub len: u64,
+    /// Replay stops at `len` in this segment and continues with the next;
+    /// the file is moved to `quarantine/` once everything before it is
+    /// applied.
+    pub corrupt: Option<String>,
+}
+
+impl SegmentInfo {
+    pub fn end(&self) -> u64 {
+        self.start + self.len
+    }
+}
+
+#[derive(Debug)]
+pub struct Lane {
+    pub index: u32,
+    pub dir: PathBuf,
+    quarantine: PathBuf,
+    segments: Mutex<Vec<SegmentInfo>>,
+    /// The position after the last committed record.
+    committed: AtomicU64,
+    /// Time (ms since the epoch) of the oldest hit not yet applied; 0 when
+    /// the lane is caught up. Set by the applier.
+    pub oldest_unapplied_ms: AtomicU64,
+    /// Total bytes of this journal's files, shared by all lanes.
+    pub(super) used: Arc<AtomicU64>,
+    pub(super) stats: Arc<JournalStats>,
+}
+
+/// Records read from the segment files, and the position after them.
+#[derive(Debug)]
+pub struct Chunk {
+    pub records: Vec<Record>,
+    pub end: u64,
+}
+
+impl Lane {
+    pub(super) fn new(
+        index: u32,
+        dir: PathBuf,
+        quarantine: PathBuf,
+        segments: Vec<SegmentInfo>,
+        committed: u64,
+        used: Arc<AtomicU64>,
+        stats: Arc<JournalStats>,
+    ) -> Self {
+        Self {
+            index,
+            dir,
+            quarantine,
+            segments: Mutex::new(segments),
+            committed: AtomicU64::new(committed),
+            oldest_unapplied_ms: AtomicU64::new(0),
+            used,
+            stats,
+        }
+    }
+
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Relaxed)
+    }
+
+    /// The oldest position still on disk: where replay must start when the
+    /// database has no record of this lane.
+    pub fn oldest(&self) -> u64 {
+        self.lock().first().map_or(self.committed(), |s| s.start)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SegmentInfo>> {
+        self.segments.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn push_segment(&self, info: SegmentInfo) {
+        self.lock().push(info);
+    }
+
+    pub(super) fn release_reserved(&self, bytes: u64) {
+        let _ = self
+            .used
+            .fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(bytes)));
+    }
+
+    /// Removes the newest segment if it holds no record (after a failed
+    /// first append), so a new one can take its start position.
+    pub(super) fn drop_empty_newest(&self) {
+        let mut segments = self.lock();
+        if segments.last().is_some_and(|s| s.len == 0) {
+            let s = segments.pop().expect("a last segment");
+            if std::fs::remove_file(&s.path).is_ok() {
+                self.release_reserved(HEADER_LEN);
+            }
+        }
+    }
+
+    /// Called by the writer after a sync: the newest segment now holds
+    /// `len` committed bytes.
+    pub(super) fn committed_to(&self, len: u64) {
+        let mut segments = self.lock();
+        if let Some(last) = segments.last_mut() {
+            last.len = len;
+            self.committed.store(last.end(), Relaxed);
+        }
+    }
+
+    /// Reads up to `max` committed records from `from`. A position at the
+    /// end of a segment (or at the damage in a corrupt one) continues at the
+    /// next segment's start.
+    pub fn read(&self, from: u64, max: usize) -> Result<Chunk, LaneReadError> {
+        let segment = {
+            let segments = self.lock();
+            let Some(i) = segments.iter().rposition(|s| s.start <= from) else {
+                // Everything before the oldest segment has been applied and
+                // deleted: start there.
+                return match segments.first() {
+                    Some(first) => Err(LaneReadError::Missing {
+                        position: from,
+                        oldest: first.start,
+                    }),
+                    None => Ok(Chunk {
+                        records: vec![],
+                        end: from,
+                    }),
+                };
+            };
+            let s = &segments[i];
+            if from >= s.end() {
+                // At this segment's end (or at the damage in a corrupt one):
+                // move on to where the next records start.
+                let next = segments.get(i + 1).map_or(self.committed(), |n| n.start);
+                return Ok(Chunk {
+                    records: vec![],
+                    end: from.max(next),
+                });
+            }
+            s.clone()
+        };
+        let mut records = Vec::new();
+        let end = segment::read(
+            &segment.path,
+            from - segment.start,
+            segment.len,
+            max,
+            &mut records,
+        )
+        .map_err(|e| LaneReadError::Segment {
+            path: segment.path.clone(),
+            source: e,
+        })?;
+        Ok(Chunk {
+            records,
+            end: segment.start + end,
+        })
+    }
+
+    /// Everything before `applied` is in the database: delete the segments
+    /// that lie wholly before it (never the newest, which the writer still
+    /// appends to), and move corrupt ones aside.
+    pub fn release(&self, applied: u64) {
+        let done: Vec<SegmentInfo> = {
+            let mut segments = self.lock();
+            let keep_from = segments
+                .iter()
+                .position(|s| s.end() > applied)
+                .unwrap_or(segments.len())
+                .min(segments.len().saturating_sub(1));
+            segments.drain(..keep_from).collect()
+        };
+        for s in done {
+            let size = HEADER_LEN + s.len;
+            let result = match &s.corrupt {
+                Some(_) => move_aside(&s.path, &self.quarantine),
+                None => std::fs::remove_file(&s.path),
+            };
+            match result {
+                Ok(()) => {
+                    self.release_reserved(size);
+                    self.stats.segments_deleted.fetch_add(1, Relaxed);
+                }
+                Err(e) => tracing::error!(
+                    path = %s.path.display(), error = %e,
+                    "could not remove an applied journal segment"
+                ),
+            }
+        }
+    }
+}
+
+pub(super) fn move_aside(path: &Path, quarantine: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(quarantine)?;
+    let name = path.file_name().unwrap_or_default();
+    let parent = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let target = quarantine.join(format!("{parent}-{}", name.to_string_lossy()));
+    std::fs::rename(path, &target)?;
+    tracing::error!(
+        from = %path.display(), to = %target.display(),
+        "a journal segment with a damaged record was moved aside after replaying what preceded the damage"
+    );
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaneReadError {
+    #[error("position {position} is before the oldest journal segment ({oldest}): those records are gone")]
+    Missing { position: u64, oldest: u64 },
+    #[error("reading {}", path.display())]
+    Segment {
+        path: PathBuf,
+        #[source]
+        source: ReadError,
+    },
+}

@@ -1,0 +1,270 @@
+use super::*;
+use chrono::{TimeZone, Utc};
+
+fn config(dir: &Path) -> JournalConfig {
+    JournalConfig {
+        dir: dir.to_owned(),
+        lanes: 1,
+        segment_bytes: 64 * 1024,
+        budget_bytes: 1 << 30,
+        queue_capacity: 10_000,
+        ack_mode: AckMode::Durable,
+    }
+}
+
+fn hit(i: usize) -> Record {
+    Record {
+        page: format!("example.com/page/{i}"),
+        at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
+    }
+}
+
+/// Submits `n` hits in durable mode and waits for every sync.
+async fn write(journal: &Journal, range: std::ops::Range<usize>) {
+    let mut pending = Vec::new();
+    for i in range {
+        match journal.appender().submit(hit(i)).unwrap() {
+            Accepted::Pending(rx) => pending.push(rx),
+            Accepted::Queued => panic!("durable mode answers after the sync"),
+        }
+    }
+    for rx in pending {
+        rx.await.unwrap().unwrap();
+    }
+}
+
+fn read_all(lane: &Lane) -> Vec<Record> {
+    let mut at = lane.oldest();
+    let mut out = Vec::new();
+    while at < lane.committed() {
+        let chunk = lane.read(at, 1000).unwrap();
+        assert!(chunk.end > at, "reading makes progress");
+        out.extend(chunk.records);
+        at = chunk.end;
+    }
+    out
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("lane-0"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn synced_hits_survive_a_reopen_in_order_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let id = journal.id();
+    for round in 0..10 {
+        write(&journal, round * 300..(round + 1) * 300).await;
+    }
+    journal.close_writers().await;
+    drop(journal);
+    assert!(segments(dir.path()).len() > 1, "64 KiB segments roll");
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(journal.id(), id, "the journal keeps its id");
+    assert_eq!(journal.stats().committed_records.load(Relaxed), 3000);
+    let records = read_all(&journal.lanes()[0]);
+    assert_eq!(records.len(), 3000);
+    assert!(records.iter().enumerate().all(|(i, r)| *r == hit(i)));
+}
+
+#[tokio::test]
+async fn applied_segments_are_deleted_and_their_bytes_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    for round in 0..10 {
+        write(&journal, round * 300..(round + 1) * 300).await;
+    }
+    let lane = &journal.lanes()[0];
+    let before = segments(dir.path()).len();
+    let bytes = journal.bytes();
+    lane.release(lane.committed());
+    // Everything is applied, but the newest segment is the writer's.
+    assert_eq!(segments(dir.path()).len(), 1);
+    assert!(before > 1);
+    assert!(journal.bytes() < bytes);
+    assert_eq!(lane.oldest(), lane_last_start(dir.path()));
+}
+
+fn lane_last_start(dir: &Path) -> u64 {
+    segment::start_of(segments(dir).last().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_torn_tail_is_cut_off_with_the_good_records_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    write(&journal, 0..10).await;
+    journal.close_writers().await;
+    drop(journal);
+    // A crash in the middle of the next append: half a record.
+    let last = segments(dir.path()).pop().unwrap();
+    let mut partial = Vec::new();
+    hit(10).encode_into(&mut partial);
+    let good_len = std::fs::metadata(&last).unwrap().len();
+    let mut f = OpenOptions::new().append(true).open(&last).unwrap();
+    f.write_all(&partial[..partial.len() / 2]).unwrap();
+    drop(f);
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(journal.stats().torn_tails_truncated.load(Relaxed), 1);
+    assert_eq!(std::fs::metadata(&last).unwrap().len(), good_len);
+    assert_eq!(
+        read_all(&journal.lanes()[0]),
+        (0..10).map(hit).collect::<Vec<_>>()
+    );
+    assert!(journal.stats().corrupt_segments().is_empty());
+    // New hits go on after the cut.
+    write(&journal, 10..12).await;
+    assert_eq!(read_all(&journal.lanes()[0]).len(), 12);
+}
+
+#[tokio::test]
+async fn a_damaged_record_in_the_middle_stops_replay_there_and_is_kept_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    write(&journal, 0..10).await;
+    journal.close_writers().await;
+    drop(journal);
+    let last = segments(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&last).unwrap();
+    let one = hit(0).encoded_len();
+    // Flip a bit inside the fourth record's page.
+    bytes[HEADER_LEN as usize + 3 * one + 12] ^= 0x01;
+    std::fs::write(&last, &bytes).unwrap();
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let corrupt = journal.stats().corrupt_segments();
+    assert_eq!(corrupt.len(), 1, "{corrupt:?}");
+    assert!(corrupt[0].contains("checksum"), "{corrupt:?}");
+    let lane = &journal.lanes()[0];
+    // Replay gives the three good records before the damage, nothing after.
+    assert_eq!(read_all(lane), (0..3).map(hit).collect::<Vec<_>>());
+    // New hits go after the damaged file's bytes, in a new segment.
+    write(&journal, 20..21).await;
+    assert_eq!(read_all(lane).len(), 4);
+    // Once what preceded the damage is applied, the file is set aside.
+    lane.release(lane.committed());
+    assert!(!last.exists());
+    let aside: Vec<_> = std::fs::read_dir(dir.path().join("quarantine"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read(aside[0].path()).unwrap(), bytes);
+}
+
+#[tokio::test]
+async fn a_full_budget_refuses_new_hits_and_keeps_the_accepted_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.budget_bytes = 2_000;
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    let mut accepted = Vec::new();
+    let mut refused = 0;
+    for i in 0..100 {
+        match journal.appender().submit(hit(i)) {
+            Ok(Accepted::Pending(rx)) => accepted.push(rx),
+            Ok(Accepted::Queued) => unreachable!(),
+            Err(SubmitError::JournalFull) => refused += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let accepted_count = accepted.len();
+    for rx in accepted {
+        rx.await.unwrap().unwrap();
+    }
+    assert!(
+        refused > 0 && accepted_count > 0,
+        "{accepted_count} / {refused}"
+    );
+    assert!(journal.bytes() <= 2_000 + HEADER_LEN);
+    assert_eq!(read_all(&journal.lanes()[0]).len(), accepted_count);
+    assert_eq!(journal.stats().full_refusals.load(Relaxed), refused as u64);
+    // Applying frees room: deleting applied segments releases their bytes.
+    let lane = &journal.lanes()[0];
+    lane.release(lane.committed());
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_journal_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let second = Journal::open(&config(dir.path()));
+    let err = second.err().expect("the directory is locked");
+    assert!(matches!(err, OpenError::Locked { .. }));
+    let message = err.to_string();
+    assert!(message.contains("in use by another process"), "{message}");
+    assert!(
+        message.contains(&std::process::id().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("TICKERTAPE_JOURNAL_DIR"), "{message}");
+}
+
+#[tokio::test]
+async fn a_journal_of_another_format_is_refused_while_it_holds_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let id = journal.id();
+    write(&journal, 0..3).await;
+    journal.close_writers().await;
+    drop(journal);
+    let old_meta = format!("tickertape-journal\nformat=0\nid={id}\nlanes=1\n");
+    std::fs::write(dir.path().join(META), &old_meta).unwrap();
+    let err = Journal::open(&config(dir.path())).err().expect("refused");
+    assert!(
+        matches!(err, OpenError::OtherFormat { found: 0, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("move the directory aside"),
+        "{err}"
+    );
+
+    // Once its records are gone (applied by the version that wrote them),
+    // an old journal is upgraded in place.
+    for s in segments(dir.path()) {
+        std::fs::remove_file(s).unwrap();
+    }
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(journal.id(), id);
+    let meta = std::fs::read_to_string(dir.path().join(META)).unwrap();
+    assert!(meta.contains(&format!("format={FORMAT}")), "{meta}");
+}
+
+#[tokio::test]
+async fn fast_mode_answers_on_enqueue_and_still_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.ack_mode = AckMode::Fast;
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    for i in 0..50 {
+        assert!(matches!(
+            journal.appender().submit(hit(i)),
+            Ok(Accepted::Queued)
+        ));
+    }
+    journal.close_writers().await;
+    assert_eq!(read_all(&journal.lanes()[0]).len(), 50);
+    assert_eq!(
+        journal.appender().submit(hit(0)).err(),
+        Some(SubmitError::Closed)
+    );
+}
+
+#[test]
+fn pages_keep_their_lane_in_every_process() {
+    // The published FNV-1a 64-bit test vectors: a change here would send a
+    // page's hits to another lane after an upgrade.
+    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+}

@@ -1,0 +1,275 @@
+//! Operational endpoints (`/healthz`, `/readyz`, `/metrics`) and the
+//! write-behind snapshot the admin system page shows: one reading of the
+//! journal and appliers, so the three never disagree.
+
+use actix_web::{web, HttpResponse};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use super::fmt::thousands;
+
+fn n(value: impl TryInto<i64>) -> String {
+    thousands(&value.try_into().unwrap_or(i64::MAX))
+}
+use super::state::WebState;
+use crate::ingest::pixel::Outcome;
+use crate::metrics;
+
+/// The journal and write-behind at one moment.
+pub struct WriteBehind {
+    pub ack_mode: &'static str,
+    pub lanes: usize,
+    pub queue_depth: usize,
+    pub queue_capacity: usize,
+    pub journal_bytes: u64,
+    pub journal_budget: u64,
+    pub backlog: u64,
+    pub backlog_age_secs: f64,
+    pub committed: u64,
+    pub applied: u64,
+    pub replayed: u64,
+    pub apply_rate: f64,
+    pub batches: u64,
+    pub largest_batch: u64,
+    pub mean_batch_ms: f64,
+    pub apply_failures: u64,
+    pub consecutive_failures: u64,
+    pub group_commits: u64,
+    pub mean_sync_ms: f64,
+    pub torn_tails: u64,
+    pub corrupt: Vec<String>,
+    pub fast_hits_lost: u64,
+}
+
+impl WriteBehind {
+    pub fn read(state: &WebState) -> Self {
+        let journal = &state.journal;
+        let js = journal.stats();
+        let stats = &state.ingest.stats;
+        let appender = journal.appender();
+        Self {
+            ack_mode: match appender.ack_mode() {
+                crate::settings::AckMode::Durable => "durable",
+                crate::settings::AckMode::Fast => "fast",
+            },
+            lanes: journal.lanes().len(),
+            queue_depth: appender.depth(),
+            queue_capacity: appender.capacity(),
+            journal_bytes: journal.bytes(),
+            journal_budget: journal.budget(),
+            backlog: js.backlog(),
+            backlog_age_secs: journal.backlog_age_secs(state.clock.now()),
+            committed: js.committed_records.load(Relaxed),
+            applied: js.applied_records.load(Relaxed),
+            replayed: js.replayed_records.load(Relaxed),
+            apply_rate: stats.apply_rate(),
+            batches: stats.batches.load(Relaxed),
+            largest_batch: stats.largest_batch.load(Relaxed),
+            mean_batch_ms: stats.flush_seconds.mean() * 1000.0,
+            apply_failures: stats.flush_failures.load(Relaxed),
+            consecutive_failures: stats.consecutive_failures.load(Relaxed),
+            group_commits: js.group_commits.load(Relaxed),
+            mean_sync_ms: js.sync_seconds.mean() * 1000.0,
+            torn_tails: js.torn_tails_truncated.load(Relaxed),
+            corrupt: js.corrupt_segments(),
+            fast_hits_lost: js.fast_hits_lost.load(Relaxed),
+        }
+    }
+
+    /// Why the app should not take traffic from a load balancer, if it
+    /// should not: the database keeps refusing batches, or the backlog is
+    /// older than the configured bound.
+    pub fn degraded(&self, max_backlog_secs: u64) -> Option<String> {
+        if self.consecutive_failures > 0 {
+            return Some(format!(
+                "write-behind failing ({} attempts in a row); {} hits wait in the journal",
+                self.consecutive_failures, self.backlog
+            ));
+        }
+        if self.backlog_age_secs > max_backlog_secs as f64 {
+            return Some(format!(
+                "backlog of {} hits, the oldest {:.0} s old",
+                self.backlog, self.backlog_age_secs
+            ));
+        }
+        None
+    }
+
+    /// Label and value pairs for the system page.
+    pub fn figures(&self) -> Vec<(&'static str, String)> {
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
+        vec![
+            ("Ack mode", self.ack_mode.to_owned()),
+            ("Journal lanes", self.lanes.to_string()),
+            (
+                "Waiting for the journal",
+                format!("{} of {}", n(self.queue_depth), n(self.queue_capacity)),
+            ),
+            (
+                "Journal on disk",
+                format!(
+                    "{} of {}",
+                    mib(self.journal_bytes),
+                    mib(self.journal_budget)
+                ),
+            ),
+            ("Group commits", n(self.group_commits)),
+            ("Mean journal sync", format!("{:.2} ms", self.mean_sync_ms)),
+            ("Backlog (hits not yet in the database)", n(self.backlog)),
+            (
+                "Oldest unapplied hit",
+                format!("{:.1} s", self.backlog_age_secs),
+            ),
+            (
+                "Apply rate (last minute)",
+                format!("{:.0} hits/s", self.apply_rate),
+            ),
+            (
+                "Hits journaled / applied",
+                format!("{} / {}", n(self.committed), n(self.applied)),
+            ),
+            ("Replayed from journal files", n(self.replayed)),
+            ("Batches applied", n(self.batches)),
+            ("Largest batch", format!("{} hits", n(self.largest_batch))),
+            ("Mean batch commit", format!("{:.1} ms", self.mean_batch_ms)),
+            ("Failed apply attempts", n(self.apply_failures)),
+            ("Torn tails cut at start", n(self.torn_tails)),
+            ("Damaged segments", n(self.corrupt.len())),
+            (
+                "Fast-mode hits lost to journal errors",
+                n(self.fast_hits_lost),
+            ),
+        ]
+    }
+}
+
+/// The process is up and serving HTTP.
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+/// The process can do its job: the database answers and the write-behind
+/// keeps up.
+pub async fn readyz(state: web::Data<WebState>) -> HttpResponse {
+    let unavailable = |why: &str| {
+        HttpResponse::ServiceUnavailable()
+            .content_type("text/plain")
+            .body(format!("{why}\n"))
+    };
+    match tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %crate::telemetry::chain(&e), "readiness: database error");
+            return unavailable("database unavailable");
+        }
+        Err(_) => return unavailable("database not answering"),
+    }
+    if let Some(why) = WriteBehind::read(&state).degraded(state.ready_max_backlog_secs) {
+        return unavailable(&why);
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain")
+        .body("ready\n")
+}
+
+/// Prometheus text format.
+pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
+    let stats = &state.ingest.stats;
+    let js = state.journal.stats();
+    let w = WriteBehind::read(&state);
+    let mut out = String::new();
+    out.push_str("# HELP tickertape_hits_total Pixel requests by outcome.\n# TYPE tickertape_hits_total counter\n");
+    for o in Outcome::ALL {
+        out.push_str(&format!(
+            "tickertape_hits_total{{outcome=\"{}\"}} {}\n",
+            o.reason(),
+            stats.count(o)
+        ));
+    }
+    let gauges: [(&str, &str, u64); 7] = [
+        (
+            "tickertape_queue_depth",
+            "Hits waiting for the journal writers.",
+            w.queue_depth as u64,
+        ),
+        (
+            "tickertape_queue_capacity",
+            "Hits that may wait for the journal writers.",
+            w.queue_capacity as u64,
+        ),
+        (
+            "tickertape_journal_bytes",
+            "Bytes of journal segment files on disk.",
+            w.journal_bytes,
+        ),
+        (
+            "tickertape_journal_budget_bytes",
+            "Disk the journal may use.",
+            w.journal_budget,
+        ),
+        (
+            "tickertape_journal_backlog_hits",
+            "Journaled hits not yet applied to the database.",
+            w.backlog,
+        ),
+        (
+            "tickertape_journal_corrupt_segments",
+            "Journal segments found with a damaged record.",
+            w.corrupt.len() as u64,
+        ),
+        (
+            "tickertape_apply_consecutive_failures",
+            "Failed apply attempts since the last applied batch.",
+            w.consecutive_failures,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        metrics::gauge(&mut out, name, help, value);
+    }
+    out.push_str(&format!(
+        "# HELP tickertape_journal_backlog_age_seconds Age of the oldest hit not yet applied.\n# TYPE tickertape_journal_backlog_age_seconds gauge\ntickertape_journal_backlog_age_seconds {:.3}\n",
+        w.backlog_age_secs
+    ));
+    let counters: [(&str, &str, u64); 9] = [
+        ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),
+        ("tickertape_journal_committed_hits_total", "Hits synced to the journal (including those found on disk at start).", w.committed),
+        ("tickertape_applied_hits_total", "Hits applied to the database.", w.applied),
+        ("tickertape_journal_replayed_hits_total", "Hits applied from journal files rather than memory.", w.replayed),
+        ("tickertape_journal_group_commits_total", "Journal appends, each with one fdatasync.", w.group_commits),
+        ("tickertape_journal_sync_failures_total", "Journal appends that failed.", js.sync_failures.load(Relaxed)),
+        ("tickertape_journal_torn_tails_total", "Torn journal tails cut off at start.", w.torn_tails),
+        ("tickertape_apply_failures_total", "Failed attempts to apply a batch.", w.apply_failures),
+        ("tickertape_fast_hits_lost_total", "Fast-mode hits answered but lost to a journal write error.", w.fast_hits_lost),
+    ];
+    for (name, help, value) in counters {
+        metrics::counter(&mut out, name, help, value);
+    }
+    js.commit_sizes.render(
+        &mut out,
+        "tickertape_journal_commit_size",
+        "Hits per journal group commit.",
+    );
+    js.sync_seconds.render(
+        &mut out,
+        "tickertape_journal_sync_seconds",
+        "Time to append and sync one group commit.",
+    );
+    stats.batch_sizes.render(
+        &mut out,
+        "tickertape_apply_batch_size",
+        "Hits per applied batch.",
+    );
+    stats.flush_seconds.render(
+        &mut out,
+        "tickertape_apply_seconds",
+        "Time to commit one batch to the database.",
+    );
+    state.report_seconds.render(
+        &mut out,
+        "tickertape_report_seconds",
+        "Server time of report pages and exports.",
+    );
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(out)
+}

@@ -1,0 +1,446 @@
+//! Real processes, killed for real: the release binary and the database
+//! server are spawned, sent SIGKILL in the middle of a load, and restarted on
+//! the same files. Afterwards every hit answered 200 must be in all three
+//! bucket collections exactly once.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures::TryStreamExt;
+use tickertape::domain::DomainName;
+use tickertape::localdb::{LocalDb, LocalDbOptions};
+use tickertape::storage::sites::{self, NewSite};
+use tickertape::storage::{schema, Granularity};
+
+use crate::helpers::*;
+
+/// The binary under test: the release build `make test` makes
+/// (`TICKERTAPE_BIN`), else the test profile's.
+fn binary() -> PathBuf {
+    std::env::var_os("TICKERTAPE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tickertape")))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A database server of this test's own, on a fixed port and directory so
+/// that it can be killed and started again on the same files.
+struct Db {
+    dir: PathBuf,
+    port: u16,
+    server: Option<LocalDb>,
+}
+
+impl Db {
+    async fn start(dir: &Path) -> Self {
+        let mut db = Db {
+            dir: dir.to_owned(),
+            port: free_port(),
+            server: None,
+        };
+        db.restart().await;
+        db
+    }
+
+    async fn restart(&mut self) {
+        let options = LocalDbOptions {
+            cache_size: "128M".into(),
+            log_file_max: "16MB".into(),
+            port: self.port,
+            sync_on_commit: true,
+            standalone: false,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match LocalDb::start(&localdb_binary(), &self.dir, &options).await {
+                Ok(server) => {
+                    self.server = Some(server);
+                    return;
+                }
+                // The killed server's port can take a moment to free.
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("database restart: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("restart the database: {e}"),
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.kill();
+        }
+    }
+
+    fn uri(&self) -> String {
+        format!("mongodb://127.0.0.1:{}/?directConnection=true", self.port)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop();
+        }
+    }
+}
+
+/// `tickertape serve` as an operator runs it, on a fixed port and journal.
+struct AppProcess {
+    child: Option<Child>,
+    port: u16,
+    env: Vec<(String, String)>,
+}
+
+impl AppProcess {
+    async fn start(db_uri: &str, database: &str, journal: &Path) -> Self {
+        let port = free_port();
+        let env = vec![
+            ("MONGODB_URI".into(), db_uri.to_owned()),
+            ("TICKERTAPE_DATABASE".into(), database.to_owned()),
+            (
+                "TICKERTAPE_JOURNAL_DIR".into(),
+                journal.display().to_string(),
+            ),
+            ("TICKERTAPE_LISTEN".into(), format!("127.0.0.1:{port}")),
+            ("TICKERTAPE_PREALLOC_SCHEDULE".into(), "false".into()),
+            ("TICKERTAPE_APPLY_WINDOW_MS".into(), "200".into()),
+            ("TICKERTAPE_WRITE_TIMEOUT_MS".into(), "2000".into()),
+            ("RUST_LOG".into(), "warn".into()),
+        ];
+        let mut app = Self {
+            child: None,
+            port,
+            env,
+        };
+        app.restart().await;
+        app
+    }
+
+    async fn restart(&mut self) {
+        let child = Command::new(binary())
+            .arg("serve")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tickertape serve");
+        self.child = Some(child);
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = http.get(self.url("/healthz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "the app did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn metric(&self, name: &str) -> Option<f64> {
+        let text = reqwest::get(self.url("/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))?
+            .parse()
+            .ok()
+    }
+
+    /// Waits until the app has applied everything it journaled.
+    async fn drained(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.metric("tickertape_journal_backlog_hits").await == Some(0.0) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the backlog did not drain");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for AppProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What the load saw, per page.
+#[derive(Default, Debug)]
+struct Tally {
+    /// Answered 200: must be counted exactly once.
+    acked: HashMap<String, i64>,
+    /// Sent, but the answer was lost (the app died): counted at most once.
+    unknown: HashMap<String, i64>,
+    /// Refused with a status, or never connected: not counted.
+    refused: i64,
+    non_200_statuses: i64,
+}
+
+/// Sends pixel hits from `workers` tasks until `stop`, at most `rate` per
+/// second over all of them (0: as fast as they go).
+fn load(
+    url: String,
+    site: String,
+    pages: usize,
+    workers: usize,
+    rate: u64,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Tally> {
+    tokio::spawn(async move {
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let http = reqwest::Client::builder()
+            .user_agent(BROWSER_UA)
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let (http, url, site, stop, tally) = (
+                http.clone(),
+                url.clone(),
+                site.clone(),
+                stop.clone(),
+                tally.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let pause =
+                    (rate > 0).then(|| Duration::from_secs_f64(workers as f64 / rate as f64));
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) {
+                    let path = format!("/p/{}", (i * 7919) % pages);
+                    i += workers;
+                    let page = format!("crash.test{path}");
+                    let sent = http
+                        .get(format!("{url}/pixel.gif?site={site}&page={path}"))
+                        .send()
+                        .await;
+                    {
+                        let mut t = tally.lock().unwrap();
+                        match sent {
+                            Ok(r) if r.status() == 200 => *t.acked.entry(page).or_default() += 1,
+                            Ok(_) => {
+                                t.refused += 1;
+                                t.non_200_statuses += 1;
+                            }
+                            Err(e) if e.is_connect() => t.refused += 1,
+                            Err(_) => *t.unknown.entry(page).or_default() += 1,
+                        }
+                    }
+                    match pause {
+                        Some(p) => tokio::time::sleep(p).await,
+                        // Connection refused while the app restarts: do not spin.
+                        None => tokio::task::yield_now().await,
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        Arc::try_unwrap(tally).unwrap().into_inner().unwrap()
+    })
+}
+
+async fn totals(uri: &str, database: &str, g: Granularity) -> HashMap<String, i64> {
+    let client = mongodb::Client::with_uri_str(uri).await.unwrap();
+    let buckets: Vec<tickertape::storage::Bucket> = client
+        .database(database)
+        .collection(g.collection())
+        .find(bson::doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = HashMap::new();
+    for b in buckets {
+        *out.entry(b.page).or_default() += b.total_views;
+    }
+    out
+}
+
+/// Every acknowledged hit is in every level once; a hit whose answer was
+/// lost is in every level at most once; the three levels agree.
+async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
+    let levels = [
+        totals(uri, database, Granularity::Minute).await,
+        totals(uri, database, Granularity::Hour).await,
+        totals(uri, database, Granularity::Day).await,
+    ];
+    assert_eq!(
+        levels[0], levels[1],
+        "minute and hour totals agree per page"
+    );
+    assert_eq!(levels[0], levels[2], "minute and day totals agree per page");
+    let stored = &levels[0];
+    let mut pages: Vec<&String> = stored.keys().chain(tally.acked.keys()).collect();
+    pages.sort();
+    pages.dedup();
+    for page in pages {
+        let acked = tally.acked.get(page).copied().unwrap_or(0);
+        let unknown = tally.unknown.get(page).copied().unwrap_or(0);
+        let got = stored.get(page).copied().unwrap_or(0);
+        assert!(
+            acked <= got && got <= acked + unknown,
+            "{page}: stored {got}, answered 200 {acked}, answers lost {unknown}"
+        );
+    }
+}
+
+struct Scenario {
+    db: Db,
+    app: AppProcess,
+    database: String,
+    site: String,
+    _dirs: tempfile::TempDir,
+}
+
+async fn scenario() -> Scenario {
+    let dirs = tempfile::tempdir().unwrap();
+    let db = Db::start(&dirs.path().join("db")).await;
+    let database = format!("crash_{}", uuid::Uuid::new_v4().simple());
+    let mut settings = test_settings();
+    settings.database.name = database.clone();
+    let store = connect(&db.uri(), &settings).await;
+    schema::ensure_schema(&store).await.unwrap();
+    let site = sites::insert(
+        &store,
+        NewSite {
+            domain: DomainName::parse("crash.test").unwrap(),
+            aliases: vec![],
+            name: None,
+            owners: vec![],
+        },
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let app = AppProcess::start(&db.uri(), &database, &dirs.path().join("journal")).await;
+    Scenario {
+        db,
+        app,
+        database,
+        site: site.id.to_string(),
+        _dirs: dirs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_killed_with_sigkill_mid_load_loses_and_doubles_nothing() {
+    let mut s = scenario().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = load(s.app.url(""), s.site.clone(), 200, 32, 0, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.app.kill();
+    s.app.restart().await; // same journal directory
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let tally = running.await.unwrap();
+    let acked: i64 = tally.acked.values().sum();
+    assert!(acked > 1_000, "the load ran: {tally:?}");
+    s.app.drained(Duration::from_secs(60)).await;
+    check_exactly_once(&s.db.uri(), &s.database, &tally).await;
+    eprintln!(
+        "app SIGKILL: {acked} answered 200, {} answers lost in the kill, {} refused",
+        tally.unknown.values().sum::<i64>(),
+        tally.refused
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_killed_with_sigkill_mid_load_loses_and_doubles_nothing() {
+    let mut s = scenario().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = load(s.app.url(""), s.site.clone(), 200, 32, 0, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.db.kill();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.db.restart().await; // same files, same port
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let tally = running.await.unwrap();
+    assert_eq!(
+        tally.non_200_statuses, 0,
+        "every hit answered from the journal"
+    );
+    assert_eq!(tally.unknown.values().sum::<i64>(), 0, "{tally:?}");
+    let acked: i64 = tally.acked.values().sum();
+    assert!(acked > 1_000, "the load ran: {tally:?}");
+    s.app.drained(Duration::from_secs(60)).await;
+    check_exactly_once(&s.db.uri(), &s.database, &tally).await;
+    eprintln!("database SIGKILL: {acked} answered 200, all stored exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sixty_second_database_outage_is_absorbed_by_the_journal_and_drained() {
+    let mut s = scenario().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = load(s.app.url(""), s.site.clone(), 100, 8, 200, stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s.db.kill();
+    let outage = Instant::now();
+    // The app stays up and says it is degraded while the backlog grows.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ready = reqwest::get(s.app.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503, "not ready while the database is away");
+    while outage.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let backlog = s
+        .app
+        .metric("tickertape_journal_backlog_hits")
+        .await
+        .unwrap();
+    assert!(backlog > 5_000.0, "the backlog grew: {backlog}");
+    s.db.restart().await;
+    let returned = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let tally = running.await.unwrap();
+    assert_eq!(
+        tally.non_200_statuses, 0,
+        "all answered 200 within the budget"
+    );
+    assert_eq!(tally.unknown.values().sum::<i64>(), 0);
+    s.app.drained(Duration::from_secs(120)).await;
+    let drain = returned.elapsed();
+    check_exactly_once(&s.db.uri(), &s.database, &tally).await;
+    let ready = reqwest::get(s.app.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "ready again");
+    eprintln!(
+        "60 s outage: {} answered 200, backlog {backlog} at the end of the outage, drained {drain:?} after the database returned",
+        tally.acked.values().sum::<i64>()
+    );
+}
