@@ -168,7 +168,9 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let message = match self {
-            ApiError::Auth(AuthError::LoginRequired { .. }) => {
+            // Redirects stay redirects: to the login, or to the
+            // two-factor setup an admin must finish first.
+            ApiError::Auth(AuthError::LoginRequired { .. } | AuthError::SecondFactorRequired) => {
                 return self.as_auth().error_response()
             }
             ApiError::Database(e) => {

@@ -230,6 +230,17 @@ async fn when_required_admins_must_turn_it_on_first() {
         assert_eq!(r.status(), 303, "{path}");
         assert_eq!(r.headers()["location"], "/account/totp", "{path}");
     }
+    let api = admin
+        .http
+        .post(format!("{}/admin/api/preallocate", app.address))
+        .header("x-csrf-token", &admin.csrf)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 303, "the JSON API too");
+    assert_eq!(api.headers()["location"], "/account/totp");
     let (status, html) = admin.text("/account/totp").await;
     assert_eq!(status, 200);
     assert!(html.contains("Administrators must turn on two-factor login"));
