@@ -57,8 +57,9 @@ pub struct DatabaseSettings {
 
     /// How long a request waits for a reachable database server (server
     /// selection) before it fails, in milliseconds; pages then answer 503.
-    /// A `serverSelectionTimeoutMS` in the URI wins. Bucket writes keep the
-    /// driver's default and retry on their own schedule.
+    /// Also the connect timeout. A `serverSelectionTimeoutMS` or
+    /// `connectTimeoutMS` in the URI wins. The write path retries failed
+    /// batches on its own schedule, so it only sees failures sooner.
     #[arg(long, env = "TICKERTAPE_DB_TIMEOUT_MS", default_value_t = 3_000)]
     pub db_timeout_ms: u64,
 }
