@@ -345,6 +345,7 @@ pub struct UserRow {
     pub role: &'static str,
     pub created: String,
     pub is_self: bool,
+    pub two_factor: bool,
 }
 
 #[derive(Template)]
@@ -367,6 +368,7 @@ pub async fn users_page(
             role: u.role.as_str(),
             created: u.created_at.format("%Y-%m-%d").to_string(),
             is_self: u.id == viewer.user.id,
+            two_factor: u.two_factor,
         })
         .collect();
     Ok(render(
@@ -453,6 +455,10 @@ pub async fn reset_password(
     let id = user_id(&id)?;
     let password = parse_password(&form.password)?;
     users::set_password(&state.store, id, &password).await?;
+    // A reset is how a user who lost both their phone and their recovery
+    // codes gets back in: two-factor login is turned off with it, to be
+    // set up again.
+    crate::accounts::totp::disable(&state.store, id).await?;
     sessions::delete_for_user(&state.store, id, None).await?;
     Ok(see_other("/admin/users"))
 }

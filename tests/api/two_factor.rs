@@ -247,3 +247,28 @@ async fn when_required_admins_must_turn_it_on_first() {
     turn_on(&app, &admin).await;
     assert_eq!(admin.get("/admin/users").await.status(), 200);
 }
+
+#[tokio::test]
+async fn an_admin_password_reset_also_turns_it_off() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let user = app.add_user("a@example.com", Role::Owner).await;
+    let login = app.login("a@example.com").await;
+    turn_on(&app, &login).await;
+    let admin = app.login("admin@example.com").await;
+    let (_, html) = admin.text("/admin/users").await;
+    assert!(html.contains("<td>on</td>"), "the users page shows it");
+    let r = admin
+        .post(
+            &format!("/admin/users/{}/password", user.id),
+            &[("csrf", &admin.csrf), ("password", "a brand new password")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let http = cookie_client();
+    let r = app
+        .submit_login(&http, "a@example.com", "a brand new password")
+        .await;
+    assert_eq!(r.headers()["location"], "/sites", "no code asked");
+    assert_eq!(sites_status(&app, &http).await, 200);
+}
