@@ -60,7 +60,8 @@ impl Options {
     fn from_env() -> Self {
         let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
         let all = "ceiling,naive,durable,fast,preallocated,\
-                   ceiling@2048,naive@2048,durable@2048,fast@256~20000";
+                   ceiling@2048,naive@2048,durable@2048,fast@2048,\
+                   durable@256~20000,outage@64~5000";
         Options {
             duration: env_or("BENCH_DURATION", if quick { 4 } else { 30 }),
             connections: env_or("BENCH_CONNECTIONS", 64),
@@ -101,7 +102,16 @@ impl Spec {
             Some((kind, c)) => (kind, c.parse().context("connections after @")?),
             None => (rest, default_connections),
         };
-        if !["ceiling", "naive", "durable", "fast", "preallocated"].contains(&kind) {
+        if ![
+            "ceiling",
+            "naive",
+            "durable",
+            "fast",
+            "preallocated",
+            "outage",
+        ]
+        .contains(&kind)
+        {
             bail!("unknown scenario {label:?}");
         }
         if connections == 0 || rate == Some(0) {
@@ -113,6 +123,16 @@ impl Spec {
             connections,
             rate,
         })
+    }
+
+    /// Seconds of load: paced runs and the outage run last at least 60 s
+    /// (backlog over time, and 30 s of outage with load before and after).
+    pub fn duration(&self, options: &Options) -> u64 {
+        if self.kind == "outage" || self.rate.is_some() && !options.quick {
+            options.duration.max(60)
+        } else {
+            options.duration
+        }
     }
 
     /// For a paced run, the interval between two requests of one wrk
@@ -240,7 +260,7 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
         .args([
             &format!("-t{WRK_THREADS}"),
             &format!("-c{}", spec.connections),
-            &format!("-d{}s", options.duration),
+            &format!("-d{}s", spec.duration(options)),
             "--latency",
             "--timeout",
             "10s",
@@ -266,6 +286,12 @@ pub struct Row {
     pub served_ok: Option<u64>,
     /// Per collection (minute, hour, day): stored views minus 200s.
     pub difference: Option<[i64; 3]>,
+    /// The product's journal backlog over the run: (seconds, hits).
+    pub backlog: Vec<(f64, u64)>,
+    /// Outage runs: from the database's return to an empty backlog.
+    pub drain: Option<Duration>,
+    /// From the end of the load to an empty backlog.
+    pub after_load_drain: Option<Duration>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -313,13 +339,13 @@ async fn run(options: Options) -> anyhow::Result<()> {
         "load: wrk, {WRK_THREADS} threads, {} connections unless the scenario says @N, {} s per scenario, {} pages (Zipf); database, app and wrk on this machine",
         options.connections, options.duration, options.pages
     );
-    let db = roles::Database::start().await?;
+    let mut db = roles::Database::start().await?;
     println!("database: {}\n", db.describe);
 
     let mut rows = Vec::new();
     for label in &options.scenarios {
         let spec = Spec::parse(label, options.connections)?;
-        let row = roles::scenario(&db, &spec, &options)
+        let row = roles::scenario(&mut db, &spec, &options)
             .await
             .with_context(|| format!("scenario {label}"))?;
         eprintln!(
@@ -330,6 +356,7 @@ async fn run(options: Options) -> anyhow::Result<()> {
         rows.push(row);
     }
     print_ingestion(&rows);
+    print_backlog(&rows);
     statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows
         .iter()
@@ -351,6 +378,35 @@ async fn run(options: Options) -> anyhow::Result<()> {
         bail!("{} scenario(s) lost or added hits", lost.len());
     }
     Ok(())
+}
+
+fn print_backlog(rows: &[Row]) {
+    let shown: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.spec.rate.is_some() && !r.backlog.is_empty())
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    println!("\n## Journal backlog over time (paced runs)\n");
+    for r in shown {
+        let peak = r.backlog.iter().map(|(_, b)| *b).max().unwrap_or(0);
+        let series: Vec<String> = r
+            .backlog
+            .iter()
+            .map(|(t, b)| format!("{t:.0}s:{b}"))
+            .collect();
+        println!(
+            "- **{}**: peak backlog {peak} hits; drained {:.1} s after the load{}; samples {}",
+            r.spec.label,
+            r.after_load_drain.map_or(0.0, |d| d.as_secs_f64()),
+            r.drain.map_or(String::new(), |d| format!(
+                ", {:.1} s after the database returned",
+                d.as_secs_f64()
+            )),
+            series.join(" ")
+        );
+    }
 }
 
 fn print_ingestion(rows: &[Row]) {

@@ -24,6 +24,7 @@ pub struct Database {
     pub uri: String,
     pub describe: String,
     local: Option<LocalDb>,
+    options: LocalDbOptions,
 }
 
 impl Database {
@@ -33,25 +34,36 @@ impl Database {
                 uri,
                 describe: "MONGODB_URI (external server)".into(),
                 local: None,
+                options: LocalDbOptions::default(),
             });
         }
         let binary = localdb::locate(Some(&repo().join(".tools/bin/secantusd-rs")))?;
         let dir = repo().join("target/bench-db");
         let _ = std::fs::remove_dir_all(&dir);
+        // The embedded default: every commit fsynced, so `j: true` holds.
+        let sync = std::env::var("BENCH_SYNC_ON_COMMIT").map_or(true, |v| v != "0");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let options = LocalDbOptions {
             cache_size: "1G".into(),
             log_file_max: "64MB".into(),
+            port,
+            sync_on_commit: sync,
+            standalone: false,
         };
         let db = LocalDb::start(&binary, &dir, &options).await?;
         Ok(Database {
             uri: db.uri().to_owned(),
             describe: format!(
-                "{} {} (local single-node replica set, WiredTiger cache {}), data in target/bench-db",
+                "{} {} (local single-node replica set, WiredTiger cache {}, {}), data in target/bench-db",
                 localdb::SERVER_NAME,
                 localdb::SERVER_VERSION,
-                options.cache_size
+                options.cache_size,
+                if sync { "--sync-on-commit" } else { "no fsync on commit" }
             ),
             local: Some(db),
+            options,
         })
     }
 
@@ -77,6 +89,29 @@ impl Database {
         Ok((store, site.id.to_string()))
     }
 
+    /// Kills the local server (SIGKILL) for an outage; `None` for an
+    /// external server, which the bench cannot stop.
+    pub fn kill(&mut self) -> Option<()> {
+        self.local.take()?.kill();
+        Some(())
+    }
+
+    /// Starts the local server again on the same files and port.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        let binary = localdb::locate(Some(&repo().join(".tools/bin/secantusd-rs")))?;
+        let dir = repo().join("target/bench-db");
+        for _ in 0..60 {
+            match LocalDb::start(&binary, &dir, &self.options).await {
+                Ok(db) => {
+                    self.local = Some(db);
+                    return Ok(());
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        anyhow::bail!("the bench database did not restart")
+    }
+
     /// The local server's process id (none for an external server).
     pub fn server_pid(&self) -> Option<u32> {
         self.local.as_ref().map(LocalDb::pid)
@@ -98,7 +133,7 @@ pub async fn load_hits<S: AsRef<str>>(
     store: &Store,
     hits: impl IntoIterator<Item = (S, chrono::DateTime<chrono::Utc>)>,
 ) -> anyhow::Result<()> {
-    let mut writer = BucketWriter::new(store).await?;
+    let writer = BucketWriter::new(store);
     let mut hits = hits.into_iter();
     let mut batch = Vec::with_capacity(LOAD_BATCH);
     loop {
@@ -107,9 +142,8 @@ pub async fn load_hits<S: AsRef<str>>(
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-        writer
-            .apply(batch.iter().map(|(p, t)| (p.as_ref(), *t)), deadline)
-            .await?;
+        let refs: Vec<_> = batch.iter().map(|(p, t)| (p.as_ref(), *t)).collect();
+        writer.apply_direct(&refs, deadline).await?;
         batch.clear();
     }
 }
@@ -131,14 +165,41 @@ pub async fn stored(store: &Store, g: Granularity) -> anyhow::Result<i64> {
 fn metric(text: &str, name: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+/// The product's journal backlog (hits not yet in the database).
+async fn backlog(address: &str) -> Option<u64> {
+    let text = get_text(&format!("{address}/metrics")).await.ok()?;
+    metric(&text, "tickertape_journal_backlog_hits ")
+}
+
+/// Samples the backlog every `every` while `running`; returns (seconds,
+/// backlog) pairs.
+fn sample_backlog(
+    address: String,
+    every: Duration,
+    running: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(f64, u64)>> {
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let mut samples = Vec::new();
+        while running.load(Ordering::Relaxed) {
+            tokio::time::sleep(every).await;
+            if let Some(b) = backlog(&address).await {
+                samples.push((started.elapsed().as_secs_f64(), b));
+            }
+        }
+        samples
+    })
 }
 
 async fn get_text(url: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(url).await?.text().await?)
 }
 
-pub async fn scenario(db: &Database, spec: &Spec, options: &Options) -> anyhow::Result<Row> {
+pub async fn scenario(db: &mut Database, spec: &Spec, options: &Options) -> anyhow::Result<Row> {
     let name = spec.kind.as_str();
     let db_name = format!("bench_{name}");
     let (store, site) = db.fresh(&db_name).await?;
@@ -150,14 +211,18 @@ pub async fn scenario(db: &Database, spec: &Spec, options: &Options) -> anyhow::
                 .env("TT_BENCH_DB", &db_name);
             Server::start(cmd)?
         }
-        "durable" | "fast" | "preallocated" => {
+        "durable" | "fast" | "preallocated" | "outage" => {
             if name == "preallocated" {
                 preallocate(&store, options).await?;
             }
+            let journal = repo().join("target/bench-journal").join(&db_name);
+            let _ = std::fs::remove_dir_all(&journal);
             let mut cmd = Command::new(repo().join("target/release/tickertape"));
             cmd.arg("serve")
                 .env("MONGODB_URI", &db.uri)
                 .env("TICKERTAPE_DATABASE", &db_name)
+                .env("TICKERTAPE_JOURNAL_DIR", &journal)
+                .env("TICKERTAPE_READY_MAX_BACKLOG_SECS", "3600")
                 .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
                 .env(
                     "TICKERTAPE_ACK_MODE",
@@ -171,14 +236,46 @@ pub async fn scenario(db: &Database, spec: &Spec, options: &Options) -> anyhow::
         other => anyhow::bail!("unknown scenario {other:?}"),
     };
     let address = server.address.clone();
-    let result = tokio::task::spawn_blocking({
+    let product = !matches!(name, "ceiling" | "naive");
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = product.then(|| {
+        let every = Duration::from_secs(if spec.rate.is_some() { 5 } else { 2 });
+        sample_backlog(address.clone(), every, running.clone())
+    });
+    let load = tokio::task::spawn_blocking({
         let (address, site, spec, options) =
             (address.clone(), site.clone(), spec.clone(), options.clone());
         move || wrk(&address, &site, &spec, &options)
-    })
-    .await??;
-    // Let requests still in flight when wrk stopped finish.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    });
+    let mut outage = None;
+    if name == "outage" {
+        // A third of the run in, the database goes away for 30 s.
+        let before = Duration::from_secs(spec.duration(options) / 3);
+        tokio::time::sleep(before).await;
+        if db.kill().is_some() {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            db.restart().await?;
+            outage = Some(std::time::Instant::now());
+        }
+    }
+    let result = load.await??;
+    // Drain: the no-loss check compares after the backlog is applied.
+    let drain_started = std::time::Instant::now();
+    if product {
+        let deadline = drain_started + Duration::from_secs(300);
+        while backlog(&address).await != Some(0) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    } else {
+        // Let requests still in flight when wrk stopped finish.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    running.store(false, Ordering::Relaxed);
+    let samples = match sampler {
+        Some(s) => s.await?,
+        None => vec![],
+    };
+    let drain = outage.map(|returned| returned.elapsed());
     let rss = server.peak_rss_mib();
     let (served_ok, collections): (u64, &[Granularity]) = match name {
         "ceiling" => (
@@ -222,6 +319,9 @@ pub async fn scenario(db: &Database, spec: &Spec, options: &Options) -> anyhow::
         rss_mib: rss,
         served_ok: Some(served_ok),
         difference,
+        backlog: samples,
+        drain,
+        after_load_drain: product.then(|| drain_started.elapsed()),
     })
 }
 
@@ -311,7 +411,8 @@ pub fn serve(role: &str) -> anyhow::Result<()> {
         let directory = SiteDirectory::default();
         directory.reload(&store).await?;
         let minutes = naive.then(|| {
-            let wc = mongodb::options::WriteConcern::majority();
+            // The seed's per-hit write with the product's write concern.
+            let wc = store.commit_write_concern();
             store.db().collection_with_options::<bson::Document>(
                 Granularity::Minute.collection(),
                 mongodb::options::CollectionOptions::builder()

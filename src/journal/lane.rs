@@ -20,6 +20,9 @@ pub struct SegmentInfo {
     /// the file is moved to `quarantine/` once everything before it is
     /// applied.
     pub corrupt: Option<String>,
+    /// The segment the writer appends to (only ever one created by this
+    /// process; segments found at start are never appended to).
+    pub active: bool,
 }
 
 impl SegmentInfo {
@@ -88,7 +91,11 @@ impl Lane {
     }
 
     pub(super) fn push_segment(&self, info: SegmentInfo) {
-        self.lock().push(info);
+        let mut segments = self.lock();
+        for s in segments.iter_mut() {
+            s.active = false;
+        }
+        segments.push(info);
     }
 
     pub(super) fn release_reserved(&self, bytes: u64) {
@@ -170,16 +177,15 @@ impl Lane {
     }
 
     /// Everything before `applied` is in the database: delete the segments
-    /// that lie wholly before it (never the newest, which the writer still
-    /// appends to), and move corrupt ones aside.
+    /// that lie wholly before it (never the one the writer appends to), and
+    /// move corrupt ones aside.
     pub fn release(&self, applied: u64) {
         let done: Vec<SegmentInfo> = {
             let mut segments = self.lock();
             let keep_from = segments
                 .iter()
-                .position(|s| s.end() > applied)
-                .unwrap_or(segments.len())
-                .min(segments.len().saturating_sub(1));
+                .position(|s| s.end() > applied || s.active)
+                .unwrap_or(segments.len());
             segments.drain(..keep_from).collect()
         };
         for s in done {

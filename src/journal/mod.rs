@@ -562,6 +562,7 @@ fn recover_lane(
             path,
             len: scanned.valid_len,
             corrupt,
+            active: false,
         });
     }
     Ok((segments, next))

@@ -153,6 +153,7 @@ impl LaneWriter {
                 path,
                 len: 0,
                 corrupt: None,
+                active: true,
             });
             self.current = Some((file, start, 0));
         }

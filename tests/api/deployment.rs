@@ -136,6 +136,20 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
         depends.contains(&"init".to_owned()),
         "app waits for the cluster init: {depends:?}"
     );
+    // Its journal is on a named volume at the image's data directory, so
+    // acknowledged hits survive a container restart.
+    let volumes: Vec<&str> = app["volumes"]
+        .as_sequence()
+        .expect("app mounts its journal")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        volumes.iter().any(|v| v.ends_with(":/var/lib/tickertape")),
+        "{volumes:?}"
+    );
+    let named = volumes[0].split(':').next().unwrap();
+    assert!(doc["volumes"][named].is_mapping(), "named volume {named}");
 }
 
 #[test]
@@ -148,4 +162,6 @@ fn the_dockerfile_is_multi_stage_and_runs_serve() {
     assert!(stages >= 2, "build and runtime stages");
     assert!(text.contains("cargo build --release"));
     assert!(text.contains("\"serve\""));
+    assert!(text.contains("TICKERTAPE_DATA_DIR=/var/lib/tickertape"));
+    assert!(text.contains("VOLUME /var/lib/tickertape"));
 }

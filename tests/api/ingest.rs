@@ -321,3 +321,76 @@ async fn a_counted_hit_gets_the_gif_without_cookies_or_caching() {
     let body = r.bytes().await.unwrap();
     assert_eq!(body.as_ref(), tickertape::ingest::pixel::GIF.as_slice());
 }
+
+#[tokio::test]
+async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
+    use tickertape::journal::{Accepted, Journal, Record};
+    let journal_dir = tempfile::tempdir().unwrap();
+    let mut settings = test_settings();
+    settings.ingest.journal_dir = Some(journal_dir.path().to_owned());
+    settings.ingest.journal_lanes = 1;
+    // A previous run journaled ten hits and died before applying them; then
+    // a bit of the fourth record rotted on disk.
+    {
+        let (journal, _feeds) = Journal::open(&settings.journal_config()).unwrap();
+        for i in 0..10 {
+            let record = Record {
+                page: format!("example.com/r/{i}"),
+                at: t0(),
+            };
+            let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
+                panic!("durable mode");
+            };
+            synced.await.unwrap().unwrap();
+        }
+        journal.close_writers().await;
+    }
+    let lane = journal_dir.path().join("lane-0");
+    let segment = std::fs::read_dir(&lane)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let one = Record {
+        page: "example.com/r/0".into(),
+        at: t0(),
+    }
+    .encoded_len();
+    bytes[48 + 3 * one + 20] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let app = spawn_app_on(database_uri(), settings).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    // The three records before the damage are applied, nothing after it.
+    app.settle().await;
+    let pages: Vec<String> = app
+        .buckets(Granularity::Minute)
+        .await
+        .into_iter()
+        .map(|b| b.page)
+        .collect();
+    assert_eq!(
+        pages,
+        ["example.com/r/0", "example.com/r/1", "example.com/r/2"]
+    );
+    assert_eq!(
+        metric(&app, "tickertape_journal_corrupt_segments").await,
+        1.0
+    );
+    let (_, html) = app
+        .login("admin@example.com")
+        .await
+        .text("/admin/system")
+        .await;
+    assert!(html.contains("id=\"corrupt-segments\""), "{html}");
+    assert!(html.contains("record checksum mismatch"), "{html}");
+    // Once what preceded the damage is applied, the file is kept aside.
+    assert!(!segment.exists());
+    let aside: Vec<_> = std::fs::read_dir(journal_dir.path().join("quarantine"))
+        .unwrap()
+        .collect();
+    assert_eq!(aside.len(), 1);
+}
