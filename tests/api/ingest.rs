@@ -394,3 +394,49 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         .collect();
     assert_eq!(aside.len(), 1);
 }
+
+#[tokio::test]
+async fn shutdown_with_the_database_away_leaves_the_backlog_for_the_next_start() {
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let journal_dir = tempfile::tempdir().unwrap();
+    let mut settings = test_settings();
+    settings.database.write_timeout_ms = 300;
+    settings.ingest.shutdown_drain_secs = 1;
+    settings.ingest.journal_dir = Some(journal_dir.path().to_owned());
+    let name = settings.database.name.clone();
+    let mut app = spawn_app_on(&proxy.uri(), settings.clone()).await;
+    let site = app.add_site("example.com", &[]).await;
+    proxy.set(Mode::Down);
+    for i in 0..50 {
+        let r = app
+            .pixel(&format!("site={}&page=/later/{}", site.id, i % 5))
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let started = std::time::Instant::now();
+    app.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "shutdown waits at most the drain time (plus an attempt): {:?}",
+        started.elapsed()
+    );
+    assert_eq!(app.journal.stats().backlog(), 50, "left in the journal");
+    // Gone with the process in real life: the journal's lock, and (here) the
+    // test database, which the next start finds empty.
+    drop(app);
+
+    // The next start, on the same journal, applies them.
+    proxy.set(Mode::Pass);
+    let next = spawn_app_on(database_uri(), settings).await;
+    for g in Granularity::ALL {
+        assert_eq!(next.total_views(g).await, 50, "{g:?}");
+    }
+    assert_eq!(next.store.db().name(), name);
+    assert!(
+        next.journal
+            .stats()
+            .replayed_records
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 50
+    );
+}
