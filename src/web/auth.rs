@@ -226,6 +226,15 @@ pub(super) fn safe_next(next: Option<&str>) -> String {
     }
 }
 
+/// The address login attempts are counted by (see `client_ip`).
+pub(super) fn client_address(req: &HttpRequest, state: &WebState) -> String {
+    let forwarded = req.headers().get_all("x-forwarded-for");
+    state.trusted_proxies.client(
+        req.peer_addr().map(|a| a.ip()),
+        forwarded.filter_map(|v| v.to_str().ok()),
+    )
+}
+
 #[derive(Template)]
 #[template(path = "login.html")]
 struct LoginPage {
@@ -289,11 +298,7 @@ pub async fn login(
     if cookie_csrf.is_empty() || !tokens_match(&form.csrf, &cookie_csrf) {
         return Err(AuthError::BadCsrf);
     }
-    let forwarded = req.headers().get_all("x-forwarded-for");
-    let client = state.trusted_proxies.client(
-        req.peer_addr().map(|a| a.ip()),
-        forwarded.filter_map(|v| v.to_str().ok()),
-    );
+    let client = client_address(&req, &state);
     let account = form.email.trim().to_lowercase();
     let again = |status, error: String| {
         let page = LoginPage {

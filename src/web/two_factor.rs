@@ -9,7 +9,7 @@ use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
-use super::auth::{cookie, safe_next, AuthError, Viewer, SECOND_FACTOR_COOKIE};
+use super::auth::{client_address, cookie, safe_next, AuthError, Viewer, SECOND_FACTOR_COOKIE};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
@@ -109,11 +109,7 @@ pub async fn submit_code(
     // Codes have their own counts (per account and per address), apart
     // from passwords: a right password clears the account's password
     // failures and must not give a code guesser fresh tries.
-    let forwarded = req.headers().get_all("x-forwarded-for");
-    let client = state.trusted_proxies.client(
-        req.peer_addr().map(|a| a.ip()),
-        forwarded.filter_map(|v| v.to_str().ok()),
-    );
+    let client = client_address(&req, &state);
     let (account, client) = (
         format!("2fa:{}", user.email.as_str()),
         format!("2fa:{client}"),
