@@ -51,7 +51,8 @@ pub struct DatabaseSettings {
     pub read_preference: String,
 
     /// Longest replication lag a secondary may have to serve reports, in
-    /// seconds (at least 90, MongoDB's minimum). Unset: no limit.
+    /// seconds (at least 90, MongoDB's minimum). Unset: 90 when the read
+    /// preference allows secondaries.
     #[arg(long, env = "TICKERTAPE_MAX_STALENESS_SECS")]
     pub max_staleness_secs: Option<u64>,
 
@@ -263,6 +264,9 @@ impl DatabaseSettings {
                 ))
             }
             Some(s) => Some(Duration::from_secs(s)),
+            // A bound by default: without one, a secondary hours behind
+            // would still serve reports.
+            None if self.read_preference != "primary" => Some(Duration::from_secs(90)),
             None => None,
         };
         let options = ReadPreferenceOptions::builder()
@@ -359,10 +363,14 @@ mod tests {
     fn report_reads_default_to_secondary_preferred_and_check_staleness() {
         use mongodb::options::ReadPreference;
         let mut db = Settings::defaults().database;
-        assert!(matches!(
-            db.report_reads(),
-            Ok(ReadPreference::SecondaryPreferred { .. })
-        ));
+        match db.report_reads().unwrap() {
+            ReadPreference::SecondaryPreferred { options } => assert_eq!(
+                options.unwrap().max_staleness,
+                Some(Duration::from_secs(90)),
+                "bounded by default"
+            ),
+            other => panic!("{other:?}"),
+        }
         db.max_staleness_secs = Some(89);
         assert!(db.report_reads().unwrap_err().contains("at least 90"));
         db.max_staleness_secs = Some(120);

@@ -39,6 +39,8 @@ struct Applier {
     committed: mpsc::Receiver<CommittedBatch>,
     /// A batch taken from `committed` but not yet used.
     pending: Option<CommittedBatch>,
+    /// The writer has stopped (shutdown): nothing more comes in memory.
+    memory_closed: bool,
     store: Store,
     writer: BucketWriter,
     journal: String,
@@ -73,6 +75,7 @@ impl Appliers {
                     lane: feed.lane,
                     committed: feed.committed,
                     pending: None,
+                    memory_closed: false,
                     store: store.clone(),
                     writer: BucketWriter::new(store),
                     journal: journal.to_string(),
@@ -293,7 +296,8 @@ impl Applier {
             }
             let wake = deadline.unwrap_or_else(|| Instant::now() + Duration::from_millis(250));
             tokio::select! {
-                received = self.committed.recv(), if self.pending.is_none() => {
+                received = self.committed.recv(), if self.pending.is_none() && !self.memory_closed => {
+                    self.memory_closed = received.is_none();
                     self.pending = received;
                 }
                 _ = tokio::time::sleep_until(wake) => {}

@@ -93,6 +93,16 @@ async fn applied_segments_are_deleted_and_their_bytes_released() {
     assert_eq!(lane.oldest(), lane_last_start(dir.path()));
 }
 
+/// A journal of ten synced hits, closed as a crash would leave it; returns
+/// its (only) segment file.
+async fn ten_hits_then_closed(dir: &Path) -> PathBuf {
+    let (journal, _feeds) = Journal::open(&config(dir)).unwrap();
+    write(&journal, 0..10).await;
+    journal.close_writers().await;
+    drop(journal);
+    segments(dir).pop().unwrap()
+}
+
 fn lane_last_start(dir: &Path) -> u64 {
     segment::start_of(segments(dir).last().unwrap()).unwrap()
 }
@@ -100,12 +110,8 @@ fn lane_last_start(dir: &Path) -> u64 {
 #[tokio::test]
 async fn a_torn_tail_is_cut_off_with_the_good_records_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
-    write(&journal, 0..10).await;
-    journal.close_writers().await;
-    drop(journal);
+    let last = ten_hits_then_closed(dir.path()).await;
     // A crash in the middle of the next append: half a record.
-    let last = segments(dir.path()).pop().unwrap();
     let mut partial = Vec::new();
     hit(10).encode_into(&mut partial);
     let good_len = std::fs::metadata(&last).unwrap().len();
@@ -129,11 +135,7 @@ async fn a_torn_tail_is_cut_off_with_the_good_records_kept() {
 #[tokio::test]
 async fn a_damaged_record_in_the_middle_stops_replay_there_and_is_kept_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
-    write(&journal, 0..10).await;
-    journal.close_writers().await;
-    drop(journal);
-    let last = segments(dir.path()).pop().unwrap();
+    let last = ten_hits_then_closed(dir.path()).await;
     let mut bytes = std::fs::read(&last).unwrap();
     let one = hit(0).encoded_len();
     // Flip a bit inside the fourth record's page.

@@ -65,6 +65,7 @@ pub struct Store {
     client: Client,
     db: Database,
     reports: Database,
+    realtime: Database,
     read_preference: ReadPreference,
     write_concern: Document,
     commit_write_concern: WriteConcern,
@@ -109,13 +110,23 @@ impl Store {
         options.server_selection_timeout.get_or_insert(short);
         options.connect_timeout.get_or_insert(short);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
-        let db = client.database(db_name);
-        let reports = client.database_with_options(
-            db_name,
-            DatabaseOptions::builder()
-                .selection_criteria(SelectionCriteria::ReadPreference(read_preference.clone()))
-                .build(),
-        );
+        let handle = |pref: ReadPreference| {
+            client.database_with_options(
+                db_name,
+                DatabaseOptions::builder()
+                    .selection_criteria(SelectionCriteria::ReadPreference(pref))
+                    .build(),
+            )
+        };
+        // Pinned to the primary whatever the URI says: sessions, users,
+        // sites and run history are read right after they are written, and
+        // a lagging secondary would not have them yet (a fresh login would
+        // be sent back to the login page).
+        let db = handle(ReadPreference::Primary);
+        let reports = handle(read_preference.clone());
+        // The realtime panels show the current minute: prefer the primary,
+        // fall back to a secondary only when there is none.
+        let realtime = handle(ReadPreference::PrimaryPreferred { options: None });
         let hello = db
             .run_command(doc! {"hello": 1})
             .await
@@ -135,6 +146,7 @@ impl Store {
             client,
             db,
             reports,
+            realtime,
             read_preference,
             write_concern: doc! { "w": w, "j": true, "wtimeout": write_timeout.as_millis() as i64 },
             commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
@@ -155,6 +167,12 @@ impl Store {
     /// preference (default `secondaryPreferred`). Never used for writes.
     pub fn reports(&self) -> &Database {
         &self.reports
+    }
+
+    /// The handle for the realtime panels (this minute, the last hour):
+    /// `primaryPreferred`, so they are as fresh as the writes.
+    pub fn realtime(&self) -> &Database {
+        &self.realtime
     }
 
     pub fn read_preference(&self) -> &ReadPreference {

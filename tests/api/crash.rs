@@ -27,14 +27,6 @@ fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tickertape")))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A database server of this test's own, on a fixed port and directory so
 /// that it can be killed and started again on the same files.
 struct Db {

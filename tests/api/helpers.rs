@@ -82,6 +82,16 @@ fn remove_stale_data_dirs(root: &std::path::Path) {
     }
 }
 
+/// A port that was free a moment ago, for servers that must keep their
+/// port across a restart.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// 2026-11-22 10:01:07 UTC: the clock every test starts at.
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap()
@@ -222,6 +232,29 @@ impl TestApp {
             );
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// One unlabelled sample from `/metrics`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+            .parse()
+            .unwrap()
     }
 
     pub async fn buckets(&self, g: Granularity) -> Vec<Bucket> {

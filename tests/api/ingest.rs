@@ -114,23 +114,6 @@ fn long_path(i: usize) -> String {
     format!("/{}/{i}", "x".repeat(480))
 }
 
-async fn metric(app: &TestApp, name: &str) -> f64 {
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("{name} missing from /metrics"))
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_when_it_returns() {
     let proxy = Proxy::start(write_target(database_uri()).await).await;
@@ -159,14 +142,14 @@ async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_w
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let r = ready().await;
     assert_eq!(r.status(), 503);
-    assert!(metric(&app, "tickertape_journal_backlog_hits").await >= 200.0);
-    assert!(metric(&app, "tickertape_apply_failures_total").await >= 1.0);
+    assert!(app.metric("tickertape_journal_backlog_hits").await >= 200.0);
+    assert!(app.metric("tickertape_apply_failures_total").await >= 1.0);
 
     proxy.set(Mode::Pass);
     for g in Granularity::ALL {
         assert_eq!(app.total_views(g).await, 200, "{g:?}");
     }
-    assert_eq!(metric(&app, "tickertape_journal_backlog_hits").await, 0.0);
+    assert_eq!(app.metric("tickertape_journal_backlog_hits").await, 0.0);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while ready().await.status() != 200 {
         assert!(
@@ -376,10 +359,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         pages,
         ["example.com/r/0", "example.com/r/1", "example.com/r/2"]
     );
-    assert_eq!(
-        metric(&app, "tickertape_journal_corrupt_segments").await,
-        1.0
-    );
+    assert_eq!(app.metric("tickertape_journal_corrupt_segments").await, 1.0);
     let (_, html) = app
         .login("admin@example.com")
         .await

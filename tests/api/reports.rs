@@ -289,8 +289,11 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         ))
     ));
     assert!(
-        store.db().selection_criteria().is_none(),
-        "writes use the primary"
+        matches!(
+            store.db().selection_criteria(),
+            Some(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+        ),
+        "writes and application reads use the primary"
     );
 
     settings.database.read_preference = "nearest".into();
@@ -334,15 +337,7 @@ async fn metrics_health_and_readiness() {
     );
     app.pixel("site=bad").await;
     app.settle().await;
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(
         text.contains("tickertape_hits_total{outcome=\"counted\"} 1\n"),
         "{text}"

@@ -173,3 +173,42 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         40
     );
 }
+
+#[tokio::test]
+async fn the_application_handle_reads_the_primary_whatever_the_uri_says() {
+    use mongodb::options::{ReadPreference, SelectionCriteria};
+    // An operator's URI asking for secondary reads must not send session
+    // and user lookups to a lagging secondary.
+    let base = database_uri();
+    let sep = match (base.contains('?'), base.ends_with('/')) {
+        (true, _) => "&",
+        (false, true) => "?",
+        (false, false) => "/?",
+    };
+    let uri = format!("{base}{sep}readPreference=secondaryPreferred");
+    let store = connect(&uri, &test_settings()).await;
+    assert!(matches!(
+        store.db().selection_criteria(),
+        Some(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+    ));
+    assert!(matches!(
+        store.realtime().selection_criteria(),
+        Some(SelectionCriteria::ReadPreference(
+            ReadPreference::PrimaryPreferred { .. }
+        ))
+    ));
+    match store.reports().selection_criteria() {
+        Some(SelectionCriteria::ReadPreference(ReadPreference::SecondaryPreferred { options })) => {
+            assert_eq!(
+                options.as_ref().unwrap().max_staleness,
+                Some(Duration::from_secs(90)),
+                "secondary report reads are bounded by default"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // And reading right after writing works through it.
+    let coll = store.db().collection::<Document>("scratch");
+    coll.insert_one(doc! {"k": 1}).await.unwrap();
+    assert!(coll.find_one(doc! {"k": 1}).await.unwrap().is_some());
+}

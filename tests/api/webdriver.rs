@@ -5,19 +5,13 @@ use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::helpers::free_port;
+
 pub struct Browser {
     http: reqwest::Client,
     session: String,
     driver: Child,
     _profile: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Browser {
