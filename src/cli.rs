@@ -32,8 +32,15 @@ struct Cli {
 enum Command {
     /// Serve the pixel and the web app.
     Serve(Settings),
-    /// Create indexes, and shard the bucket collections when connected to a mongos.
-    Setup(DatabaseArgs),
+    /// Create indexes; with --shard, shard the bucket collections (mongos only).
+    Setup {
+        /// Shard views_minute, views_hour and views_day on {page: 1,
+        /// timestamp: 1}, pre-splitting empty ones over the shards.
+        #[arg(long)]
+        shard: bool,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
     /// Manage sites.
     #[command(subcommand)]
     Site(SiteCommand),
@@ -154,11 +161,20 @@ pub fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(settings) => serve(settings).await,
-        Command::Setup(args) => {
-            with_store(&args, |store| async move {
+        Command::Setup { shard, db } => {
+            with_store(&db, |store| async move {
                 let report = schema::ensure_schema(&store).await?;
-                for line in report.indexes.iter().chain(&report.sharding) {
+                for line in &report.indexes {
                     println!("{line}");
+                }
+                if shard {
+                    for line in schema::shard(&store).await? {
+                        println!("{line}");
+                    }
+                } else {
+                    for warning in schema::sharding_warnings(&store).await {
+                        eprintln!("warning: {warning}");
+                    }
                 }
                 Ok(())
             })
@@ -426,6 +442,9 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         let store = Store::connect(db, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
         schema::ensure_schema(&store).await?;
+        for warning in schema::sharding_warnings(&store).await {
+            tracing::warn!("{warning}");
+        }
         let first_admin = ensure_first_admin(&store).await?;
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());

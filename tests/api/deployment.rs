@@ -8,7 +8,11 @@ use crate::helpers::repo_root;
 
 fn compose() -> Value {
     let text = std::fs::read_to_string(repo_root().join("docker-compose.yml")).unwrap();
-    serde_yaml::from_str(&text).expect("docker-compose.yml is valid YAML")
+    let mut doc: Value = serde_yaml::from_str(&text).expect("docker-compose.yml is valid YAML");
+    // Compose applies `<<: *anchor` merges; so must we, to see each service
+    // as Compose does.
+    doc.apply_merge().expect("merge keys");
+    doc
 }
 
 fn command_of(service: &Value) -> String {
@@ -81,6 +85,31 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
     }
 
     // The one-shot init initiates the three replica sets and adds both shards.
+    // Safe to start on one host: every mongod has a small cache and a
+    // health check; mongos is not published beyond the loopback.
+    for (name, service) in services.iter() {
+        let command = command_of(service);
+        if command.starts_with("mongod ") {
+            assert!(
+                command.contains("--wiredTigerCacheSizeGB"),
+                "{name:?}: {command}"
+            );
+            assert!(
+                service["healthcheck"]["test"].is_sequence(),
+                "{name:?} health check"
+            );
+        }
+    }
+    let published: Vec<&str> = doc["services"]["mongos"]["ports"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        published.iter().all(|p| p.starts_with("127.0.0.1:")),
+        "mongos published beyond loopback: {published:?}"
+    );
     let init = &doc["services"]["init"];
     assert_eq!(init["restart"].as_str(), Some("no"));
     let script = command_of(init);
@@ -133,9 +162,13 @@ fn compose_describes_a_sharded_cluster_with_two_three_member_shards() {
         _ => vec![],
     };
     assert!(
-        depends.contains(&"init".to_owned()),
-        "app waits for the cluster init: {depends:?}"
+        depends.contains(&"setup".to_owned()),
+        "app waits for the sharding setup: {depends:?}"
     );
+    // Sharding is an explicit one-shot step after the cluster init.
+    let setup = &doc["services"]["setup"];
+    assert_eq!(command_of(setup), "setup --shard");
+    assert!(setup["depends_on"]["init"].is_mapping());
     // Its journal is on a named volume at the image's data directory, so
     // acknowledged hits survive a container restart.
     let volumes: Vec<&str> = app["volumes"]

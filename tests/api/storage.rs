@@ -212,3 +212,14 @@ async fn the_application_handle_reads_the_primary_whatever_the_uri_says() {
     coll.insert_one(doc! {"k": 1}).await.unwrap();
     assert!(coll.find_one(doc! {"k": 1}).await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn sharding_is_an_explicit_step_that_a_replica_set_refuses() {
+    let app = spawn_app().await;
+    // Start-up and `setup` never shard; on a replica set there is nothing
+    // to warn about either.
+    assert!(schema::sharding_warnings(&app.store).await.is_empty());
+    let err = schema::shard(&app.store).await.unwrap_err();
+    assert!(matches!(err, schema::ShardError::NotMongos(_)), "{err}");
+    assert!(err.to_string().contains("not a mongos"), "{err}");
+}
