@@ -7,6 +7,8 @@
 //! only grows the backlog. After any failure the progress document says
 //! whether the batch committed after all, so a batch counts exactly once.
 
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,18 +128,33 @@ impl Applier {
             "applier started"
         );
         loop {
-            let closing = *shutdown.borrow();
-            let Some(batch) = self.gather(&mut shutdown).await else {
-                if closing || *shutdown.borrow() {
-                    break;
+            // A panic (a bug) in one round is logged and the applier goes
+            // on from the position the database has: nothing is lost, since
+            // `applied` only moves after a commit is known.
+            let round = AssertUnwindSafe(self.round(&mut shutdown))
+                .catch_unwind()
+                .await;
+            match round {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => {
+                    self.journal_stats.writer_panics.fetch_add(1, Relaxed);
+                    self.pending = None;
+                    tracing::error!(lane, position = self.applied, "applier panicked; going on");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                continue;
-            };
-            if !self.commit(batch, &mut shutdown).await {
-                break;
             }
         }
         tracing::debug!(lane, position = self.applied, "applier stopped");
+    }
+
+    /// Gathers and applies one batch; false when it is time to stop.
+    async fn round(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let closing = *shutdown.borrow();
+        match self.gather(shutdown).await {
+            Some(batch) => self.commit(batch, shutdown).await,
+            None => !(closing || *shutdown.borrow()),
+        }
     }
 
     /// Finds where the database says this lane stands, retrying while it is

@@ -22,6 +22,9 @@ pub struct JournalStats {
     pub full_refusals: AtomicU64,
     pub torn_tails_truncated: AtomicU64,
     pub segments_deleted: AtomicU64,
+    /// Panics caught in the writer threads and the appliers (bugs), each
+    /// logged; the lane went on.
+    pub writer_panics: AtomicU64,
     pub commit_sizes: Histogram,
     pub sync_seconds: Histogram,
     /// Segments found damaged in the middle: what and where.
@@ -40,6 +43,7 @@ impl Default for JournalStats {
             full_refusals: AtomicU64::new(0),
             torn_tails_truncated: AtomicU64::new(0),
             segments_deleted: AtomicU64::new(0),
+            writer_panics: AtomicU64::new(0),
             commit_sizes: Histogram::sizes(),
             sync_seconds: Histogram::seconds(),
             corrupt: Mutex::new(Vec::new()),

@@ -270,3 +270,26 @@ fn pages_keep_their_lane_in_every_process() {
     assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
 }
+
+#[tokio::test]
+async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    // A page longer than any the pixel lets through trips the codec's
+    // assertion inside the writer thread.
+    let bad = Record {
+        page: "x".repeat(record::MAX_PAYLOAD + 1),
+        at: hit(0).at,
+    };
+    let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
+        panic!("accepted");
+    };
+    assert!(rx.await.is_err(), "no answer: the pixel says 503");
+    assert_eq!(journal.stats().writer_panics.load(Relaxed), 1);
+    // The lane still takes and syncs hits.
+    write(&journal, 0..5).await;
+    assert_eq!(
+        read_all(&journal.lanes()[0]),
+        (0..5).map(hit).collect::<Vec<_>>()
+    );
+}

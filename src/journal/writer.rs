@@ -76,7 +76,24 @@ impl LaneWriter {
                 }
             }
             if !group.is_empty() {
-                self.commit(&mut group, &mut buf);
+                // A panic here (a bug) must not take the lane down with it:
+                // the hits of this group lose their answers (503), the
+                // segment in progress is abandoned, and the lane goes on.
+                let committed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.commit(&mut group, &mut buf)
+                }));
+                if committed.is_err() {
+                    self.lane.stats.writer_panics.fetch_add(1, Relaxed);
+                    tracing::error!(
+                        lane = self.lane.index,
+                        "journal writer panicked; its group was answered 503 and the lane goes on"
+                    );
+                    group.clear();
+                    if self.current.take().is_some_and(|(_, _, len)| len == 0) {
+                        // Its name is where the next segment starts.
+                        self.lane.drop_empty_newest();
+                    }
+                }
             }
         }
         tracing::debug!(lane = self.lane.index, "journal writer stopped");

@@ -230,7 +230,8 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "# HELP tickertape_journal_backlog_age_seconds Age of the oldest hit not yet applied.\n# TYPE tickertape_journal_backlog_age_seconds gauge\ntickertape_journal_backlog_age_seconds {:.3}\n",
         w.backlog_age_secs
     ));
-    let counters: [(&str, &str, u64); 9] = [
+    let counters: [(&str, &str, u64); 10] = [
+        ("tickertape_write_path_panics_total", "Panics caught in journal writers and appliers (each logged; the lane went on).", js.writer_panics.load(Relaxed)),
         ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),
         ("tickertape_journal_committed_hits_total", "Hits synced to the journal (including those found on disk at start).", w.committed),
         ("tickertape_applied_hits_total", "Hits applied to the database.", w.applied),
