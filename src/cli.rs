@@ -121,13 +121,14 @@ enum SiteCommand {
         /// A display name (default: the domain).
         #[arg(long = "name", id = "site_name")]
         name: Option<String>,
-        /// The URL browsers reach Tickertape at, for the snippets.
-        #[arg(
-            long,
-            env = "TICKERTAPE_PUBLIC_URL",
-            default_value = "http://127.0.0.1:8000"
-        )]
-        public_url: String,
+        /// The URL browsers reach Tickertape at, for the snippets (default:
+        /// `http://` + the listen address, as `serve` does).
+        #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
+        public_url: Option<String>,
+        /// The address `serve` listens on; used for the snippets when no
+        /// public URL is set, so they match what `serve` prints.
+        #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
+        listen: std::net::SocketAddr,
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -184,8 +185,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             aliases,
             name,
             public_url,
+            listen,
             db,
         }) => {
+            let public_url = public_url_or(public_url.as_deref(), listen);
             let domain =
                 DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
             let aliases = aliases

@@ -55,6 +55,14 @@ pub struct DatabaseSettings {
     /// preference allows secondaries.
     #[arg(long, env = "TICKERTAPE_MAX_STALENESS_SECS")]
     pub max_staleness_secs: Option<u64>,
+
+    /// How long a request waits for a reachable database server (server
+    /// selection) before it fails, in milliseconds; pages then answer 503.
+    /// Also the connect timeout. A `serverSelectionTimeoutMS` or
+    /// `connectTimeoutMS` in the URI wins. The write path retries failed
+    /// batches on its own schedule, so it only sees failures sooner.
+    #[arg(long, env = "TICKERTAPE_DB_TIMEOUT_MS", default_value_t = 3_000)]
+    pub db_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -164,6 +172,40 @@ pub struct PreallocSettings {
     pub prealloc_threshold: i64,
 }
 
+/// Limits that protect the web app from abuse (issue 13).
+#[derive(Debug, Clone, Args)]
+pub struct SecuritySettings {
+    /// Password checks (argon2id, about 19 MiB each) that may run at once;
+    /// logins beyond it wait up to 2 s, then get 503. Default: the number of
+    /// cores.
+    #[arg(long, env = "TICKERTAPE_PASSWORD_CHECKS")]
+    pub password_checks: Option<usize>,
+
+    /// Reverse proxies whose `X-Forwarded-For` is believed, as a
+    /// comma-separated list of IP addresses. Unset: the peer address is the
+    /// client address.
+    #[arg(long, env = "TICKERTAPE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+
+    /// New pages one site may gain per hour; views of further new pages
+    /// are counted under the page `/(other)`. 0: no cap.
+    #[arg(long, env = "TICKERTAPE_NEW_PAGES_PER_HOUR", default_value_t = 1_000)]
+    pub new_pages_per_hour: u64,
+
+    /// Admins must turn on two-factor login (TOTP) before they can use any
+    /// page but its setup.
+    #[arg(long, env = "TICKERTAPE_REQUIRE_ADMIN_TOTP", default_value_t = false, action = clap::ArgAction::Set)]
+    pub require_admin_totp: bool,
+}
+
+impl SecuritySettings {
+    pub fn password_checks(&self) -> usize {
+        self.password_checks.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+        })
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address the web server listens on (port 0 picks a free port).
@@ -189,6 +231,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub prealloc: PreallocSettings,
+
+    #[command(flatten)]
+    pub security: SecuritySettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

@@ -69,6 +69,10 @@ impl Application {
             directory,
             clock,
             stats,
+            page_cap: Arc::new(crate::ingest::page_cap::PageCap::new(
+                settings.security.new_pages_per_hour,
+                Some(store.clone()),
+            )),
         };
 
         let listener = TcpListener::bind(settings.listen)?;
@@ -102,15 +106,27 @@ impl Application {
             public_url,
             session_lifetime: chrono::TimeDelta::hours(accounts.session_hours.max(1)),
             report_seconds: Histogram::seconds(),
+            password_checks: crate::accounts::password::PasswordChecks::new(
+                settings.security.password_checks(),
+            ),
+            trusted_proxies: crate::web::client_ip::TrustedProxies::new(
+                settings.security.trusted_proxies.clone(),
+            ),
+            require_admin_totp: settings.security.require_admin_totp,
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         });
         let ingest_data = web::Data::new(ingest.clone());
+        let https = web_state.secure_cookies;
         let server = HttpServer::new(move || {
             App::new()
                 // Pages, CSV and tt.js go out gzip-compressed to clients
                 // that accept it (issue 14).
                 .wrap(actix_web::middleware::Compress::default())
+                .wrap(actix_web::middleware::from_fn(
+                    crate::web::head::head_as_get,
+                ))
+                .wrap(crate::web::security::headers(https))
                 .wrap(tracing_actix_web_lite())
                 .app_data(ingest_data.clone())
                 .app_data(web_state.clone())

@@ -2,66 +2,108 @@
 //! and per client address within `window`; further attempts are refused
 //! without checking the password until old failures age out. In memory: a
 //! restart forgets, which is acceptable for slowing guessing down.
+//!
+//! An attempt is reserved (counted as a failure) *before* its password is
+//! checked, in the same critical section as the check of the limit. Checking
+//! first and recording after let any number of concurrent attempts through
+//! the check while the first ones were still hashing; now at most
+//! `max_failures` checks can be in flight for one account or one address.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct LoginLimiter {
     max_failures: usize,
     window: Duration,
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    /// Per key, the attempts in the window: when, and which reservation.
+    failures: Mutex<HashMap<String, VecDeque<(Instant, u64)>>>,
+    next_id: AtomicU64,
+}
+
+/// One login attempt holding its place in the limiter. It stays counted as
+/// a failure unless [`Attempt::succeeded`] is called: an attempt that ends
+/// any other way (wrong password, error, cancelled request) must not give
+/// its place back to a guesser.
+#[must_use = "an attempt counts as a failure unless it is marked as succeeded"]
+pub struct Attempt<'a> {
+    limiter: &'a LoginLimiter,
+    account: String,
+    client: String,
+    id: u64,
 }
 
 impl LoginLimiter {
     pub fn new(max_failures: usize, window: Duration) -> Self {
         Self {
-            max_failures,
+            max_failures: max_failures.max(1),
             window,
             failures: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
         }
     }
 
     fn keys(account: &str, client: &str) -> [String; 2] {
-        [format!("account:{account}"), format!("client:{client}")]
+        [account_key(account), format!("client:{client}")]
     }
 
-    /// `Some(wait)` when this account or client must wait before trying again.
-    pub fn blocked(&self, account: &str, client: &str, now: Instant) -> Option<Duration> {
+    /// Reserves an attempt for this account from this client, or says how
+    /// long to wait when either has used up its attempts.
+    pub fn reserve(
+        &self,
+        account: &str,
+        client: &str,
+        now: Instant,
+    ) -> Result<Attempt<'_>, Duration> {
         let mut map = self.failures.lock().expect("limiter lock poisoned");
-        Self::keys(account, client)
+        let keys = Self::keys(account, client);
+        let wait = keys
             .iter()
             .filter_map(|key| {
                 let times = map.get_mut(key)?;
                 while times
                     .front()
-                    .is_some_and(|t| now.duration_since(*t) >= self.window)
+                    .is_some_and(|(t, _)| now.duration_since(*t) >= self.window)
                 {
                     times.pop_front();
                 }
-                let oldest = *times.front()?;
+                let (oldest, _) = *times.front()?;
                 (times.len() >= self.max_failures)
                     .then(|| self.window.saturating_sub(now.duration_since(oldest)))
             })
-            .max()
-    }
-
-    pub fn record_failure(&self, account: &str, client: &str, now: Instant) {
-        let mut map = self.failures.lock().expect("limiter lock poisoned");
-        for key in Self::keys(account, client) {
-            let times = map.entry(key).or_default();
-            times.push_back(now);
-            while times.len() > self.max_failures {
-                times.pop_front();
-            }
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
         }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        for key in keys {
+            map.entry(key).or_default().push_back((now, id));
+        }
+        Ok(Attempt {
+            limiter: self,
+            account: account.to_owned(),
+            client: client.to_owned(),
+            id,
+        })
     }
+}
 
-    /// A successful login clears the account's failures (not the client's:
-    /// one good password must not reset guessing at other accounts).
-    pub fn record_success(&self, account: &str) {
-        let mut map = self.failures.lock().expect("limiter lock poisoned");
-        map.remove(&format!("account:{account}"));
+fn account_key(account: &str) -> String {
+    format!("account:{account}")
+}
+
+impl Attempt<'_> {
+    /// The password was right: the account's failures are cleared, and this
+    /// attempt no longer counts against the client address (its other
+    /// failures stay: one good password must not reset guessing at other
+    /// accounts).
+    pub fn succeeded(self) {
+        let mut map = self.limiter.failures.lock().expect("limiter lock poisoned");
+        map.remove(&account_key(&self.account));
+        if let Some(times) = map.get_mut(&format!("client:{}", self.client)) {
+            times.retain(|(_, id)| *id != self.id);
+        }
     }
 }
 
@@ -74,26 +116,51 @@ mod tests {
         let l = LoginLimiter::new(3, Duration::from_secs(60));
         let t = Instant::now();
         for i in 0..3 {
-            assert!(l.blocked("a", "1.1.1.1", t).is_none(), "attempt {i}");
-            l.record_failure("a", "1.1.1.1", t);
+            assert!(l.reserve("a", "1.1.1.1", t).is_ok(), "attempt {i}");
         }
-        assert!(l.blocked("a", "1.1.1.1", t).is_some());
-        assert!(l.blocked("a", "2.2.2.2", t).is_some(), "per account");
-        assert!(l.blocked("b", "1.1.1.1", t).is_some(), "per client");
-        assert!(l.blocked("b", "2.2.2.2", t).is_none());
+        assert!(l.reserve("a", "1.1.1.1", t).is_err());
+        assert!(l.reserve("a", "2.2.2.2", t).is_err(), "per account");
+        assert!(l.reserve("b", "1.1.1.1", t).is_err(), "per client");
+        assert!(l.reserve("b", "2.2.2.2", t).is_ok());
+        let wait = l
+            .reserve("a", "1.1.1.1", t + Duration::from_secs(20))
+            .err()
+            .unwrap();
+        assert_eq!(wait, Duration::from_secs(40));
         assert!(l
-            .blocked("a", "1.1.1.1", t + Duration::from_secs(61))
-            .is_none());
+            .reserve("a", "1.1.1.1", t + Duration::from_secs(61))
+            .is_ok());
     }
 
     #[test]
-    fn success_clears_the_account_only() {
-        let l = LoginLimiter::new(2, Duration::from_secs(60));
+    fn attempts_in_flight_count_before_their_outcome_is_known() {
+        // The race the probe won: many attempts pass the check before any
+        // of them has failed. Reservations held, not yet resolved, must
+        // already stop the next one.
+        let l = LoginLimiter::new(5, Duration::from_secs(60));
         let t = Instant::now();
-        l.record_failure("a", "c", t);
-        l.record_failure("a", "c", t);
-        l.record_success("a");
-        assert!(l.blocked("a", "other", t).is_none());
-        assert!(l.blocked("z", "c", t).is_some());
+        let held: Vec<_> = (0..5)
+            .map(|_| l.reserve("a", "c", t).expect("within the limit"))
+            .collect();
+        assert!(l.reserve("a", "c", t).is_err());
+        drop(held);
+        assert!(
+            l.reserve("a", "c", t).is_err(),
+            "dropped attempts stay failures"
+        );
+    }
+
+    #[test]
+    fn success_clears_the_account_and_its_own_place_only() {
+        let l = LoginLimiter::new(3, Duration::from_secs(60));
+        let t = Instant::now();
+        let _ = l.reserve("a", "c", t).unwrap();
+        let _ = l.reserve("a", "c", t).unwrap();
+        l.reserve("a", "c", t).unwrap().succeeded();
+        assert!(l.reserve("a", "other", t).is_ok(), "account cleared");
+        // The client still has its two failures (plus the one just taken
+        // for "other", which is another client): one more place, then full.
+        assert!(l.reserve("z", "c", t).is_ok());
+        assert!(l.reserve("z", "c", t).is_err());
     }
 }

@@ -24,6 +24,14 @@ pub struct Session {
     pub csrf: String,
     #[serde(rename = "expiresAt")]
     pub expires_at: bson::DateTime,
+    /// The password was right but the second factor is still due: such a
+    /// session opens nothing but the code form.
+    #[serde(
+        rename = "secondFactorDue",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub second_factor_due: bool,
 }
 
 pub fn hash_token(token: &str) -> String {
@@ -44,21 +52,66 @@ pub async fn create(
     now: DateTime<Utc>,
     lifetime: TimeDelta,
 ) -> Result<String, mongodb::error::Error> {
+    insert(store, user_id, now + lifetime, false).await
+}
+
+/// How long a user has to type the second factor after the password.
+pub const SECOND_FACTOR_MINUTES: i64 = 5;
+
+/// A short session that only lets the user type their second factor.
+pub async fn create_second_factor_due(
+    store: &Store,
+    user_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<String, mongodb::error::Error> {
+    let until = now + TimeDelta::minutes(SECOND_FACTOR_MINUTES);
+    insert(store, user_id, until, true).await
+}
+
+async fn insert(
+    store: &Store,
+    user_id: Uuid,
+    until: DateTime<Utc>,
+    second_factor_due: bool,
+) -> Result<String, mongodb::error::Error> {
     let token = random_token(32);
     collection(store)
         .insert_one(Session {
             token_hash: hash_token(&token),
             user_id: user_id.into(),
             csrf: random_token(32),
-            expires_at: bson::DateTime::from_chrono(now + lifetime),
+            expires_at: bson::DateTime::from_chrono(until),
+            second_factor_due,
         })
         .await?;
     Ok(token)
 }
 
-/// The live session for a cookie token. Expiry is checked here too: the TTL
-/// monitor only runs about once a minute.
+/// The live, fully logged-in session for a cookie token.
 pub async fn find(
+    store: &Store,
+    token: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Session>, mongodb::error::Error> {
+    Ok(find_any(store, token, now)
+        .await?
+        .filter(|s| !s.second_factor_due))
+}
+
+/// The live session waiting for its second factor.
+pub async fn find_second_factor_due(
+    store: &Store,
+    token: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Session>, mongodb::error::Error> {
+    Ok(find_any(store, token, now)
+        .await?
+        .filter(|s| s.second_factor_due))
+}
+
+/// Expiry is checked here too: the TTL monitor only runs about once a
+/// minute.
+async fn find_any(
     store: &Store,
     token: &str,
     now: DateTime<Utc>,

@@ -49,6 +49,8 @@ pub struct User {
     /// Signed in with a one-time password (the first admin's, or one an
     /// admin reset): asked to choose their own at login.
     pub must_change_password: bool,
+    /// Two-factor login (TOTP) is on.
+    pub two_factor: bool,
 }
 
 impl User {
@@ -73,6 +75,9 @@ struct UserDoc {
         skip_serializing_if = "std::ops::Not::not"
     )]
     must_change_password: bool,
+    /// See `accounts::totp`; only its presence matters here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    totp: Option<bson::Document>,
 }
 
 impl From<UserDoc> for User {
@@ -84,6 +89,7 @@ impl From<UserDoc> for User {
             password_hash: d.password_hash,
             created_at: d.created_at.to_chrono(),
             must_change_password: d.must_change_password,
+            two_factor: d.totp.is_some(),
         }
     }
 }
@@ -116,6 +122,7 @@ pub async fn create(
         password_hash: password.hash(),
         created_at: bson::DateTime::from_chrono(now),
         must_change_password: false,
+        totp: None,
     };
     match collection(store).insert_one(&doc).await {
         Ok(_) => Ok(doc.into()),

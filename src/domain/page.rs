@@ -34,6 +34,24 @@ pub enum PageError {
     InvalidUtf8,
     #[error("the page contains a control character")]
     ControlCharacter,
+    #[error("the page contains an invisible or bidirectional formatting character")]
+    InvisibleCharacter,
+}
+
+/// Characters that change how a path is displayed without being visible:
+/// bidirectional overrides and isolates could make a report show
+/// `/admin` + U+202E + `txt.exe` read as ending in `exe.txt`, zero-width ones make two pages
+/// that look identical.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{061C}'                     // Arabic letter mark
+        | '\u{180E}'                   // Mongolian vowel separator
+        | '\u{200B}'..='\u{200F}'      // zero-width space/joiners, LRM, RLM
+        | '\u{202A}'..='\u{202E}'      // embeddings and overrides
+        | '\u{2060}'..='\u{2064}'      // word joiner, invisible operators
+        | '\u{2066}'..='\u{2069}'      // isolates
+        | '\u{FEFF}'                   // zero-width no-break space
+    )
 }
 
 /// A normalised path: starts with `/`, valid UTF-8, no control characters,
@@ -55,6 +73,9 @@ impl PagePath {
             .map_err(|_| PageError::InvalidUtf8)?;
         if decoded.chars().any(char::is_control) {
             return Err(PageError::ControlCharacter);
+        }
+        if decoded.chars().any(is_invisible) {
+            return Err(PageError::InvisibleCharacter);
         }
         if decoded.len() > MAX_PATH_BYTES {
             return Err(PageError::TooLong);
@@ -94,7 +115,13 @@ impl PageRef {
         } else if raw.starts_with("//") {
             format!("https:{raw}")
         } else {
-            return PagePath::parse(raw).map(PageRef::Path);
+            // A bare path goes through the same URL parser as a full URL,
+            // so `/a/../../b` is stored as `/b` either way and a page
+            // cannot be reached under two spellings.
+            PagePath::parse(raw)?;
+            let url = url::Url::parse(&format!("http://path.invalid{raw}"))
+                .map_err(|_| PageError::NotAPathOrUrl)?;
+            return PagePath::parse(url.path()).map(PageRef::Path);
         };
         let url = url::Url::parse(&url_text).map_err(|_| PageError::NotAPathOrUrl)?;
         let host = url
@@ -241,6 +268,46 @@ mod tests {
         // Bytes, not characters: 171 three-byte characters are 513 bytes.
         let wide = format!("/{}", "€".repeat(171));
         assert_eq!(PageRef::parse(&wide), Err(PageError::TooLong));
+    }
+
+    #[test]
+    fn bare_paths_are_normalised_like_full_urls() {
+        for (bare, normal) in [
+            ("/a/../../b", "/b"),
+            ("/a/./b/../c", "/a/c"),
+            ("/a/%2e%2E/c", "/c"),
+            ("/..", "/"),
+            ("/a//b", "/a//b"),
+            ("/a b", "/a b"),
+        ] {
+            assert_eq!(path(bare), normal, "{bare}");
+            let full = format!("https://example.com{bare}");
+            match PageRef::parse(&full).unwrap() {
+                PageRef::Url { path, .. } => assert_eq!(path.as_str(), normal, "{full}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bidi_overrides_and_zero_width_characters_are_refused() {
+        for raw in [
+            "/admin\u{202E}txt.exe",
+            "/a%E2%80%AEb",
+            "/a\u{200B}b",
+            "/a%E2%80%8Bb",
+            "/a\u{2066}b\u{2069}",
+            "/\u{FEFF}x",
+            "/a\u{200D}b",
+            "https://example.com/a%E2%80%8Fb",
+        ] {
+            assert_eq!(
+                PageRef::parse(raw),
+                Err(PageError::InvisibleCharacter),
+                "{raw:?}"
+            );
+        }
+        assert_eq!(path("/caf%C3%A9/日本"), "/café/日本");
     }
 
     #[test]

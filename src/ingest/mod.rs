@@ -7,6 +7,7 @@
 pub mod applier;
 pub mod bots;
 pub mod directory;
+pub mod page_cap;
 pub mod pixel;
 pub mod stats;
 
@@ -24,4 +25,6 @@ pub struct IngestState {
     pub directory: SiteDirectory,
     pub clock: SharedClock,
     pub stats: Arc<IngestStats>,
+    /// New pages per site per hour (see `page_cap`).
+    pub page_cap: Arc<page_cap::PageCap>,
 }

@@ -7,10 +7,11 @@
 
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use percent_encoding::percent_decode;
 
 use super::bots;
+use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
 use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
@@ -44,10 +45,12 @@ pub enum Outcome {
     JournalFull,
     StoreFailed,
     ShuttingDown,
+    /// Counted, but under the site's overflow page (new-page cap).
+    PageCap,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -65,6 +68,7 @@ impl Outcome {
         Outcome::JournalFull,
         Outcome::StoreFailed,
         Outcome::ShuttingDown,
+        Outcome::PageCap,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -86,6 +90,7 @@ impl Outcome {
             Outcome::JournalFull => "journal-full",
             Outcome::StoreFailed => "store-failed",
             Outcome::ShuttingDown => "shutting-down",
+            Outcome::PageCap => "page-cap",
         }
     }
 }
@@ -126,7 +131,9 @@ impl PixelError {
             PixelError::InvalidSite => Outcome::InvalidSite,
             PixelError::UnknownSite => Outcome::UnknownSite,
             PixelError::NoSite => Outcome::NoSite,
-            PixelError::Page(PageError::NotAPathOrUrl) => Outcome::InvalidPage,
+            PixelError::Page(PageError::NotAPathOrUrl | PageError::InvisibleCharacter) => {
+                Outcome::InvalidPage
+            }
             PixelError::Page(PageError::TooLong) => Outcome::PageTooLong,
             PixelError::Page(PageError::InvalidUtf8) => Outcome::InvalidUtf8,
             PixelError::Page(PageError::ControlCharacter) => Outcome::ControlCharacter,
@@ -185,17 +192,54 @@ pub async fn pixel(
     req: HttpRequest,
     state: web::Data<IngestState>,
 ) -> Result<HttpResponse, PixelError> {
+    // A HEAD (link checkers, monitors) learns what a GET would be answered
+    // but is not a view: classified, never queued nor counted in the stats.
+    if crate::web::head::is_head(&req) {
+        return classify(req.headers(), req.query_string(), &state.directory)
+            .map(|_| gif(StatusCode::OK));
+    }
     let result = count(&req, &state).await;
+    let overflowed = req.extensions().contains::<Overflowed>();
     state.stats.record(match &result {
+        Ok(()) if overflowed => Outcome::PageCap,
         Ok(()) => Outcome::Counted,
         Err(e) => e.outcome(),
     });
-    result.map(|()| gif(StatusCode::OK))
+    result.map(|()| {
+        let mut response = gif(StatusCode::OK);
+        if overflowed {
+            response.headers_mut().insert(
+                header::HeaderName::from_static(REASON_HEADER),
+                HeaderValue::from_static(Outcome::PageCap.reason()),
+            );
+        }
+        response
+    })
+}
+
+/// Marks a request whose hit went to the site's overflow page.
+struct Overflowed;
+
+/// `OPTIONS /pixel.gif`: which methods the pixel answers. It needs no CORS
+/// preflight (an image or a simple GET), so this only informs.
+pub async fn options() -> HttpResponse {
+    HttpResponse::NoContent()
+        .insert_header((header::ALLOW, "GET, HEAD, OPTIONS"))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header(("cross-origin-resource-policy", "cross-origin"))
+        .finish()
 }
 
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
     let at = state.clock.now();
     let page = classify(req.headers(), req.query_string(), &state.directory)?;
+    let page = match state.page_cap.admit(page, at).await {
+        Admission::Page(page) => page,
+        Admission::Overflow(other) => {
+            req.extensions_mut().insert(Overflowed);
+            other
+        }
+    };
     let record = Record {
         page: page.into_string(),
         at,

@@ -102,6 +102,13 @@ impl Store {
             .await
             .map_err(ConnectError::BadUri)?;
         options.app_name.get_or_insert_with(|| "tickertape".into());
+        // With the database away, the driver's 30 s default selection
+        // timeout kept every page hanging for half a minute before failing:
+        // fail fast instead (pages answer 503). The write path retries on
+        // its own schedule, so a shorter wait per attempt costs it nothing.
+        let short = Duration::from_millis(settings.db_timeout_ms.max(1));
+        options.server_selection_timeout.get_or_insert(short);
+        options.connect_timeout.get_or_insert(short);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let handle = |pref: ReadPreference| {
             client.database_with_options(

@@ -529,6 +529,7 @@ pub struct UserRow {
     pub role: &'static str,
     pub created: String,
     pub is_self: bool,
+    pub two_factor: bool,
 }
 
 #[derive(Template)]
@@ -578,6 +579,7 @@ async fn users_page_with(
             role: u.role.as_str(),
             created: u.created_at.format("%Y-%m-%d").to_string(),
             is_self: u.id == viewer.user.id,
+            two_factor: u.two_factor,
         })
         .collect();
     let status = if error.is_some() {
@@ -724,6 +726,10 @@ pub async fn reset_password(
     users::set_password(&state.store, id, &password).await?;
     // The admin knows this one: the user is asked for their own.
     users::require_password_change(&state.store, id).await?;
+    // A reset is how a user who lost both their phone and their recovery
+    // codes gets back in: two-factor login is turned off with it, to be
+    // set up again.
+    crate::accounts::totp::disable(&state.store, id).await?;
     sessions::delete_for_user(&state.store, id, None).await?;
     Ok(see_other("/admin/users?done=password-reset"))
 }

@@ -23,6 +23,13 @@ use crate::telemetry::chain;
 /// form's hidden field must equal it).
 const LOGIN_CSRF_COOKIE: &str = "tt_login_csrf";
 
+/// The cookie of a login whose password was right and whose second factor
+/// is still due.
+pub(super) const SECOND_FACTOR_COOKIE: &str = "tt_login_2fa";
+
+/// Where an admin without two-factor login is sent when it is required.
+const TOTP_SETUP: &str = "/account/totp";
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("login required")]
@@ -31,6 +38,12 @@ pub enum AuthError {
     Forbidden,
     #[error("the form's CSRF token is missing or wrong")]
     BadCsrf,
+    #[error("too many password checks are running")]
+    Busy,
+    #[error("the database is unavailable")]
+    Database(#[source] mongodb::error::Error),
+    #[error("admins must turn on two-factor login first")]
+    SecondFactorRequired,
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -38,8 +51,11 @@ pub enum AuthError {
 impl ResponseError for AuthError {
     fn status_code(&self) -> StatusCode {
         match self {
-            AuthError::LoginRequired { .. } => StatusCode::SEE_OTHER,
+            AuthError::LoginRequired { .. } | AuthError::SecondFactorRequired => {
+                StatusCode::SEE_OTHER
+            }
             AuthError::Forbidden | AuthError::BadCsrf => StatusCode::FORBIDDEN,
+            AuthError::Busy | AuthError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
             AuthError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -48,6 +64,9 @@ impl ResponseError for AuthError {
         match self {
             AuthError::LoginRequired { next } => HttpResponse::SeeOther()
                 .insert_header((header::LOCATION, format!("/login?next={}", super::fmt::query(next))))
+                .finish(),
+            AuthError::SecondFactorRequired => HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, TOTP_SETUP))
                 .finish(),
             AuthError::Forbidden => error_page(
                 StatusCode::FORBIDDEN,
@@ -59,6 +78,24 @@ impl ResponseError for AuthError {
                 "Form expired",
                 "The form was out of date or did not come from this site. Nothing was changed: go back, reload and try again.",
             ),
+            AuthError::Busy => {
+                let mut page = error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Busy",
+                    "Too many logins are being checked right now. Please try again in a moment.",
+                );
+                page.headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
+                page
+            }
+            AuthError::Database(e) => {
+                tracing::error!(error = %chain(e), "authentication: database unavailable");
+                error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Database unavailable",
+                    "Please try again in a moment.",
+                )
+            }
             AuthError::Internal(e) => {
                 tracing::error!(error = %chain(e.as_ref()), "authentication failed internally");
                 error_page(StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Please try again.")
@@ -107,6 +144,9 @@ impl FromRequest for Viewer {
             .uri()
             .path_and_query()
             .map_or_else(|| "/".to_owned(), |p| p.to_string());
+        // Turning two-factor login on, and leaving, stay open to an admin
+        // who must turn it on.
+        let setup_page = req.path().starts_with(TOTP_SETUP) || req.path() == "/logout";
         Box::pin(async move {
             let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
             let login = || AuthError::LoginRequired { next: next.clone() };
@@ -114,12 +154,15 @@ impl FromRequest for Viewer {
             let now = state.clock.now();
             let session = sessions::find(&state.store, &token, now)
                 .await
-                .map_err(internal)?
+                .map_err(AuthError::Database)?
                 .ok_or_else(login)?;
             let user = users::find(&state.store, session.user_id.into())
                 .await
-                .map_err(internal)?
+                .map_err(AuthError::Database)?
                 .ok_or_else(login)?;
+            if state.require_admin_totp && user.is_admin() && !user.two_factor && !setup_page {
+                return Err(AuthError::SecondFactorRequired);
+            }
             Ok(Viewer { user, session })
         })
     }
@@ -145,7 +188,7 @@ impl FromRequest for Admin {
     }
 }
 
-fn cookie<'a>(
+pub(super) fn cookie<'a>(
     state: &WebState,
     name: &'a str,
     value: String,
@@ -161,19 +204,35 @@ fn cookie<'a>(
         .finish()
 }
 
-/// Only local paths: never redirect off-site after a login.
-fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n)
-            if n.starts_with('/')
-                && !n.starts_with("//")
-                && !n.contains('\\')
-                && n.len() < 2048 =>
-        {
-            n.to_owned()
-        }
-        _ => "/sites".to_owned(),
+/// Only local paths: never redirect off-site after a login. Browsers strip
+/// tabs and newlines from a `Location` and read `\\` as `/`, so `/\t/evil`
+/// and `/\\evil` would leave the site: accept exactly one `/` followed by
+/// something other than `/` or `\\`, and no control or whitespace character
+/// anywhere (which also keeps the header value valid).
+pub(super) fn safe_next(next: Option<&str>) -> String {
+    const FALLBACK: &str = "/sites";
+    let Some(n) = next else {
+        return FALLBACK.to_owned();
+    };
+    let mut chars = n.chars();
+    let local = chars.next() == Some('/')
+        && chars.next().is_none_or(|c| c != '/' && c != '\\')
+        && !n.chars().any(|c| c.is_control() || c.is_whitespace())
+        && n.len() < 2048;
+    if local {
+        n.to_owned()
+    } else {
+        FALLBACK.to_owned()
     }
+}
+
+/// The address login attempts are counted by (see `client_ip`).
+pub(super) fn client_address(req: &HttpRequest, state: &WebState) -> String {
+    let forwarded = req.headers().get_all("x-forwarded-for");
+    state.trusted_proxies.client(
+        req.peer_addr().map(|a| a.ip()),
+        forwarded.filter_map(|v| v.to_str().ok()),
+    )
 }
 
 #[derive(Template)]
@@ -243,10 +302,7 @@ pub async fn login(
     if cookie_csrf.is_empty() || !tokens_match(&form.csrf, &cookie_csrf) {
         return Err(AuthError::BadCsrf);
     }
-    let client = req
-        .peer_addr()
-        .map(|a| a.ip().to_string())
-        .unwrap_or_default();
+    let client = client_address(&req, &state);
     let account = form.email.trim().to_lowercase();
     let again = |status, error: String| {
         let page = LoginPage {
@@ -259,21 +315,25 @@ pub async fn login(
         };
         render(status, &page)
     };
-    let now = Instant::now();
-    if let Some(wait) = state.limiter.blocked(&account, &client, now) {
-        let minutes = wait.as_secs().div_ceil(60).max(1);
-        return Ok(again(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "Too many failed logins. Try again in {}.",
-                super::fmt::plural(&(minutes as i64), "minute")
-            ),
-        ));
-    }
+    // The attempt takes its place before the password is checked, so
+    // concurrent attempts cannot all slip past the limit (see limiter).
+    let attempt = match state.limiter.reserve(&account, &client, Instant::now()) {
+        Ok(attempt) => attempt,
+        Err(wait) => {
+            let minutes = wait.as_secs().div_ceil(60).max(1);
+            return Ok(again(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "Too many failed logins. Try again in {}.",
+                    super::fmt::plural(&(minutes as i64), "minute")
+                ),
+            ));
+        }
+    };
     let user = match Email::parse(&form.email) {
         Ok(email) => users::find_by_email(&state.store, &email)
             .await
-            .map_err(internal)?,
+            .map_err(AuthError::Database)?,
         Err(_) => None,
     };
     // Verify against a decoy hash when there is no such user, so both
@@ -282,18 +342,39 @@ pub async fn login(
         || password::decoy_hash().to_owned(),
         |u| u.password_hash.clone(),
     );
-    let candidate = form.password.clone();
-    let matches = web::block(move || password::verify(&candidate, &hash))
+    let matches = state
+        .password_checks
+        .verify(&form.password, &hash)
         .await
-        .map_err(internal)?;
+        .map_err(|_| AuthError::Busy)?;
     let Some(user) = user.filter(|_| matches) else {
-        state.limiter.record_failure(&account, &client, now);
         return Ok(again(
             StatusCode::UNAUTHORIZED,
             "Wrong e-mail or password.".into(),
         ));
     };
-    state.limiter.record_success(&account);
+    attempt.succeeded();
+    let next = safe_next(form.next.as_deref());
+    if user.two_factor {
+        // The password was right; the session comes after the code.
+        let token = sessions::create_second_factor_due(&state.store, user.id, state.clock.now())
+            .await
+            .map_err(AuthError::Database)?;
+        let mut response = HttpResponse::SeeOther()
+            .insert_header((
+                header::LOCATION,
+                format!("/login/totp?next={}", super::fmt::query(&next)),
+            ))
+            .finish();
+        let _ = response.add_cookie(&cookie(
+            &state,
+            SECOND_FACTOR_COOKIE,
+            token,
+            CookieDuration::minutes(sessions::SECOND_FACTOR_MINUTES),
+            SameSite::Strict,
+        ));
+        return Ok(response);
+    }
     let token = sessions::create(
         &state.store,
         user.id,
@@ -301,13 +382,13 @@ pub async fn login(
         state.session_lifetime,
     )
     .await
-    .map_err(internal)?;
+    .map_err(AuthError::Database)?;
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
     // A one-time password is replaced before anything else.
     let location = if user.must_change_password {
         "/account/password".to_owned()
     } else {
-        safe_next(form.next.as_deref())
+        next
     };
     let mut response = HttpResponse::SeeOther()
         .insert_header((header::LOCATION, location))
@@ -330,7 +411,7 @@ pub async fn logout(
     viewer.check_csrf(&form.csrf)?;
     sessions::delete(&state.store, &viewer.session.token_hash)
         .await
-        .map_err(internal)?;
+        .map_err(AuthError::Database)?;
     let mut response = HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/login?signed_out=1"))
         .finish();
@@ -393,11 +474,11 @@ pub async fn change_password(
             },
         )
     };
-    let current = form.current.clone();
-    let hash = viewer.user.password_hash.clone();
-    if !web::block(move || password::verify(&current, &hash))
+    if !state
+        .password_checks
+        .verify(&form.current, &viewer.user.password_hash)
         .await
-        .map_err(internal)?
+        .map_err(|_| AuthError::Busy)?
     {
         return Ok(refuse("The current password is wrong."));
     }
@@ -410,7 +491,10 @@ pub async fn change_password(
     };
     users::set_password(&state.store, viewer.user.id, &new)
         .await
-        .map_err(internal)?;
+        .map_err(|e| match e {
+            users::UserError::Database(e) => AuthError::Database(e),
+            other => internal(other),
+        })?;
     // Other sessions of this user end; this one stays.
     sessions::delete_for_user(
         &state.store,
@@ -418,7 +502,7 @@ pub async fn change_password(
         Some(&viewer.session.token_hash),
     )
     .await
-    .map_err(internal)?;
+    .map_err(AuthError::Database)?;
     Ok(render(
         StatusCode::OK,
         &PasswordPage {
@@ -436,10 +520,43 @@ mod tests {
 
     #[test]
     fn next_is_kept_only_when_local() {
-        assert_eq!(safe_next(Some("/sites/x?range=7d")), "/sites/x?range=7d");
-        assert_eq!(safe_next(Some("//evil.com/")), "/sites");
-        assert_eq!(safe_next(Some("https://evil.com/")), "/sites");
-        assert_eq!(safe_next(Some("/\\evil.com")), "/sites");
+        let kept = [
+            "/",
+            "/sites/x?range=7d",
+            "/a/b",
+            "/sites?q=a%20b",
+            "/caf%C3%A9",
+        ];
+        for next in kept {
+            assert_eq!(safe_next(Some(next)), next, "{next:?}");
+        }
+        let refused = [
+            "//evil.com/",
+            "https://evil.com/",
+            "http:/evil.com",
+            "evil.com",
+            "",
+            "/\\evil.com",
+            "\\/evil.com",
+            "/\t/127.0.0.1:18960/pwned",
+            "\t//evil.com",
+            "/\n/evil.com",
+            "/\r/evil.com",
+            "/\u{b}/evil.com",
+            "/\u{c}/evil.com",
+            "/\u{0}/evil.com",
+            "/\u{7f}/evil.com",
+            "/ /evil.com",
+            "/a b",
+            "/\u{a0}/evil.com",
+            "/\u{2028}/evil.com",
+            "/\u{3000}/evil.com",
+            "/a\nLocation: //evil.com",
+        ];
+        for next in refused {
+            assert_eq!(safe_next(Some(next)), "/sites", "{next:?}");
+        }
+        assert_eq!(safe_next(Some(&format!("/{}", "a".repeat(2048)))), "/sites");
         assert_eq!(safe_next(None), "/sites");
     }
 }

@@ -5,15 +5,19 @@
 pub mod admin;
 pub mod assets;
 pub mod auth;
+pub mod client_ip;
 pub mod fmt;
+pub mod head;
 pub mod ops;
 pub mod pages;
 pub mod preallocation;
 pub mod reports;
+pub mod security;
 pub mod snippets;
 pub mod state;
+pub mod two_factor;
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, HttpResponse};
 
 use crate::ingest::pixel;
@@ -40,6 +44,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .into()
     }))
     .route("/pixel.gif", web::get().to(pixel::pixel))
+    .route(
+        "/pixel.gif",
+        web::method(Method::OPTIONS).to(pixel::options),
+    )
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/static/waiting.js", web::get().to(assets::waiting_script))
@@ -50,6 +58,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/login", web::get().to(auth::login_form))
     .route("/login", web::post().to(auth::login))
     .route("/logout", web::post().to(auth::logout))
+    .route("/login/totp", web::get().to(two_factor::code_form))
+    .route("/login/totp", web::post().to(two_factor::submit_code))
+    .route("/account/totp", web::get().to(two_factor::account))
+    .route("/account/totp/enable", web::post().to(two_factor::enable))
+    .route("/account/totp/disable", web::post().to(two_factor::disable))
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))

@@ -214,6 +214,9 @@ impl ResponseError for ApiError {
             ApiError::Auth(AuthError::LoginRequired { .. }) => {
                 "Sign in first: send the session cookie of a logged-in admin.".to_owned()
             }
+            // An admin who must turn on two-factor login is sent to its
+            // setup, as every other page does.
+            ApiError::Auth(e @ AuthError::SecondFactorRequired) => return e.error_response(),
             ApiError::Database(e) => {
                 tracing::error!(error = %chain(e), "preallocation API failed");
                 "the database did not answer".to_owned()
@@ -229,10 +232,12 @@ impl ResponseError for ApiError {
 pub async fn api(
     req: HttpRequest,
     state: web::Data<WebState>,
+    // Taken as a result so that a missing login, an owner's 403 (or a
+    // database failure) is answered in JSON like every other error of this
+    // endpoint.
     admin: Result<Admin, AuthError>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    // Taken as a Result so that a missing login is answered in JSON.
     let Admin(viewer) = admin?;
     let token = req
         .headers()

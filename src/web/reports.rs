@@ -875,6 +875,9 @@ struct SettingsPage {
     name: String,
     aliases: String,
     error: Option<super::admin::FormError>,
+    /// The new-page cap and this hour's figures (issue 13).
+    cap: crate::ingest::page_cap::CapStatus,
+    overflow_path: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -898,6 +901,10 @@ fn settings_page(
     typed: Option<(String, String, super::admin::FormError)>,
 ) -> HttpResponse {
     let s = snippets::for_site(&state.public_url, &site.id);
+    let cap = state
+        .ingest
+        .page_cap
+        .status(site.domain.as_str(), state.clock.now());
     let (name, aliases, error, status) = match typed {
         Some((name, aliases, error)) => (name, aliases, Some(error), StatusCode::BAD_REQUEST),
         None => (site.name.clone(), aliases_text(&site), None, StatusCode::OK),
@@ -913,6 +920,8 @@ fn settings_page(
             name,
             aliases,
             error,
+            cap,
+            overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
         },
     )
 }

@@ -28,4 +28,10 @@ pub struct WebState {
     pub prealloc_threshold: i64,
     /// Owners may add sites (`TICKERTAPE_OWNERS_ADD_SITES`).
     pub owners_add_sites: bool,
+    /// The bound on concurrent argon2id checks.
+    pub password_checks: crate::accounts::password::PasswordChecks,
+    /// Whose `X-Forwarded-For` is believed for the client address.
+    pub trusted_proxies: super::client_ip::TrustedProxies,
+    /// Admins must have two-factor login on.
+    pub require_admin_totp: bool,
 }

@@ -312,6 +312,15 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
         "each chart has its table"
     );
     browser.screenshot("page-report").await;
+    // The security headers' CSP (no inline script or style) refused
+    // nothing on any of these pages.
+    let refused: Vec<String> = browser
+        .console()
+        .await
+        .into_iter()
+        .filter(|m| m.contains("Content Security Policy") || m.contains("Refused to"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
     browser.quit().await;
 }
 

@@ -416,14 +416,22 @@ impl TestApp {
         let http = cookie_client();
         let r = self.submit_login(&http, email, PASSWORD).await;
         assert_eq!(r.status(), 303, "login of {email}");
-        let page = http
+        let mut page = http
             .get(format!("{}/account/password", self.address))
             .send()
             .await
-            .unwrap()
-            .text()
-            .await
             .unwrap();
+        // An admin who must turn on two-factor login is sent to its setup,
+        // which carries the token too.
+        if page.status() == 303 {
+            let to = page.headers()["location"].to_str().unwrap().to_owned();
+            page = http
+                .get(format!("{}{to}", self.address))
+                .send()
+                .await
+                .unwrap();
+        }
+        let page = page.text().await.unwrap();
         Login {
             csrf: csrf_in(&page).expect("pages carry the session csrf"),
             http,

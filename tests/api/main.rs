@@ -14,6 +14,8 @@ mod ingest;
 mod pixel_rules;
 mod preallocation;
 mod reports;
+mod security;
 mod serve;
 mod site_owner;
 mod storage;
+mod two_factor;

@@ -186,6 +186,27 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
             "invalid-page",
         ),
         case(
+            "no page, and a Referer that is not a URL",
+            format!("site={id}"),
+            vec![("referer", "not a url".into())],
+            400,
+            "invalid-page",
+        ),
+        case(
+            "zero-width space",
+            format!("site={id}&page=/a%E2%80%8Bb"),
+            vec![],
+            400,
+            "invalid-page",
+        ),
+        case(
+            "right-to-left override",
+            format!("site={id}&page=/invoice%E2%80%AEfdp.exe"),
+            vec![],
+            400,
+            "invalid-page",
+        ),
+        case(
             "no page, no referer",
             format!("site={id}"),
             vec![],
@@ -202,14 +223,17 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
         assert_eq!(r.headers()["cache-control"], "no-store", "{}", c.name);
         assert_eq!(r.bytes().await.unwrap().len(), 43, "{}", c.name);
     }
-    // A HEAD request (link checkers) is not a view either.
+    // A HEAD request (link checkers) is answered like a GET, without the
+    // body, but is not a view.
     let head = app
         .http
         .head(format!("{}/pixel.gif?site={id}&page=/", app.address))
         .send()
         .await
         .unwrap();
-    assert_ne!(head.status(), 200);
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.headers()["content-type"], "image/gif");
+    assert!(head.bytes().await.unwrap().is_empty());
 
     app.stop().await; // drain anything that might have been queued
     assert_eq!(app.bucket_count().await, 0, "a refused hit wrote a bucket");
@@ -248,6 +272,12 @@ async fn pages_are_normalised_and_sites_found_by_id_or_referer() {
         // percent-escapes decoded once: one page for both spellings
         (format!("site={id}&page=%2Fcaf%25C3%25A9"), vec![]),
         (format!("site={id}&page=%2Fcaf%C3%A9"), vec![]),
+        // dot segments of a bare path resolved as in a full URL
+        (format!("site={id}&page=/a/../../blog"), vec![]),
+        (
+            format!("site={id}&page=https%3A%2F%2Fexample.com%2Fa%2F..%2F..%2Fabout"),
+            vec![],
+        ),
         // $ and . are plain characters of a path, stored as a string value
         (format!("site={id}&page=%2Fprice%24.html"), vec![]),
         // curl is a visitor, not a bot
@@ -275,8 +305,8 @@ async fn pages_are_normalised_and_sites_found_by_id_or_referer() {
     assert_eq!(
         pages,
         [
-            ("example.com/about".to_owned(), 1),
-            ("example.com/blog".to_owned(), 3),
+            ("example.com/about".to_owned(), 2),
+            ("example.com/blog".to_owned(), 4),
             ("example.com/café".to_owned(), 2),
             ("example.com/cli".to_owned(), 1),
             ("example.com/price$.html".to_owned(), 1),

@@ -127,6 +127,54 @@ fn site_add_rejects_a_malformed_domain_without_touching_the_database() {
     );
 }
 
+#[test]
+fn site_add_prints_snippets_with_the_address_serve_uses() {
+    let database = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let run = |extra: &[(&str, &str)]| {
+        let mut cmd = tickertape();
+        cmd.args([
+            "site",
+            "add",
+            "--domain",
+            &format!("{}.test", uuid::Uuid::new_v4().simple()),
+        ])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", &database)
+        .env_remove("TICKERTAPE_PUBLIC_URL");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let output = cmd.output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // `serve` started with TICKERTAPE_LISTEN serves there: the snippets
+    // must point there too, not at the default port.
+    let stderr = run(&[("TICKERTAPE_LISTEN", "127.0.0.1:18960")]);
+    assert!(
+        stderr.contains(r#"src="http://127.0.0.1:18960/tt.js""#)
+            && stderr.contains("http://127.0.0.1:18960/pixel.gif?site="),
+        "{stderr}"
+    );
+    // A public URL still wins, as in `serve`.
+    let stderr = run(&[
+        ("TICKERTAPE_LISTEN", "127.0.0.1:18960"),
+        ("TICKERTAPE_PUBLIC_URL", "https://stats.example.com/"),
+    ]);
+    assert!(
+        stderr.contains(r#"src="https://stats.example.com/tt.js""#),
+        "{stderr}"
+    );
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = mongodb::Client::with_uri_str(database_uri()).await?;
+            client.database(&database).drop().await
+        })
+    })
+    .join();
+}
+
 #[tokio::test]
 async fn a_standalone_server_is_refused_with_the_fix_named() {
     let dir = tempfile::tempdir().unwrap();

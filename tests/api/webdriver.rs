@@ -40,6 +40,9 @@ impl Browser {
         let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            // Console messages, to catch what the page's
+            // Content-Security-Policy refused.
+            "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": [
@@ -86,6 +89,21 @@ impl Browser {
     pub async fn goto(&self, url: &str) {
         self.call(reqwest::Method::POST, "/url", json!({"url": url}))
             .await;
+    }
+
+    /// Console messages since the last call (chromedriver's log endpoint).
+    pub async fn console(&self) -> Vec<String> {
+        let v = self
+            .call(reqwest::Method::POST, "/se/log", json!({"type": "browser"}))
+            .await;
+        v.as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|e| e["message"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub async fn url(&self) -> String {

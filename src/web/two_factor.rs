@@ -1,0 +1,335 @@
+//! Two-factor login pages: the code form after the password, and turning
+//! TOTP on and off under Account. Part of the accounts route family
+//! (errors are [`AuthError`]).
+
+use actix_web::cookie::{time::Duration as CookieDuration, SameSite};
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use askama::Template;
+use serde::Deserialize;
+use std::time::Instant;
+
+use super::auth::{client_address, cookie, safe_next, AuthError, Viewer, SECOND_FACTOR_COOKIE};
+use super::pages::{render, Nav};
+use super::state::WebState;
+use crate::accounts::sessions::{self, tokens_match, COOKIE};
+use crate::accounts::totp::{self, Secret};
+use crate::accounts::users;
+
+#[derive(Template)]
+#[template(path = "login_totp.html")]
+struct CodePage {
+    nav: Option<Nav>,
+    csrf: String,
+    next: String,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+fn back_to_login() -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/login"))
+        .finish()
+}
+
+async fn due_session(
+    req: &HttpRequest,
+    state: &WebState,
+) -> Result<Option<sessions::Session>, AuthError> {
+    let Some(token) = req.cookie(SECOND_FACTOR_COOKIE) else {
+        return Ok(None);
+    };
+    sessions::find_second_factor_due(&state.store, token.value(), state.clock.now())
+        .await
+        .map_err(AuthError::Database)
+}
+
+/// `GET /login/totp`: the code form, for a login whose password was right.
+pub async fn code_form(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    q: web::Query<NextQuery>,
+) -> Result<HttpResponse, AuthError> {
+    let Some(session) = due_session(&req, &state).await? else {
+        return Ok(back_to_login());
+    };
+    Ok(render(
+        StatusCode::OK,
+        &CodePage {
+            nav: None,
+            csrf: session.csrf,
+            next: safe_next(q.next.as_deref()),
+            error: None,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct CodeForm {
+    csrf: String,
+    code: String,
+    next: Option<String>,
+}
+
+/// `POST /login/totp`: the second factor; a right code turns the waiting
+/// session into a new, full one.
+pub async fn submit_code(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    form: web::Form<CodeForm>,
+) -> Result<HttpResponse, AuthError> {
+    let Some(due) = due_session(&req, &state).await? else {
+        return Ok(back_to_login());
+    };
+    if !tokens_match(&form.csrf, &due.csrf) {
+        return Err(AuthError::BadCsrf);
+    }
+    let user = users::find(&state.store, due.user_id.into())
+        .await
+        .map_err(AuthError::Database)?;
+    let Some(user) = user else {
+        return Ok(back_to_login());
+    };
+    let next = safe_next(form.next.as_deref());
+    let again = |status, error: &str| {
+        render(
+            status,
+            &CodePage {
+                nav: None,
+                csrf: due.csrf.clone(),
+                next: next.clone(),
+                error: Some(error.to_owned()),
+            },
+        )
+    };
+    // Codes have their own counts (per account and per address), apart
+    // from passwords: a right password clears the account's password
+    // failures and must not give a code guesser fresh tries.
+    let client = client_address(&req, &state);
+    let (account, client) = (
+        format!("2fa:{}", user.email.as_str()),
+        format!("2fa:{client}"),
+    );
+    let attempt = match state.limiter.reserve(&account, &client, Instant::now()) {
+        Ok(attempt) => attempt,
+        Err(wait) => {
+            let minutes = wait.as_secs().div_ceil(60).max(1);
+            return Ok(again(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Too many wrong codes. Try again in {minutes} minute(s)."),
+            ));
+        }
+    };
+    let secret = totp::active(&state.store, user.id)
+        .await
+        .map_err(AuthError::Database)?;
+    let now = state.clock.now();
+    let right = match &secret {
+        Some(secret) => totp::verify(
+            &state.store,
+            user.id,
+            secret,
+            &form.code,
+            now.timestamp().max(0) as u64,
+        )
+        .await
+        .map_err(AuthError::Database)?,
+        None => false,
+    };
+    if !right {
+        return Ok(again(
+            StatusCode::UNAUTHORIZED,
+            "Wrong or already used code.",
+        ));
+    }
+    attempt.succeeded();
+    sessions::delete(&state.store, &due.token_hash)
+        .await
+        .map_err(AuthError::Database)?;
+    let token = sessions::create(&state.store, user.id, now, state.session_lifetime)
+        .await
+        .map_err(AuthError::Database)?;
+    let mut response = HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, next))
+        .finish();
+    let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
+    let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
+    let mut gone = cookie(
+        &state,
+        SECOND_FACTOR_COOKIE,
+        String::new(),
+        CookieDuration::ZERO,
+        SameSite::Strict,
+    );
+    gone.make_removal();
+    let _ = response.add_cookie(&gone);
+    tracing::info!(user = %user.email, "logged in with a second factor");
+    Ok(response)
+}
+
+pub struct Setup {
+    pub secret: String,
+    pub url: String,
+}
+
+#[derive(Template)]
+#[template(path = "account_totp.html")]
+struct AccountPage {
+    nav: Option<Nav>,
+    error: Option<String>,
+    required: bool,
+    enabled: bool,
+    setup: Option<Setup>,
+    recovery_codes: Vec<String>,
+}
+
+async fn account_page(
+    state: &WebState,
+    viewer: &Viewer,
+    status: StatusCode,
+    error: Option<String>,
+) -> Result<HttpResponse, AuthError> {
+    let enabled = viewer.user.two_factor;
+    let setup = if enabled {
+        None
+    } else {
+        let secret = totp::pending(&state.store, viewer.user.id)
+            .await
+            .map_err(AuthError::Database)?;
+        Some(Setup {
+            url: secret.otpauth_url(viewer.user.email.as_str()),
+            secret: secret.as_str().to_owned(),
+        })
+    };
+    Ok(render(
+        status,
+        &AccountPage {
+            nav: Some(viewer.nav()),
+            error,
+            required: state.require_admin_totp && viewer.user.is_admin() && !enabled,
+            enabled,
+            setup,
+            recovery_codes: vec![],
+        },
+    ))
+}
+
+/// `GET /account/totp`
+pub async fn account(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+) -> Result<HttpResponse, AuthError> {
+    account_page(&state, &viewer, StatusCode::OK, None).await
+}
+
+#[derive(Deserialize)]
+pub struct EnableForm {
+    csrf: String,
+    code: String,
+}
+
+/// `POST /account/totp/enable`: a code from the new secret proves the app
+/// has it; then the recovery codes are shown, once.
+pub async fn enable(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<EnableForm>,
+) -> Result<HttpResponse, AuthError> {
+    viewer.check_csrf(&form.csrf)?;
+    if viewer.user.two_factor {
+        return account_page(
+            &state,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            Some("Two-factor login is already on.".into()),
+        )
+        .await;
+    }
+    let secret: Secret = totp::pending(&state.store, viewer.user.id)
+        .await
+        .map_err(AuthError::Database)?;
+    let now = state.clock.now().timestamp().max(0) as u64;
+    let Some(step) = secret.matching_step(&form.code, now) else {
+        return account_page(
+            &state,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            Some("That code does not match. Check the key in your app and its clock, then try again.".into()),
+        )
+        .await;
+    };
+    let codes = totp::enable(&state.store, viewer.user.id, &secret, step)
+        .await
+        .map_err(AuthError::Database)?;
+    tracing::info!(user = %viewer.user.email, "two-factor login turned on");
+    Ok(render(
+        StatusCode::OK,
+        &AccountPage {
+            nav: Some(viewer.nav()),
+            error: None,
+            required: false,
+            enabled: true,
+            setup: None,
+            recovery_codes: codes,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct DisableForm {
+    csrf: String,
+    password: String,
+    code: String,
+}
+
+/// `POST /account/totp/disable`: needs the password and a second factor,
+/// so a session left open is not enough to remove it.
+pub async fn disable(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<DisableForm>,
+) -> Result<HttpResponse, AuthError> {
+    viewer.check_csrf(&form.csrf)?;
+    let Some(secret) = totp::active(&state.store, viewer.user.id)
+        .await
+        .map_err(AuthError::Database)?
+    else {
+        return account_page(
+            &state,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            Some("Two-factor login is not on.".into()),
+        )
+        .await;
+    };
+    let password_right = state
+        .password_checks
+        .verify(&form.password, &viewer.user.password_hash)
+        .await
+        .map_err(|_| AuthError::Busy)?;
+    let now = state.clock.now().timestamp().max(0) as u64;
+    let code_right = password_right
+        && totp::verify(&state.store, viewer.user.id, &secret, &form.code, now)
+            .await
+            .map_err(AuthError::Database)?;
+    if !code_right {
+        return account_page(
+            &state,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            Some("The password or the code is wrong.".into()),
+        )
+        .await;
+    }
+    totp::disable(&state.store, viewer.user.id)
+        .await
+        .map_err(AuthError::Database)?;
+    tracing::info!(user = %viewer.user.email, "two-factor login turned off");
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/account/totp"))
+        .finish())
+}

@@ -1,0 +1,274 @@
+//! Two-factor login (TOTP, RFC 6238) with recovery codes, and its
+//! enforcement for admins.
+
+use chrono::TimeDelta;
+use tickertape::accounts::totp::Secret;
+use tickertape::accounts::Role;
+
+use crate::helpers::*;
+
+fn between<'a>(html: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = html.find(start)? + start.len();
+    let to = from + html[from..].find(end)?;
+    Some(&html[from..to])
+}
+
+fn unix(app: &TestApp) -> u64 {
+    use tickertape::clock::Clock;
+    app.clock.now().timestamp() as u64
+}
+
+/// Turns two-factor login on for a logged-in user, as they would in the
+/// browser; returns the secret their app holds and the recovery codes.
+async fn turn_on(app: &TestApp, user: &Login) -> (Secret, Vec<String>) {
+    let (status, html) = user.text("/account/totp").await;
+    assert_eq!(status, 200);
+    let secret = Secret::parse(between(&html, "id=\"totp-secret\">", "<").unwrap()).unwrap();
+    assert!(html.contains("otpauth://totp/Tickertape:"));
+    // A wrong code changes nothing.
+    let r = user
+        .post(
+            "/account/totp/enable",
+            &[("csrf", &user.csrf), ("code", "000000")],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let code = secret.code_at(unix(app));
+    let r = user
+        .post(
+            "/account/totp/enable",
+            &[("csrf", &user.csrf), ("code", &code)],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    let list = between(&html, "<ul id=\"recovery-codes\">", "</ul>").unwrap();
+    let codes: Vec<String> = list
+        .split("<code>")
+        .skip(1)
+        .map(|c| c.split('<').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(codes.len(), 10);
+    (secret, codes)
+}
+
+/// Password step of a login; returns the browser and the code form's token.
+async fn password_step(app: &TestApp, email: &str) -> (reqwest::Client, String) {
+    let http = cookie_client();
+    let r = app.submit_login(&http, email, PASSWORD).await;
+    assert_eq!(r.status(), 303);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, "/login/totp?next=%2Fsites");
+    assert!(
+        r.headers()
+            .get_all("set-cookie")
+            .iter()
+            .all(|c| !c.to_str().unwrap().starts_with("tt_session=")),
+        "no session before the code"
+    );
+    let html = http
+        .get(format!("{}{location}", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    (http, csrf_in(&html).expect("the code form has a token"))
+}
+
+async fn submit_code(
+    app: &TestApp,
+    http: &reqwest::Client,
+    csrf: &str,
+    code: &str,
+) -> reqwest::Response {
+    http.post(format!("{}/login/totp", app.address))
+        .form(&[("csrf", csrf), ("code", code), ("next", "/sites")])
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn sites_status(app: &TestApp, http: &reqwest::Client) -> u16 {
+    http.get(format!("{}/sites", app.address))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn after_the_password_a_code_is_needed_and_works_once() {
+    let app = spawn_app().await;
+    app.add_user("a@example.com", Role::Owner).await;
+    let user = app.login("a@example.com").await;
+    let (secret, _) = turn_on(&app, &user).await;
+
+    let (http, csrf) = password_step(&app, "a@example.com").await;
+    assert_eq!(
+        sites_status(&app, &http).await,
+        303,
+        "the password alone opens nothing"
+    );
+    assert_eq!(
+        submit_code(&app, &http, &csrf, "123456").await.status(),
+        401
+    );
+    // The code that turned it on was used in this time step: not again.
+    let used = secret.code_at(unix(&app));
+    assert_eq!(submit_code(&app, &http, &csrf, &used).await.status(), 401);
+    app.clock.advance(TimeDelta::seconds(30));
+    let code = secret.code_at(unix(&app));
+    let r = submit_code(&app, &http, &csrf, &code).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/sites");
+    assert_eq!(sites_status(&app, &http).await, 200);
+
+    // The same code cannot log in a second browser (replay).
+    let (other, csrf) = password_step(&app, "a@example.com").await;
+    assert_eq!(submit_code(&app, &other, &csrf, &code).await.status(), 401);
+    assert_eq!(sites_status(&app, &other).await, 303);
+}
+
+#[tokio::test]
+async fn a_recovery_code_logs_in_once() {
+    let app = spawn_app().await;
+    app.add_user("a@example.com", Role::Owner).await;
+    let user = app.login("a@example.com").await;
+    let (_, codes) = turn_on(&app, &user).await;
+
+    let (http, csrf) = password_step(&app, "a@example.com").await;
+    let typed = codes[3].to_uppercase();
+    assert_eq!(submit_code(&app, &http, &csrf, &typed).await.status(), 303);
+    assert_eq!(sites_status(&app, &http).await, 200);
+
+    let (again, csrf) = password_step(&app, "a@example.com").await;
+    assert_eq!(
+        submit_code(&app, &again, &csrf, &codes[3]).await.status(),
+        401
+    );
+    assert_eq!(
+        submit_code(&app, &again, &csrf, &codes[4]).await.status(),
+        303
+    );
+}
+
+#[tokio::test]
+async fn wrong_codes_are_rate_limited_even_with_the_right_password() {
+    let app = spawn_app().await;
+    app.add_user("a@example.com", Role::Owner).await;
+    let user = app.login("a@example.com").await;
+    let (secret, _) = turn_on(&app, &user).await;
+    app.clock.advance(TimeDelta::seconds(60));
+    for i in 0..5 {
+        // A fresh password step each time: a right password must not
+        // reset the count of wrong codes.
+        let (http, csrf) = password_step(&app, "a@example.com").await;
+        assert_eq!(
+            submit_code(&app, &http, &csrf, "000000").await.status(),
+            401,
+            "{i}"
+        );
+    }
+    let (http, csrf) = password_step(&app, "a@example.com").await;
+    let code = secret.code_at(unix(&app));
+    assert_eq!(submit_code(&app, &http, &csrf, &code).await.status(), 429);
+    assert_eq!(sites_status(&app, &http).await, 303);
+}
+
+#[tokio::test]
+async fn turning_it_off_needs_the_password_and_a_code() {
+    let app = spawn_app().await;
+    app.add_user("a@example.com", Role::Owner).await;
+    let user = app.login("a@example.com").await;
+    let (secret, _) = turn_on(&app, &user).await;
+    app.clock.advance(TimeDelta::seconds(30));
+    let code = secret.code_at(unix(&app));
+    for (password, code) in [("wrong password", code.as_str()), (PASSWORD, "000000")] {
+        let r = user
+            .post(
+                "/account/totp/disable",
+                &[("csrf", &user.csrf), ("password", password), ("code", code)],
+            )
+            .await;
+        assert_eq!(r.status(), 400);
+    }
+    let r = user
+        .post(
+            "/account/totp/disable",
+            &[
+                ("csrf", &user.csrf),
+                ("password", PASSWORD),
+                ("code", &code),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    // Off: the password alone logs in again.
+    let http = cookie_client();
+    let r = app.submit_login(&http, "a@example.com", PASSWORD).await;
+    assert_eq!(r.headers()["location"], "/sites");
+}
+
+#[tokio::test]
+async fn when_required_admins_must_turn_it_on_first() {
+    let app = spawn_app_with(|s| s.security.require_admin_totp = true).await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    app.add_user("owner@example.com", Role::Owner).await;
+    let owner = app.login("owner@example.com").await;
+    assert_eq!(
+        owner.get("/sites").await.status(),
+        200,
+        "owners are not forced"
+    );
+
+    let admin = app.login("admin@example.com").await;
+    for path in ["/sites", "/admin/users", "/account/password"] {
+        let r = admin.get(path).await;
+        assert_eq!(r.status(), 303, "{path}");
+        assert_eq!(r.headers()["location"], "/account/totp", "{path}");
+    }
+    let api = admin
+        .http
+        .post(format!("{}/admin/api/preallocate", app.address))
+        .header("x-csrf-token", &admin.csrf)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 303, "the JSON API too");
+    assert_eq!(api.headers()["location"], "/account/totp");
+    let (status, html) = admin.text("/account/totp").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Administrators must turn on two-factor login"));
+    turn_on(&app, &admin).await;
+    assert_eq!(admin.get("/admin/users").await.status(), 200);
+}
+
+#[tokio::test]
+async fn an_admin_password_reset_also_turns_it_off() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let user = app.add_user("a@example.com", Role::Owner).await;
+    let login = app.login("a@example.com").await;
+    turn_on(&app, &login).await;
+    let admin = app.login("admin@example.com").await;
+    let (_, html) = admin.text("/admin/users").await;
+    assert!(html.contains("<td>on</td>"), "the users page shows it");
+    let r = admin
+        .post(
+            &format!("/admin/users/{}/password", user.id),
+            &[("csrf", &admin.csrf), ("password", "a brand new password")],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let http = cookie_client();
+    let r = app
+        .submit_login(&http, "a@example.com", "a brand new password")
+        .await;
+    assert_eq!(r.headers()["location"], "/sites", "no code asked");
+    assert_eq!(sites_status(&app, &http).await, 200);
+}
