@@ -269,6 +269,12 @@ async fn an_admin_password_reset_also_turns_it_off() {
     let r = app
         .submit_login(&http, "a@example.com", "a brand new password")
         .await;
-    assert_eq!(r.headers()["location"], "/sites", "no code asked");
+    // No code asked: straight in, to the password page, since a password
+    // an admin reset is a one-time one (issue 14).
+    assert_eq!(
+        r.headers()["location"],
+        "/account/password",
+        "no code asked"
+    );
     assert_eq!(sites_status(&app, &http).await, 200);
 }
