@@ -320,13 +320,9 @@ pub async fn login(
     let attempt = match state.limiter.reserve(&account, &client, Instant::now()) {
         Ok(attempt) => attempt,
         Err(wait) => {
-            let minutes = wait.as_secs().div_ceil(60).max(1);
             return Ok(again(
                 StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "Too many failed logins. Try again in {}.",
-                    super::fmt::plural(&(minutes as i64), "minute")
-                ),
+                format!("Too many failed logins. {}", super::fmt::try_again_in(wait)),
             ));
         }
     };

@@ -67,6 +67,13 @@ pub fn plural(n: &i64, unit: &str) -> String {
     }
 }
 
+/// "Try again in 3 minutes." for a rate-limit wait, rounded up to whole
+/// minutes (at least one).
+pub fn try_again_in(wait: std::time::Duration) -> String {
+    let minutes = wait.as_secs().div_ceil(60).max(1) as i64;
+    format!("Try again in {}.", plural(&minutes, "minute"))
+}
+
 /// Bytes as "512 B", "1.5 kB", "23.4 MB", "1.2 GB" (powers of 1,000).
 pub fn bytes(n: &i64) -> String {
     let n = (*n).max(0);

@@ -117,10 +117,9 @@ pub async fn submit_code(
     let attempt = match state.limiter.reserve(&account, &client, Instant::now()) {
         Ok(attempt) => attempt,
         Err(wait) => {
-            let minutes = wait.as_secs().div_ceil(60).max(1);
             return Ok(again(
                 StatusCode::TOO_MANY_REQUESTS,
-                &format!("Too many wrong codes. Try again in {minutes} minute(s)."),
+                &format!("Too many wrong codes. {}", super::fmt::try_again_in(wait)),
             ));
         }
     };

@@ -236,14 +236,7 @@ impl TestApp {
 
     /// `/metrics` as text.
     pub async fn metrics(&self) -> String {
-        self.http
-            .get(format!("{}/metrics", self.address))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.page_text(&self.http, "/metrics").await
     }
 
     /// One unlabelled sample from `/metrics`.
@@ -384,6 +377,17 @@ impl TestApp {
         .unwrap()
     }
 
+    /// `GET path` with `http` (its cookies), as text.
+    pub async fn page_text(&self, http: &reqwest::Client, path: &str) -> String {
+        http.get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Submits the login form as a browser would; returns the response.
     pub async fn submit_login(
         &self,
@@ -391,14 +395,7 @@ impl TestApp {
         email: &str,
         password: &str,
     ) -> reqwest::Response {
-        let page = http
-            .get(format!("{}/login", self.address))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = self.page_text(http, "/login").await;
         let csrf = csrf_in(&page).expect("login form carries a csrf token");
         http.post(format!("{}/login", self.address))
             .form(&[

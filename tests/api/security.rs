@@ -16,14 +16,7 @@ use crate::proxy::{write_target, Mode, Proxy};
 /// form's CSRF cookie) and the form's token.
 async fn login_form(app: &TestApp) -> (reqwest::Client, String) {
     let http = cookie_client();
-    let page = http
-        .get(format!("{}/login", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = app.page_text(&http, "/login").await;
     (http, csrf_in(&page).expect("the login form has a token"))
 }
 

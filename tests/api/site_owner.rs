@@ -431,14 +431,7 @@ async fn a_one_time_password_is_replaced_at_first_login() {
     let http = cookie_client();
     let r = app.submit_login(&http, "first@example.com", PASSWORD).await;
     assert_eq!(r.headers()["location"], "/account/password");
-    let page = http
-        .get(format!("{}/account/password", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = app.page_text(&http, "/account/password").await;
     assert!(page.contains("id=\"one-time\""));
     assert!(page.contains("Signed in as <strong>first@example.com</strong>"));
     let csrf = csrf_in(&page).unwrap();

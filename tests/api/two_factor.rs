@@ -66,14 +66,7 @@ async fn password_step(app: &TestApp, email: &str) -> (reqwest::Client, String) 
             .all(|c| !c.to_str().unwrap().starts_with("tt_session=")),
         "no session before the code"
     );
-    let html = http
-        .get(format!("{}{location}", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.page_text(&http, &location).await;
     (http, csrf_in(&html).expect("the code form has a token"))
 }
 
