@@ -9,12 +9,12 @@ use crate::accounts::password::NewPassword;
 use crate::accounts::{users, Role};
 use crate::clock;
 use crate::demo::{self, DemoOptions};
-use crate::domain::{DomainName, Email};
+use crate::domain::{DomainName, Email, TimeZone};
 use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
-use crate::storage::{schema, sites, Store};
+use crate::storage::{schema, site_totals, sites, Store};
 use crate::web::snippets;
 
 #[derive(Parser)]
@@ -64,6 +64,19 @@ enum Command {
         /// Views in the current hour that make a page active.
         #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
         threshold: i64,
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// Recompute the site totals (site_views_*) of sites whose page
+    /// buckets predate them; idempotent and exact, safe while serving.
+    /// `serve` runs it at start for every site not done yet.
+    BackfillSiteTotals {
+        /// Only this site (its domain); default: every site not done yet.
+        #[arg(long)]
+        site: Option<String>,
+        /// Recompute sites already done too.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -121,6 +134,9 @@ enum SiteCommand {
         /// A display name (default: the domain).
         #[arg(long = "name", id = "site_name")]
         name: Option<String>,
+        /// The IANA time zone of its reports, e.g. Europe/Berlin.
+        #[arg(long, default_value = "UTC")]
+        time_zone: String,
         /// The URL browsers reach Tickertape at, for the snippets (default:
         /// `http://` + the listen address, as `serve` does).
         #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
@@ -134,6 +150,17 @@ enum SiteCommand {
     },
     /// List sites.
     List {
+        #[command(flatten)]
+        db: DatabaseArgs,
+    },
+    /// Set the IANA time zone a site's reports are in.
+    SetTimeZone {
+        /// The site's domain.
+        #[arg(long)]
+        domain: String,
+        /// e.g. Europe/Berlin, Asia/Kolkata, UTC.
+        #[arg(long)]
+        time_zone: String,
         #[command(flatten)]
         db: DatabaseArgs,
     },
@@ -184,11 +211,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             domain,
             aliases,
             name,
+            time_zone,
             public_url,
             listen,
             db,
         }) => {
             let public_url = public_url_or(public_url.as_deref(), listen);
+            let time_zone =
+                TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
             let domain =
                 DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
             let aliases = aliases
@@ -202,6 +232,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     aliases,
                     name,
                     owners: vec![],
+                    time_zone,
                 };
                 let site = sites::insert(&store, new, chrono::Utc::now()).await?;
                 let s = snippets::for_site(&public_url, &site.id);
@@ -312,6 +343,57 @@ async fn run(command: Command) -> anyhow::Result<()> {
                         report.hits,
                         days,
                         report.site.domain,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                Ok(())
+            })
+            .await
+        }
+        Command::Site(SiteCommand::SetTimeZone {
+            domain,
+            time_zone,
+            db,
+        }) => {
+            let zone =
+                TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
+            with_store(&db, |store| async move {
+                let site = sites::list(&store)
+                    .await?
+                    .into_iter()
+                    .find(|s| s.domain.as_str() == domain)
+                    .with_context(|| format!("no site has the domain {domain:?}"))?;
+                sites::set_time_zone(&store, &site, zone).await?;
+                eprintln!("{}: reports are now in {zone}.", site.domain);
+                Ok(())
+            })
+            .await
+        }
+        Command::BackfillSiteTotals { site, all, db } => {
+            with_store(&db, |store| async move {
+                schema::ensure_schema(&store).await?;
+                let chosen: Vec<_> = sites::list(&store)
+                    .await?
+                    .into_iter()
+                    .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
+                    .filter(|s| all || site.is_some() || !s.totals_complete)
+                    .collect();
+                if let (Some(d), true) = (&site, chosen.is_empty()) {
+                    anyhow::bail!("no site has the domain {d:?}");
+                }
+                if chosen.is_empty() {
+                    eprintln!("Every site's totals are complete; nothing to do (--all recomputes them).");
+                }
+                for s in chosen {
+                    let started = std::time::Instant::now();
+                    let r = site_totals::backfill(&store, &s).await?;
+                    println!(
+                        "{}: {} views; site buckets written: {} day, {} hour, {} minute ({:.1} s)",
+                        s.domain,
+                        r.views,
+                        r.buckets[2],
+                        r.buckets[1],
+                        r.buckets[0],
                         started.elapsed().as_secs_f64()
                     );
                 }

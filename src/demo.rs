@@ -112,6 +112,7 @@ pub async fn generate(
                 aliases: vec![],
                 name: Some("Demo site".into()),
                 owners: vec![],
+                time_zone: crate::domain::TimeZone::UTC,
             };
             sites::insert(store, new, now).await?
         }

@@ -58,6 +58,16 @@ impl Application {
             stats.clone(),
             journal.stats().clone(),
         );
+        // The upgrade to site totals: sites whose page buckets predate them
+        // get them recomputed once, in the background (reports add up page
+        // buckets for a site until it is done). Exact while hits flow.
+        let backfill_store = store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::storage::site_totals::backfill_missing(&backfill_store).await {
+                tracing::error!(error = %format!("{e:#}"),
+                    "site totals backfill failed; run `tickertape backfill-site-totals`");
+            }
+        });
         let directory = SiteDirectory::default();
         directory.reload(&store).await?;
         let refresher = directory.spawn_refresher(

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::stats::IngestStats;
 use crate::journal::lane::LaneReadError;
 use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
-use crate::storage::bucket_writer::{ApplyError, BucketWriter};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
 use crate::storage::progress::{self, Advance};
 use crate::storage::Store;
 
@@ -349,7 +349,11 @@ impl Applier {
         let mut attempts = 0u32;
         loop {
             let started = Instant::now();
-            let hits = batch.records.iter().map(|r| (r.page.as_str(), r.at));
+            let hits = batch.records.iter().map(|r| Hit {
+                page: &r.page,
+                at: r.at,
+                source: r.source.as_deref(),
+            });
             let result = self.writer.apply(hits, Some(&advance)).await;
             let error = match result {
                 Ok(report) => {

@@ -13,7 +13,7 @@ use percent_encoding::percent_decode;
 use super::bots;
 use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
-use crate::domain::{Page, PageError, PagePath, PageRef, SiteId};
+use crate::domain::{Page, PageError, PagePath, PageRef, SiteId, Source};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 use crate::storage::sites::Site;
 
@@ -232,7 +232,7 @@ pub async fn options() -> HttpResponse {
 
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
     let at = state.clock.now();
-    let page = classify(req.headers(), req.query_string(), &state.directory)?;
+    let (page, source) = classify_view(req.headers(), req.query_string(), &state.directory)?;
     let page = match state.page_cap.admit(page, at).await {
         Admission::Page(page) => page,
         Admission::Overflow(other) => {
@@ -243,6 +243,7 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError>
     let record = Record {
         page: page.into_string(),
         at,
+        source: source.map(Source::into_string),
     };
     match state.journal.submit(record) {
         Ok(Accepted::Queued) => Ok(()),
@@ -265,6 +266,18 @@ pub fn classify(
     query: &str,
     directory: &SiteDirectory,
 ) -> Result<Page, PixelError> {
+    classify_view(headers, query, directory).map(|(page, _)| page)
+}
+
+/// [`classify`], plus the view's source when it can be known: with `ref`
+/// (sent by tt.js, even empty) or a `utm_source` in the page URL. A pixel
+/// alone cannot know the referrer of the page it is on: `None`. The source
+/// never decides whether the view counts (bad `ref` is ignored).
+pub fn classify_view(
+    headers: &HeaderMap,
+    query: &str,
+    directory: &SiteDirectory,
+) -> Result<(Page, Option<Source>), PixelError> {
     let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     // Refuse bots and prefetches before looking anything up, so they learn
     // nothing about which sites exist.
@@ -300,18 +313,46 @@ pub fn classify(
             Err(PixelError::ForeignHost)
         }
     };
-    let path = match params.page {
-        Some(raw) => match PageRef::parse(&raw?)? {
-            PageRef::Path(path) => path,
-            PageRef::Url { host, path } => owned_path(&host, path)?,
-        },
+    let (path, utm) = match params.page {
+        Some(raw) => {
+            let raw = raw?;
+            let utm = utm_source(&raw);
+            match PageRef::parse(&raw)? {
+                PageRef::Path(path) => (path, utm),
+                PageRef::Url { host, path } => (owned_path(&host, path)?, utm),
+            }
+        }
         None => match referer {
-            Some(Ok((host, path))) => owned_path(&host, path)?,
+            Some(Ok((host, path))) => (
+                owned_path(&host, path)?,
+                header_str("referer").and_then(utm_source),
+            ),
             Some(Err(e)) => return Err(e.into()),
             None => return Err(PixelError::NoPage),
         },
     };
-    Ok(Page::new(&site.domain, &path))
+    let source = match (utm.as_deref().and_then(Source::from_utm), params.referrer) {
+        (Some(campaign), _) => Some(campaign),
+        (None, Some(referrer)) => Some(
+            referrer
+                .ok()
+                .and_then(|r| Source::from_referrer(&r, |h| site.owns_host(h)))
+                .unwrap_or_else(Source::direct),
+        ),
+        (None, None) => None,
+    };
+    Ok((Page::new(&site.domain, &path), source))
+}
+
+/// The first `utm_source` of a page URL's query string, percent-decoded
+/// (invalid UTF-8: none). The rest of the query is never looked at.
+fn utm_source(page: &str) -> Option<String> {
+    let without_fragment = page.split('#').next()?;
+    let (_, query) = without_fragment.split_once('?')?;
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key == "utm_source").then(|| decode(value).ok()).flatten()
+    })
 }
 
 /// The two parameters the pixel reads. The first occurrence of each wins;
@@ -322,6 +363,9 @@ struct PixelParams {
     site: Option<String>,
     /// `Err` when the value is not valid UTF-8 once percent-decoded.
     page: Option<Result<String, PageError>>,
+    /// `ref`, the referrer tt.js sends: present even when empty (no
+    /// referrer: a direct visit); `Err` when it cannot be decoded.
+    referrer: Option<Result<String, PageError>>,
 }
 
 impl PixelParams {
@@ -329,6 +373,10 @@ impl PixelParams {
         let mut params = PixelParams::default();
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if key == "ref" && params.referrer.is_none() {
+                params.referrer = Some(decode(value));
+                continue;
+            }
             if value.is_empty() {
                 continue;
             }
@@ -370,6 +418,23 @@ mod tests {
         let p = PixelParams::parse("page=&site=abc&page=%2Fa%2Bb+c&site=zzz&v=1").unwrap();
         assert_eq!(p.site.as_deref(), Some("abc"));
         assert_eq!(p.page, Some(Ok("/a+b c".to_owned())));
+    }
+
+    #[test]
+    fn ref_counts_even_empty_and_utm_source_is_read_from_the_page() {
+        let p = PixelParams::parse("site=a&page=%2Fx&ref=").unwrap();
+        assert_eq!(p.referrer, Some(Ok(String::new())));
+        let p = PixelParams::parse("site=a&page=%2Fx").unwrap();
+        assert_eq!(p.referrer, None);
+        let p = PixelParams::parse("ref=https%3A%2F%2Fgoogle.com%2F&ref=x").unwrap();
+        assert_eq!(p.referrer, Some(Ok("https://google.com/".into())));
+        assert_eq!(
+            utm_source("/a?x=1&utm_source=News%20Letter&utm_source=b#f"),
+            Some("News Letter".into())
+        );
+        assert_eq!(utm_source("/a#?utm_source=x"), None);
+        assert_eq!(utm_source("/a?utm_sourcex=1"), None);
+        assert_eq!(utm_source("/a?utm_source=%FF"), None);
     }
 
     #[test]

@@ -13,6 +13,9 @@ use super::stats::JournalStats;
 #[derive(Debug, Clone)]
 pub struct SegmentInfo {
     pub start: u64,
+    /// Its record format (from its header): older segments are replayed
+    /// in the format they were written in.
+    pub format: u32,
     pub path: PathBuf,
     /// Bytes of committed (synced) records after the header.
     pub len: u64,
@@ -161,6 +164,7 @@ impl Lane {
         let mut records = Vec::new();
         let end = segment::read(
             &segment.path,
+            segment.format,
             from - segment.start,
             segment.len,
             max,

@@ -407,18 +407,17 @@ impl Meta {
                 if meta.0 == FORMAT {
                     return Ok(meta.1);
                 }
-                if has_segments(dir) {
+                // A journal of an older format this build still reads
+                // (format 1: no sources) is upgraded in place: its segments
+                // keep their format in their headers and are replayed as
+                // written; new segments are written in this format.
+                if has_segments(dir) && !segment::READABLE.contains(&meta.0) {
                     return Err(OpenError::OtherFormat {
                         dir: dir.to_owned(),
                         found: meta.0,
                     });
                 }
-                // Nothing left in it: upgrade in place.
-                tracing::info!(
-                    from = meta.0,
-                    to = FORMAT,
-                    "upgrading an empty journal's format"
-                );
+                tracing::info!(from = meta.0, to = FORMAT, "upgrading the journal's format");
                 let fresh = Meta {
                     id: meta.1.id,
                     lanes: meta.1.lanes,
@@ -559,6 +558,7 @@ fn recover_lane(
         used.fetch_add(HEADER_LEN + kept, Relaxed);
         segments.push(lane::SegmentInfo {
             start,
+            format: scanned.format,
             path,
             len: scanned.valid_len,
             corrupt,

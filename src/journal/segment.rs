@@ -16,11 +16,16 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::record::{DecodeError, Record, HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD};
+use super::record::{
+    DecodeError, Record, FORMAT_V1, FORMAT_V2, HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
+};
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";
-/// The record and header format this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The record format this build writes (see `record`).
+pub const FORMAT: u32 = FORMAT_V2;
+/// The formats this build reads: segments written before sources were
+/// journaled (format 1) are replayed, their hits without a source.
+pub const READABLE: [u32; 2] = [FORMAT_V1, FORMAT_V2];
 pub const HEADER_LEN: u64 = 48;
 pub const EXTENSION: &str = "seg";
 
@@ -90,6 +95,8 @@ pub enum Damage {
 #[derive(Debug, Clone)]
 pub struct Scanned {
     pub start: u64,
+    /// The record format of this segment, from its header.
+    pub format: u32,
     pub path: PathBuf,
     /// Bytes of good records (after the header).
     pub valid_len: u64,
@@ -100,16 +107,25 @@ pub struct Scanned {
 }
 
 /// Reads a whole segment and checks every record. `last` says whether it is
-/// the lane's newest segment, the only one a crash can leave torn.
+/// the lane's newest segment, the only one a crash can leave torn. The
+/// header must match `expected` except for the format, which may be any
+/// readable one.
 pub fn scan(path: &Path, expected: &SegmentHeader, last: bool) -> io::Result<Scanned> {
     let bytes = std::fs::read(path)?;
-    let header_ok = SegmentHeader::decode(&bytes).is_some_and(|h| h == *expected);
-    if !header_ok {
+    let found = SegmentHeader::decode(&bytes).filter(|h| {
+        READABLE.contains(&h.format)
+            && SegmentHeader {
+                format: expected.format,
+                ..*h
+            } == *expected
+    });
+    let Some(found) = found else {
         // A crash while creating the newest segment can leave it shorter
         // than its header: nothing was ever written to it.
         if last && (bytes.len() as u64) < HEADER_LEN {
             return Ok(Scanned {
                 start: expected.start,
+                format: expected.format,
                 path: path.to_owned(),
                 valid_len: 0,
                 file_len: 0,
@@ -128,13 +144,14 @@ pub fn scan(path: &Path, expected: &SegmentHeader, last: bool) -> io::Result<Sca
                 expected.start
             ),
         ));
-    }
+    };
+    let format = found.format;
     let body = &bytes[HEADER_LEN as usize..];
-    let (records, valid_len, error) = valid_prefix(body);
+    let (records, valid_len, error) = valid_prefix(body, format);
     let file_len = body.len() as u64;
     let damage = error.map(|error| {
         let rest = &body[valid_len as usize..];
-        if last && !has_record_after(rest) {
+        if last && !has_record_after(rest, format) {
             Damage::TornTail {
                 bytes: file_len - valid_len,
             }
@@ -147,6 +164,7 @@ pub fn scan(path: &Path, expected: &SegmentHeader, last: bool) -> io::Result<Sca
     });
     Ok(Scanned {
         start: expected.start,
+        format,
         path: path.to_owned(),
         valid_len,
         file_len,
@@ -157,11 +175,11 @@ pub fn scan(path: &Path, expected: &SegmentHeader, last: bool) -> io::Result<Sca
 
 /// Good records from the start of `body`: count, bytes, and the error that
 /// ended them (none if they run to the end).
-fn valid_prefix(body: &[u8]) -> (u64, u64, Option<DecodeError>) {
+fn valid_prefix(body: &[u8], format: u32) -> (u64, u64, Option<DecodeError>) {
     let mut at = 0usize;
     let mut records = 0u64;
     while at < body.len() {
-        match Record::decode(&body[at..]) {
+        match Record::decode(&body[at..], format) {
             Ok((_, len)) => {
                 at += len;
                 records += 1;
@@ -175,8 +193,9 @@ fn valid_prefix(body: &[u8]) -> (u64, u64, Option<DecodeError>) {
 /// Whether a good record starts anywhere in `rest` after its first byte.
 /// A torn tail is garbage to the end of the file; a good record after a bad
 /// one means the damage is in the middle of written data.
-fn has_record_after(rest: &[u8]) -> bool {
-    (1..rest.len().saturating_sub(RECORD_HEADER_LEN)).any(|i| Record::decode(&rest[i..]).is_ok())
+fn has_record_after(rest: &[u8], format: u32) -> bool {
+    (1..rest.len().saturating_sub(RECORD_HEADER_LEN))
+        .any(|i| Record::decode(&rest[i..], format).is_ok())
 }
 
 /// Creates a segment file with its header, synced together with the
@@ -205,11 +224,12 @@ pub fn truncate(path: &Path, valid_len: u64) -> io::Result<()> {
     file.sync_all()
 }
 
-/// Decodes records from `path` starting at `offset` (after the header) up to
-/// `end`, at most `max` of them. Returns the records and the offset after
-/// the last one.
+/// Decodes records of `format` from `path` starting at `offset` (after the
+/// header) up to `end`, at most `max` of them. Returns the records and the
+/// offset after the last one.
 pub fn read(
     path: &Path,
+    format: u32,
     offset: u64,
     end: u64,
     max: usize,
@@ -227,7 +247,7 @@ pub fn read(
             .map_err(ReadError::Io)?;
         let mut used = 0usize;
         while used < buf.len() && taken < max {
-            match Record::decode(&buf[used..]) {
+            match Record::decode(&buf[used..], format) {
                 Ok((record, len)) => {
                     out.push(record);
                     used += len;
@@ -276,6 +296,7 @@ mod tests {
             Record {
                 page: format!("example.com/{i}"),
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
+                source: (i % 2 == 0).then(|| "google.com".to_owned()),
             }
             .encode_into(&mut buf);
         }
@@ -350,6 +371,40 @@ mod tests {
     }
 
     #[test]
+    fn a_format_1_segment_scans_and_reads_without_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body = Vec::new();
+        for i in 0..3 {
+            Record {
+                page: format!("example.com/{i}"),
+                at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
+                source: None,
+            }
+            .encode_v1_into(&mut body);
+        }
+        let old = SegmentHeader {
+            format: FORMAT_V1,
+            ..header(0)
+        };
+        let (mut file, path) = create(dir.path(), &old).unwrap();
+        file.write_all(&body).unwrap();
+        let s = scan(&path, &header(0), true).unwrap();
+        assert_eq!((s.format, s.records, s.damage), (FORMAT_V1, 3, None));
+        let mut out = Vec::new();
+        read(&path, s.format, 0, s.valid_len, usize::MAX, &mut out).unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2].page, "example.com/2");
+        assert_eq!(out[2].source, None);
+        // A format this build does not know is refused.
+        let unknown = SegmentHeader {
+            format: 99,
+            ..header(100)
+        };
+        let (_, path) = create(dir.path(), &unknown).unwrap();
+        assert!(scan(&path, &header(100), false).is_err());
+    }
+
+    #[test]
     fn a_foreign_header_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = write_segment(dir.path(), 0, &records(1));
@@ -364,13 +419,13 @@ mod tests {
         let body = records(50_000);
         let path = write_segment(dir.path(), 0, &body);
         let mut out = Vec::new();
-        let end = read(&path, 0, body.len() as u64, usize::MAX, &mut out).unwrap();
+        let end = read(&path, FORMAT, 0, body.len() as u64, usize::MAX, &mut out).unwrap();
         assert_eq!((out.len(), end), (50_000, body.len() as u64));
         let mut out = Vec::new();
-        let mid = read(&path, 0, body.len() as u64, 7, &mut out).unwrap();
+        let mid = read(&path, FORMAT, 0, body.len() as u64, 7, &mut out).unwrap();
         assert_eq!(out.len(), 7);
         let mut rest = Vec::new();
-        read(&path, mid, body.len() as u64, usize::MAX, &mut rest).unwrap();
+        read(&path, FORMAT, mid, body.len() as u64, usize::MAX, &mut rest).unwrap();
         assert_eq!(rest.len(), 50_000 - 7);
         assert_eq!(rest[0].page, "example.com/7");
     }

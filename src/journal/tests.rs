@@ -16,6 +16,7 @@ fn hit(i: usize) -> Record {
     Record {
         page: format!("example.com/page/{i}"),
         at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
+        source: (i % 3 == 0).then(|| format!("source{i}.example")),
     }
 }
 
@@ -243,6 +244,59 @@ async fn a_journal_of_another_format_is_refused_while_it_holds_records() {
 }
 
 #[tokio::test]
+async fn a_format_1_journal_with_records_replays_them_and_goes_on_in_format_2() {
+    // The journal as the version before sources left it: meta format 1 and
+    // a segment of format-1 records (page and time only).
+    let dir = tempfile::tempdir().unwrap();
+    let id = uuid::Uuid::new_v4();
+    std::fs::write(
+        dir.path().join(META),
+        format!("tickertape-journal\nformat=1\nid={id}\nlanes=1\n"),
+    )
+    .unwrap();
+    let lane_dir = dir.path().join("lane-0");
+    std::fs::create_dir_all(&lane_dir).unwrap();
+    let old = SegmentHeader {
+        format: record::FORMAT_V1,
+        lane: 0,
+        start: 0,
+        journal: id,
+    };
+    let (mut file, _) = segment::create(&lane_dir, &old).unwrap();
+    let mut body = Vec::new();
+    let old_hits: Vec<Record> = (0..5)
+        .map(|i| Record {
+            source: None,
+            ..hit(i)
+        })
+        .collect();
+    for r in &old_hits {
+        r.encode_v1_into(&mut body);
+    }
+    file.write_all(&body).unwrap();
+    drop(file);
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(journal.id(), id);
+    let meta = std::fs::read_to_string(dir.path().join(META)).unwrap();
+    assert!(meta.contains(&format!("format={FORMAT}")), "{meta}");
+    // New hits (with sources) go to a new format-2 segment after the old one.
+    write(&journal, 10..13).await;
+    let all = read_all(&journal.lanes()[0]);
+    let mut expected = old_hits.clone();
+    expected.extend((10..13).map(hit));
+    assert_eq!(all, expected);
+    assert!(all[..5].iter().all(|r| r.source.is_none()));
+    assert_eq!(all[7].source.as_deref(), Some("source12.example"));
+    journal.close_writers().await;
+    drop(journal);
+
+    // Reopened, both formats still read back the same.
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(read_all(&journal.lanes()[0]), expected);
+}
+
+#[tokio::test]
 async fn fast_mode_answers_on_enqueue_and_still_journals() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
@@ -280,6 +334,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
     let bad = Record {
         page: "x".repeat(record::MAX_PAYLOAD + 1),
         at: hit(0).at,
+        source: None,
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

@@ -167,6 +167,7 @@ impl LaneWriter {
             self.lane.used.fetch_add(HEADER_LEN, Relaxed);
             self.lane.push_segment(SegmentInfo {
                 start,
+                format: FORMAT,
                 path,
                 len: 0,
                 corrupt: None,

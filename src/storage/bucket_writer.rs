@@ -1,7 +1,9 @@
-//! Applies hits to the three bucket collections in ONE multi-document
-//! transaction: merged per bucket, one `update` command per collection, and,
-//! for journaled hits, the advance of the lane's `journal_progress`
-//! document from the batch's first position to the position after it.
+//! Applies hits to the bucket collections in ONE multi-document
+//! transaction: merged per bucket, one `update` command per collection (the
+//! three page levels, the three site-total levels, and, for hits with a
+//! source, the four source collections), and, for journaled hits, the
+//! advance of the lane's `journal_progress` document from the batch's first
+//! position to the position after it.
 //!
 //! The progress update matches only `position: from`, so a batch can commit
 //! at most once whatever is retried: after an unknown outcome the caller
@@ -18,9 +20,13 @@ use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
 
+use super::buckets::Subject;
 use super::progress::{self, Advance};
+use super::sources::{self, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Granularity, Increments, Store};
+use crate::domain::Source;
+use futures::TryStreamExt;
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
@@ -31,11 +37,37 @@ pub struct BucketWriter {
     store: Store,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+/// One view as the write path applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit<'a> {
+    pub page: &'a str,
+    pub at: DateTime<Utc>,
+    /// Where it came from, when known (the script, or `utm_source`).
+    pub source: Option<&'a str>,
+}
+
+impl<'a> From<(&'a str, DateTime<Utc>)> for Hit<'a> {
+    fn from((page, at): (&'a str, DateTime<Utc>)) -> Self {
+        Hit {
+            page,
+            at,
+            source: None,
+        }
+    }
+}
+
+impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
+    fn from((page, at, source): (&'a str, DateTime<Utc>, Option<&'a str>)) -> Self {
+        Hit { page, at, source }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
 pub struct FlushReport {
     pub hits: usize,
-    /// Per collection, in [`Granularity::ALL`] order.
-    pub outcomes: [UpdateOutcome; 3],
+    /// Per collection written: pages and site totals in
+    /// [`Granularity::ALL`] order, then the source collections.
+    pub outcomes: Vec<UpdateOutcome>,
 }
 
 impl FlushReport {
@@ -97,15 +129,28 @@ impl BucketWriter {
     /// in one transaction.
     pub async fn apply<'a>(
         &self,
-        hits: impl IntoIterator<Item = (&'a str, DateTime<Utc>)>,
+        hits: impl IntoIterator<Item = Hit<'a>>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
-        let mut increments = Granularity::ALL.map(Increments::new);
+        let mut increments: Vec<Increments> = [Subject::Page, Subject::Site]
+            .into_iter()
+            .flat_map(|s| Granularity::ALL.map(|g| Increments::of(s, g)))
+            .collect();
+        let mut by_source: Vec<SourceIncrements> = [Subject::Page, Subject::Site]
+            .into_iter()
+            .flat_map(|s| sources::LEVELS.map(|g| SourceIncrements::new(s, g)))
+            .collect();
         let mut count = 0;
-        for (page, at) in hits {
+        for hit in hits {
             count += 1;
             for inc in &mut increments {
-                inc.add(page, at);
+                inc.add(hit.page, hit.at);
+            }
+            if let Some(source) = hit.source {
+                let source = Source::from_stored(source.to_owned());
+                for inc in &mut by_source {
+                    inc.add(hit.page, hit.at, &source);
+                }
             }
         }
         if count == 0 && advance.is_none() {
@@ -125,7 +170,9 @@ impl BucketWriter {
             .with_options(options)
             .await
             .map_err(|e| ApplyError::NotApplied(e.into()))?;
-        let body = self.statements(&mut session, &increments, advance).await;
+        let body = self
+            .statements(&mut session, &increments, &by_source, advance)
+            .await;
         let outcomes = match body {
             Ok(outcomes) => outcomes,
             Err(e) => {
@@ -148,14 +195,14 @@ impl BucketWriter {
     /// retries a batch that was not applied (a conflict, a passing outage)
     /// until `deadline`. An unknown commit outcome is an error here: without
     /// a progress document it cannot be resolved.
-    pub async fn apply_direct(
+    pub async fn apply_direct<'a, H: Copy + Into<Hit<'a>>>(
         &self,
-        hits: &[(&str, DateTime<Utc>)],
+        hits: &[H],
         deadline: tokio::time::Instant,
     ) -> Result<FlushReport, ApplyError> {
         let mut backoff = Duration::from_millis(20);
         loop {
-            match self.apply(hits.iter().copied(), None).await {
+            match self.apply(hits.iter().map(|&h| h.into()), None).await {
                 Err(ApplyError::NotApplied(e)) if tokio::time::Instant::now() < deadline => {
                     if !e.is_transient() {
                         tokio::time::sleep(backoff).await;
@@ -170,28 +217,42 @@ impl BucketWriter {
     async fn statements(
         &self,
         session: &mut ClientSession,
-        increments: &[Increments; 3],
+        increments: &[Increments],
+        by_source: &[SourceIncrements],
         advance: Option<&Advance<'_>>,
-    ) -> Result<[UpdateOutcome; 3], ApplyError> {
+    ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
-        let mut outcomes = [UpdateOutcome::default(); 3];
-        for (inc, outcome) in increments.iter().zip(&mut outcomes) {
-            let collection = inc.granularity().collection();
-            for chunk in inc.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
-                let command = doc! {
-                    "update": collection,
-                    "updates": chunk.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
-                    "ordered": false,
-                };
-                let reply = self
-                    .run(session, command, limit)
-                    .await
-                    .map_err(ApplyError::NotApplied)?;
-                let checked = check_reply(collection, &reply, chunk.len())
-                    .map_err(|e| ApplyError::NotApplied(e.into()))?;
-                outcome.applied += checked.applied;
-                outcome.upserted += checked.upserted;
+        let mut outcomes = Vec::with_capacity(increments.len() + by_source.len());
+        for inc in increments {
+            if inc.is_empty() {
+                continue;
             }
+            let outcome = self
+                .update(session, inc.collection(), inc.statements(), limit)
+                .await?;
+            outcomes.push(outcome);
+        }
+        for inc in by_source.iter().filter(|i| !i.is_empty()) {
+            // Which sources the buckets hold already, read in this
+            // transaction's snapshot: the cap is decided on what commits.
+            let found: Vec<Document> = timed(limit, async {
+                let mut cursor = self
+                    .store
+                    .db()
+                    .collection::<Document>(inc.collection())
+                    .find(inc.lookup())
+                    .projection(inc.projection())
+                    .session(&mut *session)
+                    .await?;
+                cursor.stream(&mut *session).try_collect().await
+            })
+            .await
+            .map_err(ApplyError::NotApplied)?;
+            let statements = inc.statements(&inc.existing(&found));
+            let outcome = self
+                .update(session, inc.collection(), statements, limit)
+                .await?;
+            outcomes.push(outcome);
         }
         if let Some(advance) = advance {
             let reply = self
@@ -214,6 +275,34 @@ impl BucketWriter {
             }
         }
         Ok(outcomes)
+    }
+
+    /// One `update` command per collection (split beyond
+    /// [`MAX_STATEMENTS_PER_COMMAND`]), every reply checked.
+    async fn update(
+        &self,
+        session: &mut ClientSession,
+        collection: &str,
+        statements: Vec<Document>,
+        limit: Duration,
+    ) -> Result<UpdateOutcome, ApplyError> {
+        let mut outcome = UpdateOutcome::default();
+        for chunk in statements.chunks(MAX_STATEMENTS_PER_COMMAND) {
+            let command = doc! {
+                "update": collection,
+                "updates": chunk.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+                "ordered": false,
+            };
+            let reply = self
+                .run(session, command, limit)
+                .await
+                .map_err(ApplyError::NotApplied)?;
+            let checked = check_reply(collection, &reply, chunk.len())
+                .map_err(|e| ApplyError::NotApplied(e.into()))?;
+            outcome.applied += checked.applied;
+            outcome.upserted += checked.upserted;
+        }
+        Ok(outcome)
     }
 
     async fn run(

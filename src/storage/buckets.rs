@@ -81,6 +81,45 @@ impl Granularity {
     }
 }
 
+/// Whose views a bucket counts: one page (`views_*`, keyed by `page`, the
+/// domain and path) or a whole site (`site_views_*`, keyed by `site`, the
+/// site's domain). Site totals live in their own collections so that a sum
+/// over a page collection still means "pages".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Subject {
+    Page,
+    Site,
+}
+
+impl Subject {
+    pub fn key_field(self) -> &'static str {
+        match self {
+            Subject::Page => "page",
+            Subject::Site => "site",
+        }
+    }
+
+    pub fn collection(self, g: Granularity) -> &'static str {
+        match self {
+            Subject::Page => g.collection(),
+            Subject::Site => match g {
+                Granularity::Minute => "site_views_minute",
+                Granularity::Hour => "site_views_hour",
+                Granularity::Day => "site_views_day",
+            },
+        }
+    }
+
+    /// The key of a page's bucket, or of its site's (the domain: a page
+    /// is `<domain>/<path>`).
+    pub fn key_of(self, page: &str) -> &str {
+        match self {
+            Subject::Page => page,
+            Subject::Site => page.split_once('/').map_or(page, |(domain, _)| domain),
+        }
+    }
+}
+
 /// A bucket as read back. Upserted buckets carry only the slots that were
 /// incremented; a missing slot is 0.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -103,30 +142,50 @@ impl Bucket {
 /// N hits on one page-minute become one statement.
 #[derive(Debug)]
 pub struct Increments {
+    subject: Subject,
     granularity: Granularity,
     buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
 }
 
 impl Increments {
+    /// Page buckets.
     pub fn new(granularity: Granularity) -> Self {
+        Self::of(Subject::Page, granularity)
+    }
+
+    pub fn of(subject: Subject, granularity: Granularity) -> Self {
         Self {
+            subject,
             granularity,
             buckets: HashMap::new(),
         }
     }
 
+    /// Counts a view of `page` (the site's bucket is keyed by its domain).
     pub fn add(&mut self, page: &str, at: DateTime<Utc>) {
+        self.add_n(page, at, 1);
+    }
+
+    pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
         let g = self.granularity;
-        let key = (page.to_owned(), g.bucket_start(at));
-        let slots = self
-            .buckets
-            .entry(key)
-            .or_insert_with(|| vec![0; g.slot_count()]);
-        slots[g.slot(at)] += 1;
+        let start = g.bucket_start(at);
+        let key = self.subject.key_of(page);
+        let slots = match self.buckets.get_mut(&(key.to_owned(), start)) {
+            Some(slots) => slots,
+            None => self
+                .buckets
+                .entry((key.to_owned(), start))
+                .or_insert_with(|| vec![0; g.slot_count()]),
+        };
+        slots[g.slot(at)] += n;
     }
 
     pub fn granularity(&self) -> Granularity {
         self.granularity
+    }
+
+    pub fn collection(&self) -> &'static str {
+        self.subject.collection(self.granularity)
     }
 
     pub fn len(&self) -> usize {
@@ -141,6 +200,7 @@ impl Increments {
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
         let field = self.granularity.slots_field();
+        let key_field = self.subject.key_field();
         self.buckets
             .iter()
             .map(|((page, start), slots)| {
@@ -150,7 +210,7 @@ impl Increments {
                     inc.insert(format!("{field}.{slot}"), Bson::Int32(n as i32));
                 }
                 doc! {
-                    "q": { "page": page.as_str(), "timestamp": bson::DateTime::from_chrono(*start) },
+                    "q": { key_field: page.as_str(), "timestamp": bson::DateTime::from_chrono(*start) },
                     "u": { "$inc": inc },
                     "upsert": true,
                 }
@@ -202,6 +262,26 @@ mod tests {
                 "u": {"$inc": {"totalViews": 3_i64, "seconds.7": 2, "seconds.9": 1}},
                 "upsert": true,
             }
+        );
+    }
+
+    #[test]
+    fn site_increments_key_by_domain_and_merge_its_pages() {
+        let mut inc = Increments::of(Subject::Site, Granularity::Hour);
+        inc.add("example.com/a", at(10, 1, 7));
+        inc.add("example.com/b", at(10, 1, 9));
+        inc.add("example.com/", at(10, 2, 0));
+        inc.add("other.org/a", at(10, 2, 0));
+        assert_eq!(inc.collection(), "site_views_hour");
+        let statements = inc.statements();
+        assert_eq!(statements.len(), 2);
+        let ours = statements
+            .iter()
+            .find(|s| s.get_document("q").unwrap().get_str("site") == Ok("example.com"))
+            .unwrap();
+        assert_eq!(
+            ours.get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 3_i64, "minutes.1": 2, "minutes.2": 1}
         );
     }
 

@@ -4,7 +4,9 @@ pub mod bucket_writer;
 pub mod buckets;
 pub mod progress;
 pub mod schema;
+pub mod site_totals;
 pub mod sites;
+pub mod sources;
 pub mod system;
 pub mod update;
 
@@ -15,7 +17,7 @@ use mongodb::options::{
 use mongodb::{Client, Database};
 use std::time::Duration;
 
-pub use buckets::{Bucket, Granularity, Increments};
+pub use buckets::{Bucket, Granularity, Increments, Subject};
 
 /// How the server we are connected to is deployed, from its `hello` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]

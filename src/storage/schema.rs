@@ -295,6 +295,30 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
             g.collection()
         ));
     }
+    // Site totals and sources: one bucket per key and time, like the pages.
+    let keyed = Granularity::ALL
+        .into_iter()
+        .map(|g| (super::Subject::Site, super::Subject::Site.collection(g)))
+        .chain(super::sources::collections());
+    for (subject, collection) in keyed {
+        let key = subject.key_field();
+        db.collection::<Document>(collection)
+            .create_index(
+                IndexModel::builder()
+                    .keys(doc! {key: 1, "timestamp": 1})
+                    .options(
+                        IndexOptions::builder()
+                            .unique(true)
+                            .name(format!("{key}_timestamp"))
+                            .build(),
+                    )
+                    .build(),
+            )
+            .await?;
+        report
+            .indexes
+            .push(format!("{collection}: unique {{{key}: 1, timestamp: 1}}"));
+    }
     let sites = db.collection::<Document>(super::sites::COLLECTION);
     sites
         .create_index(

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Store;
-use crate::domain::{DomainName, SiteId};
+use crate::domain::{DomainName, SiteId, TimeZone};
 
 pub const COLLECTION: &str = "sites";
 
@@ -20,6 +20,11 @@ pub struct Site {
     pub aliases: Vec<DomainName>,
     pub owners: Vec<Uuid>,
     pub created_at: DateTime<Utc>,
+    /// The zone its reports are in.
+    pub time_zone: TimeZone,
+    /// Its site totals are complete (created with them, or backfilled):
+    /// reports read them instead of adding up page buckets.
+    pub totals_complete: bool,
 }
 
 impl Site {
@@ -46,6 +51,11 @@ struct SiteDoc {
     owners: Vec<bson::Uuid>,
     #[serde(rename = "createdAt")]
     created_at: bson::DateTime,
+    #[serde(rename = "timeZone", default)]
+    time_zone: Option<String>,
+    /// Absent on sites created before site totals existed.
+    #[serde(rename = "siteTotals", default)]
+    totals_complete: bool,
 }
 
 impl From<SiteDoc> for Site {
@@ -57,6 +67,13 @@ impl From<SiteDoc> for Site {
             aliases: d.aliases,
             owners: d.owners.into_iter().map(Uuid::from).collect(),
             created_at: d.created_at.to_chrono(),
+            // A name this build does not know (written by a newer tz
+            // database) reads as UTC rather than hiding the site.
+            time_zone: d
+                .time_zone
+                .and_then(|z| TimeZone::parse(&z).ok())
+                .unwrap_or_default(),
+            totals_complete: d.totals_complete,
         }
     }
 }
@@ -70,6 +87,8 @@ impl From<&Site> for SiteDoc {
             aliases: s.aliases.clone(),
             owners: s.owners.iter().map(|&u| u.into()).collect(),
             created_at: bson::DateTime::from_chrono(s.created_at),
+            time_zone: Some(s.time_zone.name().to_owned()),
+            totals_complete: s.totals_complete,
         }
     }
 }
@@ -80,6 +99,7 @@ pub struct NewSite {
     pub aliases: Vec<DomainName>,
     pub name: Option<String>,
     pub owners: Vec<Uuid>,
+    pub time_zone: TimeZone,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +146,9 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
         aliases,
         owners: new.owners,
         created_at: now,
+        time_zone: new.time_zone,
+        // A new site has no page buckets: its totals start complete.
+        totals_complete: true,
     };
     match collection(store).insert_one(SiteDoc::from(&site)).await {
         Ok(_) => Ok(site),
@@ -186,14 +209,54 @@ pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<
     Ok(())
 }
 
-/// Deletes a site and every bucket of its pages.
+/// Records that the site's totals are complete (see `site_totals`).
+pub async fn mark_totals_complete(store: &Store, site: &Site) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$set": {"siteTotals": true}},
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Sets the zone the site's reports are in.
+pub async fn set_time_zone(
+    store: &Store,
+    site: &Site,
+    zone: TimeZone,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$set": {"timeZone": zone.name()}},
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Deletes a site and every bucket of its pages, its totals and sources.
 pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
+    use super::Subject;
     let mut removed = 0;
+    let pages = crate::reports::queries::site_pages(&site.domain);
+    let site_key = site.domain.as_str();
+    let mut targets: Vec<(&str, bson::Document)> = Vec::new();
     for g in super::Granularity::ALL {
+        targets.push((g.collection(), doc! {"page": pages.clone()}));
+        targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
+    }
+    for (subject, collection) in super::sources::collections() {
+        targets.push(match subject {
+            Subject::Page => (collection, doc! {"page": pages.clone()}),
+            Subject::Site => (collection, doc! {"site": site_key}),
+        });
+    }
+    for (collection, filter) in targets {
         removed += store
             .db()
-            .collection::<bson::Document>(g.collection())
-            .delete_many(doc! {"page": crate::reports::queries::site_pages(&site.domain)})
+            .collection::<bson::Document>(collection)
+            .delete_many(filter)
             .await?
             .deleted_count;
     }
@@ -235,6 +298,8 @@ mod tests {
             aliases: vec![DomainName::parse("www.example.com").unwrap()],
             owners: vec![],
             created_at: Utc::now(),
+            time_zone: TimeZone::UTC,
+            totals_complete: true,
         };
         assert!(site.owns_host("example.com"));
         assert!(site.owns_host("www.example.com"));

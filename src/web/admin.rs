@@ -15,7 +15,7 @@ use super::pages::{error_page, render, Nav};
 use super::state::WebState;
 use crate::accounts::password::NewPassword;
 use crate::accounts::{sessions, users, Role, User};
-use crate::domain::{DomainName, Email, SiteId};
+use crate::domain::{DomainName, Email, SiteId, TimeZone};
 use crate::ingest::pixel::Outcome;
 use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
 use crate::storage::system;
@@ -223,6 +223,7 @@ pub struct SiteInput {
     pub aliases: String,
     pub name: String,
     pub owners: String,
+    pub time_zone: String,
 }
 
 #[derive(Template)]
@@ -233,6 +234,7 @@ struct SitesPage {
     input: SiteInput,
     error: Option<FormError>,
     done: Option<&'static str>,
+    time_zones: Vec<&'static str>,
 }
 
 fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
@@ -296,6 +298,7 @@ async fn sites_page_with(
             input,
             error,
             done,
+            time_zones: TimeZone::all().collect(),
         },
     ))
 }
@@ -310,6 +313,9 @@ pub struct NewSiteForm {
     name: String,
     #[serde(default)]
     owners: String,
+    /// IANA name; empty: UTC.
+    #[serde(default)]
+    time_zone: String,
 }
 
 pub async fn create_site(
@@ -323,11 +329,17 @@ pub async fn create_site(
         aliases: form.aliases.clone(),
         name: form.name.clone(),
         owners: form.owners.clone(),
+        time_zone: form.time_zone.clone(),
     };
     let checked = async {
         let domain =
             DomainName::from_input(&form.domain).map_err(|e| FormError::new("domain", e))?;
         let aliases = parse_hosts(&form.aliases)?;
+        let time_zone = if form.time_zone.trim().is_empty() {
+            TimeZone::UTC
+        } else {
+            TimeZone::parse(&form.time_zone).map_err(|e| FormError::new("time_zone", e))?
+        };
         let owners = match parse_owners(&state, &form.owners).await {
             Ok(result) => result?,
             Err(e) => return Ok(Err(e)),
@@ -337,6 +349,7 @@ pub async fn create_site(
             aliases,
             name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
             owners,
+            time_zone,
         }))
     };
     let new = match checked.await {

@@ -1066,6 +1066,7 @@ pub async fn add_site(
         aliases: vec![],
         name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
         owners: vec![viewer.user.id],
+        time_zone: crate::domain::TimeZone::UTC,
     };
     use crate::storage::sites::SiteError;
     let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {

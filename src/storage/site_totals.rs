@@ -1,0 +1,258 @@
+//! Site totals (`site_views_minute/hour/day`, keyed by the site's domain)
+//! for sites whose page buckets predate them: the backfill.
+//!
+//! Live hits write site totals in the same transaction as their page
+//! buckets (`bucket_writer`), so from the upgrade on both move together.
+//! The backfill makes the past match: for every bucket time of the site it
+//! SETS the site bucket to the sum of the page buckets at that time. A
+//! recomputation rather than an increment, so running it twice (or after a
+//! crash half-way) gives the same totals; and each window is read and
+//! written in ONE transaction, so a live hit that lands meanwhile either
+//! committed before the window's snapshot (and is in the sum) or conflicts
+//! with the window's write (and one of the two is retried): the result is
+//! exact while traffic flows.
+//!
+//! Once a site is done, `sites.siteTotals` is set and reports read its
+//! totals; until then they add up page buckets as before.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use futures::TryStreamExt;
+use mongodb::options::{ReadConcern, TransactionOptions};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::buckets::Subject;
+use super::sites::{self, Site};
+use super::{Granularity, Store};
+use crate::domain::DomainName;
+
+/// Per level, the time window one transaction recomputes: about 30,000
+/// page buckets for a site of 1,000 pages.
+fn window(g: Granularity) -> TimeDelta {
+    match g {
+        Granularity::Day => TimeDelta::days(32),
+        Granularity::Hour => TimeDelta::hours(36),
+        Granularity::Minute => TimeDelta::minutes(30),
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Site buckets written, per level (minute, hour, day).
+    pub buckets: [u64; 3],
+    /// Views in the site's day totals afterwards.
+    pub views: i64,
+}
+
+fn page_range(domain: &DomainName) -> Document {
+    crate::reports::queries::site_pages(domain)
+}
+
+/// Recomputes every site bucket of `site` from its page buckets and marks
+/// its totals complete.
+pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillReport> {
+    let mut report = BackfillReport::default();
+    // Day level first: it tells which hours have views at all, so the hour
+    // and minute levels only visit those.
+    let days = first_and_last(store, &site.domain, Granularity::Day).await?;
+    if let Some((first, last)) = days {
+        for (i, g) in Granularity::ALL.into_iter().enumerate().rev() {
+            let step = window(g);
+            let mut from = first;
+            let end = last + TimeDelta::days(1);
+            while from < end {
+                let to = (from + step).min(end);
+                if g == Granularity::Day || has_views(store, &site.domain, from, to).await? {
+                    report.buckets[i] += recompute(store, &site.domain, g, from, to).await?;
+                }
+                from = to;
+            }
+        }
+    }
+    report.views = store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Granularity::Day))
+        .find(doc! {"site": site.domain.as_str()})
+        .projection(doc! {"_id": 0, "totalViews": 1})
+        .await?
+        .try_collect::<Vec<_>>()
+        .await?
+        .iter()
+        .map(|d| super::update::number(d.get("totalViews")).unwrap_or(0))
+        .sum();
+    sites::mark_totals_complete(store, site).await?;
+    Ok(report)
+}
+
+/// Backfills every site whose totals are not complete yet (the upgrade).
+pub async fn backfill_missing(store: &Store) -> anyhow::Result<Vec<(String, BackfillReport)>> {
+    let mut done = Vec::new();
+    for site in sites::list(store).await? {
+        if !site.totals_complete {
+            let report = backfill(store, &site).await?;
+            tracing::info!(site = %site.domain, views = report.views,
+                minute = report.buckets[0], hour = report.buckets[1], day = report.buckets[2],
+                "site totals backfilled");
+            done.push((site.domain.to_string(), report));
+        }
+    }
+    Ok(done)
+}
+
+async fn first_and_last(
+    store: &Store,
+    domain: &DomainName,
+    g: Granularity,
+) -> anyhow::Result<Option<(DateTime<Utc>, DateTime<Utc>)>> {
+    let coll = store.db().collection::<Document>(g.collection());
+    let mut ends = Vec::new();
+    for order in [1, -1] {
+        let found = coll
+            .find_one(doc! {"page": page_range(domain)})
+            .sort(doc! {"timestamp": order})
+            .projection(doc! {"_id": 0, "timestamp": 1})
+            .await?;
+        if let Some(at) = found.and_then(|d| d.get_datetime("timestamp").ok().copied()) {
+            ends.push(at.to_chrono());
+        }
+    }
+    Ok(match ends[..] {
+        [first, last] => Some((first, last)),
+        _ => None,
+    })
+}
+
+/// Whether the site's day totals (already recomputed) show views in
+/// `[from, to)`: finer levels skip the stretches without any.
+async fn has_views(
+    store: &Store,
+    domain: &DomainName,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> anyhow::Result<bool> {
+    let day_from = Granularity::Day.bucket_start(from);
+    Ok(store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Granularity::Day))
+        .find_one(doc! {
+            "site": domain.as_str(),
+            "timestamp": {"$gte": bson::DateTime::from_chrono(day_from), "$lt": bson::DateTime::from_chrono(to)},
+            "totalViews": {"$gt": 0},
+        })
+        .projection(doc! {"_id": 1})
+        .await?
+        .is_some())
+}
+
+/// One window in one transaction: sums the page buckets per time and slot,
+/// sets each site bucket to that sum. Retried whole on a conflict.
+async fn recompute(
+    store: &Store,
+    domain: &DomainName,
+    g: Granularity,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> anyhow::Result<u64> {
+    let mut backoff = Duration::from_millis(20);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match recompute_once(store, domain, g, from, to).await {
+            Ok(n) => return Ok(n),
+            // A conflict with a live batch (or a racing upsert) is retried
+            // at once; anything else a few times, then reported.
+            Err(e) if attempts < 50 && (is_retryable(&e) || attempts < 5) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn is_retryable(e: &mongodb::error::Error) -> bool {
+    e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)
+        || e.contains_label(mongodb::error::UNKNOWN_TRANSACTION_COMMIT_RESULT)
+        || matches!(*e.kind, mongodb::error::ErrorKind::Write(_))
+}
+
+async fn recompute_once(
+    store: &Store,
+    domain: &DomainName,
+    g: Granularity,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<u64, mongodb::error::Error> {
+    let mut session = store.client().start_session().await?;
+    session
+        .start_transaction()
+        .with_options(
+            TransactionOptions::builder()
+                .write_concern(store.commit_write_concern())
+                .read_concern(ReadConcern::majority())
+                .build(),
+        )
+        .await?;
+    let field = g.slots_field();
+    let time = doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)};
+    let mut cursor = store
+        .db()
+        .collection::<Document>(g.collection())
+        .find(doc! {"page": page_range(domain), "timestamp": time.clone()})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, field: 1})
+        .batch_size(10_000)
+        .session(&mut session)
+        .await?;
+    let mut sums: BTreeMap<DateTime<Utc>, (i64, Vec<i64>)> = BTreeMap::new();
+    while let Some(d) = cursor.next(&mut session).await.transpose()? {
+        let Ok(at) = d.get_datetime("timestamp") else {
+            continue;
+        };
+        let entry = sums
+            .entry(at.to_chrono())
+            .or_insert_with(|| (0, vec![0; g.slot_count()]));
+        entry.0 += super::update::number(d.get("totalViews")).unwrap_or(0);
+        if let Ok(slots) = d.get_document(field) {
+            for (k, v) in slots {
+                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::update::number(Some(v))) {
+                    if let Some(slot) = entry.1.get_mut(i) {
+                        *slot += n;
+                    }
+                }
+            }
+        }
+    }
+    drop(cursor);
+    let site_coll = Subject::Site.collection(g);
+    let statements: Vec<Bson> = sums
+        .iter()
+        .map(|(at, (total, slots))| {
+            let slots: Document = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n != 0)
+                .map(|(i, &n)| (i.to_string(), Bson::Int64(n)))
+                .collect();
+            Bson::Document(doc! {
+                "q": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at)},
+                "u": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at), "totalViews": *total, field: slots},
+                "upsert": true,
+            })
+        })
+        .collect();
+    let written = statements.len() as u64;
+    for chunk in statements.chunks(super::bucket_writer::MAX_STATEMENTS_PER_COMMAND) {
+        let reply = store
+            .db()
+            .run_command(doc! {"update": site_coll, "updates": chunk.to_vec(), "ordered": false})
+            .session(&mut session)
+            .await?;
+        if let Err(e) = super::update::check_reply(site_coll, &reply, chunk.len()) {
+            let _ = session.abort_transaction().await;
+            return Err(mongodb::error::Error::custom(e.to_string()));
+        }
+    }
+    session.commit_transaction().await?;
+    Ok(written)
+}

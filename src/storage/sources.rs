@@ -1,0 +1,226 @@
+//! Traffic sources, counted in bounded bucket documents per page and per
+//! site, by hour and by day:
+//!
+//! ```text
+//! sources_hour / sources_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other}
+//! site_sources_hour / site_sources_day  {site, timestamp, totalViews, sources: {...}, other}
+//! ```
+//!
+//! A bucket holds at most [`MAX_SOURCES_PER_BUCKET`] distinct sources; the
+//! views of any further source count in `other`, so a flood of made-up
+//! `utm_source` values cannot grow a document without bound. Which sources
+//! a bucket already has is read inside the applying transaction, so the cap
+//! is exact even with several lanes writing one site's bucket: the snapshot
+//! read and the write commit together or conflict and are retried whole.
+//!
+//! Only views with a known source are counted here (the script's, or a URL
+//! with `utm_source`); a pixel without the script cannot know its referrer.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, Utc};
+use std::collections::{HashMap, HashSet};
+
+use super::buckets::{Granularity, Subject};
+use crate::domain::Source;
+
+pub const MAX_SOURCES_PER_BUCKET: usize = 50;
+
+/// The levels sources are kept at: hours for the edges of a range, days
+/// for the rest of it.
+pub const LEVELS: [Granularity; 2] = [Granularity::Hour, Granularity::Day];
+
+pub fn collection(subject: Subject, g: Granularity) -> &'static str {
+    match (subject, g) {
+        (Subject::Page, Granularity::Day) => "sources_day",
+        (Subject::Page, _) => "sources_hour",
+        (Subject::Site, Granularity::Day) => "site_sources_day",
+        (Subject::Site, _) => "site_sources_hour",
+    }
+}
+
+/// Every source collection, for indexes and site deletion.
+pub fn collections() -> impl Iterator<Item = (Subject, &'static str)> {
+    [Subject::Page, Subject::Site]
+        .into_iter()
+        .flat_map(|s| LEVELS.into_iter().map(move |g| (s, collection(s, g))))
+}
+
+type Key = (String, DateTime<Utc>);
+
+/// A batch's views per bucket and source (by field name).
+#[derive(Debug)]
+pub struct SourceIncrements {
+    subject: Subject,
+    granularity: Granularity,
+    buckets: HashMap<Key, HashMap<String, u32>>,
+}
+
+impl SourceIncrements {
+    pub fn new(subject: Subject, granularity: Granularity) -> Self {
+        Self {
+            subject,
+            granularity,
+            buckets: HashMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, page: &str, at: DateTime<Utc>, source: &Source) {
+        let key = (
+            self.subject.key_of(page).to_owned(),
+            self.granularity.bucket_start(at),
+        );
+        *self
+            .buckets
+            .entry(key)
+            .or_default()
+            .entry(source.field_name())
+            .or_default() += 1;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    pub fn collection(&self) -> &'static str {
+        collection(self.subject, self.granularity)
+    }
+
+    /// The query that finds the buckets this batch touches (and perhaps a
+    /// few more of the same keys and times: the caller ignores those).
+    pub fn lookup(&self) -> Document {
+        let keys: HashSet<&str> = self.buckets.keys().map(|(k, _)| k.as_str()).collect();
+        let times: HashSet<DateTime<Utc>> = self.buckets.keys().map(|(_, t)| *t).collect();
+        doc! {
+            self.subject.key_field(): {"$in": keys.into_iter().collect::<Vec<_>>()},
+            "timestamp": {"$in": times.into_iter().map(bson::DateTime::from_chrono).collect::<Vec<_>>()},
+        }
+    }
+
+    pub fn projection(&self) -> Document {
+        doc! {"_id": 0, self.subject.key_field(): 1, "timestamp": 1, "sources": 1}
+    }
+
+    /// The source field names each found bucket already holds.
+    pub fn existing(&self, found: &[Document]) -> HashMap<Key, HashSet<String>> {
+        found
+            .iter()
+            .filter_map(|d| {
+                let key = d.get_str(self.subject.key_field()).ok()?.to_owned();
+                let at = d.get_datetime("timestamp").ok()?.to_chrono();
+                let names = d
+                    .get_document("sources")
+                    .map(|s| s.keys().cloned().collect())
+                    .unwrap_or_default();
+                Some(((key, at), names))
+            })
+            .collect()
+    }
+
+    /// One upsert per bucket. A source the bucket already has, or that
+    /// still fits under the cap, gets its own counter; the rest go to
+    /// `other`. Within a batch the most viewed new sources take the free
+    /// places first (ties by name, so a retry decides the same way).
+    pub fn statements(&self, existing: &HashMap<Key, HashSet<String>>) -> Vec<Document> {
+        let key_field = self.subject.key_field();
+        let none = HashSet::new();
+        self.buckets
+            .iter()
+            .map(|((key, start), counts)| {
+                let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
+                let mut room = MAX_SOURCES_PER_BUCKET.saturating_sub(known.len());
+                let mut ordered: Vec<(&String, u32)> =
+                    counts.iter().map(|(name, &n)| (name, n)).collect();
+                ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+                let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
+                let mut inc = doc! {"totalViews": total};
+                let mut other = 0i64;
+                for (name, n) in ordered {
+                    if known.contains(name) {
+                        inc.insert(format!("sources.{name}"), Bson::Int64(i64::from(n)));
+                    } else if room > 0 {
+                        room -= 1;
+                        inc.insert(format!("sources.{name}"), Bson::Int64(i64::from(n)));
+                    } else {
+                        other += i64::from(n);
+                    }
+                }
+                if other > 0 {
+                    inc.insert("other", other);
+                }
+                doc! {
+                    "q": { key_field: key.as_str(), "timestamp": bson::DateTime::from_chrono(*start) },
+                    "u": { "$inc": inc },
+                    "upsert": true,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, h, 5, 0).unwrap()
+    }
+
+    fn source(s: &str) -> Source {
+        Source::from_stored(s.to_owned())
+    }
+
+    #[test]
+    fn site_sources_merge_pages_and_encode_dots() {
+        let mut inc = SourceIncrements::new(Subject::Site, Granularity::Day);
+        inc.add("example.com/a", at(1), &source("google.com"));
+        inc.add("example.com/b", at(2), &source("google.com"));
+        inc.add("example.com/b", at(3), &source("direct"));
+        let s = inc.statements(&HashMap::new());
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 3_i64, "sources.google%2Ecom": 2_i64, "sources.direct": 1_i64}
+        );
+        assert_eq!(inc.collection(), "site_sources_day");
+    }
+
+    #[test]
+    fn beyond_the_cap_new_sources_count_as_other() {
+        let mut inc = SourceIncrements::new(Subject::Page, Granularity::Hour);
+        let page = "example.com/a";
+        // The bucket already holds the cap less one: one new source fits,
+        // the most viewed one; a source it already has keeps counting.
+        let mut known: HashSet<String> = (0..MAX_SOURCES_PER_BUCKET - 1)
+            .map(|i| format!("s{i}"))
+            .collect();
+        known.insert("old".into());
+        known.remove("s0");
+        for _ in 0..3 {
+            inc.add(page, at(1), &source("big"));
+        }
+        inc.add(page, at(1), &source("small"));
+        inc.add(page, at(1), &source("tiny"));
+        inc.add(page, at(1), &source("old"));
+        let start = Granularity::Hour.bucket_start(at(1));
+        let existing = HashMap::from([((page.to_owned(), start), known)]);
+        let s = inc.statements(&existing);
+        assert_eq!(
+            s[0].get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 6_i64, "sources.big": 3_i64, "sources.old": 1_i64, "other": 2_i64}
+        );
+    }
+
+    #[test]
+    fn existing_reads_the_field_names_of_found_buckets() {
+        let inc = SourceIncrements::new(Subject::Page, Granularity::Hour);
+        let t = Granularity::Hour.bucket_start(at(1));
+        let found = vec![doc! {
+            "page": "example.com/a",
+            "timestamp": bson::DateTime::from_chrono(t),
+            "sources": {"google%2Ecom": 1_i64, "direct": 2_i64},
+        }];
+        let e = inc.existing(&found);
+        assert_eq!(e[&("example.com/a".to_owned(), t)].len(), 2);
+    }
+}
