@@ -1,16 +1,17 @@
 //! Report pages and CSV exports for site owners (and admins).
 
 use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, HttpResponse};
 use askama::Template;
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::auth::{AuthError, Viewer};
+use super::auth::Viewer;
+use super::error::{see_other, JsonError, WebError};
 use super::fmt;
-use super::pages::{error_page, render, Nav};
+use super::pages::{render, Nav};
 use super::snippets;
 use super::state::WebState;
 use crate::domain::{Page, PagePath, SiteId};
@@ -20,61 +21,8 @@ use crate::reports::{
 };
 use crate::storage::sites::Site;
 use crate::storage::Topology;
-use crate::telemetry::chain;
 
 const PAGES_PER_SCREEN: usize = 25;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// Unknown, or not this viewer's: the same answer, so ids leak nothing.
-    #[error("no such site")]
-    NotFound,
-    #[error("{0}")]
-    BadRequest(String),
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    #[error("report query failed")]
-    Database(#[from] mongodb::error::Error),
-}
-
-impl From<PeriodError> for ReportError {
-    fn from(e: PeriodError) -> Self {
-        ReportError::BadRequest(e.to_string())
-    }
-}
-
-impl ResponseError for ReportError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            ReportError::NotFound => StatusCode::NOT_FOUND,
-            ReportError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ReportError::Auth(e) => e.status_code(),
-            ReportError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        match self {
-            ReportError::NotFound => error_page(
-                StatusCode::NOT_FOUND,
-                "Not found",
-                "There is no such site among yours.",
-            ),
-            ReportError::BadRequest(message) => {
-                error_page(StatusCode::BAD_REQUEST, "Cannot show that", message)
-            }
-            ReportError::Auth(e) => e.error_response(),
-            ReportError::Database(e) => {
-                tracing::error!(error = %chain(e), "report query failed");
-                error_page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Reports unavailable",
-                    "The database did not answer. Please try again in a moment.",
-                )
-            }
-        }
-    }
-}
 
 /// The query string every report page and export accepts.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -124,29 +72,29 @@ impl ReportQuery {
     }
 
     /// The top-pages filter (part of a path), at most 200 characters.
-    fn page_filter(&self) -> Result<String, ReportError> {
+    fn page_filter(&self) -> Result<String, WebError> {
         let filter = self.q.as_deref().unwrap_or_default().trim().to_owned();
         if filter.len() > 200 {
-            return Err(ReportError::BadRequest(
+            return Err(WebError::Invalid(
                 "The page filter is at most 200 characters.".into(),
             ));
         }
         Ok(filter)
     }
 
-    fn path(&self) -> Result<PagePath, ReportError> {
+    fn path(&self) -> Result<PagePath, WebError> {
         let raw = self.path.as_deref().unwrap_or("/");
         PagePath::parse(raw)
-            .map_err(|e| ReportError::BadRequest(format!("That page cannot be shown: {e}.")))
+            .map_err(|e| WebError::Invalid(format!("That page cannot be shown: {e}.")))
     }
 
-    fn minute(&self) -> Result<Option<DateTime<Utc>>, ReportError> {
+    fn minute(&self) -> Result<Option<DateTime<Utc>>, WebError> {
         match self.minute.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),
             Some(raw) => NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
                 .map(|t| Some(t.and_utc()))
                 .map_err(|_| {
-                    ReportError::BadRequest(
+                    WebError::Invalid(
                         "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
                     )
                 }),
@@ -177,13 +125,13 @@ fn join(base: &str, params: &str, extra: &[(&str, &str)]) -> String {
 }
 
 /// The site `id` names, if this viewer may see it.
-fn visible_site(state: &WebState, viewer: &Viewer, id: &str) -> Result<Arc<Site>, ReportError> {
-    let id = SiteId::parse(id).map_err(|_| ReportError::NotFound)?;
-    let site = state.directory.by_id(&id).ok_or(ReportError::NotFound)?;
+fn visible_site(state: &WebState, viewer: &Viewer, id: &str) -> Result<Arc<Site>, WebError> {
+    let id = SiteId::parse(id).map_err(|_| WebError::NotFound)?;
+    let site = state.directory.by_id(&id).ok_or(WebError::NotFound)?;
     if viewer.can_see(&site) {
         Ok(site)
     } else {
-        Err(ReportError::NotFound)
+        Err(WebError::NotFound)
     }
 }
 
@@ -400,10 +348,7 @@ struct SitesPage {
     can_add: bool,
 }
 
-pub async fn sites(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-) -> Result<HttpResponse, ReportError> {
+pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let now = state.clock.now();
     let mut visible: Vec<Arc<Site>> = state
@@ -562,7 +507,7 @@ impl Headline {
 
 /// Says whether any view of a site was ever stored (day buckets, which
 /// every view reaches).
-async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, ReportError> {
+async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, WebError> {
     Ok(queries::has_views(&state.store, &Scope::Site(&site.domain)).await?)
 }
 
@@ -571,7 +516,7 @@ pub async fn dashboard(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let now = state.clock.now();
@@ -590,7 +535,7 @@ pub async fn dashboard(
             .ok()
             .filter(|n| *n >= 1 && *n <= 100_000)
             .ok_or_else(|| {
-                ReportError::BadRequest("The list page must be a whole number from 1.".into())
+                WebError::Invalid("The list page must be a whole number from 1.".into())
             })?,
     };
     let total = queries::total(&current);
@@ -668,38 +613,14 @@ pub async fn dashboard(
 /// session.
 pub async fn status_json(
     state: web::Data<WebState>,
-    viewer: Result<Viewer, AuthError>,
+    viewer: Result<Viewer, WebError>,
     id: web::Path<String>,
-) -> HttpResponse {
-    let json = |status: StatusCode, body: serde_json::Value| {
-        HttpResponse::build(status)
-            .insert_header(super::pages::no_store())
-            .json(body)
-    };
-    let Ok(viewer) = viewer else {
-        return json(
-            StatusCode::UNAUTHORIZED,
-            serde_json::json!({"error": "Sign in first."}),
-        );
-    };
-    let Ok(site) = visible_site(&state, &viewer, &id) else {
-        return json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": "No such site."}),
-        );
-    };
-    match ever_seen(&state, &site).await {
-        Ok(seen) => json(StatusCode::OK, serde_json::json!({"seen": seen})),
-        Err(e) => {
-            if let ReportError::Database(e) = &e {
-                tracing::error!(error = %chain(e), "status query failed");
-            }
-            json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"error": "The database did not answer."}),
-            )
-        }
-    }
+) -> Result<HttpResponse, JsonError> {
+    let site = visible_site(&state, &viewer?, &id)?;
+    let seen = ever_seen(&state, &site).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(super::pages::no_store())
+        .json(serde_json::json!({ "seen": seen })))
 }
 
 // --------------------------------------------------------------- page report
@@ -748,7 +669,7 @@ pub async fn page_report(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let path = q.path()?;
@@ -931,7 +852,7 @@ pub async fn site_settings(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<SettingsQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let site = visible_site(&state, &viewer, &id)?;
     let done = match q.done.as_deref() {
         Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
@@ -957,7 +878,7 @@ pub async fn save_site_settings(
     viewer: Viewer,
     id: web::Path<String>,
     form: web::Form<SiteSettingsForm>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let site = visible_site(&state, &viewer, &id)?;
     let again = |error: super::admin::FormError| {
@@ -989,12 +910,10 @@ pub async fn save_site_settings(
     }
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
-    Ok(HttpResponse::SeeOther()
-        .insert_header((
-            header::LOCATION,
-            format!("/sites/{}/settings?done=site-saved", site.id),
-        ))
-        .finish())
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=site-saved",
+        site.id
+    )))
 }
 
 #[derive(Template)]
@@ -1006,18 +925,18 @@ struct NewSitePage {
     error: Option<super::admin::FormError>,
 }
 
-fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), ReportError> {
+fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), WebError> {
     if viewer.user.is_admin() || state.owners_add_sites {
         Ok(())
     } else {
-        Err(ReportError::Auth(AuthError::Forbidden))
+        Err(WebError::Forbidden)
     }
 }
 
 pub async fn new_site_form(
     state: web::Data<WebState>,
     viewer: Viewer,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     may_add_sites(&state, &viewer)?;
     Ok(render(
         StatusCode::OK,
@@ -1043,7 +962,7 @@ pub async fn add_site(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     may_add_sites(&state, &viewer)?;
     let again = |error: super::admin::FormError| {
@@ -1078,12 +997,10 @@ pub async fn add_site(
     };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
-    Ok(HttpResponse::SeeOther()
-        .insert_header((
-            header::LOCATION,
-            format!("/sites/{}/settings?done=site-added", site.id),
-        ))
-        .finish())
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=site-added",
+        site.id
+    )))
 }
 
 // ---------------------------------------------------------------------- CSV
@@ -1143,7 +1060,7 @@ pub async fn series_csv(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let period = Period::resolve(&q.range(), state.clock.now())?;
@@ -1171,7 +1088,7 @@ pub async fn pages_csv(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let period = Period::resolve(&q.range(), state.clock.now())?;
@@ -1203,13 +1120,13 @@ pub async fn seconds_csv(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let site = visible_site(&state, &viewer, &id)?;
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
-    let minute = q.minute()?.ok_or_else(|| {
-        ReportError::BadRequest("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into())
-    })?;
+    let minute = q
+        .minute()?
+        .ok_or_else(|| WebError::Invalid("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into()))?;
     let seconds = queries::seconds_of(&state.store, &page, minute).await?;
     let minute = Resolution::Minute.floor(minute);
     Ok(csv_response(
@@ -1226,7 +1143,7 @@ pub async fn realtime_csv(
     viewer: Viewer,
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, ReportError> {
+) -> Result<HttpResponse, WebError> {
     let site = visible_site(&state, &viewer, &id)?;
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
