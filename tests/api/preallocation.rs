@@ -411,7 +411,9 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     ] {
         let r = api(&admin, &app, &admin.csrf, body).await;
         assert_eq!(r.status(), 400, "{body}");
-        assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
+        let json = r.json::<serde_json::Value>().await.unwrap();
+        assert_eq!(json["error"]["code"], "invalid", "{body}");
+        assert!(json["error"]["message"].is_string());
     }
     // Forged: no or wrong CSRF token.
     assert_eq!(
@@ -436,7 +438,8 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     // The JSON endpoint answers a script in JSON, not with a redirect.
     let r = api(&anonymous, &app, "x", "{}").await;
     assert_eq!(r.status(), 401);
-    assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
+    let json = r.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(json["error"]["code"], "login_required");
     for r in [
         anonymous.get("/admin/preallocation").await,
         anonymous

@@ -546,7 +546,7 @@ async fn an_owner_calling_the_preallocation_api_gets_json() {
         .unwrap()
         .starts_with("application/json"));
     let json: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(json["error"], "admins only");
+    assert_eq!(json["error"]["code"], "forbidden");
 }
 
 // --------------------------------------------------- 8. reverse proxies
