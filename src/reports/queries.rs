@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
-use crate::storage::{Bucket, Granularity, Store};
+use crate::storage::{Bucket, Granularity, Store, Subject};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
@@ -20,8 +20,24 @@ pub struct Point {
 /// What a report covers: every page of a site, or one page.
 #[derive(Debug, Clone)]
 pub enum Scope<'a> {
+    /// A site, by adding up its page buckets (a site whose totals are not
+    /// backfilled yet).
     Site(&'a DomainName),
+    /// A site, from its own totals (`site_views_*`): one bucket per time
+    /// instead of one per page and time.
+    SiteTotals(&'a DomainName),
     Page(&'a Page),
+}
+
+impl<'a> Scope<'a> {
+    /// The cheapest exact way to read a whole site.
+    pub fn of_site(site: &'a crate::storage::sites::Site) -> Self {
+        if site.totals_complete {
+            Scope::SiteTotals(&site.domain)
+        } else {
+            Scope::Site(&site.domain)
+        }
+    }
 }
 
 /// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
@@ -30,10 +46,15 @@ pub fn site_pages(domain: &DomainName) -> Document {
     doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
 }
 
-fn page_filter(scope: &Scope<'_>) -> Bson {
+/// The collection and key filter of a scope's buckets at `g`.
+fn buckets_of(scope: &Scope<'_>, g: Granularity) -> (&'static str, Document) {
     match scope {
-        Scope::Site(domain) => Bson::Document(site_pages(domain)),
-        Scope::Page(page) => Bson::String(page.as_str().to_owned()),
+        Scope::Site(domain) => (g.collection(), doc! {"page": site_pages(domain)}),
+        Scope::SiteTotals(domain) => (
+            Subject::Site.collection(g),
+            doc! {"site": domain.as_str()},
+        ),
+        Scope::Page(page) => (g.collection(), doc! {"page": page.as_str()}),
     }
 }
 
@@ -71,13 +92,22 @@ pub async fn read_series(
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
-    if let (Scope::Site(domain), Resolution::Minute) = (scope, period.read) {
-        let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
-        return Ok(fill(period, &by_time));
+    match (scope, period.read) {
+        (Scope::Site(domain), Resolution::Minute) => {
+            let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
+            return Ok(fill(period, &by_time));
+        }
+        (Scope::SiteTotals(_), Resolution::Minute) => {
+            return Ok(fill(period, &minutes_from_hours(store, scope, period).await?));
+        }
+        (Scope::SiteTotals(_), _) => {
+            return Ok(fill(period, &by_bucket(store, scope, period).await?));
+        }
+        _ => {}
     }
-    let coll = collection(store, period.read.granularity());
-    let matcher =
-        doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
+    let (coll, mut matcher) = buckets_of(scope, period.read.granularity());
+    let coll = store.reports().collection::<Document>(coll);
+    matcher.insert("timestamp", time_filter(period.from, period.to));
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut cursor = coll
         .aggregate([
@@ -91,6 +121,71 @@ pub async fn read_series(
         }
     }
     Ok(fill(period, &by_time))
+}
+
+/// Views per bucket of the period's read level, for a scope with one
+/// bucket per time (a page, a site's totals): no grouping needed.
+async fn by_bucket(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
+    let (coll, mut matcher) = buckets_of(scope, period.read.granularity());
+    matcher.insert("timestamp", time_filter(period.from, period.to));
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(coll)
+        .find(matcher)
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
+        .batch_size(10_000)
+        .await?;
+    let mut by_time = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(at) = d.get_datetime("timestamp") {
+            *by_time.entry(at.to_chrono()).or_default() += number(d.get("totalViews"));
+        }
+    }
+    Ok(by_time)
+}
+
+/// Views per minute of a scope with one bucket per hour, from the hour
+/// buckets' `minutes` slots: one document per hour instead of sixty.
+async fn minutes_from_hours(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
+    let (coll, mut matcher) = buckets_of(scope, Granularity::Hour);
+    let (first, end) = (
+        Resolution::Hour.floor(period.from),
+        Resolution::Hour.ceil(period.to),
+    );
+    matcher.insert("timestamp", time_filter(first, end));
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(coll)
+        .find(matcher)
+        .projection(doc! {"_id": 0, "timestamp": 1, "minutes": 1})
+        .await?;
+    let mut by_time = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        let (Ok(hour), Ok(minutes)) = (d.get_datetime("timestamp"), d.get_document("minutes"))
+        else {
+            continue;
+        };
+        let hour = hour.to_chrono();
+        for (minute, views) in minutes {
+            let Ok(m) = minute.parse::<i64>() else {
+                continue;
+            };
+            let at = hour + TimeDelta::minutes(m);
+            let views = number(Some(views));
+            if views != 0 && at >= period.from && at < period.to {
+                *by_time.entry(at).or_default() += views;
+            }
+        }
+    }
+    Ok(by_time)
 }
 
 /// One point per read bucket of the period, 0 where there is no bucket.
@@ -140,9 +235,22 @@ fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
 /// about the same as one of them.
 pub async fn site_overview(
     store: &Store,
-    domain: &DomainName,
+    scope: &Scope<'_>,
     period: &Period,
 ) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
+    let domain = match scope {
+        // The series from the site's totals; the pages still from the
+        // page buckets, but without grouping by time.
+        Scope::SiteTotals(domain) => {
+            let (series, pages) = tokio::try_join!(
+                read_series(store, scope, period),
+                top_pages_scan(store, domain, period)
+            )?;
+            return Ok((series, pages));
+        }
+        Scope::Site(domain) => *domain,
+        Scope::Page(_) => unreachable!("site_overview is for sites"),
+    };
     if period.read == Resolution::Minute {
         let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
         let pages = ranked(
@@ -182,11 +290,54 @@ pub async fn site_overview(
     Ok((fill(period, &by_time), pages))
 }
 
+/// A site's pages ranked over the period, from one projected scan of the
+/// page buckets at the read level (minute: the hour buckets' slots).
+async fn top_pages_scan(
+    store: &Store,
+    domain: &DomainName,
+    period: &Period,
+) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
+    if period.read == Resolution::Minute {
+        let (_, by_page) = site_minutes_from_hours(store, domain, period).await?;
+        return Ok(ranked(
+            by_page
+                .into_iter()
+                .map(|(page, views)| (Page::from_stored(page), views)),
+        ));
+    }
+    let mut cursor = collection(store, period.read.granularity())
+        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)})
+        .projection(doc! {"_id": 0, "page": 1, "totalViews": 1})
+        .batch_size(10_000)
+        .await?;
+    let mut by_page: HashMap<String, i64> = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        let views = number(d.get("totalViews"));
+        if let Ok(page) = d.get_str("page") {
+            match by_page.get_mut(page) {
+                Some(total) => *total += views,
+                None => {
+                    by_page.insert(page.to_owned(), views);
+                }
+            }
+        }
+    }
+    Ok(ranked(
+        by_page
+            .into_iter()
+            .map(|(page, views)| (Page::from_stored(page), views)),
+    ))
+}
+
 /// Whether any view of the scope was ever stored. Day buckets suffice:
 /// every view reaches one; preallocated buckets hold 0.
 pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb::error::Error> {
-    Ok(collection(store, Granularity::Day)
-        .find_one(doc! {"page": page_filter(scope), "totalViews": {"$gt": 0}})
+    let (coll, mut matcher) = buckets_of(scope, Granularity::Day);
+    matcher.insert("totalViews", doc! {"$gt": 0});
+    Ok(store
+        .reports()
+        .collection::<Document>(coll)
+        .find_one(matcher)
         .projection(doc! {"_id": 0, "totalViews": 1})
         .await?
         .is_some())
@@ -341,7 +492,7 @@ pub struct SiteSummary {
 
 pub async fn site_summary(
     store: &Store,
-    domain: &DomainName,
+    site: &crate::storage::sites::Site,
     now: DateTime<Utc>,
 ) -> Result<SiteSummary, mongodb::error::Error> {
     let today = Resolution::Day.floor(now);
@@ -350,7 +501,7 @@ pub async fn site_summary(
         today + TimeDelta::days(1),
         Resolution::Day,
     );
-    let points = series(store, &Scope::Site(domain), &period).await?;
+    let points = series(store, &Scope::of_site(site), &period).await?;
     let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
     Ok(SiteSummary {
         today: *daily.last().unwrap_or(&0),

@@ -334,6 +334,7 @@ async fn scenario() -> Scenario {
             aliases: vec![],
             name: None,
             owners: vec![],
+            time_zone: tickertape::domain::TimeZone::UTC,
         },
         Utc::now(),
     )

@@ -187,7 +187,13 @@ pub async fn spawn_app_on(app_uri: &str, mut settings: Settings) -> TestApp {
 
 impl TestApp {
     pub async fn add_site(&self, domain: &str, aliases: &[&str]) -> Site {
+        self.add_site_in(domain, aliases, "UTC").await
+    }
+
+    /// A site whose reports are in the IANA zone `zone`.
+    pub async fn add_site_in(&self, domain: &str, aliases: &[&str], zone: &str) -> Site {
         let new = NewSite {
+            time_zone: tickertape::domain::TimeZone::parse(zone).unwrap(),
             domain: DomainName::parse(domain).unwrap(),
             aliases: aliases
                 .iter()

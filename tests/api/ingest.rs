@@ -320,6 +320,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
             let record = Record {
                 page: format!("example.com/r/{i}"),
                 at: t0(),
+                source: None,
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -339,6 +340,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
     let one = Record {
         page: "example.com/r/0".into(),
         at: t0(),
+        source: None,
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

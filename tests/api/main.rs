@@ -17,5 +17,6 @@ mod reports;
 mod security;
 mod serve;
 mod site_owner;
+mod site_totals;
 mod storage;
 mod two_factor;

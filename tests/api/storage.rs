@@ -154,11 +154,11 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
     };
     let hits = [("once.test/", t0()), ("once.test/", t0())];
     let report = writer
-        .apply(hits.iter().copied(), Some(&advance))
+        .apply(hits.iter().map(|&h| h.into()), Some(&advance))
         .await
         .unwrap();
     assert_eq!((report.hits, report.statements()), (2, 3));
-    let again = writer.apply(hits.iter().copied(), Some(&advance)).await;
+    let again = writer.apply(hits.iter().map(|&h| h.into()), Some(&advance)).await;
     assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
     assert_eq!(
         progress::position(&app.store, &journal, 0).await.unwrap(),

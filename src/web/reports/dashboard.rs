@@ -67,7 +67,7 @@ pub(super) struct DashboardPage {
 /// Says whether any view of a site was ever stored (day buckets, which
 /// every view reaches).
 pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, WebError> {
-    Ok(queries::has_views(&state.store, &Scope::Site(&site.domain)).await?)
+    Ok(queries::has_views(&state.store, &Scope::of_site(site)).await?)
 }
 
 pub async fn dashboard(
@@ -80,10 +80,10 @@ pub async fn dashboard(
     let site = visible_site(&state, &viewer, &id)?;
     let now = state.clock.now();
     let (period, range_error) = resolve_or_default(&q, now);
-    let scope = Scope::Site(&site.domain);
+    let scope = Scope::of_site(&site);
     let before = period.previous();
     let ((current, top), previous) = tokio::try_join!(
-        queries::site_overview(&state.store, &site.domain, &period),
+        queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
     )?;
     let filter = q.page_filter()?;

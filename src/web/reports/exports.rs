@@ -79,7 +79,7 @@ pub async fn series_csv(
             let page = Page::new(&site.domain, path);
             queries::series(&state.store, &Scope::Page(&page), &period).await?
         }
-        None => queries::series(&state.store, &Scope::Site(&site.domain), &period).await?,
+        None => queries::series(&state.store, &Scope::of_site(&site), &period).await?,
     };
     timed(&state, started);
     Ok(csv_response(

@@ -46,7 +46,7 @@ pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpRes
     let summaries = futures::future::try_join_all(
         visible
             .iter()
-            .map(|site| queries::site_summary(&state.store, &site.domain, now)),
+            .map(|site| queries::site_summary(&state.store, site, now)),
     )
     .await?;
     let rows = visible

@@ -1,0 +1,237 @@
+//! Site totals: written with the page buckets, read by the site reports,
+//! and backfilled exactly (and idempotently) for sites that predate them.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use futures::TryStreamExt;
+use std::collections::BTreeMap;
+use tickertape::storage::site_totals;
+use tickertape::storage::sites::{self, Site};
+use tickertape::storage::{Granularity, Increments, Store, Subject};
+
+use crate::helpers::*;
+
+/// Per (timestamp, slot) the views of a collection's buckets matching
+/// `filter`, slot "total" for `totalViews`.
+async fn sums(store: &Store, coll: &str, filter: Document) -> BTreeMap<(i64, String), i64> {
+    let docs: Vec<Document> = store
+        .db()
+        .collection::<Document>(coll)
+        .find(filter)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    let number = |b: &Bson| match b {
+        Bson::Int32(n) => i64::from(*n),
+        Bson::Int64(n) => *n,
+        other => panic!("not a count: {other:?}"),
+    };
+    for d in docs {
+        let at = d.get_datetime("timestamp").unwrap().timestamp_millis();
+        *out.entry((at, "total".to_owned())).or_default() += number(d.get("totalViews").unwrap());
+        for field in ["seconds", "minutes", "hours"] {
+            if let Ok(slots) = d.get_document(field) {
+                for (k, v) in slots {
+                    *out.entry((at, k.clone())).or_default() += number(v);
+                }
+            }
+        }
+    }
+    out.retain(|_, v| *v != 0);
+    out
+}
+
+/// Site totals equal the sum of the site's page buckets at every level,
+/// time and slot.
+async fn assert_totals_match_pages(store: &Store, site: &Site) {
+    for g in Granularity::ALL {
+        let pages = sums(
+            store,
+            g.collection(),
+            doc! {"page": {"$gte": format!("{}/", site.domain), "$lt": format!("{}0", site.domain)}},
+        )
+        .await;
+        let totals = sums(
+            store,
+            Subject::Site.collection(g),
+            doc! {"site": site.domain.as_str()},
+        )
+        .await;
+        assert!(!pages.is_empty(), "{g:?}: some views");
+        assert_eq!(totals, pages, "{g:?}: site totals = sum of page buckets");
+    }
+}
+
+/// Page buckets as the version before site totals wrote them: no site
+/// bucket at all.
+async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
+    for g in Granularity::ALL {
+        let mut inc = Increments::new(g);
+        for (page, at) in hits {
+            inc.add(page, *at);
+        }
+        let reply = store
+            .db()
+            .run_command(doc! {
+                "update": g.collection(),
+                "updates": inc.statements().into_iter().map(Bson::Document).collect::<Vec<_>>(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(reply.get_i32("n").unwrap() as usize, inc.len());
+    }
+}
+
+async fn mark_old(store: &Store, site: &Site) {
+    store
+        .db()
+        .collection::<Document>("sites")
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$unset": {"siteTotals": ""}},
+        )
+        .await
+        .unwrap();
+}
+
+async fn reload(store: &Store, site: &Site) -> Site {
+    sites::list(store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == site.id)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn views_through_the_pixel_write_site_totals_in_the_same_batch() {
+    let app = spawn_app().await;
+    let site = app.add_site("totals.test", &[]).await;
+    let other = app.add_site("other.test", &[]).await;
+    for (i, page) in ["/", "/a", "/b", "/a", "/a"].iter().enumerate() {
+        app.clock.set(t0() + TimeDelta::seconds(i as i64 * 37));
+        let r = app.pixel(&format!("site={}&page={page}", site.id)).await;
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(
+        app.pixel(&format!("site={}&page=/x", other.id))
+            .await
+            .status(),
+        200
+    );
+    app.settle().await;
+    assert_totals_match_pages(&app.store, &site).await;
+    let day = sums(
+        &app.store,
+        "site_views_day",
+        doc! {"site": "totals.test"},
+    )
+    .await;
+    let total: i64 = day
+        .iter()
+        .filter(|((_, k), _)| k == "total")
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(total, 5, "the other site's view is not in this site's totals");
+}
+
+#[tokio::test]
+async fn the_backfill_is_exact_and_running_it_twice_changes_nothing() {
+    let app = spawn_app().await;
+    let site = app.add_site("old.test", &[]).await;
+    // Three days of views written before site totals existed ...
+    let start = t0() - TimeDelta::days(3);
+    let pages = ["old.test/", "old.test/a", "old.test/b/c"];
+    let old: Vec<(&str, DateTime<Utc>)> = (0..600)
+        .map(|i| {
+            (
+                pages[i % 3],
+                start + TimeDelta::seconds(i as i64 * 431 % (3 * 86_400)),
+            )
+        })
+        .collect();
+    write_old_page_buckets(&app.store, &old).await;
+    // ... and some after the upgrade, which wrote site totals as well,
+    // partly into the same buckets.
+    let new: Vec<(&str, DateTime<Utc>)> = (0..50)
+        .map(|i| (pages[i % 3], start + TimeDelta::seconds(i as i64 * 977)))
+        .collect();
+    app.write_hits(&new).await;
+    mark_old(&app.store, &site).await;
+    let site = reload(&app.store, &site).await;
+    assert!(!site.totals_complete);
+
+    let first = site_totals::backfill(&app.store, &site).await.unwrap();
+    assert_eq!(first.views, 650);
+    assert_totals_match_pages(&app.store, &site).await;
+    let snapshot = |store: Store| async move {
+        let mut all = Vec::new();
+        for g in Granularity::ALL {
+            all.push(sums(&store, Subject::Site.collection(g), doc! {"site": "old.test"}).await);
+        }
+        all
+    };
+    let after_first = snapshot(app.store.clone()).await;
+    let second = site_totals::backfill(&app.store, &site).await.unwrap();
+    assert_eq!(second.views, 650);
+    assert_eq!(snapshot(app.store.clone()).await, after_first);
+    assert!(reload(&app.store, &site).await.totals_complete);
+
+    // Views after the backfill keep totals and pages equal.
+    app.write_hits(&[("old.test/a", t0())]).await;
+    assert_totals_match_pages(&app.store, &site).await;
+}
+
+#[tokio::test]
+async fn the_backfill_command_does_the_sites_not_done_and_says_so() {
+    let app = spawn_app().await;
+    let site = app.add_site("cli.test", &[]).await;
+    write_old_page_buckets(&app.store, &[("cli.test/x", t0()), ("cli.test/y", t0())]).await;
+    mark_old(&app.store, &site).await;
+    let done = site_totals::backfill_missing(&app.store).await.unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].0, "cli.test");
+    assert_eq!(done[0].1.views, 2);
+    assert_totals_match_pages(&app.store, &site).await;
+    // Nothing left to do the second time.
+    assert!(site_totals::backfill_missing(&app.store)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn site_reports_read_the_totals_once_complete() {
+    let app = spawn_app().await;
+    let site = app.add_site("read.test", &[]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    app.write_hits(&[("read.test/a", t0()), ("read.test/b", t0() - TimeDelta::hours(2))])
+        .await;
+    // Tamper with the totals only: a report reading them shows it, proving
+    // where the figure comes from (pages still say 2).
+    app.store
+        .db()
+        .collection::<Document>("site_views_day")
+        .update_one(
+            doc! {"site": "read.test"},
+            doc! {"$inc": {"totalViews": 1000_i64, "hours.10": 1000_i64}},
+        )
+        .await
+        .unwrap();
+    app.clock.set(t0() + TimeDelta::minutes(5));
+    let (status, csv) = admin
+        .text(&format!("/sites/{}/series.csv?range=30d", site.id))
+        .await;
+    assert_eq!(status, 200);
+    let sum: i64 = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.rsplit(',').next()?.parse::<i64>().ok())
+        .sum();
+    assert_eq!(sum, 1002, "{csv}");
+}
