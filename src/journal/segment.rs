@@ -296,7 +296,7 @@ mod tests {
             Record {
                 page: format!("example.com/{i}"),
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
-                source: (i % 2 == 0).then(|| "google.com".to_owned()),
+                source: Some("google.com".to_owned()),
             }
             .encode_into(&mut buf);
         }

@@ -420,6 +420,8 @@ mod tests {
             aliases: vec![],
             owners: vec![],
             created_at: now(),
+            time_zone: crate::domain::TimeZone::UTC,
+            totals_complete: true,
         })]
     }
 
