@@ -6,6 +6,7 @@ pub mod chart;
 pub mod csv;
 pub mod period;
 pub mod queries;
+pub mod sources;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};
 pub use queries::{Point, Scope};

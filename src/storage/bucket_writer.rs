@@ -20,7 +20,7 @@ use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use super::buckets::Subject;
+use super::buckets::PART_DIRECT;
 use super::progress::{self, Advance};
 use super::sources::{self, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
@@ -132,13 +132,18 @@ impl BucketWriter {
         hits: impl IntoIterator<Item = Hit<'a>>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
-        let mut increments: Vec<Increments> = [Subject::Page, Subject::Site]
+        // Site buckets are written as this writer's part (its lane), so
+        // lanes never write the same site document.
+        let part = advance.map_or(PART_DIRECT, |a| a.lane as i32);
+        let mut increments: Vec<Increments> = Granularity::ALL
+            .map(Increments::new)
             .into_iter()
-            .flat_map(|s| Granularity::ALL.map(|g| Increments::of(s, g)))
+            .chain(Granularity::ALL.map(|g| Increments::for_site(g, part)))
             .collect();
-        let mut by_source: Vec<SourceIncrements> = [Subject::Page, Subject::Site]
+        let mut by_source: Vec<SourceIncrements> = sources::LEVELS
+            .map(SourceIncrements::for_pages)
             .into_iter()
-            .flat_map(|s| sources::LEVELS.map(|g| SourceIncrements::new(s, g)))
+            .chain(sources::LEVELS.map(|g| SourceIncrements::for_site(g, part)))
             .collect();
         let mut count = 0;
         for hit in hits {

@@ -295,29 +295,35 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
             g.collection()
         ));
     }
-    // Site totals and sources: one bucket per key and time, like the pages.
+    // Site totals and sources: one bucket per key and time (and, for a
+    // site, per writer part), like the pages.
     let keyed = Granularity::ALL
         .into_iter()
         .map(|g| (super::Subject::Site, super::Subject::Site.collection(g)))
         .chain(super::sources::collections());
     for (subject, collection) in keyed {
         let key = subject.key_field();
+        let (keys, name, shown) = match subject {
+            super::Subject::Page => (
+                doc! {key: 1, "timestamp": 1},
+                format!("{key}_timestamp"),
+                format!("{{{key}: 1, timestamp: 1}}"),
+            ),
+            super::Subject::Site => (
+                doc! {key: 1, "timestamp": 1, "part": 1},
+                format!("{key}_timestamp_part"),
+                format!("{{{key}: 1, timestamp: 1, part: 1}}"),
+            ),
+        };
         db.collection::<Document>(collection)
             .create_index(
                 IndexModel::builder()
-                    .keys(doc! {key: 1, "timestamp": 1})
-                    .options(
-                        IndexOptions::builder()
-                            .unique(true)
-                            .name(format!("{key}_timestamp"))
-                            .build(),
-                    )
+                    .keys(keys)
+                    .options(IndexOptions::builder().unique(true).name(name).build())
                     .build(),
             )
             .await?;
-        report
-            .indexes
-            .push(format!("{collection}: unique {{{key}: 1, timestamp: 1}}"));
+        report.indexes.push(format!("{collection}: unique {shown}"));
     }
     let sites = db.collection::<Document>(super::sites::COLLECTION);
     sites

@@ -2,15 +2,16 @@
 //! for sites whose page buckets predate them: the backfill.
 //!
 //! Live hits write site totals in the same transaction as their page
-//! buckets (`bucket_writer`), so from the upgrade on both move together.
-//! The backfill makes the past match: for every bucket time of the site it
-//! SETS the site bucket to the sum of the page buckets at that time. A
-//! recomputation rather than an increment, so running it twice (or after a
-//! crash half-way) gives the same totals; and each window is read and
-//! written in ONE transaction, so a live hit that lands meanwhile either
-//! committed before the window's snapshot (and is in the sum) or conflicts
-//! with the window's write (and one of the two is retried): the result is
-//! exact while traffic flows.
+//! buckets (`bucket_writer`), each writer into its own part of the site
+//! bucket, so from the upgrade on pages and totals move together. The
+//! backfill makes the past match: for every bucket time of the site it SETS
+//! the backfill part ([`PART_BACKFILL`]) to what the page buckets hold
+//! beyond the other parts. A recomputation rather than an increment, so
+//! running it twice (or after a crash half-way) gives the same totals. Each
+//! window is read in one snapshot (a transaction), and a live batch adds the
+//! same views to the page buckets and to its own part, so "pages minus the
+//! live parts" does not change while traffic flows: exact without stopping
+//! anything.
 //!
 //! Once a site is done, `sites.siteTotals` is set and reports read its
 //! totals; until then they add up page buckets as before.
@@ -22,7 +23,7 @@ use mongodb::options::{ReadConcern, TransactionOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::buckets::Subject;
+use super::buckets::{Subject, PART_BACKFILL};
 use super::sites::{self, Site};
 use super::{Granularity, Store};
 use crate::domain::DomainName;
@@ -225,8 +226,44 @@ async fn recompute_once(
     }
     drop(cursor);
     let site_coll = Subject::Site.collection(g);
+    // The live parts of the same window, from the same snapshot.
+    let mut cursor = store
+        .db()
+        .collection::<Document>(site_coll)
+        .find(doc! {"site": domain.as_str(), "timestamp": time.clone(), "part": {"$ne": PART_BACKFILL}})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, field: 1})
+        .session(&mut session)
+        .await?;
+    while let Some(d) = cursor.next(&mut session).await.transpose()? {
+        let Ok(at) = d.get_datetime("timestamp") else {
+            continue;
+        };
+        let entry = sums
+            .entry(at.to_chrono())
+            .or_insert_with(|| (0, vec![0; g.slot_count()]));
+        entry.0 -= super::update::number(d.get("totalViews")).unwrap_or(0);
+        if let Ok(slots) = d.get_document(field) {
+            for (k, v) in slots {
+                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::update::number(Some(v))) {
+                    if let Some(slot) = entry.1.get_mut(i) {
+                        *slot -= n;
+                    }
+                }
+            }
+        }
+    }
+    drop(cursor);
+    // The backfill part holds only what the live parts do not: replaced
+    // whole in this window (none where nothing is missing).
+    store
+        .db()
+        .collection::<Document>(site_coll)
+        .delete_many(doc! {"site": domain.as_str(), "timestamp": time.clone(), "part": PART_BACKFILL})
+        .session(&mut session)
+        .await?;
     let statements: Vec<Bson> = sums
         .iter()
+        .filter(|(_, (total, slots))| *total != 0 || slots.iter().any(|&n| n != 0))
         .map(|(at, (total, slots))| {
             let slots: Document = slots
                 .iter()
@@ -235,8 +272,8 @@ async fn recompute_once(
                 .map(|(i, &n)| (i.to_string(), Bson::Int64(n)))
                 .collect();
             Bson::Document(doc! {
-                "q": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at)},
-                "u": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at), "totalViews": *total, field: slots},
+                "q": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at), "part": PART_BACKFILL},
+                "u": {"site": domain.as_str(), "timestamp": bson::DateTime::from_chrono(*at), "part": PART_BACKFILL, "totalViews": *total, field: slots},
                 "upsert": true,
             })
         })

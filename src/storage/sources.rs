@@ -3,15 +3,17 @@
 //!
 //! ```text
 //! sources_hour / sources_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other}
-//! site_sources_hour / site_sources_day  {site, timestamp, totalViews, sources: {...}, other}
+//! site_sources_hour / site_sources_day  {site, part, timestamp, totalViews, sources: {...}, other}
 //! ```
 //!
 //! A bucket holds at most [`MAX_SOURCES_PER_BUCKET`] distinct sources; the
 //! views of any further source count in `other`, so a flood of made-up
 //! `utm_source` values cannot grow a document without bound. Which sources
 //! a bucket already has is read inside the applying transaction, so the cap
-//! is exact even with several lanes writing one site's bucket: the snapshot
-//! read and the write commit together or conflict and are retried whole.
+//! is exact: the snapshot read and the write commit together or conflict
+//! and are retried whole. Site buckets are split by writer part like the
+//! site totals (`buckets::Subject`), so the cap holds per part: a site's
+//! hour holds at most the cap times the journal's lanes sources.
 //!
 //! Only views with a known source are counted here (the script's, or a URL
 //! with `utm_source`); a pixel without the script cannot know its referrer.
@@ -51,17 +53,39 @@ type Key = (String, DateTime<Utc>);
 #[derive(Debug)]
 pub struct SourceIncrements {
     subject: Subject,
+    /// For site buckets: the writer's part.
+    part: Option<i32>,
     granularity: Granularity,
     buckets: HashMap<Key, HashMap<String, u32>>,
 }
 
 impl SourceIncrements {
-    pub fn new(subject: Subject, granularity: Granularity) -> Self {
+    /// Page buckets.
+    pub fn for_pages(granularity: Granularity) -> Self {
         Self {
-            subject,
+            subject: Subject::Page,
+            part: None,
             granularity,
             buckets: HashMap::new(),
         }
+    }
+
+    /// Site buckets, written as `part`.
+    pub fn for_site(granularity: Granularity, part: i32) -> Self {
+        Self {
+            subject: Subject::Site,
+            part: Some(part),
+            granularity,
+            buckets: HashMap::new(),
+        }
+    }
+
+    fn key_query(&self, key: &str, start: DateTime<Utc>) -> Document {
+        let mut q = doc! {self.subject.key_field(): key, "timestamp": bson::DateTime::from_chrono(start)};
+        if let Some(part) = self.part {
+            q.insert("part", part);
+        }
+        q
     }
 
     pub fn add(&mut self, page: &str, at: DateTime<Utc>, source: &Source) {
@@ -90,10 +114,14 @@ impl SourceIncrements {
     pub fn lookup(&self) -> Document {
         let keys: HashSet<&str> = self.buckets.keys().map(|(k, _)| k.as_str()).collect();
         let times: HashSet<DateTime<Utc>> = self.buckets.keys().map(|(_, t)| *t).collect();
-        doc! {
+        let mut q = doc! {
             self.subject.key_field(): {"$in": keys.into_iter().collect::<Vec<_>>()},
             "timestamp": {"$in": times.into_iter().map(bson::DateTime::from_chrono).collect::<Vec<_>>()},
+        };
+        if let Some(part) = self.part {
+            q.insert("part", part);
         }
+        q
     }
 
     pub fn projection(&self) -> Document {
@@ -121,7 +149,6 @@ impl SourceIncrements {
     /// `other`. Within a batch the most viewed new sources take the free
     /// places first (ties by name, so a retry decides the same way).
     pub fn statements(&self, existing: &HashMap<Key, HashSet<String>>) -> Vec<Document> {
-        let key_field = self.subject.key_field();
         let none = HashSet::new();
         self.buckets
             .iter()
@@ -148,7 +175,7 @@ impl SourceIncrements {
                     inc.insert("other", other);
                 }
                 doc! {
-                    "q": { key_field: key.as_str(), "timestamp": bson::DateTime::from_chrono(*start) },
+                    "q": self.key_query(key, *start),
                     "u": { "$inc": inc },
                     "upsert": true,
                 }
@@ -172,7 +199,7 @@ mod tests {
 
     #[test]
     fn site_sources_merge_pages_and_encode_dots() {
-        let mut inc = SourceIncrements::new(Subject::Site, Granularity::Day);
+        let mut inc = SourceIncrements::for_site(Granularity::Day, 0);
         inc.add("example.com/a", at(1), &source("google.com"));
         inc.add("example.com/b", at(2), &source("google.com"));
         inc.add("example.com/b", at(3), &source("direct"));
@@ -187,7 +214,7 @@ mod tests {
 
     #[test]
     fn beyond_the_cap_new_sources_count_as_other() {
-        let mut inc = SourceIncrements::new(Subject::Page, Granularity::Hour);
+        let mut inc = SourceIncrements::for_pages(Granularity::Hour);
         let page = "example.com/a";
         // The bucket already holds the cap less one: one new source fits,
         // the most viewed one; a source it already has keeps counting.
@@ -213,7 +240,7 @@ mod tests {
 
     #[test]
     fn existing_reads_the_field_names_of_found_buckets() {
-        let inc = SourceIncrements::new(Subject::Page, Granularity::Hour);
+        let inc = SourceIncrements::for_pages(Granularity::Hour);
         let t = Granularity::Hour.bucket_start(at(1));
         let found = vec![doc! {
             "page": "example.com/a",

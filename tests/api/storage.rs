@@ -65,7 +65,7 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let app = spawn_app().await;
     schema::ensure_schema(&app.store).await.unwrap();
     let report = schema::ensure_schema(&app.store).await.unwrap();
-    assert_eq!(report.indexes.len(), 6);
+    assert_eq!(report.indexes.len(), 13);
     for g in Granularity::ALL {
         let indexes = app
             .store
@@ -157,7 +157,7 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         .apply(hits.iter().map(|&h| h.into()), Some(&advance))
         .await
         .unwrap();
-    assert_eq!((report.hits, report.statements()), (2, 3));
+    assert_eq!((report.hits, report.statements()), (2, 6));
     let again = writer.apply(hits.iter().map(|&h| h.into()), Some(&advance)).await;
     assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
     assert_eq!(

@@ -53,6 +53,9 @@ pub(super) struct DashboardPage {
     next_href: Option<String>,
     csv_series: String,
     csv_pages: String,
+    sources: super::sources::SourcesView,
+    sources_action: String,
+    sources_hidden: Vec<(&'static str, String)>,
     freshness: String,
     empty: Empty,
     /// The first view arrived while the owner was waiting for it.
@@ -82,9 +85,15 @@ pub async fn dashboard(
     let (period, range_error) = resolve_or_default(&q, now);
     let scope = Scope::of_site(&site);
     let before = period.previous();
-    let ((current, top), previous) = tokio::try_join!(
+    let source_filter = q.source_filter()?;
+    let ((current, top), previous, (sources_now, sources_before)) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
+        super::sources::read(
+            &state,
+            crate::reports::sources::SourceScope::Site(&site.domain),
+            &period
+        ),
     )?;
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
@@ -155,6 +164,23 @@ pub async fn dashboard(
         page_no,
         csv_series: join(&format!("{base}/series.csv"), &params, &[]),
         csv_pages: join(&format!("{base}/pages.csv"), &params, &[("q", &filter)]),
+        sources: super::sources::view(
+            &sources_now,
+            &sources_before,
+            &period,
+            source_filter.clone(),
+            join(
+                &format!("{base}/sources.csv"),
+                &params,
+                &[("src", &source_filter)],
+            ),
+        ),
+        sources_action: base.clone(),
+        sources_hidden: if filter.is_empty() {
+            vec![]
+        } else {
+            vec![("q", filter.clone())]
+        },
         freshness: freshness(&state),
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,

@@ -10,6 +10,7 @@ mod page;
 mod query;
 mod site_settings;
 mod sites;
+mod sources;
 mod view;
 
 pub use dashboard::{dashboard, status_json};
@@ -17,6 +18,7 @@ pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv};
 pub use page::page_report;
 pub use site_settings::{add_site, new_site_form, save_site_settings, site_settings};
 pub use sites::sites;
+pub use sources::sources_csv;
 pub use view::freshness;
 
 use links::*;

@@ -22,6 +22,9 @@ use crate::web::state::WebState;
 pub(super) struct PageReport {
     nav: Option<Nav>,
     site: Arc<Site>,
+    sources: super::sources::SourcesView,
+    sources_action: String,
+    sources_hidden: Vec<(&'static str, String)>,
     path: String,
     controls: Controls,
     series: SeriesView,
@@ -84,12 +87,19 @@ pub async fn page_report(
         let seconds = queries::seconds_of(&state.store, &page, minute).await?;
         Ok::<_, mongodb::error::Error>((minute, seconds))
     };
-    let (current, previous, (minute, seconds), realtime, current_seconds) = tokio::try_join!(
+    let source_filter = q.source_filter()?;
+    let sources = super::sources::read(
+        &state,
+        crate::reports::sources::SourceScope::Page(&page),
+        &period,
+    );
+    let (current, previous, (minute, seconds), realtime, current_seconds, sources) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         breakdown,
         queries::read_series(&state.store, &scope, &last_hour),
         queries::seconds_of(&state.store, &page, this_minute),
+        sources,
     )?;
     let base = format!("/sites/{}/page", site.id);
     let params = if range_error.is_some() {
@@ -164,6 +174,19 @@ pub async fn page_report(
                 ("minute", &fmt::input_minute(&this_minute)),
             ],
         ),
+        sources: super::sources::view(
+            &sources.0,
+            &sources.1,
+            &period,
+            source_filter.clone(),
+            join(
+                &format!("/sites/{}/sources.csv", site.id),
+                &params,
+                &[("path", path.as_str()), ("src", &source_filter)],
+            ),
+        ),
+        sources_action: base.clone(),
+        sources_hidden: vec![("path", path.as_str().to_owned())],
         back_href: join(&format!("/sites/{}", site.id), &params, &[]),
         minute: minute_value,
         freshness: freshness(&state),

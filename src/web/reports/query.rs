@@ -24,6 +24,8 @@ pub struct ReportQuery {
     pub(super) minute: Option<String>,
     /// Dashboard: `1` when reloaded while waiting for a site's first view.
     pub(super) waiting: Option<String>,
+    /// Dashboard and page report: filter for top sources (part of a name).
+    pub(super) src: Option<String>,
 }
 
 impl ReportQuery {
@@ -42,6 +44,18 @@ impl ReportQuery {
         if filter.len() > 200 {
             return Err(WebError::Invalid(
                 "The page filter is at most 200 characters.".into(),
+            ));
+        }
+        Ok(filter)
+    }
+
+    /// The top-sources filter (part of a source's name), at most 100
+    /// characters.
+    pub(super) fn source_filter(&self) -> Result<String, WebError> {
+        let filter = self.src.as_deref().unwrap_or_default().trim().to_owned();
+        if filter.chars().count() > 100 {
+            return Err(WebError::Invalid(
+                "The source filter is at most 100 characters.".into(),
             ));
         }
         Ok(filter)

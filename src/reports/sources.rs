@@ -1,0 +1,204 @@
+//! Top sources of a site or a page over a range, from the source buckets
+//! (`storage::sources`): whole UTC days from the day buckets, the edges
+//! from the hour buckets.
+//!
+//! Sources are kept by the hour, so a range that starts or ends inside an
+//! hour (a last-hour preset, a zone with a :30 or :45 offset) counts that
+//! whole hour's sources: [`SourceTotals::from`]/`to` say which stretch was
+//! read, and the reports say so. View totals stay exact to the minute.
+
+use bson::{doc, Document};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use std::collections::HashMap;
+
+use super::queries::number;
+use crate::domain::{DomainName, Page, Source};
+use crate::storage::sources::collection;
+use crate::storage::{Granularity, Store, Subject};
+
+/// What a sources report covers.
+#[derive(Debug, Clone, Copy)]
+pub enum SourceScope<'a> {
+    Site(&'a DomainName),
+    Page(&'a Page),
+}
+
+impl SourceScope<'_> {
+    fn subject(&self) -> Subject {
+        match self {
+            SourceScope::Site(_) => Subject::Site,
+            SourceScope::Page(_) => Subject::Page,
+        }
+    }
+
+    fn key(&self) -> &str {
+        match self {
+            SourceScope::Site(d) => d.as_str(),
+            SourceScope::Page(p) => p.as_str(),
+        }
+    }
+}
+
+/// The sources of a stretch of time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceTotals {
+    /// Views per source, most first (ties by name).
+    pub sources: Vec<(Source, i64)>,
+    /// Views of sources beyond a bucket's cap.
+    pub other: i64,
+    /// Every view with a known source (the sources plus `other`).
+    pub total: i64,
+    /// The whole hours read.
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+impl SourceTotals {
+    pub fn views_of(&self, source: &Source) -> i64 {
+        self.sources
+            .iter()
+            .find(|(s, _)| s == source)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
+/// The hours and days `[from, to)` is read from: whole UTC days in the
+/// middle from day buckets, the rest from hour buckets (widened to whole
+/// hours).
+pub fn plan(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> (
+    Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    Option<(DateTime<Utc>, DateTime<Utc>)>,
+) {
+    let hour = Granularity::Hour;
+    let day = Granularity::Day;
+    let start = hour.bucket_start(from);
+    let end = {
+        let f = hour.bucket_start(to);
+        if f == to {
+            to
+        } else {
+            f + hour.bucket_length()
+        }
+    };
+    let first_day = {
+        let f = day.bucket_start(start);
+        if f == start {
+            start
+        } else {
+            f + day.bucket_length()
+        }
+    };
+    let last_day = day.bucket_start(end);
+    if first_day < last_day {
+        let mut hours = Vec::new();
+        if start < first_day {
+            hours.push((start, first_day));
+        }
+        if last_day < end {
+            hours.push((last_day, end));
+        }
+        (hours, Some((first_day, last_day)))
+    } else {
+        (vec![(start, end)], None)
+    }
+}
+
+pub async fn top_sources(
+    store: &Store,
+    scope: SourceScope<'_>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<SourceTotals, mongodb::error::Error> {
+    let (hours, days) = plan(from, to);
+    let mut reads: Vec<(Granularity, DateTime<Utc>, DateTime<Utc>)> = hours
+        .iter()
+        .map(|&(f, t)| (Granularity::Hour, f, t))
+        .collect();
+    if let Some((f, t)) = days {
+        reads.push((Granularity::Day, f, t));
+    }
+    let mut by_field: HashMap<String, i64> = HashMap::new();
+    let mut other = 0;
+    let mut total = 0;
+    for (g, f, t) in reads {
+        let subject = scope.subject();
+        let mut cursor = store
+            .reports()
+            .collection::<Document>(collection(subject, g))
+            .find(doc! {
+                subject.key_field(): scope.key(),
+                "timestamp": {"$gte": bson::DateTime::from_chrono(f), "$lt": bson::DateTime::from_chrono(t)},
+            })
+            .projection(doc! {"_id": 0, "sources": 1, "other": 1, "totalViews": 1})
+            .await?;
+        while let Some(d) = cursor.try_next().await? {
+            total += number(d.get("totalViews"));
+            other += number(d.get("other"));
+            if let Ok(sources) = d.get_document("sources") {
+                for (field, views) in sources {
+                    let views = number(Some(views));
+                    match by_field.get_mut(field) {
+                        Some(v) => *v += views,
+                        None => {
+                            by_field.insert(field.clone(), views);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut sources: Vec<(Source, i64)> = by_field
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(field, v)| (Source::from_field_name(&field), v))
+        .collect();
+    sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let read = hours.iter().copied().chain(days);
+    let (from, to) = read.fold((to, from), |(f, t), (a, b)| (f.min(a), t.max(b)));
+    Ok(SourceTotals {
+        sources,
+        other,
+        total,
+        from,
+        to,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, d, h, m, 0).unwrap()
+    }
+
+    #[test]
+    fn whole_days_come_from_day_buckets_and_edges_from_hours() {
+        let (hours, days) = plan(at(20, 22, 0), at(23, 2, 0));
+        assert_eq!(hours, vec![(at(20, 22, 0), at(21, 0, 0)), (at(23, 0, 0), at(23, 2, 0))]);
+        assert_eq!(days, Some((at(21, 0, 0), at(23, 0, 0))));
+    }
+
+    #[test]
+    fn ranges_inside_an_hour_widen_to_whole_hours() {
+        let (hours, days) = plan(at(22, 18, 30), at(22, 19, 10));
+        assert_eq!(hours, vec![(at(22, 18, 0), at(22, 20, 0))]);
+        assert_eq!(days, None);
+        // Kolkata's local day: 18:30 UTC to 18:30 UTC.
+        let (hours, days) = plan(at(21, 18, 30), at(22, 18, 30));
+        assert_eq!(hours, vec![(at(21, 18, 0), at(22, 19, 0))]);
+        assert_eq!(days, None);
+    }
+
+    #[test]
+    fn aligned_days_need_no_hours() {
+        let (hours, days) = plan(at(1, 0, 0), at(23, 0, 0));
+        assert!(hours.is_empty());
+        assert_eq!(days, Some((at(1, 0, 0), at(23, 0, 0))));
+    }
+}
