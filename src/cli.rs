@@ -217,8 +217,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             db,
         }) => {
             let public_url = public_url_or(public_url.as_deref(), listen);
-            let time_zone =
-                TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
+            let time_zone = TimeZone::parse(&time_zone)
+                .with_context(|| format!("--time-zone {time_zone:?}"))?;
             let domain =
                 DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
             let aliases = aliases
@@ -355,8 +355,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             time_zone,
             db,
         }) => {
-            let zone =
-                TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
+            let zone = TimeZone::parse(&time_zone)
+                .with_context(|| format!("--time-zone {time_zone:?}"))?;
             with_store(&db, |store| async move {
                 let site = sites::list(&store)
                     .await?
@@ -382,7 +382,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     anyhow::bail!("no site has the domain {d:?}");
                 }
                 if chosen.is_empty() {
-                    eprintln!("Every site's totals are complete; nothing to do (--all recomputes them).");
+                    eprintln!(
+                        "Every site's totals are complete; nothing to do (--all recomputes them)."
+                    );
                 }
                 for s in chosen {
                     let started = std::time::Instant::now();

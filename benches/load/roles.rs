@@ -84,6 +84,7 @@ impl Database {
             aliases: vec![],
             name: None,
             owners: vec![],
+            time_zone: tickertape::domain::TimeZone::UTC,
         };
         let site = sites::insert(&store, new, chrono::Utc::now()).await?;
         Ok((store, site.id.to_string()))

@@ -68,7 +68,10 @@ mod tests {
             TimeZone::parse(" Europe/Berlin ").unwrap().name(),
             "Europe/Berlin"
         );
-        assert_eq!(TimeZone::parse("Asia/Kolkata").unwrap().name(), "Asia/Kolkata");
+        assert_eq!(
+            TimeZone::parse("Asia/Kolkata").unwrap().name(),
+            "Asia/Kolkata"
+        );
         assert_eq!(TimeZone::parse("UTC").unwrap(), TimeZone::UTC);
         assert_eq!(TimeZone::default(), TimeZone::UTC);
     }

@@ -50,10 +50,7 @@ pub fn site_pages(domain: &DomainName) -> Document {
 fn buckets_of(scope: &Scope<'_>, g: Granularity) -> (&'static str, Document) {
     match scope {
         Scope::Site(domain) => (g.collection(), doc! {"page": site_pages(domain)}),
-        Scope::SiteTotals(domain) => (
-            Subject::Site.collection(g),
-            doc! {"site": domain.as_str()},
-        ),
+        Scope::SiteTotals(domain) => (Subject::Site.collection(g), doc! {"site": domain.as_str()}),
         Scope::Page(page) => (g.collection(), doc! {"page": page.as_str()}),
     }
 }
@@ -98,7 +95,10 @@ pub async fn read_series(
             return Ok(fill(period, &by_time));
         }
         (Scope::SiteTotals(_), Resolution::Minute) => {
-            return Ok(fill(period, &minutes_from_hours(store, scope, period).await?));
+            return Ok(fill(
+                period,
+                &minutes_from_hours(store, scope, period).await?,
+            ));
         }
         (Scope::SiteTotals(_), _) => {
             return Ok(fill(period, &by_bucket(store, scope, period).await?));

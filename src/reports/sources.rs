@@ -63,16 +63,13 @@ impl SourceTotals {
     }
 }
 
+/// A stretch of time, `[start, end)`.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
+
 /// The hours and days `[from, to)` is read from: whole UTC days in the
 /// middle from day buckets, the rest from hour buckets (widened to whole
 /// hours).
-pub fn plan(
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> (
-    Vec<(DateTime<Utc>, DateTime<Utc>)>,
-    Option<(DateTime<Utc>, DateTime<Utc>)>,
-) {
+pub fn plan(from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<Span>, Option<Span>) {
     let hour = Granularity::Hour;
     let day = Granularity::Day;
     let start = hour.bucket_start(from);
@@ -180,7 +177,10 @@ mod tests {
     #[test]
     fn whole_days_come_from_day_buckets_and_edges_from_hours() {
         let (hours, days) = plan(at(20, 22, 0), at(23, 2, 0));
-        assert_eq!(hours, vec![(at(20, 22, 0), at(21, 0, 0)), (at(23, 0, 0), at(23, 2, 0))]);
+        assert_eq!(
+            hours,
+            vec![(at(20, 22, 0), at(21, 0, 0)), (at(23, 0, 0), at(23, 2, 0))]
+        );
         assert_eq!(days, Some((at(21, 0, 0), at(23, 0, 0))));
     }
 

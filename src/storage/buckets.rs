@@ -307,7 +307,10 @@ mod tests {
             .find(|s| s.get_document("q").unwrap().get_str("site") == Ok("example.com"))
             .unwrap();
         assert_eq!(
-            ours.get_document("u").unwrap().get_document("$inc").unwrap(),
+            ours.get_document("u")
+                .unwrap()
+                .get_document("$inc")
+                .unwrap(),
             &doc! {"totalViews": 3_i64, "minutes.1": 2, "minutes.2": 1}
         );
         assert_eq!(ours.get_document("q").unwrap().get_i32("part"), Ok(3));

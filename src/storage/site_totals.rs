@@ -196,7 +196,8 @@ async fn recompute_once(
         )
         .await?;
     let field = g.slots_field();
-    let time = doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)};
+    let time =
+        doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)};
     let mut cursor = store
         .db()
         .collection::<Document>(g.collection())
@@ -258,7 +259,9 @@ async fn recompute_once(
     store
         .db()
         .collection::<Document>(site_coll)
-        .delete_many(doc! {"site": domain.as_str(), "timestamp": time.clone(), "part": PART_BACKFILL})
+        .delete_many(
+            doc! {"site": domain.as_str(), "timestamp": time.clone(), "part": PART_BACKFILL},
+        )
         .session(&mut session)
         .await?;
     let statements: Vec<Bson> = sums

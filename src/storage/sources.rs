@@ -81,7 +81,8 @@ impl SourceIncrements {
     }
 
     fn key_query(&self, key: &str, start: DateTime<Utc>) -> Document {
-        let mut q = doc! {self.subject.key_field(): key, "timestamp": bson::DateTime::from_chrono(start)};
+        let mut q =
+            doc! {self.subject.key_field(): key, "timestamp": bson::DateTime::from_chrono(start)};
         if let Some(part) = self.part {
             q.insert("part", part);
         }
@@ -206,7 +207,10 @@ mod tests {
         let s = inc.statements(&HashMap::new());
         assert_eq!(s.len(), 1);
         assert_eq!(
-            s[0].get_document("u").unwrap().get_document("$inc").unwrap(),
+            s[0].get_document("u")
+                .unwrap()
+                .get_document("$inc")
+                .unwrap(),
             &doc! {"totalViews": 3_i64, "sources.google%2Ecom": 2_i64, "sources.direct": 1_i64}
         );
         assert_eq!(inc.collection(), "site_sources_day");
@@ -233,7 +237,10 @@ mod tests {
         let existing = HashMap::from([((page.to_owned(), start), known)]);
         let s = inc.statements(&existing);
         assert_eq!(
-            s[0].get_document("u").unwrap().get_document("$inc").unwrap(),
+            s[0].get_document("u")
+                .unwrap()
+                .get_document("$inc")
+                .unwrap(),
             &doc! {"totalViews": 6_i64, "sources.big": 3_i64, "sources.old": 1_i64, "other": 2_i64}
         );
     }

@@ -85,7 +85,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
     .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))
-    .route("/sites/{id}/sources.csv", web::get().to(reports::sources_csv))
+    .route(
+        "/sites/{id}/sources.csv",
+        web::get().to(reports::sources_csv),
+    )
     .route(
         "/sites/{id}/seconds.csv",
         web::get().to(reports::seconds_csv),

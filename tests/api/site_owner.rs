@@ -504,9 +504,10 @@ async fn site_minutes_read_from_hour_buckets_match_the_minute_buckets() {
         let site_series = queries::series(&app.store, &Scope::Site(&site.domain), &period)
             .await
             .unwrap();
-        let (overview, top) = queries::site_overview(&app.store, &Scope::Site(&site.domain), &period)
-            .await
-            .unwrap();
+        let (overview, top) =
+            queries::site_overview(&app.store, &Scope::Site(&site.domain), &period)
+                .await
+                .unwrap();
         let mut by_pages = vec![0_i64; site_series.len()];
         let mut page_totals = Vec::new();
         for page in &pages {

@@ -124,18 +124,16 @@ async fn views_through_the_pixel_write_site_totals_in_the_same_batch() {
     );
     app.settle().await;
     assert_totals_match_pages(&app.store, &site).await;
-    let day = sums(
-        &app.store,
-        "site_views_day",
-        doc! {"site": "totals.test"},
-    )
-    .await;
+    let day = sums(&app.store, "site_views_day", doc! {"site": "totals.test"}).await;
     let total: i64 = day
         .iter()
         .filter(|((_, k), _)| k == "total")
         .map(|(_, v)| v)
         .sum();
-    assert_eq!(total, 5, "the other site's view is not in this site's totals");
+    assert_eq!(
+        total, 5,
+        "the other site's view is not in this site's totals"
+    );
 }
 
 #[tokio::test]
@@ -170,7 +168,14 @@ async fn the_backfill_is_exact_and_running_it_twice_changes_nothing() {
     let snapshot = |store: Store| async move {
         let mut all = Vec::new();
         for g in Granularity::ALL {
-            all.push(sums(&store, Subject::Site.collection(g), doc! {"site": "old.test"}).await);
+            all.push(
+                sums(
+                    &store,
+                    Subject::Site.collection(g),
+                    doc! {"site": "old.test"},
+                )
+                .await,
+            );
         }
         all
     };
@@ -210,8 +215,11 @@ async fn site_reports_read_the_totals_once_complete() {
     app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
         .await;
     let admin = app.login("admin@example.com").await;
-    app.write_hits(&[("read.test/a", t0()), ("read.test/b", t0() - TimeDelta::hours(2))])
-        .await;
+    app.write_hits(&[
+        ("read.test/a", t0()),
+        ("read.test/b", t0() - TimeDelta::hours(2)),
+    ])
+    .await;
     // Tamper with the totals only: a report reading them shows it, proving
     // where the figure comes from (pages still say 2).
     app.store

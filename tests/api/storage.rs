@@ -158,7 +158,9 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         .await
         .unwrap();
     assert_eq!((report.hits, report.statements()), (2, 6));
-    let again = writer.apply(hits.iter().map(|&h| h.into()), Some(&advance)).await;
+    let again = writer
+        .apply(hits.iter().map(|&h| h.into()), Some(&advance))
+        .await;
     assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
     assert_eq!(
         progress::position(&app.store, &journal, 0).await.unwrap(),

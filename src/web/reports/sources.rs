@@ -134,7 +134,7 @@ pub async fn sources_csv(
     }
     let body = csv::table(
         &["source", "views", "share_percent", "previous_period_views"],
-        rows.into_iter(),
+        rows,
     );
     timed(&state, started);
     Ok(csv_response(
