@@ -18,5 +18,6 @@ mod security;
 mod serve;
 mod site_owner;
 mod site_totals;
+mod sources;
 mod storage;
 mod two_factor;

@@ -1,0 +1,284 @@
+//! Traffic sources: derived by the pixel, carried by the journal, counted
+//! in bounded buckets, shown and exported.
+
+use bson::{doc, Document};
+use std::io::Write;
+use tickertape::accounts::Role;
+use tickertape::journal::record::FORMAT_V1;
+use tickertape::journal::segment::{self, SegmentHeader};
+use tickertape::journal::Record;
+use tickertape::storage::sources::MAX_SOURCES_PER_BUCKET;
+
+use crate::helpers::*;
+
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The `sources` sub-document (decoded names) and `other` of every
+/// bucket of `coll` matching `filter`, added up.
+async fn sources_in(app: &TestApp, coll: &str, filter: Document) -> (Vec<(String, i64)>, i64, i64) {
+    app.settle().await;
+    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>(coll)
+            .find(filter)
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut by: std::collections::BTreeMap<String, i64> = Default::default();
+    let (mut other, mut total) = (0, 0);
+    for d in docs {
+        total += d.get_i64("totalViews").unwrap();
+        other += d.get_i64("other").unwrap_or(0);
+        for (k, v) in d.get_document("sources").unwrap() {
+            let name = tickertape::domain::Source::from_field_name(k).into_string();
+            *by.entry(name).or_default() += v.as_i64().unwrap();
+        }
+    }
+    (by.into_iter().collect(), other, total)
+}
+
+#[tokio::test]
+async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
+    let app = spawn_app().await;
+    let site = app.add_site("src.test", &["www.src.test"]).await;
+    let view = |page: &str, referrer: Option<&str>| {
+        let mut q = format!("site={}&page={}", site.id, enc(page));
+        if let Some(r) = referrer {
+            q.push_str(&format!("&ref={}", enc(r)));
+        }
+        q
+    };
+    let long = format!("https://evil.example/{}", "a".repeat(3000));
+    for (page, referrer) in [
+        ("/a", Some("https://WWW.Google.com/search?q=secret")),
+        ("/a", Some("https://news.ycombinator.com/item?id=1")),
+        ("/b?utm_source=Newsletter&x=1", Some("https://google.com/")),
+        ("/b", Some("https://www.src.test/other")), // own site: direct
+        ("/b", Some("")),                           // no referrer: direct
+        ("/b", Some("not a url")),                  // ignored: direct
+        ("/b", Some("https://evil.example/\u{7}")), // control character
+        ("/b", Some(long.as_str())),                // oversized
+        ("https://src.test/c?utm_source=mastodon", None), // pixel only, with utm
+        ("/d", None),                               // pixel only: no source
+    ] {
+        let r = app.pixel(&view(page, referrer)).await;
+        assert_eq!(
+            r.status(),
+            200,
+            "{page} {referrer:?}: a bad ref never rejects"
+        );
+    }
+    let (site_sources, other, total) =
+        sources_in(&app, "site_sources_day", doc! {"site": "src.test"}).await;
+    assert_eq!(
+        site_sources,
+        vec![
+            ("direct".into(), 5),
+            ("google.com".into(), 1),
+            ("mastodon".into(), 1),
+            ("news.ycombinator.com".into(), 1),
+            ("newsletter".into(), 1),
+        ]
+    );
+    assert_eq!((other, total), (0, 9), "the pixel-only /d has no source");
+    let (page_b, _, _) = sources_in(&app, "sources_hour", doc! {"page": "src.test/b"}).await;
+    assert_eq!(page_b, vec![("direct".into(), 5), ("newsletter".into(), 1)]);
+    // Never a path or query of the referrer anywhere.
+    let raw = format!(
+        "{:?}",
+        app.store
+            .db()
+            .collection::<Document>("sources_day")
+            .find_one(doc! {"page": "src.test/a"})
+            .await
+            .unwrap()
+    );
+    assert!(!raw.contains("secret") && !raw.contains("item"), "{raw}");
+    // The views themselves all counted.
+    assert_eq!(
+        app.total_views(tickertape::storage::Granularity::Day).await,
+        10
+    );
+}
+
+#[tokio::test]
+async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other() {
+    let app = spawn_app().await;
+    let site = app.add_site("cap.test", &[]).await;
+    let n = MAX_SOURCES_PER_BUCKET + 10;
+    for i in 0..n {
+        let r = app
+            .pixel(&format!(
+                "site={}&page=%2Fx%3Futm_source%3Dcampaign{i}&ref=",
+                site.id
+            ))
+            .await;
+        assert_eq!(r.status(), 200);
+        // Some batches, so the cap is applied against what is stored too.
+        if i % 17 == 0 {
+            app.settle().await;
+        }
+    }
+    app.settle().await;
+    for (coll, filter) in [
+        ("sources_hour", doc! {"page": "cap.test/x"}),
+        ("sources_day", doc! {"page": "cap.test/x"}),
+    ] {
+        let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+            app.store
+                .db()
+                .collection::<Document>(coll)
+                .find(filter.clone())
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(docs.len(), 1, "{coll}");
+        let d = &docs[0];
+        assert_eq!(
+            d.get_document("sources").unwrap().len(),
+            MAX_SOURCES_PER_BUCKET,
+            "{coll}"
+        );
+        assert_eq!(d.get_i64("other").unwrap(), 10, "{coll}");
+        assert_eq!(d.get_i64("totalViews").unwrap(), n as i64, "{coll}");
+    }
+    // A source the bucket already holds keeps its own counter.
+    app.pixel(&format!(
+        "site={}&page=%2Fx%3Futm_source%3Dcampaign0&ref=",
+        site.id
+    ))
+    .await;
+    let (sources, other, _) = sources_in(&app, "sources_day", doc! {"page": "cap.test/x"}).await;
+    assert_eq!(other, 10);
+    assert!(sources.contains(&("campaign0".into(), 2)), "{sources:?}");
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("show.test", &[]).await;
+    let at = |s: i64| t0() + chrono::TimeDelta::seconds(s);
+    // Previous 24 hours: google 2; this 24 hours: google 3, duck 1.
+    let hits = [
+        ("show.test/a", at(-30 * 3600), Some("google.com")),
+        ("show.test/a", at(-30 * 3600), Some("google.com")),
+        ("show.test/a", at(-3600), Some("google.com")),
+        ("show.test/a", at(-3600), Some("google.com")),
+        ("show.test/b", at(-3600), Some("google.com")),
+        ("show.test/b", at(-60), Some("duckduckgo.com")),
+    ];
+    let writer = tickertape::storage::bucket_writer::BucketWriter::new(&app.store);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    writer.apply_direct(&hits, deadline).await.unwrap();
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let table = &html[html.find("id=\"sources\"").expect("a sources table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(
+        table.contains("<td>google.com</td><td class=\"num\">3</td><td class=\"num\">75.0%</td><td class=\"num\">+50.0%</td>"),
+        "{table}"
+    );
+    assert!(
+        table.contains("<td>duckduckgo.com</td><td class=\"num\">1</td><td class=\"num\">25.0%</td><td class=\"num\">new</td>"),
+        "{table}"
+    );
+    // Filtered.
+    let (_, html) = admin
+        .text(&format!("/sites/{}?range=24h&src=duck", site.id))
+        .await;
+    let table = &html[html.find("id=\"sources\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("duckduckgo.com") && !table.contains("google.com"));
+    // The page report has its own.
+    let (_, html) = admin
+        .text(&format!("/sites/{}/page?path=/b&range=24h", site.id))
+        .await;
+    let table = &html[html.find("id=\"sources\"").unwrap()..];
+    assert!(
+        table.contains("<td>google.com</td><td class=\"num\">1</td><td class=\"num\">50.0%</td>")
+    );
+    // CSV.
+    let r = admin
+        .get(&format!("/sites/{}/sources.csv?range=24h", site.id))
+        .await;
+    assert_eq!(r.status(), 200);
+    let cd = r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(cd.ends_with("_sources.csv\""), "{cd}");
+    let body = r.text().await.unwrap();
+    assert_eq!(
+        body,
+        "source,views,share_percent,previous_period_views\r\ngoogle.com,3,75.0,2\r\nduckduckgo.com,1,25.0,0\r\n"
+    );
+    // A filter too long is refused with a clear answer.
+    let r = admin
+        .get(&format!("/sites/{}?src={}", site.id, "x".repeat(101)))
+        .await;
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test]
+async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
+    // Hits journaled by the version before sources (format 1), not yet
+    // applied when it stopped.
+    let dir = tempfile::tempdir().unwrap();
+    let id = uuid::Uuid::new_v4();
+    std::fs::write(
+        dir.path().join("journal.meta"),
+        format!("tickertape-journal\nformat=1\nid={id}\nlanes=1\n"),
+    )
+    .unwrap();
+    let lane = dir.path().join("lane-0");
+    std::fs::create_dir_all(&lane).unwrap();
+    let header = SegmentHeader {
+        format: FORMAT_V1,
+        lane: 0,
+        start: 0,
+        journal: id,
+    };
+    let (mut file, _) = segment::create(&lane, &header).unwrap();
+    let mut body = Vec::new();
+    for i in 0..7 {
+        Record {
+            page: format!("old.test/p{}", i % 2),
+            at: t0(),
+            source: None,
+        }
+        .encode_v1_into(&mut body);
+    }
+    file.write_all(&body).unwrap();
+    drop(file);
+    let path = dir.path().to_owned();
+    let app = spawn_app_with(move |s| {
+        s.ingest.journal_dir = Some(path);
+        s.ingest.journal_lanes = 1;
+    })
+    .await;
+    let site = app.add_site("old.test", &[]).await;
+    // New hits with a source go on in format 2 behind them.
+    let r = app
+        .pixel(&format!(
+            "site={}&page=/p0&ref=https%3A%2F%2Fgoogle.com%2F",
+            site.id
+        ))
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        app.total_views(tickertape::storage::Granularity::Minute)
+            .await,
+        8
+    );
+    let (sources, _, total) = sources_in(&app, "site_sources_day", doc! {"site": "old.test"}).await;
+    assert_eq!((sources, total), (vec![("google.com".into(), 1)], 1));
+}
