@@ -223,6 +223,100 @@ async fn the_script_counts_single_page_app_navigations_and_can_ignore_a_browser(
     handle.stop(true).await;
 }
 
+/// Issue 10: the script sends the referrer; a page on another local origin
+/// (`localhost`) links to a tracked page (`127.0.0.1`), and the view's
+/// source is `localhost`; `utm_source` in the address wins; a page opened
+/// directly is "direct".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_reports_the_referring_site_and_utm_source_in_a_real_browser() {
+    let app = spawn_app().await;
+    let site = app.add_site("ref.test", &["127.0.0.1"]).await;
+    let s = snippets::for_site(&app.address, &site.id);
+    let tracked = format!(
+        "<!doctype html><html><head><title>Landing</title></head><body><h1>Landing</h1>{}</body></html>",
+        s.script
+    );
+    let server = HttpServer::new(move || {
+        let body = tracked.clone();
+        App::new().default_service(web::to(move || {
+            let body = body.clone();
+            async move { HttpResponse::Ok().content_type("text/html").body(body) }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let tracked_origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
+    let server = server.run();
+    let tracked_handle = server.handle();
+    tokio::spawn(server);
+
+    // The referring site: another origin, whose page follows a link.
+    let link = format!(
+        "<!doctype html><html><head><title>Elsewhere</title></head><body>\
+         <a id=\"go\" href=\"{tracked_origin}/landing\">a link</a>\
+         <script>setTimeout(function(){{document.getElementById('go').click();}},100);</script>\
+         </body></html>"
+    );
+    let referrer = HttpServer::new(move || {
+        let body = link.clone();
+        App::new().default_service(web::to(move || {
+            let body = body.clone();
+            async move { HttpResponse::Ok().content_type("text/html").body(body) }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let referrer_url = format!("http://localhost:{}/links.html", referrer.addrs()[0].port());
+    let referrer = referrer.run();
+    let referrer_handle = referrer.handle();
+    tokio::spawn(referrer);
+
+    tokio::task::spawn_blocking(move || load_in_browser(&referrer_url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(wait_for_views(&app, "ref.test/landing", 1).await, 1);
+    let url = format!("{tracked_origin}/campaign?utm_source=Newsletter&secret=1");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(wait_for_views(&app, "ref.test/campaign", 1).await, 1);
+    let url = format!("{tracked_origin}/typed");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    assert_eq!(wait_for_views(&app, "ref.test/typed", 1).await, 1);
+
+    app.settle().await;
+    let source_of = |page: &'static str| {
+        let db = app.store.db().clone();
+        async move {
+            let d = db
+                .collection::<bson::Document>("sources_day")
+                .find_one(bson::doc! {"page": page})
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{page} has a source"));
+            d.get_document("sources").unwrap().clone()
+        }
+    };
+    assert_eq!(
+        source_of("ref.test/landing").await,
+        bson::doc! {"localhost": 1_i64}
+    );
+    assert_eq!(
+        source_of("ref.test/campaign").await,
+        bson::doc! {"newsletter": 1_i64}
+    );
+    assert_eq!(
+        source_of("ref.test/typed").await,
+        bson::doc! {"direct": 1_i64}
+    );
+    tracked_handle.stop(true).await;
+    referrer_handle.stop(true).await;
+}
+
 /// Logs in through the form, opens the dashboard and a page report of a
 /// demo site, checks the charts and tables, and saves screenshots under
 /// `target/screenshots/` for people to look at.
