@@ -63,12 +63,78 @@ impl From<Resolution> for Unit {
 }
 
 pub fn label(at: chrono::DateTime<chrono::Utc>, unit: Unit) -> String {
+    label_in(at, unit, chrono_tz::Tz::UTC)
+}
+
+/// A bucket's start in the site's zone, as precise as its unit.
+pub fn label_in(at: chrono::DateTime<chrono::Utc>, unit: Unit, tz: chrono_tz::Tz) -> String {
+    let at = at.with_timezone(&tz);
     match unit {
         Unit::Second => at.format("%Y-%m-%d %H:%M:%S").to_string(),
-        Unit::Minute => at.format("%Y-%m-%d %H:%M").to_string(),
-        Unit::Hour => at.format("%Y-%m-%d %H:00").to_string(),
+        Unit::Minute | Unit::Hour => at.format("%Y-%m-%d %H:%M").to_string(),
         Unit::Day => at.format("%Y-%m-%d").to_string(),
     }
+}
+
+/// Most labels under the x axis: enough to read the time off any bar,
+/// few enough to fit a phone.
+pub const MAX_X_TICKS: usize = 5;
+
+/// Which bars get a label under the x axis, and the label: at a round
+/// stride (every 10 seconds, 15 minutes, 6 hours, 7 days ...) in the
+/// site's zone, at most [`MAX_X_TICKS`].
+pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, String)> {
+    use chrono::{Datelike, Timelike};
+    let n = bars.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let strides: &[usize] = match unit {
+        Unit::Second => &[1, 2, 5, 10, 15, 30, 60],
+        Unit::Minute => &[1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440],
+        Unit::Hour => &[1, 2, 3, 6, 12, 24, 48, 72, 168, 336, 720],
+        Unit::Day => &[1, 2, 7, 14, 30, 61, 91, 182, 365],
+    };
+    let stride = strides
+        .iter()
+        .copied()
+        .find(|s| n.div_ceil(*s) <= MAX_X_TICKS)
+        .unwrap_or_else(|| n.div_ceil(MAX_X_TICKS));
+    // A bar is "round" when its local time is a multiple of the stride
+    // (minute 0, 15, 30, 45; hour 0, 6, 12, 18 ...); days count from the
+    // first bar, months start on the 1st.
+    let round = |i: usize| -> bool {
+        let t = bars[i].at.with_timezone(&tz);
+        match unit {
+            Unit::Second => t.second() as usize % stride == 0,
+            Unit::Minute if stride <= 60 => t.minute() as usize % stride == 0,
+            Unit::Minute => t.minute() == 0 && (t.hour() as usize * 60) % stride == 0,
+            Unit::Hour if stride <= 24 => t.hour() as usize % stride == 0,
+            Unit::Hour => t.hour() == 0 && i % (stride / 24).max(1) == 0,
+            Unit::Day if stride >= 30 => t.day() == 1,
+            Unit::Day => i % stride == 0,
+        }
+    };
+    let mut ticks: Vec<usize> = (0..n).filter(|&i| round(i)).collect();
+    if ticks.is_empty() || ticks.len() > MAX_X_TICKS {
+        ticks = (0..n).step_by(stride).collect();
+    }
+    ticks.truncate(MAX_X_TICKS);
+    ticks
+        .into_iter()
+        .map(|i| {
+            let t = bars[i].at.with_timezone(&tz);
+            let text = match unit {
+                Unit::Second => t.format("%H:%M:%S").to_string(),
+                Unit::Minute | Unit::Hour if t.hour() == 0 && t.minute() == 0 => {
+                    t.format("%b %-d").to_string()
+                }
+                Unit::Minute | Unit::Hour => t.format("%H:%M").to_string(),
+                Unit::Day => t.format("%b %-d").to_string(),
+            };
+            (i, text)
+        })
+        .collect()
 }
 
 /// One bar: its start, its count, and whether its time span is only partly
@@ -99,6 +165,11 @@ pub fn tick_step(max: i64) -> i64 {
 /// A bar chart of `bars` with its id prefix `id` (unique on the page: the
 /// chart's title and description are referenced by id).
 pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
+    bars_in(bars, unit, chrono_tz::Tz::UTC, title, id)
+}
+
+/// [`bars`] with times in the site's zone.
+pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &str) -> String {
     let max = bars.iter().map(|p| p.views).max().unwrap_or(0);
     let step = tick_step(max);
     let top = (step * GRIDLINES) as f64;
@@ -148,8 +219,9 @@ pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
         // on a phone, whatever the number of bars; the link's name says it
         // to assistive technology.
         let value = format!(
-            "{} UTC: {} {}{}",
-            label(p.at, unit),
+            "{} {}: {} {}{}",
+            label_in(p.at, unit, tz),
+            p.at.with_timezone(&tz).format("%Z"),
             thousands(&p.views),
             if p.views == 1 { "view" } else { "views" },
             if p.partial { " (partial)" } else { "" }
@@ -168,13 +240,20 @@ pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
         out.push_str("</rect></a>");
     }
     out.push_str("</svg>");
-    if let (Some(first), Some(last)) = (bars.first(), bars.last()) {
-        let _ = write!(
-            out,
-            r#"<div class="x-axis" aria-hidden="true"><span>{}</span><span>{}</span></div>"#,
-            label(first.at, unit),
-            label(last.at, unit)
-        );
+    if !bars.is_empty() {
+        // Positioned by class (x0..x20, 5% apart): the page's style policy
+        // allows no inline style.
+        out.push_str(r#"<div class="x-axis" aria-hidden="true">"#);
+        for (i, text) in x_ticks(bars, unit, tz) {
+            let centre = (i as f64 + 0.5) / n * 100.0;
+            let _ = write!(
+                out,
+                r#"<span class="x{}">{}</span>"#,
+                ((centre / 5.0).round() as i64).clamp(0, 20),
+                escape(&text)
+            );
+        }
+        out.push_str("</div>");
     }
     out.push_str("</div>");
     out
@@ -257,7 +336,47 @@ mod tests {
         let svg = bars(&points, Unit::Second, "x", "s");
         assert!(svg.contains("2026-11-21 14:05:07 UTC: 1 view</title>"));
         assert!(svg.contains("at most 1 in one second"));
-        assert!(svg.contains("<span>2026-11-21 14:05:00</span><span>2026-11-21 14:05:59</span>"));
+        // Ticks every 15 seconds, in the zone.
+        assert!(
+            svg.contains(r#"<span class="x0">14:05:00</span><span class="x5">14:05:15</span><span class="x10">14:05:30</span><span class="x15">14:05:45</span>"#),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn x_ticks_fall_on_round_local_times() {
+        use chrono::DateTime;
+        let hours = |from: DateTime<Utc>, n: i64| -> Vec<Bar> {
+            (0..n)
+                .map(|i| Bar {
+                    at: from + TimeDelta::hours(i),
+                    views: 1,
+                    partial: false,
+                })
+                .collect()
+        };
+        // 24 hours from 10:00 UTC: every 6 hours, at 12:00, 18:00, 00:00 ...
+        let bars = hours(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap(), 24);
+        let ticks = x_ticks(&bars, Unit::Hour, chrono_tz::Tz::UTC);
+        let texts: Vec<&str> = ticks.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["12:00", "18:00", "Nov 22", "06:00"]);
+        // The same bars in Kolkata: local hours start at :30 UTC, so these
+        // UTC hours read 15:30, 16:30 ...: labels still every 6 bars.
+        let kolkata = x_ticks(&bars, Unit::Hour, chrono_tz::Asia::Kolkata);
+        assert!(
+            kolkata.len() <= MAX_X_TICKS && kolkata.len() >= 3,
+            "{kolkata:?}"
+        );
+        assert!(
+            kolkata.iter().all(|(_, t)| t.ends_with(":30")),
+            "{kolkata:?}"
+        );
+        // Never more than MAX_X_TICKS, whatever the count.
+        for n in [1, 2, 7, 60, 61, 367, 1500] {
+            let bars = hours(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(), n);
+            let t = x_ticks(&bars, Unit::Hour, chrono_tz::Tz::UTC);
+            assert!(!t.is_empty() && t.len() <= MAX_X_TICKS, "{n}: {t:?}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! CSV exports: RFC 4180 quoting, UTC timestamps in ISO 8601.
+//! CSV exports: RFC 4180 quoting, timestamps in ISO 8601 in the site's
+//! zone with its offset (UTC: `Z`).
 
 use super::queries::Point;
 
@@ -14,6 +15,23 @@ pub fn field(value: &str) -> String {
     } else {
         value
     }
+}
+
+/// A series with local timestamps and their offset
+/// (`2026-03-29T03:00:00+02:00`); in UTC the offset reads `Z`.
+pub fn series_in(points: &[Point], tz: chrono_tz::Tz) -> String {
+    if tz == chrono_tz::Tz::UTC {
+        return series(points);
+    }
+    let mut out = String::from("timestamp,views\r\n");
+    for p in points {
+        out.push_str(&format!(
+            "{},{}\r\n",
+            p.at.with_timezone(&tz).format("%Y-%m-%dT%H:%M:%S%:z"),
+            p.views
+        ));
+    }
+    out
 }
 
 pub fn series(points: &[Point]) -> String {

@@ -1,7 +1,11 @@
-//! Which time range a report shows, at which resolution. All times UTC.
+//! Which time range a report shows, at which resolution, in the site's
+//! zone. Instants are UTC; bucket boundaries are local (see `local`).
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeDelta, Utc};
+use chrono_tz::Tz;
 use serde::Deserialize;
+
+use super::local;
 
 use crate::storage::Granularity;
 
@@ -81,17 +85,25 @@ impl Resolution {
 pub enum Preset {
     LastHour,
     Last24Hours,
+    Today,
+    Yesterday,
     Last7Days,
     Last30Days,
+    ThisMonth,
+    LastMonth,
     Last12Months,
 }
 
 impl Preset {
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: [Preset; 9] = [
         Preset::LastHour,
         Preset::Last24Hours,
+        Preset::Today,
+        Preset::Yesterday,
         Preset::Last7Days,
         Preset::Last30Days,
+        Preset::ThisMonth,
+        Preset::LastMonth,
         Preset::Last12Months,
     ];
 
@@ -103,8 +115,12 @@ impl Preset {
         match self {
             Preset::LastHour => "1h",
             Preset::Last24Hours => "24h",
+            Preset::Today => "today",
+            Preset::Yesterday => "yesterday",
             Preset::Last7Days => "7d",
             Preset::Last30Days => "30d",
+            Preset::ThisMonth => "month",
+            Preset::LastMonth => "lastmonth",
             Preset::Last12Months => "12mo",
         }
     }
@@ -113,19 +129,64 @@ impl Preset {
         match self {
             Preset::LastHour => "Last hour",
             Preset::Last24Hours => "Last 24 hours",
+            Preset::Today => "Today",
+            Preset::Yesterday => "Yesterday",
             Preset::Last7Days => "Last 7 days",
             Preset::Last30Days => "Last 30 days",
+            Preset::ThisMonth => "This month",
+            Preset::LastMonth => "Last month",
             Preset::Last12Months => "Last 12 months",
         }
     }
 
-    fn span_and_resolution(self) -> (TimeDelta, Resolution) {
+    /// The range at `now` in `tz`, and its natural resolution. Presets
+    /// that run to now end with the current (partial) bucket; day-based
+    /// ones start and end at local midnight.
+    fn range(self, now: DateTime<Utc>, tz: Tz) -> (DateTime<Utc>, DateTime<Utc>, Resolution) {
+        let today = local::date_of(now, tz);
+        let days_back = |n: u64| {
+            today
+                .checked_sub_days(chrono::Days::new(n))
+                .unwrap_or(today)
+        };
+        let tomorrow = local::midnight(today.succ_opt().unwrap_or(today), tz);
+        let hour_end = local::next(
+            Resolution::Hour,
+            local::floor(Resolution::Hour, now, tz),
+            tz,
+        );
         match self {
-            Preset::LastHour => (TimeDelta::hours(1), Resolution::Minute),
-            Preset::Last24Hours => (TimeDelta::hours(24), Resolution::Hour),
-            Preset::Last7Days => (TimeDelta::days(7), Resolution::Hour),
-            Preset::Last30Days => (TimeDelta::days(30), Resolution::Day),
-            Preset::Last12Months => (TimeDelta::days(365), Resolution::Day),
+            Preset::LastHour => {
+                let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
+                (to - TimeDelta::hours(1), to, Resolution::Minute)
+            }
+            Preset::Last24Hours => (hour_end - TimeDelta::hours(24), hour_end, Resolution::Hour),
+            Preset::Today => (local::midnight(today, tz), tomorrow, Resolution::Hour),
+            Preset::Yesterday => (
+                local::midnight(days_back(1), tz),
+                local::midnight(today, tz),
+                Resolution::Hour,
+            ),
+            Preset::Last7Days => (hour_end - TimeDelta::days(7), hour_end, Resolution::Hour),
+            Preset::Last30Days => (
+                local::midnight(days_back(29), tz),
+                tomorrow,
+                Resolution::Day,
+            ),
+            Preset::ThisMonth => {
+                let (first, next) = local::month_of(now, tz);
+                (first, next, Resolution::Day)
+            }
+            Preset::LastMonth => {
+                let (first, _) = local::month_of(now, tz);
+                let (before, _) = local::month_of(first - TimeDelta::hours(1), tz);
+                (before, first, Resolution::Day)
+            }
+            Preset::Last12Months => (
+                local::midnight(days_back(364), tz),
+                tomorrow,
+                Resolution::Day,
+            ),
         }
     }
 }
@@ -135,7 +196,7 @@ impl Preset {
 pub struct RangeQuery {
     /// A preset key (`1h`, `24h`, `7d`, `30d`, `12mo`) or `custom`.
     pub range: Option<String>,
-    /// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`, UTC; for `custom`.
+    /// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM` in the site's zone; for `custom`.
     pub from: Option<String>,
     pub to: Option<String>,
     /// `auto`, `minute`, `hour` or `day`.
@@ -150,7 +211,7 @@ pub enum PeriodError {
     UnknownRange(String),
     #[error("Unknown resolution “{0}”: choose auto, minute, hour or day.")]
     UnknownResolution(String),
-    #[error("The {} must be a UTC date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.", if *.0 == "from" { "start" } else { "end" })]
+    #[error("The {} must be a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.", if *.0 == "from" { "start" } else { "end" })]
     BadTime(&'static str),
     #[error("A custom range needs both a start and an end.")]
     MissingBound,
@@ -176,17 +237,19 @@ impl PeriodError {
     }
 }
 
-/// Most buckets of the read resolution a period may need when it is shown
-/// coarser than it is read (see [`Period::read`]).
-const MAX_READ_POINTS: i64 = 20 * MAX_POINTS;
-
-/// A half-open range `[from, to)`, shown in buckets of `resolution` and read
-/// from the buckets of `read`.
+/// A half-open range `[from, to)` of instants, shown in local buckets of
+/// `resolution` in `zone`.
 ///
-/// `from` and `to` are aligned to `read`, which is `resolution` or finer:
-/// "last 24 hours by day" reads the 24 hour buckets of the range and adds
-/// them up per day, rather than widening the range to two whole days. The
-/// first and last shown bucket may then cover only part of their day.
+/// Figures are read as *units*: whole UTC hours where no bucket boundary
+/// falls inside the hour (from the day buckets' `hours` slots: one document
+/// per day), and minutes elsewhere (from the hour buckets' `minutes` slots):
+/// the minute level when shown by minute, the edges of a range that starts
+/// inside an hour, and the hours a local boundary cuts (`+05:30`: every
+/// local midnight). Units are then added up into the local buckets, so a
+/// local day is exact whether it has 23, 24 or 25 hours and wherever in a
+/// UTC hour it starts, and a long range costs one document per day, not one
+/// per hour. `read` is the coarsest unit (hour, or minute when shown by
+/// minute): a bucket of it still counting is left out of the change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Period {
     pub from: DateTime<Utc>,
@@ -195,10 +258,16 @@ pub struct Period {
     pub read: Resolution,
     /// The preset it came from, if any.
     pub preset: Option<Preset>,
+    pub zone: Tz,
 }
 
 impl Period {
+    /// [`Period::resolve_in`] UTC.
     pub fn resolve(q: &RangeQuery, now: DateTime<Utc>) -> Result<Self, PeriodError> {
+        Self::resolve_in(q, now, Tz::UTC)
+    }
+
+    pub fn resolve_in(q: &RangeQuery, now: DateTime<Utc>, zone: Tz) -> Result<Self, PeriodError> {
         let res = match q.res.as_deref().filter(|r| !r.is_empty()) {
             None | Some("auto") => None,
             Some(raw) => Some(
@@ -211,8 +280,8 @@ impl Period {
             .filter(|r| !r.is_empty())
             .unwrap_or("24h");
         let (from, to, auto, preset) = if range == "custom" {
-            let from = parse_time(q.from.as_deref(), "from", false)?;
-            let to = parse_time(q.to.as_deref(), "to", true)?;
+            let from = parse_time(q.from.as_deref(), "from", false, zone)?;
+            let to = parse_time(q.to.as_deref(), "to", true, zone)?;
             if to <= from {
                 return Err(PeriodError::Empty);
             }
@@ -220,36 +289,21 @@ impl Period {
         } else {
             let preset =
                 Preset::parse(range).ok_or_else(|| PeriodError::UnknownRange(range.into()))?;
-            let (span, natural) = preset.span_and_resolution();
-            // The current, partial bucket is included: "last hour" ends now.
-            let to = natural.floor(now) + natural.step();
-            (to - span, to, natural, Some(preset))
+            let (from, to, natural) = preset.range(now, zone);
+            (from, to, natural, Some(preset))
         };
         let resolution = res.unwrap_or(auto);
-        // Read at the coarsest resolution, up to the one shown, whose
-        // buckets fit the range exactly; widen the range to whole shown
-        // buckets only where that would mean reading too many buckets.
-        let read = [Resolution::Day, Resolution::Hour, Resolution::Minute]
-            .into_iter()
-            .find(|r| *r <= resolution && r.aligned(from) && r.aligned(to))
-            .unwrap_or(Resolution::Minute);
-        let exact = Period {
+        let period = Period {
             from,
             to,
             resolution,
-            read,
+            read: if resolution == Resolution::Minute {
+                Resolution::Minute
+            } else {
+                Resolution::Hour
+            },
             preset,
-        };
-        let period = if read == resolution || exact.read_point_count() <= MAX_READ_POINTS {
-            exact
-        } else {
-            Period {
-                from: resolution.floor(from),
-                to: resolution.ceil(to),
-                resolution,
-                read: resolution,
-                preset,
-            }
+            zone,
         };
         let points = period.point_count();
         if points > MAX_POINTS {
@@ -261,14 +315,29 @@ impl Period {
         Ok(period)
     }
 
-    /// A period read and shown at one resolution (`from`, `to` aligned).
+    /// A UTC period read and shown at one resolution (`from`, `to` aligned).
     pub fn aligned(from: DateTime<Utc>, to: DateTime<Utc>, resolution: Resolution) -> Self {
+        Self::aligned_in(from, to, resolution, Tz::UTC)
+    }
+
+    /// A period of whole local buckets of `resolution` in `zone`.
+    pub fn aligned_in(
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        resolution: Resolution,
+        zone: Tz,
+    ) -> Self {
         Period {
             from,
             to,
             resolution,
-            read: resolution,
+            read: if resolution == Resolution::Minute {
+                Resolution::Minute
+            } else {
+                Resolution::Hour
+            },
             preset: None,
+            zone,
         }
     }
 
@@ -276,33 +345,38 @@ impl Period {
         self.to - self.from
     }
 
-    /// Buckets shown: every bucket of `resolution` the range touches.
+    /// Buckets shown: every local bucket of `resolution` the range touches.
     pub fn point_count(&self) -> i64 {
-        let first = self.resolution.floor(self.from);
-        let end = self.resolution.ceil(self.to);
-        (end - first).num_seconds() / self.resolution.step().num_seconds()
+        // Bounded before listing them: a range of years by minute must not
+        // make a list of millions to learn that it is too long.
+        let rough = self.span().num_seconds() / self.resolution.step().num_seconds();
+        if rough > MAX_POINTS * 2 {
+            return rough;
+        }
+        self.points().len() as i64
     }
 
-    /// Buckets read from the collection of `read`.
-    pub fn read_point_count(&self) -> i64 {
-        self.span().num_seconds() / self.read.step().num_seconds()
+    /// The start of every bucket shown (local boundaries, as instants).
+    pub fn points(&self) -> Vec<DateTime<Utc>> {
+        local::starts(self.resolution, self.from, self.to, self.zone)
     }
 
-    /// The start of every bucket shown.
-    pub fn points(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
-        let first = self.resolution.floor(self.from);
-        (0..self.point_count()).map(move |i| first + self.resolution.step() * i as i32)
-    }
-
-    /// The start of every bucket read.
+    /// The start of every bucket of `read` in the range (UTC minutes or
+    /// hours from `from`).
     pub fn read_points(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
-        (0..self.read_point_count()).map(move |i| self.from + self.read.step() * i as i32)
+        let n = self.span().num_seconds() / self.read.step().num_seconds();
+        (0..n).map(move |i| self.from + self.read.step() * i as i32)
+    }
+
+    /// Where the shown bucket starting at `at` ends.
+    pub fn end_of(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+        local::next(self.resolution, at, self.zone)
     }
 
     /// Whether the shown bucket starting at `at` covers only part of its
     /// time: cut by the range's edges, or not over at `now`.
     pub fn is_partial(&self, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        let end = at + self.resolution.step();
+        let end = self.end_of(at);
         at < self.from || end > self.to || end > now
     }
 
@@ -314,13 +388,33 @@ impl Period {
         self.read.floor(now).clamp(self.from, self.to)
     }
 
-    /// The period of the same length just before this one.
+    /// The period just before this one: as many local days when shown by
+    /// day (so a month-long range before a DST change still starts at
+    /// local midnight), else the same length.
     pub fn previous(&self) -> Period {
+        let from = if self.resolution == Resolution::Day
+            && local::floor(Resolution::Day, self.from, self.zone) == self.from
+        {
+            let days = self.points().len() as u64;
+            let date = local::date_of(self.from, self.zone);
+            local::midnight(
+                date.checked_sub_days(chrono::Days::new(days))
+                    .unwrap_or(date),
+                self.zone,
+            )
+        } else {
+            self.from - self.span()
+        };
         Period {
-            from: self.from - self.span(),
+            from,
             to: self.from,
             ..*self
         }
+    }
+
+    /// How far the previous period lies before this one.
+    pub fn shift(&self) -> TimeDelta {
+        self.from - self.previous().from
     }
 }
 
@@ -328,6 +422,7 @@ fn parse_time(
     raw: Option<&str>,
     which: &'static str,
     end: bool,
+    zone: Tz,
 ) -> Result<DateTime<Utc>, PeriodError> {
     let raw = raw
         .map(str::trim)
@@ -343,17 +438,32 @@ fn parse_time(
         } else {
             date
         };
-        day.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc()
+        local::midnight(day, zone)
     } else {
-        NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-            .map_err(|_| PeriodError::BadTime(which))?
-            .and_utc()
+        let t = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
+            .map_err(|_| PeriodError::BadTime(which))?;
+        local_instant(t, zone)
     };
     let year = chrono::Datelike::year(&t);
     if !(2000..=2200).contains(&year) {
         return Err(PeriodError::BadTime(which));
     }
     Ok(t)
+}
+
+/// A local wall-clock time as an instant: the earlier one when the clock
+/// shows it twice (DST ends), the first after the gap when it skips it.
+fn local_instant(t: NaiveDateTime, zone: Tz) -> DateTime<Utc> {
+    use chrono::offset::LocalResult;
+    use chrono::TimeZone;
+    for minutes in (0..=180).step_by(15) {
+        match zone.from_local_datetime(&(t + TimeDelta::minutes(minutes))) {
+            LocalResult::Single(l) => return l.with_timezone(&Utc),
+            LocalResult::Ambiguous(first, _) => return first.with_timezone(&Utc),
+            LocalResult::None => continue,
+        }
+    }
+    t.and_utc()
 }
 
 #[cfg(test)]
@@ -429,8 +539,8 @@ mod tests {
 
     #[test]
     fn a_coarser_resolution_keeps_the_range() {
-        // Custom 09:30-10:30 by hour: read by minute, shown as two partial
-        // hours, not widened to 09:00-11:00.
+        // Custom 09:30-10:30 by hour: the cut hours read by minute, shown
+        // as two partial hours, not widened to 09:00-11:00.
         let mut r = q("custom");
         r.from = Some("2026-11-22T09:30".into());
         r.to = Some("2026-11-22T10:30".into());
@@ -439,10 +549,10 @@ mod tests {
         assert_eq!((p.from, p.to), (at(22, 9, 30), at(22, 10, 30)));
         assert_eq!(
             (p.read, p.resolution),
-            (Resolution::Minute, Resolution::Hour)
+            (Resolution::Hour, Resolution::Hour)
         );
         assert_eq!(
-            p.points().collect::<Vec<_>>(),
+            p.points(),
             vec![at(22, 9, 0), at(22, 10, 0)]
         );
         assert!(p.is_partial(at(22, 9, 0), now()) && p.is_partial(at(22, 10, 0), now()));
@@ -479,6 +589,68 @@ mod tests {
         r.to = Some("2026-12-02".into());
         let p = Period::resolve(&r, now()).unwrap();
         assert_eq!(p.complete_until(now()), p.from);
+    }
+
+    fn utc(y: i32, mo: u32, d: u32, h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, m, 0).unwrap()
+    }
+
+    #[test]
+    fn day_presets_start_at_local_midnight() {
+        let berlin = chrono_tz::Europe::Berlin;
+        // 10:01 UTC is 11:01 in Berlin: today started at 23:00 UTC.
+        let p = Period::resolve_in(&q("today"), now(), berlin).unwrap();
+        assert_eq!((p.from, p.to), (at(21, 23, 0), at(22, 23, 0)));
+        assert_eq!((p.resolution, p.point_count()), (Resolution::Hour, 24));
+        let p = Period::resolve_in(&q("yesterday"), now(), berlin).unwrap();
+        assert_eq!((p.from, p.to), (at(20, 23, 0), at(21, 23, 0)));
+        let p = Period::resolve_in(&q("month"), now(), berlin).unwrap();
+        assert_eq!((p.from, p.to), (utc(2026, 10, 31, 23, 0), at(30, 23, 0)));
+        assert_eq!(p.point_count(), 30);
+        // Last month, October, has 31 days and one of them 25 hours.
+        let p = Period::resolve_in(&q("lastmonth"), now(), berlin).unwrap();
+        assert_eq!((p.from, p.to), (utc(2026, 9, 30, 22, 0), utc(2026, 10, 31, 23, 0)));
+        assert_eq!(p.point_count(), 31);
+        assert_eq!(p.span(), TimeDelta::days(31) + TimeDelta::hours(1));
+        // Kolkata (+05:30): the local day starts at 18:30 UTC.
+        let kolkata = chrono_tz::Asia::Kolkata;
+        let p = Period::resolve_in(&q("today"), now(), kolkata).unwrap();
+        assert_eq!((p.from, p.to), (at(21, 18, 30), at(22, 18, 30)));
+        let p = Period::resolve_in(&q("30d"), now(), kolkata).unwrap();
+        assert_eq!(p.to, at(22, 18, 30));
+        assert_eq!(p.point_count(), 30);
+        // Last 24 hours end with the current local hour (15:30 IST).
+        let p = Period::resolve_in(&q("24h"), now(), kolkata).unwrap();
+        assert_eq!(p.to, at(22, 10, 30));
+    }
+
+    #[test]
+    fn custom_bounds_are_local_times() {
+        let mut r = q("custom");
+        r.from = Some("2026-03-29".into());
+        r.to = Some("2026-03-29".into());
+        let p = Period::resolve_in(&r, now(), chrono_tz::Europe::Berlin).unwrap();
+        // The day clocks go forward has 23 hours, as 23 hourly points.
+        assert_eq!((p.from, p.to), (utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 22, 0)));
+        assert_eq!((p.resolution, p.point_count()), (Resolution::Hour, 23));
+        r.from = Some("2026-11-22T09:00".into());
+        r.to = Some("2026-11-22T10:00".into());
+        let p = Period::resolve_in(&r, now(), chrono_tz::Asia::Kolkata).unwrap();
+        assert_eq!((p.from, p.to), (at(22, 3, 30), at(22, 4, 30)));
+    }
+
+    #[test]
+    fn the_previous_period_of_local_days_is_as_many_local_days() {
+        let berlin = chrono_tz::Europe::Berlin;
+        let mut r = q("custom");
+        r.from = Some("2026-10-25".into());
+        r.to = Some("2026-10-31".into());
+        r.res = Some("day".into());
+        let p = Period::resolve_in(&r, now(), berlin).unwrap();
+        let prev = p.previous();
+        assert_eq!(prev.to, p.from);
+        assert_eq!(prev.from, utc(2026, 10, 17, 22, 0));
+        assert_eq!(prev.point_count(), p.point_count());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
@@ -59,10 +59,6 @@ fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
     doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
 }
 
-fn collection(store: &Store, g: Granularity) -> mongodb::Collection<Document> {
-    store.reports().collection(g.collection())
-}
-
 pub fn number(value: Option<&Bson>) -> i64 {
     match value {
         Some(Bson::Int32(n)) => i64::from(*n),
@@ -72,8 +68,8 @@ pub fn number(value: Option<&Bson>) -> i64 {
     }
 }
 
-/// Views per shown bucket over the period, one point per bucket, 0 where
-/// no bucket exists.
+/// Views per shown bucket over the period, one point per local bucket,
+/// 0 where there were none.
 pub async fn series(
     store: &Store,
     scope: &Scope<'_>,
@@ -82,140 +78,162 @@ pub async fn series(
     Ok(rollup(period, &read_series(store, scope, period).await?))
 }
 
-/// Views per bucket of the period's read resolution (what the change
-/// against the previous period is computed from).
+/// The period's views as units (see [`Period`]): whole UTC hours where no
+/// bucket boundary cuts them, minutes elsewhere; only those with views,
+/// oldest first. [`rollup`] adds them up into the shown buckets; the change
+/// against the previous period compares them directly.
 pub async fn read_series(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
-    match (scope, period.read) {
-        (Scope::Site(domain), Resolution::Minute) => {
-            let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
-            return Ok(fill(period, &by_time));
-        }
-        (Scope::SiteTotals(_), Resolution::Minute) => {
-            return Ok(fill(
-                period,
-                &minutes_from_hours(store, scope, period).await?,
-            ));
-        }
-        (Scope::SiteTotals(_), _) => {
-            return Ok(fill(period, &by_bucket(store, scope, period).await?));
-        }
-        _ => {}
-    }
-    let (coll, mut matcher) = buckets_of(scope, period.read.granularity());
-    let coll = store.reports().collection::<Document>(coll);
-    matcher.insert("timestamp", time_filter(period.from, period.to));
-    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    let mut cursor = coll
-        .aggregate([
-            doc! {"$match": matcher},
-            doc! {"$group": {"_id": "$timestamp", "views": {"$sum": "$totalViews"}}},
-        ])
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(at) = d.get_datetime("_id") {
-            by_time.insert(at.to_chrono(), number(d.get("views")));
-        }
-    }
-    Ok(fill(period, &by_time))
+    let units = read_units(store, scope, period, false).await?;
+    let mut points: Vec<Point> = units
+        .by_time
+        .into_iter()
+        .map(|(at, views)| Point { at, views })
+        .collect();
+    points.sort_by_key(|p| p.at);
+    Ok(points)
 }
 
-/// Views per bucket of the period's read level, for a scope with one
-/// bucket per time (a page, a site's totals): no grouping needed.
-async fn by_bucket(
-    store: &Store,
-    scope: &Scope<'_>,
-    period: &Period,
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    let (coll, mut matcher) = buckets_of(scope, period.read.granularity());
-    matcher.insert("timestamp", time_filter(period.from, period.to));
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(coll)
-        .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
-        .batch_size(10_000)
-        .await?;
-    let mut by_time = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(at) = d.get_datetime("timestamp") {
-            *by_time.entry(at.to_chrono()).or_default() += number(d.get("totalViews"));
-        }
-    }
-    Ok(by_time)
+/// What a read found: views per unit, and per page for a site read from
+/// its page buckets.
+#[derive(Default)]
+struct Units {
+    by_time: HashMap<DateTime<Utc>, i64>,
+    by_page: HashMap<String, i64>,
 }
 
-/// Views per minute of a scope with one bucket per hour, from the hour
-/// buckets' `minutes` slots: one document per hour instead of sixty.
-async fn minutes_from_hours(
-    store: &Store,
-    scope: &Scope<'_>,
-    period: &Period,
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    let (coll, mut matcher) = buckets_of(scope, Granularity::Hour);
-    let (first, end) = (
-        Resolution::Hour.floor(period.from),
-        Resolution::Hour.ceil(period.to),
-    );
-    matcher.insert("timestamp", time_filter(first, end));
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(coll)
-        .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, "minutes": 1})
-        .await?;
-    let mut by_time = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        let (Ok(hour), Ok(minutes)) = (d.get_datetime("timestamp"), d.get_document("minutes"))
-        else {
-            continue;
-        };
-        let hour = hour.to_chrono();
-        for (minute, views) in minutes {
-            let Ok(m) = minute.parse::<i64>() else {
-                continue;
-            };
-            let at = hour + TimeDelta::minutes(m);
-            let views = number(Some(views));
-            if views != 0 && at >= period.from && at < period.to {
-                *by_time.entry(at).or_default() += views;
+impl Units {
+    fn add(&mut self, at: DateTime<Utc>, page: Option<&str>, views: i64) {
+        if views == 0 {
+            return;
+        }
+        *self.by_time.entry(at).or_default() += views;
+        if let Some(page) = page {
+            match self.by_page.get_mut(page) {
+                Some(total) => *total += views,
+                None => {
+                    self.by_page.insert(page.to_owned(), views);
+                }
             }
         }
     }
-    Ok(by_time)
 }
 
-/// One point per read bucket of the period, 0 where there is no bucket.
-fn fill(period: &Period, by_time: &HashMap<DateTime<Utc>, i64>) -> Vec<Point> {
-    period
-        .read_points()
-        .map(|at| Point {
-            at,
-            views: by_time.get(&at).copied().unwrap_or(0),
-        })
-        .collect()
-}
-
-/// Read buckets added up into the shown buckets.
-pub fn rollup(period: &Period, read: &[Point]) -> Vec<Point> {
-    let mut shown: Vec<Point> = period.points().map(|at| Point { at, views: 0 }).collect();
-    if period.read == period.resolution {
-        for (slot, p) in shown.iter_mut().zip(read) {
-            slot.views = p.views;
+/// Reads a period as units: the hour buckets' `minutes` slots for every
+/// hour when shown by minute, else only for the UTC hours a boundary cuts
+/// (the range's edges, local hours or days starting inside a UTC hour); the
+/// day buckets' `hours` slots for every other whole hour.
+async fn read_units(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    by_page: bool,
+) -> Result<Units, mongodb::error::Error> {
+    let (from, to) = (period.from, period.to);
+    let hour = Resolution::Hour;
+    let (h0, h1) = (hour.floor(from), hour.ceil(to));
+    let all_minutes = period.resolution == Resolution::Minute;
+    let mut cut: BTreeSet<DateTime<Utc>> = BTreeSet::new();
+    if !all_minutes {
+        for b in period.points().into_iter().chain([from, to]) {
+            if !hour.aligned(b) {
+                cut.insert(hour.floor(b));
+            }
         }
-        return shown;
     }
-    let (Some(first), step) = (shown.first().map(|p| p.at), period.resolution.step()) else {
-        return shown;
+    let key_field = match scope {
+        Scope::Site(_) if by_page => Some("page"),
+        _ => None,
     };
-    for p in read {
-        let i =
-            ((period.resolution.floor(p.at) - first).num_seconds() / step.num_seconds()) as usize;
-        if let Some(slot) = shown.get_mut(i) {
-            slot.views += p.views;
+    let mut units = Units::default();
+    let hours = (h1 - h0).num_hours();
+    if all_minutes || !cut.is_empty() {
+        let (coll, mut matcher) = buckets_of(scope, Granularity::Hour);
+        // A long list of cut hours (every local hour at +05:30) is read
+        // as a range and filtered here.
+        if all_minutes || cut.len() as i64 * 4 > hours {
+            matcher.insert("timestamp", time_filter(h0, h1));
+        } else {
+            let list: Vec<bson::DateTime> = cut
+                .iter()
+                .map(|t| bson::DateTime::from_chrono(*t))
+                .collect();
+            matcher.insert("timestamp", doc! {"$in": list});
+        }
+        let mut cursor = store
+            .reports()
+            .collection::<Document>(coll)
+            .find(matcher)
+            .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
+            .batch_size(10_000)
+            .await?;
+        while let Some(d) = cursor.try_next().await? {
+            let (Ok(start), Ok(minutes)) = (d.get_datetime("timestamp"), d.get_document("minutes"))
+            else {
+                continue;
+            };
+            let start = start.to_chrono();
+            if !all_minutes && !cut.contains(&start) {
+                continue;
+            }
+            let page = key_field.and_then(|k| d.get_str(k).ok());
+            for (minute, views) in minutes {
+                let Ok(m) = minute.parse::<i64>() else {
+                    continue;
+                };
+                let at = start + TimeDelta::minutes(m);
+                if at >= from && at < to {
+                    units.add(at, page, number(Some(views)));
+                }
+            }
+        }
+    }
+    let (first, last) = (hour.ceil(from), hour.floor(to));
+    let whole = (last - first).num_hours();
+    if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
+        let (coll, mut matcher) = buckets_of(scope, Granularity::Day);
+        matcher.insert("timestamp", time_filter(Resolution::Day.floor(first), last));
+        let mut cursor = store
+            .reports()
+            .collection::<Document>(coll)
+            .find(matcher)
+            .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "hours": 1})
+            .batch_size(10_000)
+            .await?;
+        while let Some(d) = cursor.try_next().await? {
+            let (Ok(day), Ok(slots)) = (d.get_datetime("timestamp"), d.get_document("hours"))
+            else {
+                continue;
+            };
+            let day = day.to_chrono();
+            let page = key_field.and_then(|k| d.get_str(k).ok());
+            for (h, views) in slots {
+                let Ok(h) = h.parse::<i64>() else {
+                    continue;
+                };
+                let at = day + TimeDelta::hours(h);
+                if at >= first && at < last && !cut.contains(&at) {
+                    units.add(at, page, number(Some(views)));
+                }
+            }
+        }
+    }
+    Ok(units)
+}
+
+/// Units added up into the shown (local) buckets.
+pub fn rollup(period: &Period, units: &[Point]) -> Vec<Point> {
+    let starts = period.points();
+    let mut shown: Vec<Point> = starts.iter().map(|&at| Point { at, views: 0 }).collect();
+    for u in units {
+        let i = starts.partition_point(|s| *s <= u.at);
+        if i > 0 {
+            if let Some(slot) = shown.get_mut(i - 1) {
+                slot.views += u.views;
+            }
         }
     }
     shown
@@ -228,105 +246,41 @@ fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
     pages
 }
 
-/// A site's series and its pages ranked, as [`series`] and [`top_pages`]
-/// return them, from ONE read of the period's buckets: the dashboard needs
-/// both, and on secantusd-rs each `$group` over a site's 30,000 day buckets
-/// costs ~150 ms of server time, while one projected scan summed here costs
-/// about the same as one of them.
+fn ranked_pages(by_page: HashMap<String, i64>) -> Vec<(Page, i64)> {
+    ranked(
+        by_page
+            .into_iter()
+            .map(|(page, views)| (Page::from_stored(page), views)),
+    )
+}
+
+/// A site's series (units, as [`read_series`]) and its pages ranked, as
+/// [`top_pages`]: from the site's totals and one projected scan of its page
+/// buckets when its totals are complete, else from that one scan alone.
 pub async fn site_overview(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
-    let domain = match scope {
-        // The series from the site's totals; the pages still from the
-        // page buckets, but without grouping by time.
+    match scope {
         Scope::SiteTotals(domain) => {
             let (series, pages) = tokio::try_join!(
                 read_series(store, scope, period),
-                top_pages_scan(store, domain, period)
+                top_pages(store, domain, period)
             )?;
-            return Ok((series, pages));
+            Ok((series, pages))
         }
-        Scope::Site(domain) => *domain,
-        Scope::Page(_) => unreachable!("site_overview is for sites"),
-    };
-    if period.read == Resolution::Minute {
-        let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
-        let pages = ranked(
-            by_page
+        _ => {
+            let units = read_units(store, scope, period, true).await?;
+            let mut points: Vec<Point> = units
+                .by_time
                 .into_iter()
-                .map(|(page, views)| (Page::from_stored(page), views)),
-        );
-        return Ok((fill(period, &by_time), pages));
-    }
-    let coll = collection(store, period.read.granularity());
-    let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
-    let mut cursor = coll
-        .find(matcher)
-        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
-        .batch_size(10_000)
-        .await?;
-    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    let mut by_page: HashMap<String, i64> = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        let views = number(d.get("totalViews"));
-        if let (Ok(at), Ok(page)) = (d.get_datetime("timestamp"), d.get_str("page")) {
-            *by_time.entry(at.to_chrono()).or_default() += views;
-            match by_page.get_mut(page) {
-                Some(total) => *total += views,
-                None => {
-                    by_page.insert(page.to_owned(), views);
-                }
-            }
+                .map(|(at, views)| Point { at, views })
+                .collect();
+            points.sort_by_key(|p| p.at);
+            Ok((points, ranked_pages(units.by_page)))
         }
     }
-    let pages = ranked(
-        by_page
-            .into_iter()
-            .map(|(page, views)| (Page::from_stored(page), views)),
-    );
-    Ok((fill(period, &by_time), pages))
-}
-
-/// A site's pages ranked over the period, from one projected scan of the
-/// page buckets at the read level (minute: the hour buckets' slots).
-async fn top_pages_scan(
-    store: &Store,
-    domain: &DomainName,
-    period: &Period,
-) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    if period.read == Resolution::Minute {
-        let (_, by_page) = site_minutes_from_hours(store, domain, period).await?;
-        return Ok(ranked(
-            by_page
-                .into_iter()
-                .map(|(page, views)| (Page::from_stored(page), views)),
-        ));
-    }
-    let mut cursor = collection(store, period.read.granularity())
-        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)})
-        .projection(doc! {"_id": 0, "page": 1, "totalViews": 1})
-        .batch_size(10_000)
-        .await?;
-    let mut by_page: HashMap<String, i64> = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        let views = number(d.get("totalViews"));
-        if let Ok(page) = d.get_str("page") {
-            match by_page.get_mut(page) {
-                Some(total) => *total += views,
-                None => {
-                    by_page.insert(page.to_owned(), views);
-                }
-            }
-        }
-    }
-    Ok(ranked(
-        by_page
-            .into_iter()
-            .map(|(page, views)| (Page::from_stored(page), views)),
-    ))
 }
 
 /// Whether any view of the scope was ever stored. Day buckets suffice:
@@ -343,87 +297,20 @@ pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb
         .is_some())
 }
 
-/// A site's views per minute and per page over `period` (read by minute),
-/// from the `minutes` slots of its HOUR buckets: one document per page-hour
-/// instead of sixty. A site-wide "last hour" read by minute buckets cost 60
-/// documents per page and its previous hour as many again, the slowest
-/// dashboard by far; through hour buckets it costs 2 or 3 per page, so the
-/// cost follows the window's hours rather than its minutes.
-async fn site_minutes_from_hours(
-    store: &Store,
-    domain: &DomainName,
-    period: &Period,
-) -> Result<(HashMap<DateTime<Utc>, i64>, HashMap<String, i64>), mongodb::error::Error> {
-    let coll = collection(store, Granularity::Hour);
-    let (first, end) = (
-        Resolution::Hour.floor(period.from),
-        Resolution::Hour.ceil(period.to),
-    );
-    let mut cursor = coll
-        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(first, end)})
-        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
-        .batch_size(10_000)
-        .await?;
-    let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    let mut by_page: HashMap<String, i64> = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        let (Ok(hour), Ok(page), Ok(minutes)) = (
-            d.get_datetime("timestamp"),
-            d.get_str("page"),
-            d.get_document("minutes"),
-        ) else {
-            continue;
-        };
-        let hour = hour.to_chrono();
-        let mut in_window = 0;
-        for (minute, views) in minutes {
-            let Ok(m) = minute.parse::<i64>() else {
-                continue;
-            };
-            let at = hour + TimeDelta::minutes(m);
-            let views = number(Some(views));
-            if views != 0 && at >= period.from && at < period.to {
-                *by_time.entry(at).or_default() += views;
-                in_window += views;
-            }
-        }
-        if in_window != 0 {
-            *by_page.entry(page.to_owned()).or_default() += in_window;
-        }
-    }
-    Ok((by_time, by_page))
-}
-
 pub fn total(points: &[Point]) -> i64 {
     points.iter().map(|p| p.views).sum()
 }
 
 /// Every page of a site with views in the period, most viewed first (ties
-/// by page), read from the collection of the period's resolution so the
-/// page totals add up to the site total shown beside them.
+/// by page), read like the series so the page totals add up to the site
+/// total shown beside them.
 pub async fn top_pages(
     store: &Store,
     domain: &DomainName,
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    let coll = collection(store, period.read.granularity());
-    let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
-    let docs: Vec<Document> = coll
-        .aggregate([
-            doc! {"$match": matcher},
-            doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
-            doc! {"$sort": {"views": -1, "_id": 1}},
-        ])
-        .await?
-        .try_collect()
-        .await?;
-    // The server sorted already; sorting again keeps the order exact even
-    // where a server returns equal counts in another order.
-    Ok(ranked(docs.into_iter().filter_map(|d| {
-        let page = d.get_str("_id").ok()?.to_owned();
-        Some((Page::from_stored(page), number(d.get("views"))))
-    })))
+    let units = read_units(store, &Scope::Site(domain), period, true).await?;
+    Ok(ranked_pages(units.by_page))
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).
@@ -495,12 +382,12 @@ pub async fn site_summary(
     site: &crate::storage::sites::Site,
     now: DateTime<Utc>,
 ) -> Result<SiteSummary, mongodb::error::Error> {
-    let today = Resolution::Day.floor(now);
-    let period = Period::aligned(
-        today - TimeDelta::days(29),
-        today + TimeDelta::days(1),
-        Resolution::Day,
-    );
+    let q = super::RangeQuery {
+        range: Some("30d".into()),
+        ..Default::default()
+    };
+    let period = Period::resolve_in(&q, now, site.time_zone.tz())
+        .expect("the 30-day preset always resolves");
     let points = series(store, &Scope::of_site(site), &period).await?;
     let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
     Ok(SiteSummary {

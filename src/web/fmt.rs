@@ -105,6 +105,17 @@ pub fn utc(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// A time in a site's zone, with the zone's abbreviation
+/// ("2026-03-29 03:00 CEST").
+pub fn local(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+}
+
+/// [`input_minute`] in a site's zone.
+pub fn input_minute_in(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%dT%H:%M").to_string()
+}
+
 /// `YYYY-MM-DDTHH:MM`, the value format of `<input type="datetime-local">`.
 pub fn input_minute(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M").to_string()

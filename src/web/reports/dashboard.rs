@@ -82,7 +82,7 @@ pub async fn dashboard(
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now);
+    let (period, range_error) = resolve_or_default(&q, now, site.time_zone.tz());
     let scope = Scope::of_site(&site);
     let before = period.previous();
     let source_filter = q.source_filter()?;

@@ -55,10 +55,11 @@ pub(super) fn file_stem(
         stem.push('_');
         stem.push_str(if page.is_empty() { "home" } else { &page });
     }
+    let tz = site.time_zone.tz();
     stem.push_str(&format!(
         "_{}_{}",
-        from.format("%Y-%m-%dT%H%M"),
-        to.format("%Y-%m-%dT%H%M")
+        from.with_timezone(&tz).format("%Y-%m-%dT%H%M"),
+        to.with_timezone(&tz).format("%Y-%m-%dT%H%M")
     ));
     stem
 }
@@ -72,7 +73,7 @@ pub async fn series_csv(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let points = match &path {
         Some(path) => {
@@ -88,7 +89,7 @@ pub async fn series_csv(
             file_stem(&site, path.as_ref(), period.from, period.to),
             period.resolution.as_str()
         ),
-        csv::series(&points),
+        csv::series_in(&points, site.time_zone.tz()),
     ))
 }
 
@@ -100,7 +101,7 @@ pub async fn pages_csv(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;
@@ -134,7 +135,7 @@ pub async fn seconds_csv(
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let minute = q
-        .minute()?
+        .minute(site.time_zone.tz())?
         .ok_or_else(|| WebError::Invalid("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into()))?;
     let seconds = queries::seconds_of(&state.store, &page, minute).await?;
     let minute = Resolution::Minute.floor(minute);
@@ -143,7 +144,7 @@ pub async fn seconds_csv(
             "{}_seconds.csv",
             file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1))
         ),
-        csv::series(&seconds_points(minute, &seconds)),
+        csv::series_in(&seconds_points(minute, &seconds), site.time_zone.tz()),
     ))
 }
 
@@ -156,13 +157,13 @@ pub async fn realtime_csv(
     let site = visible_site(&state, &viewer, &id)?;
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
-    let period = realtime_period(state.clock.now());
+    let period = realtime_period(state.clock.now(), site.time_zone.tz());
     let points = queries::series(&state.store, &Scope::Page(&page), &period).await?;
     Ok(csv_response(
         &format!(
             "{}_minute.csv",
             file_stem(&site, Some(&path), period.from, period.to)
         ),
-        csv::series(&points),
+        csv::series_in(&points, site.time_zone.tz()),
     ))
 }

@@ -54,9 +54,9 @@ pub(super) fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<
         .collect()
 }
 
-pub(super) fn realtime_period(now: DateTime<Utc>) -> Period {
+pub(super) fn realtime_period(now: DateTime<Utc>, zone: chrono_tz::Tz) -> Period {
     let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
-    Period::aligned(to - TimeDelta::minutes(60), to, Resolution::Minute)
+    Period::aligned_in(to - TimeDelta::minutes(60), to, Resolution::Minute, zone)
 }
 
 pub async fn page_report(
@@ -70,11 +70,12 @@ pub async fn page_report(
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now);
+    let zone = site.time_zone.tz();
+    let (period, range_error) = resolve_or_default(&q, now, zone);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
-    let (before, last_hour) = (period.previous(), realtime_period(now));
-    let chosen = q.minute()?;
+    let (before, last_hour) = (period.previous(), realtime_period(now, zone));
+    let chosen = q.minute(zone)?;
     // The breakdown's minute is either chosen or looked up; either way it
     // runs alongside the other queries rather than before them.
     let breakdown = async {
@@ -107,7 +108,7 @@ pub async fn page_report(
     } else {
         q.range_params()
     };
-    let minute_value = fmt::input_minute(&minute);
+    let minute_value = fmt::input_minute_in(&minute, zone);
     let csv =
         |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
     // A second still to come (or running) in the current minute.
@@ -135,12 +136,16 @@ pub async fn page_report(
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
         headline: Headline::new(&period, &current, &previous, now),
-        minute_label: fmt::utc(&minute),
+        minute_label: fmt::local(&minute, zone),
         seconds: series_view(
             "seconds",
             &seconds_points(minute, &seconds),
             chart::Unit::Second,
-            &format!("Views of {page} in each second of {}", fmt::utc(&minute)),
+            zone,
+            &format!(
+                "Views of {page} in each second of {}",
+                fmt::local(&minute, zone)
+            ),
             second_partial,
         ),
         realtime: period_view(
@@ -154,6 +159,7 @@ pub async fn page_report(
             "this-minute",
             &seconds_points(this_minute, &current_seconds),
             chart::Unit::Second,
+            zone,
             &format!("Views of {page} this minute, by second"),
             second_partial,
         ),
@@ -171,7 +177,7 @@ pub async fn page_report(
             "seconds.csv",
             &[
                 ("path", path.as_str()),
-                ("minute", &fmt::input_minute(&this_minute)),
+                ("minute", &fmt::input_minute_in(&this_minute, zone)),
             ],
         ),
         sources: super::sources::view(

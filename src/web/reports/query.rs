@@ -67,15 +67,21 @@ impl ReportQuery {
             .map_err(|e| WebError::Invalid(format!("That page cannot be shown: {e}.")))
     }
 
-    pub(super) fn minute(&self) -> Result<Option<DateTime<Utc>>, WebError> {
+    /// The chosen minute, a local time in the site's zone (the earlier
+    /// one where DST ends repeats it).
+    pub(super) fn minute(&self, zone: chrono_tz::Tz) -> Result<Option<DateTime<Utc>>, WebError> {
+        use chrono::TimeZone;
         match self.minute.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),
             Some(raw) => NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-                .map(|t| Some(t.and_utc()))
-                .map_err(|_| {
-                    WebError::Invalid(
-                        "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
-                    )
+                .ok()
+                .and_then(|t| zone.from_local_datetime(&t).earliest())
+                .map(|t| Some(t.with_timezone(&Utc)))
+                .ok_or_else(|| {
+                    WebError::Invalid(format!(
+                        "The minute must be a date and time (YYYY-MM-DDTHH:MM) that exists in {}.",
+                        zone.name()
+                    ))
                 }),
         }
     }

@@ -26,6 +26,8 @@ pub(super) struct SettingsPage {
     /// The name and aliases as typed, and what was wrong with them.
     name: String,
     aliases: String,
+    time_zone: String,
+    time_zones: Vec<&'static str>,
     error: Option<crate::web::admin::FormError>,
     /// The new-page cap and this hour's figures (issue 13).
     cap: crate::ingest::page_cap::CapStatus,
@@ -50,16 +52,24 @@ pub(super) fn settings_page(
     viewer: &Viewer,
     site: Arc<Site>,
     done: Option<&'static str>,
-    typed: Option<(String, String, crate::web::admin::FormError)>,
+    typed: Option<(String, String, String, crate::web::admin::FormError)>,
 ) -> HttpResponse {
     let s = snippets::for_site(&state.public_url, &site.id);
     let cap = state
         .ingest
         .page_cap
         .status(site.domain.as_str(), state.clock.now());
-    let (name, aliases, error, status) = match typed {
-        Some((name, aliases, error)) => (name, aliases, Some(error), StatusCode::BAD_REQUEST),
-        None => (site.name.clone(), aliases_text(&site), None, StatusCode::OK),
+    let (name, aliases, time_zone, error, status) = match typed {
+        Some((name, aliases, zone, error)) => {
+            (name, aliases, zone, Some(error), StatusCode::BAD_REQUEST)
+        }
+        None => (
+            site.name.clone(),
+            aliases_text(&site),
+            site.time_zone.name().to_owned(),
+            None,
+            StatusCode::OK,
+        ),
     };
     render(
         status,
@@ -71,6 +81,8 @@ pub(super) fn settings_page(
             done,
             name,
             aliases,
+            time_zone,
+            time_zones: crate::domain::TimeZone::all().collect(),
             error,
             cap,
             overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
@@ -100,6 +112,8 @@ pub struct SiteSettingsForm {
     name: String,
     #[serde(default)]
     aliases: String,
+    #[serde(default)]
+    time_zone: String,
 }
 
 /// An owner (or admin) renames their site or changes its aliases; the
@@ -118,8 +132,17 @@ pub async fn save_site_settings(
             &viewer,
             site.clone(),
             None,
-            Some((form.name.clone(), form.aliases.clone(), error)),
+            Some((
+                form.name.clone(),
+                form.aliases.clone(),
+                form.time_zone.clone(),
+                error,
+            )),
         )
+    };
+    let zone = match crate::domain::TimeZone::parse(&form.time_zone) {
+        Ok(z) => z,
+        Err(e) => return Ok(again(crate::web::admin::FormError::new("time_zone", e))),
     };
     let aliases = match crate::web::admin::parse_hosts(&form.aliases) {
         Ok(a) => a,
@@ -138,6 +161,9 @@ pub async fn save_site_settings(
             return Ok(again(crate::web::admin::FormError::new("name", e)))
         }
         Err(e) => return Ok(again(crate::web::admin::FormError::new("aliases", e))),
+    }
+    if zone != site.time_zone {
+        crate::storage::sites::set_time_zone(&state.store, &site, zone).await?;
     }
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");

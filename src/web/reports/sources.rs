@@ -77,8 +77,8 @@ pub(super) fn view(
     let widened = (current.from < period.from || current.to > period.to).then(|| {
         format!(
             "Sources are kept by the hour: they cover {} to {}.",
-            fmt::utc(&current.from),
-            fmt::utc(&current.to)
+            fmt::local(&current.from, period.zone),
+            fmt::local(&current.to, period.zone)
         )
     });
     SourcesView {
@@ -101,7 +101,7 @@ pub async fn sources_csv(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
     let filter = q.source_filter()?;
     let path = match q.path.as_deref() {
         Some(_) => Some(q.path()?),

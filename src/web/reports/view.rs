@@ -52,6 +52,8 @@ pub struct Controls {
     pub to: String,
     pub res: String,
     pub summary: String,
+    /// The site's zone, which every time of the form is in.
+    pub zone: &'static str,
     /// A refused range: the message, and the field it is about.
     pub error: Option<String>,
     pub error_field: &'static str,
@@ -62,11 +64,13 @@ pub struct Controls {
 pub(super) fn resolve_or_default(
     q: &ReportQuery,
     now: DateTime<Utc>,
+    zone: chrono_tz::Tz,
 ) -> (Period, Option<PeriodError>) {
-    match Period::resolve(&q.range(), now) {
+    match Period::resolve_in(&q.range(), now, zone) {
         Ok(p) => (p, None),
         Err(e) => (
-            Period::resolve(&RangeQuery::default(), now).expect("the default range is valid"),
+            Period::resolve_in(&RangeQuery::default(), now, zone)
+                .expect("the default range is valid"),
             Some(e),
         ),
     }
@@ -121,12 +125,12 @@ pub(super) fn controls(
         from: if error.is_some() {
             kept(&q.from)
         } else {
-            fmt::input_minute(&period.from)
+            fmt::input_minute_in(&period.from, period.zone)
         },
         to: if error.is_some() {
             kept(&q.to)
         } else {
-            fmt::input_minute(&period.to)
+            fmt::input_minute_in(&period.to, period.zone)
         },
         res: q
             .res
@@ -134,12 +138,14 @@ pub(super) fn controls(
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "auto".into()),
         summary: format!(
-            "{} to {}, {} by {}",
-            fmt::utc(&period.from),
-            fmt::utc(&period.to),
+            "{} to {} ({}), {} by {}",
+            fmt::local(&period.from, period.zone),
+            fmt::local(&period.to, period.zone),
+            period.zone.name(),
             fmt::plural(&period.point_count(), "point"),
             period.resolution.as_str()
         ),
+        zone: period.zone.name(),
         error: error.map(|e| e.to_string()),
         error_field: error.map_or("", PeriodError::field),
     }
@@ -153,12 +159,15 @@ pub struct SeriesView {
     /// Label, views, whether the bucket covers only part of its time.
     pub rows: Vec<(String, i64, bool)>,
     pub total: i64,
+    /// The zone its times are in.
+    pub zone: &'static str,
 }
 
 pub(super) fn series_view(
     id: &str,
     points: &[Point],
     unit: chart::Unit,
+    zone: chrono_tz::Tz,
     title: &str,
     partial: impl Fn(DateTime<Utc>) -> bool,
 ) -> SeriesView {
@@ -172,12 +181,13 @@ pub(super) fn series_view(
         .collect();
     SeriesView {
         id: id.to_owned(),
-        chart: chart::bars(&bars, unit, title, id),
+        chart: chart::bars_in(&bars, unit, zone, title, id),
         rows: bars
             .iter()
-            .map(|b| (chart::label(b.at, unit), b.views, b.partial))
+            .map(|b| (chart::label_in(b.at, unit, zone), b.views, b.partial))
             .collect(),
         total: queries::total(points),
+        zone: zone.name(),
     }
 }
 
@@ -194,6 +204,7 @@ pub(super) fn period_view(
         id,
         &queries::rollup(period, read),
         period.resolution.into(),
+        period.zone,
         title,
         |at| period.is_partial(at, now),
     )
@@ -224,7 +235,7 @@ impl Headline {
     ) -> Self {
         let cut = period.complete_until(now);
         let (total, previous) = if cut < period.to {
-            let offset = period.span();
+            let offset = period.shift();
             (
                 current.iter().filter(|p| p.at < cut).map(|p| p.views).sum(),
                 previous
