@@ -547,14 +547,8 @@ mod tests {
         r.res = Some("hour".into());
         let p = Period::resolve(&r, now()).unwrap();
         assert_eq!((p.from, p.to), (at(22, 9, 30), at(22, 10, 30)));
-        assert_eq!(
-            (p.read, p.resolution),
-            (Resolution::Hour, Resolution::Hour)
-        );
-        assert_eq!(
-            p.points(),
-            vec![at(22, 9, 0), at(22, 10, 0)]
-        );
+        assert_eq!((p.read, p.resolution), (Resolution::Hour, Resolution::Hour));
+        assert_eq!(p.points(), vec![at(22, 9, 0), at(22, 10, 0)]);
         assert!(p.is_partial(at(22, 9, 0), now()) && p.is_partial(at(22, 10, 0), now()));
         // The preset "last 24 hours" by day keeps its 24 hours.
         let mut r = q("24h");
@@ -609,7 +603,10 @@ mod tests {
         assert_eq!(p.point_count(), 30);
         // Last month, October, has 31 days and one of them 25 hours.
         let p = Period::resolve_in(&q("lastmonth"), now(), berlin).unwrap();
-        assert_eq!((p.from, p.to), (utc(2026, 9, 30, 22, 0), utc(2026, 10, 31, 23, 0)));
+        assert_eq!(
+            (p.from, p.to),
+            (utc(2026, 9, 30, 22, 0), utc(2026, 10, 31, 23, 0))
+        );
         assert_eq!(p.point_count(), 31);
         assert_eq!(p.span(), TimeDelta::days(31) + TimeDelta::hours(1));
         // Kolkata (+05:30): the local day starts at 18:30 UTC.
@@ -631,7 +628,10 @@ mod tests {
         r.to = Some("2026-03-29".into());
         let p = Period::resolve_in(&r, now(), chrono_tz::Europe::Berlin).unwrap();
         // The day clocks go forward has 23 hours, as 23 hourly points.
-        assert_eq!((p.from, p.to), (utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 22, 0)));
+        assert_eq!(
+            (p.from, p.to),
+            (utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 22, 0))
+        );
         assert_eq!((p.resolution, p.point_count()), (Resolution::Hour, 23));
         r.from = Some("2026-11-22T09:00".into());
         r.to = Some("2026-11-22T10:00".into());

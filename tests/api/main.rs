@@ -20,4 +20,5 @@ mod site_owner;
 mod site_totals;
 mod sources;
 mod storage;
+mod time_zones;
 mod two_factor;

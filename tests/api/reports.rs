@@ -261,7 +261,7 @@ async fn malformed_report_parameters_get_a_clear_400() {
         ),
         (
             "?range=custom&from=yesterday&to=2026-11-01",
-            "The start must be a UTC date",
+            "The start must be a date (YYYY-MM-DD)",
         ),
         ("?range=12mo&res=minute", "more than 1,500"),
         ("?p=0", "whole number from 1"),

@@ -140,13 +140,18 @@ pub async fn save_site_settings(
             )),
         )
     };
-    let zone = match crate::domain::TimeZone::parse(&form.time_zone) {
-        Ok(z) => z,
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("time_zone", e))),
-    };
     let aliases = match crate::web::admin::parse_hosts(&form.aliases) {
         Ok(a) => a,
         Err(e) => return Ok(again(e)),
+    };
+    // An empty field (a form from before zones) keeps the zone.
+    let zone = if form.time_zone.trim().is_empty() {
+        site.time_zone
+    } else {
+        match crate::domain::TimeZone::parse(&form.time_zone) {
+            Ok(z) => z,
+            Err(e) => return Ok(again(crate::web::admin::FormError::new("time_zone", e))),
+        }
     };
     let changes = crate::storage::sites::SiteChanges {
         name: form.name.clone(),
