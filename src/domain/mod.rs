@@ -4,9 +4,11 @@
 mod domain_name;
 mod email;
 mod page;
+mod resolution;
 mod site_id;
 
 pub use domain_name::{DomainName, DomainNameError};
 pub use email::{Email, EmailError};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
+pub use resolution::Resolution;
 pub use site_id::{SiteId, SiteIdError};
