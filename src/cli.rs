@@ -163,7 +163,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve(settings) => serve(settings).await,
         Command::Setup { shard, db } => {
             with_store(&db, |store| async move {
-                let report = schema::ensure_schema(&store).await?;
+                let report = crate::indexes::ensure(&store).await?;
                 for line in &report.indexes {
                     println!("{line}");
                 }
@@ -196,7 +196,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
+                crate::indexes::ensure(&store).await?;
                 let new = sites::NewSite {
                     domain,
                     aliases,
@@ -229,7 +229,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 .context("the password on stdin")?;
             let role = if admin { Role::Admin } else { Role::Owner };
             with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
+                crate::indexes::ensure(&store).await?;
                 let user =
                     users::create(&store, email, &password, role, chrono::Utc::now()).await?;
                 println!("{}", user.id);
@@ -254,7 +254,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 hours,
             };
             with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
+                crate::indexes::ensure(&store).await?;
                 let now = chrono::Utc::now();
                 let all: Vec<_> = sites::list(&store)
                     .await?
@@ -298,7 +298,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 seed: 20261122,
             };
             with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
+                crate::indexes::ensure(&store).await?;
                 let started = std::time::Instant::now();
                 let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
                 if report.skipped {
@@ -444,7 +444,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         let db = &settings.database;
         let store = Store::connect(db, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
-        schema::ensure_schema(&store).await?;
+        crate::indexes::ensure(&store).await?;
         for warning in schema::sharding_warnings(&store).await {
             tracing::warn!("{warning}");
         }

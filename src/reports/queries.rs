@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
+use crate::storage::values::count;
 use crate::storage::{Bucket, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,15 +25,9 @@ pub enum Scope<'a> {
     Page(&'a Page),
 }
 
-/// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
-/// (`0` sorts right after `/`).
-pub fn site_pages(domain: &DomainName) -> Document {
-    doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
-}
-
 fn page_filter(scope: &Scope<'_>) -> Bson {
     match scope {
-        Scope::Site(domain) => Bson::Document(site_pages(domain)),
+        Scope::Site(domain) => Bson::Document(domain.pages_filter()),
         Scope::Page(page) => Bson::String(page.as_str().to_owned()),
     }
 }
@@ -43,15 +38,6 @@ fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
 
 fn collection(store: &Store, g: Resolution) -> mongodb::Collection<Document> {
     store.reports().collection(g.collection())
-}
-
-pub fn number(value: Option<&Bson>) -> i64 {
-    match value {
-        Some(Bson::Int32(n)) => i64::from(*n),
-        Some(Bson::Int64(n)) => *n,
-        Some(Bson::Double(n)) => *n as i64,
-        _ => 0,
-    }
 }
 
 /// Views per shown bucket over the period, one point per bucket, 0 where
@@ -87,7 +73,7 @@ pub async fn read_series(
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if let Ok(at) = d.get_datetime("_id") {
-            by_time.insert(at.to_chrono(), number(d.get("views")));
+            by_time.insert(at.to_chrono(), count(d.get("views")));
         }
     }
     Ok(fill(period, &by_time))
@@ -154,7 +140,7 @@ pub async fn site_overview(
     }
     let coll = collection(store, period.read);
     let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+        doc! {"page": domain.pages_filter(), "timestamp": time_filter(period.from, period.to)};
     let mut cursor = coll
         .find(matcher)
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
@@ -163,7 +149,7 @@ pub async fn site_overview(
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut by_page: HashMap<String, i64> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
-        let views = number(d.get("totalViews"));
+        let views = count(d.get("totalViews"));
         if let (Ok(at), Ok(page)) = (d.get_datetime("timestamp"), d.get_str("page")) {
             *by_time.entry(at.to_chrono()).or_default() += views;
             match by_page.get_mut(page) {
@@ -209,7 +195,7 @@ async fn site_minutes_from_hours(
         Resolution::Hour.ceil(period.to),
     );
     let mut cursor = coll
-        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(first, end)})
+        .find(doc! {"page": domain.pages_filter(), "timestamp": time_filter(first, end)})
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
         .batch_size(10_000)
         .await?;
@@ -230,7 +216,7 @@ async fn site_minutes_from_hours(
                 continue;
             };
             let at = hour + TimeDelta::minutes(m);
-            let views = number(Some(views));
+            let views = count(Some(views));
             if views != 0 && at >= period.from && at < period.to {
                 *by_time.entry(at).or_default() += views;
                 in_window += views;
@@ -257,7 +243,7 @@ pub async fn top_pages(
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
     let coll = collection(store, period.read);
     let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+        doc! {"page": domain.pages_filter(), "timestamp": time_filter(period.from, period.to)};
     let docs: Vec<Document> = coll
         .aggregate([
             doc! {"$match": matcher},
@@ -271,7 +257,7 @@ pub async fn top_pages(
     // where a server returns equal counts in another order.
     Ok(ranked(docs.into_iter().filter_map(|d| {
         let page = d.get_str("_id").ok()?.to_owned();
-        Some((Page::from_stored(page), number(d.get("views"))))
+        Some((Page::from_stored(page), count(d.get("views"))))
     })))
 }
 
@@ -322,7 +308,7 @@ pub async fn latest_minute(
         .batch_size(64)
         .await?;
     while let Some(d) = cursor.try_next().await? {
-        if number(d.get("totalViews")) > 0 {
+        if count(d.get("totalViews")) > 0 {
             return Ok(d.get_datetime("timestamp").ok().map(|t| t.to_chrono()));
         }
     }

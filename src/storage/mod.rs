@@ -7,6 +7,7 @@ pub mod schema;
 pub mod sites;
 pub mod system;
 pub mod update;
+pub mod values;
 
 use bson::{doc, Document};
 use mongodb::options::{

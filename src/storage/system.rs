@@ -3,8 +3,8 @@
 
 use bson::{doc, Document};
 
+use super::values::count;
 use super::{Resolution, Store, Topology};
-use crate::reports::queries::number;
 
 #[derive(Debug, Clone, Default)]
 pub struct CollectionStats {
@@ -28,10 +28,10 @@ pub async fn bucket_stats(store: &Store) -> Vec<CollectionStats> {
             .unwrap_or_default();
         out.push(CollectionStats {
             name,
-            count: number(stats.get("count")),
-            size: number(stats.get("size")),
-            storage_size: number(stats.get("storageSize")),
-            index_size: number(stats.get("totalIndexSize")),
+            count: count(stats.get("count")),
+            size: count(stats.get("size")),
+            storage_size: count(stats.get("storageSize")),
+            index_size: count(stats.get("totalIndexSize")),
         });
     }
     out

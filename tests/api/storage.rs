@@ -63,9 +63,13 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
 #[tokio::test]
 async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let app = spawn_app().await;
-    schema::ensure_schema(&app.store).await.unwrap();
-    let report = schema::ensure_schema(&app.store).await.unwrap();
-    assert_eq!(report.indexes.len(), 6);
+    tickertape::indexes::ensure(&app.store).await.unwrap();
+    let report = tickertape::indexes::ensure(&app.store).await.unwrap();
+    assert_eq!(report.indexes.len(), tickertape::indexes::all().len());
+    assert!(report
+        .indexes
+        .iter()
+        .any(|l| l.starts_with("views_minute: page_timestamp") && l.ends_with("unique")));
     for g in Resolution::ALL {
         let indexes = app
             .store
