@@ -52,6 +52,7 @@ pub async fn series(
 
 /// Views per bucket of the period's read resolution (what the change
 /// against the previous period is computed from).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "series", scope = ?scope, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn read_series(
     store: &Store,
     scope: &Scope<'_>,
@@ -119,16 +120,20 @@ fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
     pages
 }
 
+/// A site's series and its pages, most viewed first.
+pub type SiteOverview = (Vec<Point>, Vec<(Page, i64)>);
+
 /// A site's series and its pages ranked, as [`series`] and [`top_pages`]
 /// return them, from ONE read of the period's buckets: the dashboard needs
 /// both, and on secantusd-rs each `$group` over a site's 30,000 day buckets
 /// costs ~150 ms of server time, while one projected scan summed here costs
 /// about the same as one of them.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "site_overview", site = %domain, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn site_overview(
     store: &Store,
     domain: &DomainName,
     period: &Period,
-) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
+) -> Result<SiteOverview, mongodb::error::Error> {
     if period.read == Resolution::Minute {
         let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
         let pages = ranked(
@@ -236,6 +241,7 @@ pub fn total(points: &[Point]) -> i64 {
 /// Every page of a site with views in the period, most viewed first (ties
 /// by page), read from the collection of the period's resolution so the
 /// page totals add up to the site total shown beside them.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", site = %domain, from = %period.from, to = %period.to))]
 pub async fn top_pages(
     store: &Store,
     domain: &DomainName,
@@ -262,6 +268,7 @@ pub async fn top_pages(
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "seconds_of", page = %page, minute = %minute))]
 pub async fn seconds_of(
     store: &Store,
     page: &Page,
@@ -291,6 +298,7 @@ pub async fn seconds_of(
 /// 5 ms for a busy page on secantusd-rs). Empty buckets are preallocated
 /// ones: normally the current and next hour, at worst (an admin's run over
 /// past hours) the day's 1,440, so the walk stays bounded.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "latest_minute", page = %page))]
 pub async fn latest_minute(
     store: &Store,
     page: &Page,
@@ -325,6 +333,7 @@ pub struct SiteSummary {
     pub daily: Vec<i64>,
 }
 
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "site_summary", site = %domain))]
 pub async fn site_summary(
     store: &Store,
     domain: &DomainName,
