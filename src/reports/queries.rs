@@ -1,6 +1,7 @@
 //! Report queries. Every one goes through `Store::reports()`, the handle
-//! with the configured read preference, and is an index range scan on
-//! `{page, timestamp}`.
+//! with the configured read preference (the realtime panels through
+//! `Store::realtime()`, primary preferred), is an index range scan on
+//! `{page, timestamp}`, and is bounded by `maxTimeMS`.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -36,8 +37,28 @@ fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
     doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
 }
 
+/// Where a query reads: report pages accept the configured staleness; the
+/// realtime panels (this minute, the last hour) want the newest counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freshness {
+    Report,
+    Realtime,
+}
+
 fn collection(store: &Store, g: Resolution) -> mongodb::Collection<Document> {
-    store.reports().collection(g.collection())
+    collection_for(store, g, Freshness::Report)
+}
+
+fn collection_for(
+    store: &Store,
+    g: Resolution,
+    freshness: Freshness,
+) -> mongodb::Collection<Document> {
+    match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
+    }
+    .collection(g.collection())
 }
 
 /// Views per shown bucket over the period, one point per bucket, 0 where
@@ -58,11 +79,30 @@ pub async fn read_series(
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
+    read_series_from(store, scope, period, Freshness::Report).await
+}
+
+/// [`read_series`] for a realtime panel: read from the primary when it
+/// answers, so the last minutes are not missing on a lagging secondary.
+pub async fn realtime_series(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    read_series_from(store, scope, period, Freshness::Realtime).await
+}
+
+async fn read_series_from(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    freshness: Freshness,
+) -> Result<Vec<Point>, mongodb::error::Error> {
     if let (Scope::Site(domain), Resolution::Minute) = (scope, period.read) {
         let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
         return Ok(fill(period, &by_time));
     }
-    let coll = collection(store, period.read);
+    let coll = collection_for(store, period.read, freshness);
     let matcher =
         doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
@@ -71,6 +111,7 @@ pub async fn read_series(
             doc! {"$match": matcher},
             doc! {"$group": {"_id": "$timestamp", "views": {"$sum": "$totalViews"}}},
         ])
+        .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if let Ok(at) = d.get_datetime("_id") {
@@ -150,6 +191,7 @@ pub async fn site_overview(
         .find(matcher)
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
         .batch_size(10_000)
+        .max_time(store.report_max_time())
         .await?;
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut by_page: HashMap<String, i64> = HashMap::new();
@@ -179,6 +221,7 @@ pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb
     Ok(collection(store, Resolution::Day)
         .find_one(doc! {"page": page_filter(scope), "totalViews": {"$gt": 0}})
         .projection(doc! {"_id": 0, "totalViews": 1})
+        .max_time(store.report_max_time())
         .await?
         .is_some())
 }
@@ -203,6 +246,7 @@ async fn site_minutes_from_hours(
         .find(doc! {"page": domain.pages_filter(), "timestamp": time_filter(first, end)})
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
         .batch_size(10_000)
+        .max_time(store.report_max_time())
         .await?;
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut by_page: HashMap<String, i64> = HashMap::new();
@@ -256,6 +300,7 @@ pub async fn top_pages(
             doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
             doc! {"$sort": {"views": -1, "_id": 1}},
         ])
+        .max_time(store.report_max_time())
         .await?
         .try_collect()
         .await?;
@@ -274,12 +319,33 @@ pub async fn seconds_of(
     page: &Page,
     minute: DateTime<Utc>,
 ) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Report).await
+}
+
+/// [`seconds_of`] for the realtime panel (this minute).
+pub async fn realtime_seconds(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Realtime).await
+}
+
+async fn seconds_from(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+    freshness: Freshness,
+) -> Result<[i64; 60], mongodb::error::Error> {
     let minute = Resolution::Minute.floor(minute);
-    let bucket: Option<Bucket> = store
-        .reports()
-        .collection::<Bucket>(Resolution::Minute.collection())
-        .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
-        .await?;
+    let bucket: Option<Bucket> = match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
+    }
+    .collection::<Bucket>(Resolution::Minute.collection())
+    .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
+    .max_time(store.report_max_time())
+    .await?;
     let mut out = [0; 60];
     if let Some(b) = bucket {
         for (i, slot) in out.iter_mut().enumerate() {
@@ -314,6 +380,7 @@ pub async fn latest_minute(
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .sort(doc! {"timestamp": -1})
         .batch_size(64)
+        .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if count(d.get("totalViews")) > 0 {

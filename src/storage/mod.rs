@@ -68,6 +68,8 @@ pub struct Store {
     db: Database,
     reports: Database,
     realtime: Database,
+    /// `maxTimeMS` of every report query.
+    report_max_time: Duration,
     read_preference: ReadPreference,
     write_concern: Document,
     commit_write_concern: WriteConcern,
@@ -111,6 +113,10 @@ impl Store {
         let short = Duration::from_millis(settings.db_timeout_ms.max(1));
         options.server_selection_timeout.get_or_insert(short);
         options.connect_timeout.get_or_insert(short);
+        options
+            .max_pool_size
+            .get_or_insert(settings.max_pool_size.max(1));
+        options.min_pool_size.get_or_insert(settings.min_pool_size);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let handle = |pref: ReadPreference| {
             client.database_with_options(
@@ -154,7 +160,12 @@ impl Store {
             commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
             write_timeout,
             topology,
+            report_max_time: Duration::from_millis(settings.report_max_time_ms.max(1)),
         })
+    }
+
+    pub fn report_max_time(&self) -> Duration {
+        self.report_max_time
     }
 
     pub fn client(&self) -> &Client {

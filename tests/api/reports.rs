@@ -395,3 +395,50 @@ async fn demo_data_lands_in_all_three_levels_once() {
     assert!(again.skipped);
     assert_eq!(app.total_views(Resolution::Day).await, report.hits as i64);
 }
+
+/// Every report query carries `maxTimeMS`: with a limit of 1 ms, a scan of
+/// 60,000 buckets is stopped by the server (MaxTimeMSExpired, code 50)
+/// instead of running on; with the default it answers.
+#[tokio::test]
+async fn report_queries_are_bounded_by_max_time_ms() {
+    use tickertape::reports::{queries, Period};
+    let mut settings = test_settings();
+    let store = connect(database_uri(), &settings).await;
+    let start = Resolution::Hour.floor(t0()) - chrono::TimeDelta::days(1);
+    let docs: Vec<bson::Document> = (0..60_000)
+        .map(|i| {
+            bson::doc! {
+                "page": format!("slow.test/p/{}", i % 1000),
+                "timestamp": bson::DateTime::from_chrono(start + chrono::TimeDelta::minutes(i / 1000)),
+                "totalViews": 1_i64,
+            }
+        })
+        .collect();
+    store
+        .db()
+        .collection::<bson::Document>(Resolution::Minute.collection())
+        .insert_many(docs)
+        .await
+        .unwrap();
+    let domain = DomainName::parse("slow.test").unwrap();
+    let period = Period::aligned(
+        start,
+        start + chrono::TimeDelta::hours(1),
+        Resolution::Minute,
+    );
+    let pages = queries::top_pages(&store, &domain, &period).await.unwrap();
+    assert_eq!(pages.iter().map(|(_, v)| v).sum::<i64>(), 60_000);
+    assert_eq!(pages.len(), 1000);
+
+    settings.database.report_max_time_ms = 1;
+    let hurried = connect(database_uri(), &settings).await;
+    assert_eq!(hurried.report_max_time(), Duration::from_millis(1));
+    let err = queries::top_pages(&hurried, &domain, &period)
+        .await
+        .expect_err("a 1 ms limit stops a 60,000-bucket scan");
+    assert!(
+        matches!(&*err.kind, mongodb::error::ErrorKind::Command(c) if c.code == 50),
+        "{err}"
+    );
+    store.db().drop().await.unwrap();
+}
