@@ -69,6 +69,13 @@ pub struct DatabaseSettings {
     #[arg(long, env = "TICKERTAPE_REPORT_MAX_TIME_MS", default_value_t = 15_000)]
     pub report_max_time_ms: u64,
 
+    /// Where site reports add buckets up: `server` (`$group` on the
+    /// database, which ships only the sums), `app` (one projected scan
+    /// summed here), or `auto`: `app` on secantusd-rs, where it is measured
+    /// faster (docs/benchmarks.md), `server` on MongoDB.
+    #[arg(long, env = "TICKERTAPE_REPORT_GROUPING", default_value = "auto")]
+    pub report_grouping: String,
+
     /// Connections the driver keeps per server: at most (`maxPoolSize`)
     /// and at least (`minPoolSize`). A dashboard runs up to five queries
     /// at once and each journal lane one transaction, so 32 serves about

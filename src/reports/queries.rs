@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
 use crate::storage::values::count;
-use crate::storage::{Bucket, Store};
+use crate::storage::{Bucket, Grouping, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
@@ -165,16 +165,25 @@ fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
 pub type SiteOverview = (Vec<Point>, Vec<(Page, i64)>);
 
 /// A site's series and its pages ranked, as [`series`] and [`top_pages`]
-/// return them, from ONE read of the period's buckets: the dashboard needs
-/// both, and on secantusd-rs each `$group` over a site's 30,000 day buckets
-/// costs ~150 ms of server time, while one projected scan summed here costs
-/// about the same as one of them.
+/// return them. With `Grouping::Server` (MongoDB) these are two `$group`
+/// queries run side by side, so only sums cross the network. With
+/// `Grouping::App` (secantusd-rs) they come from ONE projected read of the
+/// period's buckets summed here: there each `$group` over a site's 30,000
+/// day buckets costs ~150 ms of server time, while one scan costs about the
+/// same as one of them (docs/benchmarks.md compares both).
 #[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "site_overview", site = %domain, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn site_overview(
     store: &Store,
     domain: &DomainName,
     period: &Period,
 ) -> Result<SiteOverview, mongodb::error::Error> {
+    if period.read != Resolution::Minute && store.grouping() == Grouping::Server {
+        let scope = Scope::Site(domain);
+        return tokio::try_join!(
+            read_series(store, &scope, period),
+            top_pages(store, domain, period),
+        );
+    }
     if period.read == Resolution::Minute {
         let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
         let pages = ranked(
@@ -358,25 +367,35 @@ async fn seconds_from(
 /// The most recent minute before `before` in which `page` had views, within
 /// the day before it (the default minute of the per-second breakdown).
 ///
-/// Walks the page's minute buckets newest first and skips empty ones in the
-/// app: a `totalViews > 0` condition in the query made the server examine
-/// the whole day instead of stopping at the first match (70 ms instead of
-/// 5 ms for a busy page on secantusd-rs). Empty buckets are preallocated
-/// ones: normally the current and next hour, at worst (an admin's run over
-/// past hours) the day's 1,440, so the walk stays bounded.
+/// With `Grouping::Server` (MongoDB) the server walks the `{page,
+/// timestamp}` index backwards and stops at the first bucket with views
+/// (`limit 1`). With `Grouping::App` (secantusd-rs) the app walks the page's
+/// minute buckets newest first and skips empty ones: there a `totalViews >
+/// 0` condition made the server examine the whole day instead of stopping
+/// at the first match (70 ms instead of 5 ms for a busy page). Empty buckets
+/// are preallocated ones: normally the current and next hour, at worst (an
+/// admin's run over past hours) the day's 1,440, so the walk stays bounded.
 #[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "latest_minute", page = %page))]
 pub async fn latest_minute(
     store: &Store,
     page: &Page,
     before: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let mut cursor = store
+    let coll = store
         .reports()
-        .collection::<Document>(Resolution::Minute.collection())
-        .find(doc! {
-            "page": page.as_str(),
-            "timestamp": time_filter(before - TimeDelta::days(1), before),
-        })
+        .collection::<Document>(Resolution::Minute.collection());
+    let window = time_filter(before - TimeDelta::days(1), before);
+    if store.grouping() == Grouping::Server {
+        let found = coll
+            .find_one(doc! {"page": page.as_str(), "timestamp": window, "totalViews": {"$gt": 0}})
+            .projection(doc! {"_id": 0, "timestamp": 1})
+            .sort(doc! {"timestamp": -1})
+            .max_time(store.report_max_time())
+            .await?;
+        return Ok(found.and_then(|d| d.get_datetime("timestamp").ok().map(|t| t.to_chrono())));
+    }
+    let mut cursor = coll
+        .find(doc! {"page": page.as_str(), "timestamp": window})
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .sort(doc! {"timestamp": -1})
         .batch_size(64)

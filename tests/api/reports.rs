@@ -20,7 +20,13 @@ fn at(d: u32, h: u32, m: u32, s: u32) -> chrono::DateTime<Utc> {
 /// /a: 22 10:01:07 ×3, 22 10:01:09 ×1, 22 09:59:59 ×2, 21 23:59:59 ×1, 22 00:00:00 ×1
 /// /b: 22 10:01:07 ×2, 20 12:00:00 ×5
 async fn reports_world() -> (TestApp, Login, String) {
-    let app = spawn_app().await;
+    reports_world_grouped("auto").await
+}
+
+/// The same world with site reports grouped on the server or in the app
+/// (`TICKERTAPE_REPORT_GROUPING`): both must give the same numbers.
+async fn reports_world_grouped(grouping: &str) -> (TestApp, Login, String) {
+    let app = spawn_app_with(|s| s.database.report_grouping = grouping.to_owned()).await;
     app.add_user("admin@example.com", Role::Admin).await;
     let site = app.add_site("r.test", &[]).await;
     let mut hits = Vec::new();
@@ -179,7 +185,13 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
 
 #[tokio::test]
 async fn dashboard_and_page_report_show_the_same_numbers() {
-    let (_app, admin, base) = reports_world().await;
+    for grouping in ["app", "server"] {
+        dashboard_and_page_report_agree(grouping).await;
+    }
+}
+
+async fn dashboard_and_page_report_agree(grouping: &str) {
+    let (_app, admin, base) = reports_world_grouped(grouping).await;
     // The 22nd alone (hourly): 9 views, against 1 on the 21st.
     let (status, html) = admin
         .text(&format!(
@@ -225,7 +237,13 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
 
 #[tokio::test]
 async fn the_latest_minute_with_views_skips_preallocated_empty_buckets() {
-    let (app, admin, base) = reports_world().await;
+    for grouping in ["app", "server"] {
+        latest_minute_skips_empty_buckets(grouping).await;
+    }
+}
+
+async fn latest_minute_skips_empty_buckets(grouping: &str) {
+    let (app, admin, base) = reports_world_grouped(grouping).await;
     // Zero-filled buckets for 10:00-11:59 of /a: those after its last view
     // (10:01) are newer, and within the day the default minute is looked up
     // in when the period ends at midnight.
