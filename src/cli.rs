@@ -33,14 +33,7 @@ enum Command {
     /// Serve the pixel and the web app.
     Serve(Settings),
     /// Create indexes; with --shard, shard the bucket collections (mongos only).
-    Setup {
-        /// Shard views_minute, views_hour and views_day on {page: 1,
-        /// timestamp: 1}, pre-splitting empty ones over the shards.
-        #[arg(long)]
-        shard: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Setup(SetupArgs),
     /// Manage sites.
     #[command(subcommand)]
     Site(SiteCommand),
@@ -48,69 +41,19 @@ enum Command {
     #[command(subcommand)]
     User(UserCommand),
     /// Preallocate the zero-filled buckets of coming hours.
-    Preallocate {
-        /// Only the active pages of this site (a domain).
-        #[arg(long, conflicts_with = "page")]
-        site: Option<String>,
-        /// Only this page, written domain/path (preallocated even if idle).
-        #[arg(long)]
-        page: Option<String>,
-        /// The first hour, YYYY-MM-DDTHH:00 (UTC); default: the next hour.
-        #[arg(long)]
-        from: Option<String>,
-        /// How many hours, 1 to 48.
-        #[arg(long)]
-        hours: Option<String>,
-        /// Views in the current hour that make a page active.
-        #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
-        threshold: i64,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Preallocate(PreallocateArgs),
     /// Recompute the site totals (site_views_*) of sites whose page
     /// buckets predate them; idempotent and exact, safe while serving.
     /// `serve` runs it at start for every site not done yet.
-    BackfillSiteTotals {
-        /// Only this site (its domain); default: every site not done yet.
-        #[arg(long)]
-        site: Option<String>,
-        /// Recompute sites already done too.
-        #[arg(long)]
-        all: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    BackfillSiteTotals(BackfillArgs),
     /// Create a demo site and fill it with synthetic traffic.
-    Demo {
-        /// Days of traffic, ending now.
-        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=400))]
-        days: u32,
-        /// Average views per day.
-        #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
-        daily_views: u32,
-        /// The demo site's domain.
-        #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
-        domain: String,
-        /// Do nothing if the demo site already has views.
-        #[arg(long)]
-        if_empty: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Demo(DemoArgs),
 }
 
 #[derive(Subcommand)]
 enum UserCommand {
     /// Add a user; the password is read from the first line of stdin.
-    Add {
-        #[arg(long)]
-        email: String,
-        /// Make the user an admin (default: site owner).
-        #[arg(long)]
-        admin: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Add(AddUser),
 }
 
 #[derive(Args)]
@@ -124,46 +67,11 @@ struct DatabaseArgs {
 #[derive(Subcommand)]
 enum SiteCommand {
     /// Add a site and print its id and the snippets to embed.
-    Add {
-        /// The site's canonical domain, e.g. example.com.
-        #[arg(long)]
-        domain: String,
-        /// Another host whose pages count for this site (repeatable).
-        #[arg(long = "alias")]
-        aliases: Vec<String>,
-        /// A display name (default: the domain).
-        #[arg(long = "name", id = "site_name")]
-        name: Option<String>,
-        /// The IANA time zone of its reports, e.g. Europe/Berlin.
-        #[arg(long, default_value = "UTC")]
-        time_zone: String,
-        /// The URL browsers reach Tickertape at, for the snippets (default:
-        /// `http://` + the listen address, as `serve` does).
-        #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
-        public_url: Option<String>,
-        /// The address `serve` listens on; used for the snippets when no
-        /// public URL is set, so they match what `serve` prints.
-        #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
-        listen: std::net::SocketAddr,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Add(AddSite),
     /// List sites.
-    List {
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    List(ListSites),
     /// Set the IANA time zone a site's reports are in.
-    SetTimeZone {
-        /// The site's domain.
-        #[arg(long)]
-        domain: String,
-        /// e.g. Europe/Berlin, Asia/Kolkata, UTC.
-        #[arg(long)]
-        time_zone: String,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    SetTimeZone(SetTimeZone),
 }
 
 pub fn main() -> ExitCode {
@@ -188,238 +96,256 @@ pub fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(settings) => serve(settings).await,
-        Command::Setup { shard, db } => {
-            with_store(&db, |store| async move {
-                let report = schema::ensure_schema(&store).await?;
-                for line in &report.indexes {
-                    println!("{line}");
-                }
-                if shard {
-                    for line in schema::shard(&store).await? {
-                        println!("{line}");
-                    }
-                } else {
-                    for warning in schema::sharding_warnings(&store).await {
-                        eprintln!("warning: {warning}");
-                    }
-                }
-                Ok(())
-            })
-            .await
+        Command::Setup(args) => setup(args).await,
+        Command::Site(SiteCommand::Add(args)) => add_site(args).await,
+        Command::User(UserCommand::Add(args)) => add_user(args).await,
+        Command::Preallocate(args) => preallocate(args).await,
+        Command::Demo(args) => demo(args).await,
+        Command::Site(SiteCommand::List(args)) => list_sites(args).await,
+        Command::Site(SiteCommand::SetTimeZone(args)) => set_time_zone(args).await,
+        Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
+    }
+}
+
+async fn set_time_zone(args: SetTimeZone) -> anyhow::Result<()> {
+    let SetTimeZone {
+        domain,
+        time_zone,
+        db,
+    } = args;
+    let zone = TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
+    with_store(&db, |store| async move {
+        let site = sites::list(&store)
+            .await?
+            .into_iter()
+            .find(|s| s.domain.as_str() == domain)
+            .with_context(|| format!("no site has the domain {domain:?}"))?;
+        sites::set_time_zone(&store, &site, zone).await?;
+        eprintln!("{}: reports are now in {zone}.", site.domain);
+        Ok(())
+    })
+    .await
+}
+
+async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
+    let BackfillArgs { site, all, db } = args;
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let chosen: Vec<_> = sites::list(&store)
+            .await?
+            .into_iter()
+            .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
+            .filter(|s| all || site.is_some() || !s.totals_complete)
+            .collect();
+        if let (Some(d), true) = (&site, chosen.is_empty()) {
+            anyhow::bail!("no site has the domain {d:?}");
         }
-        Command::Site(SiteCommand::Add {
+        if chosen.is_empty() {
+            eprintln!("Every site's totals are complete; nothing to do (--all recomputes them).");
+        }
+        for s in chosen {
+            let started = std::time::Instant::now();
+            let r = site_totals::backfill(&store, &s).await?;
+            println!(
+                "{}: {} views; site buckets written: {} day, {} hour, {} minute ({:.1} s)",
+                s.domain,
+                r.views,
+                r.buckets[2],
+                r.buckets[1],
+                r.buckets[0],
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn setup(args: SetupArgs) -> anyhow::Result<()> {
+    let SetupArgs { shard, db } = args;
+    with_store(&db, |store| async move {
+        let report = crate::indexes::ensure(&store).await?;
+        for line in &report.indexes {
+            println!("{line}");
+        }
+        if shard {
+            for line in schema::shard(&store).await? {
+                println!("{line}");
+            }
+        } else {
+            for warning in schema::sharding_warnings(&store).await {
+                eprintln!("warning: {warning}");
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn add_site(args: AddSite) -> anyhow::Result<()> {
+    let AddSite {
+        domain,
+        aliases,
+        name,
+        time_zone,
+        public_url,
+        listen,
+        db,
+    } = args;
+    let public_url = public_url_or(public_url.as_deref(), listen);
+    let time_zone =
+        TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
+    let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let aliases = aliases
+        .iter()
+        .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let new = sites::NewSite {
             domain,
             aliases,
             name,
+            owners: vec![],
             time_zone,
-            public_url,
-            listen,
-            db,
-        }) => {
-            let public_url = public_url_or(public_url.as_deref(), listen);
-            let time_zone = TimeZone::parse(&time_zone)
-                .with_context(|| format!("--time-zone {time_zone:?}"))?;
-            let domain =
-                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
-            let aliases = aliases
-                .iter()
-                .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let new = sites::NewSite {
-                    domain,
-                    aliases,
-                    name,
-                    owners: vec![],
-                    time_zone,
-                };
-                let site = sites::insert(&store, new, chrono::Utc::now()).await?;
-                let s = snippets::for_site(&public_url, &site.id);
-                println!("{}", site.id);
-                eprintln!(
-                    "Added {} ({}). Embed one of these on its pages:",
-                    site.domain, site.name
-                );
-                eprintln!("\n  Script (counts each page's path):\n    {}", s.script);
-                eprintln!(
-                    "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
-                    s.pixel
-                );
-                Ok(())
-            })
-            .await
+        };
+        let site = sites::insert(&store, new, chrono::Utc::now()).await?;
+        let s = snippets::for_site(&public_url, &site.id);
+        println!("{}", site.id);
+        eprintln!(
+            "Added {} ({}). Embed one of these on its pages:",
+            site.domain, site.name
+        );
+        eprintln!("\n  Script (counts each page's path):\n    {}", s.script);
+        eprintln!(
+            "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
+            s.pixel
+        );
+        Ok(())
+    })
+    .await
+}
+
+async fn add_user(args: AddUser) -> anyhow::Result<()> {
+    let AddUser { email, admin, db } = args;
+    let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
+    let password =
+        NewPassword::parse(line.trim_end_matches(['\n', '\r'])).context("the password on stdin")?;
+    let role = if admin { Role::Admin } else { Role::Owner };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let user = users::create(&store, email, &password, role, chrono::Utc::now()).await?;
+        println!("{}", user.id);
+        eprintln!("Added {} ({}).", user.email, role.as_str());
+        Ok(())
+    })
+    .await
+}
+
+async fn preallocate(args: PreallocateArgs) -> anyhow::Result<()> {
+    let PreallocateArgs {
+        site,
+        page,
+        from,
+        hours,
+        threshold,
+        db,
+    } = args;
+    let form = PreallocForm {
+        scope: None,
+        site,
+        page,
+        from,
+        hours,
+    };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let now = chrono::Utc::now();
+        let all: Vec<_> = sites::list(&store)
+            .await?
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
+        let request = form.validate(threshold, &all, now)?;
+        let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+        let run = preallocation::run(&store, &request, Trigger::Cli, &who, now).await?;
+        println!(
+            "{}: {} page(s), {} hour(s) from {}: {} inserted, {} already present, {} ms",
+            run.scope,
+            run.pages,
+            run.hours,
+            run.from_hour.to_chrono().format("%Y-%m-%d %H:%M UTC"),
+            run.inserted,
+            run.already_present,
+            run.duration_ms
+        );
+        for e in &run.errors {
+            eprintln!("error: {e}");
         }
-        Command::User(UserCommand::Add { email, admin, db }) => {
-            let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
-            let mut line = String::new();
-            std::io::stdin()
-                .read_line(&mut line)
-                .context("reading the password from stdin")?;
-            let password = NewPassword::parse(line.trim_end_matches(['\n', '\r']))
-                .context("the password on stdin")?;
-            let role = if admin { Role::Admin } else { Role::Owner };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let user =
-                    users::create(&store, email, &password, role, chrono::Utc::now()).await?;
-                println!("{}", user.id);
-                eprintln!("Added {} ({}).", user.email, role.as_str());
-                Ok(())
-            })
-            .await
-        }
-        Command::Preallocate {
-            site,
-            page,
-            from,
-            hours,
-            threshold,
-            db,
-        } => {
-            let form = PreallocForm {
-                scope: None,
-                site,
-                page,
-                from,
-                hours,
-            };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let now = chrono::Utc::now();
-                let all: Vec<_> = sites::list(&store)
-                    .await?
-                    .into_iter()
-                    .map(std::sync::Arc::new)
-                    .collect();
-                let request = form.validate(threshold, &all, now)?;
-                let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
-                let run = preallocation::run(&store, &request, Trigger::Cli, &who, now).await?;
-                println!(
-                    "{}: {} page(s), {} hour(s) from {}: {} inserted, {} already present, {} ms",
-                    run.scope,
-                    run.pages,
-                    run.hours,
-                    run.from_hour.to_chrono().format("%Y-%m-%d %H:%M UTC"),
-                    run.inserted,
-                    run.already_present,
-                    run.duration_ms
-                );
-                for e in &run.errors {
-                    eprintln!("error: {e}");
-                }
-                anyhow::ensure!(run.errors.is_empty(), "the run had errors");
-                Ok(())
-            })
-            .await
-        }
-        Command::Demo {
-            days,
-            daily_views,
-            domain,
-            if_empty,
-            db,
-        } => {
-            let domain =
-                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
-            let options = DemoOptions {
-                domain,
+        anyhow::ensure!(run.errors.is_empty(), "the run had errors");
+        Ok(())
+    })
+    .await
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let DemoArgs {
+        days,
+        daily_views,
+        domain,
+        if_empty,
+        db,
+    } = args;
+    let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let options = DemoOptions {
+        domain,
+        days,
+        daily_views,
+        seed: 20261122,
+    };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let started = std::time::Instant::now();
+        let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
+        if report.skipped {
+            eprintln!(
+                "The demo site {} already has views; nothing written.",
+                report.site.domain
+            );
+        } else {
+            eprintln!(
+                "Wrote {} views over {} days for the demo site {} in {:.1} s.",
+                report.hits,
                 days,
-                daily_views,
-                seed: 20261122,
-            };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let started = std::time::Instant::now();
-                let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
-                if report.skipped {
-                    eprintln!(
-                        "The demo site {} already has views; nothing written.",
-                        report.site.domain
-                    );
-                } else {
-                    eprintln!(
-                        "Wrote {} views over {} days for the demo site {} in {:.1} s.",
-                        report.hits,
-                        days,
-                        report.site.domain,
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                Ok(())
-            })
-            .await
+                report.site.domain,
+                started.elapsed().as_secs_f64()
+            );
         }
-        Command::Site(SiteCommand::SetTimeZone {
-            domain,
-            time_zone,
-            db,
-        }) => {
-            let zone = TimeZone::parse(&time_zone)
-                .with_context(|| format!("--time-zone {time_zone:?}"))?;
-            with_store(&db, |store| async move {
-                let site = sites::list(&store)
-                    .await?
-                    .into_iter()
-                    .find(|s| s.domain.as_str() == domain)
-                    .with_context(|| format!("no site has the domain {domain:?}"))?;
-                sites::set_time_zone(&store, &site, zone).await?;
-                eprintln!("{}: reports are now in {zone}.", site.domain);
-                Ok(())
-            })
-            .await
+        Ok(())
+    })
+    .await
+}
+
+async fn list_sites(args: ListSites) -> anyhow::Result<()> {
+    let ListSites { db } = args;
+    with_store(&db, |store| async move {
+        for site in sites::list(&store).await? {
+            let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
+            println!(
+                "{}\t{}\t{}\t{}",
+                site.id,
+                site.domain,
+                site.name,
+                aliases.join(",")
+            );
         }
-        Command::BackfillSiteTotals { site, all, db } => {
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let chosen: Vec<_> = sites::list(&store)
-                    .await?
-                    .into_iter()
-                    .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
-                    .filter(|s| all || site.is_some() || !s.totals_complete)
-                    .collect();
-                if let (Some(d), true) = (&site, chosen.is_empty()) {
-                    anyhow::bail!("no site has the domain {d:?}");
-                }
-                if chosen.is_empty() {
-                    eprintln!(
-                        "Every site's totals are complete; nothing to do (--all recomputes them)."
-                    );
-                }
-                for s in chosen {
-                    let started = std::time::Instant::now();
-                    let r = site_totals::backfill(&store, &s).await?;
-                    println!(
-                        "{}: {} views; site buckets written: {} day, {} hour, {} minute ({:.1} s)",
-                        s.domain,
-                        r.views,
-                        r.buckets[2],
-                        r.buckets[1],
-                        r.buckets[0],
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                Ok(())
-            })
-            .await
-        }
-        Command::Site(SiteCommand::List { db }) => {
-            with_store(&db, |store| async move {
-                for site in sites::list(&store).await? {
-                    let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
-                    println!(
-                        "{}\t{}\t{}\t{}",
-                        site.id,
-                        site.domain,
-                        site.name,
-                        aliases.join(",")
-                    );
-                }
-                Ok(())
-            })
-            .await
-        }
-    }
+        Ok(())
+    })
+    .await
 }
 
 /// Where a running `serve` records its embedded database, so that CLI
@@ -528,7 +454,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         let db = &settings.database;
         let store = Store::connect(db, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
-        schema::ensure_schema(&store).await?;
+        crate::indexes::ensure(&store).await?;
         for warning in schema::sharding_warnings(&store).await {
             tracing::warn!("{warning}");
         }
@@ -561,4 +487,120 @@ mod tests {
     fn the_command_line_is_well_formed() {
         <Cli as clap::CommandFactory>::command().debug_assert();
     }
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    /// Shard views_minute, views_hour and views_day on {page: 1,
+    /// timestamp: 1}, pre-splitting empty ones over the shards.
+    #[arg(long)]
+    shard: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct PreallocateArgs {
+    /// Only the active pages of this site (a domain).
+    #[arg(long, conflicts_with = "page")]
+    site: Option<String>,
+    /// Only this page, written domain/path (preallocated even if idle).
+    #[arg(long)]
+    page: Option<String>,
+    /// The first hour, YYYY-MM-DDTHH:00 (UTC); default: the next hour.
+    #[arg(long)]
+    from: Option<String>,
+    /// How many hours, 1 to 48.
+    #[arg(long)]
+    hours: Option<String>,
+    /// Views in the current hour that make a page active.
+    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
+    threshold: i64,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Days of traffic, ending now.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=400))]
+    days: u32,
+    /// Average views per day.
+    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    daily_views: u32,
+    /// The demo site's domain.
+    #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
+    domain: String,
+    /// Do nothing if the demo site already has views.
+    #[arg(long)]
+    if_empty: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct AddUser {
+    #[arg(long)]
+    email: String,
+    /// Make the user an admin (default: site owner).
+    #[arg(long)]
+    admin: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct AddSite {
+    /// The site's canonical domain, e.g. example.com.
+    #[arg(long)]
+    domain: String,
+    /// Another host whose pages count for this site (repeatable).
+    #[arg(long = "alias")]
+    aliases: Vec<String>,
+    /// A display name (default: the domain).
+    #[arg(long = "name", id = "site_name")]
+    name: Option<String>,
+    /// The IANA time zone of its reports, e.g. Europe/Berlin.
+    #[arg(long, default_value = "UTC")]
+    time_zone: String,
+    /// The URL browsers reach Tickertape at, for the snippets (default:
+    /// `http://` + the listen address, as `serve` does).
+    #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// The address `serve` listens on; used for the snippets when no
+    /// public URL is set, so they match what `serve` prints.
+    #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
+    listen: std::net::SocketAddr,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct ListSites {
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct SetTimeZone {
+    /// The site's domain.
+    #[arg(long)]
+    domain: String,
+    /// e.g. Europe/Berlin, Asia/Kolkata, UTC.
+    #[arg(long)]
+    time_zone: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct BackfillArgs {
+    /// Only this site (its domain); default: every site not done yet.
+    #[arg(long)]
+    site: Option<String>,
+    /// Recompute sites already done too.
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
 }

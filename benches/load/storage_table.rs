@@ -5,8 +5,8 @@
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::time::Instant;
-use tickertape::reports::queries::number;
-use tickertape::storage::{Granularity, Store};
+use tickertape::storage::values::count as number;
+use tickertape::storage::{Resolution, Store};
 
 use crate::roles::{load_hits, Database};
 use crate::{repo, Options};
@@ -143,14 +143,14 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             .store(&format!("bench_storage_buckets_{density}"))
             .await?;
         store.db().drop().await?;
-        tickertape::storage::schema::ensure_schema(&store).await?;
+        tickertape::indexes::ensure(&store).await?;
         settle(&store).await;
         let before = disk();
         let started = Instant::now();
         load_hits(&store, hits(total, density)).await?;
         let seconds = started.elapsed().as_secs_f64();
         settle(&store).await;
-        let names: Vec<&str> = Granularity::ALL.iter().map(|g| g.collection()).collect();
+        let names: Vec<&str> = Resolution::ALL.iter().map(|g| g.collection()).collect();
         let (docs, size, storage, index) = stats(&store, &names).await;
         rows.push(Measured {
             layout: "buckets (minute + hour + day)",

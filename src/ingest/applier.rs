@@ -7,6 +7,7 @@
 //! only grows the backlog. After any failure the progress document says
 //! whether the batch committed after all, so a batch counts exactly once.
 
+use super::directory::SiteDirectory;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
@@ -51,6 +52,8 @@ struct Applier {
     applied: u64,
     stats: Arc<IngestStats>,
     journal_stats: Arc<JournalStats>,
+    /// Knows the sites marked deleted, whose hits are not applied.
+    directory: SiteDirectory,
 }
 
 struct Batch {
@@ -68,6 +71,7 @@ impl Appliers {
         config: ApplyConfig,
         stats: Arc<IngestStats>,
         journal_stats: Arc<JournalStats>,
+        directory: SiteDirectory,
     ) -> Self {
         let (shutdown, _) = watch::channel(false);
         let handles = feeds
@@ -85,6 +89,7 @@ impl Appliers {
                     applied: 0,
                     stats: stats.clone(),
                     journal_stats: journal_stats.clone(),
+                    directory: directory.clone(),
                 };
                 tokio::spawn(applier.run(shutdown.subscribe()))
             })
@@ -338,6 +343,7 @@ impl Applier {
 
     /// Applies a batch, retrying until it is in. Returns false when
     /// shutting down gave up on it (it stays in the journal).
+    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, hits = batch.records.len(), from = batch.from, to = batch.to))]
     async fn commit(&mut self, batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
         let advance = Advance {
             journal: &self.journal,
@@ -349,11 +355,18 @@ impl Applier {
         let mut attempts = 0u32;
         loop {
             let started = Instant::now();
-            let hits = batch.records.iter().map(|r| Hit {
-                page: &r.page,
-                at: r.at,
-                source: r.source.as_deref(),
-            });
+            // A deleted site's hits accepted before its deletion are
+            // skipped, so they do not re-create its buckets; the progress
+            // still advances past them.
+            let hits = batch
+                .records
+                .iter()
+                .filter(|r| !self.directory.is_deleted_page(&r.page))
+                .map(|r| Hit {
+                    page: &r.page,
+                    at: r.at,
+                    source: r.source.as_deref(),
+                });
             let result = self.writer.apply(hits, Some(&advance)).await;
             let error = match result {
                 Ok(report) => {

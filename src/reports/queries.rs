@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
-use crate::storage::{Bucket, Granularity, Store, Subject};
+use crate::storage::{Bucket, Grouping, Store, Subject};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
@@ -47,7 +47,7 @@ pub fn site_pages(domain: &DomainName) -> Document {
 }
 
 /// The collection and key filter of a scope's buckets at `g`.
-fn buckets_of(scope: &Scope<'_>, g: Granularity) -> (&'static str, Document) {
+fn buckets_of(scope: &Scope<'_>, g: Resolution) -> (&'static str, Document) {
     match scope {
         Scope::Site(domain) => (g.collection(), doc! {"page": site_pages(domain)}),
         Scope::SiteTotals(domain) => (Subject::Site.collection(g), doc! {"site": domain.as_str()}),
@@ -68,6 +68,21 @@ pub fn number(value: Option<&Bson>) -> i64 {
     }
 }
 
+/// Where a query reads: report pages accept the configured staleness; the
+/// realtime panels (this minute, the last hour) want the newest counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freshness {
+    Report,
+    Realtime,
+}
+
+fn handle(store: &Store, freshness: Freshness) -> &mongodb::Database {
+    match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
+    }
+}
+
 /// Views per shown bucket over the period, one point per local bucket,
 /// 0 where there were none.
 pub async fn series(
@@ -82,12 +97,32 @@ pub async fn series(
 /// bucket boundary cuts them, minutes elsewhere; only those with views,
 /// oldest first. [`rollup`] adds them up into the shown buckets; the change
 /// against the previous period compares them directly.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "series", scope = ?scope, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn read_series(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
-    let units = read_units(store, scope, period, false).await?;
+    read_series_from(store, scope, period, Freshness::Report).await
+}
+
+/// [`read_series`] for a realtime panel: read from the primary when it
+/// answers, so the last minutes are not missing on a lagging secondary.
+pub async fn realtime_series(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    read_series_from(store, scope, period, Freshness::Realtime).await
+}
+
+async fn read_series_from(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    freshness: Freshness,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    let units = read_units(store, scope, period, false, freshness).await?;
     let mut points: Vec<Point> = units
         .by_time
         .into_iter()
@@ -131,6 +166,7 @@ async fn read_units(
     scope: &Scope<'_>,
     period: &Period,
     by_page: bool,
+    freshness: Freshness,
 ) -> Result<Units, mongodb::error::Error> {
     let (from, to) = (period.from, period.to);
     let hour = Resolution::Hour;
@@ -151,7 +187,7 @@ async fn read_units(
     let mut units = Units::default();
     let hours = (h1 - h0).num_hours();
     if all_minutes || !cut.is_empty() {
-        let (coll, mut matcher) = buckets_of(scope, Granularity::Hour);
+        let (coll, mut matcher) = buckets_of(scope, Resolution::Hour);
         // A long list of cut hours (every local hour at +05:30) is read
         // as a range and filtered here.
         if all_minutes || cut.len() as i64 * 4 > hours {
@@ -163,12 +199,12 @@ async fn read_units(
                 .collect();
             matcher.insert("timestamp", doc! {"$in": list});
         }
-        let mut cursor = store
-            .reports()
+        let mut cursor = handle(store, freshness)
             .collection::<Document>(coll)
             .find(matcher)
             .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
             .batch_size(10_000)
+            .max_time(store.report_max_time())
             .await?;
         while let Some(d) = cursor.try_next().await? {
             let (Ok(start), Ok(minutes)) = (d.get_datetime("timestamp"), d.get_document("minutes"))
@@ -194,14 +230,14 @@ async fn read_units(
     let (first, last) = (hour.ceil(from), hour.floor(to));
     let whole = (last - first).num_hours();
     if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
-        let (coll, mut matcher) = buckets_of(scope, Granularity::Day);
+        let (coll, mut matcher) = buckets_of(scope, Resolution::Day);
         matcher.insert("timestamp", time_filter(Resolution::Day.floor(first), last));
-        let mut cursor = store
-            .reports()
+        let mut cursor = handle(store, freshness)
             .collection::<Document>(coll)
             .find(matcher)
             .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "hours": 1})
             .batch_size(10_000)
+            .max_time(store.report_max_time())
             .await?;
         while let Some(d) = cursor.try_next().await? {
             let (Ok(day), Ok(slots)) = (d.get_datetime("timestamp"), d.get_document("hours"))
@@ -271,7 +307,7 @@ pub async fn site_overview(
             Ok((series, pages))
         }
         _ => {
-            let units = read_units(store, scope, period, true).await?;
+            let units = read_units(store, scope, period, true, Freshness::Report).await?;
             let mut points: Vec<Point> = units
                 .by_time
                 .into_iter()
@@ -286,13 +322,14 @@ pub async fn site_overview(
 /// Whether any view of the scope was ever stored. Day buckets suffice:
 /// every view reaches one; preallocated buckets hold 0.
 pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb::error::Error> {
-    let (coll, mut matcher) = buckets_of(scope, Granularity::Day);
+    let (coll, mut matcher) = buckets_of(scope, Resolution::Day);
     matcher.insert("totalViews", doc! {"$gt": 0});
     Ok(store
         .reports()
         .collection::<Document>(coll)
         .find_one(matcher)
         .projection(doc! {"_id": 0, "totalViews": 1})
+        .max_time(store.report_max_time())
         .await?
         .is_some())
 }
@@ -309,22 +346,44 @@ pub async fn top_pages(
     domain: &DomainName,
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    let units = read_units(store, &Scope::Site(domain), period, true).await?;
+    let units = read_units(store, &Scope::Site(domain), period, true, Freshness::Report).await?;
     Ok(ranked_pages(units.by_page))
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "seconds_of", page = %page, minute = %minute))]
 pub async fn seconds_of(
     store: &Store,
     page: &Page,
     minute: DateTime<Utc>,
 ) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Report).await
+}
+
+/// [`seconds_of`] for the realtime panel (this minute).
+pub async fn realtime_seconds(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Realtime).await
+}
+
+async fn seconds_from(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+    freshness: Freshness,
+) -> Result<[i64; 60], mongodb::error::Error> {
     let minute = Resolution::Minute.floor(minute);
-    let bucket: Option<Bucket> = store
-        .reports()
-        .collection::<Bucket>(Granularity::Minute.collection())
-        .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
-        .await?;
+    let bucket: Option<Bucket> = match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
+    }
+    .collection::<Bucket>(Resolution::Minute.collection())
+    .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
+    .max_time(store.report_max_time())
+    .await?;
     let mut out = [0; 60];
     if let Some(b) = bucket {
         for (i, slot) in out.iter_mut().enumerate() {
@@ -337,27 +396,39 @@ pub async fn seconds_of(
 /// The most recent minute before `before` in which `page` had views, within
 /// the day before it (the default minute of the per-second breakdown).
 ///
-/// Walks the page's minute buckets newest first and skips empty ones in the
-/// app: a `totalViews > 0` condition in the query made the server examine
-/// the whole day instead of stopping at the first match (70 ms instead of
-/// 5 ms for a busy page on secantusd-rs). Empty buckets are preallocated
-/// ones: normally the current and next hour, at worst (an admin's run over
-/// past hours) the day's 1,440, so the walk stays bounded.
+/// With `Grouping::Server` (MongoDB) the server walks the `{page,
+/// timestamp}` index backwards and stops at the first bucket with views
+/// (`limit 1`). With `Grouping::App` (secantusd-rs) the app walks the page's
+/// minute buckets newest first and skips empty ones: there a `totalViews >
+/// 0` condition made the server examine the whole day instead of stopping
+/// at the first match (70 ms instead of 5 ms for a busy page). Empty buckets
+/// are preallocated ones: normally the current and next hour, at worst (an
+/// admin's run over past hours) the day's 1,440, so the walk stays bounded.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "latest_minute", page = %page))]
 pub async fn latest_minute(
     store: &Store,
     page: &Page,
     before: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let mut cursor = store
+    let coll = store
         .reports()
-        .collection::<Document>(Granularity::Minute.collection())
-        .find(doc! {
-            "page": page.as_str(),
-            "timestamp": time_filter(before - TimeDelta::days(1), before),
-        })
+        .collection::<Document>(Resolution::Minute.collection());
+    let window = time_filter(before - TimeDelta::days(1), before);
+    if store.grouping() == Grouping::Server {
+        let found = coll
+            .find_one(doc! {"page": page.as_str(), "timestamp": window, "totalViews": {"$gt": 0}})
+            .projection(doc! {"_id": 0, "timestamp": 1})
+            .sort(doc! {"timestamp": -1})
+            .max_time(store.report_max_time())
+            .await?;
+        return Ok(found.and_then(|d| d.get_datetime("timestamp").ok().map(|t| t.to_chrono())));
+    }
+    let mut cursor = coll
+        .find(doc! {"page": page.as_str(), "timestamp": window})
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .sort(doc! {"timestamp": -1})
         .batch_size(64)
+        .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if number(d.get("totalViews")) > 0 {

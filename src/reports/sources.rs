@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::queries::number;
 use crate::domain::{DomainName, Page, Source};
 use crate::storage::sources::collection;
-use crate::storage::{Granularity, Store, Subject};
+use crate::storage::{Resolution, Store, Subject};
 
 /// What a sources report covers.
 #[derive(Debug, Clone, Copy)]
@@ -70,26 +70,26 @@ pub type Span = (DateTime<Utc>, DateTime<Utc>);
 /// middle from day buckets, the rest from hour buckets (widened to whole
 /// hours).
 pub fn plan(from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<Span>, Option<Span>) {
-    let hour = Granularity::Hour;
-    let day = Granularity::Day;
-    let start = hour.bucket_start(from);
+    let hour = Resolution::Hour;
+    let day = Resolution::Day;
+    let start = hour.floor(from);
     let end = {
-        let f = hour.bucket_start(to);
+        let f = hour.floor(to);
         if f == to {
             to
         } else {
-            f + hour.bucket_length()
+            f + hour.step()
         }
     };
     let first_day = {
-        let f = day.bucket_start(start);
+        let f = day.floor(start);
         if f == start {
             start
         } else {
-            f + day.bucket_length()
+            f + day.step()
         }
     };
-    let last_day = day.bucket_start(end);
+    let last_day = day.floor(end);
     if first_day < last_day {
         let mut hours = Vec::new();
         if start < first_day {
@@ -111,12 +111,12 @@ pub async fn top_sources(
     to: DateTime<Utc>,
 ) -> Result<SourceTotals, mongodb::error::Error> {
     let (hours, days) = plan(from, to);
-    let mut reads: Vec<(Granularity, DateTime<Utc>, DateTime<Utc>)> = hours
+    let mut reads: Vec<(Resolution, DateTime<Utc>, DateTime<Utc>)> = hours
         .iter()
-        .map(|&(f, t)| (Granularity::Hour, f, t))
+        .map(|&(f, t)| (Resolution::Hour, f, t))
         .collect();
     if let Some((f, t)) = days {
-        reads.push((Granularity::Day, f, t));
+        reads.push((Resolution::Day, f, t));
     }
     let mut by_field: HashMap<String, i64> = HashMap::new();
     let mut other = 0;

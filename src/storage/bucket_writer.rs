@@ -24,7 +24,7 @@ use super::buckets::PART_DIRECT;
 use super::progress::{self, Advance};
 use super::sources::{self, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
-use super::{Granularity, Increments, Store};
+use super::{Increments, Resolution, Store};
 use crate::domain::Source;
 use futures::TryStreamExt;
 
@@ -66,7 +66,7 @@ impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
 pub struct FlushReport {
     pub hits: usize,
     /// Per collection written: pages and site totals in
-    /// [`Granularity::ALL`] order, then the source collections.
+    /// [`Resolution::ALL`] order, then the source collections.
     pub outcomes: Vec<UpdateOutcome>,
 }
 
@@ -135,10 +135,10 @@ impl BucketWriter {
         // Site buckets are written as this writer's part (its lane), so
         // lanes never write the same site document.
         let part = advance.map_or(PART_DIRECT, |a| a.lane as i32);
-        let mut increments: Vec<Increments> = Granularity::ALL
+        let mut increments: Vec<Increments> = Resolution::ALL
             .map(Increments::new)
             .into_iter()
-            .chain(Granularity::ALL.map(|g| Increments::for_site(g, part)))
+            .chain(Resolution::ALL.map(|g| Increments::for_site(g, part)))
             .collect();
         let mut by_source: Vec<SourceIncrements> = sources::LEVELS
             .map(SourceIncrements::for_pages)
@@ -275,7 +275,7 @@ impl BucketWriter {
                     .into(),
                 ));
             }
-            if super::update::number(reply.get("n")) != Some(1) {
+            if super::values::number(reply.get("n")) != Some(1) {
                 return Err(ApplyError::ProgressMoved);
             }
         }

@@ -2,83 +2,55 @@
 //! a bucket and a slot inside it.
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, Utc};
+
+use crate::domain::Resolution;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// One level of the time series: which collection, how long a bucket is,
-/// and what its per-slot sub-document is called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Granularity {
-    Minute,
-    Hour,
-    Day,
+/// A preallocated bucket: every slot present with 0, so the document has
+/// its final size from the start (seed 004).
+pub fn zero_filled(resolution: Resolution, page: &str, start: DateTime<Utc>) -> Document {
+    let slots: Document = (0..resolution.slot_count())
+        .map(|i| (i.to_string(), Bson::Int32(0)))
+        .collect();
+    doc! {
+        "page": page,
+        "timestamp": bson::DateTime::from_chrono(start),
+        "totalViews": 0_i64,
+        resolution.slots_field(): slots,
+    }
 }
 
-impl Granularity {
-    pub const ALL: [Granularity; 3] = [Granularity::Minute, Granularity::Hour, Granularity::Day];
+/// One bucket per page and start time, at every level: the upsert's
+/// target and the shard key's prefix.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    Resolution::ALL
+        .into_iter()
+        .map(|r| {
+            super::schema::IndexSpec::new(
+                r.collection(),
+                "page_timestamp",
+                super::schema::bucket_key(),
+            )
+            .unique()
+        })
+        .collect()
+}
 
-    pub fn collection(self) -> &'static str {
-        match self {
-            Granularity::Minute => "views_minute",
-            Granularity::Hour => "views_hour",
-            Granularity::Day => "views_day",
-        }
-    }
-
-    /// The sub-document holding one counter per slot.
-    pub fn slots_field(self) -> &'static str {
-        match self {
-            Granularity::Minute => "seconds",
-            Granularity::Hour => "minutes",
-            Granularity::Day => "hours",
-        }
-    }
-
-    pub fn slot_count(self) -> usize {
-        match self {
-            Granularity::Minute | Granularity::Hour => 60,
-            Granularity::Day => 24,
-        }
-    }
-
-    pub fn bucket_length(self) -> TimeDelta {
-        match self {
-            Granularity::Minute => TimeDelta::minutes(1),
-            Granularity::Hour => TimeDelta::hours(1),
-            Granularity::Day => TimeDelta::days(1),
-        }
-    }
-
-    /// The start of the bucket holding `at` (UTC).
-    pub fn bucket_start(self, at: DateTime<Utc>) -> DateTime<Utc> {
-        at.duration_trunc(self.bucket_length())
-            .expect("UTC timestamps in range truncate")
-    }
-
-    /// Which slot of its bucket `at` falls in: the second of the minute, the
-    /// minute of the hour, or the hour of the day.
-    pub fn slot(self, at: DateTime<Utc>) -> usize {
-        (match self {
-            Granularity::Minute => at.second(),
-            Granularity::Hour => at.minute(),
-            Granularity::Day => at.hour(),
-        }) as usize
-    }
-
-    /// A preallocated bucket: every slot present with 0, so the document has
-    /// its final size from the start (seed 004).
-    pub fn zero_filled(self, page: &str, start: DateTime<Utc>) -> Document {
-        let slots: Document = (0..self.slot_count())
-            .map(|i| (i.to_string(), Bson::Int32(0)))
-            .collect();
-        doc! {
-            "page": page,
-            "timestamp": bson::DateTime::from_chrono(start),
-            "totalViews": 0_i64,
-            self.slots_field(): slots,
-        }
-    }
+/// Site totals: one bucket per site, time and writer part.
+pub fn site_indexes() -> Vec<super::schema::IndexSpec> {
+    Resolution::ALL
+        .into_iter()
+        .map(|r| {
+            super::schema::IndexSpec::new(
+                Subject::Site.collection(r),
+                "site_timestamp_part",
+                doc! {"site": 1, "timestamp": 1, "part": 1},
+            )
+            .unique()
+        })
+        .collect()
 }
 
 /// Whose views a bucket counts: one page (`views_*`, keyed by `page`, the
@@ -107,13 +79,13 @@ impl Subject {
         }
     }
 
-    pub fn collection(self, g: Granularity) -> &'static str {
+    pub fn collection(self, g: Resolution) -> &'static str {
         match self {
             Subject::Page => g.collection(),
             Subject::Site => match g {
-                Granularity::Minute => "site_views_minute",
-                Granularity::Hour => "site_views_hour",
-                Granularity::Day => "site_views_day",
+                Resolution::Minute => "site_views_minute",
+                Resolution::Hour => "site_views_hour",
+                Resolution::Day => "site_views_day",
             },
         }
     }
@@ -159,27 +131,27 @@ pub struct Increments {
     subject: Subject,
     /// For site buckets: the writer's part.
     part: Option<i32>,
-    granularity: Granularity,
+    resolution: Resolution,
     buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
 }
 
 impl Increments {
     /// Page buckets.
-    pub fn new(granularity: Granularity) -> Self {
+    pub fn new(resolution: Resolution) -> Self {
         Self {
             subject: Subject::Page,
             part: None,
-            granularity,
+            resolution,
             buckets: HashMap::new(),
         }
     }
 
     /// Site buckets, written as `part`.
-    pub fn for_site(granularity: Granularity, part: i32) -> Self {
+    pub fn for_site(resolution: Resolution, part: i32) -> Self {
         Self {
             subject: Subject::Site,
             part: Some(part),
-            granularity,
+            resolution,
             buckets: HashMap::new(),
         }
     }
@@ -190,8 +162,8 @@ impl Increments {
     }
 
     pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
-        let g = self.granularity;
-        let start = g.bucket_start(at);
+        let g = self.resolution;
+        let start = g.floor(at);
         let key = self.subject.key_of(page);
         let slots = match self.buckets.get_mut(&(key.to_owned(), start)) {
             Some(slots) => slots,
@@ -203,12 +175,12 @@ impl Increments {
         slots[g.slot(at)] += n;
     }
 
-    pub fn granularity(&self) -> Granularity {
-        self.granularity
+    pub fn resolution(&self) -> Resolution {
+        self.resolution
     }
 
     pub fn collection(&self) -> &'static str {
-        self.subject.collection(self.granularity)
+        self.subject.collection(self.resolution)
     }
 
     pub fn len(&self) -> usize {
@@ -222,7 +194,7 @@ impl Increments {
     /// One upsert statement per bucket for an `update` command:
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
-        let field = self.granularity.slots_field();
+        let field = self.resolution.slots_field();
         let key_field = self.subject.key_field();
         self.buckets
             .iter()
@@ -256,19 +228,8 @@ mod tests {
     }
 
     #[test]
-    fn buckets_and_slots_at_each_level() {
-        let t = at(10, 1, 7);
-        assert_eq!(Granularity::Minute.bucket_start(t), at(10, 1, 0));
-        assert_eq!(Granularity::Minute.slot(t), 7);
-        assert_eq!(Granularity::Hour.bucket_start(t), at(10, 0, 0));
-        assert_eq!(Granularity::Hour.slot(t), 1);
-        assert_eq!(Granularity::Day.bucket_start(t), at(0, 0, 0));
-        assert_eq!(Granularity::Day.slot(t), 10);
-    }
-
-    #[test]
     fn merges_hits_on_one_bucket_into_one_statement() {
-        let mut inc = Increments::new(Granularity::Minute);
+        let mut inc = Increments::new(Resolution::Minute);
         inc.add("example.com/a", at(10, 1, 7));
         inc.add("example.com/a", at(10, 1, 7));
         inc.add("example.com/a", at(10, 1, 9));
@@ -294,7 +255,7 @@ mod tests {
 
     #[test]
     fn site_increments_key_by_domain_and_merge_its_pages() {
-        let mut inc = Increments::for_site(Granularity::Hour, 3);
+        let mut inc = Increments::for_site(Resolution::Hour, 3);
         inc.add("example.com/a", at(10, 1, 7));
         inc.add("example.com/b", at(10, 1, 9));
         inc.add("example.com/", at(10, 2, 0));
@@ -318,10 +279,10 @@ mod tests {
 
     #[test]
     fn zero_filled_buckets_have_every_slot() {
-        let d = Granularity::Day.zero_filled("example.com/", at(0, 0, 0));
+        let d = zero_filled(Resolution::Day, "example.com/", at(0, 0, 0));
         assert_eq!(d.get_document("hours").unwrap().len(), 24);
         assert_eq!(d.get_i64("totalViews").unwrap(), 0);
-        let m = Granularity::Minute.zero_filled("example.com/", at(10, 1, 0));
+        let m = zero_filled(Resolution::Minute, "example.com/", at(10, 1, 0));
         assert_eq!(m.get_document("seconds").unwrap().get_i32("59").unwrap(), 0);
     }
 }

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
-use super::{Granularity, Store, Topology};
+use super::{Resolution, Store, Topology};
 
 /// The shard key, and the unique index, of all three bucket collections:
 /// one page's buckets are contiguous, and one site's pages are contiguous
@@ -40,7 +40,7 @@ pub fn shard_state(entry: Option<&Document>) -> ShardState {
             .iter()
             .zip(bucket_key().iter())
             .all(|((k, v), (bk, bv))| {
-                k == bk && super::update::number(Some(v)) == super::update::number(Some(bv))
+                k == bk && super::values::number(Some(v)) == super::values::number(Some(bv))
             });
     if same {
         ShardState::Sharded
@@ -136,9 +136,9 @@ pub enum ShardError {
 /// The sharding state of the three bucket collections.
 pub async fn shard_states(
     store: &Store,
-) -> Result<Vec<(Granularity, ShardState)>, mongodb::error::Error> {
+) -> Result<Vec<(Resolution, ShardState)>, mongodb::error::Error> {
     let db = store.db().name();
-    let namespaces: Vec<String> = Granularity::ALL
+    let namespaces: Vec<String> = Resolution::ALL
         .iter()
         .map(|g| format!("{db}.{}", g.collection()))
         .collect();
@@ -150,7 +150,7 @@ pub async fn shard_states(
         .await?
         .try_collect()
         .await?;
-    Ok(Granularity::ALL
+    Ok(Resolution::ALL
         .iter()
         .zip(&namespaces)
         .map(|(g, ns)| {
@@ -274,131 +274,77 @@ pub struct SetupReport {
     pub indexes: Vec<String>,
 }
 
-pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error::Error> {
-    let mut report = SetupReport::default();
-    let db = store.db();
-    for g in Granularity::ALL {
-        let index = IndexModel::builder()
-            .keys(bucket_key())
-            .options(
-                IndexOptions::builder()
-                    .unique(true)
-                    .name("page_timestamp".to_owned())
-                    .build(),
-            )
-            .build();
-        db.collection::<Document>(g.collection())
-            .create_index(index)
-            .await?;
-        report.indexes.push(format!(
-            "{}: unique {{page: 1, timestamp: 1}}",
-            g.collection()
-        ));
+/// One index a module needs. Each module declares its own (`indexes()`
+/// next to the code that queries them); `crate::indexes` composes them.
+#[derive(Debug, Clone)]
+pub struct IndexSpec {
+    pub collection: &'static str,
+    pub name: &'static str,
+    pub keys: Document,
+    pub unique: bool,
+    /// A TTL index: the server removes a document this long after the
+    /// indexed date.
+    pub expire_after: Option<std::time::Duration>,
+}
+
+impl IndexSpec {
+    pub fn new(collection: &'static str, name: &'static str, keys: Document) -> Self {
+        IndexSpec {
+            collection,
+            name,
+            keys,
+            unique: false,
+            expire_after: None,
+        }
     }
-    // Site totals and sources: one bucket per key and time (and, for a
-    // site, per writer part), like the pages.
-    let keyed = Granularity::ALL
-        .into_iter()
-        .map(|g| (super::Subject::Site, super::Subject::Site.collection(g)))
-        .chain(super::sources::collections());
-    for (subject, collection) in keyed {
-        let key = subject.key_field();
-        let (keys, name, shown) = match subject {
-            super::Subject::Page => (
-                doc! {key: 1, "timestamp": 1},
-                format!("{key}_timestamp"),
-                format!("{{{key}: 1, timestamp: 1}}"),
-            ),
-            super::Subject::Site => (
-                doc! {key: 1, "timestamp": 1, "part": 1},
-                format!("{key}_timestamp_part"),
-                format!("{{{key}: 1, timestamp: 1, part: 1}}"),
-            ),
-        };
-        db.collection::<Document>(collection)
+
+    pub fn unique(mut self) -> Self {
+        self.unique = true;
+        self
+    }
+
+    pub fn expire_after(mut self, after: std::time::Duration) -> Self {
+        self.expire_after = Some(after);
+        self
+    }
+
+    fn describe(&self) -> String {
+        let mut line = format!("{}: {} {}", self.collection, self.name, self.keys);
+        if self.unique {
+            line.push_str(" unique");
+        }
+        if let Some(after) = self.expire_after {
+            line.push_str(&format!(" TTL {} s", after.as_secs()));
+        }
+        line
+    }
+}
+
+/// Creates the indexes (idempotent: an index that exists with the same
+/// options is left as it is).
+pub async fn create_indexes(
+    store: &Store,
+    specs: &[IndexSpec],
+) -> Result<SetupReport, mongodb::error::Error> {
+    let mut report = SetupReport::default();
+    for spec in specs {
+        let options = IndexOptions::builder()
+            .name(spec.name.to_owned())
+            .unique(spec.unique.then_some(true))
+            .expire_after(spec.expire_after)
+            .build();
+        store
+            .db()
+            .collection::<Document>(spec.collection)
             .create_index(
                 IndexModel::builder()
-                    .keys(keys)
-                    .options(IndexOptions::builder().unique(true).name(name).build())
+                    .keys(spec.keys.clone())
+                    .options(options)
                     .build(),
             )
             .await?;
-        report.indexes.push(format!("{collection}: unique {shown}"));
+        report.indexes.push(spec.describe());
     }
-    let sites = db.collection::<Document>(super::sites::COLLECTION);
-    sites
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"domain": 1})
-                .options(
-                    IndexOptions::builder()
-                        .unique(true)
-                        .name("domain".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    sites
-        .create_index(IndexModel::builder().keys(doc! {"aliases": 1}).build())
-        .await?;
-    report
-        .indexes
-        .push("sites: unique {domain: 1}, {aliases: 1}".into());
-    db.collection::<Document>(crate::accounts::users::COLLECTION)
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"email": 1})
-                .options(
-                    IndexOptions::builder()
-                        .unique(true)
-                        .name("email".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    let sessions = db.collection::<Document>(crate::accounts::sessions::COLLECTION);
-    // Expired sessions are removed by the server (TTL at `expiresAt`).
-    sessions
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"expiresAt": 1})
-                .options(
-                    IndexOptions::builder()
-                        .expire_after(std::time::Duration::ZERO)
-                        .name("expiry".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    sessions
-        .create_index(IndexModel::builder().keys(doc! {"userId": 1}).build())
-        .await?;
-    report
-        .indexes
-        .push("users: unique {email: 1}; sessions: TTL {expiresAt: 1}, {userId: 1}".into());
-    // Preallocation finds the active pages of an hour by timestamp.
-    db.collection::<Document>(Granularity::Hour.collection())
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"timestamp": 1, "totalViews": 1})
-                .options(
-                    IndexOptions::builder()
-                        .name("active_pages".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    db.collection::<Document>(crate::preallocation::runs::COLLECTION)
-        .create_index(IndexModel::builder().keys(doc! {"startedAt": -1}).build())
-        .await?;
-    report
-        .indexes
-        .push("views_hour: {timestamp: 1, totalViews: 1}; prealloc_runs: {startedAt: -1}".into());
-
     Ok(report)
 }
 

@@ -25,16 +25,16 @@ use std::time::Duration;
 
 use super::buckets::{Subject, PART_BACKFILL};
 use super::sites::{self, Site};
-use super::{Granularity, Store};
+use super::{Resolution, Store};
 use crate::domain::DomainName;
 
 /// Per level, the time window one transaction recomputes: about 30,000
 /// page buckets for a site of 1,000 pages.
-fn window(g: Granularity) -> TimeDelta {
+fn window(g: Resolution) -> TimeDelta {
     match g {
-        Granularity::Day => TimeDelta::days(32),
-        Granularity::Hour => TimeDelta::hours(36),
-        Granularity::Minute => TimeDelta::minutes(30),
+        Resolution::Day => TimeDelta::days(32),
+        Resolution::Hour => TimeDelta::hours(36),
+        Resolution::Minute => TimeDelta::minutes(30),
     }
 }
 
@@ -56,15 +56,15 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
     let mut report = BackfillReport::default();
     // Day level first: it tells which hours have views at all, so the hour
     // and minute levels only visit those.
-    let days = first_and_last(store, &site.domain, Granularity::Day).await?;
+    let days = first_and_last(store, &site.domain, Resolution::Day).await?;
     if let Some((first, last)) = days {
-        for (i, g) in Granularity::ALL.into_iter().enumerate().rev() {
+        for (i, g) in Resolution::ALL.into_iter().enumerate().rev() {
             let step = window(g);
             let mut from = first;
             let end = last + TimeDelta::days(1);
             while from < end {
                 let to = (from + step).min(end);
-                if g == Granularity::Day || has_views(store, &site.domain, from, to).await? {
+                if g == Resolution::Day || has_views(store, &site.domain, from, to).await? {
                     report.buckets[i] += recompute(store, &site.domain, g, from, to).await?;
                 }
                 from = to;
@@ -73,14 +73,14 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
     }
     report.views = store
         .db()
-        .collection::<Document>(Subject::Site.collection(Granularity::Day))
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
         .find(doc! {"site": site.domain.as_str()})
         .projection(doc! {"_id": 0, "totalViews": 1})
         .await?
         .try_collect::<Vec<_>>()
         .await?
         .iter()
-        .map(|d| super::update::number(d.get("totalViews")).unwrap_or(0))
+        .map(|d| super::values::number(d.get("totalViews")).unwrap_or(0))
         .sum();
     sites::mark_totals_complete(store, site).await?;
     Ok(report)
@@ -104,7 +104,7 @@ pub async fn backfill_missing(store: &Store) -> anyhow::Result<Vec<(String, Back
 async fn first_and_last(
     store: &Store,
     domain: &DomainName,
-    g: Granularity,
+    g: Resolution,
 ) -> anyhow::Result<Option<(DateTime<Utc>, DateTime<Utc>)>> {
     let coll = store.db().collection::<Document>(g.collection());
     let mut ends = Vec::new();
@@ -132,10 +132,10 @@ async fn has_views(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> anyhow::Result<bool> {
-    let day_from = Granularity::Day.bucket_start(from);
+    let day_from = Resolution::Day.floor(from);
     Ok(store
         .db()
-        .collection::<Document>(Subject::Site.collection(Granularity::Day))
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
         .find_one(doc! {
             "site": domain.as_str(),
             "timestamp": {"$gte": bson::DateTime::from_chrono(day_from), "$lt": bson::DateTime::from_chrono(to)},
@@ -151,7 +151,7 @@ async fn has_views(
 async fn recompute(
     store: &Store,
     domain: &DomainName,
-    g: Granularity,
+    g: Resolution,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> anyhow::Result<u64> {
@@ -181,7 +181,7 @@ fn is_retryable(e: &mongodb::error::Error) -> bool {
 async fn recompute_once(
     store: &Store,
     domain: &DomainName,
-    g: Granularity,
+    g: Resolution,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<u64, mongodb::error::Error> {
@@ -214,10 +214,10 @@ async fn recompute_once(
         let entry = sums
             .entry(at.to_chrono())
             .or_insert_with(|| (0, vec![0; g.slot_count()]));
-        entry.0 += super::update::number(d.get("totalViews")).unwrap_or(0);
+        entry.0 += super::values::number(d.get("totalViews")).unwrap_or(0);
         if let Ok(slots) = d.get_document(field) {
             for (k, v) in slots {
-                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::update::number(Some(v))) {
+                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
                     if let Some(slot) = entry.1.get_mut(i) {
                         *slot += n;
                     }
@@ -242,10 +242,10 @@ async fn recompute_once(
         let entry = sums
             .entry(at.to_chrono())
             .or_insert_with(|| (0, vec![0; g.slot_count()]));
-        entry.0 -= super::update::number(d.get("totalViews")).unwrap_or(0);
+        entry.0 -= super::values::number(d.get("totalViews")).unwrap_or(0);
         if let Ok(slots) = d.get_document(field) {
             for (k, v) in slots {
-                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::update::number(Some(v))) {
+                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
                     if let Some(slot) = entry.1.get_mut(i) {
                         *slot -= n;
                     }

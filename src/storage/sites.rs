@@ -51,6 +51,10 @@ struct SiteDoc {
     owners: Vec<bson::Uuid>,
     #[serde(rename = "createdAt")]
     created_at: bson::DateTime,
+    /// Set when the site is deleted: a tombstone until its buckets are
+    /// purged (see [`mark_deleted`]).
+    #[serde(rename = "deletedAt", default, skip_serializing_if = "Option::is_none")]
+    deleted_at: Option<bson::DateTime>,
     #[serde(rename = "timeZone", default)]
     time_zone: Option<String>,
     /// Absent on sites created before site totals existed.
@@ -87,6 +91,7 @@ impl From<&Site> for SiteDoc {
             aliases: s.aliases.clone(),
             owners: s.owners.iter().map(|&u| u.into()).collect(),
             created_at: bson::DateTime::from_chrono(s.created_at),
+            deleted_at: None,
             time_zone: Some(s.time_zone.name().to_owned()),
             totals_complete: s.totals_complete,
         }
@@ -106,6 +111,8 @@ pub struct NewSite {
 pub enum SiteError {
     #[error("{0} already belongs to a site")]
     HostTaken(String),
+    #[error("{0} was just deleted and its data is being removed; add it again in a few minutes")]
+    BeingDeleted(String),
     #[error("a site name is at most 100 characters")]
     NameTooLong,
     #[error("database error")]
@@ -132,6 +139,9 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
         .find_one(doc! {"$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}]})
         .await?;
     if let Some(other) = clash {
+        if other.deleted_at.is_some() {
+            return Err(SiteError::BeingDeleted(other.domain.to_string()));
+        }
         let other = Site::from(other);
         let taken = hosts
             .iter()
@@ -152,7 +162,9 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
     };
     match collection(store).insert_one(SiteDoc::from(&site)).await {
         Ok(_) => Ok(site),
-        Err(e) if is_duplicate_key(&e) => Err(SiteError::HostTaken(site.domain.to_string())),
+        Err(e) if super::values::is_duplicate_key(&e) => {
+            Err(SiteError::HostTaken(site.domain.to_string()))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -209,6 +221,92 @@ pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<
     Ok(())
 }
 
+/// Deletes a site, in two steps so that no hit re-creates its buckets.
+///
+/// First the site is marked deleted: every instance's directory drops it
+/// at its next refresh (the pixel then refuses its hits as an unknown
+/// site), and the appliers skip hits of a marked site that were accepted
+/// before (they may sit in a journal for as long as the database is away).
+/// Its buckets are purged once `purge_after` has passed ([`purge_due`]), by
+/// then every instance has refreshed; the mark stays until the purge.
+pub async fn mark_deleted(
+    store: &Store,
+    site: &Site,
+    now: DateTime<Utc>,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$set": {"deletedAt": bson::DateTime::from_chrono(now)}},
+        )
+        .await?;
+    Ok(())
+}
+
+/// The canonical domains of sites marked deleted and not purged yet.
+pub async fn deleted_domains(store: &Store) -> Result<Vec<DomainName>, mongodb::error::Error> {
+    let docs: Vec<SiteDoc> = collection(store)
+        .find(doc! {"deletedAt": {"$exists": true}})
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs.into_iter().map(|d| d.domain).collect())
+}
+
+/// Purges the sites marked deleted at least `purge_after` ago: their
+/// buckets, then the mark. Returns each purged domain with the buckets
+/// removed.
+pub async fn purge_due(
+    store: &Store,
+    now: DateTime<Utc>,
+    purge_after: chrono::TimeDelta,
+) -> Result<Vec<(DomainName, u64)>, mongodb::error::Error> {
+    let due: Vec<SiteDoc> = collection(store)
+        .find(doc! {"deletedAt": {"$lte": bson::DateTime::from_chrono(now - purge_after)}})
+        .await?
+        .try_collect()
+        .await?;
+    let mut purged = Vec::new();
+    for doc in due {
+        let site = Site::from(doc);
+        let removed = purge(store, &site).await?;
+        purged.push((site.domain, removed));
+    }
+    Ok(purged)
+}
+
+/// Removes every bucket of a site's pages, its totals and sources, then
+/// the site.
+async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
+    use super::Subject;
+    let mut removed = 0;
+    let pages = site.domain.pages_filter();
+    let site_key = site.domain.as_str();
+    let mut targets: Vec<(&str, bson::Document)> = Vec::new();
+    for g in super::Resolution::ALL {
+        targets.push((g.collection(), doc! {"page": pages.clone()}));
+        targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
+    }
+    for (subject, collection) in super::sources::collections() {
+        targets.push(match subject {
+            Subject::Page => (collection, doc! {"page": pages.clone()}),
+            Subject::Site => (collection, doc! {"site": site_key}),
+        });
+    }
+    for (collection, filter) in targets {
+        removed += store
+            .db()
+            .collection::<bson::Document>(collection)
+            .delete_many(filter)
+            .await?
+            .deleted_count;
+    }
+    collection(store)
+        .delete_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())})
+        .await?;
+    Ok(removed)
+}
+
 /// Records that the site's totals are complete (see `site_totals`).
 pub async fn mark_totals_complete(store: &Store, site: &Site) -> Result<(), mongodb::error::Error> {
     collection(store)
@@ -235,40 +333,10 @@ pub async fn set_time_zone(
         .map(|_| ())
 }
 
-/// Deletes a site and every bucket of its pages, its totals and sources.
-pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
-    use super::Subject;
-    let mut removed = 0;
-    let pages = crate::reports::queries::site_pages(&site.domain);
-    let site_key = site.domain.as_str();
-    let mut targets: Vec<(&str, bson::Document)> = Vec::new();
-    for g in super::Granularity::ALL {
-        targets.push((g.collection(), doc! {"page": pages.clone()}));
-        targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
-    }
-    for (subject, collection) in super::sources::collections() {
-        targets.push(match subject {
-            Subject::Page => (collection, doc! {"page": pages.clone()}),
-            Subject::Site => (collection, doc! {"site": site_key}),
-        });
-    }
-    for (collection, filter) in targets {
-        removed += store
-            .db()
-            .collection::<bson::Document>(collection)
-            .delete_many(filter)
-            .await?
-            .deleted_count;
-    }
-    collection(store)
-        .delete_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())})
-        .await?;
-    Ok(removed)
-}
-
+/// The sites in use (not marked deleted).
 pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     let docs: Vec<SiteDoc> = collection(store)
-        .find(doc! {})
+        .find(doc! {"deletedAt": {"$exists": false}})
         .sort(doc! {"domain": 1})
         .await?
         .try_collect()
@@ -276,13 +344,14 @@ pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     Ok(docs.into_iter().map(Site::from).collect())
 }
 
-pub fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
-    use mongodb::error::{ErrorKind, WriteFailure};
-    match &*e.kind {
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == 11000,
-        ErrorKind::Command(c) => c.code == 11000,
-        _ => false,
-    }
+/// A domain or alias names one site only; the pixel's directory finds
+/// sites by either.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    use super::schema::IndexSpec;
+    vec![
+        IndexSpec::new(COLLECTION, "domain", doc! {"domain": 1}).unique(),
+        IndexSpec::new(COLLECTION, "aliases_1", doc! {"aliases": 1}),
+    ]
 }
 
 #[cfg(test)]

@@ -22,20 +22,21 @@ use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 
-use super::buckets::{Granularity, Subject};
+use super::buckets::Subject;
+use crate::domain::Resolution;
 use crate::domain::Source;
 
 pub const MAX_SOURCES_PER_BUCKET: usize = 50;
 
 /// The levels sources are kept at: hours for the edges of a range, days
 /// for the rest of it.
-pub const LEVELS: [Granularity; 2] = [Granularity::Hour, Granularity::Day];
+pub const LEVELS: [Resolution; 2] = [Resolution::Hour, Resolution::Day];
 
-pub fn collection(subject: Subject, g: Granularity) -> &'static str {
+pub fn collection(subject: Subject, g: Resolution) -> &'static str {
     match (subject, g) {
-        (Subject::Page, Granularity::Day) => "sources_day",
+        (Subject::Page, Resolution::Day) => "sources_day",
         (Subject::Page, _) => "sources_hour",
-        (Subject::Site, Granularity::Day) => "site_sources_day",
+        (Subject::Site, Resolution::Day) => "site_sources_day",
         (Subject::Site, _) => "site_sources_hour",
     }
 }
@@ -47,6 +48,26 @@ pub fn collections() -> impl Iterator<Item = (Subject, &'static str)> {
         .flat_map(|s| LEVELS.into_iter().map(move |g| (s, collection(s, g))))
 }
 
+/// One bucket per page (or site and writer part) and time.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    collections()
+        .map(|(subject, collection)| match subject {
+            Subject::Page => super::schema::IndexSpec::new(
+                collection,
+                "page_timestamp",
+                doc! {"page": 1, "timestamp": 1},
+            )
+            .unique(),
+            Subject::Site => super::schema::IndexSpec::new(
+                collection,
+                "site_timestamp_part",
+                doc! {"site": 1, "timestamp": 1, "part": 1},
+            )
+            .unique(),
+        })
+        .collect()
+}
+
 type Key = (String, DateTime<Utc>);
 
 /// A batch's views per bucket and source (by field name).
@@ -55,27 +76,27 @@ pub struct SourceIncrements {
     subject: Subject,
     /// For site buckets: the writer's part.
     part: Option<i32>,
-    granularity: Granularity,
+    resolution: Resolution,
     buckets: HashMap<Key, HashMap<String, u32>>,
 }
 
 impl SourceIncrements {
     /// Page buckets.
-    pub fn for_pages(granularity: Granularity) -> Self {
+    pub fn for_pages(resolution: Resolution) -> Self {
         Self {
             subject: Subject::Page,
             part: None,
-            granularity,
+            resolution,
             buckets: HashMap::new(),
         }
     }
 
     /// Site buckets, written as `part`.
-    pub fn for_site(granularity: Granularity, part: i32) -> Self {
+    pub fn for_site(resolution: Resolution, part: i32) -> Self {
         Self {
             subject: Subject::Site,
             part: Some(part),
-            granularity,
+            resolution,
             buckets: HashMap::new(),
         }
     }
@@ -92,7 +113,7 @@ impl SourceIncrements {
     pub fn add(&mut self, page: &str, at: DateTime<Utc>, source: &Source) {
         let key = (
             self.subject.key_of(page).to_owned(),
-            self.granularity.bucket_start(at),
+            self.resolution.floor(at),
         );
         *self
             .buckets
@@ -107,7 +128,7 @@ impl SourceIncrements {
     }
 
     pub fn collection(&self) -> &'static str {
-        collection(self.subject, self.granularity)
+        collection(self.subject, self.resolution)
     }
 
     /// The query that finds the buckets this batch touches (and perhaps a
@@ -200,7 +221,7 @@ mod tests {
 
     #[test]
     fn site_sources_merge_pages_and_encode_dots() {
-        let mut inc = SourceIncrements::for_site(Granularity::Day, 0);
+        let mut inc = SourceIncrements::for_site(Resolution::Day, 0);
         inc.add("example.com/a", at(1), &source("google.com"));
         inc.add("example.com/b", at(2), &source("google.com"));
         inc.add("example.com/b", at(3), &source("direct"));
@@ -218,7 +239,7 @@ mod tests {
 
     #[test]
     fn beyond_the_cap_new_sources_count_as_other() {
-        let mut inc = SourceIncrements::for_pages(Granularity::Hour);
+        let mut inc = SourceIncrements::for_pages(Resolution::Hour);
         let page = "example.com/a";
         // The bucket already holds the cap less one: one new source fits,
         // the most viewed one; a source it already has keeps counting.
@@ -233,7 +254,7 @@ mod tests {
         inc.add(page, at(1), &source("small"));
         inc.add(page, at(1), &source("tiny"));
         inc.add(page, at(1), &source("old"));
-        let start = Granularity::Hour.bucket_start(at(1));
+        let start = Resolution::Hour.floor(at(1));
         let existing = HashMap::from([((page.to_owned(), start), known)]);
         let s = inc.statements(&existing);
         assert_eq!(
@@ -247,8 +268,8 @@ mod tests {
 
     #[test]
     fn existing_reads_the_field_names_of_found_buckets() {
-        let inc = SourceIncrements::for_pages(Granularity::Hour);
-        let t = Granularity::Hour.bucket_start(at(1));
+        let inc = SourceIncrements::for_pages(Resolution::Hour);
+        let t = Resolution::Hour.floor(at(1));
         let found = vec![doc! {
             "page": "example.com/a",
             "timestamp": bson::DateTime::from_chrono(t),

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use std::collections::BTreeMap;
 use tickertape::storage::site_totals;
 use tickertape::storage::sites::{self, Site};
-use tickertape::storage::{Granularity, Increments, Store, Subject};
+use tickertape::storage::{Increments, Resolution, Store, Subject};
 
 use crate::helpers::*;
 
@@ -47,7 +47,7 @@ async fn sums(store: &Store, coll: &str, filter: Document) -> BTreeMap<(i64, Str
 /// Site totals equal the sum of the site's page buckets at every level,
 /// time and slot.
 async fn assert_totals_match_pages(store: &Store, site: &Site) {
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let pages = sums(
             store,
             g.collection(),
@@ -68,7 +68,7 @@ async fn assert_totals_match_pages(store: &Store, site: &Site) {
 /// Page buckets as the version before site totals wrote them: no site
 /// bucket at all.
 async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let mut inc = Increments::new(g);
         for (page, at) in hits {
             inc.add(page, *at);
@@ -167,7 +167,7 @@ async fn the_backfill_is_exact_and_running_it_twice_changes_nothing() {
     assert_totals_match_pages(&app.store, &site).await;
     let snapshot = |store: Store| async move {
         let mut all = Vec::new();
-        for g in Granularity::ALL {
+        for g in Resolution::ALL {
             all.push(
                 sums(
                     &store,

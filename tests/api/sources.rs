@@ -101,7 +101,7 @@ async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
     assert!(!raw.contains("secret") && !raw.contains("item"), "{raw}");
     // The views themselves all counted.
     assert_eq!(
-        app.total_views(tickertape::storage::Granularity::Day).await,
+        app.total_views(tickertape::storage::Resolution::Day).await,
         10
     );
 }
@@ -275,7 +275,7 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
         .await;
     assert_eq!(r.status(), 200);
     assert_eq!(
-        app.total_views(tickertape::storage::Granularity::Minute)
+        app.total_views(tickertape::storage::Resolution::Minute)
             .await,
         8
     );

@@ -5,7 +5,7 @@ use chrono::TimeDelta;
 use std::collections::BTreeMap;
 use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
 use tickertape::storage::progress;
-use tickertape::storage::{schema, Granularity};
+use tickertape::storage::{schema, zero_filled, Resolution};
 use tokio::time::{Duration, Instant};
 
 use crate::helpers::*;
@@ -63,10 +63,14 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
 #[tokio::test]
 async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let app = spawn_app().await;
-    schema::ensure_schema(&app.store).await.unwrap();
-    let report = schema::ensure_schema(&app.store).await.unwrap();
-    assert_eq!(report.indexes.len(), 13);
-    for g in Granularity::ALL {
+    tickertape::indexes::ensure(&app.store).await.unwrap();
+    let report = tickertape::indexes::ensure(&app.store).await.unwrap();
+    assert_eq!(report.indexes.len(), tickertape::indexes::all().len());
+    assert!(report
+        .indexes
+        .iter()
+        .any(|l| l.starts_with("views_minute: page_timestamp") && l.ends_with("unique")));
+    for g in Resolution::ALL {
         let indexes = app
             .store
             .db()
@@ -81,7 +85,7 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     }
     // A second bucket for the same page and minute is refused.
     let coll = app.store.db().collection::<Document>("views_minute");
-    let bucket = Granularity::Minute.zero_filled("example.com/", t0());
+    let bucket = zero_filled(Resolution::Minute, "example.com/", t0());
     coll.insert_one(bucket.clone()).await.unwrap();
     assert!(coll.insert_one(bucket).await.is_err());
 }
@@ -110,7 +114,7 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
     for t in tasks {
         t.await.unwrap();
     }
-    let minute = app.buckets(Granularity::Minute).await;
+    let minute = app.buckets(Resolution::Minute).await;
     assert_eq!(minute.len(), 1);
     assert_eq!(minute[0].total_views, 120);
     // i % 3 over 0..20 is 0 seven times, 1 seven times, 2 six times; six tasks.
@@ -118,8 +122,8 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
         (minute[0].slot(7), minute[0].slot(8), minute[0].slot(9)),
         (42, 42, 36)
     );
-    assert_eq!(app.total_views(Granularity::Hour).await, 120);
-    assert_eq!(app.total_views(Granularity::Day).await, 120);
+    assert_eq!(app.total_views(Resolution::Hour).await, 120);
+    assert_eq!(app.total_views(Resolution::Day).await, 120);
 }
 
 #[tokio::test]
@@ -127,7 +131,7 @@ async fn bucket_slots_read_missing_keys_as_zero() {
     let app = spawn_app().await;
     let site = app.add_site("example.com", &[]).await;
     app.pixel(&format!("site={}&page=/", site.id)).await;
-    let b = &app.buckets(Granularity::Minute).await[0];
+    let b = &app.buckets(Resolution::Minute).await[0];
     let slots: BTreeMap<_, _> = (0..60)
         .map(|i| (i, b.slot(i)))
         .filter(|(_, n)| *n > 0)
@@ -166,7 +170,7 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         progress::position(&app.store, &journal, 0).await.unwrap(),
         Some(40)
     );
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
     // `ensure` never moves a lane the database already knows.
@@ -224,4 +228,38 @@ async fn sharding_is_an_explicit_step_that_a_replica_set_refuses() {
     let err = schema::shard(&app.store).await.unwrap_err();
     assert!(matches!(err, schema::ShardError::NotMongos(_)), "{err}");
     assert!(err.to_string().contains("not a mongos"), "{err}");
+}
+
+/// The system page's figures: with the database away, `collStats` and the
+/// member list are shown as failures, not as empty collections (issue 12).
+#[tokio::test]
+async fn failed_stats_are_reported_as_failures_not_zeros() {
+    use crate::proxy::{write_target, Mode, Proxy};
+    use tickertape::storage::system;
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.database.db_timeout_ms = 300;
+    let store = connect(&proxy.uri(), &settings).await;
+    let up = system::bucket_stats(&store).await;
+    assert!(up.iter().all(|c| c.error.is_none()), "{up:?}");
+    assert!(up.iter().all(|c| c.count == 0), "not created yet: zeros");
+
+    proxy.set(Mode::Down);
+    let down = system::bucket_stats(&store).await;
+    assert_eq!(down.len(), 3);
+    for c in &down {
+        assert_eq!(
+            c.error.as_deref(),
+            Some("the database did not answer"),
+            "{}",
+            c.name
+        );
+    }
+    let topology = system::topology(&store).await;
+    if matches!(store.topology(), tickertape::storage::Topology::Standalone) {
+        assert!(topology.error.is_none());
+    } else {
+        assert!(topology.error.is_some(), "{topology:?}");
+        assert!(topology.members.is_empty());
+    }
 }

@@ -28,7 +28,7 @@ pub(super) struct SettingsPage {
     aliases: String,
     time_zone: String,
     time_zones: Vec<&'static str>,
-    error: Option<crate::web::admin::FormError>,
+    error: Option<crate::web::forms::FormError>,
     /// The new-page cap and this hour's figures (issue 13).
     cap: crate::ingest::page_cap::CapStatus,
     overflow_path: &'static str,
@@ -52,7 +52,7 @@ pub(super) fn settings_page(
     viewer: &Viewer,
     site: Arc<Site>,
     done: Option<&'static str>,
-    typed: Option<(String, String, String, crate::web::admin::FormError)>,
+    typed: Option<(String, String, String, crate::web::forms::FormError)>,
 ) -> HttpResponse {
     let s = snippets::for_site(&state.public_url, &site.id);
     let cap = state
@@ -126,7 +126,7 @@ pub async fn save_site_settings(
 ) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let site = visible_site(&state, &viewer, &id)?;
-    let again = |error: crate::web::admin::FormError| {
+    let again = |error: crate::web::forms::FormError| {
         settings_page(
             &state,
             &viewer,
@@ -140,7 +140,7 @@ pub async fn save_site_settings(
             )),
         )
     };
-    let aliases = match crate::web::admin::parse_hosts(&form.aliases) {
+    let aliases = match crate::web::forms::parse_hosts(&form.aliases) {
         Ok(a) => a,
         Err(e) => return Ok(again(e)),
     };
@@ -150,7 +150,7 @@ pub async fn save_site_settings(
     } else {
         match crate::domain::TimeZone::parse(&form.time_zone) {
             Ok(z) => z,
-            Err(e) => return Ok(again(crate::web::admin::FormError::new("time_zone", e))),
+            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e))),
         }
     };
     let changes = crate::storage::sites::SiteChanges {
@@ -163,9 +163,9 @@ pub async fn save_site_settings(
         Ok(_) => {}
         Err(SiteError::Database(e)) => return Err(e.into()),
         Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::admin::FormError::new("name", e)))
+            return Ok(again(crate::web::forms::FormError::new("name", e)))
         }
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("aliases", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("aliases", e))),
     }
     if zone != site.time_zone {
         crate::storage::sites::set_time_zone(&state.store, &site, zone).await?;
@@ -184,7 +184,7 @@ pub(super) struct NewSitePage {
     nav: Option<Nav>,
     domain: String,
     name: String,
-    error: Option<crate::web::admin::FormError>,
+    error: Option<crate::web::forms::FormError>,
 }
 
 pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), WebError> {
@@ -227,7 +227,7 @@ pub async fn add_site(
 ) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     may_add_sites(&state, &viewer)?;
-    let again = |error: crate::web::admin::FormError| {
+    let again = |error: crate::web::forms::FormError| {
         render(
             StatusCode::BAD_REQUEST,
             &NewSitePage {
@@ -240,7 +240,7 @@ pub async fn add_site(
     };
     let domain = match crate::domain::DomainName::from_input(&form.domain) {
         Ok(d) => d,
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
     };
     let new = crate::storage::sites::NewSite {
         domain,
@@ -254,9 +254,9 @@ pub async fn add_site(
         Ok(site) => site,
         Err(SiteError::Database(e)) => return Err(e.into()),
         Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::admin::FormError::new("name", e)))
+            return Ok(again(crate::web::forms::FormError::new("name", e)))
         }
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
     };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
