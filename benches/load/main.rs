@@ -13,7 +13,8 @@
 //! Options (environment): BENCH_DURATION seconds (default 30; quick 4),
 //! BENCH_CONNECTIONS (64), BENCH_PAGES (1000), BENCH_QUICK=1,
 //! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
-//! quick 50,000), BENCH_REPORTS=0 to skip report latency.
+//! quick 50,000), BENCH_REPORTS=0 to skip report latency, BENCH_YEAR=0 to
+//! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day).
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 
 mod report_latency;
 mod roles;
+mod site_year;
 mod statement_cost;
 mod storage_table;
 
@@ -47,6 +49,8 @@ pub struct Options {
     pub scenarios: Vec<String>,
     pub storage_hits: u64,
     pub reports: bool,
+    /// Issue 10: a year over 1,000 pages with sources (`BENCH_YEAR=0` skips).
+    pub year: bool,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -75,6 +79,7 @@ impl Options {
                 .collect(),
             storage_hits: env_or("BENCH_STORAGE_HITS", if quick { 50_000 } else { 5_000_000 }),
             reports: std::env::var("BENCH_REPORTS").map_or(true, |v| v != "0"),
+            year: std::env::var("BENCH_YEAR").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -368,6 +373,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if options.reports {
         report_latency::run(&db, &options).await?;
+    }
+    if options.year {
+        site_year::run(&db, &options).await?;
     }
     println!(
         "\ntotal bench time: {:.0} s",

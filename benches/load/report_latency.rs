@@ -162,7 +162,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_server(db: &Database, grouping: &str) -> anyhow::Result<Server> {
+pub(crate) fn start_server(db: &Database, grouping: &str) -> anyhow::Result<Server> {
     let mut cmd = Command::new(repo().join("target/release/tickertape"));
     cmd.arg("serve")
         .env("MONGODB_URI", &db.uri)
@@ -174,7 +174,7 @@ fn start_server(db: &Database, grouping: &str) -> anyhow::Result<Server> {
     Server::start(cmd)
 }
 
-async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
+pub(crate) async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
     let http = reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
@@ -206,7 +206,7 @@ async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
 
 /// p50 and p99 in ms of `REQUESTS` sequential requests after one warm-up,
 /// and the size of the answer.
-async fn measure(
+pub(crate) async fn measure(
     http: &reqwest::Client,
     address: &str,
     name: &str,

@@ -1,0 +1,291 @@
+//! Issue 10: a year of traffic over 1,000 pages with sources, read through
+//! site totals, source buckets and local days; and the write path's rate
+//! with sources against the same hits without them, in the same run.
+//!
+//! BENCH_YEAR_DAILY (default 5,000; quick 300) views a day for 365 days,
+//! Zipf over 1,000 pages, sources Zipf over 40 names (a third "direct").
+
+use chrono::{DateTime, TimeDelta, Utc};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tickertape::accounts::password::NewPassword;
+use tickertape::accounts::{users, Role};
+use tickertape::domain::{Email, TimeZone};
+use tickertape::reports::Resolution;
+use tickertape::storage::bucket_writer::BucketWriter;
+use tickertape::storage::sites;
+
+use crate::report_latency::{login, measure};
+use crate::roles::{stored, Database};
+use crate::{repo, Options, Server, SITE_DOMAIN};
+
+const PAGES: usize = 1000;
+const DATABASE: &str = "bench_year";
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn zipf_cdf(n: usize) -> Vec<f64> {
+    let mut sum = 0.0;
+    (1..=n)
+        .map(|k| {
+            sum += 1.0 / k as f64;
+            sum
+        })
+        .collect()
+}
+
+fn pick(cdf: &[f64], rng: &mut Rng) -> usize {
+    let r = rng.unit() * cdf.last().copied().unwrap_or(1.0);
+    cdf.partition_point(|c| *c < r).min(cdf.len() - 1)
+}
+
+fn source_names() -> Vec<String> {
+    let mut names: Vec<String> = [
+        "direct",
+        "google.com",
+        "duckduckgo.com",
+        "news.ycombinator.com",
+        "bing.com",
+        "reddit.com",
+        "github.com",
+        "newsletter",
+        "mastodon.social",
+        "lobste.rs",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    names.extend((0..30).map(|i| format!("blog{i}.example")));
+    names
+}
+
+fn start(db: &Database) -> anyhow::Result<Server> {
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", DATABASE)
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("RUST_LOG", "warn");
+    Server::start(cmd)
+}
+
+pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
+    let daily: u64 = std::env::var("BENCH_YEAR_DAILY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if options.quick { 300 } else { 5_000 });
+    let (store, site_id) = db.fresh(DATABASE).await?;
+    let started = Instant::now();
+    let now = Utc::now();
+    let start_day = Resolution::Day.floor(now) - TimeDelta::days(364);
+    let seconds_total = (now - start_day).num_seconds().max(1) as u64;
+    let total = daily * 365;
+    let names: Vec<String> = (1..=PAGES)
+        .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
+        .collect();
+    let sources = source_names();
+    let (page_cdf, source_cdf) = (zipf_cdf(PAGES), zipf_cdf(sources.len()));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let writer = BucketWriter::new(&store);
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(50_000);
+        left -= n;
+        let batch: Vec<(usize, DateTime<Utc>, usize)> = (0..n)
+            .map(|_| {
+                (
+                    pick(&page_cdf, &mut rng),
+                    start_day + TimeDelta::seconds((rng.next() % seconds_total) as i64),
+                    pick(&source_cdf, &mut rng),
+                )
+            })
+            .collect();
+        let hits: Vec<(&str, DateTime<Utc>, Option<&str>)> = batch
+            .iter()
+            .map(|&(p, at, s)| (names[p].as_str(), at, Some(sources[s].as_str())))
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+        writer.apply_direct(&hits, deadline).await?;
+    }
+    anyhow::ensure!(
+        stored(&store, Resolution::Day).await? == total as i64,
+        "year data incomplete"
+    );
+    let day_docs = store
+        .buckets(Resolution::Day)
+        .estimated_document_count()
+        .await?;
+    let hour_docs = store
+        .buckets(Resolution::Hour)
+        .estimated_document_count()
+        .await?;
+    eprintln!(
+        "year data: {total} views, {day_docs} page-day and {hour_docs} page-hour buckets, written in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    users::create(
+        &store,
+        Email::parse("bench@localhost")?,
+        &NewPassword::parse("bench password 123")?,
+        Role::Admin,
+        now,
+    )
+    .await?;
+
+    let base = format!("/sites/{site_id}");
+    let presets = [
+        ("last hour", "1h"),
+        ("last 24 hours", "24h"),
+        ("today", "today"),
+        ("yesterday", "yesterday"),
+        ("last 7 days", "7d"),
+        ("last 30 days", "30d"),
+        ("this month", "month"),
+        ("last month", "lastmonth"),
+        ("last 12 months", "12mo"),
+    ];
+    println!(
+        "\n## A year of traffic: site totals, sources, zones ({total} views over 365 days, {PAGES} pages, {} sources; {day_docs} page-day and {hour_docs} page-hour buckets; 50 sequential requests each, loopback)\n",
+        sources.len()
+    );
+    for zone in ["UTC", "Europe/Berlin"] {
+        let site = sites::list(&store)
+            .await?
+            .into_iter()
+            .next()
+            .expect("the bench site");
+        sites::set_time_zone(&store, &site, TimeZone::parse(zone)?).await?;
+        let server = start(db)?;
+        let http = login(&server.address).await?;
+        let mut cases: Vec<(String, String)> = vec![
+            (
+                "site dashboard, 12 months (target < 50 ms)".into(),
+                format!("{base}?range=12mo"),
+            ),
+            (
+                "site dashboard, 30 days (target < 30 ms)".into(),
+                format!("{base}?range=30d"),
+            ),
+            (
+                "site CSV by hour, 30 days (target < 100 ms)".into(),
+                format!("{base}/series.csv?range=30d&res=hour"),
+            ),
+            (
+                "page report /p/1, 12 months (target < 30 ms in Europe/Berlin)".into(),
+                format!("{base}/page?path=/p/1&range=12mo"),
+            ),
+            (
+                "top sources CSV, 12 months (target < 50 ms)".into(),
+                format!("{base}/sources.csv?range=12mo"),
+            ),
+            ("sites list".into(), "/sites".into()),
+        ];
+        for (label, key) in presets {
+            cases.push((
+                format!("dashboard preset: {label}"),
+                format!("{base}?range={key}"),
+            ));
+        }
+        println!("\n### Site in {zone}\n");
+        println!("| report | p50 ms | p99 ms | bytes |");
+        println!("|---|---:|---:|---:|");
+        for (name, path) in &cases {
+            let (p50, p99, bytes) = measure(&http, &server.address, name, path).await?;
+            println!("| {name} | {p50:.1} | {p99:.1} | {bytes} |");
+        }
+        server.stop()?;
+    }
+    store.db().drop().await?;
+
+    ingestion_with_and_without_sources(db, options).await
+}
+
+/// The write path (one transaction per batch, as an applier sends it) with
+/// the same hits once with sources and once without, alternating rounds
+/// on one database so both see the same server state.
+async fn ingestion_with_and_without_sources(
+    db: &Database,
+    options: &Options,
+) -> anyhow::Result<()> {
+    let (store, _) = db.fresh("bench_sources_ingest").await?;
+    let writer = BucketWriter::new(&store);
+    let names: Vec<String> = (1..=PAGES)
+        .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
+        .collect();
+    let sources = source_names();
+    let (page_cdf, source_cdf) = (zipf_cdf(PAGES), zipf_cdf(sources.len()));
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let (rounds, batches, per_batch) = if options.quick {
+        (2, 3, 5_000)
+    } else {
+        (5, 10, 20_000)
+    };
+    let mut minute = Resolution::Minute.floor(Utc::now()) - TimeDelta::days(2);
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (i, with_sources) in [false, true].into_iter().enumerate() {
+            let mut hits_sent = 0usize;
+            let mut spent = Duration::ZERO;
+            for _ in 0..batches {
+                // A batch is about one second of traffic: one minute's
+                // buckets, like an applier's.
+                minute += TimeDelta::minutes(1);
+                let batch: Vec<(usize, DateTime<Utc>, usize)> = (0..per_batch)
+                    .map(|_| {
+                        (
+                            pick(&page_cdf, &mut rng),
+                            minute + TimeDelta::seconds((rng.next() % 60) as i64),
+                            pick(&source_cdf, &mut rng),
+                        )
+                    })
+                    .collect();
+                let hits: Vec<(&str, DateTime<Utc>, Option<&str>)> = batch
+                    .iter()
+                    .map(|&(p, at, s)| {
+                        (
+                            names[p].as_str(),
+                            at,
+                            with_sources.then(|| sources[s].as_str()),
+                        )
+                    })
+                    .collect();
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+                let t = Instant::now();
+                writer.apply_direct(&hits, deadline).await?;
+                spent += t.elapsed();
+                hits_sent += hits.len();
+            }
+            rates[i].push(hits_sent as f64 / spent.as_secs_f64());
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (without, with) = (median(&mut rates[0]), median(&mut rates[1]));
+    println!(
+        "\n### Write path with and without sources ({rounds} alternating rounds of {batches} batches × {} hits over {PAGES} pages, one minute's buckets per batch; median of rounds)\n",
+        per_batch
+    );
+    println!("| hits | hits/s (median) |");
+    println!("|---|---:|");
+    println!("| without sources | {without:.0} |");
+    println!("| with sources | {with:.0} |");
+    println!("\nwith / without: {:.3} (target ≥ 0.90)", with / without);
+    store.db().drop().await?;
+    Ok(())
+}
