@@ -423,25 +423,28 @@ async fn report_queries_are_bounded_by_max_time_ms() {
     let mut settings = test_settings();
     let store = connect(database_uri(), &settings).await;
     let start = Resolution::Hour.floor(t0()) - chrono::TimeDelta::days(1);
+    // Minute figures are read from the hour buckets' minute slots (issue
+    // 10): 60,000 page-hours with one view each.
     let docs: Vec<bson::Document> = (0..60_000)
         .map(|i| {
             bson::doc! {
                 "page": format!("slow.test/p/{}", i % 1000),
-                "timestamp": bson::DateTime::from_chrono(start + chrono::TimeDelta::minutes(i / 1000)),
+                "timestamp": bson::DateTime::from_chrono(start + chrono::TimeDelta::hours(i / 1000)),
                 "totalViews": 1_i64,
+                "minutes": {"0": 1_i64},
             }
         })
         .collect();
     store
         .db()
-        .collection::<bson::Document>(Resolution::Minute.collection())
+        .collection::<bson::Document>(Resolution::Hour.collection())
         .insert_many(docs)
         .await
         .unwrap();
     let domain = DomainName::parse("slow.test").unwrap();
     let period = Period::aligned(
         start,
-        start + chrono::TimeDelta::hours(1),
+        start + chrono::TimeDelta::hours(60),
         Resolution::Minute,
     );
     let pages = queries::top_pages(&store, &domain, &period).await.unwrap();
