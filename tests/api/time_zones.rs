@@ -271,3 +271,49 @@ async fn owners_set_the_zone_and_a_bad_one_changes_nothing() {
     assert_eq!(r.status(), 303);
     assert_eq!(stored(&app).await, "Asia/Kathmandu");
 }
+
+#[tokio::test]
+async fn admins_add_a_site_in_a_zone_and_a_bad_zone_adds_nothing() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let r = admin
+        .post(
+            "/admin/sites",
+            &[
+                ("csrf", &admin.csrf),
+                ("domain", "bad-zone.test"),
+                ("time_zone", "Europe/Atlantis"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"time_zone-error\""));
+    assert!(
+        html.contains("value=\"Europe/Atlantis\""),
+        "the input is kept"
+    );
+    assert!(tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .is_empty());
+    let r = admin
+        .post(
+            "/admin/sites",
+            &[
+                ("csrf", &admin.csrf),
+                ("domain", "kathmandu.test"),
+                ("time_zone", "Asia/Kathmandu"),
+            ],
+        )
+        .await;
+    assert!(
+        r.status().is_redirection() || r.status() == 200,
+        "{}",
+        r.status()
+    );
+    let sites = tickertape::storage::sites::list(&app.store).await.unwrap();
+    assert_eq!(sites.len(), 1);
+    assert_eq!(sites[0].time_zone.name(), "Asia/Kathmandu");
+}
