@@ -371,8 +371,7 @@ pub async fn top_pages(
             }
         }
     }
-    let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(first_day, last_day)};
+    let matcher = doc! {"page": site_pages(domain), "timestamp": time_filter(first_day, last_day)};
     let coll = store
         .reports()
         .collection::<Document>(Resolution::Day.collection());

@@ -35,7 +35,13 @@ fn hits() -> Vec<DateTime<Utc>> {
 }
 
 async fn world() -> (TestApp, Login, [String; 3]) {
-    let app = spawn_app().await;
+    world_grouped("auto").await
+}
+
+/// `grouping`: where site reports add up (`TICKERTAPE_REPORT_GROUPING`).
+async fn world_grouped(grouping: &str) -> (TestApp, Login, [String; 3]) {
+    let grouping = grouping.to_owned();
+    let app = spawn_app_with(move |s| s.database.report_grouping = grouping).await;
     app.add_user("admin@example.com", Role::Admin).await;
     let mut bases = Vec::new();
     for (domain, zone) in [
@@ -76,7 +82,13 @@ fn nonzero(rows: &[(String, i64)]) -> Vec<(&str, i64)> {
 
 #[tokio::test]
 async fn local_days_are_exact_across_both_dst_changes_and_half_hour_offsets() {
-    let (_app, admin, [utc_site, berlin, kolkata]) = world().await;
+    for grouping in ["app", "server"] {
+        local_days_are_exact(grouping).await;
+    }
+}
+
+async fn local_days_are_exact(grouping: &str) {
+    let (_app, admin, [utc_site, berlin, kolkata]) = world_grouped(grouping).await;
     let by_day = |base: &str, from: &str, to: &str| {
         format!("{base}/series.csv?range=custom&from={from}&to={to}&res=day")
     };
@@ -186,6 +198,20 @@ async fn local_days_are_exact_across_both_dst_changes_and_half_hour_offsets() {
         ))
         .await;
     assert!(pages.contains("/a,3,100.0"), "{pages}");
+    // Whole UTC days inside a Berlin range come from day totals, the
+    // edges from slots: the 25-hour day's page total is its 4 views.
+    let (_, pages) = admin
+        .text(&format!(
+            "{berlin}/pages.csv?range=custom&from=2026-10-24&to=2026-10-26&res=day"
+        ))
+        .await;
+    assert!(pages.contains("/a,6,100.0"), "{grouping}: {pages}");
+    let (_, pages) = admin
+        .text(&format!(
+            "{berlin}/pages.csv?range=custom&from=2026-10-25&to=2026-10-25&res=day"
+        ))
+        .await;
+    assert!(pages.contains("/a,4,100.0"), "{grouping}: {pages}");
 }
 
 #[tokio::test]
