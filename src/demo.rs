@@ -151,7 +151,19 @@ pub async fn generate(
     }
     let mut rng = Rng(options.seed.max(1));
     let writer = BucketWriter::new(store);
-    let mut batch: Vec<(usize, DateTime<Utc>)> = Vec::with_capacity(20_000);
+    // Where the demo's visitors come from: a third typed the address,
+    // the rest followed links (weights roughly as for a small blog).
+    const SOURCES: [(&str, u64); 7] = [
+        ("direct", 34),
+        ("google.com", 30),
+        ("duckduckgo.com", 9),
+        ("news.ycombinator.com", 8),
+        ("newsletter", 8),
+        ("mastodon.social", 6),
+        ("github.com", 5),
+    ];
+    let source_total: u64 = SOURCES.iter().map(|(_, w)| w).sum();
+    let mut batch: Vec<(usize, DateTime<Utc>, usize)> = Vec::with_capacity(20_000);
     let mut hits = 0u64;
     let end = Resolution::Minute.floor(now);
     let mut minute =
@@ -165,14 +177,23 @@ pub async fn generate(
                 .partition_point(|c| *c < pick)
                 .min(pages.len() - 1);
             let second = (rng.next() % (u64::from(last_second) + 1)) as i64;
-            batch.push((page, minute + TimeDelta::seconds(second)));
+            let mut roll = rng.next() % source_total;
+            let source = SOURCES
+                .iter()
+                .position(|(_, w)| {
+                    let hit = roll < *w;
+                    roll = roll.saturating_sub(*w);
+                    hit
+                })
+                .unwrap_or(0);
+            batch.push((page, minute + TimeDelta::seconds(second), source));
         }
         if batch.len() >= 20_000 || (minute == end && !batch.is_empty()) {
             hits += batch.len() as u64;
             let deadline = Instant::now() + Duration::from_secs(60);
             let hits: Vec<_> = batch
                 .drain(..)
-                .map(|(p, at)| (pages[p].as_str(), at))
+                .map(|(p, at, s)| (pages[p].as_str(), at, Some(SOURCES[s].0)))
                 .collect();
             writer.apply_direct(&hits, deadline).await?;
         }

@@ -407,6 +407,21 @@ async fn demo_data_lands_in_all_three_levels_once() {
     for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, report.hits as i64, "{g:?}");
     }
+    // Every demo view has a source, so Top sources has something to show.
+    let with_source: i64 = futures::TryStreamExt::try_collect::<Vec<bson::Document>>(
+        app.store
+            .db()
+            .collection::<bson::Document>("site_sources_day")
+            .find(bson::doc! {"site": "demo.test"})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|d| d.get_i64("totalViews").unwrap())
+    .sum();
+    assert_eq!(with_source, report.hits as i64);
     let again = demo::generate(&app.store, &options, t0(), true)
         .await
         .unwrap();
