@@ -105,6 +105,9 @@ pub fn test_settings() -> Settings {
     // Tests read the buckets right after the hits: apply at once.
     settings.ingest.apply_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
+    // Test sites have a handful of views: any view makes a page active
+    // (the default, 60 an hour, is for real traffic).
+    settings.prealloc.prealloc_threshold = 1;
     settings
 }
 

@@ -310,6 +310,41 @@ async fn the_scheduler_runs_ahead_of_each_hour_across_day_boundaries() {
     assert_eq!(late.next_due(), at(23, 5, 50, 0));
 }
 
+/// Two instances share the database, each with its scheduler: one of
+/// them preallocates the hour (the lease), the other skips it, also when
+/// it fires after the first has finished (issue 12).
+#[tokio::test]
+async fn one_instance_runs_each_scheduled_preallocation() {
+    let app = spawn_app().await;
+    app.write_hits(&[("s.test/", at(22, 10, 1, 0))]).await;
+    app.clock.set(at(22, 10, 50, 0));
+    let instance = || {
+        Scheduler::new(
+            app.store.clone(),
+            app.clock.clone(),
+            TimeDelta::minutes(10),
+            1,
+        )
+    };
+    let (a, b) = (instance(), instance());
+    let (ra, rb) = tokio::join!(a.tick(), b.tick());
+    assert_eq!(
+        ra.is_some() as u8 + rb.is_some() as u8,
+        1,
+        "exactly one ran: {ra:?} {rb:?}"
+    );
+    let late = instance();
+    app.clock.set(at(22, 10, 51, 0));
+    assert!(late.tick().await.is_none(), "the hour is done");
+    let runs = tickertape::preallocation::runs::recent(&app.store, 10)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    // The next hour is taken again, by whichever comes first.
+    app.clock.set(at(22, 11, 50, 0));
+    assert!(late.tick().await.is_some());
+}
+
 async fn admin_world() -> (TestApp, Login, Login) {
     let app = spawn_app().await;
     app.add_user("admin@example.com", Role::Admin).await;
