@@ -368,7 +368,14 @@ async fn insert_batch(
 
 /// The documents of every page and hour, in batches of [`INSERT_BATCH`]
 /// per collection, built lazily and sent [`CONCURRENT_BATCHES`] at a time.
-async fn insert_all(store: &Store, pages: &[String], request: &PreallocRequest) -> InsertCounts {
+/// A background run's record is updated with the counts as they grow (at
+/// most twice a second).
+async fn insert_all(
+    store: &Store,
+    pages: &[String],
+    request: &PreallocRequest,
+    mut progress: Option<&mut PreallocRun>,
+) -> InsertCounts {
     use futures::StreamExt;
     let batches = Batches {
         docs: Box::new(pages.iter().flat_map(move |page| {
@@ -382,10 +389,121 @@ async fn insert_all(store: &Store, pages: &[String], request: &PreallocRequest) 
     let mut sent = futures::stream::iter(batches)
         .map(|(g, docs)| insert_batch(store, g.collection(), docs))
         .buffer_unordered(CONCURRENT_BATCHES);
+    let mut reported = std::time::Instant::now();
     while let Some(batch) = sent.next().await {
         counts.add(batch);
+        if let Some(run) = progress.as_deref_mut() {
+            if reported.elapsed() >= Duration::from_millis(500) {
+                reported = std::time::Instant::now();
+                run.inserted = counts.inserted;
+                run.already_present = counts.already_present;
+                if let Err(e) = runs::update(store, run).await {
+                    tracing::warn!(error = %crate::telemetry::chain(&e), "preallocation progress not recorded");
+                }
+            }
+        }
     }
     counts
+}
+
+/// Documents a run writes for `pages` pages: 61 per page-hour, and the day
+/// bucket for each hour that starts a day.
+fn documents_to_write(pages: usize, request: &PreallocRequest) -> u64 {
+    let per_page: usize = request
+        .hour_starts()
+        .map(|h| {
+            if Resolution::Day.floor(h) == h {
+                62
+            } else {
+                61
+            }
+        })
+        .sum();
+    (pages * per_page) as u64
+}
+
+/// Starts a run in the background (the admin page and the JSON endpoint):
+/// its record is written at once with status `running` and updated as it
+/// goes, so the caller answers at once and the page shows the progress.
+pub async fn start(
+    store: &Store,
+    request: PreallocRequest,
+    trigger: Trigger,
+    who: &str,
+    now: DateTime<Utc>,
+) -> Result<PreallocRun, mongodb::error::Error> {
+    let mut record = PreallocRun::new(
+        &request,
+        trigger,
+        who,
+        now,
+        0,
+        InsertCounts::default(),
+        Duration::ZERO,
+    );
+    record.status = runs::RUNNING.to_owned();
+    runs::record(store, &record).await?;
+    let store = store.clone();
+    let started = record.clone();
+    tokio::spawn(async move {
+        let clock = std::time::Instant::now();
+        let mut record = started;
+        let pages = match select_pages(&store, &request, now).await {
+            Ok(pages) => pages,
+            Err(e) => {
+                record.status = runs::FAILED.to_owned();
+                record.errors = vec![format!(
+                    "finding the active pages: {}",
+                    crate::telemetry::chain(&e)
+                )];
+                finish(&store, &record).await;
+                return;
+            }
+        };
+        record.pages = pages.len() as u64;
+        record.documents = documents_to_write(pages.len(), &request);
+        let counts = insert_all(&store, &pages, &request, Some(&mut record)).await;
+        let mut done = PreallocRun::new(
+            &request,
+            trigger,
+            &record.who,
+            now,
+            pages.len(),
+            counts,
+            clock.elapsed(),
+        );
+        done.id = record.id;
+        done.documents = record.documents;
+        tracing::info!(
+            scope = %request.scope.describe(), pages = done.pages, inserted = done.inserted,
+            already_present = done.already_present, errors = done.errors.len(), "background preallocation run"
+        );
+        finish(&store, &done).await;
+    });
+    Ok(record)
+}
+
+async fn finish(store: &Store, record: &PreallocRun) {
+    if let Err(e) = runs::update(store, record).await {
+        tracing::error!(error = %crate::telemetry::chain(&e), "preallocation result not recorded");
+    }
+}
+
+/// The pages a run covers: the active ones of its scope in the current
+/// hour, or the one page named.
+async fn select_pages(
+    store: &Store,
+    request: &PreallocRequest,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, mongodb::error::Error> {
+    let current_hour = Resolution::Hour.floor(now);
+    Ok(match &request.scope {
+        Scope::AllActive => active_pages(store, None, current_hour, request.threshold).await?,
+        Scope::Site(domain) => {
+            active_pages(store, Some(domain), current_hour, request.threshold).await?
+        }
+        Scope::Page(page) => vec![page.as_str().to_owned()],
+    })
 }
 
 /// Groups documents by collection into full batches, then the remainders.
@@ -421,16 +539,9 @@ pub async fn run(
     now: DateTime<Utc>,
 ) -> Result<PreallocRun, mongodb::error::Error> {
     let started = std::time::Instant::now();
-    let current_hour = Resolution::Hour.floor(now);
-    let pages = match &request.scope {
-        Scope::AllActive => active_pages(store, None, current_hour, request.threshold).await?,
-        Scope::Site(domain) => {
-            active_pages(store, Some(domain), current_hour, request.threshold).await?
-        }
-        Scope::Page(page) => vec![page.as_str().to_owned()],
-    };
-    let counts = insert_all(store, &pages, request).await;
-    let record = PreallocRun::new(
+    let pages = select_pages(store, request, now).await?;
+    let counts = insert_all(store, &pages, request, None).await;
+    let mut record = PreallocRun::new(
         request,
         trigger,
         who,
@@ -439,6 +550,7 @@ pub async fn run(
         counts,
         started.elapsed(),
     );
+    record.documents = documents_to_write(pages.len(), request);
     runs::record(store, &record).await?;
     tracing::info!(
         scope = %request.scope.describe(), pages = record.pages, inserted = record.inserted,

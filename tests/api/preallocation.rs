@@ -384,15 +384,26 @@ async fn admins_trigger_from_the_page_and_the_json_endpoint() {
             ],
         )
         .await;
+    // The run goes on in the background; its page refreshes until done.
     assert_eq!(r.status(), 303);
     let location = r.headers()["location"].to_str().unwrap().to_owned();
-    let (_, html) = admin.text(&location).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let html = loop {
+        let (_, html) = admin.text(&location).await;
+        if !html.contains("http-equiv=\"refresh\"") {
+            break html;
+        }
+        assert!(html.contains("This page refreshes until it is done"));
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     assert!(
         html.contains("122 buckets inserted, 0 already present"),
         "result shown"
     );
     assert!(html.contains("admin@example.com"), "who, in the history");
 
+    // The JSON endpoint answers 202 at once, with where to poll.
     let r = api(
         &admin,
         &app,
@@ -400,13 +411,32 @@ async fn admins_trigger_from_the_page_and_the_json_endpoint() {
         r#"{"page": "w.test/new", "from": "2026-11-22T11:00", "hours": 1}"#,
     )
     .await;
-    assert_eq!(r.status(), 200);
+    assert_eq!(r.status(), 202);
+    let status_url = r.headers()["location"].to_str().unwrap().to_owned();
     let json: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(
-        (json["inserted"].as_u64(), json["pages"].as_u64()),
-        (Some(61), Some(1))
-    );
     assert_eq!(json["scope"], "page w.test/new");
+    assert!(status_url.ends_with(json["id"].as_str().unwrap()));
+    let json = loop {
+        let json: serde_json::Value = admin.get(&status_url).await.json().await.unwrap();
+        if json["status"] != "running" {
+            break json;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(json["status"], "done");
+    assert_eq!(
+        (
+            json["inserted"].as_u64(),
+            json["pages"].as_u64(),
+            json["documents"].as_u64()
+        ),
+        (Some(61), Some(1), Some(61))
+    );
+    let r = admin
+        .get("/admin/api/preallocate/00000000-0000-0000-0000-000000000000")
+        .await;
+    assert_eq!(r.status(), 404);
 
     let (_, html) = admin.text("/admin/system").await;
     assert!(
