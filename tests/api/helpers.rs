@@ -105,6 +105,15 @@ pub fn test_settings() -> Settings {
     // Tests read the buckets right after the hits: apply at once.
     settings.ingest.apply_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
+    // Against a real replica set (`MONGODB_URI`), reports read the primary:
+    // the tests check figures right after writing them, and a secondary
+    // may not have them yet. The read-preference tests set their own.
+    if std::env::var_os("MONGODB_URI").is_some() {
+        settings.database.read_preference = "primary".into();
+    }
+    // Test sites have a handful of views: any view makes a page active
+    // (the default, 60 an hour, is for real traffic).
+    settings.prealloc.prealloc_threshold = 1;
     settings
 }
 

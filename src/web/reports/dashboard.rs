@@ -1,15 +1,12 @@
 //! A site's dashboard: its series, the change, and its top pages.
 
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::HttpResponse;
 use askama::Template;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::*;
 use crate::reports::{queries, Scope};
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
 use crate::web::error::{JsonError, WebError};
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
@@ -73,14 +70,11 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
     Ok(queries::has_views(&state.store, &Scope::of_site(site)).await?)
 }
 
-pub async fn dashboard(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
+    let started = r.started;
     let now = state.clock.now();
     let (period, range_error) = resolve_or_default(&q, now, site.time_zone.tz());
     let scope = Scope::of_site(&site);
@@ -139,11 +133,7 @@ pub async fn dashboard(
     } else {
         vec![("q", filter.as_str())]
     };
-    let status = if range_error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = status_of(range_error.as_ref());
     let page = DashboardPage {
         nav: Some(viewer.nav()),
         controls: controls(&base, &hidden, &q, &period, range_error.as_ref()),
@@ -196,12 +186,9 @@ pub async fn dashboard(
 /// `GET /sites/<id>/status.json`: `{"seen": true}` once the site has had a
 /// view (polled by the waiting dashboard). JSON errors, 401 without a
 /// session.
-pub async fn status_json(
-    state: web::Data<WebState>,
-    viewer: Result<Viewer, WebError>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, JsonError> {
-    let site = visible_site(&state, &viewer?, &id)?;
+pub async fn status_json(r: Result<SiteRequest, WebError>) -> Result<HttpResponse, JsonError> {
+    let r = r?;
+    let (state, site) = (r.state, r.site);
     let seen = ever_seen(&state, &site).await?;
     Ok(HttpResponse::Ok()
         .insert_header(crate::web::pages::no_store())

@@ -26,6 +26,10 @@ use page::*;
 use query::*;
 use view::*;
 
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,6 +38,44 @@ use super::error::WebError;
 use super::state::WebState;
 use crate::domain::SiteId;
 use crate::storage::sites::Site;
+
+/// What report handlers answer.
+type Answer = Result<HttpResponse, WebError>;
+type Query = web::Query<ReportQuery>;
+
+/// A request about one site the viewer may see: the state, the signed-in
+/// viewer, the site the path's `{id}` names (404 when unknown or not
+/// theirs), and when the request started (for the latency histogram).
+pub struct SiteRequest {
+    pub state: web::Data<WebState>,
+    pub viewer: Viewer,
+    pub site: Arc<Site>,
+    pub started: Instant,
+}
+
+impl FromRequest for SiteRequest {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let started = Instant::now();
+        let state = req.app_data::<web::Data<WebState>>().cloned();
+        let id = req.match_info().get("id").unwrap_or_default().to_owned();
+        let viewer = Viewer::from_request(req, payload);
+        Box::pin(async move {
+            let state =
+                state.ok_or_else(|| WebError::internal(anyhow::anyhow!("web state missing")))?;
+            let viewer = viewer.await?;
+            let site = visible_site(&state, &viewer, &id)?;
+            Ok(SiteRequest {
+                state,
+                viewer,
+                site,
+                started,
+            })
+        })
+    }
+}
 
 /// The site `id` names, if this viewer may see it.
 pub(super) fn visible_site(

@@ -1,21 +1,15 @@
 //! A page's report: its series, a minute by second, and the realtime panels.
 
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
 use askama::Template;
 use chrono::{DateTime, TimeDelta, Utc};
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::*;
-use crate::domain::Page;
+
 use crate::reports::{chart, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
-use crate::web::error::WebError;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
-use crate::web::state::WebState;
 
 #[derive(Template)]
 #[template(path = "page.html")]
@@ -59,16 +53,12 @@ pub(super) fn realtime_period(now: DateTime<Utc>, zone: chrono_tz::Tz) -> Period
     Period::aligned_in(to - TimeDelta::minutes(60), to, Resolution::Minute, zone)
 }
 
-pub async fn page_report(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let site = visible_site(&state, &viewer, &id)?;
-    let path = q.path()?;
-    let page = Page::new(&site.domain, &path);
+pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
+    let started = r.started;
+    let (path, page) = q.page_of(&site)?;
     let now = state.clock.now();
     let zone = site.time_zone.tz();
     let (period, range_error) = resolve_or_default(&q, now, zone);
@@ -113,11 +103,7 @@ pub async fn page_report(
         |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
-    let status = if range_error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = status_of(range_error.as_ref());
     let report = PageReport {
         nav: Some(viewer.nav()),
         path: path.as_str().to_owned(),

@@ -67,6 +67,16 @@ impl ReportQuery {
             .map_err(|e| WebError::Invalid(format!("That page cannot be shown: {e}.")))
     }
 
+    /// The page the `path` parameter names on `site`.
+    pub(super) fn page_of(
+        &self,
+        site: &crate::storage::sites::Site,
+    ) -> Result<(PagePath, crate::domain::Page), WebError> {
+        let path = self.path()?;
+        let page = crate::domain::Page::new(&site.domain, &path);
+        Ok((path, page))
+    }
+
     /// The chosen minute, a local time in the site's zone (the earlier
     /// one where DST ends repeats it).
     pub(super) fn minute(&self, zone: chrono_tz::Tz) -> Result<Option<DateTime<Utc>>, WebError> {

@@ -90,13 +90,10 @@ pub(super) fn settings_page(
     )
 }
 
-pub async fn site_settings(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<SettingsQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn site_settings(r: SiteRequest, q: web::Query<SettingsQuery>) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
     let done = match q.done.as_deref() {
         Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
         Some("site-saved") => Some("The site was saved."),
@@ -118,14 +115,11 @@ pub struct SiteSettingsForm {
 
 /// An owner (or admin) renames their site or changes its aliases; the
 /// owners stay as they are (admins change them under Admin).
-pub async fn save_site_settings(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    form: web::Form<SiteSettingsForm>,
-) -> Result<HttpResponse, WebError> {
+pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm>) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
     viewer.check_csrf(&form.csrf)?;
-    let site = visible_site(&state, &viewer, &id)?;
     let again = |error: crate::web::forms::FormError| {
         settings_page(
             &state,

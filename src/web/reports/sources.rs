@@ -1,8 +1,5 @@
 //! "Top sources" on the dashboard and the page report, and its CSV.
 
-use actix_web::{web, HttpResponse};
-use std::time::Instant;
-
 use super::exports::{csv_response, file_stem};
 use super::*;
 use crate::domain::{Page, Source};
@@ -93,14 +90,8 @@ pub(super) fn view(
 
 /// `GET /sites/{id}/sources.csv` (site, or page with `path`): every
 /// source of the range, with share and the previous period's views.
-pub async fn sources_csv(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn sources_csv(r: SiteRequest, q: Query) -> Answer {
+    let (state, site, started) = (r.state, r.site, r.started);
     let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
     let filter = q.source_filter()?;
     let path = match q.path.as_deref() {
