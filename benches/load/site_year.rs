@@ -2,7 +2,7 @@
 //! site totals, source buckets and local days; and the write path's rate
 //! with sources against the same hits without them, in the same run.
 //!
-//! BENCH_YEAR_DAILY (default 5,000; quick 300) views a day for 365 days,
+//! BENCH_YEAR_DAILY (default 1,000; quick 300) views a day for 365 days,
 //! Zipf over 1,000 pages, sources Zipf over 40 names (a third "direct").
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -87,7 +87,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let daily: u64 = std::env::var("BENCH_YEAR_DAILY")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if options.quick { 300 } else { 5_000 });
+        .unwrap_or(if options.quick { 300 } else { 1_000 });
     let (store, site_id) = db.fresh(DATABASE).await?;
     let started = Instant::now();
     let now = Utc::now();
