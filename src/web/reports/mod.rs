@@ -25,20 +25,18 @@ use query::*;
 use view::*;
 
 use actix_web::dev::Payload;
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::auth::Viewer;
-use super::error::WebError;
+use super::error::{Answer, WebError};
 use super::state::WebState;
 use crate::domain::SiteId;
 use crate::storage::sites::Site;
 
-/// What report handlers answer.
-type Answer = Result<HttpResponse, WebError>;
 type Query = web::Query<ReportQuery>;
 
 /// A request about one site the viewer may see: the state, the signed-in
