@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::{Admin, AdminPost, Viewer};
+use super::auth::{Admin, AdminPost, Button, Viewer};
 use super::error::{see_other, Answer, WebError};
 use super::forms::{parse_hosts, site_refusal, FormError};
 use super::pages::{render, render_form, Nav};
@@ -523,12 +523,8 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
-/// Deleting a user asks nothing but the CSRF token.
-#[derive(Deserialize)]
-pub struct DeleteUserForm {}
-
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(post: AdminPost<DeleteUserForm>, id: web::Path<String>) -> Answer {
+pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answer {
     let (state, viewer, _) = post.into_parts();
     let id = user_id(&id)?;
     if id == viewer.user.id {
