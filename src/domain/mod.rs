@@ -1,12 +1,16 @@
 //! Domain values. Each is built only through its `parse`, which enforces the
 //! rules, so code holding one never re-checks it.
 
+mod access_token;
 mod domain_name;
 mod email;
+mod label;
 mod page;
 mod site_id;
 
+pub use access_token::{AccessToken, AccessTokenError, TokenKind};
 pub use domain_name::{DomainName, DomainNameError};
 pub use email::{Email, EmailError};
+pub use label::{Label, LabelError, MAX_LABEL_CHARS};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
 pub use site_id::{SiteId, SiteIdError};

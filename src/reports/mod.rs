@@ -4,6 +4,7 @@
 
 pub mod chart;
 pub mod csv;
+pub mod filter;
 pub mod period;
 pub mod queries;
 

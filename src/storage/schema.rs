@@ -349,6 +349,21 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
     report
         .indexes
         .push("users: unique {email: 1}; sessions: TTL {expiresAt: 1}, {userId: 1}".into());
+    let tokens = db.collection::<Document>(crate::accounts::api_tokens::COLLECTION);
+    tokens
+        .create_index(IndexModel::builder().keys(doc! {"userId": 1}).build())
+        .await?;
+    tokens
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"tokenId": 1})
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        )
+        .await?;
+    report
+        .indexes
+        .push("api_tokens: {userId: 1}, unique {tokenId: 1}".into());
     // Preallocation finds the active pages of an hour by timestamp.
     db.collection::<Document>(Granularity::Hour.collection())
         .create_index(

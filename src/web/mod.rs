@@ -2,7 +2,9 @@
 //! pixel (`ingest::pixel`), accounts (`auth`), reports (`reports`), admin
 //! (`admin`); this module wires them and serves the operational endpoints.
 
+pub mod account_tokens;
 pub mod admin;
+pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod client_ip;
@@ -43,6 +45,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .into()
     }))
+    .configure(api::routes)
     .route("/pixel.gif", web::get().to(pixel::pixel))
     .route(
         "/pixel.gif",
@@ -63,6 +66,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/totp", web::get().to(two_factor::account))
     .route("/account/totp/enable", web::post().to(two_factor::enable))
     .route("/account/totp/disable", web::post().to(two_factor::disable))
+    .route(
+        "/account/tokens",
+        web::get().to(account_tokens::tokens_page),
+    )
+    .route("/account/tokens", web::post().to(account_tokens::create))
+    .route(
+        "/account/tokens/{id}/revoke",
+        web::post().to(account_tokens::revoke),
+    )
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))

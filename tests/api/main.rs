@@ -2,6 +2,7 @@
 //! `secantusd-rs`, or the server named by `MONGODB_URI`.
 
 mod helpers;
+mod openapi;
 mod proxy;
 mod webdriver;
 
@@ -11,6 +12,7 @@ mod browser;
 mod crash;
 mod deployment;
 mod ingest;
+mod json_api;
 mod pixel_rules;
 mod preallocation;
 mod reports;
