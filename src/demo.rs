@@ -10,7 +10,7 @@ use crate::domain::{DomainName, Page, PagePath};
 use crate::reports::Resolution;
 use crate::storage::bucket_writer::BucketWriter;
 use crate::storage::sites::{self, NewSite, Site};
-use crate::storage::{Granularity, Store};
+use crate::storage::Store;
 
 pub const DEFAULT_DOMAIN: &str = "demo.tickertape.test";
 
@@ -119,7 +119,7 @@ pub async fn generate(
     if if_empty {
         let filter = bson::doc! {"page": crate::reports::queries::site_pages(&site.domain)};
         if store
-            .buckets(Granularity::Day)
+            .buckets(Resolution::Day)
             .count_documents(filter)
             .limit(1)
             .await?

@@ -8,7 +8,6 @@ use tickertape::accounts::password::NewPassword;
 use tickertape::accounts::{users, Role};
 use tickertape::domain::Email;
 use tickertape::reports::Resolution;
-use tickertape::storage::Granularity;
 
 use crate::roles::{load_hits, stored, Database};
 use crate::{repo, Options, Server, SITE_DOMAIN};
@@ -55,7 +54,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     });
     load_hits(&store, generated.take(total as usize)).await?;
     let docs = store
-        .buckets(Granularity::Minute)
+        .buckets(Resolution::Minute)
         .estimated_document_count()
         .await?;
     eprintln!(
@@ -63,7 +62,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     anyhow::ensure!(
-        stored(&store, Granularity::Day).await? == total as i64,
+        stored(&store, Resolution::Day).await? == total as i64,
         "report data incomplete"
     );
 

@@ -16,7 +16,7 @@ use tickertape::reports::Resolution;
 use tickertape::settings::Settings;
 use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::{schema, Granularity, Store};
+use tickertape::storage::{schema, Store};
 
 use crate::{repo, wrk, Options, Row, Server, Spec, SITE_DOMAIN};
 
@@ -149,7 +149,7 @@ pub async fn load_hits<S: AsRef<str>>(
 }
 
 /// Sum of `totalViews` in a collection.
-pub async fn stored(store: &Store, g: Granularity) -> anyhow::Result<i64> {
+pub async fn stored(store: &Store, g: Resolution) -> anyhow::Result<i64> {
     let docs: Vec<bson::Document> = store
         .db()
         .collection::<bson::Document>(g.collection())
@@ -277,7 +277,7 @@ pub async fn scenario(db: &mut Database, spec: &Spec, options: &Options) -> anyh
     };
     let drain = outage.map(|returned| returned.elapsed());
     let rss = server.peak_rss_mib();
-    let (served_ok, collections): (u64, &[Granularity]) = match name {
+    let (served_ok, collections): (u64, &[Resolution]) = match name {
         "ceiling" => (
             get_text(&format!("{address}/count"))
                 .await?
@@ -290,13 +290,13 @@ pub async fn scenario(db: &mut Database, spec: &Spec, options: &Options) -> anyh
                 .await?
                 .trim()
                 .parse()?,
-            &[Granularity::Minute],
+            &[Resolution::Minute],
         ),
         _ => {
             let text = get_text(&format!("{address}/metrics")).await?;
             (
                 metric(&text, "tickertape_hits_total{outcome=\"counted\"} ").unwrap_or(0),
-                &Granularity::ALL,
+                &Resolution::ALL,
             )
         }
     };
@@ -305,7 +305,7 @@ pub async fn scenario(db: &mut Database, spec: &Spec, options: &Options) -> anyh
         None
     } else {
         let mut d = [0i64; 3];
-        for (i, g) in Granularity::ALL.iter().enumerate() {
+        for (i, g) in Resolution::ALL.iter().enumerate() {
             if collections.contains(g) {
                 d[i] = stored(&store, *g).await? - served_ok as i64;
             }
@@ -384,9 +384,9 @@ async fn hit(req: HttpRequest, state: web::Data<RoleState>) -> HttpResponse {
     };
     if let Some(minutes) = &state.minutes {
         let now = chrono::Utc::now();
-        let filter = doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(Granularity::Minute.bucket_start(now))};
+        let filter = doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(Resolution::Minute.floor(now))};
         let mut inc = doc! {"totalViews": 1_i64};
-        inc.insert(format!("seconds.{}", Granularity::Minute.slot(now)), 1);
+        inc.insert(format!("seconds.{}", Resolution::Minute.slot(now)), 1);
         if minutes
             .update_one(filter, doc! {"$inc": inc})
             .upsert(true)
@@ -414,7 +414,7 @@ pub fn serve(role: &str) -> anyhow::Result<()> {
             // The seed's per-hit write with the product's write concern.
             let wc = store.commit_write_concern();
             store.db().collection_with_options::<bson::Document>(
-                Granularity::Minute.collection(),
+                Resolution::Minute.collection(),
                 mongodb::options::CollectionOptions::builder()
                     .write_concern(wc)
                     .build(),

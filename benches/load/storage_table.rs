@@ -6,7 +6,7 @@ use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::time::Instant;
 use tickertape::reports::queries::number;
-use tickertape::storage::{Granularity, Store};
+use tickertape::storage::{Resolution, Store};
 
 use crate::roles::{load_hits, Database};
 use crate::{repo, Options};
@@ -150,7 +150,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         load_hits(&store, hits(total, density)).await?;
         let seconds = started.elapsed().as_secs_f64();
         settle(&store).await;
-        let names: Vec<&str> = Granularity::ALL.iter().map(|g| g.collection()).collect();
+        let names: Vec<&str> = Resolution::ALL.iter().map(|g| g.collection()).collect();
         let (docs, size, storage, index) = stats(&store, &names).await;
         rows.push(Measured {
             layout: "buckets (minute + hour + day)",

@@ -6,6 +6,7 @@ mod domain_name;
 mod email;
 mod label;
 mod page;
+mod resolution;
 mod site_id;
 
 pub use access_token::{AccessToken, AccessTokenError, TokenKind};
@@ -13,4 +14,5 @@ pub use domain_name::{DomainName, DomainNameError};
 pub use email::{Email, EmailError};
 pub use label::{Label, LabelError, MAX_LABEL_CHARS};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
+pub use resolution::Resolution;
 pub use site_id::{SiteId, SiteIdError};

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::domain::Page;
-use crate::storage::{Granularity, Store};
+use crate::storage::{Resolution, Store};
 
 /// Where views of pages beyond the cap are counted.
 pub const OVERFLOW_PATH: &str = "/(other)";
@@ -132,7 +132,7 @@ impl PageCap {
             return false;
         };
         let days = store
-            .buckets(Granularity::Day)
+            .buckets(Resolution::Day)
             .clone_with_type::<bson::Document>();
         let lookup = days
             .find_one(bson::doc! {"page": page.as_str()})

@@ -18,7 +18,7 @@ use crate::domain::{DomainName, Page};
 use crate::reports::queries::{number, site_pages};
 use crate::reports::Resolution;
 use crate::storage::sites::Site;
-use crate::storage::{Granularity, Store};
+use crate::storage::{zero_filled, Store};
 pub use runs::PreallocRun;
 
 pub const MAX_HOURS: u32 = 48;
@@ -237,7 +237,7 @@ pub async fn active_pages(
     }
     let docs: Vec<Document> = store
         .db()
-        .collection::<Document>(Granularity::Hour.collection())
+        .collection::<Document>(Resolution::Hour.collection())
         .find(filter)
         .projection(doc! {"page": 1, "_id": 0})
         .await?
@@ -254,17 +254,17 @@ pub async fn active_pages(
 
 /// The zero-filled buckets of one page for one hour: 60 minutes, the hour,
 /// and the day when the hour starts one.
-pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<(Granularity, Document)> {
+pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<(Resolution, Document)> {
     let minute = |m| {
         (
-            Granularity::Minute,
-            Granularity::Minute.zero_filled(page, hour + TimeDelta::minutes(m)),
+            Resolution::Minute,
+            zero_filled(Resolution::Minute, page, hour + TimeDelta::minutes(m)),
         )
     };
-    let mut docs: Vec<(Granularity, Document)> = (0..60).map(minute).collect();
-    docs.push((Granularity::Hour, Granularity::Hour.zero_filled(page, hour)));
+    let mut docs: Vec<(Resolution, Document)> = (0..60).map(minute).collect();
+    docs.push((Resolution::Hour, zero_filled(Resolution::Hour, page, hour)));
     if Resolution::Day.floor(hour) == hour {
-        docs.push((Granularity::Day, Granularity::Day.zero_filled(page, hour)));
+        docs.push((Resolution::Day, zero_filled(Resolution::Day, page, hour)));
     }
     docs
 }
@@ -356,7 +356,7 @@ pub async fn run(
     for page in &pages {
         for hour in request.hour_starts() {
             for (g, d) in documents_for(page, hour) {
-                let slot = Granularity::ALL
+                let slot = Resolution::ALL
                     .iter()
                     .position(|x| *x == g)
                     .expect("one of ALL");
@@ -365,7 +365,7 @@ pub async fn run(
                     let batch = std::mem::take(&mut pending[slot]);
                     insert_batch(
                         store,
-                        Granularity::ALL[slot].collection(),
+                        Resolution::ALL[slot].collection(),
                         batch,
                         &mut counts,
                     )
@@ -378,7 +378,7 @@ pub async fn run(
         if !batch.is_empty() {
             insert_batch(
                 store,
-                Granularity::ALL[slot].collection(),
+                Resolution::ALL[slot].collection(),
                 batch,
                 &mut counts,
             )
@@ -549,7 +549,7 @@ mod tests {
         let midnight = Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap();
         let docs = documents_for("example.com/", midnight);
         assert_eq!(docs.len(), 62);
-        assert_eq!(docs[61].0, Granularity::Day);
+        assert_eq!(docs[61].0, Resolution::Day);
         assert_eq!(docs[61].1.get_document("hours").unwrap().len(), 24);
     }
 }

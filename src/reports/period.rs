@@ -3,79 +3,11 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeDelta, Utc};
 use serde::Deserialize;
 
-use crate::storage::Granularity;
+pub use crate::domain::Resolution;
 
 /// Most points one series may have: a chart wider than this says nothing
 /// more, and it bounds the work one request can ask for.
 pub const MAX_POINTS: i64 = 1500;
-
-/// Ordered from finest to coarsest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Resolution {
-    Minute,
-    Hour,
-    Day,
-}
-
-impl Resolution {
-    pub fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "minute" => Some(Self::Minute),
-            "hour" => Some(Self::Hour),
-            "day" => Some(Self::Day),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Minute => "minute",
-            Self::Hour => "hour",
-            Self::Day => "day",
-        }
-    }
-
-    pub fn granularity(self) -> Granularity {
-        match self {
-            Self::Minute => Granularity::Minute,
-            Self::Hour => Granularity::Hour,
-            Self::Day => Granularity::Day,
-        }
-    }
-
-    pub fn step(self) -> TimeDelta {
-        self.granularity().bucket_length()
-    }
-
-    pub fn floor(self, t: DateTime<Utc>) -> DateTime<Utc> {
-        self.granularity().bucket_start(t)
-    }
-
-    pub fn ceil(self, t: DateTime<Utc>) -> DateTime<Utc> {
-        let f = self.floor(t);
-        if f == t {
-            t
-        } else {
-            f + self.step()
-        }
-    }
-
-    /// Whether `t` is on a bucket boundary of this resolution.
-    pub fn aligned(self, t: DateTime<Utc>) -> bool {
-        self.floor(t) == t
-    }
-
-    /// The finest resolution that shows `span` in a readable number of points.
-    pub fn auto(span: TimeDelta) -> Self {
-        if span <= TimeDelta::hours(6) {
-            Self::Minute
-        } else if span <= TimeDelta::days(10) {
-            Self::Hour
-        } else {
-            Self::Day
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {

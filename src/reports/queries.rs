@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
-use crate::storage::{Bucket, Granularity, Store};
+use crate::storage::{Bucket, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
@@ -41,7 +41,7 @@ fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
     doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
 }
 
-fn collection(store: &Store, g: Granularity) -> mongodb::Collection<Document> {
+fn collection(store: &Store, g: Resolution) -> mongodb::Collection<Document> {
     store.reports().collection(g.collection())
 }
 
@@ -75,7 +75,7 @@ pub async fn read_series(
         let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
         return Ok(fill(period, &by_time));
     }
-    let coll = collection(store, period.read.granularity());
+    let coll = collection(store, period.read);
     let matcher =
         doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
@@ -152,7 +152,7 @@ pub async fn site_overview(
         );
         return Ok((fill(period, &by_time), pages));
     }
-    let coll = collection(store, period.read.granularity());
+    let coll = collection(store, period.read);
     let matcher =
         doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
     let mut cursor = coll
@@ -185,7 +185,7 @@ pub async fn site_overview(
 /// Whether any view of the scope was ever stored. Day buckets suffice:
 /// every view reaches one; preallocated buckets hold 0.
 pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb::error::Error> {
-    Ok(collection(store, Granularity::Day)
+    Ok(collection(store, Resolution::Day)
         .find_one(doc! {"page": page_filter(scope), "totalViews": {"$gt": 0}})
         .projection(doc! {"_id": 0, "totalViews": 1})
         .await?
@@ -203,7 +203,7 @@ async fn site_minutes_from_hours(
     domain: &DomainName,
     period: &Period,
 ) -> Result<(HashMap<DateTime<Utc>, i64>, HashMap<String, i64>), mongodb::error::Error> {
-    let coll = collection(store, Granularity::Hour);
+    let coll = collection(store, Resolution::Hour);
     let (first, end) = (
         Resolution::Hour.floor(period.from),
         Resolution::Hour.ceil(period.to),
@@ -255,7 +255,7 @@ pub async fn top_pages(
     domain: &DomainName,
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    let coll = collection(store, period.read.granularity());
+    let coll = collection(store, period.read);
     let matcher =
         doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
     let docs: Vec<Document> = coll
@@ -284,7 +284,7 @@ pub async fn seconds_of(
     let minute = Resolution::Minute.floor(minute);
     let bucket: Option<Bucket> = store
         .reports()
-        .collection::<Bucket>(Granularity::Minute.collection())
+        .collection::<Bucket>(Resolution::Minute.collection())
         .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
         .await?;
     let mut out = [0; 60];
@@ -312,7 +312,7 @@ pub async fn latest_minute(
 ) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
     let mut cursor = store
         .reports()
-        .collection::<Document>(Granularity::Minute.collection())
+        .collection::<Document>(Resolution::Minute.collection())
         .find(doc! {
             "page": page.as_str(),
             "timestamp": time_filter(before - TimeDelta::days(1), before),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use super::progress::{self, Advance};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
-use super::{Granularity, Increments, Store};
+use super::{Increments, Resolution, Store};
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
@@ -34,7 +34,7 @@ pub struct BucketWriter {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FlushReport {
     pub hits: usize,
-    /// Per collection, in [`Granularity::ALL`] order.
+    /// Per collection, in [`Resolution::ALL`] order.
     pub outcomes: [UpdateOutcome; 3],
 }
 
@@ -100,7 +100,7 @@ impl BucketWriter {
         hits: impl IntoIterator<Item = (&'a str, DateTime<Utc>)>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
-        let mut increments = Granularity::ALL.map(Increments::new);
+        let mut increments = Resolution::ALL.map(Increments::new);
         let mut count = 0;
         for (page, at) in hits {
             count += 1;
@@ -176,7 +176,7 @@ impl BucketWriter {
         let limit = self.store.attempt_timeout();
         let mut outcomes = [UpdateOutcome::default(); 3];
         for (inc, outcome) in increments.iter().zip(&mut outcomes) {
-            let collection = inc.granularity().collection();
+            let collection = inc.resolution().collection();
             for chunk in inc.statements().chunks(MAX_STATEMENTS_PER_COMMAND) {
                 let command = doc! {
                     "update": collection,

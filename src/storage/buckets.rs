@@ -2,82 +2,23 @@
 //! a bucket and a slot inside it.
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, Utc};
+
+use crate::domain::Resolution;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// One level of the time series: which collection, how long a bucket is,
-/// and what its per-slot sub-document is called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Granularity {
-    Minute,
-    Hour,
-    Day,
-}
-
-impl Granularity {
-    pub const ALL: [Granularity; 3] = [Granularity::Minute, Granularity::Hour, Granularity::Day];
-
-    pub fn collection(self) -> &'static str {
-        match self {
-            Granularity::Minute => "views_minute",
-            Granularity::Hour => "views_hour",
-            Granularity::Day => "views_day",
-        }
-    }
-
-    /// The sub-document holding one counter per slot.
-    pub fn slots_field(self) -> &'static str {
-        match self {
-            Granularity::Minute => "seconds",
-            Granularity::Hour => "minutes",
-            Granularity::Day => "hours",
-        }
-    }
-
-    pub fn slot_count(self) -> usize {
-        match self {
-            Granularity::Minute | Granularity::Hour => 60,
-            Granularity::Day => 24,
-        }
-    }
-
-    pub fn bucket_length(self) -> TimeDelta {
-        match self {
-            Granularity::Minute => TimeDelta::minutes(1),
-            Granularity::Hour => TimeDelta::hours(1),
-            Granularity::Day => TimeDelta::days(1),
-        }
-    }
-
-    /// The start of the bucket holding `at` (UTC).
-    pub fn bucket_start(self, at: DateTime<Utc>) -> DateTime<Utc> {
-        at.duration_trunc(self.bucket_length())
-            .expect("UTC timestamps in range truncate")
-    }
-
-    /// Which slot of its bucket `at` falls in: the second of the minute, the
-    /// minute of the hour, or the hour of the day.
-    pub fn slot(self, at: DateTime<Utc>) -> usize {
-        (match self {
-            Granularity::Minute => at.second(),
-            Granularity::Hour => at.minute(),
-            Granularity::Day => at.hour(),
-        }) as usize
-    }
-
-    /// A preallocated bucket: every slot present with 0, so the document has
-    /// its final size from the start (seed 004).
-    pub fn zero_filled(self, page: &str, start: DateTime<Utc>) -> Document {
-        let slots: Document = (0..self.slot_count())
-            .map(|i| (i.to_string(), Bson::Int32(0)))
-            .collect();
-        doc! {
-            "page": page,
-            "timestamp": bson::DateTime::from_chrono(start),
-            "totalViews": 0_i64,
-            self.slots_field(): slots,
-        }
+/// A preallocated bucket: every slot present with 0, so the document has
+/// its final size from the start (seed 004).
+pub fn zero_filled(resolution: Resolution, page: &str, start: DateTime<Utc>) -> Document {
+    let slots: Document = (0..resolution.slot_count())
+        .map(|i| (i.to_string(), Bson::Int32(0)))
+        .collect();
+    doc! {
+        "page": page,
+        "timestamp": bson::DateTime::from_chrono(start),
+        "totalViews": 0_i64,
+        resolution.slots_field(): slots,
     }
 }
 
@@ -103,21 +44,21 @@ impl Bucket {
 /// N hits on one page-minute become one statement.
 #[derive(Debug)]
 pub struct Increments {
-    granularity: Granularity,
+    resolution: Resolution,
     buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
 }
 
 impl Increments {
-    pub fn new(granularity: Granularity) -> Self {
+    pub fn new(resolution: Resolution) -> Self {
         Self {
-            granularity,
+            resolution,
             buckets: HashMap::new(),
         }
     }
 
     pub fn add(&mut self, page: &str, at: DateTime<Utc>) {
-        let g = self.granularity;
-        let key = (page.to_owned(), g.bucket_start(at));
+        let g = self.resolution;
+        let key = (page.to_owned(), g.floor(at));
         let slots = self
             .buckets
             .entry(key)
@@ -125,8 +66,8 @@ impl Increments {
         slots[g.slot(at)] += 1;
     }
 
-    pub fn granularity(&self) -> Granularity {
-        self.granularity
+    pub fn resolution(&self) -> Resolution {
+        self.resolution
     }
 
     pub fn len(&self) -> usize {
@@ -140,7 +81,7 @@ impl Increments {
     /// One upsert statement per bucket for an `update` command:
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
-        let field = self.granularity.slots_field();
+        let field = self.resolution.slots_field();
         self.buckets
             .iter()
             .map(|((page, start), slots)| {
@@ -169,19 +110,8 @@ mod tests {
     }
 
     #[test]
-    fn buckets_and_slots_at_each_level() {
-        let t = at(10, 1, 7);
-        assert_eq!(Granularity::Minute.bucket_start(t), at(10, 1, 0));
-        assert_eq!(Granularity::Minute.slot(t), 7);
-        assert_eq!(Granularity::Hour.bucket_start(t), at(10, 0, 0));
-        assert_eq!(Granularity::Hour.slot(t), 1);
-        assert_eq!(Granularity::Day.bucket_start(t), at(0, 0, 0));
-        assert_eq!(Granularity::Day.slot(t), 10);
-    }
-
-    #[test]
     fn merges_hits_on_one_bucket_into_one_statement() {
-        let mut inc = Increments::new(Granularity::Minute);
+        let mut inc = Increments::new(Resolution::Minute);
         inc.add("example.com/a", at(10, 1, 7));
         inc.add("example.com/a", at(10, 1, 7));
         inc.add("example.com/a", at(10, 1, 9));
@@ -207,10 +137,10 @@ mod tests {
 
     #[test]
     fn zero_filled_buckets_have_every_slot() {
-        let d = Granularity::Day.zero_filled("example.com/", at(0, 0, 0));
+        let d = zero_filled(Resolution::Day, "example.com/", at(0, 0, 0));
         assert_eq!(d.get_document("hours").unwrap().len(), 24);
         assert_eq!(d.get_i64("totalViews").unwrap(), 0);
-        let m = Granularity::Minute.zero_filled("example.com/", at(10, 1, 0));
+        let m = zero_filled(Resolution::Minute, "example.com/", at(10, 1, 0));
         assert_eq!(m.get_document("seconds").unwrap().get_i32("59").unwrap(), 0);
     }
 }

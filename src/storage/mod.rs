@@ -15,7 +15,8 @@ use mongodb::options::{
 use mongodb::{Client, Database};
 use std::time::Duration;
 
-pub use buckets::{Bucket, Granularity, Increments};
+pub use crate::domain::Resolution;
+pub use buckets::{zero_filled, Bucket, Increments};
 
 /// How the server we are connected to is deployed, from its `hello` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,8 +206,8 @@ impl Store {
         self.db.run_command(doc! {"ping": 1}).await.map(|_| ())
     }
 
-    pub fn buckets(&self, granularity: Granularity) -> mongodb::Collection<Bucket> {
-        self.db.collection(granularity.collection())
+    pub fn buckets(&self, resolution: Resolution) -> mongodb::Collection<Bucket> {
+        self.db.collection(resolution.collection())
     }
 }
 

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
-use super::{Granularity, Store, Topology};
+use super::{Resolution, Store, Topology};
 
 /// The shard key, and the unique index, of all three bucket collections:
 /// one page's buckets are contiguous, and one site's pages are contiguous
@@ -136,9 +136,9 @@ pub enum ShardError {
 /// The sharding state of the three bucket collections.
 pub async fn shard_states(
     store: &Store,
-) -> Result<Vec<(Granularity, ShardState)>, mongodb::error::Error> {
+) -> Result<Vec<(Resolution, ShardState)>, mongodb::error::Error> {
     let db = store.db().name();
-    let namespaces: Vec<String> = Granularity::ALL
+    let namespaces: Vec<String> = Resolution::ALL
         .iter()
         .map(|g| format!("{db}.{}", g.collection()))
         .collect();
@@ -150,7 +150,7 @@ pub async fn shard_states(
         .await?
         .try_collect()
         .await?;
-    Ok(Granularity::ALL
+    Ok(Resolution::ALL
         .iter()
         .zip(&namespaces)
         .map(|(g, ns)| {
@@ -277,7 +277,7 @@ pub struct SetupReport {
 pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error::Error> {
     let mut report = SetupReport::default();
     let db = store.db();
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let index = IndexModel::builder()
             .keys(bucket_key())
             .options(
@@ -365,7 +365,7 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
         .indexes
         .push("api_tokens: {userId: 1}, unique {tokenId: 1}".into());
     // Preallocation finds the active pages of an hour by timestamp.
-    db.collection::<Document>(Granularity::Hour.collection())
+    db.collection::<Document>(Resolution::Hour.collection())
         .create_index(
             IndexModel::builder()
                 .keys(doc! {"timestamp": 1, "totalViews": 1})

@@ -189,7 +189,7 @@ pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<
 /// Deletes a site and every bucket of its pages.
 pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
     let mut removed = 0;
-    for g in super::Granularity::ALL {
+    for g in super::Resolution::ALL {
         removed += store
             .db()
             .collection::<bson::Document>(g.collection())

@@ -3,7 +3,7 @@
 
 use bson::{doc, Document};
 
-use super::{Granularity, Store, Topology};
+use super::{Resolution, Store, Topology};
 use crate::reports::queries::number;
 
 #[derive(Debug, Clone, Default)]
@@ -19,7 +19,7 @@ pub struct CollectionStats {
 /// yet shows zeros.
 pub async fn bucket_stats(store: &Store) -> Vec<CollectionStats> {
     let mut out = Vec::new();
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let name = g.collection();
         let stats = store
             .db()

@@ -2,16 +2,17 @@
 //! `Admin` (owners get 403), and every POST checks the CSRF token before
 //! anything else.
 
-use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::{Admin, AuthError};
-use super::pages::{error_page, render, Nav};
+use super::auth::Admin;
+use super::error::{see_other, WebError};
+use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::password::NewPassword;
 use crate::accounts::{sessions, users, Role, User};
@@ -19,80 +20,6 @@ use crate::domain::{DomainName, Email, SiteId};
 use crate::ingest::pixel::Outcome;
 use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
 use crate::storage::system;
-use crate::telemetry::chain;
-
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    #[error("not found")]
-    NotFound,
-    /// Bad input: shown to the admin, nothing changed.
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    #[error("database error")]
-    Database(#[source] anyhow::Error),
-}
-
-impl From<mongodb::error::Error> for AdminError {
-    fn from(e: mongodb::error::Error) -> Self {
-        AdminError::Database(e.into())
-    }
-}
-
-impl From<SiteError> for AdminError {
-    fn from(e: SiteError) -> Self {
-        match e {
-            SiteError::Database(e) => e.into(),
-            other => AdminError::Invalid(other.to_string()),
-        }
-    }
-}
-
-impl From<users::UserError> for AdminError {
-    fn from(e: users::UserError) -> Self {
-        match e {
-            users::UserError::Database(e) => e.into(),
-            users::UserError::NotFound => AdminError::NotFound,
-            other => AdminError::Invalid(other.to_string()),
-        }
-    }
-}
-
-impl ResponseError for AdminError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            AdminError::NotFound => StatusCode::NOT_FOUND,
-            AdminError::Invalid(_) => StatusCode::BAD_REQUEST,
-            AdminError::Auth(e) => e.status_code(),
-            AdminError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        match self {
-            AdminError::NotFound => error_page(
-                StatusCode::NOT_FOUND,
-                "Not found",
-                "There is no such site or user.",
-            ),
-            AdminError::Invalid(message) => error_page(
-                StatusCode::BAD_REQUEST,
-                "Nothing was changed",
-                &format!("{message}. Go back and correct it."),
-            ),
-            AdminError::Auth(e) => e.error_response(),
-            AdminError::Database(e) => {
-                tracing::error!(error = %chain(e.as_ref()), "admin action failed");
-                error_page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Database unavailable",
-                    "Please try again in a moment.",
-                )
-            }
-        }
-    }
-}
 
 /// A refused form field: which one (its `id`), and what to do about it,
 /// shown next to the field on the same page.
@@ -142,15 +69,9 @@ fn confirmation(q: &DoneQuery) -> Option<&'static str> {
     })
 }
 
-fn see_other(location: &str) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, location.to_owned()))
-        .finish()
-}
-
-fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, AdminError> {
-    let id = SiteId::parse(id).map_err(|_| AdminError::NotFound)?;
-    state.directory.by_id(&id).ok_or(AdminError::NotFound)
+fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, WebError> {
+    let id = SiteId::parse(id).map_err(|_| WebError::NotFound)?;
+    state.directory.by_id(&id).ok_or(WebError::NotFound)
 }
 
 /// Host names separated by commas, spaces or new lines (URLs and ports
@@ -170,7 +91,7 @@ pub(crate) fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
 async fn parse_owners(
     state: &WebState,
     raw: &str,
-) -> Result<Result<Vec<Uuid>, FormError>, AdminError> {
+) -> Result<Result<Vec<Uuid>, FormError>, WebError> {
     let mut owners = Vec::new();
     for part in raw
         .split([',', ' ', '\n', '\r', '\t'])
@@ -198,7 +119,7 @@ async fn parse_owners(
     Ok(Ok(owners))
 }
 
-async fn emails_by_id(state: &WebState) -> Result<HashMap<Uuid, String>, AdminError> {
+async fn emails_by_id(state: &WebState) -> Result<HashMap<Uuid, String>, WebError> {
     Ok(users::list(&state.store)
         .await?
         .into_iter()
@@ -247,7 +168,7 @@ pub async fn sites_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     sites_page_with(
         &state,
         &viewer,
@@ -264,7 +185,7 @@ async fn sites_page_with(
     input: SiteInput,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let emails = emails_by_id(state).await?;
     let mut all = state.directory.all();
     all.sort_by(|a, b| a.domain.cmp(&b.domain));
@@ -316,7 +237,7 @@ pub async fn create_site(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let input = SiteInput {
         domain: form.domain.clone(),
@@ -393,7 +314,7 @@ pub async fn site_page(
     Admin(viewer): Admin,
     id: web::Path<String>,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let site = site_by_id(&state, &id)?;
     let emails = emails_by_id(&state).await?;
     let page = SitePage {
@@ -429,7 +350,7 @@ pub async fn update_site(
     Admin(viewer): Admin,
     id: web::Path<String>,
     form: web::Form<SiteForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let site = site_by_id(&state, &id)?;
     let again = |error: FormError| {
@@ -483,7 +404,7 @@ pub async fn delete_site_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     id: web::Path<String>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let site = site_by_id(&state, &id)?;
     Ok(render(
         StatusCode::OK,
@@ -506,11 +427,11 @@ pub async fn delete_site(
     Admin(viewer): Admin,
     id: web::Path<String>,
     form: web::Form<DeleteForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let site = site_by_id(&state, &id)?;
     if form.confirm.trim().to_lowercase() != site.domain.as_str() {
-        return Err(AdminError::Invalid(format!(
+        return Err(WebError::Invalid(format!(
             "type the domain {} to confirm the deletion",
             site.domain
         )));
@@ -550,7 +471,7 @@ pub async fn users_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     users_page_with(
         &state,
         &viewer,
@@ -569,7 +490,7 @@ async fn users_page_with(
     role: String,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let rows = users::list(&state.store)
         .await?
         .into_iter()
@@ -621,7 +542,7 @@ pub async fn create_user(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     form: web::Form<NewUserForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let checked = (|| {
         let email = Email::parse(&form.email).map_err(|e| FormError::new("email", e))?;
@@ -652,8 +573,8 @@ pub async fn create_user(
     Ok(see_other("/admin/users?done=user-added"))
 }
 
-fn user_id(raw: &str) -> Result<Uuid, AdminError> {
-    Uuid::try_parse(raw).map_err(|_| AdminError::NotFound)
+fn user_id(raw: &str) -> Result<Uuid, WebError> {
+    Uuid::try_parse(raw).map_err(|_| WebError::NotFound)
 }
 
 #[derive(Deserialize)]
@@ -667,7 +588,7 @@ pub async fn set_role(
     Admin(viewer): Admin,
     id: web::Path<String>,
     form: web::Form<RoleForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let id = user_id(&id)?;
     let refuse = |e: FormError| {
@@ -706,7 +627,7 @@ pub async fn reset_password(
     Admin(viewer): Admin,
     id: web::Path<String>,
     form: web::Form<ResetForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let id = user_id(&id)?;
     let password = match parse_password(&form.password, "rows") {
@@ -745,7 +666,7 @@ pub async fn delete_user(
     Admin(viewer): Admin,
     id: web::Path<String>,
     form: web::Form<DeleteUserForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let id = user_id(&id)?;
     if id == viewer.user.id {
@@ -790,7 +711,7 @@ struct SystemPage {
 pub async fn system_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let (topology, collections) = tokio::join!(
         system::topology(&state.store),
         system::bucket_stats(&state.store)

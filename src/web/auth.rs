@@ -3,21 +3,22 @@
 
 use actix_web::cookie::{time::Duration as CookieDuration, Cookie, SameSite};
 use actix_web::dev::Payload;
-use actix_web::http::{header, StatusCode};
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
+use actix_web::http::StatusCode;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Instant;
 
-use super::pages::{error_page, render, Nav};
+pub use super::error::WebError;
+use super::error::{see_other, TOTP_SETUP};
+use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::password::{self, random_token, NewPassword};
 use crate::accounts::sessions::{self, tokens_match, Session, COOKIE};
 use crate::accounts::{users, User};
 use crate::domain::Email;
-use crate::telemetry::chain;
 
 /// The cookie carrying the login form's CSRF token (double submit: the
 /// form's hidden field must equal it).
@@ -27,85 +28,8 @@ const LOGIN_CSRF_COOKIE: &str = "tt_login_csrf";
 /// is still due.
 pub(super) const SECOND_FACTOR_COOKIE: &str = "tt_login_2fa";
 
-/// Where an admin without two-factor login is sent when it is required.
-const TOTP_SETUP: &str = "/account/totp";
-
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    #[error("login required")]
-    LoginRequired { next: String },
-    #[error("admins only")]
-    Forbidden,
-    #[error("the form's CSRF token is missing or wrong")]
-    BadCsrf,
-    #[error("too many password checks are running")]
-    Busy,
-    #[error("the database is unavailable")]
-    Database(#[source] mongodb::error::Error),
-    #[error("admins must turn on two-factor login first")]
-    SecondFactorRequired,
-    #[error("internal error")]
-    Internal(#[source] anyhow::Error),
-}
-
-impl ResponseError for AuthError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            AuthError::LoginRequired { .. } | AuthError::SecondFactorRequired => {
-                StatusCode::SEE_OTHER
-            }
-            AuthError::Forbidden | AuthError::BadCsrf => StatusCode::FORBIDDEN,
-            AuthError::Busy | AuthError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-            AuthError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        match self {
-            AuthError::LoginRequired { next } => HttpResponse::SeeOther()
-                .insert_header((header::LOCATION, format!("/login?next={}", super::fmt::query(next))))
-                .finish(),
-            AuthError::SecondFactorRequired => HttpResponse::SeeOther()
-                .insert_header((header::LOCATION, TOTP_SETUP))
-                .finish(),
-            AuthError::Forbidden => error_page(
-                StatusCode::FORBIDDEN,
-                "Admins only",
-                "This page is for administrators.",
-            ),
-            AuthError::BadCsrf => error_page(
-                StatusCode::FORBIDDEN,
-                "Form expired",
-                "The form was out of date or did not come from this site. Nothing was changed: go back, reload and try again.",
-            ),
-            AuthError::Busy => {
-                let mut page = error_page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Busy",
-                    "Too many logins are being checked right now. Please try again in a moment.",
-                );
-                page.headers_mut()
-                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
-                page
-            }
-            AuthError::Database(e) => {
-                tracing::error!(error = %chain(e), "authentication: database unavailable");
-                error_page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Database unavailable",
-                    "Please try again in a moment.",
-                )
-            }
-            AuthError::Internal(e) => {
-                tracing::error!(error = %chain(e.as_ref()), "authentication failed internally");
-                error_page(StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong", "Please try again.")
-            }
-        }
-    }
-}
-
-fn internal(e: impl Into<anyhow::Error>) -> AuthError {
-    AuthError::Internal(e.into())
+fn internal(e: impl Into<anyhow::Error>) -> WebError {
+    WebError::internal(e)
 }
 
 /// A signed-in user, with their session.
@@ -120,11 +44,11 @@ impl Viewer {
     }
 
     /// Every form POST carries the session's CSRF token.
-    pub fn check_csrf(&self, submitted: &str) -> Result<(), AuthError> {
+    pub fn check_csrf(&self, submitted: &str) -> Result<(), WebError> {
         if tokens_match(submitted, &self.session.csrf) {
             Ok(())
         } else {
-            Err(AuthError::BadCsrf)
+            Err(WebError::BadCsrf)
         }
     }
 
@@ -134,7 +58,7 @@ impl Viewer {
 }
 
 impl FromRequest for Viewer {
-    type Error = AuthError;
+    type Error = WebError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
@@ -149,19 +73,17 @@ impl FromRequest for Viewer {
         let setup_page = req.path().starts_with(TOTP_SETUP) || req.path() == "/logout";
         Box::pin(async move {
             let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
-            let login = || AuthError::LoginRequired { next: next.clone() };
+            let login = || WebError::LoginRequired { next: next.clone() };
             let token = token.ok_or_else(login)?;
             let now = state.clock.now();
             let session = sessions::find(&state.store, &token, now)
-                .await
-                .map_err(AuthError::Database)?
+                .await?
                 .ok_or_else(login)?;
             let user = users::find(&state.store, session.user_id.into())
-                .await
-                .map_err(AuthError::Database)?
+                .await?
                 .ok_or_else(login)?;
             if state.require_admin_totp && user.is_admin() && !user.two_factor && !setup_page {
-                return Err(AuthError::SecondFactorRequired);
+                return Err(WebError::SecondFactorRequired);
             }
             Ok(Viewer { user, session })
         })
@@ -172,7 +94,7 @@ impl FromRequest for Viewer {
 pub struct Admin(pub Viewer);
 
 impl FromRequest for Admin {
-    type Error = AuthError;
+    type Error = WebError;
     type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
@@ -182,7 +104,7 @@ impl FromRequest for Admin {
             if viewer.user.is_admin() {
                 Ok(Admin(viewer))
             } else {
-                Err(AuthError::Forbidden)
+                Err(WebError::Forbidden)
             }
         })
     }
@@ -294,13 +216,13 @@ pub async fn login(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<LoginForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let cookie_csrf = req
         .cookie(LOGIN_CSRF_COOKIE)
         .map(|c| c.value().to_owned())
         .unwrap_or_default();
     if cookie_csrf.is_empty() || !tokens_match(&form.csrf, &cookie_csrf) {
-        return Err(AuthError::BadCsrf);
+        return Err(WebError::BadCsrf);
     }
     let client = client_address(&req, &state);
     let account = form.email.trim().to_lowercase();
@@ -327,9 +249,7 @@ pub async fn login(
         }
     };
     let user = match Email::parse(&form.email) {
-        Ok(email) => users::find_by_email(&state.store, &email)
-            .await
-            .map_err(AuthError::Database)?,
+        Ok(email) => users::find_by_email(&state.store, &email).await?,
         Err(_) => None,
     };
     // Verify against a decoy hash when there is no such user, so both
@@ -342,7 +262,7 @@ pub async fn login(
         .password_checks
         .verify(&form.password, &hash)
         .await
-        .map_err(|_| AuthError::Busy)?;
+        .map_err(|_| WebError::Busy)?;
     let Some(user) = user.filter(|_| matches) else {
         return Ok(again(
             StatusCode::UNAUTHORIZED,
@@ -353,15 +273,9 @@ pub async fn login(
     let next = safe_next(form.next.as_deref());
     if user.two_factor {
         // The password was right; the session comes after the code.
-        let token = sessions::create_second_factor_due(&state.store, user.id, state.clock.now())
-            .await
-            .map_err(AuthError::Database)?;
-        let mut response = HttpResponse::SeeOther()
-            .insert_header((
-                header::LOCATION,
-                format!("/login/totp?next={}", super::fmt::query(&next)),
-            ))
-            .finish();
+        let token =
+            sessions::create_second_factor_due(&state.store, user.id, state.clock.now()).await?;
+        let mut response = see_other(&format!("/login/totp?next={}", super::fmt::query(&next)));
         let _ = response.add_cookie(&cookie(
             &state,
             SECOND_FACTOR_COOKIE,
@@ -377,8 +291,7 @@ pub async fn login(
         state.clock.now(),
         state.session_lifetime,
     )
-    .await
-    .map_err(AuthError::Database)?;
+    .await?;
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
     // A one-time password is replaced before anything else.
     let location = if user.must_change_password {
@@ -386,9 +299,7 @@ pub async fn login(
     } else {
         next
     };
-    let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, location))
-        .finish();
+    let mut response = see_other(&location);
     let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
     tracing::info!(user = %user.email, "logged in");
     Ok(response)
@@ -403,14 +314,10 @@ pub async fn logout(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<CsrfForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
-    sessions::delete(&state.store, &viewer.session.token_hash)
-        .await
-        .map_err(AuthError::Database)?;
-    let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/login?signed_out=1"))
-        .finish();
+    sessions::delete(&state.store, &viewer.session.token_hash).await?;
+    let mut response = see_other("/login?signed_out=1");
     let mut gone = cookie(
         &state,
         COOKIE,
@@ -457,7 +364,7 @@ pub async fn change_password(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<PasswordForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let refuse = |message: &str| {
         render(
@@ -474,7 +381,7 @@ pub async fn change_password(
         .password_checks
         .verify(&form.current, &viewer.user.password_hash)
         .await
-        .map_err(|_| AuthError::Busy)?
+        .map_err(|_| WebError::Busy)?
     {
         return Ok(refuse("The current password is wrong."));
     }
@@ -488,7 +395,7 @@ pub async fn change_password(
     users::set_password(&state.store, viewer.user.id, &new)
         .await
         .map_err(|e| match e {
-            users::UserError::Database(e) => AuthError::Database(e),
+            users::UserError::Database(e) => e.into(),
             other => internal(other),
         })?;
     // Other sessions of this user end; this one stays.
@@ -497,8 +404,7 @@ pub async fn change_password(
         viewer.user.id,
         Some(&viewer.session.token_hash),
     )
-    .await
-    .map_err(AuthError::Database)?;
+    .await?;
     Ok(render(
         StatusCode::OK,
         &PasswordPage {

@@ -8,6 +8,7 @@ pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod client_ip;
+pub mod error;
 pub mod fmt;
 pub mod head;
 pub mod ops;
@@ -19,7 +20,7 @@ pub mod snippets;
 pub mod state;
 pub mod two_factor;
 
-use actix_web::http::{header, Method, StatusCode};
+use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpResponse};
 
 use crate::ingest::pixel;
@@ -104,7 +105,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/sites/{id}/realtime.csv",
         web::get().to(reports::realtime_csv),
     )
-    .route("/admin", web::get().to(|| async { see("/admin/sites") }))
+    .route(
+        "/admin",
+        web::get().to(|| async { error::see_other("/admin/sites") }),
+    )
     .route("/admin/sites", web::get().to(admin::sites_page))
     .route("/admin/sites", web::post().to(admin::create_site))
     .route("/admin/sites/{id}", web::get().to(admin::site_page))
@@ -138,12 +142,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .default_service(web::route().to(pages::not_found));
 }
 
-fn see(location: &str) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, location.to_owned()))
-        .finish()
-}
-
 async fn home() -> HttpResponse {
-    see("/sites")
+    error::see_other("/sites")
 }

@@ -86,10 +86,8 @@ pub async fn not_found(
     req: actix_web::HttpRequest,
     viewer: Option<super::auth::Viewer>,
 ) -> HttpResponse {
-    if req.path().starts_with("/admin/api/") {
-        return HttpResponse::NotFound()
-            .insert_header(no_store())
-            .json(serde_json::json!({"error": "No such endpoint."}));
+    if req.path().starts_with("/admin/api/") || req.path().starts_with("/api/") {
+        return super::error::json_error(StatusCode::NOT_FOUND, "not_found", "No such endpoint.");
     }
     let page = ErrorPage {
         nav: viewer.map(|v| v.nav()),

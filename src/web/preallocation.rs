@@ -1,23 +1,22 @@
 //! Preallocation for admins: a page (form and run history) and a JSON
 //! endpoint, both calling `preallocation::run` like the CLI and scheduler.
 
-use actix_web::http::{header, StatusCode};
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 
-use super::admin::AdminError;
-use super::auth::{Admin, AuthError};
+use super::auth::Admin;
+use super::error::{see_other, JsonError, WebError};
 use super::fmt;
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::sessions::tokens_match;
 use crate::preallocation::{self, runs, PreallocError, PreallocForm, PreallocRun, Trigger};
-use crate::telemetry::chain;
 
-impl From<PreallocError> for AdminError {
+impl From<PreallocError> for WebError {
     fn from(e: PreallocError) -> Self {
-        AdminError::Invalid(e.to_string())
+        WebError::Invalid(e.to_string())
     }
 }
 
@@ -82,7 +81,7 @@ pub async fn page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     q: web::Query<ShowQuery>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     page_with(&state, &viewer, q.run.as_deref(), None, None).await
 }
 
@@ -92,7 +91,7 @@ async fn page_with(
     run: Option<&str>,
     input: Option<&PreallocForm>,
     error: Option<PreallocError>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     let recent = runs::recent(&state.store, 50).await?;
     let now = state.clock.now();
     let mut domains: Vec<String> = state
@@ -163,7 +162,7 @@ pub async fn trigger(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     form: web::Form<TriggerForm>,
-) -> Result<HttpResponse, AdminError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let now = state.clock.now();
     let request = match form
@@ -182,49 +181,7 @@ pub async fn trigger(
     )
     .await?;
     let id = uuid::Uuid::from(run.id);
-    Ok(HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, format!("/admin/preallocation?run={id}")))
-        .finish())
-}
-
-/// The JSON endpoint's errors are JSON too.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    #[error("database error")]
-    Database(#[from] mongodb::error::Error),
-}
-
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            ApiError::Invalid(_) => StatusCode::BAD_REQUEST,
-            // A script gets 401, not the login page's redirect.
-            ApiError::Auth(AuthError::LoginRequired { .. }) => StatusCode::UNAUTHORIZED,
-            ApiError::Auth(e) => e.status_code(),
-            ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let message = match self {
-            ApiError::Auth(AuthError::LoginRequired { .. }) => {
-                "Sign in first: send the session cookie of a logged-in admin.".to_owned()
-            }
-            // An admin who must turn on two-factor login is sent to its
-            // setup, as every other page does.
-            ApiError::Auth(e @ AuthError::SecondFactorRequired) => return e.error_response(),
-            ApiError::Database(e) => {
-                tracing::error!(error = %chain(e), "preallocation API failed");
-                "the database did not answer".to_owned()
-            }
-            other => other.to_string(),
-        };
-        HttpResponse::build(self.status_code()).json(serde_json::json!({"error": message}))
-    }
+    Ok(see_other(&format!("/admin/preallocation?run={id}")))
 }
 
 /// `POST /admin/api/preallocate` with a JSON body (`scope`, `site`, `page`,
@@ -235,9 +192,9 @@ pub async fn api(
     // Taken as a result so that a missing login, an owner's 403 (or a
     // database failure) is answered in JSON like every other error of this
     // endpoint.
-    admin: Result<Admin, AuthError>,
+    admin: Result<Admin, WebError>,
     body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, JsonError> {
     let Admin(viewer) = admin?;
     let token = req
         .headers()
@@ -245,17 +202,17 @@ pub async fn api(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if !tokens_match(token, &viewer.session.csrf) {
-        return Err(AuthError::BadCsrf.into());
+        return Err(WebError::BadCsrf.into());
     }
     if body.len() > 4096 {
-        return Err(ApiError::Invalid("the body is at most 4 KiB".into()));
+        return Err(WebError::invalid("the body is at most 4 KiB").into());
     }
     let form: PreallocForm = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::Invalid(format!("the body must be a JSON object: {e}")))?;
+        .map_err(|e| WebError::invalid(format!("the body must be a JSON object: {e}")))?;
     let now = state.clock.now();
     let request = form
         .validate(state.prealloc_threshold, &state.directory.all(), now)
-        .map_err(|e| ApiError::Invalid(e.to_string()))?;
+        .map_err(|e| WebError::invalid(e.to_string()))?;
     let run = preallocation::run(
         &state.store,
         &request,

@@ -1,15 +1,16 @@
 //! Two-factor login pages: the code form after the password, and turning
 //! TOTP on and off under Account. Part of the accounts route family
-//! (errors are [`AuthError`]).
+//! (errors are [`WebError`]).
 
 use actix_web::cookie::{time::Duration as CookieDuration, SameSite};
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
-use super::auth::{client_address, cookie, safe_next, AuthError, Viewer, SECOND_FACTOR_COOKIE};
+use super::auth::{client_address, cookie, safe_next, Viewer, SECOND_FACTOR_COOKIE};
+use super::error::{see_other, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
@@ -30,22 +31,14 @@ pub struct NextQuery {
     next: Option<String>,
 }
 
-fn back_to_login() -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/login"))
-        .finish()
-}
-
 async fn due_session(
     req: &HttpRequest,
     state: &WebState,
-) -> Result<Option<sessions::Session>, AuthError> {
+) -> Result<Option<sessions::Session>, WebError> {
     let Some(token) = req.cookie(SECOND_FACTOR_COOKIE) else {
         return Ok(None);
     };
-    sessions::find_second_factor_due(&state.store, token.value(), state.clock.now())
-        .await
-        .map_err(AuthError::Database)
+    Ok(sessions::find_second_factor_due(&state.store, token.value(), state.clock.now()).await?)
 }
 
 /// `GET /login/totp`: the code form, for a login whose password was right.
@@ -53,9 +46,9 @@ pub async fn code_form(
     req: HttpRequest,
     state: web::Data<WebState>,
     q: web::Query<NextQuery>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let Some(session) = due_session(&req, &state).await? else {
-        return Ok(back_to_login());
+        return Ok(see_other("/login"));
     };
     Ok(render(
         StatusCode::OK,
@@ -81,18 +74,16 @@ pub async fn submit_code(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<CodeForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let Some(due) = due_session(&req, &state).await? else {
-        return Ok(back_to_login());
+        return Ok(see_other("/login"));
     };
     if !tokens_match(&form.csrf, &due.csrf) {
-        return Err(AuthError::BadCsrf);
+        return Err(WebError::BadCsrf);
     }
-    let user = users::find(&state.store, due.user_id.into())
-        .await
-        .map_err(AuthError::Database)?;
+    let user = users::find(&state.store, due.user_id.into()).await?;
     let Some(user) = user else {
-        return Ok(back_to_login());
+        return Ok(see_other("/login"));
     };
     let next = safe_next(form.next.as_deref());
     let again = |status, error: &str| {
@@ -123,20 +114,19 @@ pub async fn submit_code(
             ));
         }
     };
-    let secret = totp::active(&state.store, user.id)
-        .await
-        .map_err(AuthError::Database)?;
+    let secret = totp::active(&state.store, user.id).await?;
     let now = state.clock.now();
     let right = match &secret {
-        Some(secret) => totp::verify(
-            &state.store,
-            user.id,
-            secret,
-            &form.code,
-            now.timestamp().max(0) as u64,
-        )
-        .await
-        .map_err(AuthError::Database)?,
+        Some(secret) => {
+            totp::verify(
+                &state.store,
+                user.id,
+                secret,
+                &form.code,
+                now.timestamp().max(0) as u64,
+            )
+            .await?
+        }
         None => false,
     };
     if !right {
@@ -146,15 +136,9 @@ pub async fn submit_code(
         ));
     }
     attempt.succeeded();
-    sessions::delete(&state.store, &due.token_hash)
-        .await
-        .map_err(AuthError::Database)?;
-    let token = sessions::create(&state.store, user.id, now, state.session_lifetime)
-        .await
-        .map_err(AuthError::Database)?;
-    let mut response = HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, next))
-        .finish();
+    sessions::delete(&state.store, &due.token_hash).await?;
+    let token = sessions::create(&state.store, user.id, now, state.session_lifetime).await?;
+    let mut response = see_other(&next);
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
     let _ = response.add_cookie(&cookie(&state, COOKIE, token, max_age, SameSite::Lax));
     let mut gone = cookie(
@@ -191,14 +175,12 @@ async fn account_page(
     viewer: &Viewer,
     status: StatusCode,
     error: Option<String>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let enabled = viewer.user.two_factor;
     let setup = if enabled {
         None
     } else {
-        let secret = totp::pending(&state.store, viewer.user.id)
-            .await
-            .map_err(AuthError::Database)?;
+        let secret = totp::pending(&state.store, viewer.user.id).await?;
         Some(Setup {
             url: secret.otpauth_url(viewer.user.email.as_str()),
             secret: secret.as_str().to_owned(),
@@ -218,10 +200,7 @@ async fn account_page(
 }
 
 /// `GET /account/totp`
-pub async fn account(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-) -> Result<HttpResponse, AuthError> {
+pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
     account_page(&state, &viewer, StatusCode::OK, None).await
 }
 
@@ -237,7 +216,7 @@ pub async fn enable(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<EnableForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     if viewer.user.two_factor {
         return account_page(
@@ -248,9 +227,7 @@ pub async fn enable(
         )
         .await;
     }
-    let secret: Secret = totp::pending(&state.store, viewer.user.id)
-        .await
-        .map_err(AuthError::Database)?;
+    let secret: Secret = totp::pending(&state.store, viewer.user.id).await?;
     let now = state.clock.now().timestamp().max(0) as u64;
     let Some(step) = secret.matching_step(&form.code, now) else {
         return account_page(
@@ -261,9 +238,7 @@ pub async fn enable(
         )
         .await;
     };
-    let codes = totp::enable(&state.store, viewer.user.id, &secret, step)
-        .await
-        .map_err(AuthError::Database)?;
+    let codes = totp::enable(&state.store, viewer.user.id, &secret, step).await?;
     tracing::info!(user = %viewer.user.email, "two-factor login turned on");
     Ok(render(
         StatusCode::OK,
@@ -291,12 +266,9 @@ pub async fn disable(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<DisableForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
-    let Some(secret) = totp::active(&state.store, viewer.user.id)
-        .await
-        .map_err(AuthError::Database)?
-    else {
+    let Some(secret) = totp::active(&state.store, viewer.user.id).await? else {
         return account_page(
             &state,
             &viewer,
@@ -309,12 +281,10 @@ pub async fn disable(
         .password_checks
         .verify(&form.password, &viewer.user.password_hash)
         .await
-        .map_err(|_| AuthError::Busy)?;
+        .map_err(|_| WebError::Busy)?;
     let now = state.clock.now().timestamp().max(0) as u64;
     let code_right = password_right
-        && totp::verify(&state.store, viewer.user.id, &secret, &form.code, now)
-            .await
-            .map_err(AuthError::Database)?;
+        && totp::verify(&state.store, viewer.user.id, &secret, &form.code, now).await?;
     if !code_right {
         return account_page(
             &state,
@@ -324,11 +294,7 @@ pub async fn disable(
         )
         .await;
     }
-    totp::disable(&state.store, viewer.user.id)
-        .await
-        .map_err(AuthError::Database)?;
+    totp::disable(&state.store, viewer.user.id).await?;
     tracing::info!(user = %viewer.user.email, "two-factor login turned off");
-    Ok(HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/account/totp"))
-        .finish())
+    Ok(see_other("/account/totp"))
 }

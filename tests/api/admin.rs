@@ -3,7 +3,7 @@
 
 use tickertape::accounts::{users, Role};
 use tickertape::domain::Email;
-use tickertape::storage::{sites, Granularity};
+use tickertape::storage::{sites, Resolution};
 
 use crate::helpers::*;
 
@@ -115,7 +115,7 @@ async fn admins_create_edit_and_delete_sites() {
         .await;
     assert_eq!(r.status(), 400);
     assert_eq!(sites::list(&app.store).await.unwrap().len(), 1);
-    assert!(app.total_views(Granularity::Minute).await > 0);
+    assert!(app.total_views(Resolution::Minute).await > 0);
     let r = admin
         .post(
             &format!("/admin/sites/{}/delete", site.id),

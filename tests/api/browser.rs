@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tickertape::ingest::pixel::Outcome;
-use tickertape::storage::Granularity;
+use tickertape::storage::Resolution;
 use tickertape::web::snippets;
 
 use crate::helpers::*;
@@ -62,7 +62,7 @@ fn load_in_browser(url: &str, user_agent: Option<&str>) {
 }
 
 async fn minute_views(app: &TestApp, page: &str) -> i64 {
-    app.buckets(Granularity::Minute)
+    app.buckets(Resolution::Minute)
         .await
         .into_iter()
         .filter(|b| b.page == page)

@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::{schema, Granularity};
+use tickertape::storage::{schema, Resolution};
 
 use crate::helpers::*;
 
@@ -265,7 +265,7 @@ fn load(
     })
 }
 
-async fn totals(uri: &str, database: &str, g: Granularity) -> HashMap<String, i64> {
+async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64> {
     let client = mongodb::Client::with_uri_str(uri).await.unwrap();
     let buckets: Vec<tickertape::storage::Bucket> = client
         .database(database)
@@ -287,9 +287,9 @@ async fn totals(uri: &str, database: &str, g: Granularity) -> HashMap<String, i6
 /// lost is in every level at most once; the three levels agree.
 async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
     let levels = [
-        totals(uri, database, Granularity::Minute).await,
-        totals(uri, database, Granularity::Hour).await,
-        totals(uri, database, Granularity::Day).await,
+        totals(uri, database, Resolution::Minute).await,
+        totals(uri, database, Resolution::Hour).await,
+        totals(uri, database, Resolution::Day).await,
     ];
     assert_eq!(
         levels[0], levels[1],

@@ -12,7 +12,7 @@ use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::settings::{AckMode, Settings};
 use tickertape::startup::Application;
 use tickertape::storage::sites::{self, NewSite, Site};
-use tickertape::storage::{schema, Bucket, Granularity, Store};
+use tickertape::storage::{schema, Bucket, Resolution, Store};
 
 /// A desktop browser's User-Agent, so test hits are not taken for bots.
 pub const BROWSER_UA: &str =
@@ -250,7 +250,7 @@ impl TestApp {
             .unwrap()
     }
 
-    pub async fn buckets(&self, g: Granularity) -> Vec<Bucket> {
+    pub async fn buckets(&self, g: Resolution) -> Vec<Bucket> {
         self.settle().await;
         self.store
             .buckets(g)
@@ -263,14 +263,14 @@ impl TestApp {
             .unwrap()
     }
 
-    pub async fn total_views(&self, g: Granularity) -> i64 {
+    pub async fn total_views(&self, g: Resolution) -> i64 {
         self.buckets(g).await.iter().map(|b| b.total_views).sum()
     }
 
     pub async fn bucket_count(&self) -> u64 {
         self.settle().await;
         let mut n = 0;
-        for g in Granularity::ALL {
+        for g in Resolution::ALL {
             n += self
                 .store
                 .buckets(g)

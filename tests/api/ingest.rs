@@ -5,7 +5,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
 use tickertape::settings::AckMode;
-use tickertape::storage::Granularity;
+use tickertape::storage::Resolution;
 
 use crate::helpers::*;
 use crate::proxy::{write_target, Mode, Proxy};
@@ -60,9 +60,9 @@ async fn exact_totals_under_concurrency(mode: AckMode) {
     // Fast mode answered on enqueue: stopping drains the queue.
     app.stop().await;
 
-    let minutes = app.buckets(Granularity::Minute).await;
-    let hours = app.buckets(Granularity::Hour).await;
-    let days = app.buckets(Granularity::Day).await;
+    let minutes = app.buckets(Resolution::Minute).await;
+    let hours = app.buckets(Resolution::Hour).await;
+    let days = app.buckets(Resolution::Day).await;
     let got: HashMap<_, _> = minutes
         .iter()
         .map(|b| ((b.page.clone(), b.timestamp.to_chrono()), b.total_views))
@@ -88,7 +88,7 @@ async fn exact_totals_under_concurrency(mode: AckMode) {
         assert_eq!(d.slot(10), (HITS / PAGES) as i64);
         assert_eq!(d.total_views, (HITS / PAGES) as i64);
     }
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, HITS as i64, "{mode:?} {g:?}");
     }
     let stats = &app.ingest.stats;
@@ -146,7 +146,7 @@ async fn with_the_database_away_hits_are_answered_from_the_journal_and_applied_w
     assert!(app.metric("tickertape_apply_failures_total").await >= 1.0);
 
     proxy.set(Mode::Pass);
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, 200, "{g:?}");
     }
     assert_eq!(app.metric("tickertape_journal_backlog_hits").await, 0.0);
@@ -191,7 +191,7 @@ async fn a_full_journal_answers_503_journal_full_and_keeps_what_it_accepted() {
     assert!((1_000..3_000).contains(&accepted), "accepted {accepted}");
 
     proxy.set(Mode::Pass);
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, accepted, "{g:?}");
     }
     // Applied segments are deleted: room again.
@@ -232,7 +232,7 @@ async fn lost_replies_are_resolved_by_the_progress_document(mode: Mode) -> TestA
     }
     proxy.set(Mode::Pass);
 
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let once: i64 = app
             .buckets(g)
             .await
@@ -278,7 +278,7 @@ async fn graceful_shutdown_in_fast_mode_persists_every_accepted_hit() {
     let accepted = statuses.iter().filter(|&&s| s == 200).count() as i64;
     assert_eq!(accepted, HITS as i64);
     app.stop().await; // straight after the last answer
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, accepted, "{g:?}");
     }
     let r = app
@@ -350,7 +350,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
     // The three records before the damage are applied, nothing after it.
     app.settle().await;
     let pages: Vec<String> = app
-        .buckets(Granularity::Minute)
+        .buckets(Resolution::Minute)
         .await
         .into_iter()
         .map(|b| b.page)
@@ -408,7 +408,7 @@ async fn shutdown_with_the_database_away_leaves_the_backlog_for_the_next_start()
     // The next start, on the same journal, applies them.
     proxy.set(Mode::Pass);
     let next = spawn_app_on(database_uri(), settings).await;
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(next.total_views(g).await, 50, "{g:?}");
     }
     assert_eq!(next.store.db().name(), name);

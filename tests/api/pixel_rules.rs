@@ -2,7 +2,7 @@
 //! refusal with its status and reason, writing nothing.
 
 use tickertape::ingest::pixel::Outcome;
-use tickertape::storage::Granularity;
+use tickertape::storage::Resolution;
 
 use crate::helpers::*;
 
@@ -296,7 +296,7 @@ async fn pages_are_normalised_and_sites_found_by_id_or_referer() {
         );
     }
     let mut pages: Vec<(String, i64)> = app
-        .buckets(Granularity::Minute)
+        .buckets(Resolution::Minute)
         .await
         .into_iter()
         .map(|b| (b.page, b.total_views))
@@ -330,7 +330,7 @@ async fn pages_of_a_site_are_one_contiguous_key_range() {
     app.settle().await;
     let in_range = app
         .store
-        .buckets(Granularity::Minute)
+        .buckets(Resolution::Minute)
         .count_documents(bson::doc! {"page": {"$gte": "example.com/", "$lt": "example.com0"}})
         .await
         .unwrap();

@@ -9,7 +9,6 @@ use tickertape::domain::Page;
 use tickertape::preallocation::scheduler::Scheduler;
 use tickertape::preallocation::{self, runs, PreallocRequest, Scope, Trigger};
 use tickertape::reports::{queries, Period, Resolution};
-use tickertape::storage::Granularity;
 
 use crate::helpers::*;
 
@@ -26,7 +25,7 @@ fn request(scope: Scope, from: DateTime<Utc>, hours: u32, threshold: i64) -> Pre
     }
 }
 
-async fn docs_of(app: &TestApp, g: Granularity, page: &str) -> Vec<Document> {
+async fn docs_of(app: &TestApp, g: Resolution, page: &str) -> Vec<Document> {
     app.store
         .db()
         .collection::<Document>(g.collection())
@@ -64,7 +63,7 @@ async fn an_active_page_gets_61_zero_filled_buckets_and_an_idle_one_none() {
 
     let next_hour =
         |d: &Document| d.get_datetime("timestamp").unwrap().to_chrono() >= at(22, 11, 0, 0);
-    let minutes: Vec<_> = docs_of(&app, Granularity::Minute, "p.test/busy")
+    let minutes: Vec<_> = docs_of(&app, Resolution::Minute, "p.test/busy")
         .await
         .into_iter()
         .filter(next_hour)
@@ -80,7 +79,7 @@ async fn an_active_page_gets_61_zero_filled_buckets_and_an_idle_one_none() {
         assert_eq!(seconds.len(), 60);
         assert!(seconds.iter().all(|(_, v)| *v == Bson::Int32(0)));
     }
-    let hours: Vec<_> = docs_of(&app, Granularity::Hour, "p.test/busy")
+    let hours: Vec<_> = docs_of(&app, Resolution::Hour, "p.test/busy")
         .await
         .into_iter()
         .filter(next_hour)
@@ -88,12 +87,12 @@ async fn an_active_page_gets_61_zero_filled_buckets_and_an_idle_one_none() {
     assert_eq!(hours.len(), 1);
     assert_eq!(hours[0].get_document("minutes").unwrap().len(), 60);
     assert_eq!(
-        docs_of(&app, Granularity::Day, "p.test/busy").await.len(),
+        docs_of(&app, Resolution::Day, "p.test/busy").await.len(),
         1,
         "no new day bucket mid-day"
     );
     assert!(
-        docs_of(&app, Granularity::Minute, "p.test/quiet")
+        docs_of(&app, Resolution::Minute, "p.test/quiet")
             .await
             .iter()
             .all(|d| !next_hour(d)),
@@ -133,7 +132,7 @@ async fn the_first_hour_of_a_day_also_gets_the_day_bucket() {
     .await
     .unwrap();
     assert_eq!(run.inserted, 62);
-    let days = docs_of(&app, Granularity::Day, "p.test/").await;
+    let days = docs_of(&app, Resolution::Day, "p.test/").await;
     assert_eq!(days.len(), 2);
     assert_eq!(
         days[1].get_datetime("timestamp").unwrap().to_chrono(),
@@ -191,7 +190,7 @@ async fn preallocation_racing_live_traffic_loses_nothing_and_duplicates_nothing(
     assert!(run.errors.is_empty(), "{:?}", run.errors);
     assert_eq!(run.pages, 20);
     assert_eq!(run.inserted + run.already_present, 20 * 2 * 61);
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, 1020, "{g:?}");
         let dupes: Vec<Document> = app
             .store
@@ -210,7 +209,7 @@ async fn preallocation_racing_live_traffic_loses_nothing_and_duplicates_nothing(
     }
     let minute_docs = app
         .store
-        .buckets(Granularity::Minute)
+        .buckets(Resolution::Minute)
         .count_documents(doc! {})
         .await
         .unwrap();
@@ -411,7 +410,9 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     ] {
         let r = api(&admin, &app, &admin.csrf, body).await;
         assert_eq!(r.status(), 400, "{body}");
-        assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
+        let json = r.json::<serde_json::Value>().await.unwrap();
+        assert_eq!(json["error"]["code"], "invalid", "{body}");
+        assert!(json["error"]["message"].is_string());
     }
     // Forged: no or wrong CSRF token.
     assert_eq!(
@@ -436,7 +437,8 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     // The JSON endpoint answers a script in JSON, not with a redirect.
     let r = api(&anonymous, &app, "x", "{}").await;
     assert_eq!(r.status(), 401);
-    assert!(r.json::<serde_json::Value>().await.unwrap()["error"].is_string());
+    let json = r.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(json["error"]["code"], "login_required");
     for r in [
         anonymous.get("/admin/preallocation").await,
         anonymous
@@ -455,7 +457,7 @@ async fn bad_input_owners_strangers_and_forged_posts_change_nothing() {
     );
     assert_eq!(
         app.store
-            .buckets(Granularity::Minute)
+            .buckets(Resolution::Minute)
             .count_documents(doc! {})
             .await
             .unwrap(),

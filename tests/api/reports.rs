@@ -8,7 +8,7 @@ use tickertape::accounts::Role;
 use tickertape::demo::{self, DemoOptions};
 use tickertape::domain::{DomainName, Page};
 use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
-use tickertape::storage::Granularity;
+use tickertape::storage::Resolution;
 
 use crate::helpers::*;
 
@@ -386,12 +386,12 @@ async fn demo_data_lands_in_all_three_levels_once() {
         .await
         .unwrap();
     assert!(report.hits > 500, "{}", report.hits);
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, report.hits as i64, "{g:?}");
     }
     let again = demo::generate(&app.store, &options, t0(), true)
         .await
         .unwrap();
     assert!(again.skipped);
-    assert_eq!(app.total_views(Granularity::Day).await, report.hits as i64);
+    assert_eq!(app.total_views(Resolution::Day).await, report.hits as i64);
 }

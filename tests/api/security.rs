@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickertape::accounts::Role;
 use tickertape::ingest::pixel::Outcome;
-use tickertape::storage::Granularity;
+use tickertape::storage::Resolution;
 
 use crate::helpers::*;
 use crate::proxy::{write_target, Mode, Proxy};
@@ -423,7 +423,7 @@ async fn new_pages_beyond_the_hourly_cap_count_under_other() {
         assert!(r.headers().get("x-tickertape-reason").is_none(), "{page}");
     }
     let mut pages: Vec<(String, i64)> = app
-        .buckets(Granularity::Hour)
+        .buckets(Resolution::Hour)
         .await
         .into_iter()
         .filter(|b| b.timestamp.to_chrono() >= t0() - chrono::TimeDelta::hours(1))
@@ -546,7 +546,7 @@ async fn an_owner_calling_the_preallocation_api_gets_json() {
         .unwrap()
         .starts_with("application/json"));
     let json: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(json["error"], "admins only");
+    assert_eq!(json["error"]["code"], "forbidden");
 }
 
 // --------------------------------------------------- 8. reverse proxies

@@ -164,7 +164,11 @@ async fn unknown_addresses_get_a_page_and_json_endpoints_get_json() {
         .unwrap();
     assert_eq!(r.status(), 401);
     let body: serde_json::Value = r.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().starts_with("Sign in"));
+    assert_eq!(body["error"]["code"], "login_required");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Sign in"));
 }
 
 #[tokio::test]

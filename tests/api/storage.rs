@@ -5,7 +5,7 @@ use chrono::TimeDelta;
 use std::collections::BTreeMap;
 use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
 use tickertape::storage::progress;
-use tickertape::storage::{schema, Granularity};
+use tickertape::storage::{schema, zero_filled, Resolution};
 use tokio::time::{Duration, Instant};
 
 use crate::helpers::*;
@@ -66,7 +66,7 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     schema::ensure_schema(&app.store).await.unwrap();
     let report = schema::ensure_schema(&app.store).await.unwrap();
     assert_eq!(report.indexes.len(), 6);
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         let indexes = app
             .store
             .db()
@@ -81,7 +81,7 @@ async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     }
     // A second bucket for the same page and minute is refused.
     let coll = app.store.db().collection::<Document>("views_minute");
-    let bucket = Granularity::Minute.zero_filled("example.com/", t0());
+    let bucket = zero_filled(Resolution::Minute, "example.com/", t0());
     coll.insert_one(bucket.clone()).await.unwrap();
     assert!(coll.insert_one(bucket).await.is_err());
 }
@@ -110,7 +110,7 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
     for t in tasks {
         t.await.unwrap();
     }
-    let minute = app.buckets(Granularity::Minute).await;
+    let minute = app.buckets(Resolution::Minute).await;
     assert_eq!(minute.len(), 1);
     assert_eq!(minute[0].total_views, 120);
     // i % 3 over 0..20 is 0 seven times, 1 seven times, 2 six times; six tasks.
@@ -118,8 +118,8 @@ async fn concurrent_writers_on_one_new_bucket_lose_no_increment() {
         (minute[0].slot(7), minute[0].slot(8), minute[0].slot(9)),
         (42, 42, 36)
     );
-    assert_eq!(app.total_views(Granularity::Hour).await, 120);
-    assert_eq!(app.total_views(Granularity::Day).await, 120);
+    assert_eq!(app.total_views(Resolution::Hour).await, 120);
+    assert_eq!(app.total_views(Resolution::Day).await, 120);
 }
 
 #[tokio::test]
@@ -127,7 +127,7 @@ async fn bucket_slots_read_missing_keys_as_zero() {
     let app = spawn_app().await;
     let site = app.add_site("example.com", &[]).await;
     app.pixel(&format!("site={}&page=/", site.id)).await;
-    let b = &app.buckets(Granularity::Minute).await[0];
+    let b = &app.buckets(Resolution::Minute).await[0];
     let slots: BTreeMap<_, _> = (0..60)
         .map(|i| (i, b.slot(i)))
         .filter(|(_, n)| *n > 0)
@@ -164,7 +164,7 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         progress::position(&app.store, &journal, 0).await.unwrap(),
         Some(40)
     );
-    for g in Granularity::ALL {
+    for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
     // `ensure` never moves a lane the database already knows.

@@ -1,0 +1,215 @@
+//! The one error type of every web route but the pixel (which always
+//! answers its GIF). Each variant has a status, a stable code for JSON
+//! clients and a page for browsers; causes are logged with their chain and
+//! never sent to the client.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+
+use super::pages::{error_page, no_store};
+use crate::telemetry::chain;
+
+/// Where an admin without two-factor login is sent when it is required.
+pub const TOTP_SETUP: &str = "/account/totp";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// Unknown, or not this viewer's: the same answer, so ids leak nothing.
+    #[error("there is no such thing among yours")]
+    NotFound,
+    /// Bad input: the message says what to correct; nothing was changed.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("login required")]
+    LoginRequired { next: String },
+    #[error("admins must turn on two-factor login first")]
+    SecondFactorRequired,
+    #[error("this is for administrators")]
+    Forbidden,
+    #[error("the form's CSRF token is missing or wrong")]
+    BadCsrf,
+    #[error("too many password checks are running; try again in a moment")]
+    Busy,
+    #[error("the database did not answer; try again in a moment")]
+    Database(#[source] anyhow::Error),
+    #[error("something went wrong")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl WebError {
+    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+        WebError::Internal(e.into())
+    }
+
+    pub fn invalid(message: impl std::fmt::Display) -> Self {
+        WebError::Invalid(message.to_string())
+    }
+
+    /// A code a script can match on; it never changes once published.
+    pub fn code(&self) -> &'static str {
+        match self {
+            WebError::NotFound => "not_found",
+            WebError::Invalid(_) => "invalid",
+            WebError::LoginRequired { .. } => "login_required",
+            WebError::SecondFactorRequired => "second_factor_required",
+            WebError::Forbidden => "forbidden",
+            WebError::BadCsrf => "bad_csrf",
+            WebError::Busy => "busy",
+            WebError::Database(_) => "database_unavailable",
+            WebError::Internal(_) => "internal",
+        }
+    }
+
+    /// The status a JSON client gets: a script is answered, not redirected.
+    fn json_status(&self) -> StatusCode {
+        match self {
+            WebError::LoginRequired { .. } => StatusCode::UNAUTHORIZED,
+            WebError::SecondFactorRequired => StatusCode::FORBIDDEN,
+            other => other.status_code(),
+        }
+    }
+
+    /// Logs what the client is not told.
+    fn log(&self) {
+        match self {
+            WebError::Database(e) => {
+                tracing::error!(error = %chain(e.as_ref()), "database unavailable")
+            }
+            WebError::Internal(e) => tracing::error!(error = %chain(e.as_ref()), "internal error"),
+            _ => {}
+        }
+    }
+}
+
+impl From<mongodb::error::Error> for WebError {
+    fn from(e: mongodb::error::Error) -> Self {
+        WebError::Database(e.into())
+    }
+}
+
+impl From<crate::reports::PeriodError> for WebError {
+    fn from(e: crate::reports::PeriodError) -> Self {
+        WebError::invalid(e)
+    }
+}
+
+impl From<crate::storage::sites::SiteError> for WebError {
+    fn from(e: crate::storage::sites::SiteError) -> Self {
+        match e {
+            crate::storage::sites::SiteError::Database(e) => e.into(),
+            other => WebError::invalid(super::admin::sentence(&other.to_string())),
+        }
+    }
+}
+
+impl From<crate::accounts::users::UserError> for WebError {
+    fn from(e: crate::accounts::users::UserError) -> Self {
+        use crate::accounts::users::UserError;
+        match e {
+            UserError::Database(e) => e.into(),
+            UserError::NotFound => WebError::NotFound,
+            other => WebError::invalid(super::admin::sentence(&other.to_string())),
+        }
+    }
+}
+
+impl ResponseError for WebError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            WebError::NotFound => StatusCode::NOT_FOUND,
+            WebError::Invalid(_) => StatusCode::BAD_REQUEST,
+            WebError::LoginRequired { .. } | WebError::SecondFactorRequired => {
+                StatusCode::SEE_OTHER
+            }
+            WebError::Forbidden | WebError::BadCsrf => StatusCode::FORBIDDEN,
+            WebError::Busy | WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        self.log();
+        let status = self.status_code();
+        let mut page = match self {
+            WebError::LoginRequired { next } => {
+                return see_other(&format!("/login?next={}", super::fmt::query(next)))
+            }
+            WebError::SecondFactorRequired => return see_other(TOTP_SETUP),
+            WebError::NotFound => error_page(
+                status,
+                "Not found",
+                "There is no such site, page or user among yours.",
+            ),
+            WebError::Invalid(message) => error_page(status, "That cannot be done", message),
+            WebError::Forbidden => {
+                error_page(status, "Admins only", "This page is for administrators.")
+            }
+            WebError::BadCsrf => error_page(
+                status,
+                "Form expired",
+                "The form was out of date or did not come from this site. Nothing was changed: go back, reload and try again.",
+            ),
+            WebError::Busy => error_page(
+                status,
+                "Busy",
+                "Too many logins are being checked right now. Please try again in a moment.",
+            ),
+            WebError::Database(_) => error_page(
+                status,
+                "Database unavailable",
+                "The database did not answer. Please try again in a moment.",
+            ),
+            WebError::Internal(_) => {
+                error_page(status, "Something went wrong", "Please try again.")
+            }
+        };
+        if matches!(self, WebError::Busy) {
+            page.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
+        }
+        page
+    }
+}
+
+/// The same errors for JSON clients: `{"error": {"code", "message"}}`.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct JsonError(#[from] pub WebError);
+
+impl From<mongodb::error::Error> for JsonError {
+    fn from(e: mongodb::error::Error) -> Self {
+        JsonError(e.into())
+    }
+}
+
+impl ResponseError for JsonError {
+    fn status_code(&self) -> StatusCode {
+        self.0.json_status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        self.0.log();
+        let message = match &self.0 {
+            WebError::LoginRequired { .. } => "Sign in first.".to_owned(),
+            WebError::SecondFactorRequired => {
+                "Turn on two-factor login first (under Account).".to_owned()
+            }
+            other => super::admin::sentence(&other.to_string()),
+        };
+        json_error(self.status_code(), self.0.code(), &message)
+    }
+}
+
+/// A JSON error body with its stable code.
+pub fn json_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header(no_store())
+        .json(serde_json::json!({"error": {"code": code, "message": message}}))
+}
+
+/// The redirect after a form post (and to the login page).
+pub fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location))
+        .finish()
+}

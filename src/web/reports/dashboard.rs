@@ -1,0 +1,183 @@
+//! A site's dashboard: its series, the change, and its top pages.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use askama::Template;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::*;
+use crate::reports::{queries, Scope};
+use crate::storage::sites::Site;
+use crate::web::auth::Viewer;
+use crate::web::error::{JsonError, WebError};
+use crate::web::fmt;
+use crate::web::pages::{render, Nav};
+use crate::web::snippets;
+use crate::web::state::WebState;
+
+pub(super) const PAGES_PER_SCREEN: usize = 25;
+
+pub struct PageRow {
+    pub path: String,
+    pub views: i64,
+    /// Share of the period's total, in percent.
+    pub share: String,
+    pub href: String,
+}
+
+/// What a site's dashboard says when the period has no views.
+pub enum Empty {
+    /// Views were shown: nothing to say.
+    No,
+    /// The site has never had a view: how to start.
+    NeverSeen,
+    /// This period has none, others do.
+    Period,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard.html")]
+pub(super) struct DashboardPage {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+    controls: Controls,
+    series: SeriesView,
+    headline: Headline,
+    pages: Vec<PageRow>,
+    pages_count: i64,
+    filter: String,
+    page_no: usize,
+    page_count: usize,
+    prev_href: Option<String>,
+    next_href: Option<String>,
+    csv_series: String,
+    csv_pages: String,
+    freshness: String,
+    empty: Empty,
+    /// The first view arrived while the owner was waiting for it.
+    first_view: bool,
+    snippet: String,
+    /// Where the waiting page asks, and where it goes once the first view
+    /// has arrived.
+    status_href: String,
+    refresh_href: String,
+}
+
+/// Says whether any view of a site was ever stored (day buckets, which
+/// every view reaches).
+pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, WebError> {
+    Ok(queries::has_views(&state.store, &Scope::Site(&site.domain)).await?)
+}
+
+pub async fn dashboard(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    let site = visible_site(&state, &viewer, &id)?;
+    let now = state.clock.now();
+    let (period, range_error) = resolve_or_default(&q, now);
+    let scope = Scope::Site(&site.domain);
+    let before = period.previous();
+    let ((current, top), previous) = tokio::try_join!(
+        queries::site_overview(&state.store, &site.domain, &period),
+        queries::read_series(&state.store, &scope, &before),
+    )?;
+    let filter = q.page_filter()?;
+    let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
+        None => 1,
+        Some(raw) => raw
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1 && *n <= 100_000)
+            .ok_or_else(|| {
+                WebError::Invalid("The list page must be a whole number from 1.".into())
+            })?,
+    };
+    let total = queries::total(&current);
+    let base = format!("/sites/{}", site.id);
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
+    let matching = matching_pages(&top, &filter);
+    let pages = matching
+        .iter()
+        .skip((page_no - 1) * PAGES_PER_SCREEN)
+        .take(PAGES_PER_SCREEN)
+        .map(|(page, views)| PageRow {
+            path: page.path().to_owned(),
+            views: *views,
+            share: fmt::share(*views, total),
+            href: join(&format!("{base}/page"), &params, &[("path", page.path())]),
+        })
+        .collect();
+    let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
+    let empty = if total > 0 {
+        Empty::No
+    } else if ever_seen(&state, &site).await? {
+        Empty::Period
+    } else {
+        Empty::NeverSeen
+    };
+    let waiting = matches!(empty, Empty::NeverSeen);
+    let hidden: Vec<(&str, &str)> = if filter.is_empty() {
+        vec![]
+    } else {
+        vec![("q", filter.as_str())]
+    };
+    let status = if range_error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let page = DashboardPage {
+        nav: Some(viewer.nav()),
+        controls: controls(&base, &hidden, &q, &period, range_error.as_ref()),
+        series: period_view(
+            "series",
+            &period,
+            &current,
+            now,
+            &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
+        ),
+        headline: Headline::new(&period, &current, &previous, now),
+        pages_count: matching.len() as i64,
+        page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
+        pages,
+        prev_href: (page_no > 1).then(|| screen(page_no - 1)),
+        next_href: (page_no * PAGES_PER_SCREEN < matching.len()).then(|| screen(page_no + 1)),
+        filter: filter.clone(),
+        page_no,
+        csv_series: join(&format!("{base}/series.csv"), &params, &[]),
+        csv_pages: join(&format!("{base}/pages.csv"), &params, &[("q", &filter)]),
+        freshness: freshness(&state),
+        first_view: q.waiting.as_deref() == Some("1") && !waiting,
+        snippet: snippets::for_site(&state.public_url, &site.id).script,
+        status_href: format!("{base}/status.json"),
+        refresh_href: join(&base, &params, &[("waiting", "1")]),
+        empty,
+        site,
+    };
+    timed(&state, started);
+    Ok(render(status, &page))
+}
+
+/// `GET /sites/<id>/status.json`: `{"seen": true}` once the site has had a
+/// view (polled by the waiting dashboard). JSON errors, 401 without a
+/// session.
+pub async fn status_json(
+    state: web::Data<WebState>,
+    viewer: Result<Viewer, WebError>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, JsonError> {
+    let site = visible_site(&state, &viewer?, &id)?;
+    let seen = ever_seen(&state, &site).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(crate::web::pages::no_store())
+        .json(serde_json::json!({ "seen": seen })))
+}

@@ -1,0 +1,168 @@
+//! CSV exports of the series, top pages, a minute's seconds and the last hour.
+
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, TimeDelta, Utc};
+use std::time::Instant;
+
+use super::*;
+use crate::domain::{Page, PagePath};
+use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::storage::sites::Site;
+use crate::web::auth::Viewer;
+use crate::web::error::WebError;
+use crate::web::fmt;
+use crate::web::state::WebState;
+
+pub(super) fn csv_response(filename: &str, body: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .insert_header(crate::web::pages::no_store())
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"{filename}\""),
+        ))
+        .body(body)
+}
+
+/// A file name part from free text: letters and digits kept, anything
+/// else one `-`, at most 80 characters.
+pub(super) fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-');
+    out.chars().take(80).collect()
+}
+
+/// `<domain>[_<page>]_<from>_<to>[_<resolution>]`, e.g.
+/// `example_com_blog-hello_2026-11-21T1100_2026-11-22T1100_hour`: the file
+/// says what it holds once downloaded.
+pub(super) fn file_stem(
+    site: &Site,
+    path: Option<&PagePath>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> String {
+    let mut stem = site.domain.as_str().replace('.', "_");
+    if let Some(path) = path {
+        let page = slug(path.as_str());
+        stem.push('_');
+        stem.push_str(if page.is_empty() { "home" } else { &page });
+    }
+    stem.push_str(&format!(
+        "_{}_{}",
+        from.format("%Y-%m-%dT%H%M"),
+        to.format("%Y-%m-%dT%H%M")
+    ));
+    stem
+}
+
+/// The series of the dashboard (no `path`) or of a page report (`path`).
+pub async fn series_csv(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    let site = visible_site(&state, &viewer, &id)?;
+    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let path = q.path.as_ref().map(|_| q.path()).transpose()?;
+    let points = match &path {
+        Some(path) => {
+            let page = Page::new(&site.domain, path);
+            queries::series(&state.store, &Scope::Page(&page), &period).await?
+        }
+        None => queries::series(&state.store, &Scope::Site(&site.domain), &period).await?,
+    };
+    timed(&state, started);
+    Ok(csv_response(
+        &format!(
+            "{}_{}.csv",
+            file_stem(&site, path.as_ref(), period.from, period.to),
+            period.resolution.as_str()
+        ),
+        csv::series(&points),
+    ))
+}
+
+pub async fn pages_csv(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    let site = visible_site(&state, &viewer, &id)?;
+    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let top = queries::top_pages(&state.store, &site.domain, &period).await?;
+    let total: i64 = top.iter().map(|(_, v)| v).sum();
+    let filter = q.page_filter()?;
+    let rows = matching_pages(&top, &filter)
+        .into_iter()
+        .map(|(page, views)| {
+            vec![
+                page.path().to_owned(),
+                views.to_string(),
+                fmt::percent(*views, total),
+            ]
+        });
+    let body = csv::table(&["path", "views", "share_percent"], rows);
+    timed(&state, started);
+    Ok(csv_response(
+        &format!(
+            "{}_pages.csv",
+            file_stem(&site, None, period.from, period.to)
+        ),
+        body,
+    ))
+}
+
+pub async fn seconds_csv(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let site = visible_site(&state, &viewer, &id)?;
+    let path = q.path()?;
+    let page = Page::new(&site.domain, &path);
+    let minute = q
+        .minute()?
+        .ok_or_else(|| WebError::Invalid("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into()))?;
+    let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    let minute = Resolution::Minute.floor(minute);
+    Ok(csv_response(
+        &format!(
+            "{}_seconds.csv",
+            file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1))
+        ),
+        csv::series(&seconds_points(minute, &seconds)),
+    ))
+}
+
+pub async fn realtime_csv(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let site = visible_site(&state, &viewer, &id)?;
+    let path = q.path()?;
+    let page = Page::new(&site.domain, &path);
+    let period = realtime_period(state.clock.now());
+    let points = queries::series(&state.store, &Scope::Page(&page), &period).await?;
+    Ok(csv_response(
+        &format!(
+            "{}_minute.csv",
+            file_stem(&site, Some(&path), period.from, period.to)
+        ),
+        csv::series(&points),
+    ))
+}

@@ -1,0 +1,63 @@
+//! Links between report pages and exports: one place builds their query
+
+//! strings, so every link keeps the range the same way.
+
+use super::*;
+use crate::web::fmt;
+
+impl ReportQuery {
+    /// The range parameters as a query string, for links and exports.
+    pub(super) fn range_params(&self) -> String {
+        [
+            ("range", &self.range),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("res", &self.res),
+        ]
+        .iter()
+        .filter_map(|(k, v)| {
+            v.as_deref()
+                .filter(|v| !v.is_empty())
+                .map(|v| format!("{k}={}", fmt::query(v)))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+    }
+}
+
+pub(super) fn join(base: &str, params: &str, extra: &[(&str, &str)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !params.is_empty() {
+        parts.push(params.to_owned());
+    }
+    parts.extend(extra.iter().map(|(k, v)| format!("{k}={}", fmt::query(v))));
+    if parts.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", parts.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::reports::exports::slug;
+
+    #[test]
+    pub(super) fn links_keep_the_range_and_encode_values() {
+        let q = ReportQuery {
+            range: Some("custom".into()),
+            from: Some("2026-11-01".into()),
+            to: Some("".into()),
+            ..Default::default()
+        };
+        assert_eq!(q.range_params(), "range=custom&from=2026%2D11%2D01");
+        assert_eq!(
+            join("/x", &q.range_params(), &[("path", "/a b")]),
+            "/x?range=custom&from=2026%2D11%2D01&path=%2Fa%20b"
+        );
+        assert_eq!(join("/x", "", &[]), "/x");
+        assert_eq!(slug("/Blog/Hello World.html"), "blog-hello-world-html");
+        assert_eq!(slug("/"), "");
+    }
+}

@@ -1,0 +1,174 @@
+//! A page's report: its series, a minute by second, and the realtime panels.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use askama::Template;
+use chrono::{DateTime, TimeDelta, Utc};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::*;
+use crate::domain::Page;
+use crate::reports::{chart, queries, Period, Point, Resolution, Scope};
+use crate::storage::sites::Site;
+use crate::web::auth::Viewer;
+use crate::web::error::WebError;
+use crate::web::fmt;
+use crate::web::pages::{render, Nav};
+use crate::web::state::WebState;
+
+#[derive(Template)]
+#[template(path = "page.html")]
+pub(super) struct PageReport {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+    path: String,
+    controls: Controls,
+    series: SeriesView,
+    headline: Headline,
+    minute: String,
+    minute_label: String,
+    seconds: SeriesView,
+    realtime: SeriesView,
+    current_minute: SeriesView,
+    csv_series: String,
+    csv_seconds: String,
+    csv_realtime: String,
+    csv_current: String,
+    freshness: String,
+    /// The site's dashboard, in the same range.
+    back_href: String,
+}
+
+pub(super) fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<Point> {
+    seconds
+        .iter()
+        .enumerate()
+        .map(|(s, views)| Point {
+            at: minute + TimeDelta::seconds(s as i64),
+            views: *views,
+        })
+        .collect()
+}
+
+pub(super) fn realtime_period(now: DateTime<Utc>) -> Period {
+    let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
+    Period::aligned(to - TimeDelta::minutes(60), to, Resolution::Minute)
+}
+
+pub async fn page_report(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    let site = visible_site(&state, &viewer, &id)?;
+    let path = q.path()?;
+    let page = Page::new(&site.domain, &path);
+    let now = state.clock.now();
+    let (period, range_error) = resolve_or_default(&q, now);
+    let scope = Scope::Page(&page);
+    let this_minute = Resolution::Minute.floor(now);
+    let (before, last_hour) = (period.previous(), realtime_period(now));
+    let chosen = q.minute()?;
+    // The breakdown's minute is either chosen or looked up; either way it
+    // runs alongside the other queries rather than before them.
+    let breakdown = async {
+        let minute = match chosen {
+            Some(m) => m,
+            None => queries::latest_minute(&state.store, &page, period.to)
+                .await?
+                .unwrap_or(this_minute),
+        };
+        let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+        Ok::<_, mongodb::error::Error>((minute, seconds))
+    };
+    let (current, previous, (minute, seconds), realtime, current_seconds) = tokio::try_join!(
+        queries::read_series(&state.store, &scope, &period),
+        queries::read_series(&state.store, &scope, &before),
+        breakdown,
+        queries::read_series(&state.store, &scope, &last_hour),
+        queries::seconds_of(&state.store, &page, this_minute),
+    )?;
+    let base = format!("/sites/{}/page", site.id);
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
+    let minute_value = fmt::input_minute(&minute);
+    let csv =
+        |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
+    // A second still to come (or running) in the current minute.
+    let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
+    let status = if range_error.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let report = PageReport {
+        nav: Some(viewer.nav()),
+        path: path.as_str().to_owned(),
+        controls: controls(
+            &base,
+            &[("path", path.as_str())],
+            &q,
+            &period,
+            range_error.as_ref(),
+        ),
+        series: period_view(
+            "series",
+            &period,
+            &current,
+            now,
+            &format!("Views of {page} by {}", period.resolution.as_str()),
+        ),
+        headline: Headline::new(&period, &current, &previous, now),
+        minute_label: fmt::utc(&minute),
+        seconds: series_view(
+            "seconds",
+            &seconds_points(minute, &seconds),
+            chart::Unit::Second,
+            &format!("Views of {page} in each second of {}", fmt::utc(&minute)),
+            second_partial,
+        ),
+        realtime: period_view(
+            "realtime",
+            &last_hour,
+            &realtime,
+            now,
+            &format!("Views of {page} in the last 60 minutes"),
+        ),
+        current_minute: series_view(
+            "this-minute",
+            &seconds_points(this_minute, &current_seconds),
+            chart::Unit::Second,
+            &format!("Views of {page} this minute, by second"),
+            second_partial,
+        ),
+        csv_series: join(
+            &format!("/sites/{}/series.csv", site.id),
+            &params,
+            &[("path", path.as_str())],
+        ),
+        csv_seconds: csv(
+            "seconds.csv",
+            &[("path", path.as_str()), ("minute", &minute_value)],
+        ),
+        csv_realtime: csv("realtime.csv", &[("path", path.as_str())]),
+        csv_current: csv(
+            "seconds.csv",
+            &[
+                ("path", path.as_str()),
+                ("minute", &fmt::input_minute(&this_minute)),
+            ],
+        ),
+        back_href: join(&format!("/sites/{}", site.id), &params, &[]),
+        minute: minute_value,
+        freshness: freshness(&state),
+        site,
+    };
+    timed(&state, started);
+    Ok(render(status, &report))
+}

@@ -1,0 +1,77 @@
+//! The query string every report page and export accepts, parsed.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde::Deserialize;
+
+use crate::domain::{Page, PagePath};
+use crate::reports::RangeQuery;
+use crate::web::error::WebError;
+
+/// The query string every report page and export accepts.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReportQuery {
+    pub(super) range: Option<String>,
+    pub(super) from: Option<String>,
+    pub(super) to: Option<String>,
+    pub(super) res: Option<String>,
+    /// Page report: the page's path.
+    pub(super) path: Option<String>,
+    /// Dashboard: filter for top pages (part of the path).
+    pub(super) q: Option<String>,
+    /// Dashboard: page of the top-pages list, from 1.
+    pub(super) p: Option<String>,
+    /// Page report: the minute whose seconds are shown.
+    pub(super) minute: Option<String>,
+    /// Dashboard: `1` when reloaded while waiting for a site's first view.
+    pub(super) waiting: Option<String>,
+}
+
+impl ReportQuery {
+    pub(super) fn range(&self) -> RangeQuery {
+        RangeQuery {
+            range: self.range.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            res: self.res.clone(),
+        }
+    }
+
+    /// The top-pages filter (part of a path), at most 200 characters.
+    pub(super) fn page_filter(&self) -> Result<String, WebError> {
+        let filter = self.q.as_deref().unwrap_or_default().trim().to_owned();
+        if filter.len() > 200 {
+            return Err(WebError::Invalid(
+                "The page filter is at most 200 characters.".into(),
+            ));
+        }
+        Ok(filter)
+    }
+
+    pub(super) fn path(&self) -> Result<PagePath, WebError> {
+        let raw = self.path.as_deref().unwrap_or("/");
+        PagePath::parse(raw)
+            .map_err(|e| WebError::Invalid(format!("That page cannot be shown: {e}.")))
+    }
+
+    pub(super) fn minute(&self) -> Result<Option<DateTime<Utc>>, WebError> {
+        match self.minute.as_deref().filter(|m| !m.is_empty()) {
+            None => Ok(None),
+            Some(raw) => NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
+                .map(|t| Some(t.and_utc()))
+                .map_err(|_| {
+                    WebError::Invalid(
+                        "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
+                    )
+                }),
+        }
+    }
+}
+
+/// The top pages whose path contains `filter`, ignoring case: the same
+/// rows on the dashboard and in `pages.csv`.
+pub(super) fn matching_pages<'a>(top: &'a [(Page, i64)], filter: &str) -> Vec<&'a (Page, i64)> {
+    let needle = filter.to_lowercase();
+    top.iter()
+        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
+        .collect()
+}

@@ -1,0 +1,235 @@
+//! A site's settings (name, aliases, snippets) and adding a site as its owner.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use askama::Template;
+use serde::Deserialize;
+use std::sync::Arc;
+
+use super::*;
+use crate::storage::sites::Site;
+use crate::web::auth::Viewer;
+use crate::web::error::{see_other, WebError};
+use crate::web::pages::{render, Nav};
+use crate::web::snippets;
+use crate::web::state::WebState;
+
+#[derive(Template)]
+#[template(path = "site_settings.html")]
+pub(super) struct SettingsPage {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+    script: String,
+    pixel: String,
+    /// What the confirmation says (`?done=site-added` or `site-saved`).
+    done: Option<&'static str>,
+    /// The name and aliases as typed, and what was wrong with them.
+    name: String,
+    aliases: String,
+    error: Option<crate::web::admin::FormError>,
+    /// The new-page cap and this hour's figures (issue 13).
+    cap: crate::ingest::page_cap::CapStatus,
+    overflow_path: &'static str,
+}
+
+#[derive(Deserialize)]
+pub struct SettingsQuery {
+    done: Option<String>,
+}
+
+pub(super) fn aliases_text(site: &Site) -> String {
+    site.aliases
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn settings_page(
+    state: &WebState,
+    viewer: &Viewer,
+    site: Arc<Site>,
+    done: Option<&'static str>,
+    typed: Option<(String, String, crate::web::admin::FormError)>,
+) -> HttpResponse {
+    let s = snippets::for_site(&state.public_url, &site.id);
+    let cap = state
+        .ingest
+        .page_cap
+        .status(site.domain.as_str(), state.clock.now());
+    let (name, aliases, error, status) = match typed {
+        Some((name, aliases, error)) => (name, aliases, Some(error), StatusCode::BAD_REQUEST),
+        None => (site.name.clone(), aliases_text(&site), None, StatusCode::OK),
+    };
+    render(
+        status,
+        &SettingsPage {
+            nav: Some(viewer.nav()),
+            site,
+            script: s.script,
+            pixel: s.pixel,
+            done,
+            name,
+            aliases,
+            error,
+            cap,
+            overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
+        },
+    )
+}
+
+pub async fn site_settings(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<SettingsQuery>,
+) -> Result<HttpResponse, WebError> {
+    let site = visible_site(&state, &viewer, &id)?;
+    let done = match q.done.as_deref() {
+        Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
+        Some("site-saved") => Some("The site was saved."),
+        _ => None,
+    };
+    Ok(settings_page(&state, &viewer, site, done, None))
+}
+
+#[derive(Deserialize)]
+pub struct SiteSettingsForm {
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    aliases: String,
+}
+
+/// An owner (or admin) renames their site or changes its aliases; the
+/// owners stay as they are (admins change them under Admin).
+pub async fn save_site_settings(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    form: web::Form<SiteSettingsForm>,
+) -> Result<HttpResponse, WebError> {
+    viewer.check_csrf(&form.csrf)?;
+    let site = visible_site(&state, &viewer, &id)?;
+    let again = |error: crate::web::admin::FormError| {
+        settings_page(
+            &state,
+            &viewer,
+            site.clone(),
+            None,
+            Some((form.name.clone(), form.aliases.clone(), error)),
+        )
+    };
+    let aliases = match crate::web::admin::parse_hosts(&form.aliases) {
+        Ok(a) => a,
+        Err(e) => return Ok(again(e)),
+    };
+    let changes = crate::storage::sites::SiteChanges {
+        name: form.name.clone(),
+        aliases,
+        owners: site.owners.clone(),
+    };
+    use crate::storage::sites::SiteError;
+    match crate::storage::sites::update(&state.store, &site, changes).await {
+        Ok(_) => {}
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => {
+            return Ok(again(crate::web::admin::FormError::new("name", e)))
+        }
+        Err(e) => return Ok(again(crate::web::admin::FormError::new("aliases", e))),
+    }
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=site-saved",
+        site.id
+    )))
+}
+
+#[derive(Template)]
+#[template(path = "site_new.html")]
+pub(super) struct NewSitePage {
+    nav: Option<Nav>,
+    domain: String,
+    name: String,
+    error: Option<crate::web::admin::FormError>,
+}
+
+pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), WebError> {
+    if viewer.user.is_admin() || state.owners_add_sites {
+        Ok(())
+    } else {
+        Err(WebError::Forbidden)
+    }
+}
+
+pub async fn new_site_form(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+) -> Result<HttpResponse, WebError> {
+    may_add_sites(&state, &viewer)?;
+    Ok(render(
+        StatusCode::OK,
+        &NewSitePage {
+            nav: Some(viewer.nav()),
+            domain: String::new(),
+            name: String::new(),
+            error: None,
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct NewSiteForm {
+    csrf: String,
+    domain: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// An owner adds a site of their own, when the operator allows it.
+pub async fn add_site(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: web::Form<NewSiteForm>,
+) -> Result<HttpResponse, WebError> {
+    viewer.check_csrf(&form.csrf)?;
+    may_add_sites(&state, &viewer)?;
+    let again = |error: crate::web::admin::FormError| {
+        render(
+            StatusCode::BAD_REQUEST,
+            &NewSitePage {
+                nav: Some(viewer.nav()),
+                domain: form.domain.clone(),
+                name: form.name.clone(),
+                error: Some(error),
+            },
+        )
+    };
+    let domain = match crate::domain::DomainName::from_input(&form.domain) {
+        Ok(d) => d,
+        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+    };
+    let new = crate::storage::sites::NewSite {
+        domain,
+        aliases: vec![],
+        name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
+        owners: vec![viewer.user.id],
+    };
+    use crate::storage::sites::SiteError;
+    let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
+        Ok(site) => site,
+        Err(SiteError::Database(e)) => return Err(e.into()),
+        Err(e @ SiteError::NameTooLong) => {
+            return Ok(again(crate::web::admin::FormError::new("name", e)))
+        }
+        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+    };
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=site-added",
+        site.id
+    )))
+}

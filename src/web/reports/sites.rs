@@ -1,0 +1,79 @@
+//! The sites list: each visible site with its recent totals.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use askama::Template;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::*;
+use crate::reports::{chart, queries};
+use crate::storage::sites::Site;
+use crate::web::auth::Viewer;
+use crate::web::error::WebError;
+use crate::web::pages::{render, Nav};
+use crate::web::state::WebState;
+
+pub struct SiteRow {
+    pub id: String,
+    pub name: String,
+    pub domain: String,
+    pub today: i64,
+    pub week: i64,
+    pub month: i64,
+    pub sparkline: String,
+}
+
+#[derive(Template)]
+#[template(path = "sites.html")]
+pub(super) struct SitesPage {
+    nav: Option<Nav>,
+    rows: Vec<SiteRow>,
+    /// This viewer may add a site.
+    can_add: bool,
+}
+
+pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    let now = state.clock.now();
+    let mut visible: Vec<Arc<Site>> = state
+        .directory
+        .all()
+        .into_iter()
+        .filter(|s| viewer.can_see(s))
+        .collect();
+    visible.sort_by_key(|s| s.name.to_lowercase());
+    let summaries = futures::future::try_join_all(
+        visible
+            .iter()
+            .map(|site| queries::site_summary(&state.store, &site.domain, now)),
+    )
+    .await?;
+    let rows = visible
+        .iter()
+        .zip(summaries)
+        .map(|(site, s)| SiteRow {
+            id: site.id.to_string(),
+            name: site.name.clone(),
+            domain: site.domain.to_string(),
+            today: s.today,
+            week: s.last_7_days,
+            month: s.last_30_days,
+            sparkline: chart::sparkline(
+                &s.daily,
+                &format!(
+                    "{}: views per day, last 30 days (today still counting)",
+                    site.name
+                ),
+                true,
+            ),
+        })
+        .collect();
+    let page = SitesPage {
+        nav: Some(viewer.nav()),
+        rows,
+        can_add: viewer.user.is_admin() || state.owners_add_sites,
+    };
+    timed(&state, started);
+    Ok(render(StatusCode::OK, &page))
+}

@@ -1,0 +1,312 @@
+//! What every report page shows: the range controls, a series as chart
+//! and table, the headline change, and how fresh the figures are.
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::reports::period::Preset;
+use crate::reports::{chart, queries, Period, PeriodError, Point, RangeQuery};
+use crate::storage::Topology;
+use crate::web::fmt;
+use crate::web::state::WebState;
+
+/// How fresh report figures are, given where they are read from.
+pub fn freshness(state: &WebState) -> String {
+    use mongodb::options::ReadPreference;
+    let pref = state.store.read_preference();
+    let staleness = match pref {
+        ReadPreference::Primary => None,
+        ReadPreference::Secondary { options }
+        | ReadPreference::SecondaryPreferred { options }
+        | ReadPreference::PrimaryPreferred { options }
+        | ReadPreference::Nearest { options } => options.as_ref().and_then(|o| o.max_staleness),
+        _ => None,
+    };
+    let has_secondaries = match state.store.topology() {
+        Topology::Standalone => false,
+        Topology::ReplicaSet { members, .. } => *members > 1,
+        Topology::Sharded => true,
+    };
+    // Plain words for site owners; the admin system page names the setting.
+    if matches!(pref, ReadPreference::Primary) || !has_secondaries {
+        "These figures include every view stored so far.".to_owned()
+    } else if let Some(s) = staleness {
+        format!(
+            "These figures come from a copy of the database and may be up to {} seconds behind.",
+            s.as_secs()
+        )
+    } else {
+        "These figures come from a copy of the database and may miss views of the last second or so.".to_owned()
+    }
+}
+
+/// Range presets, custom bounds and resolution, as the form shows them.
+pub struct Controls {
+    pub action: String,
+    pub hidden: Vec<(String, String)>,
+    /// The current range, for other forms on the page to keep it.
+    pub range_hidden: Vec<(String, String)>,
+    pub presets: Vec<(String, String, bool)>,
+    pub custom: bool,
+    pub from: String,
+    pub to: String,
+    pub res: String,
+    pub summary: String,
+    /// A refused range: the message, and the field it is about.
+    pub error: Option<String>,
+    pub error_field: &'static str,
+}
+
+/// The period the query asks for; a refused one falls back to the default
+/// range, with the reason kept for the form (the page still shows).
+pub(super) fn resolve_or_default(
+    q: &ReportQuery,
+    now: DateTime<Utc>,
+) -> (Period, Option<PeriodError>) {
+    match Period::resolve(&q.range(), now) {
+        Ok(p) => (p, None),
+        Err(e) => (
+            Period::resolve(&RangeQuery::default(), now).expect("the default range is valid"),
+            Some(e),
+        ),
+    }
+}
+
+pub(super) fn controls(
+    action: &str,
+    hidden: &[(&str, &str)],
+    q: &ReportQuery,
+    period: &Period,
+    error: Option<&PeriodError>,
+) -> Controls {
+    let hidden_params: Vec<(&str, &str)> = hidden.to_vec();
+    let kept = |v: &Option<String>| v.clone().unwrap_or_default();
+    Controls {
+        action: action.to_owned(),
+        hidden: hidden
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        range_hidden: if error.is_some() {
+            Vec::new()
+        } else {
+            [
+                ("range", &q.range),
+                ("from", &q.from),
+                ("to", &q.to),
+                ("res", &q.res),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| {
+                v.clone()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (k.to_owned(), v))
+            })
+            .collect()
+        },
+        presets: Preset::ALL
+            .iter()
+            .map(|p| {
+                let mut extra = hidden_params.clone();
+                extra.insert(0, ("range", p.key()));
+                (
+                    p.label().to_owned(),
+                    join(action, "", &extra),
+                    error.is_none() && period.preset == Some(*p),
+                )
+            })
+            .collect(),
+        custom: error.is_some() || period.preset.is_none(),
+        // A refused range is shown as typed, to be corrected.
+        from: if error.is_some() {
+            kept(&q.from)
+        } else {
+            fmt::input_minute(&period.from)
+        },
+        to: if error.is_some() {
+            kept(&q.to)
+        } else {
+            fmt::input_minute(&period.to)
+        },
+        res: q
+            .res
+            .clone()
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "auto".into()),
+        summary: format!(
+            "{} to {}, {} by {}",
+            fmt::utc(&period.from),
+            fmt::utc(&period.to),
+            fmt::plural(&period.point_count(), "point"),
+            period.resolution.as_str()
+        ),
+        error: error.map(|e| e.to_string()),
+        error_field: error.map_or("", PeriodError::field),
+    }
+}
+
+/// A series as its chart and its table.
+pub struct SeriesView {
+    /// Prefix of the ids in the chart and its table, unique on the page.
+    pub id: String,
+    pub chart: String,
+    /// Label, views, whether the bucket covers only part of its time.
+    pub rows: Vec<(String, i64, bool)>,
+    pub total: i64,
+}
+
+pub(super) fn series_view(
+    id: &str,
+    points: &[Point],
+    unit: chart::Unit,
+    title: &str,
+    partial: impl Fn(DateTime<Utc>) -> bool,
+) -> SeriesView {
+    let bars: Vec<chart::Bar> = points
+        .iter()
+        .map(|p| chart::Bar {
+            at: p.at,
+            views: p.views,
+            partial: partial(p.at),
+        })
+        .collect();
+    SeriesView {
+        id: id.to_owned(),
+        chart: chart::bars(&bars, unit, title, id),
+        rows: bars
+            .iter()
+            .map(|b| (chart::label(b.at, unit), b.views, b.partial))
+            .collect(),
+        total: queries::total(points),
+    }
+}
+
+/// The series of a period: bars still counting or cut by the range's
+/// edges are marked partial.
+pub(super) fn period_view(
+    id: &str,
+    period: &Period,
+    read: &[Point],
+    now: DateTime<Utc>,
+    title: &str,
+) -> SeriesView {
+    series_view(
+        id,
+        &queries::rollup(period, read),
+        period.resolution.into(),
+        title,
+        |at| period.is_partial(at, now),
+    )
+}
+
+/// The period's total against the previous period's, shown atop the
+/// dashboard and the page report (`partials/headline.html`).
+///
+/// Like is compared with like: while the period's last bucket is still
+/// counting, the change covers only its complete buckets and the same
+/// stretch of the previous period (e.g. 23 complete hours of "last 24
+/// hours" against the first 23 hours of the 24 before).
+pub(super) struct Headline {
+    pub(super) previous: i64,
+    pub(super) change: String,
+    /// CSS class: `up`, `down`, or empty when equal.
+    pub(super) class: &'static str,
+    /// What the previous figure covers, in words.
+    pub(super) basis: String,
+}
+
+impl Headline {
+    pub(super) fn new(
+        period: &Period,
+        current: &[Point],
+        previous: &[Point],
+        now: DateTime<Utc>,
+    ) -> Self {
+        let cut = period.complete_until(now);
+        let (total, previous) = if cut < period.to {
+            let offset = period.span();
+            (
+                current.iter().filter(|p| p.at < cut).map(|p| p.views).sum(),
+                previous
+                    .iter()
+                    .filter(|p| p.at + offset < cut)
+                    .map(|p| p.views)
+                    .sum(),
+            )
+        } else {
+            (queries::total(current), queries::total(previous))
+        };
+        let basis = if cut >= period.to {
+            "in the previous period".to_owned()
+        } else if cut <= period.from {
+            format!(
+                "(no complete {} in this period yet, so no change to show)",
+                period.read.as_str()
+            )
+        } else {
+            format!(
+                "in the same {} of the previous period (the current {} is still counting and left out of the change; {} views so far in the complete part)",
+                fmt::duration(cut - period.from),
+                period.read.as_str(),
+                fmt::thousands(&total)
+            )
+        };
+        Headline {
+            previous,
+            change: if cut <= period.from && cut < period.to {
+                "—".to_owned()
+            } else {
+                fmt::change(total, previous)
+            },
+            class: match total.cmp(&previous) {
+                std::cmp::Ordering::Greater => "up",
+                std::cmp::Ordering::Less => "down",
+                std::cmp::Ordering::Equal => "",
+            },
+            basis,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    #[test]
+    pub(super) fn the_change_compares_the_same_complete_stretch() {
+        use chrono::TimeZone;
+        let now = Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap();
+        let q = RangeQuery {
+            range: Some("24h".into()),
+            ..Default::default()
+        };
+        let period = Period::resolve(&q, now).unwrap();
+        let points = |p: &Period, views: &dyn Fn(usize) -> i64| -> Vec<Point> {
+            p.read_points()
+                .enumerate()
+                .map(|(i, at)| Point {
+                    at,
+                    views: views(i),
+                })
+                .collect()
+        };
+        // 10 a complete hour now; the running hour has 500 so far. The
+        // previous 24 hours: 5 an hour, and 1,000 in their last hour.
+        let current = points(&period, &|i| if i == 23 { 500 } else { 10 });
+        let previous = points(&period.previous(), &|i| if i == 23 { 1000 } else { 5 });
+        let h = Headline::new(&period, &current, &previous, now);
+        assert_eq!((h.previous, h.change.as_str()), (115, "+100.0%"));
+        assert!(h
+            .basis
+            .starts_with("in the same 23 hours of the previous period"));
+        // Once the period is over, all of both count.
+        let later = period.to + TimeDelta::hours(1);
+        let h = Headline::new(&period, &current, &previous, later);
+        assert_eq!((h.previous, h.change.as_str()), (1115, "−34.5%"));
+        assert_eq!(h.basis, "in the previous period");
+        // Before its first bucket is complete there is nothing to compare.
+        let h = Headline::new(&period, &current, &previous, period.from);
+        assert_eq!(h.change, "—");
+    }
+}
