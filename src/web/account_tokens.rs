@@ -1,12 +1,13 @@
 //! Account → API tokens: create (shown once), list with last use, revoke.
 
-use actix_web::http::{header, StatusCode};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use askama::Template;
 use std::sync::Arc;
 
 use super::admin::FormError;
-use super::auth::{AuthError, Viewer};
+use super::auth::Viewer;
+use super::error::WebError;
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::api_tokens::{self, ApiToken, ApiTokenError, TokenScope};
@@ -93,10 +94,10 @@ async fn page(
     created: Option<Created>,
     done: Option<&'static str>,
     typed: Option<Typed>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let tokens = api_tokens::list_for_user(&state.store, viewer.user.id)
         .await
-        .map_err(AuthError::Database)?;
+        .map_err(WebError::from)?;
     let checked: &[String] = typed.as_ref().map_or(&[], |t| &t.sites);
     let status = if typed.is_some() {
         StatusCode::BAD_REQUEST
@@ -135,7 +136,7 @@ pub async fn tokens_page(
     state: web::Data<WebState>,
     viewer: Viewer,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     let done = match q.done.as_deref() {
         Some("revoked") => Some("The token was revoked: it no longer works."),
         _ => None,
@@ -175,7 +176,7 @@ pub async fn create(
     state: web::Data<WebState>,
     viewer: Viewer,
     body: web::Bytes,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     if body.len() > MAX_FORM_BYTES {
         return Ok(super::pages::error_page(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -258,7 +259,7 @@ pub async fn create(
             )
             .await
         }
-        Err(ApiTokenError::Database(e)) => Err(AuthError::Database(e)),
+        Err(ApiTokenError::Database(e)) => Err(WebError::from(e)),
         Err(e @ ApiTokenError::NoSites) => {
             page(
                 &state,
@@ -294,23 +295,17 @@ pub async fn revoke(
     viewer: Viewer,
     id: web::Path<String>,
     form: web::Form<RevokeForm>,
-) -> Result<HttpResponse, AuthError> {
+) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let revoked = match uuid::Uuid::try_parse(&id) {
         Ok(id) => api_tokens::revoke(&state.store, viewer.user.id, id)
             .await
-            .map_err(AuthError::Database)?,
+            .map_err(WebError::from)?,
         Err(_) => false,
     };
     if !revoked {
-        return Ok(super::pages::error_page(
-            StatusCode::NOT_FOUND,
-            "Not found",
-            "You have no such token.",
-        ));
+        return Err(WebError::NotFound);
     }
     tracing::info!(user = %viewer.user.email, token = %id, "API token revoked");
-    Ok(HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, "/account/tokens?done=revoked"))
-        .finish())
+    Ok(super::error::see_other("/account/tokens?done=revoked"))
 }

@@ -178,7 +178,7 @@ async fn tokens_read_only_what_their_scope_and_their_user_allow() {
             let r = get(app, token, &path).await;
             assert_eq!(
                 (r.status, code(&r)),
-                (404, "site-not-found"),
+                (404, "site_not_found"),
                 "{who}: {path}"
             );
             assert!(!r.json.to_string().contains("4321"), "{who}: {path} leaks");
@@ -189,7 +189,7 @@ async fn tokens_read_only_what_their_scope_and_their_user_allow() {
         .chain(site_paths("not-a-uuid"))
     {
         let r = get(app, &admin_all, &path).await;
-        assert_eq!((r.status, code(&r)), (404, "site-not-found"), "{path}");
+        assert_eq!((r.status, code(&r)), (404, "site_not_found"), "{path}");
     }
     assert_eq!(
         get(
@@ -280,7 +280,7 @@ async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/account/tokens?done=revoked");
     let r = get(app, &token, "/api/v1/sites").await;
-    assert_eq!((r.status, code(&r)), (401, "invalid-token"));
+    assert_eq!((r.status, code(&r)), (401, "invalid_token"));
     let (_, list) = a.text("/account/tokens?done=revoked").await;
     assert!(list.contains("was revoked") && !list.contains("laptop script"));
     assert!(list.contains("id=\"no-tokens\""));
@@ -314,7 +314,8 @@ async fn bad_token_forms_are_refused_and_change_nothing() {
     let app = &w.app;
     let a = app.login("a@example.com").await;
     let long = "x".repeat(81);
-    let refused: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+    type Form<'a> = Vec<(&'a str, &'a str)>;
+    let refused: Vec<(Form, u16, &str)> = vec![
         (
             vec![("name", ""), ("scope", "all")],
             400,
@@ -369,7 +370,7 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
     let series = format!("/api/v1/sites/{}/series", w.alpha);
 
     let r = call(app, "GET", None, &series).await;
-    assert_eq!((r.status, code(&r)), (401, "missing-token"));
+    assert_eq!((r.status, code(&r)), (401, "missing_token"));
     assert!(r.headers["www-authenticate"]
         .to_str()
         .unwrap()
@@ -381,7 +382,7 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
         &token[..70],
     ] {
         let r = call(app, "GET", Some(bad), &series).await;
-        assert_eq!((r.status, code(&r)), (401, "invalid-token"), "{bad}");
+        assert_eq!((r.status, code(&r)), (401, "invalid_token"), "{bad}");
     }
     let basic = app
         .http
@@ -425,17 +426,17 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
     ];
     for (path, parameter) in cases {
         let r = get(app, &token, &path).await;
-        assert_eq!((r.status, code(&r)), (400, "bad-parameter"), "{path}");
+        assert_eq!((r.status, code(&r)), (400, "bad_parameter"), "{path}");
         assert_eq!(r.json["error"]["parameter"], parameter, "{path}");
         assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
     }
     let r = get(app, &token, "/api/v1/nothing").await;
-    assert_eq!((r.status, code(&r)), (404, "no-such-endpoint"));
+    assert_eq!((r.status, code(&r)), (404, "no_such_endpoint"));
     for method in ["POST", "DELETE", "PUT"] {
         let r = call(app, method, Some(&token), &series).await;
         assert_eq!(
             (r.status, code(&r)),
-            (405, "method-not-allowed"),
+            (405, "method_not_allowed"),
             "{method}"
         );
     }
@@ -444,7 +445,7 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
     // Nothing was written by any of it: the one token, the same views.
     assert_eq!(token_count(app).await, 1);
     assert_eq!(
-        app.total_views(tickertape::storage::Granularity::Minute)
+        app.total_views(tickertape::domain::Resolution::Minute)
             .await,
         4331
     );

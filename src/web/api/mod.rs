@@ -105,13 +105,13 @@ impl ApiError {
     /// document's `Error` schema).
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::MissingToken => "missing-token",
-            ApiError::InvalidToken => "invalid-token",
-            ApiError::SiteNotFound => "site-not-found",
-            ApiError::NoSuchEndpoint => "no-such-endpoint",
-            ApiError::MethodNotAllowed => "method-not-allowed",
-            ApiError::BadParameter { .. } => "bad-parameter",
-            ApiError::Database(_) => "database-unavailable",
+            ApiError::MissingToken => "missing_token",
+            ApiError::InvalidToken => "invalid_token",
+            ApiError::SiteNotFound => "site_not_found",
+            ApiError::NoSuchEndpoint => "no_such_endpoint",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::BadParameter { .. } => "bad_parameter",
+            ApiError::Database(_) => "database_unavailable",
         }
     }
 }
