@@ -196,6 +196,11 @@ pub struct SecuritySettings {
     /// page but its setup.
     #[arg(long, env = "TICKERTAPE_REQUIRE_ADMIN_TOTP", default_value_t = false, action = clap::ArgAction::Set)]
     pub require_admin_totp: bool,
+
+    /// Requests per minute one client address may make to share links
+    /// (`/share/…`); beyond it, 429 until the minute is over.
+    #[arg(long, env = "TICKERTAPE_SHARE_REQUESTS_PER_MINUTE", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub share_requests_per_minute: u32,
 }
 
 impl SecuritySettings {

@@ -113,6 +113,10 @@ impl Application {
                 settings.security.trusted_proxies.clone(),
             ),
             require_admin_totp: settings.security.require_admin_totp,
+            share_limit: crate::web::rate_limit::RateLimit::new(
+                settings.security.share_requests_per_minute,
+                Duration::from_secs(60),
+            ),
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         });
@@ -190,4 +194,6 @@ fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
     actix_web::middleware::Logger::new("%U %s %Dms")
         .exclude("/pixel.gif")
         .exclude("/healthz")
+        // A share link's address is its secret.
+        .exclude_regex("^/share/")
 }

@@ -364,6 +364,25 @@ pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error:
     report
         .indexes
         .push("api_tokens: {userId: 1}, unique {tokenId: 1}".into());
+    let links = db.collection::<Document>(super::share_links::COLLECTION);
+    links
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"siteId": 1, "createdAt": -1})
+                .build(),
+        )
+        .await?;
+    links
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"linkId": 1})
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        )
+        .await?;
+    report
+        .indexes
+        .push("share_links: {siteId: 1, createdAt: -1}, unique {linkId: 1}".into());
     // Preallocation finds the active pages of an hour by timestamp.
     db.collection::<Document>(Resolution::Hour.collection())
         .create_index(

@@ -14,8 +14,10 @@ pub mod head;
 pub mod ops;
 pub mod pages;
 pub mod preallocation;
+pub mod rate_limit;
 pub mod reports;
 pub mod security;
+pub mod share;
 pub mod snippets;
 pub mod state;
 pub mod two_factor;
@@ -47,6 +49,13 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .into()
     }))
     .configure(api::routes)
+    .configure(share::routes)
+    .route("/sites/{id}/share", web::get().to(share::share_page))
+    .route("/sites/{id}/share", web::post().to(share::create))
+    .route(
+        "/sites/{id}/share/{link}/revoke",
+        web::post().to(share::revoke),
+    )
     .route("/pixel.gif", web::get().to(pixel::pixel))
     .route(
         "/pixel.gif",

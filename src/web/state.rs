@@ -34,4 +34,6 @@ pub struct WebState {
     pub trusted_proxies: super::client_ip::TrustedProxies,
     /// Admins must have two-factor login on.
     pub require_admin_totp: bool,
+    /// Requests to share links, per client address.
+    pub share_limit: super::rate_limit::RateLimit,
 }

@@ -18,6 +18,7 @@ mod preallocation;
 mod reports;
 mod security;
 mod serve;
+mod share_links;
 mod site_owner;
 mod storage;
 mod two_factor;

@@ -40,6 +40,9 @@ pub enum Empty {
 #[template(path = "dashboard.html")]
 pub(super) struct DashboardPage {
     nav: Option<Nav>,
+    /// Through a share link (no tracking code, settings or exports).
+    shared: bool,
+    base: String,
     site: Arc<Site>,
     controls: Controls,
     series: SeriesView,
@@ -76,10 +79,22 @@ pub async fn dashboard(
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
+    let audience = Audience::signed_in(&viewer, &site);
+    show_dashboard(&state, site, audience, &q).await
+}
+
+/// The dashboard of `site` as `audience` sees it (signed in, or through a
+/// share link).
+pub async fn show_dashboard(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now);
+    let (period, range_error) = resolve_or_default(q, now);
     let scope = Scope::Site(&site.domain);
     let before = period.previous();
     let ((current, top), previous) = tokio::try_join!(
@@ -98,7 +113,7 @@ pub async fn dashboard(
             })?,
     };
     let total = queries::total(&current);
-    let base = format!("/sites/{}", site.id);
+    let base = audience.base.clone();
     let params = if range_error.is_some() {
         String::new()
     } else {
@@ -117,9 +132,10 @@ pub async fn dashboard(
         })
         .collect();
     let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
+    // A shared view never shows the tracking code, so it never waits.
     let empty = if total > 0 {
         Empty::No
-    } else if ever_seen(&state, &site).await? {
+    } else if audience.shared || ever_seen(state, &site).await? {
         Empty::Period
     } else {
         Empty::NeverSeen
@@ -136,8 +152,10 @@ pub async fn dashboard(
         StatusCode::OK
     };
     let page = DashboardPage {
-        nav: Some(viewer.nav()),
-        controls: controls(&base, &hidden, &q, &period, range_error.as_ref()),
+        nav: audience.nav.clone(),
+        shared: audience.shared,
+        base: base.clone(),
+        controls: controls(&base, &hidden, q, &period, range_error.as_ref()),
         series: period_view(
             "series",
             &period,
@@ -153,9 +171,13 @@ pub async fn dashboard(
         next_href: (page_no * PAGES_PER_SCREEN < matching.len()).then(|| screen(page_no + 1)),
         filter: filter.clone(),
         page_no,
-        csv_series: join(&format!("{base}/series.csv"), &params, &[]),
-        csv_pages: join(&format!("{base}/pages.csv"), &params, &[("q", &filter)]),
-        freshness: freshness(&state),
+        csv_series: audience.export(join(&format!("{base}/series.csv"), &params, &[])),
+        csv_pages: audience.export(join(
+            &format!("{base}/pages.csv"),
+            &params,
+            &[("q", &filter)],
+        )),
+        freshness: freshness(state),
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
         status_href: format!("{base}/status.json"),
@@ -163,7 +185,7 @@ pub async fn dashboard(
         empty,
         site,
     };
-    timed(&state, started);
+    timed(state, started);
     Ok(render(status, &page))
 }
 

@@ -21,6 +21,10 @@ use crate::web::state::WebState;
 #[template(path = "page.html")]
 pub(super) struct PageReport {
     nav: Option<Nav>,
+    /// The page report's own address (`…/page`), for its minute form.
+    base: String,
+    /// Through a share link.
+    shared: bool,
     site: Arc<Site>,
     path: String,
     controls: Controls,
@@ -62,12 +66,23 @@ pub async fn page_report(
     id: web::Path<String>,
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
+    let audience = Audience::signed_in(&viewer, &site);
+    show_page_report(&state, site, audience, &q).await
+}
+
+/// A page report of `site` as `audience` sees it.
+pub async fn show_page_report(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now);
+    let (period, range_error) = resolve_or_default(q, now);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now));
@@ -91,15 +106,17 @@ pub async fn page_report(
         queries::read_series(&state.store, &scope, &last_hour),
         queries::seconds_of(&state.store, &page, this_minute),
     )?;
-    let base = format!("/sites/{}/page", site.id);
+    let site_base = audience.base.clone();
+    let base = format!("{site_base}/page");
     let params = if range_error.is_some() {
         String::new()
     } else {
         q.range_params()
     };
     let minute_value = fmt::input_minute(&minute);
-    let csv =
-        |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
+    let csv = |name: &str, extra: &[(&str, &str)]| {
+        audience.export(join(&format!("{site_base}/{name}"), "", extra))
+    };
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = if range_error.is_some() {
@@ -108,12 +125,14 @@ pub async fn page_report(
         StatusCode::OK
     };
     let report = PageReport {
-        nav: Some(viewer.nav()),
+        nav: audience.nav.clone(),
+        shared: audience.shared,
+        base: base.clone(),
         path: path.as_str().to_owned(),
         controls: controls(
             &base,
             &[("path", path.as_str())],
-            &q,
+            q,
             &period,
             range_error.as_ref(),
         ),
@@ -147,11 +166,11 @@ pub async fn page_report(
             &format!("Views of {page} this minute, by second"),
             second_partial,
         ),
-        csv_series: join(
-            &format!("/sites/{}/series.csv", site.id),
+        csv_series: audience.export(join(
+            &format!("{site_base}/series.csv"),
             &params,
             &[("path", path.as_str())],
-        ),
+        )),
         csv_seconds: csv(
             "seconds.csv",
             &[("path", path.as_str()), ("minute", &minute_value)],
@@ -164,11 +183,11 @@ pub async fn page_report(
                 ("minute", &fmt::input_minute(&this_minute)),
             ],
         ),
-        back_href: join(&format!("/sites/{}", site.id), &params, &[]),
+        back_href: join(&site_base, &params, &[]),
         minute: minute_value,
-        freshness: freshness(&state),
+        freshness: freshness(state),
         site,
     };
-    timed(&state, started);
+    timed(state, started);
     Ok(render(status, &report))
 }
