@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Serve the pixel and the web app.
     Serve(Settings),
-    /// Create indexes; with --shard, shard the bucket collections (mongos only).
+    /// Create indexes and apply the retention (TTL indexes); with --shard,
+    /// shard the bucket collections (mongos only).
     Setup {
         /// Shard views_minute, views_hour and views_day on {page: 1,
         /// timestamp: 1}, pre-splitting empty ones over the shards.
@@ -40,6 +41,8 @@ enum Command {
         shard: bool,
         #[command(flatten)]
         db: DatabaseArgs,
+        #[command(flatten)]
+        retention: crate::settings::RetentionSettings,
     },
     /// Manage sites.
     #[command(subcommand)]
@@ -161,10 +164,18 @@ pub fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(settings) => serve(settings).await,
-        Command::Setup { shard, db } => {
+        Command::Setup {
+            shard,
+            db,
+            retention,
+        } => {
+            let retention = retention.retention().context("retention settings")?;
             with_store(&db, |store| async move {
                 let report = schema::ensure_schema(&store).await?;
                 for line in &report.indexes {
+                    println!("{line}");
+                }
+                for line in crate::storage::retention::apply(&store, &retention).await? {
                     println!("{line}");
                 }
                 if shard {

@@ -211,6 +211,42 @@ impl SecuritySettings {
     }
 }
 
+/// How long each level of buckets is kept, enforced by TTL indexes on
+/// `timestamp` that the database applies itself; 0 keeps them for ever.
+/// Applied (created, changed with `collMod`, or dropped) on every start and
+/// by `tickertape setup`.
+#[derive(Debug, Clone, Args)]
+pub struct RetentionSettings {
+    /// Days minute buckets (per-second detail) are kept.
+    #[arg(long, env = "TICKERTAPE_RETAIN_MINUTE_DAYS", default_value_t = 90)]
+    pub retain_minute_days: u32,
+
+    /// Days hour buckets are kept (at least as long as minute buckets).
+    #[arg(long, env = "TICKERTAPE_RETAIN_HOUR_DAYS", default_value_t = 730)]
+    pub retain_hour_days: u32,
+
+    /// Days day buckets are kept (at least as long as hour buckets).
+    #[arg(long, env = "TICKERTAPE_RETAIN_DAY_DAYS", default_value_t = 0)]
+    pub retain_day_days: u32,
+}
+
+impl RetentionSettings {
+    pub fn retention(&self) -> Result<crate::domain::Retention, crate::domain::RetentionError> {
+        crate::domain::Retention::parse(
+            self.retain_minute_days,
+            self.retain_hour_days,
+            self.retain_day_days,
+        )
+    }
+
+    pub fn set(&mut self, r: crate::domain::Retention) {
+        use crate::domain::Resolution;
+        self.retain_minute_days = r.days(Resolution::Minute).unwrap_or(0);
+        self.retain_hour_days = r.days(Resolution::Hour).unwrap_or(0);
+        self.retain_day_days = r.days(Resolution::Day).unwrap_or(0);
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Address the web server listens on (port 0 picks a free port).
@@ -239,6 +275,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub security: SecuritySettings,
+
+    #[command(flatten)]
+    pub retention: RetentionSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

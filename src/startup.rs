@@ -47,6 +47,11 @@ impl Application {
              start mongod with --replSet rs0 and run rs.initiate() once (the embedded database \
              already is one)"
         );
+        let retention = settings
+            .retention
+            .retention()
+            .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
+        crate::storage::retention::apply(&store, &retention).await?;
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);
@@ -113,6 +118,7 @@ impl Application {
                 settings.security.trusted_proxies.clone(),
             ),
             require_admin_totp: settings.security.require_admin_totp,
+            retention,
             share_limit: crate::web::rate_limit::RateLimit::new(
                 settings.security.share_requests_per_minute,
                 Duration::from_secs(60),

@@ -7,6 +7,7 @@ pub mod csv;
 pub mod filter;
 pub mod period;
 pub mod queries;
+pub mod retention;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};
 pub use queries::{Point, Scope};

@@ -13,6 +13,9 @@ pub struct CollectionStats {
     pub size: i64,
     pub storage_size: i64,
     pub index_size: i64,
+    pub level: Option<Resolution>,
+    /// The TTL index as the database has it (`None`: could not be read).
+    pub ttl: Option<super::retention::TtlState>,
 }
 
 /// `collStats` for each bucket collection; a collection that does not exist
@@ -32,6 +35,8 @@ pub async fn bucket_stats(store: &Store) -> Vec<CollectionStats> {
             size: number(stats.get("size")),
             storage_size: number(stats.get("storageSize")),
             index_size: number(stats.get("totalIndexSize")),
+            level: Some(g),
+            ttl: super::retention::current(store, g).await.ok(),
         });
     }
     out

@@ -105,6 +105,12 @@ pub fn test_settings() -> Settings {
     // Tests read the buckets right after the hits: apply at once.
     settings.ingest.apply_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
+    // Buckets kept for ever: tests write at a pinned date, and the server's
+    // TTL monitor expires by the wall clock, so a retention would delete
+    // them once that date is old enough. Retention tests set their own.
+    settings
+        .retention
+        .set(tickertape::domain::Retention::parse(0, 0, 0).unwrap());
     settings
 }
 

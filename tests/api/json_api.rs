@@ -56,7 +56,7 @@ async fn world() -> World {
 }
 
 /// Creates a token on the account page; `sites: None` means all sites.
-async fn create_token(login: &Login, name: &str, sites: Option<&[&str]>) -> String {
+pub(crate) async fn create_token(login: &Login, name: &str, sites: Option<&[&str]>) -> String {
     let mut form = vec![("csrf", login.csrf.as_str()), ("name", name)];
     match sites {
         None => form.push(("scope", "all")),
@@ -73,10 +73,10 @@ async fn create_token(login: &Login, name: &str, sites: Option<&[&str]>) -> Stri
 }
 
 /// A JSON API answer, checked against the OpenAPI document.
-struct Answer {
-    status: u16,
-    json: Value,
-    headers: reqwest::header::HeaderMap,
+pub(crate) struct Answer {
+    pub status: u16,
+    pub json: Value,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 async fn call(app: &TestApp, method: &str, token: Option<&str>, path: &str) -> Answer {
@@ -103,7 +103,7 @@ async fn call(app: &TestApp, method: &str, token: Option<&str>, path: &str) -> A
     }
 }
 
-async fn get(app: &TestApp, token: &str, path: &str) -> Answer {
+pub(crate) async fn get(app: &TestApp, token: &str, path: &str) -> Answer {
     call(app, "GET", Some(token), path).await
 }
 

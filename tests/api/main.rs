@@ -16,6 +16,7 @@ mod json_api;
 mod pixel_rules;
 mod preallocation;
 mod reports;
+mod retention;
 mod security;
 mod serve;
 mod share_links;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{ApiClient, ApiError};
 use crate::domain::{Page, PagePath};
+use crate::reports::retention::{self, Coarsened};
 use crate::reports::{filter, queries, Period, Point, RangeQuery, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
@@ -30,8 +31,10 @@ pub struct ApiQuery {
 }
 
 impl ApiQuery {
-    fn period(&self, now: DateTime<Utc>) -> Result<Period, ApiError> {
-        Ok(Period::resolve(
+    /// The period asked for, as the pages read it under the retention.
+    fn period(&self, state: &WebState) -> Result<(Period, Option<Coarsened>), ApiError> {
+        let now = state.clock.now();
+        let asked = Period::resolve(
             &RangeQuery {
                 range: self.range.clone(),
                 from: self.from.clone(),
@@ -39,7 +42,8 @@ impl ApiQuery {
                 res: self.res.clone(),
             },
             now,
-        )?)
+        )?;
+        Ok(retention::keep(asked, &state.retention, now))
     }
 
     fn path(&self) -> Result<PagePath, ApiError> {
@@ -172,15 +176,19 @@ struct PeriodBody {
     resolution: &'static str,
     /// The preset key, when the period is one.
     preset: Option<&'static str>,
+    /// Why it is shown coarser than asked: the finer buckets of part of
+    /// the range are past their retention.
+    coarsened: Option<String>,
 }
 
-impl From<&Period> for PeriodBody {
-    fn from(p: &Period) -> Self {
+impl PeriodBody {
+    fn new(p: &Period, coarsened: Option<&Coarsened>) -> Self {
         PeriodBody {
             from: p.from,
             to: p.to,
             resolution: p.resolution.as_str(),
             preset: p.preset.map(|p| p.key()),
+            coarsened: coarsened.map(|c| c.to_string()),
         }
     }
 }
@@ -209,14 +217,14 @@ struct SeriesBody {
 fn series_body(
     site: &Site,
     path: Option<&PagePath>,
-    period: &Period,
+    (period, coarsened): &(Period, Option<Coarsened>),
     points: &[Point],
     now: DateTime<Utc>,
 ) -> SeriesBody {
     SeriesBody {
         site: site.id.to_string(),
         path: path.map(|p| p.as_str().to_owned()),
-        period: period.into(),
+        period: PeriodBody::new(period, coarsened.as_ref()),
         total: queries::total(points),
         points: points
             .iter()
@@ -237,10 +245,15 @@ pub async fn site_series(
     q: web::Query<ApiQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
-    let now = state.clock.now();
-    let period = q.period(now)?;
-    let points = queries::series(&state.store, &Scope::Site(&site.domain), &period).await?;
-    Ok(ok(&series_body(&site, None, &period, &points, now)))
+    let period = q.period(&state)?;
+    let points = queries::series(&state.store, &Scope::Site(&site.domain), &period.0).await?;
+    Ok(ok(&series_body(
+        &site,
+        None,
+        &period,
+        &points,
+        state.clock.now(),
+    )))
 }
 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
@@ -252,11 +265,16 @@ pub async fn page_series(
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
     let path = q.path()?;
-    let now = state.clock.now();
-    let period = q.period(now)?;
+    let period = q.period(&state)?;
     let page = Page::new(&site.domain, &path);
-    let points = queries::series(&state.store, &Scope::Page(&page), &period).await?;
-    Ok(ok(&series_body(&site, Some(&path), &period, &points, now)))
+    let points = queries::series(&state.store, &Scope::Page(&page), &period.0).await?;
+    Ok(ok(&series_body(
+        &site,
+        Some(&path),
+        &period,
+        &points,
+        state.clock.now(),
+    )))
 }
 
 #[derive(Serialize)]
@@ -336,7 +354,7 @@ pub async fn top_pages(
     q: web::Query<ApiQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
-    let period = q.period(state.clock.now())?;
+    let (period, coarsened) = q.period(&state)?;
     let needle = filter::parse(q.q.as_deref()).map_err(|e| ApiError::BadParameter {
         parameter: "q",
         message: e.to_string(),
@@ -358,7 +376,7 @@ pub async fn top_pages(
         .collect();
     Ok(ok(&PagesBody {
         site: site.id.to_string(),
-        period: (&period).into(),
+        period: PeriodBody::new(&period, coarsened.as_ref()),
         total,
         matching: matching.len(),
         pages,

@@ -94,7 +94,7 @@ pub async fn show_dashboard(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(q, now);
+    let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention);
     let scope = Scope::Site(&site.domain);
     let before = period.previous();
     let ((current, top), previous) = tokio::try_join!(
@@ -155,7 +155,10 @@ pub async fn show_dashboard(
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),
-        controls: controls(&base, &hidden, q, &period, range_error.as_ref()),
+        controls: Controls {
+            coarsened: coarsened.map(|c| c.to_string()),
+            ..controls(&base, &hidden, q, &period, range_error.as_ref())
+        },
         series: period_view(
             "series",
             &period,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::domain::{Page, PagePath};
-use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::reports::{csv, queries, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::auth::Viewer;
 use crate::web::error::WebError;
@@ -72,7 +72,7 @@ pub async fn series_csv(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = resolve_kept(&q, &state)?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let points = match &path {
         Some(path) => {
@@ -100,7 +100,7 @@ pub async fn pages_csv(
 ) -> Result<HttpResponse, WebError> {
     let started = Instant::now();
     let site = visible_site(&state, &viewer, &id)?;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = resolve_kept(&q, &state)?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;

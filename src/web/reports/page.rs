@@ -82,7 +82,7 @@ pub async fn show_page_report(
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(q, now);
+    let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now));
@@ -129,13 +129,16 @@ pub async fn show_page_report(
         shared: audience.shared,
         base: base.clone(),
         path: path.as_str().to_owned(),
-        controls: controls(
-            &base,
-            &[("path", path.as_str())],
-            q,
-            &period,
-            range_error.as_ref(),
-        ),
+        controls: Controls {
+            coarsened: coarsened.map(|c| c.to_string()),
+            ..controls(
+                &base,
+                &[("path", path.as_str())],
+                q,
+                &period,
+                range_error.as_ref(),
+            )
+        },
         series: period_view(
             "series",
             &period,

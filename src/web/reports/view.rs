@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::*;
 use crate::reports::period::Preset;
+use crate::reports::retention::Coarsened;
 use crate::reports::{chart, queries, Period, PeriodError, Point, RangeQuery};
 use crate::storage::Topology;
 use crate::web::fmt;
@@ -55,21 +56,34 @@ pub struct Controls {
     /// A refused range: the message, and the field it is about.
     pub error: Option<String>,
     pub error_field: &'static str,
+    /// Why the range is shown coarser than asked (retention).
+    pub coarsened: Option<String>,
 }
 
 /// The period the query asks for; a refused one falls back to the default
-/// range, with the reason kept for the form (the page still shows).
+/// range, with the reason kept for the form (the page still shows). A
+/// range reaching past a level's retention is read one level coarser, and
+/// says so (`crate::reports::retention`).
 pub(super) fn resolve_or_default(
     q: &ReportQuery,
     now: DateTime<Utc>,
-) -> (Period, Option<PeriodError>) {
-    match Period::resolve(&q.range(), now) {
+    retention: &crate::domain::Retention,
+) -> (Period, Option<PeriodError>, Option<Coarsened>) {
+    let (period, error) = match Period::resolve(&q.range(), now) {
         Ok(p) => (p, None),
         Err(e) => (
             Period::resolve(&RangeQuery::default(), now).expect("the default range is valid"),
             Some(e),
         ),
-    }
+    };
+    let (period, coarsened) = crate::reports::retention::keep(period, retention, now);
+    (period, error, coarsened)
+}
+
+/// What an export reads: the asked period under the retention.
+pub(super) fn resolve_kept(q: &ReportQuery, state: &WebState) -> Result<Period, PeriodError> {
+    let now = state.clock.now();
+    Ok(crate::reports::retention::keep(Period::resolve(&q.range(), now)?, &state.retention, now).0)
 }
 
 pub(super) fn controls(
@@ -142,6 +156,7 @@ pub(super) fn controls(
         ),
         error: error.map(|e| e.to_string()),
         error_field: error.map_or("", PeriodError::field),
+        coarsened: None,
     }
 }
 
