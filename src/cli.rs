@@ -34,16 +34,7 @@ enum Command {
     Serve(Settings),
     /// Create indexes and apply the retention (TTL indexes); with --shard,
     /// shard the bucket collections (mongos only).
-    Setup {
-        /// Shard views_minute, views_hour and views_day on {page: 1,
-        /// timestamp: 1}, pre-splitting empty ones over the shards.
-        #[arg(long)]
-        shard: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-        #[command(flatten)]
-        retention: crate::settings::RetentionSettings,
-    },
+    Setup(SetupArgs),
     /// Manage sites.
     #[command(subcommand)]
     Site(SiteCommand),
@@ -51,56 +42,15 @@ enum Command {
     #[command(subcommand)]
     User(UserCommand),
     /// Preallocate the zero-filled buckets of coming hours.
-    Preallocate {
-        /// Only the active pages of this site (a domain).
-        #[arg(long, conflicts_with = "page")]
-        site: Option<String>,
-        /// Only this page, written domain/path (preallocated even if idle).
-        #[arg(long)]
-        page: Option<String>,
-        /// The first hour, YYYY-MM-DDTHH:00 (UTC); default: the next hour.
-        #[arg(long)]
-        from: Option<String>,
-        /// How many hours, 1 to 48.
-        #[arg(long)]
-        hours: Option<String>,
-        /// Views in the current hour that make a page active.
-        #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
-        threshold: i64,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Preallocate(PreallocateArgs),
     /// Create a demo site and fill it with synthetic traffic.
-    Demo {
-        /// Days of traffic, ending now.
-        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=400))]
-        days: u32,
-        /// Average views per day.
-        #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
-        daily_views: u32,
-        /// The demo site's domain.
-        #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
-        domain: String,
-        /// Do nothing if the demo site already has views.
-        #[arg(long)]
-        if_empty: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Demo(DemoArgs),
 }
 
 #[derive(Subcommand)]
 enum UserCommand {
     /// Add a user; the password is read from the first line of stdin.
-    Add {
-        #[arg(long)]
-        email: String,
-        /// Make the user an admin (default: site owner).
-        #[arg(long)]
-        admin: bool,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Add(AddUser),
 }
 
 #[derive(Args)]
@@ -114,32 +64,9 @@ struct DatabaseArgs {
 #[derive(Subcommand)]
 enum SiteCommand {
     /// Add a site and print its id and the snippets to embed.
-    Add {
-        /// The site's canonical domain, e.g. example.com.
-        #[arg(long)]
-        domain: String,
-        /// Another host whose pages count for this site (repeatable).
-        #[arg(long = "alias")]
-        aliases: Vec<String>,
-        /// A display name (default: the domain).
-        #[arg(long = "name", id = "site_name")]
-        name: Option<String>,
-        /// The URL browsers reach Tickertape at, for the snippets (default:
-        /// `http://` + the listen address, as `serve` does).
-        #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
-        public_url: Option<String>,
-        /// The address `serve` listens on; used for the snippets when no
-        /// public URL is set, so they match what `serve` prints.
-        #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
-        listen: std::net::SocketAddr,
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    Add(AddSite),
     /// List sites.
-    List {
-        #[command(flatten)]
-        db: DatabaseArgs,
-    },
+    List(ListSites),
 }
 
 pub fn main() -> ExitCode {
@@ -164,189 +91,204 @@ pub fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(settings) => serve(settings).await,
-        Command::Setup {
-            shard,
-            db,
-            retention,
-        } => {
-            let retention = retention.retention().context("retention settings")?;
-            with_store(&db, |store| async move {
-                let report = schema::ensure_schema(&store).await?;
-                for line in &report.indexes {
-                    println!("{line}");
-                }
-                for line in crate::storage::retention::apply(&store, &retention).await? {
-                    println!("{line}");
-                }
-                if shard {
-                    for line in schema::shard(&store).await? {
-                        println!("{line}");
-                    }
-                } else {
-                    for warning in schema::sharding_warnings(&store).await {
-                        eprintln!("warning: {warning}");
-                    }
-                }
-                Ok(())
-            })
-            .await
+        Command::Setup(args) => setup(args).await,
+        Command::Site(SiteCommand::Add(args)) => add_site(args).await,
+        Command::User(UserCommand::Add(args)) => add_user(args).await,
+        Command::Preallocate(args) => preallocate(args).await,
+        Command::Demo(args) => demo(args).await,
+        Command::Site(SiteCommand::List(args)) => list_sites(args).await,
+    }
+}
+
+async fn setup(args: SetupArgs) -> anyhow::Result<()> {
+    let SetupArgs {
+        shard,
+        db,
+        retention,
+    } = args;
+    let retention = retention.retention().context("retention settings")?;
+    with_store(&db, |store| async move {
+        let report = crate::indexes::ensure(&store).await?;
+        for line in &report.indexes {
+            println!("{line}");
         }
-        Command::Site(SiteCommand::Add {
+        for line in crate::storage::retention::apply(&store, &retention).await? {
+            println!("{line}");
+        }
+        if shard {
+            for line in schema::shard(&store).await? {
+                println!("{line}");
+            }
+        } else {
+            for warning in schema::sharding_warnings(&store).await {
+                eprintln!("warning: {warning}");
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn add_site(args: AddSite) -> anyhow::Result<()> {
+    let AddSite {
+        domain,
+        aliases,
+        name,
+        public_url,
+        listen,
+        db,
+    } = args;
+    let public_url = public_url_or(public_url.as_deref(), listen);
+    let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let aliases = aliases
+        .iter()
+        .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let new = sites::NewSite {
             domain,
             aliases,
             name,
-            public_url,
-            listen,
-            db,
-        }) => {
-            let public_url = public_url_or(public_url.as_deref(), listen);
-            let domain =
-                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
-            let aliases = aliases
-                .iter()
-                .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let new = sites::NewSite {
-                    domain,
-                    aliases,
-                    name,
-                    owners: vec![],
-                };
-                let site = sites::insert(&store, new, chrono::Utc::now()).await?;
-                let s = snippets::for_site(&public_url, &site.id);
-                println!("{}", site.id);
-                eprintln!(
-                    "Added {} ({}). Embed one of these on its pages:",
-                    site.domain, site.name
-                );
-                eprintln!("\n  Script (counts each page's path):\n    {}", s.script);
-                eprintln!(
-                    "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
-                    s.pixel
-                );
-                Ok(())
-            })
-            .await
+            owners: vec![],
+        };
+        let site = sites::insert(&store, new, chrono::Utc::now()).await?;
+        let s = snippets::for_site(&public_url, &site.id);
+        println!("{}", site.id);
+        eprintln!(
+            "Added {} ({}). Embed one of these on its pages:",
+            site.domain, site.name
+        );
+        eprintln!("\n  Script (counts each page's path):\n    {}", s.script);
+        eprintln!(
+            "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
+            s.pixel
+        );
+        Ok(())
+    })
+    .await
+}
+
+async fn add_user(args: AddUser) -> anyhow::Result<()> {
+    let AddUser { email, admin, db } = args;
+    let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
+    let password =
+        NewPassword::parse(line.trim_end_matches(['\n', '\r'])).context("the password on stdin")?;
+    let role = if admin { Role::Admin } else { Role::Owner };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let user = users::create(&store, email, &password, role, chrono::Utc::now()).await?;
+        println!("{}", user.id);
+        eprintln!("Added {} ({}).", user.email, role.as_str());
+        Ok(())
+    })
+    .await
+}
+
+async fn preallocate(args: PreallocateArgs) -> anyhow::Result<()> {
+    let PreallocateArgs {
+        site,
+        page,
+        from,
+        hours,
+        threshold,
+        db,
+    } = args;
+    let form = PreallocForm {
+        scope: None,
+        site,
+        page,
+        from,
+        hours,
+    };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let now = chrono::Utc::now();
+        let all: Vec<_> = sites::list(&store)
+            .await?
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
+        let request = form.validate(threshold, &all, now)?;
+        let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+        let run = preallocation::run(&store, &request, Trigger::Cli, &who, now).await?;
+        println!(
+            "{}: {} page(s), {} hour(s) from {}: {} inserted, {} already present, {} ms",
+            run.scope,
+            run.pages,
+            run.hours,
+            run.from_hour.to_chrono().format("%Y-%m-%d %H:%M UTC"),
+            run.inserted,
+            run.already_present,
+            run.duration_ms
+        );
+        for e in &run.errors {
+            eprintln!("error: {e}");
         }
-        Command::User(UserCommand::Add { email, admin, db }) => {
-            let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
-            let mut line = String::new();
-            std::io::stdin()
-                .read_line(&mut line)
-                .context("reading the password from stdin")?;
-            let password = NewPassword::parse(line.trim_end_matches(['\n', '\r']))
-                .context("the password on stdin")?;
-            let role = if admin { Role::Admin } else { Role::Owner };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let user =
-                    users::create(&store, email, &password, role, chrono::Utc::now()).await?;
-                println!("{}", user.id);
-                eprintln!("Added {} ({}).", user.email, role.as_str());
-                Ok(())
-            })
-            .await
-        }
-        Command::Preallocate {
-            site,
-            page,
-            from,
-            hours,
-            threshold,
-            db,
-        } => {
-            let form = PreallocForm {
-                scope: None,
-                site,
-                page,
-                from,
-                hours,
-            };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let now = chrono::Utc::now();
-                let all: Vec<_> = sites::list(&store)
-                    .await?
-                    .into_iter()
-                    .map(std::sync::Arc::new)
-                    .collect();
-                let request = form.validate(threshold, &all, now)?;
-                let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
-                let run = preallocation::run(&store, &request, Trigger::Cli, &who, now).await?;
-                println!(
-                    "{}: {} page(s), {} hour(s) from {}: {} inserted, {} already present, {} ms",
-                    run.scope,
-                    run.pages,
-                    run.hours,
-                    run.from_hour.to_chrono().format("%Y-%m-%d %H:%M UTC"),
-                    run.inserted,
-                    run.already_present,
-                    run.duration_ms
-                );
-                for e in &run.errors {
-                    eprintln!("error: {e}");
-                }
-                anyhow::ensure!(run.errors.is_empty(), "the run had errors");
-                Ok(())
-            })
-            .await
-        }
-        Command::Demo {
-            days,
-            daily_views,
-            domain,
-            if_empty,
-            db,
-        } => {
-            let domain =
-                DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
-            let options = DemoOptions {
-                domain,
+        anyhow::ensure!(run.errors.is_empty(), "the run had errors");
+        Ok(())
+    })
+    .await
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let DemoArgs {
+        days,
+        daily_views,
+        domain,
+        if_empty,
+        db,
+    } = args;
+    let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let options = DemoOptions {
+        domain,
+        days,
+        daily_views,
+        seed: 20261122,
+    };
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let started = std::time::Instant::now();
+        let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
+        if report.skipped {
+            eprintln!(
+                "The demo site {} already has views; nothing written.",
+                report.site.domain
+            );
+        } else {
+            eprintln!(
+                "Wrote {} views over {} days for the demo site {} in {:.1} s.",
+                report.hits,
                 days,
-                daily_views,
-                seed: 20261122,
-            };
-            with_store(&db, |store| async move {
-                schema::ensure_schema(&store).await?;
-                let started = std::time::Instant::now();
-                let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
-                if report.skipped {
-                    eprintln!(
-                        "The demo site {} already has views; nothing written.",
-                        report.site.domain
-                    );
-                } else {
-                    eprintln!(
-                        "Wrote {} views over {} days for the demo site {} in {:.1} s.",
-                        report.hits,
-                        days,
-                        report.site.domain,
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                Ok(())
-            })
-            .await
+                report.site.domain,
+                started.elapsed().as_secs_f64()
+            );
         }
-        Command::Site(SiteCommand::List { db }) => {
-            with_store(&db, |store| async move {
-                for site in sites::list(&store).await? {
-                    let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
-                    println!(
-                        "{}\t{}\t{}\t{}",
-                        site.id,
-                        site.domain,
-                        site.name,
-                        aliases.join(",")
-                    );
-                }
-                Ok(())
-            })
-            .await
+        Ok(())
+    })
+    .await
+}
+
+async fn list_sites(args: ListSites) -> anyhow::Result<()> {
+    let ListSites { db } = args;
+    with_store(&db, |store| async move {
+        for site in sites::list(&store).await? {
+            let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
+            println!(
+                "{}\t{}\t{}\t{}",
+                site.id,
+                site.domain,
+                site.name,
+                aliases.join(",")
+            );
         }
-    }
+        Ok(())
+    })
+    .await
 }
 
 /// Where a running `serve` records its embedded database, so that CLI
@@ -455,7 +397,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         let db = &settings.database;
         let store = Store::connect(db, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
-        schema::ensure_schema(&store).await?;
+        crate::indexes::ensure(&store).await?;
         for warning in schema::sharding_warnings(&store).await {
             tracing::warn!("{warning}");
         }
@@ -488,4 +430,95 @@ mod tests {
     fn the_command_line_is_well_formed() {
         <Cli as clap::CommandFactory>::command().debug_assert();
     }
+}
+
+#[derive(Args)]
+struct SetupArgs {
+    /// Shard views_minute, views_hour and views_day on {page: 1,
+    /// timestamp: 1}, pre-splitting empty ones over the shards.
+    #[arg(long)]
+    shard: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    #[command(flatten)]
+    retention: crate::settings::RetentionSettings,
+}
+
+#[derive(Args)]
+struct PreallocateArgs {
+    /// Only the active pages of this site (a domain).
+    #[arg(long, conflicts_with = "page")]
+    site: Option<String>,
+    /// Only this page, written domain/path (preallocated even if idle).
+    #[arg(long)]
+    page: Option<String>,
+    /// The first hour, YYYY-MM-DDTHH:00 (UTC); default: the next hour.
+    #[arg(long)]
+    from: Option<String>,
+    /// How many hours, 1 to 48.
+    #[arg(long)]
+    hours: Option<String>,
+    /// Views in the current hour that make a page active.
+    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
+    threshold: i64,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Days of traffic, ending now.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=400))]
+    days: u32,
+    /// Average views per day.
+    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    daily_views: u32,
+    /// The demo site's domain.
+    #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
+    domain: String,
+    /// Do nothing if the demo site already has views.
+    #[arg(long)]
+    if_empty: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct AddUser {
+    #[arg(long)]
+    email: String,
+    /// Make the user an admin (default: site owner).
+    #[arg(long)]
+    admin: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct AddSite {
+    /// The site's canonical domain, e.g. example.com.
+    #[arg(long)]
+    domain: String,
+    /// Another host whose pages count for this site (repeatable).
+    #[arg(long = "alias")]
+    aliases: Vec<String>,
+    /// A display name (default: the domain).
+    #[arg(long = "name", id = "site_name")]
+    name: Option<String>,
+    /// The URL browsers reach Tickertape at, for the snippets (default:
+    /// `http://` + the listen address, as `serve` does).
+    #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// The address `serve` listens on; used for the snippets when no
+    /// public URL is set, so they match what `serve` prints.
+    #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
+    listen: std::net::SocketAddr,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct ListSites {
+    #[command(flatten)]
+    db: DatabaseArgs,
 }

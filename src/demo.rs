@@ -117,7 +117,7 @@ pub async fn generate(
         }
     };
     if if_empty {
-        let filter = bson::doc! {"page": crate::reports::queries::site_pages(&site.domain)};
+        let filter = bson::doc! {"page": site.domain.pages_filter()};
         if store
             .buckets(Resolution::Day)
             .count_documents(filter)

@@ -63,6 +63,28 @@ pub struct DatabaseSettings {
     /// batches on its own schedule, so it only sees failures sooner.
     #[arg(long, env = "TICKERTAPE_DB_TIMEOUT_MS", default_value_t = 3_000)]
     pub db_timeout_ms: u64,
+
+    /// The longest one report query may run on the server (`maxTimeMS`),
+    /// in milliseconds; a report that would take longer answers 503.
+    #[arg(long, env = "TICKERTAPE_REPORT_MAX_TIME_MS", default_value_t = 15_000)]
+    pub report_max_time_ms: u64,
+
+    /// Where site reports add buckets up: `server` (`$group` on the
+    /// database, which ships only the sums), `app` (one projected scan
+    /// summed here), or `auto`: `app` on secantusd-rs, where it is measured
+    /// faster (docs/benchmarks.md), `server` on MongoDB.
+    #[arg(long, env = "TICKERTAPE_REPORT_GROUPING", default_value = "auto")]
+    pub report_grouping: String,
+
+    /// Connections the driver keeps per server: at most (`maxPoolSize`)
+    /// and at least (`minPoolSize`). A dashboard runs up to five queries
+    /// at once and each journal lane one transaction, so 32 serves about
+    /// six concurrent report requests without queueing; the minimum keeps
+    /// the write path's connection warm. Values in the URI win.
+    #[arg(long, env = "TICKERTAPE_DB_MAX_POOL", default_value_t = 32)]
+    pub max_pool_size: u32,
+    #[arg(long, env = "TICKERTAPE_DB_MIN_POOL", default_value_t = 2)]
+    pub min_pool_size: u32,
 }
 
 #[derive(Debug, Clone, Args)]

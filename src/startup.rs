@@ -138,6 +138,9 @@ impl Application {
                 ))
                 .wrap(crate::web::security::headers(https))
                 .wrap(tracing_actix_web_lite())
+                .wrap(tracing_actix_web::TracingLogger::<
+                    crate::telemetry::RequestSpan,
+                >::new())
                 .app_data(ingest_data.clone())
                 .app_data(web_state.clone())
                 .configure(crate::web::routes)

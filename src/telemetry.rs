@@ -34,3 +34,33 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// The span of one HTTP request: method, route pattern (never the query
+/// string, which can hold a visitor's page, nor the client address) and
+/// status; what runs inside (a report query, a login) is logged within it.
+pub struct RequestSpan;
+
+impl tracing_actix_web::RootSpanBuilder for RequestSpan {
+    fn on_request_start(request: &actix_web::dev::ServiceRequest) -> tracing::Span {
+        let route = request
+            .match_pattern()
+            .unwrap_or_else(|| "(no route)".to_owned());
+        tracing::info_span!(
+            "request",
+            method = %request.method(),
+            route = %route,
+            status = tracing::field::Empty,
+        )
+    }
+
+    fn on_request_end<B: actix_web::body::MessageBody>(
+        span: tracing::Span,
+        outcome: &Result<actix_web::dev::ServiceResponse<B>, actix_web::Error>,
+    ) {
+        let status = match outcome {
+            Ok(response) => response.status(),
+            Err(e) => e.as_response_error().status_code(),
+        };
+        span.record("status", status.as_u16());
+    }
+}

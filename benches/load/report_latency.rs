@@ -75,40 +75,8 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         now,
     )
     .await?;
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
-    cmd.arg("serve")
-        .env("MONGODB_URI", &db.uri)
-        .env("TICKERTAPE_DATABASE", "bench_reports")
-        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
-        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
-        .env("RUST_LOG", "warn");
-    let server = Server::start(cmd)?;
-    let http = reqwest::Client::builder()
-        .cookie_store(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?;
-    let login = http
-        .get(format!("{}/login", server.address))
-        .send()
-        .await?
-        .text()
-        .await?;
-    let csrf = login
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .map(|s| s[..64].to_owned())
-        .unwrap_or_default();
-    let r = http
-        .post(format!("{}/login", server.address))
-        .form(&[
-            ("email", "bench@localhost"),
-            ("password", "bench password 123"),
-            ("csrf", &csrf),
-        ])
-        .send()
-        .await?;
-    anyhow::ensure!(r.status() == 303, "bench login failed: {}", r.status());
-
+    let server = start_server(db, "auto")?;
+    let http = login(&server.address).await?;
     let day = |d: chrono::DateTime<Utc>| d.format("%Y-%m-%d").to_string();
     let (from30, today) = (day(start), day(now));
     let from24 = (now - TimeDelta::hours(24))
@@ -166,27 +134,95 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     println!("\n## Report latency ({total} views over {DAYS} days and {pages} pages; {docs} minute buckets; {REQUESTS} sequential requests each, loopback)\n");
     println!("| report | p50 ms | p99 ms | bytes |");
     println!("|---|---:|---:|---:|");
+    let mut app_p50 = Vec::new();
     for (name, path) in &cases {
-        let url = format!("{}{path}", server.address);
-        let mut times = Vec::with_capacity(REQUESTS);
-        let mut bytes = 0;
-        // One warm-up request, not counted.
-        http.get(&url).send().await?.bytes().await?;
-        for _ in 0..REQUESTS {
-            let t = Instant::now();
-            let r = http.get(&url).send().await?;
-            anyhow::ensure!(r.status() == 200, "{name}: {}", r.status());
-            bytes = r.bytes().await?.len();
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let (p50, p99, bytes) = measure(&http, &server.address, name, path).await?;
+        println!("| {name} | {p50:.1} | {p99:.1} | {bytes} |");
+        app_p50.push(p50);
+    }
+    server.stop()?;
+
+    // The same site reports with `$group` on the server, as on MongoDB
+    // (issue 12): keep the app-side sums on secantusd-rs only where they
+    // are measured faster.
+    let server = start_server(db, "server")?;
+    let http = login(&server.address).await?;
+    println!("\n### Site reports: sums in the app (auto on secantusd-rs) vs `$group` on the server (same data, same run)\n");
+    println!("| report | p50 ms, app | p50 ms, server | server / app |");
+    println!("|---|---:|---:|---:|");
+    for ((name, path), app) in cases.iter().zip(&app_p50) {
+        if !(name.starts_with("site dashboard") || name.starts_with("page report")) {
+            continue;
         }
-        times.sort_by(f64::total_cmp);
-        println!(
-            "| {name} | {:.1} | {:.1} | {bytes} |",
-            percentile(&times, 0.5),
-            percentile(&times, 0.99)
-        );
+        let (p50, _, _) = measure(&http, &server.address, name, path).await?;
+        println!("| {name} | {app:.1} | {p50:.1} | {:.2} |", p50 / app);
     }
     server.stop()?;
     store.db().drop().await?;
     Ok(())
+}
+
+fn start_server(db: &Database, grouping: &str) -> anyhow::Result<Server> {
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", "bench_reports")
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("TICKERTAPE_REPORT_GROUPING", grouping)
+        .env("RUST_LOG", "warn");
+    Server::start(cmd)
+}
+
+async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
+    let http = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let login = http
+        .get(format!("{}/login", address))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let csrf = login
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .map(|s| s[..64].to_owned())
+        .unwrap_or_default();
+    let r = http
+        .post(format!("{}/login", address))
+        .form(&[
+            ("email", "bench@localhost"),
+            ("password", "bench password 123"),
+            ("csrf", &csrf),
+        ])
+        .send()
+        .await?;
+    anyhow::ensure!(r.status() == 303, "bench login failed: {}", r.status());
+
+    Ok(http)
+}
+
+/// p50 and p99 in ms of `REQUESTS` sequential requests after one warm-up,
+/// and the size of the answer.
+async fn measure(
+    http: &reqwest::Client,
+    address: &str,
+    name: &str,
+    path: &str,
+) -> anyhow::Result<(f64, f64, usize)> {
+    let url = format!("{address}{path}");
+    let mut times = Vec::with_capacity(REQUESTS);
+    let mut bytes = 0;
+    http.get(&url).send().await?.bytes().await?;
+    for _ in 0..REQUESTS {
+        let t = Instant::now();
+        let r = http.get(&url).send().await?;
+        anyhow::ensure!(r.status() == 200, "{name}: {}", r.status());
+        bytes = r.bytes().await?.len();
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((percentile(&times, 0.5), percentile(&times, 0.99), bytes))
 }

@@ -16,7 +16,7 @@ use tickertape::reports::Resolution;
 use tickertape::settings::Settings;
 use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::{schema, Store};
+use tickertape::storage::Store;
 
 use crate::{repo, wrk, Options, Row, Server, Spec, SITE_DOMAIN};
 
@@ -78,7 +78,7 @@ impl Database {
     pub async fn fresh(&self, name: &str) -> anyhow::Result<(Store, String)> {
         let store = self.store(name).await?;
         store.db().drop().await?;
-        schema::ensure_schema(&store).await?;
+        tickertape::indexes::ensure(&store).await?;
         let new = NewSite {
             domain: DomainName::parse(SITE_DOMAIN)?,
             aliases: vec![],
@@ -159,7 +159,7 @@ pub async fn stored(store: &Store, g: Resolution) -> anyhow::Result<i64> {
         .await?;
     Ok(docs
         .first()
-        .map_or(0, |d| tickertape::reports::queries::number(d.get("n"))))
+        .map_or(0, |d| tickertape::storage::values::count(d.get("n"))))
 }
 
 fn metric(text: &str, name: &str) -> Option<u64> {

@@ -5,7 +5,7 @@
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::time::Instant;
-use tickertape::reports::queries::number;
+use tickertape::storage::values::count as number;
 use tickertape::storage::{Resolution, Store};
 
 use crate::roles::{load_hits, Database};
@@ -143,7 +143,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             .store(&format!("bench_storage_buckets_{density}"))
             .await?;
         store.db().drop().await?;
-        tickertape::storage::schema::ensure_schema(&store).await?;
+        tickertape::indexes::ensure(&store).await?;
         settle(&store).await;
         let before = disk();
         let started = Instant::now();

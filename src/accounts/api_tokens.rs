@@ -14,6 +14,15 @@ use crate::storage::Store;
 
 pub const COLLECTION: &str = "api_tokens";
 
+/// Tokens are found by `_id` (the hash); listed by user; revoked by id.
+pub fn indexes() -> Vec<crate::storage::schema::IndexSpec> {
+    use crate::storage::schema::IndexSpec;
+    vec![
+        IndexSpec::new(COLLECTION, "userId_1", doc! {"userId": 1}),
+        IndexSpec::new(COLLECTION, "tokenId_1", doc! {"tokenId": 1}).unique(),
+    ]
+}
+
 /// Most tokens one user may hold: enough for every script and dashboard,
 /// and a bound on what one account can make the database keep.
 pub const MAX_PER_USER: u64 = 50;

@@ -18,9 +18,22 @@ pub struct LoginLimiter {
     max_failures: usize,
     window: Duration,
     /// Per key, the attempts in the window: when, and which reservation.
-    failures: Mutex<HashMap<String, VecDeque<(Instant, u64)>>>,
+    failures: Mutex<Failures>,
     next_id: AtomicU64,
 }
+
+/// The attempts per key, and when to next drop the keys whose attempts
+/// have all aged out: without it, every e-mail ever tried (a spray of
+/// made-up accounts) would stay in memory. Sweeping when the map has
+/// doubled since the last sweep keeps the cost amortised O(1) per attempt
+/// and the memory bounded by the attempts of one window.
+#[derive(Default)]
+struct Failures {
+    by_key: HashMap<String, VecDeque<(Instant, u64)>>,
+    sweep_at: usize,
+}
+
+const FIRST_SWEEP: usize = 1024;
 
 /// One login attempt holding its place in the limiter. It stays counted as
 /// a failure unless [`Attempt::succeeded`] is called: an attempt that ends
@@ -39,7 +52,10 @@ impl LoginLimiter {
         Self {
             max_failures: max_failures.max(1),
             window,
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures {
+                by_key: HashMap::new(),
+                sweep_at: FIRST_SWEEP,
+            }),
             next_id: AtomicU64::new(0),
         }
     }
@@ -56,7 +72,16 @@ impl LoginLimiter {
         client: &str,
         now: Instant,
     ) -> Result<Attempt<'_>, Duration> {
-        let mut map = self.failures.lock().expect("limiter lock poisoned");
+        let mut failures = self.failures.lock().expect("limiter lock poisoned");
+        if failures.by_key.len() >= failures.sweep_at {
+            let window = self.window;
+            failures.by_key.retain(|_, times| {
+                times.retain(|(t, _)| now.duration_since(*t) < window);
+                !times.is_empty()
+            });
+            failures.sweep_at = (failures.by_key.len() * 2).max(FIRST_SWEEP);
+        }
+        let map = &mut failures.by_key;
         let keys = Self::keys(account, client);
         let wait = keys
             .iter()
@@ -87,6 +112,15 @@ impl LoginLimiter {
             id,
         })
     }
+
+    /// How many accounts and addresses are remembered.
+    pub fn keys_held(&self) -> usize {
+        self.failures
+            .lock()
+            .expect("limiter lock poisoned")
+            .by_key
+            .len()
+    }
 }
 
 fn account_key(account: &str) -> String {
@@ -99,7 +133,8 @@ impl Attempt<'_> {
     /// failures stay: one good password must not reset guessing at other
     /// accounts).
     pub fn succeeded(self) {
-        let mut map = self.limiter.failures.lock().expect("limiter lock poisoned");
+        let mut failures = self.limiter.failures.lock().expect("limiter lock poisoned");
+        let map = &mut failures.by_key;
         map.remove(&account_key(&self.account));
         if let Some(times) = map.get_mut(&format!("client:{}", self.client)) {
             times.retain(|(_, id)| *id != self.id);
@@ -147,6 +182,34 @@ mod tests {
         assert!(
             l.reserve("a", "c", t).is_err(),
             "dropped attempts stay failures"
+        );
+    }
+
+    #[test]
+    fn keys_whose_attempts_aged_out_are_forgotten() {
+        // A spray of made-up accounts from many addresses: 50,000 keys
+        // within one window, then the window passes.
+        let l = LoginLimiter::new(5, Duration::from_secs(60));
+        let t = Instant::now();
+        for i in 0..25_000 {
+            let _ = l.reserve(
+                &format!("user{i}@x"),
+                &format!("10.0.{}.{}", i / 256, i % 256),
+                t,
+            );
+        }
+        assert_eq!(l.keys_held(), 50_000, "all within the window are kept");
+        // New attempts, each from its own address, after the window: once
+        // the map has doubled since the last sweep, the old keys go.
+        let later = t + Duration::from_secs(61);
+        for i in 0..10_000 {
+            let client = format!("10.9.{}.{}", i / 256, i % 256);
+            assert!(l.reserve(&format!("late{i}@x"), &client, later).is_ok());
+        }
+        assert_eq!(
+            l.keys_held(),
+            20_000,
+            "only the keys of the current window are left"
         );
     }
 

@@ -9,9 +9,20 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::password::random_token;
+use crate::storage::schema::IndexSpec;
 use crate::storage::Store;
 
 pub const COLLECTION: &str = "sessions";
+
+/// Expired sessions are removed by the server (TTL at `expiresAt`); a
+/// user's sessions are found to end them all.
+pub fn indexes() -> Vec<IndexSpec> {
+    vec![
+        IndexSpec::new(COLLECTION, "expiry", doc! {"expiresAt": 1})
+            .expire_after(std::time::Duration::ZERO),
+        IndexSpec::new(COLLECTION, "userId_1", doc! {"userId": 1}),
+    ]
+}
 pub const COOKIE: &str = "tt_session";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

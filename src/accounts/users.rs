@@ -8,10 +8,16 @@ use uuid::Uuid;
 
 use super::password::NewPassword;
 use crate::domain::Email;
-use crate::storage::sites::is_duplicate_key;
+use crate::storage::schema::IndexSpec;
+use crate::storage::values::is_duplicate_key;
 use crate::storage::Store;
 
 pub const COLLECTION: &str = "users";
+
+/// One account per e-mail address.
+pub fn indexes() -> Vec<IndexSpec> {
+    vec![IndexSpec::new(COLLECTION, "email", doc! {"email": 1}).unique()]
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -26,6 +26,13 @@ pub enum DomainNameError {
 }
 
 impl DomainName {
+    /// The `page` filter for every page of this site: `"<domain>/"` ≤
+    /// page < `"<domain>0"` (`0` sorts right after `/`), a range the
+    /// `{page, timestamp}` index and shard key serve.
+    pub fn pages_filter(&self) -> bson::Document {
+        bson::doc! {"$gte": format!("{self}/"), "$lt": format!("{self}0")}
+    }
+
     pub fn parse(raw: &str) -> Result<Self, DomainNameError> {
         let trimmed = raw.trim();
         // One trailing dot is the fully-qualified spelling of the same host.

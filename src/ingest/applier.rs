@@ -338,6 +338,7 @@ impl Applier {
 
     /// Applies a batch, retrying until it is in. Returns false when
     /// shutting down gave up on it (it stays in the journal).
+    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, hits = batch.records.len(), from = batch.from, to = batch.to))]
     async fn commit(&mut self, batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
         let advance = Advance {
             journal: &self.journal,

@@ -15,9 +15,9 @@ use futures::TryStreamExt;
 use std::time::Duration;
 
 use crate::domain::{DomainName, Page};
-use crate::reports::queries::{number, site_pages};
 use crate::reports::Resolution;
 use crate::storage::sites::Site;
+use crate::storage::values::{count, number, DUPLICATE_KEY};
 use crate::storage::{zero_filled, Store};
 pub use runs::PreallocRun;
 
@@ -233,7 +233,7 @@ pub async fn active_pages(
         "totalViews": {"$gte": threshold.max(1)},
     };
     if let Some(domain) = domain {
-        filter.insert("page", site_pages(domain));
+        filter.insert("page", domain.pages_filter());
     }
     let docs: Vec<Document> = store
         .db()
@@ -250,6 +250,18 @@ pub async fn active_pages(
     pages.sort();
     pages.dedup();
     Ok(pages)
+}
+
+/// Preallocation finds an hour's active pages by timestamp in the hour
+/// buckets; its history has its own index.
+pub fn indexes() -> Vec<crate::storage::schema::IndexSpec> {
+    let mut specs = vec![crate::storage::schema::IndexSpec::new(
+        Resolution::Hour.collection(),
+        "active_pages",
+        doc! {"timestamp": 1, "totalViews": 1},
+    )];
+    specs.extend(runs::indexes());
+    specs
 }
 
 /// The zero-filled buckets of one page for one hour: 60 minutes, the hour,
@@ -306,7 +318,7 @@ async fn insert_batch(
                     .unwrap_or_default()
                 {
                     let e = e.as_document().cloned().unwrap_or_default();
-                    if number(e.get("code")) == 11000 {
+                    if number(e.get("code")) == Some(i64::from(DUPLICATE_KEY)) {
                         duplicates += 1;
                     } else {
                         counts
@@ -314,7 +326,7 @@ async fn insert_batch(
                             .push(e.get_str("errmsg").unwrap_or("write error").to_owned());
                     }
                 }
-                let inserted = number(reply.get("n")).max(0) as u64;
+                let inserted = count(reply.get("n")).max(0) as u64;
                 counts.inserted += inserted;
                 counts.already_present += duplicates;
                 if let Ok(wce) = reply.get_document("writeConcernError") {

@@ -7,9 +7,19 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::{InsertCounts, PreallocRequest, Trigger};
+use crate::storage::schema::IndexSpec;
 use crate::storage::Store;
 
 pub const COLLECTION: &str = "prealloc_runs";
+
+/// The history lists the latest runs first.
+pub fn indexes() -> Vec<IndexSpec> {
+    vec![IndexSpec::new(
+        COLLECTION,
+        "startedAt_-1",
+        doc! {"startedAt": -1},
+    )]
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreallocRun {

@@ -1,6 +1,7 @@
 //! Report queries. Every one goes through `Store::reports()`, the handle
-//! with the configured read preference, and is an index range scan on
-//! `{page, timestamp}`.
+//! with the configured read preference (the realtime panels through
+//! `Store::realtime()`, primary preferred), is an index range scan on
+//! `{page, timestamp}`, and is bounded by `maxTimeMS`.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -9,7 +10,8 @@ use std::collections::HashMap;
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
-use crate::storage::{Bucket, Store};
+use crate::storage::values::count;
+use crate::storage::{Bucket, Grouping, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
@@ -24,15 +26,9 @@ pub enum Scope<'a> {
     Page(&'a Page),
 }
 
-/// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
-/// (`0` sorts right after `/`).
-pub fn site_pages(domain: &DomainName) -> Document {
-    doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
-}
-
 fn page_filter(scope: &Scope<'_>) -> Bson {
     match scope {
-        Scope::Site(domain) => Bson::Document(site_pages(domain)),
+        Scope::Site(domain) => Bson::Document(domain.pages_filter()),
         Scope::Page(page) => Bson::String(page.as_str().to_owned()),
     }
 }
@@ -41,17 +37,28 @@ fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
     doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
 }
 
-fn collection(store: &Store, g: Resolution) -> mongodb::Collection<Document> {
-    store.reports().collection(g.collection())
+/// Where a query reads: report pages accept the configured staleness; the
+/// realtime panels (this minute, the last hour) want the newest counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freshness {
+    Report,
+    Realtime,
 }
 
-pub fn number(value: Option<&Bson>) -> i64 {
-    match value {
-        Some(Bson::Int32(n)) => i64::from(*n),
-        Some(Bson::Int64(n)) => *n,
-        Some(Bson::Double(n)) => *n as i64,
-        _ => 0,
+fn collection(store: &Store, g: Resolution) -> mongodb::Collection<Document> {
+    collection_for(store, g, Freshness::Report)
+}
+
+fn collection_for(
+    store: &Store,
+    g: Resolution,
+    freshness: Freshness,
+) -> mongodb::Collection<Document> {
+    match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
     }
+    .collection(g.collection())
 }
 
 /// Views per shown bucket over the period, one point per bucket, 0 where
@@ -66,16 +73,36 @@ pub async fn series(
 
 /// Views per bucket of the period's read resolution (what the change
 /// against the previous period is computed from).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "series", scope = ?scope, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn read_series(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
+    read_series_from(store, scope, period, Freshness::Report).await
+}
+
+/// [`read_series`] for a realtime panel: read from the primary when it
+/// answers, so the last minutes are not missing on a lagging secondary.
+pub async fn realtime_series(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    read_series_from(store, scope, period, Freshness::Realtime).await
+}
+
+async fn read_series_from(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    freshness: Freshness,
+) -> Result<Vec<Point>, mongodb::error::Error> {
     if let (Scope::Site(domain), Resolution::Minute) = (scope, period.read) {
         let (by_time, _) = site_minutes_from_hours(store, domain, period).await?;
         return Ok(fill(period, &by_time));
     }
-    let coll = collection(store, period.read);
+    let coll = collection_for(store, period.read, freshness);
     let matcher =
         doc! {"page": page_filter(scope), "timestamp": time_filter(period.from, period.to)};
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
@@ -84,10 +111,11 @@ pub async fn read_series(
             doc! {"$match": matcher},
             doc! {"$group": {"_id": "$timestamp", "views": {"$sum": "$totalViews"}}},
         ])
+        .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if let Ok(at) = d.get_datetime("_id") {
-            by_time.insert(at.to_chrono(), number(d.get("views")));
+            by_time.insert(at.to_chrono(), count(d.get("views")));
         }
     }
     Ok(fill(period, &by_time))
@@ -133,16 +161,29 @@ fn ranked(pages: impl IntoIterator<Item = (Page, i64)>) -> Vec<(Page, i64)> {
     pages
 }
 
+/// A site's series and its pages, most viewed first.
+pub type SiteOverview = (Vec<Point>, Vec<(Page, i64)>);
+
 /// A site's series and its pages ranked, as [`series`] and [`top_pages`]
-/// return them, from ONE read of the period's buckets: the dashboard needs
-/// both, and on secantusd-rs each `$group` over a site's 30,000 day buckets
-/// costs ~150 ms of server time, while one projected scan summed here costs
-/// about the same as one of them.
+/// return them. With `Grouping::Server` (MongoDB) these are two `$group`
+/// queries run side by side, so only sums cross the network. With
+/// `Grouping::App` (secantusd-rs) they come from ONE projected read of the
+/// period's buckets summed here: there each `$group` over a site's 30,000
+/// day buckets costs ~150 ms of server time, while one scan costs about the
+/// same as one of them (docs/benchmarks.md compares both).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "site_overview", site = %domain, from = %period.from, to = %period.to, read = period.read.as_str()))]
 pub async fn site_overview(
     store: &Store,
     domain: &DomainName,
     period: &Period,
-) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
+) -> Result<SiteOverview, mongodb::error::Error> {
+    if period.read != Resolution::Minute && store.grouping() == Grouping::Server {
+        let scope = Scope::Site(domain);
+        return tokio::try_join!(
+            read_series(store, &scope, period),
+            top_pages(store, domain, period),
+        );
+    }
     if period.read == Resolution::Minute {
         let (by_time, by_page) = site_minutes_from_hours(store, domain, period).await?;
         let pages = ranked(
@@ -154,16 +195,17 @@ pub async fn site_overview(
     }
     let coll = collection(store, period.read);
     let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+        doc! {"page": domain.pages_filter(), "timestamp": time_filter(period.from, period.to)};
     let mut cursor = coll
         .find(matcher)
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
         .batch_size(10_000)
+        .max_time(store.report_max_time())
         .await?;
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut by_page: HashMap<String, i64> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
-        let views = number(d.get("totalViews"));
+        let views = count(d.get("totalViews"));
         if let (Ok(at), Ok(page)) = (d.get_datetime("timestamp"), d.get_str("page")) {
             *by_time.entry(at.to_chrono()).or_default() += views;
             match by_page.get_mut(page) {
@@ -188,6 +230,7 @@ pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb
     Ok(collection(store, Resolution::Day)
         .find_one(doc! {"page": page_filter(scope), "totalViews": {"$gt": 0}})
         .projection(doc! {"_id": 0, "totalViews": 1})
+        .max_time(store.report_max_time())
         .await?
         .is_some())
 }
@@ -209,9 +252,10 @@ async fn site_minutes_from_hours(
         Resolution::Hour.ceil(period.to),
     );
     let mut cursor = coll
-        .find(doc! {"page": site_pages(domain), "timestamp": time_filter(first, end)})
+        .find(doc! {"page": domain.pages_filter(), "timestamp": time_filter(first, end)})
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
         .batch_size(10_000)
+        .max_time(store.report_max_time())
         .await?;
     let mut by_time: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut by_page: HashMap<String, i64> = HashMap::new();
@@ -230,7 +274,7 @@ async fn site_minutes_from_hours(
                 continue;
             };
             let at = hour + TimeDelta::minutes(m);
-            let views = number(Some(views));
+            let views = count(Some(views));
             if views != 0 && at >= period.from && at < period.to {
                 *by_time.entry(at).or_default() += views;
                 in_window += views;
@@ -250,6 +294,7 @@ pub fn total(points: &[Point]) -> i64 {
 /// Every page of a site with views in the period, most viewed first (ties
 /// by page), read from the collection of the period's resolution so the
 /// page totals add up to the site total shown beside them.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", site = %domain, from = %period.from, to = %period.to))]
 pub async fn top_pages(
     store: &Store,
     domain: &DomainName,
@@ -257,13 +302,14 @@ pub async fn top_pages(
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
     let coll = collection(store, period.read);
     let matcher =
-        doc! {"page": site_pages(domain), "timestamp": time_filter(period.from, period.to)};
+        doc! {"page": domain.pages_filter(), "timestamp": time_filter(period.from, period.to)};
     let docs: Vec<Document> = coll
         .aggregate([
             doc! {"$match": matcher},
             doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
             doc! {"$sort": {"views": -1, "_id": 1}},
         ])
+        .max_time(store.report_max_time())
         .await?
         .try_collect()
         .await?;
@@ -271,22 +317,44 @@ pub async fn top_pages(
     // where a server returns equal counts in another order.
     Ok(ranked(docs.into_iter().filter_map(|d| {
         let page = d.get_str("_id").ok()?.to_owned();
-        Some((Page::from_stored(page), number(d.get("views"))))
+        Some((Page::from_stored(page), count(d.get("views"))))
     })))
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "seconds_of", page = %page, minute = %minute))]
 pub async fn seconds_of(
     store: &Store,
     page: &Page,
     minute: DateTime<Utc>,
 ) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Report).await
+}
+
+/// [`seconds_of`] for the realtime panel (this minute).
+pub async fn realtime_seconds(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+) -> Result<[i64; 60], mongodb::error::Error> {
+    seconds_from(store, page, minute, Freshness::Realtime).await
+}
+
+async fn seconds_from(
+    store: &Store,
+    page: &Page,
+    minute: DateTime<Utc>,
+    freshness: Freshness,
+) -> Result<[i64; 60], mongodb::error::Error> {
     let minute = Resolution::Minute.floor(minute);
-    let bucket: Option<Bucket> = store
-        .reports()
-        .collection::<Bucket>(Resolution::Minute.collection())
-        .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
-        .await?;
+    let bucket: Option<Bucket> = match freshness {
+        Freshness::Report => store.reports(),
+        Freshness::Realtime => store.realtime(),
+    }
+    .collection::<Bucket>(Resolution::Minute.collection())
+    .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
+    .max_time(store.report_max_time())
+    .await?;
     let mut out = [0; 60];
     if let Some(b) = bucket {
         for (i, slot) in out.iter_mut().enumerate() {
@@ -299,30 +367,42 @@ pub async fn seconds_of(
 /// The most recent minute before `before` in which `page` had views, within
 /// the day before it (the default minute of the per-second breakdown).
 ///
-/// Walks the page's minute buckets newest first and skips empty ones in the
-/// app: a `totalViews > 0` condition in the query made the server examine
-/// the whole day instead of stopping at the first match (70 ms instead of
-/// 5 ms for a busy page on secantusd-rs). Empty buckets are preallocated
-/// ones: normally the current and next hour, at worst (an admin's run over
-/// past hours) the day's 1,440, so the walk stays bounded.
+/// With `Grouping::Server` (MongoDB) the server walks the `{page,
+/// timestamp}` index backwards and stops at the first bucket with views
+/// (`limit 1`). With `Grouping::App` (secantusd-rs) the app walks the page's
+/// minute buckets newest first and skips empty ones: there a `totalViews >
+/// 0` condition made the server examine the whole day instead of stopping
+/// at the first match (70 ms instead of 5 ms for a busy page). Empty buckets
+/// are preallocated ones: normally the current and next hour, at worst (an
+/// admin's run over past hours) the day's 1,440, so the walk stays bounded.
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "latest_minute", page = %page))]
 pub async fn latest_minute(
     store: &Store,
     page: &Page,
     before: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let mut cursor = store
+    let coll = store
         .reports()
-        .collection::<Document>(Resolution::Minute.collection())
-        .find(doc! {
-            "page": page.as_str(),
-            "timestamp": time_filter(before - TimeDelta::days(1), before),
-        })
+        .collection::<Document>(Resolution::Minute.collection());
+    let window = time_filter(before - TimeDelta::days(1), before);
+    if store.grouping() == Grouping::Server {
+        let found = coll
+            .find_one(doc! {"page": page.as_str(), "timestamp": window, "totalViews": {"$gt": 0}})
+            .projection(doc! {"_id": 0, "timestamp": 1})
+            .sort(doc! {"timestamp": -1})
+            .max_time(store.report_max_time())
+            .await?;
+        return Ok(found.and_then(|d| d.get_datetime("timestamp").ok().map(|t| t.to_chrono())));
+    }
+    let mut cursor = coll
+        .find(doc! {"page": page.as_str(), "timestamp": window})
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .sort(doc! {"timestamp": -1})
         .batch_size(64)
+        .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
-        if number(d.get("totalViews")) > 0 {
+        if count(d.get("totalViews")) > 0 {
             return Ok(d.get_datetime("timestamp").ok().map(|t| t.to_chrono()));
         }
     }
@@ -339,6 +419,7 @@ pub struct SiteSummary {
     pub daily: Vec<i64>,
 }
 
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "site_summary", site = %domain))]
 pub async fn site_summary(
     store: &Store,
     domain: &DomainName,

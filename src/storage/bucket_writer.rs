@@ -209,7 +209,7 @@ impl BucketWriter {
                     .into(),
                 ));
             }
-            if super::update::number(reply.get("n")) != Some(1) {
+            if super::values::number(reply.get("n")) != Some(1) {
                 return Err(ApplyError::ProgressMoved);
             }
         }

@@ -22,6 +22,22 @@ pub fn zero_filled(resolution: Resolution, page: &str, start: DateTime<Utc>) -> 
     }
 }
 
+/// One bucket per page and start time, at every level: the upsert's
+/// target and the shard key's prefix.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    Resolution::ALL
+        .into_iter()
+        .map(|r| {
+            super::schema::IndexSpec::new(
+                r.collection(),
+                "page_timestamp",
+                super::schema::bucket_key(),
+            )
+            .unique()
+        })
+        .collect()
+}
+
 /// A bucket as read back. Upserted buckets carry only the slots that were
 /// incremented; a missing slot is 0.
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -9,6 +9,7 @@ pub mod share_links;
 pub mod sites;
 pub mod system;
 pub mod update;
+pub mod values;
 
 use bson::{doc, Document};
 use mongodb::options::{
@@ -19,6 +20,32 @@ use std::time::Duration;
 
 pub use crate::domain::Resolution;
 pub use buckets::{zero_filled, Bucket, Increments};
+
+/// Where site reports add buckets up (see `TICKERTAPE_REPORT_GROUPING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// `$group` on the server: only the sums cross the network.
+    Server,
+    /// One projected scan, summed in the app.
+    App,
+}
+
+impl Grouping {
+    /// `auto` follows the server: the local server (secantusd-rs, which
+    /// names itself in `buildInfo.secantusVersion`) runs a `$group` over
+    /// thousands of buckets slower than it streams them.
+    pub fn choose(setting: &str, build_info: &Document) -> Result<Self, String> {
+        match setting {
+            "server" => Ok(Grouping::Server),
+            "app" => Ok(Grouping::App),
+            "auto" if build_info.contains_key("secantusVersion") => Ok(Grouping::App),
+            "auto" => Ok(Grouping::Server),
+            other => Err(format!(
+                "TICKERTAPE_REPORT_GROUPING must be auto, server or app, not {other:?}"
+            )),
+        }
+    }
+}
 
 /// How the server we are connected to is deployed, from its `hello` reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +96,9 @@ pub struct Store {
     db: Database,
     reports: Database,
     realtime: Database,
+    /// `maxTimeMS` of every report query.
+    report_max_time: Duration,
+    grouping: Grouping,
     read_preference: ReadPreference,
     write_concern: Document,
     commit_write_concern: WriteConcern,
@@ -86,6 +116,8 @@ pub enum ConnectError {
     BadWriteConcern(String),
     #[error("{0}")]
     BadReadPreference(String),
+    #[error("{0}")]
+    BadSetting(String),
 }
 
 impl Store {
@@ -112,6 +144,10 @@ impl Store {
         let short = Duration::from_millis(settings.db_timeout_ms.max(1));
         options.server_selection_timeout.get_or_insert(short);
         options.connect_timeout.get_or_insert(short);
+        options
+            .max_pool_size
+            .get_or_insert(settings.max_pool_size.max(1));
+        options.min_pool_size.get_or_insert(settings.min_pool_size);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let handle = |pref: ReadPreference| {
             client.database_with_options(
@@ -135,6 +171,12 @@ impl Store {
             .await
             .map_err(ConnectError::Unreachable)?;
         let topology = Topology::from_hello(&hello);
+        let build_info = db
+            .run_command(doc! {"buildInfo": 1})
+            .await
+            .map_err(ConnectError::Unreachable)?;
+        let grouping = Grouping::choose(&settings.report_grouping, &build_info)
+            .map_err(ConnectError::BadSetting)?;
         // `w: 0` would acknowledge nothing: an unknown outcome on every
         // write, which the write path cannot resolve.
         let (w, ack) = match write_concern.parse::<u32>() {
@@ -155,7 +197,17 @@ impl Store {
             commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
             write_timeout,
             topology,
+            report_max_time: Duration::from_millis(settings.report_max_time_ms.max(1)),
+            grouping,
         })
+    }
+
+    pub fn grouping(&self) -> Grouping {
+        self.grouping
+    }
+
+    pub fn report_max_time(&self) -> Duration {
+        self.report_max_time
     }
 
     pub fn client(&self) -> &Client {
@@ -216,6 +268,17 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grouping_follows_the_setting_or_the_server() {
+        let mongod = doc! {"version": "8.0.4"};
+        let local = doc! {"version": "8.2.11", "secantusVersion": "0.5.3"};
+        assert_eq!(Grouping::choose("auto", &mongod), Ok(Grouping::Server));
+        assert_eq!(Grouping::choose("auto", &local), Ok(Grouping::App));
+        assert_eq!(Grouping::choose("server", &local), Ok(Grouping::Server));
+        assert_eq!(Grouping::choose("app", &mongod), Ok(Grouping::App));
+        assert!(Grouping::choose("fast", &mongod).is_err());
+    }
 
     #[test]
     fn topology_from_hello() {

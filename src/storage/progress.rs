@@ -6,7 +6,7 @@
 use bson::{doc, Document};
 use mongodb::options::{ReadConcern, ReadPreference, SelectionCriteria};
 
-use super::update::number;
+use super::values::number;
 use super::Store;
 
 pub const COLLECTION: &str = "journal_progress";

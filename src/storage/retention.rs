@@ -8,9 +8,9 @@ use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
+use super::values::count;
 use super::{Resolution, Store};
 use crate::domain::Retention;
-use crate::reports::queries::number;
 
 pub const INDEX: &str = "retention";
 
@@ -51,7 +51,7 @@ pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongo
         .iter()
         .find(|i| i.get_str("name") == Ok(INDEX))
         .map_or(TtlState::Absent, |i| {
-            TtlState::ExpireAfter(number(i.get("expireAfterSeconds")))
+            TtlState::ExpireAfter(count(i.get("expireAfterSeconds")))
         }))
 }
 

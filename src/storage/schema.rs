@@ -40,7 +40,7 @@ pub fn shard_state(entry: Option<&Document>) -> ShardState {
             .iter()
             .zip(bucket_key().iter())
             .all(|((k, v), (bk, bv))| {
-                k == bk && super::update::number(Some(v)) == super::update::number(Some(bv))
+                k == bk && super::values::number(Some(v)) == super::values::number(Some(bv))
             });
     if same {
         ShardState::Sharded
@@ -274,135 +274,77 @@ pub struct SetupReport {
     pub indexes: Vec<String>,
 }
 
-pub async fn ensure_schema(store: &Store) -> Result<SetupReport, mongodb::error::Error> {
+/// One index a module needs. Each module declares its own (`indexes()`
+/// next to the code that queries them); `crate::indexes` composes them.
+#[derive(Debug, Clone)]
+pub struct IndexSpec {
+    pub collection: &'static str,
+    pub name: &'static str,
+    pub keys: Document,
+    pub unique: bool,
+    /// A TTL index: the server removes a document this long after the
+    /// indexed date.
+    pub expire_after: Option<std::time::Duration>,
+}
+
+impl IndexSpec {
+    pub fn new(collection: &'static str, name: &'static str, keys: Document) -> Self {
+        IndexSpec {
+            collection,
+            name,
+            keys,
+            unique: false,
+            expire_after: None,
+        }
+    }
+
+    pub fn unique(mut self) -> Self {
+        self.unique = true;
+        self
+    }
+
+    pub fn expire_after(mut self, after: std::time::Duration) -> Self {
+        self.expire_after = Some(after);
+        self
+    }
+
+    fn describe(&self) -> String {
+        let mut line = format!("{}: {} {}", self.collection, self.name, self.keys);
+        if self.unique {
+            line.push_str(" unique");
+        }
+        if let Some(after) = self.expire_after {
+            line.push_str(&format!(" TTL {} s", after.as_secs()));
+        }
+        line
+    }
+}
+
+/// Creates the indexes (idempotent: an index that exists with the same
+/// options is left as it is).
+pub async fn create_indexes(
+    store: &Store,
+    specs: &[IndexSpec],
+) -> Result<SetupReport, mongodb::error::Error> {
     let mut report = SetupReport::default();
-    let db = store.db();
-    for g in Resolution::ALL {
-        let index = IndexModel::builder()
-            .keys(bucket_key())
-            .options(
-                IndexOptions::builder()
-                    .unique(true)
-                    .name("page_timestamp".to_owned())
+    for spec in specs {
+        let options = IndexOptions::builder()
+            .name(spec.name.to_owned())
+            .unique(spec.unique.then_some(true))
+            .expire_after(spec.expire_after)
+            .build();
+        store
+            .db()
+            .collection::<Document>(spec.collection)
+            .create_index(
+                IndexModel::builder()
+                    .keys(spec.keys.clone())
+                    .options(options)
                     .build(),
             )
-            .build();
-        db.collection::<Document>(g.collection())
-            .create_index(index)
             .await?;
-        report.indexes.push(format!(
-            "{}: unique {{page: 1, timestamp: 1}}",
-            g.collection()
-        ));
+        report.indexes.push(spec.describe());
     }
-    let sites = db.collection::<Document>(super::sites::COLLECTION);
-    sites
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"domain": 1})
-                .options(
-                    IndexOptions::builder()
-                        .unique(true)
-                        .name("domain".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    sites
-        .create_index(IndexModel::builder().keys(doc! {"aliases": 1}).build())
-        .await?;
-    report
-        .indexes
-        .push("sites: unique {domain: 1}, {aliases: 1}".into());
-    db.collection::<Document>(crate::accounts::users::COLLECTION)
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"email": 1})
-                .options(
-                    IndexOptions::builder()
-                        .unique(true)
-                        .name("email".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    let sessions = db.collection::<Document>(crate::accounts::sessions::COLLECTION);
-    // Expired sessions are removed by the server (TTL at `expiresAt`).
-    sessions
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"expiresAt": 1})
-                .options(
-                    IndexOptions::builder()
-                        .expire_after(std::time::Duration::ZERO)
-                        .name("expiry".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    sessions
-        .create_index(IndexModel::builder().keys(doc! {"userId": 1}).build())
-        .await?;
-    report
-        .indexes
-        .push("users: unique {email: 1}; sessions: TTL {expiresAt: 1}, {userId: 1}".into());
-    let tokens = db.collection::<Document>(crate::accounts::api_tokens::COLLECTION);
-    tokens
-        .create_index(IndexModel::builder().keys(doc! {"userId": 1}).build())
-        .await?;
-    tokens
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"tokenId": 1})
-                .options(IndexOptions::builder().unique(true).build())
-                .build(),
-        )
-        .await?;
-    report
-        .indexes
-        .push("api_tokens: {userId: 1}, unique {tokenId: 1}".into());
-    let links = db.collection::<Document>(super::share_links::COLLECTION);
-    links
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"siteId": 1, "createdAt": -1})
-                .build(),
-        )
-        .await?;
-    links
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"linkId": 1})
-                .options(IndexOptions::builder().unique(true).build())
-                .build(),
-        )
-        .await?;
-    report
-        .indexes
-        .push("share_links: {siteId: 1, createdAt: -1}, unique {linkId: 1}".into());
-    // Preallocation finds the active pages of an hour by timestamp.
-    db.collection::<Document>(Resolution::Hour.collection())
-        .create_index(
-            IndexModel::builder()
-                .keys(doc! {"timestamp": 1, "totalViews": 1})
-                .options(
-                    IndexOptions::builder()
-                        .name("active_pages".to_owned())
-                        .build(),
-                )
-                .build(),
-        )
-        .await?;
-    db.collection::<Document>(crate::preallocation::runs::COLLECTION)
-        .create_index(IndexModel::builder().keys(doc! {"startedAt": -1}).build())
-        .await?;
-    report
-        .indexes
-        .push("views_hour: {timestamp: 1, totalViews: 1}; prealloc_runs: {startedAt: -1}".into());
-
     Ok(report)
 }
 

@@ -13,6 +13,19 @@ use crate::domain::{AccessToken, ExpiryDays, Label, SiteId, TokenKind};
 
 pub const COLLECTION: &str = "share_links";
 
+/// Links are opened by `_id` (the hash); listed per site; revoked by id.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    use super::schema::IndexSpec;
+    vec![
+        IndexSpec::new(
+            COLLECTION,
+            "siteId_1_createdAt_-1",
+            doc! {"siteId": 1, "createdAt": -1},
+        ),
+        IndexSpec::new(COLLECTION, "linkId_1", doc! {"linkId": 1}).unique(),
+    ]
+}
+
 /// Most links one site may have (live or expired, until revoked).
 pub const MAX_PER_SITE: u64 = 100;
 

@@ -129,7 +129,9 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
     };
     match collection(store).insert_one(SiteDoc::from(&site)).await {
         Ok(_) => Ok(site),
-        Err(e) if is_duplicate_key(&e) => Err(SiteError::HostTaken(site.domain.to_string())),
+        Err(e) if super::values::is_duplicate_key(&e) => {
+            Err(SiteError::HostTaken(site.domain.to_string()))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -193,7 +195,7 @@ pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::E
         removed += store
             .db()
             .collection::<bson::Document>(g.collection())
-            .delete_many(doc! {"page": crate::reports::queries::site_pages(&site.domain)})
+            .delete_many(doc! {"page": site.domain.pages_filter()})
             .await?
             .deleted_count;
     }
@@ -219,13 +221,14 @@ pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     Ok(docs.into_iter().map(Site::from).collect())
 }
 
-pub fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
-    use mongodb::error::{ErrorKind, WriteFailure};
-    match &*e.kind {
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == 11000,
-        ErrorKind::Command(c) => c.code == 11000,
-        _ => false,
-    }
+/// A domain or alias names one site only; the pixel's directory finds
+/// sites by either.
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    use super::schema::IndexSpec;
+    vec![
+        IndexSpec::new(COLLECTION, "domain", doc! {"domain": 1}).unique(),
+        IndexSpec::new(COLLECTION, "aliases_1", doc! {"aliases": 1}),
+    ]
 }
 
 #[cfg(test)]

@@ -5,10 +5,9 @@
 //! sent. Anything else (a write error, a write-concern error, a short `n`)
 //! is a failure, never a partial success: the whole transaction is retried.
 
-use bson::{Bson, Document};
+use bson::Document;
 
-/// Duplicate-key error code.
-pub const DUPLICATE_KEY: i32 = 11000;
+use super::values::{number, DUPLICATE_KEY};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplyError {
@@ -85,17 +84,6 @@ pub fn check_reply(
         applied: sent,
         upserted,
     })
-}
-
-/// A BSON number as an integer (servers answer counts as int32, int64 or
-/// double).
-pub fn number(value: Option<&Bson>) -> Option<i64> {
-    match value? {
-        Bson::Int32(n) => Some(i64::from(*n)),
-        Bson::Int64(n) => Some(*n),
-        Bson::Double(n) if n.fract() == 0.0 => Some(*n as i64),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use actix_web::{web, HttpResponse};
 use askama::Template;
 use std::sync::Arc;
 
-use super::admin::FormError;
 use super::auth::Viewer;
 use super::error::WebError;
+use super::forms::FormError;
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::api_tokens::{self, ApiToken, ApiTokenError, TokenScope};

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::auth::Admin;
 use super::error::{see_other, WebError};
+use super::forms::{parse_hosts, FormError};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::password::NewPassword;
@@ -20,35 +21,6 @@ use crate::domain::{DomainName, Email, SiteId};
 use crate::ingest::pixel::Outcome;
 use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
 use crate::storage::system;
-
-/// A refused form field: which one (its `id`), and what to do about it,
-/// shown next to the field on the same page.
-pub struct FormError {
-    pub field: &'static str,
-    pub message: String,
-}
-
-impl FormError {
-    pub fn new(field: &'static str, message: impl std::fmt::Display) -> Self {
-        FormError {
-            field,
-            message: sentence(&message.to_string()),
-        }
-    }
-}
-
-/// "no user has …" → "No user has ….": messages read as sentences.
-pub fn sentence(text: &str) -> String {
-    let mut chars = text.chars();
-    let mut out: String = match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => return String::new(),
-    };
-    if !out.ends_with(['.', '!', '?']) {
-        out.push('.');
-    }
-    out
-}
 
 /// Confirmations after a change, by the `done` query parameter of the page
 /// the change redirects to.
@@ -72,18 +44,6 @@ fn confirmation(q: &DoneQuery) -> Option<&'static str> {
 fn site_by_id(state: &WebState, id: &str) -> Result<Arc<Site>, WebError> {
     let id = SiteId::parse(id).map_err(|_| WebError::NotFound)?;
     state.directory.by_id(&id).ok_or(WebError::NotFound)
-}
-
-/// Host names separated by commas, spaces or new lines (URLs and ports
-/// are normalised as for the domain).
-pub(crate) fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
-    raw.split([',', ' ', '\n', '\r', '\t'])
-        .filter(|h| !h.is_empty())
-        .map(|h| {
-            DomainName::from_input(h)
-                .map_err(|e| FormError::new("aliases", format!("“{h}” is not usable: {e}")))
-        })
-        .collect()
 }
 
 /// Owner e-mails separated by commas, spaces or new lines; each must have
@@ -705,7 +665,7 @@ struct SystemPage {
     writer: Vec<Figure>,
     corrupt_segments: Vec<String>,
     outcomes: Vec<(&'static str, u64)>,
-    last_run: Option<super::preallocation::RunRow>,
+    last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
 }
 
@@ -767,8 +727,8 @@ pub async fn system_page(
         last_run: crate::preallocation::runs::recent(&state.store, 1)
             .await?
             .first()
-            .map(super::preallocation::RunRow::from),
-        next_run: super::preallocation::next_run_text(&state),
+            .map(super::prealloc_runs::RunRow::from),
+        next_run: super::prealloc_runs::next_run_text(&state),
     };
     Ok(render(StatusCode::OK, &page))
 }

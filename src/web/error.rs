@@ -97,7 +97,7 @@ impl From<crate::storage::sites::SiteError> for WebError {
     fn from(e: crate::storage::sites::SiteError) -> Self {
         match e {
             crate::storage::sites::SiteError::Database(e) => e.into(),
-            other => WebError::invalid(super::admin::sentence(&other.to_string())),
+            other => WebError::invalid(super::forms::sentence(&other.to_string())),
         }
     }
 }
@@ -108,7 +108,7 @@ impl From<crate::accounts::users::UserError> for WebError {
         match e {
             UserError::Database(e) => e.into(),
             UserError::NotFound => WebError::NotFound,
-            other => WebError::invalid(super::admin::sentence(&other.to_string())),
+            other => WebError::invalid(super::forms::sentence(&other.to_string())),
         }
     }
 }
@@ -194,7 +194,7 @@ impl ResponseError for JsonError {
             WebError::SecondFactorRequired => {
                 "Turn on two-factor login first (under Account).".to_owned()
             }
-            other => super::admin::sentence(&other.to_string()),
+            other => super::forms::sentence(&other.to_string()),
         };
         json_error(self.status_code(), self.0.code(), &message)
     }

@@ -10,47 +10,14 @@ use super::auth::Admin;
 use super::error::{see_other, JsonError, WebError};
 use super::fmt;
 use super::pages::{render, Nav};
+use super::prealloc_runs::{next_run_text, RunRow};
 use super::state::WebState;
 use crate::accounts::sessions::tokens_match;
-use crate::preallocation::{self, runs, PreallocError, PreallocForm, PreallocRun, Trigger};
+use crate::preallocation::{self, runs, PreallocError, PreallocForm, Trigger};
 
 impl From<PreallocError> for WebError {
     fn from(e: PreallocError) -> Self {
         WebError::Invalid(e.to_string())
-    }
-}
-
-pub struct RunRow {
-    pub id: String,
-    pub started: String,
-    pub trigger: String,
-    pub who: String,
-    pub scope: String,
-    pub from_hour: String,
-    pub hours: u32,
-    pub pages: u64,
-    pub inserted: u64,
-    pub already_present: u64,
-    pub duration_ms: u64,
-    pub errors: String,
-}
-
-impl From<&PreallocRun> for RunRow {
-    fn from(r: &PreallocRun) -> Self {
-        RunRow {
-            id: uuid::Uuid::from(r.id).to_string(),
-            started: fmt::utc(&r.started_at.to_chrono()),
-            trigger: r.trigger.clone(),
-            who: r.who.clone(),
-            scope: r.scope.clone(),
-            from_hour: fmt::utc(&r.from_hour.to_chrono()),
-            hours: r.hours,
-            pages: r.pages,
-            inserted: r.inserted,
-            already_present: r.already_present,
-            duration_ms: r.duration_ms,
-            errors: r.errors.join("; "),
-        }
     }
 }
 
@@ -65,7 +32,7 @@ struct PreallocPage {
     site: String,
     page: String,
     hours: String,
-    error: Option<super::admin::FormError>,
+    error: Option<super::forms::FormError>,
     next_run: String,
     threshold: i64,
     result: Option<RunRow>,
@@ -121,7 +88,7 @@ async fn page_with(
         hours: Some(typed(|i| &i.hours))
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "1".into()),
-        error: error.map(|e| super::admin::FormError {
+        error: error.map(|e| super::forms::FormError {
             field: e.field(),
             message: e.to_string(),
         }),
@@ -142,13 +109,6 @@ async fn page_with(
         StatusCode::OK
     };
     Ok(render(status, &page))
-}
-
-pub fn next_run_text(state: &WebState) -> String {
-    match &state.scheduler {
-        Some(s) => fmt::utc(&s.next_due()),
-        None => "never (TICKERTAPE_PREALLOC_SCHEDULE=false)".into(),
-    }
 }
 
 #[derive(Deserialize)]

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::admin::FormError;
 use super::auth::{client_address, Viewer};
 use super::error::{see_other, WebError};
+use super::forms::FormError;
 use super::pages::{error_page, render, Nav};
 use super::reports::{self, Audience, ReportQuery};
 use super::state::WebState;

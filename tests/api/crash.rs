@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::{schema, Resolution};
+use tickertape::storage::Resolution;
 
 use crate::helpers::*;
 
@@ -326,7 +326,7 @@ async fn scenario() -> Scenario {
     let mut settings = test_settings();
     settings.database.name = database.clone();
     let store = connect(&db.uri(), &settings).await;
-    schema::ensure_schema(&store).await.unwrap();
+    tickertape::indexes::ensure(&store).await.unwrap();
     let site = sites::insert(
         &store,
         NewSite {

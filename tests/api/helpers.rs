@@ -12,7 +12,7 @@ use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::settings::{AckMode, Settings};
 use tickertape::startup::Application;
 use tickertape::storage::sites::{self, NewSite, Site};
-use tickertape::storage::{schema, Bucket, Resolution, Store};
+use tickertape::storage::{Bucket, Resolution, Store};
 
 /// A desktop browser's User-Agent, so test hits are not taken for bots.
 pub const BROWSER_UA: &str =
@@ -162,7 +162,7 @@ pub async fn spawn_app_on(app_uri: &str, mut settings: Settings) -> TestApp {
         tickertape::telemetry::init();
     }
     let direct = connect(database_uri(), &settings).await;
-    schema::ensure_schema(&direct).await.expect("schema");
+    tickertape::indexes::ensure(&direct).await.expect("schema");
     let store = connect(app_uri, &settings).await;
     let clock = ManualClock::new(t0());
     let app = Application::build(&settings, store, clock.clone())

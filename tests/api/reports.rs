@@ -20,7 +20,13 @@ fn at(d: u32, h: u32, m: u32, s: u32) -> chrono::DateTime<Utc> {
 /// /a: 22 10:01:07 ×3, 22 10:01:09 ×1, 22 09:59:59 ×2, 21 23:59:59 ×1, 22 00:00:00 ×1
 /// /b: 22 10:01:07 ×2, 20 12:00:00 ×5
 async fn reports_world() -> (TestApp, Login, String) {
-    let app = spawn_app().await;
+    reports_world_grouped("auto").await
+}
+
+/// The same world with site reports grouped on the server or in the app
+/// (`TICKERTAPE_REPORT_GROUPING`): both must give the same numbers.
+async fn reports_world_grouped(grouping: &str) -> (TestApp, Login, String) {
+    let app = spawn_app_with(|s| s.database.report_grouping = grouping.to_owned()).await;
     app.add_user("admin@example.com", Role::Admin).await;
     let site = app.add_site("r.test", &[]).await;
     let mut hits = Vec::new();
@@ -179,7 +185,13 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
 
 #[tokio::test]
 async fn dashboard_and_page_report_show_the_same_numbers() {
-    let (_app, admin, base) = reports_world().await;
+    for grouping in ["app", "server"] {
+        dashboard_and_page_report_agree(grouping).await;
+    }
+}
+
+async fn dashboard_and_page_report_agree(grouping: &str) {
+    let (_app, admin, base) = reports_world_grouped(grouping).await;
     // The 22nd alone (hourly): 9 views, against 1 on the 21st.
     let (status, html) = admin
         .text(&format!(
@@ -225,7 +237,13 @@ async fn dashboard_and_page_report_show_the_same_numbers() {
 
 #[tokio::test]
 async fn the_latest_minute_with_views_skips_preallocated_empty_buckets() {
-    let (app, admin, base) = reports_world().await;
+    for grouping in ["app", "server"] {
+        latest_minute_skips_empty_buckets(grouping).await;
+    }
+}
+
+async fn latest_minute_skips_empty_buckets(grouping: &str) {
+    let (app, admin, base) = reports_world_grouped(grouping).await;
     // Zero-filled buckets for 10:00-11:59 of /a: those after its last view
     // (10:01) are newer, and within the day the default minute is looked up
     // in when the period ends at midnight.
@@ -394,4 +412,51 @@ async fn demo_data_lands_in_all_three_levels_once() {
         .unwrap();
     assert!(again.skipped);
     assert_eq!(app.total_views(Resolution::Day).await, report.hits as i64);
+}
+
+/// Every report query carries `maxTimeMS`: with a limit of 1 ms, a scan of
+/// 60,000 buckets is stopped by the server (MaxTimeMSExpired, code 50)
+/// instead of running on; with the default it answers.
+#[tokio::test]
+async fn report_queries_are_bounded_by_max_time_ms() {
+    use tickertape::reports::{queries, Period};
+    let mut settings = test_settings();
+    let store = connect(database_uri(), &settings).await;
+    let start = Resolution::Hour.floor(t0()) - chrono::TimeDelta::days(1);
+    let docs: Vec<bson::Document> = (0..60_000)
+        .map(|i| {
+            bson::doc! {
+                "page": format!("slow.test/p/{}", i % 1000),
+                "timestamp": bson::DateTime::from_chrono(start + chrono::TimeDelta::minutes(i / 1000)),
+                "totalViews": 1_i64,
+            }
+        })
+        .collect();
+    store
+        .db()
+        .collection::<bson::Document>(Resolution::Minute.collection())
+        .insert_many(docs)
+        .await
+        .unwrap();
+    let domain = DomainName::parse("slow.test").unwrap();
+    let period = Period::aligned(
+        start,
+        start + chrono::TimeDelta::hours(1),
+        Resolution::Minute,
+    );
+    let pages = queries::top_pages(&store, &domain, &period).await.unwrap();
+    assert_eq!(pages.iter().map(|(_, v)| v).sum::<i64>(), 60_000);
+    assert_eq!(pages.len(), 1000);
+
+    settings.database.report_max_time_ms = 1;
+    let hurried = connect(database_uri(), &settings).await;
+    assert_eq!(hurried.report_max_time(), Duration::from_millis(1));
+    let err = queries::top_pages(&hurried, &domain, &period)
+        .await
+        .expect_err("a 1 ms limit stops a 60,000-bucket scan");
+    assert!(
+        matches!(&*err.kind, mongodb::error::ErrorKind::Command(c) if c.code == 50),
+        "{err}"
+    );
+    store.db().drop().await.unwrap();
 }

@@ -30,7 +30,7 @@ async fn ttl_index(app: &TestApp, collection: &str) -> Option<Document> {
 }
 
 fn expire_after(index: &Document) -> i64 {
-    tickertape::reports::queries::number(index.get("expireAfterSeconds"))
+    tickertape::storage::values::count(index.get("expireAfterSeconds"))
 }
 
 #[tokio::test]

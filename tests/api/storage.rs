@@ -63,9 +63,13 @@ async fn one_view_at_07_seconds_lands_in_all_three_buckets_in_the_seeds_shape() 
 #[tokio::test]
 async fn schema_setup_is_idempotent_and_creates_unique_bucket_indexes() {
     let app = spawn_app().await;
-    schema::ensure_schema(&app.store).await.unwrap();
-    let report = schema::ensure_schema(&app.store).await.unwrap();
-    assert_eq!(report.indexes.len(), 6);
+    tickertape::indexes::ensure(&app.store).await.unwrap();
+    let report = tickertape::indexes::ensure(&app.store).await.unwrap();
+    assert_eq!(report.indexes.len(), tickertape::indexes::all().len());
+    assert!(report
+        .indexes
+        .iter()
+        .any(|l| l.starts_with("views_minute: page_timestamp") && l.ends_with("unique")));
     for g in Resolution::ALL {
         let indexes = app
             .store
@@ -222,4 +226,38 @@ async fn sharding_is_an_explicit_step_that_a_replica_set_refuses() {
     let err = schema::shard(&app.store).await.unwrap_err();
     assert!(matches!(err, schema::ShardError::NotMongos(_)), "{err}");
     assert!(err.to_string().contains("not a mongos"), "{err}");
+}
+
+/// The system page's figures: with the database away, `collStats` and the
+/// member list are shown as failures, not as empty collections (issue 12).
+#[tokio::test]
+async fn failed_stats_are_reported_as_failures_not_zeros() {
+    use crate::proxy::{write_target, Mode, Proxy};
+    use tickertape::storage::system;
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.database.db_timeout_ms = 300;
+    let store = connect(&proxy.uri(), &settings).await;
+    let up = system::bucket_stats(&store).await;
+    assert!(up.iter().all(|c| c.error.is_none()), "{up:?}");
+    assert!(up.iter().all(|c| c.count == 0), "not created yet: zeros");
+
+    proxy.set(Mode::Down);
+    let down = system::bucket_stats(&store).await;
+    assert_eq!(down.len(), 3);
+    for c in &down {
+        assert_eq!(
+            c.error.as_deref(),
+            Some("the database did not answer"),
+            "{}",
+            c.name
+        );
+    }
+    let topology = system::topology(&store).await;
+    if matches!(store.topology(), tickertape::storage::Topology::Standalone) {
+        assert!(topology.error.is_none());
+    } else {
+        assert!(topology.error.is_some(), "{topology:?}");
+        assert!(topology.members.is_empty());
+    }
 }

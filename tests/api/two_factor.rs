@@ -232,8 +232,10 @@ async fn when_required_admins_must_turn_it_on_first() {
         .send()
         .await
         .unwrap();
-    assert_eq!(api.status(), 303, "the JSON API too");
-    assert_eq!(api.headers()["location"], "/account/totp");
+    // A script is answered in JSON, with a code that names the fix.
+    assert_eq!(api.status(), 403, "the JSON API too");
+    let json: serde_json::Value = api.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "second_factor_required");
     let (status, html) = admin.text("/account/totp").await;
     assert_eq!(status, 200);
     assert!(html.contains("Administrators must turn on two-factor login"));

@@ -157,7 +157,8 @@ pub async fn realtime_csv(
     let path = q.path()?;
     let page = Page::new(&site.domain, &path);
     let period = realtime_period(state.clock.now());
-    let points = queries::series(&state.store, &Scope::Page(&page), &period).await?;
+    let read = queries::realtime_series(&state.store, &Scope::Page(&page), &period).await?;
+    let points = queries::rollup(&period, &read);
     Ok(csv_response(
         &format!(
             "{}_minute.csv",

@@ -103,8 +103,8 @@ pub async fn show_page_report(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         breakdown,
-        queries::read_series(&state.store, &scope, &last_hour),
-        queries::seconds_of(&state.store, &page, this_minute),
+        queries::realtime_series(&state.store, &scope, &last_hour),
+        queries::realtime_seconds(&state.store, &page, this_minute),
     )?;
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");

@@ -26,7 +26,7 @@ pub(super) struct SettingsPage {
     /// The name and aliases as typed, and what was wrong with them.
     name: String,
     aliases: String,
-    error: Option<crate::web::admin::FormError>,
+    error: Option<crate::web::forms::FormError>,
     /// The new-page cap and this hour's figures (issue 13).
     cap: crate::ingest::page_cap::CapStatus,
     overflow_path: &'static str,
@@ -50,7 +50,7 @@ pub(super) fn settings_page(
     viewer: &Viewer,
     site: Arc<Site>,
     done: Option<&'static str>,
-    typed: Option<(String, String, crate::web::admin::FormError)>,
+    typed: Option<(String, String, crate::web::forms::FormError)>,
 ) -> HttpResponse {
     let s = snippets::for_site(&state.public_url, &site.id);
     let cap = state
@@ -112,7 +112,7 @@ pub async fn save_site_settings(
 ) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     let site = visible_site(&state, &viewer, &id)?;
-    let again = |error: crate::web::admin::FormError| {
+    let again = |error: crate::web::forms::FormError| {
         settings_page(
             &state,
             &viewer,
@@ -121,7 +121,7 @@ pub async fn save_site_settings(
             Some((form.name.clone(), form.aliases.clone(), error)),
         )
     };
-    let aliases = match crate::web::admin::parse_hosts(&form.aliases) {
+    let aliases = match crate::web::forms::parse_hosts(&form.aliases) {
         Ok(a) => a,
         Err(e) => return Ok(again(e)),
     };
@@ -135,9 +135,9 @@ pub async fn save_site_settings(
         Ok(_) => {}
         Err(SiteError::Database(e)) => return Err(e.into()),
         Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::admin::FormError::new("name", e)))
+            return Ok(again(crate::web::forms::FormError::new("name", e)))
         }
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("aliases", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("aliases", e))),
     }
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
@@ -153,7 +153,7 @@ pub(super) struct NewSitePage {
     nav: Option<Nav>,
     domain: String,
     name: String,
-    error: Option<crate::web::admin::FormError>,
+    error: Option<crate::web::forms::FormError>,
 }
 
 pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), WebError> {
@@ -196,7 +196,7 @@ pub async fn add_site(
 ) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
     may_add_sites(&state, &viewer)?;
-    let again = |error: crate::web::admin::FormError| {
+    let again = |error: crate::web::forms::FormError| {
         render(
             StatusCode::BAD_REQUEST,
             &NewSitePage {
@@ -209,7 +209,7 @@ pub async fn add_site(
     };
     let domain = match crate::domain::DomainName::from_input(&form.domain) {
         Ok(d) => d,
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
     };
     let new = crate::storage::sites::NewSite {
         domain,
@@ -222,9 +222,9 @@ pub async fn add_site(
         Ok(site) => site,
         Err(SiteError::Database(e)) => return Err(e.into()),
         Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::admin::FormError::new("name", e)))
+            return Ok(again(crate::web::forms::FormError::new("name", e)))
         }
-        Err(e) => return Ok(again(crate::web::admin::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
     };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");

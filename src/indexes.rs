@@ -1,0 +1,23 @@
+//! Every collection's indexes, composed from what each module declares
+//! next to the queries that need them.
+
+use crate::storage::schema::{create_indexes, IndexSpec, SetupReport};
+use crate::storage::Store;
+
+pub fn all() -> Vec<IndexSpec> {
+    [
+        crate::storage::buckets::indexes(),
+        crate::storage::sites::indexes(),
+        crate::accounts::users::indexes(),
+        crate::accounts::sessions::indexes(),
+        crate::accounts::api_tokens::indexes(),
+        crate::storage::share_links::indexes(),
+        crate::preallocation::indexes(),
+    ]
+    .concat()
+}
+
+/// Creates every index (idempotent); run at start and by `tickertape setup`.
+pub async fn ensure(store: &Store) -> Result<SetupReport, mongodb::error::Error> {
+    create_indexes(store, &all()).await
+}

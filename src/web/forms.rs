@@ -1,0 +1,45 @@
+//! What every form shares: a refused field shown next to the field, and
+//! messages written as sentences.
+
+use crate::domain::DomainName;
+
+/// A refused form field: which one (its `id`), and what to do about it,
+/// shown next to the field on the same page.
+pub struct FormError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl FormError {
+    pub fn new(field: &'static str, message: impl std::fmt::Display) -> Self {
+        FormError {
+            field,
+            message: sentence(&message.to_string()),
+        }
+    }
+}
+
+/// "no user has …" → "No user has ….": messages read as sentences.
+pub fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => return String::new(),
+    };
+    if !out.ends_with(['.', '!', '?']) {
+        out.push('.');
+    }
+    out
+}
+
+/// Host names separated by commas, spaces or new lines (URLs and ports
+/// are normalised as for the domain).
+pub fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
+    raw.split([',', ' ', '\n', '\r', '\t'])
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            DomainName::from_input(h)
+                .map_err(|e| FormError::new("aliases", format!("“{h}” is not usable: {e}")))
+        })
+        .collect()
+}
