@@ -9,6 +9,7 @@ mod webdriver;
 mod accounts;
 mod admin;
 mod browser;
+mod browser_sharing;
 mod crash;
 mod deployment;
 mod ingest;
