@@ -166,7 +166,11 @@ pub async fn show_dashboard(
             now,
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
-        headline: Headline::new(&period, &current, &previous, now),
+        headline: Headline::new(&period, &current, &previous, now).unless_expired(
+            &before,
+            &state.retention,
+            now,
+        ),
         pages_count: matching.len() as i64,
         page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
         pages,

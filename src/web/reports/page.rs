@@ -146,7 +146,11 @@ pub async fn show_page_report(
             now,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
-        headline: Headline::new(&period, &current, &previous, now),
+        headline: Headline::new(&period, &current, &previous, now).unless_expired(
+            &before,
+            &state.retention,
+            now,
+        ),
         minute_label: fmt::utc(&minute),
         seconds: series_view(
             "seconds",

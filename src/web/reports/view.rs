@@ -281,6 +281,29 @@ impl Headline {
             basis,
         }
     }
+
+    /// No change is shown against a previous period that reaches past the
+    /// retention of the level it is read at: its figures would be missing
+    /// the expired buckets, not lower.
+    pub(super) fn unless_expired(
+        mut self,
+        before: &Period,
+        retention: &crate::domain::Retention,
+        now: DateTime<Utc>,
+    ) -> Self {
+        if let Some(kept) = retention.kept(before.read) {
+            if before.from < now - kept {
+                self.change = "—".to_owned();
+                self.class = "";
+                self.basis = format!(
+                    "(the previous period starts more than {} ago, and {} buckets are kept only that long, so no change to show)",
+                    retention.describe(before.read),
+                    before.read.as_str()
+                );
+            }
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +343,21 @@ mod tests {
         let h = Headline::new(&period, &current, &previous, later);
         assert_eq!((h.previous, h.change.as_str()), (1115, "−34.5%"));
         assert_eq!(h.basis, "in the previous period");
+        // A previous period past the retention of its level: no change.
+        let retention = crate::domain::Retention::parse(1, 1, 0).unwrap();
+        let h = Headline::new(&period, &current, &previous, now).unless_expired(
+            &period.previous(),
+            &retention,
+            now,
+        );
+        assert_eq!((h.change.as_str(), h.class), ("—", ""));
+        assert!(h.basis.contains("more than 1 day ago"), "{}", h.basis);
+        let h = Headline::new(&period, &current, &previous, now).unless_expired(
+            &period.previous(),
+            &crate::domain::Retention::parse(2, 2, 0).unwrap(),
+            now,
+        );
+        assert_eq!(h.change, "+100.0%", "within 2 days: compared");
         // Before its first bucket is complete there is nothing to compare.
         let h = Headline::new(&period, &current, &previous, period.from);
         assert_eq!(h.change, "—");
