@@ -655,3 +655,42 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
         "documented but never checked: {missing:?}"
     );
 }
+
+#[tokio::test]
+async fn with_the_database_down_the_api_and_share_links_answer_503() {
+    use crate::proxy::{write_target, Mode, Proxy};
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let app = spawn_app_on(&proxy.uri(), test_settings()).await;
+    app.add_user("a@example.com", Role::Admin).await;
+    let site = app.add_site("down.test", &[]).await;
+    let a = app.login("a@example.com").await;
+    let token = create_token(&a, "t", None).await;
+    let r = a
+        .post(
+            &format!("/sites/{}/share", site.id),
+            &[("csrf", &a.csrf), ("label", "l"), ("expires", "")],
+        )
+        .await;
+    let page = r.text().await.unwrap();
+    let start = page.find("/share/tt_share_").unwrap();
+    let link = page[start..start + 7 + 9 + 64].to_owned();
+    let series = format!("/api/v1/sites/{}/series", site.id);
+    assert_eq!(get(&app, &token, &series).await.status, 200);
+
+    proxy.set(Mode::Down);
+    for path in ["/api/v1/sites", series.as_str()] {
+        let began = std::time::Instant::now();
+        let r = get(&app, &token, path).await;
+        assert_eq!(
+            (r.status, code(&r)),
+            (503, "database_unavailable"),
+            "{path}"
+        );
+        assert!(r.headers.contains_key("retry-after"));
+        assert!(began.elapsed() < std::time::Duration::from_secs(8));
+    }
+    let r = app.anonymous().get(&link).await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["referrer-policy"], "no-referrer");
+    proxy.set(Mode::Pass);
+}
