@@ -157,6 +157,13 @@ pub struct IngestSettings {
     /// How often the in-memory site directory is reloaded, in seconds.
     #[arg(long, env = "TICKERTAPE_SITE_REFRESH_SECS", default_value_t = 5)]
     pub site_refresh_secs: u64,
+
+    /// How long after a site is deleted its buckets are purged, in seconds
+    /// (at least three directory refreshes): until then every instance
+    /// drops the site and its journaled hits are skipped, so no late hit
+    /// re-creates a bucket.
+    #[arg(long, env = "TICKERTAPE_SITE_PURGE_AFTER_SECS", default_value_t = 600)]
+    pub site_purge_after_secs: u64,
 }
 
 #[derive(Debug, Clone, Args)]

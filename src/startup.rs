@@ -26,6 +26,7 @@ pub struct Application {
     appliers: Appliers,
     drain: Duration,
     refresher: JoinHandle<()>,
+    purger: JoinHandle<()>,
     scheduler: Option<JoinHandle<()>>,
     ingest: IngestState,
 }
@@ -55,6 +56,8 @@ impl Application {
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);
+        let directory = SiteDirectory::default();
+        directory.reload(&store).await?;
         let appliers = Appliers::start(
             &store,
             journal.id(),
@@ -62,12 +65,14 @@ impl Application {
             settings.ingest.apply_config(),
             stats.clone(),
             journal.stats().clone(),
+            directory.clone(),
         );
-        let directory = SiteDirectory::default();
-        directory.reload(&store).await?;
-        let refresher = directory.spawn_refresher(
+        let refresh = settings.ingest.site_refresh_secs.max(1);
+        let refresher = directory.spawn_refresher(store.clone(), Duration::from_secs(refresh));
+        let purger = spawn_site_purger(
             store.clone(),
-            Duration::from_secs(settings.ingest.site_refresh_secs.max(1)),
+            clock.clone(),
+            settings.ingest.site_purge_after_secs.max(3 * refresh),
         );
         let ingest = IngestState {
             journal: journal.appender().clone(),
@@ -155,6 +160,7 @@ impl Application {
             appliers,
             drain: Duration::from_secs(settings.ingest.shutdown_drain_secs),
             refresher,
+            purger,
             scheduler: scheduler_task,
             ingest,
         })
@@ -184,6 +190,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let served = self.server.await;
         self.refresher.abort();
+        self.purger.abort();
         if let Some(task) = self.scheduler {
             task.abort();
         }
@@ -205,4 +212,27 @@ fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
         .exclude("/healthz")
         // A share link's address is its secret.
         .exclude_regex("^/share/")
+}
+
+/// Purges the sites deleted at least `after_secs` ago, checking every tenth
+/// of that (and at start). A failure is logged and tried again next time.
+fn spawn_site_purger(store: Store, clock: SharedClock, after_secs: u64) -> JoinHandle<()> {
+    let after = chrono::TimeDelta::seconds(after_secs as i64);
+    let every = Duration::from_secs((after_secs / 10).clamp(1, 60));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            match crate::storage::sites::purge_due(&store, clock.now(), after).await {
+                Ok(purged) => {
+                    for (domain, buckets) in purged {
+                        tracing::info!(site = %domain, buckets, "deleted site purged");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %crate::telemetry::chain(&e), "purging deleted sites failed; trying again later")
+                }
+            }
+        }
+    })
 }

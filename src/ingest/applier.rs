@@ -7,6 +7,7 @@
 //! only grows the backlog. After any failure the progress document says
 //! whether the batch committed after all, so a batch counts exactly once.
 
+use super::directory::SiteDirectory;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
@@ -51,6 +52,8 @@ struct Applier {
     applied: u64,
     stats: Arc<IngestStats>,
     journal_stats: Arc<JournalStats>,
+    /// Knows the sites marked deleted, whose hits are not applied.
+    directory: SiteDirectory,
 }
 
 struct Batch {
@@ -68,6 +71,7 @@ impl Appliers {
         config: ApplyConfig,
         stats: Arc<IngestStats>,
         journal_stats: Arc<JournalStats>,
+        directory: SiteDirectory,
     ) -> Self {
         let (shutdown, _) = watch::channel(false);
         let handles = feeds
@@ -85,6 +89,7 @@ impl Appliers {
                     applied: 0,
                     stats: stats.clone(),
                     journal_stats: journal_stats.clone(),
+                    directory: directory.clone(),
                 };
                 tokio::spawn(applier.run(shutdown.subscribe()))
             })
@@ -350,7 +355,14 @@ impl Applier {
         let mut attempts = 0u32;
         loop {
             let started = Instant::now();
-            let hits = batch.records.iter().map(|r| (r.page.as_str(), r.at));
+            // A deleted site's hits accepted before its deletion are
+            // skipped, so they do not re-create its buckets; the progress
+            // still advances past them.
+            let hits = batch
+                .records
+                .iter()
+                .filter(|r| !self.directory.is_deleted_page(&r.page))
+                .map(|r| (r.page.as_str(), r.at));
             let result = self.writer.apply(hits, Some(&advance)).await;
             let error = match result {
                 Ok(report) => {

@@ -2,7 +2,7 @@
 //! hash lookup and no database round trip. Reloaded on an interval and
 //! whenever this process changes a site.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -13,6 +13,9 @@ use crate::storage::{sites, sites::Site, Store};
 struct Snapshot {
     by_id: HashMap<SiteId, Arc<Site>>,
     by_host: HashMap<String, Arc<Site>>,
+    /// Canonical domains of sites marked deleted, not yet purged: their
+    /// hits still in a journal are not applied.
+    deleted: HashSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -22,7 +25,14 @@ pub struct SiteDirectory {
 
 impl SiteDirectory {
     pub fn replace(&self, all: Vec<Site>) {
-        let mut next = Snapshot::default();
+        self.replace_with_deleted(all, Vec::new());
+    }
+
+    fn replace_with_deleted(&self, all: Vec<Site>, deleted: Vec<crate::domain::DomainName>) {
+        let mut next = Snapshot {
+            deleted: deleted.into_iter().map(|d| d.to_string()).collect(),
+            ..Snapshot::default()
+        };
         for site in all {
             let site = Arc::new(site);
             for host in site.hosts() {
@@ -48,6 +58,16 @@ impl SiteDirectory {
         self.snapshot().by_host.get(host).cloned()
     }
 
+    /// Whether a stored page key (`domain/path`) belongs to a site marked
+    /// deleted.
+    pub fn is_deleted_page(&self, page: &str) -> bool {
+        let snapshot = self.snapshot();
+        !snapshot.deleted.is_empty()
+            && page
+                .split_once('/')
+                .is_some_and(|(domain, _)| snapshot.deleted.contains(domain))
+    }
+
     pub fn all(&self) -> Vec<Arc<Site>> {
         self.snapshot().by_id.values().cloned().collect()
     }
@@ -61,9 +81,9 @@ impl SiteDirectory {
     }
 
     pub async fn reload(&self, store: &Store) -> Result<usize, mongodb::error::Error> {
-        let all = sites::list(store).await?;
+        let (all, deleted) = tokio::try_join!(sites::list(store), sites::deleted_domains(store))?;
         let n = all.len();
-        self.replace(all);
+        self.replace_with_deleted(all, deleted);
         Ok(n)
     }
 

@@ -46,6 +46,10 @@ struct SiteDoc {
     owners: Vec<bson::Uuid>,
     #[serde(rename = "createdAt")]
     created_at: bson::DateTime,
+    /// Set when the site is deleted: a tombstone until its buckets are
+    /// purged (see [`mark_deleted`]).
+    #[serde(rename = "deletedAt", default, skip_serializing_if = "Option::is_none")]
+    deleted_at: Option<bson::DateTime>,
 }
 
 impl From<SiteDoc> for Site {
@@ -70,6 +74,7 @@ impl From<&Site> for SiteDoc {
             aliases: s.aliases.clone(),
             owners: s.owners.iter().map(|&u| u.into()).collect(),
             created_at: bson::DateTime::from_chrono(s.created_at),
+            deleted_at: None,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct NewSite {
 pub enum SiteError {
     #[error("{0} already belongs to a site")]
     HostTaken(String),
+    #[error("{0} was just deleted and its data is being removed; add it again in a few minutes")]
+    BeingDeleted(String),
     #[error("a site name is at most 100 characters")]
     NameTooLong,
     #[error("database error")]
@@ -112,6 +119,9 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
         .find_one(doc! {"$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}]})
         .await?;
     if let Some(other) = clash {
+        if other.deleted_at.is_some() {
+            return Err(SiteError::BeingDeleted(other.domain.to_string()));
+        }
         let other = Site::from(other);
         let taken = hosts
             .iter()
@@ -188,8 +198,62 @@ pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<
     Ok(())
 }
 
-/// Deletes a site and every bucket of its pages.
-pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
+/// Deletes a site, in two steps so that no hit re-creates its buckets.
+///
+/// First the site is marked deleted: every instance's directory drops it
+/// at its next refresh (the pixel then refuses its hits as an unknown
+/// site), and the appliers skip hits of a marked site that were accepted
+/// before (they may sit in a journal for as long as the database is away).
+/// Its buckets are purged once `purge_after` has passed ([`purge_due`]), by
+/// then every instance has refreshed; the mark stays until the purge.
+pub async fn mark_deleted(
+    store: &Store,
+    site: &Site,
+    now: DateTime<Utc>,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
+            doc! {"$set": {"deletedAt": bson::DateTime::from_chrono(now)}},
+        )
+        .await?;
+    Ok(())
+}
+
+/// The canonical domains of sites marked deleted and not purged yet.
+pub async fn deleted_domains(store: &Store) -> Result<Vec<DomainName>, mongodb::error::Error> {
+    let docs: Vec<SiteDoc> = collection(store)
+        .find(doc! {"deletedAt": {"$exists": true}})
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs.into_iter().map(|d| d.domain).collect())
+}
+
+/// Purges the sites marked deleted at least `purge_after` ago: their
+/// buckets, then the mark. Returns each purged domain with the buckets
+/// removed.
+pub async fn purge_due(
+    store: &Store,
+    now: DateTime<Utc>,
+    purge_after: chrono::TimeDelta,
+) -> Result<Vec<(DomainName, u64)>, mongodb::error::Error> {
+    let due: Vec<SiteDoc> = collection(store)
+        .find(doc! {"deletedAt": {"$lte": bson::DateTime::from_chrono(now - purge_after)}})
+        .await?
+        .try_collect()
+        .await?;
+    let mut purged = Vec::new();
+    for doc in due {
+        let site = Site::from(doc);
+        let removed = purge(store, &site).await?;
+        purged.push((site.domain, removed));
+    }
+    Ok(purged)
+}
+
+/// Removes every bucket of a site's pages, then the site.
+async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
     let mut removed = 0;
     for g in super::Resolution::ALL {
         removed += store
@@ -211,9 +275,10 @@ pub async fn delete(store: &Store, site: &Site) -> Result<u64, mongodb::error::E
     Ok(removed)
 }
 
+/// The sites in use (not marked deleted).
 pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     let docs: Vec<SiteDoc> = collection(store)
-        .find(doc! {})
+        .find(doc! {"deletedAt": {"$exists": false}})
         .sort(doc! {"domain": 1})
         .await?
         .try_collect()

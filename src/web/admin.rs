@@ -32,7 +32,9 @@ pub struct DoneQuery {
 fn confirmation(q: &DoneQuery) -> Option<&'static str> {
     Some(match q.done.as_deref()? {
         "site-saved" => "The site was saved.",
-        "site-deleted" => "The site and its data were deleted.",
+        "site-deleted" => {
+            "The site was deleted: it counts no more views, and its data is removed within minutes."
+        }
         "user-added" => "The user was added.",
         "role-set" => "The role was changed.",
         "password-reset" => "The password was reset; the user's sessions were ended.",
@@ -396,9 +398,9 @@ pub async fn delete_site(
             site.domain
         )));
     }
-    let buckets = sites::delete(&state.store, &site).await?;
+    sites::mark_deleted(&state.store, &site, state.clock.now()).await?;
     state.directory.reload(&state.store).await?;
-    tracing::info!(admin = %viewer.user.email, site = %site.domain, buckets, "site deleted");
+    tracing::info!(admin = %viewer.user.email, site = %site.domain, "site marked deleted; its buckets are purged after the other instances have dropped it");
     Ok(see_other("/admin/sites?done=site-deleted"))
 }
 
