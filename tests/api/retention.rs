@@ -110,23 +110,40 @@ async fn a_start_with_an_impossible_retention_is_refused() {
 
 #[tokio::test]
 async fn the_database_expires_buckets_older_than_their_retention() {
-    let app = spawn_app().await;
-    // The TTL monitor runs every 60 s by default; once a second here.
-    app.store
+    // A server of its own: its TTL monitor is made to run every second,
+    // which on the shared server would also expire other tests' sessions
+    // (they are dated by the tests' pinned clock, in the past).
+    let dir = tempfile::tempdir().unwrap();
+    let options = tickertape::localdb::LocalDbOptions {
+        cache_size: "64M".into(),
+        log_file_max: "16MB".into(),
+        ..Default::default()
+    };
+    let db = tickertape::localdb::LocalDb::start(&localdb_binary(), dir.path(), &options)
+        .await
+        .expect("start a local database");
+    let settings = test_settings();
+    let store = connect(db.uri(), &settings).await;
+    store
         .client()
         .database("admin")
         .run_command(doc! {"setParameter": 1, "ttlMonitorSleepSecs": 1})
         .await
         .unwrap();
-    retention::apply(&app.store, &Retention::parse(1, 1, 0).unwrap())
+    retention::apply(&store, &Retention::parse(1, 1, 0).unwrap())
         .await
         .unwrap();
     let old = Utc.with_ymd_and_hms(2020, 1, 1, 10, 0, 5).unwrap();
     let recent = Utc::now();
-    app.write_hits(&[("old.test/a", old), ("old.test/a", recent)])
-        .await;
+    tickertape::storage::bucket_writer::BucketWriter::new(&store)
+        .apply_direct(
+            &[("old.test/a", old), ("old.test/a", recent)],
+            tokio::time::Instant::now() + std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
     let count = |level: Resolution| {
-        let coll = app.store.buckets(level);
+        let coll = store.buckets(level);
         async move { coll.count_documents(doc! {}).await.unwrap() }
     };
     assert_eq!(count(Resolution::Minute).await, 2);
@@ -139,14 +156,24 @@ async fn the_database_expires_buckets_older_than_their_retention() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     // The recent buckets stay, and day buckets are kept for ever.
-    let minutes = app.buckets(Resolution::Minute).await;
-    assert_eq!(minutes.len(), 1);
+    let minute: Vec<tickertape::storage::Bucket> = futures::TryStreamExt::try_collect(
+        store
+            .buckets(Resolution::Minute)
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(minute.len(), 1);
     assert_eq!(
-        minutes[0].timestamp.to_chrono(),
+        minute[0].timestamp.to_chrono(),
         Resolution::Minute.floor(recent)
     );
     assert_eq!(count(Resolution::Hour).await, 1);
     assert_eq!(count(Resolution::Day).await, 2);
+    drop(store);
+    db.stop();
 }
 
 #[tokio::test]
