@@ -459,7 +459,7 @@ struct PreallocateArgs {
     #[arg(long)]
     hours: Option<String>,
     /// Views in the current hour that make a page active.
-    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1)]
+    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = crate::preallocation::DEFAULT_THRESHOLD)]
     threshold: i64,
     #[command(flatten)]
     db: DatabaseArgs,

@@ -197,7 +197,7 @@ pub struct PreallocSettings {
     pub prealloc_lead_minutes: i64,
 
     /// Views in the current hour that make a page active (preallocated).
-    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = 1, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, env = "TICKERTAPE_PREALLOC_THRESHOLD", default_value_t = crate::preallocation::DEFAULT_THRESHOLD, value_parser = clap::value_parser!(i64).range(1..))]
     pub prealloc_threshold: i64,
 }
 
@@ -431,6 +431,12 @@ mod tests {
         assert!(s.database.uri.is_none());
         assert_eq!(s.ingest.ack_mode, AckMode::Durable);
         assert_eq!(s.database.write_concern, "majority");
+        assert_eq!(s.prealloc.prealloc_threshold, 60, "hot pages only");
+        assert_eq!(s.database.report_grouping, "auto");
+        assert_eq!(
+            (s.database.max_pool_size, s.database.min_pool_size),
+            (32, 2)
+        );
         let journal = s.journal_config();
         assert_eq!(journal.dir, PathBuf::from("data/journal"));
         assert_eq!(journal.budget_bytes, 1 << 30);

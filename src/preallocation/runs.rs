@@ -40,6 +40,23 @@ pub struct PreallocRun {
     #[serde(rename = "durationMs")]
     pub duration_ms: u64,
     pub errors: Vec<String>,
+    /// `running` while a background run works (its counts grow as it
+    /// goes), then `done` or `failed`. Runs recorded before there were
+    /// background runs read as `done`.
+    #[serde(default = "done")]
+    pub status: String,
+    /// Documents the run has to write: its progress is (inserted + already
+    /// present) of these.
+    #[serde(default)]
+    pub documents: u64,
+}
+
+pub const RUNNING: &str = "running";
+pub const DONE: &str = "done";
+pub const FAILED: &str = "failed";
+
+fn done() -> String {
+    DONE.to_owned()
 }
 
 impl PreallocRun {
@@ -68,6 +85,8 @@ impl PreallocRun {
             inserted: counts.inserted,
             already_present: counts.already_present,
             duration_ms: took.as_millis() as u64,
+            status: if errors.is_empty() { DONE } else { FAILED }.to_owned(),
+            documents: 0,
             errors,
         }
     }
@@ -79,6 +98,21 @@ fn collection(store: &Store) -> mongodb::Collection<PreallocRun> {
 
 pub async fn record(store: &Store, run: &PreallocRun) -> Result<(), mongodb::error::Error> {
     collection(store).insert_one(run).await.map(|_| ())
+}
+
+/// A background run's figures so far, or at its end.
+pub async fn update(store: &Store, run: &PreallocRun) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .replace_one(doc! {"_id": run.id}, run)
+        .await
+        .map(|_| ())
+}
+
+pub async fn find(
+    store: &Store,
+    id: bson::Uuid,
+) -> Result<Option<PreallocRun>, mongodb::error::Error> {
+    collection(store).find_one(doc! {"_id": id}).await
 }
 
 /// The newest runs first.

@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{run, PreallocRequest, PreallocRun, Scope, Trigger};
+use super::{lease, run, PreallocRequest, PreallocRun, Scope, Trigger};
 use crate::clock::SharedClock;
 use crate::reports::Resolution;
 use crate::storage::Store;
@@ -27,6 +27,8 @@ pub struct Scheduler {
     threshold: i64,
     /// The next run due; advanced once a run for it has happened.
     next_due: Mutex<DateTime<Utc>>,
+    /// This scheduler's name in the lease (see `lease`).
+    holder: String,
 }
 
 impl Scheduler {
@@ -40,6 +42,7 @@ impl Scheduler {
             lead,
             threshold,
             next_due: Mutex::new(first),
+            holder: uuid::Uuid::new_v4().to_string(),
         }
     }
 
@@ -63,7 +66,23 @@ impl Scheduler {
             threshold: self.threshold,
         };
         *self.next_due.lock().expect("scheduler lock") = next_run_after(now, self.lead);
-        match run(&self.store, &request, Trigger::Schedule, "scheduler", now).await {
+        match lease::acquire(&self.store, &self.holder, request.from, now).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(hour = %request.from, "another instance preallocates this hour");
+                return None;
+            }
+            Err(e) => {
+                tracing::error!(error = %crate::telemetry::chain(&e), "preallocation lease unavailable; skipping this hour");
+                return None;
+            }
+        }
+        let result = run(&self.store, &request, Trigger::Schedule, "scheduler", now).await;
+        let done = result.is_ok().then_some(request.from);
+        if let Err(e) = lease::release(&self.store, &self.holder, done, self.clock.now()).await {
+            tracing::warn!(error = %crate::telemetry::chain(&e), "preallocation lease not released; it runs out on its own");
+        }
+        match result {
             Ok(record) => Some(record),
             Err(e) => {
                 tracing::error!(error = %crate::telemetry::chain(&e), "scheduled preallocation failed");

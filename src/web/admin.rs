@@ -3,24 +3,27 @@
 //! anything else.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use askama::Template;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::Admin;
-use super::error::{see_other, WebError};
-use super::forms::{parse_hosts, FormError};
-use super::pages::{render, Nav};
+use super::auth::{Admin, AdminPost, Viewer};
+use super::error::{see_other, Answer, WebError};
+use super::forms::{parse_hosts, site_refusal, FormError};
+use super::pages::{render, render_form, Nav};
 use super::state::WebState;
 use crate::accounts::password::NewPassword;
 use crate::accounts::{sessions, users, Role, User};
 use crate::domain::{DomainName, Email, SiteId};
 use crate::ingest::pixel::Outcome;
-use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
+use crate::storage::sites::{self, NewSite, Site, SiteChanges};
 use crate::storage::system;
+
+type Data = web::Data<WebState>;
+type Done = web::Query<DoneQuery>;
 
 /// Confirmations after a change, by the `done` query parameter of the page
 /// the change redirects to.
@@ -126,28 +129,18 @@ fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
         .join(", ")
 }
 
-pub async fn sites_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
-    sites_page_with(
-        &state,
-        &viewer,
-        SiteInput::default(),
-        None,
-        confirmation(&q),
-    )
-    .await
+pub async fn sites_page(state: Data, Admin(viewer): Admin, q: Done) -> Answer {
+    let input = SiteInput::default();
+    sites_page_with(&state, &viewer, input, None, confirmation(&q)).await
 }
 
 async fn sites_page_with(
     state: &WebState,
-    viewer: &super::auth::Viewer,
+    viewer: &Viewer,
     input: SiteInput,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let emails = emails_by_id(state).await?;
     let mut all = state.directory.all();
     all.sort_by(|a, b| a.domain.cmp(&b.domain));
@@ -166,13 +159,8 @@ async fn sites_page_with(
             owners: owner_list(s, &emails),
         })
         .collect();
-    let status = if error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        error.is_some(),
         &SitesPage {
             nav: Some(viewer.nav().in_section("admin")),
             rows,
@@ -185,7 +173,6 @@ async fn sites_page_with(
 
 #[derive(Deserialize)]
 pub struct NewSiteForm {
-    csrf: String,
     domain: String,
     #[serde(default)]
     aliases: String,
@@ -195,12 +182,8 @@ pub struct NewSiteForm {
     owners: String,
 }
 
-pub async fn create_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn create_site(post: AdminPost<NewSiteForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let input = SiteInput {
         domain: form.domain.clone(),
         aliases: form.aliases.clone(),
@@ -229,26 +212,9 @@ pub async fn create_site(
     };
     let site = match sites::insert(&state.store, new, state.clock.now()).await {
         Ok(site) => site,
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return sites_page_with(
-                &state,
-                &viewer,
-                input,
-                Some(FormError::new("name", e)),
-                None,
-            )
-            .await
-        }
         Err(e) => {
-            return sites_page_with(
-                &state,
-                &viewer,
-                input,
-                Some(FormError::new("domain", e)),
-                None,
-            )
-            .await
+            let refused = site_refusal(e, "domain")?;
+            return sites_page_with(&state, &viewer, input, Some(refused), None).await;
         }
     };
     state.directory.reload(&state.store).await?;
@@ -276,7 +242,7 @@ pub async fn site_page(
     Admin(viewer): Admin,
     id: web::Path<String>,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let site = site_by_id(&state, &id)?;
     let emails = emails_by_id(&state).await?;
     let page = SitePage {
@@ -298,7 +264,6 @@ pub async fn site_page(
 
 #[derive(Deserialize)]
 pub struct SiteForm {
-    csrf: String,
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -307,13 +272,8 @@ pub struct SiteForm {
     owners: String,
 }
 
-pub async fn update_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<SiteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn update_site(post: AdminPost<SiteForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let site = site_by_id(&state, &id)?;
     let again = |error: FormError| {
         render(
@@ -342,11 +302,8 @@ pub async fn update_site(
         aliases,
         owners,
     };
-    match sites::update(&state.store, &site, changes).await {
-        Ok(_) => {}
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => return Ok(again(FormError::new("name", e))),
-        Err(e) => return Ok(again(FormError::new("aliases", e))),
+    if let Err(e) = sites::update(&state.store, &site, changes).await {
+        return Ok(again(site_refusal(e, "aliases")?));
     }
     state.directory.reload(&state.store).await?;
     Ok(see_other(&format!(
@@ -366,7 +323,7 @@ pub async fn delete_site_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     id: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let site = site_by_id(&state, &id)?;
     Ok(render(
         StatusCode::OK,
@@ -379,18 +336,12 @@ pub async fn delete_site_page(
 
 #[derive(Deserialize)]
 pub struct DeleteForm {
-    csrf: String,
     #[serde(default)]
     confirm: String,
 }
 
-pub async fn delete_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<DeleteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn delete_site(post: AdminPost<DeleteForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let site = site_by_id(&state, &id)?;
     if form.confirm.trim().to_lowercase() != site.domain.as_str() {
         return Err(WebError::Invalid(format!(
@@ -429,30 +380,19 @@ struct UsersPage {
     done: Option<&'static str>,
 }
 
-pub async fn users_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
-    users_page_with(
-        &state,
-        &viewer,
-        String::new(),
-        "owner".into(),
-        None,
-        confirmation(&q),
-    )
-    .await
+pub async fn users_page(state: web::Data<WebState>, Admin(viewer): Admin, q: Done) -> Answer {
+    let (email, role) = (String::new(), "owner".to_owned());
+    users_page_with(&state, &viewer, email, role, None, confirmation(&q)).await
 }
 
 async fn users_page_with(
     state: &WebState,
-    viewer: &super::auth::Viewer,
+    viewer: &Viewer,
     email: String,
     role: String,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let rows = users::list(&state.store)
         .await?
         .into_iter()
@@ -465,13 +405,8 @@ async fn users_page_with(
             two_factor: u.two_factor,
         })
         .collect();
-    let status = if error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        error.is_some(),
         &UsersPage {
             nav: Some(viewer.nav().in_section("admin")),
             rows,
@@ -486,7 +421,6 @@ async fn users_page_with(
 
 #[derive(Deserialize)]
 pub struct NewUserForm {
-    csrf: String,
     email: String,
     role: String,
     password: String,
@@ -500,12 +434,8 @@ fn parse_password(raw: &str, field: &'static str) -> Result<NewPassword, FormErr
     NewPassword::parse(raw).map_err(|e| FormError::new(field, e))
 }
 
-pub async fn create_user(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<NewUserForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn create_user(post: AdminPost<NewUserForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let checked = (|| {
         let email = Email::parse(&form.email).map_err(|e| FormError::new("email", e))?;
         let role = parse_role(&form.role)?;
@@ -541,17 +471,11 @@ fn user_id(raw: &str) -> Result<Uuid, WebError> {
 
 #[derive(Deserialize)]
 pub struct RoleForm {
-    csrf: String,
     role: String,
 }
 
-pub async fn set_role(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<RoleForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn set_role(post: AdminPost<RoleForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let id = user_id(&id)?;
     let refuse = |e: FormError| {
         users_page_with(
@@ -580,17 +504,11 @@ pub async fn set_role(
 
 #[derive(Deserialize)]
 pub struct ResetForm {
-    csrf: String,
     password: String,
 }
 
-pub async fn reset_password(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<ResetForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let id = user_id(&id)?;
     let password = match parse_password(&form.password, "rows") {
         Ok(p) => p,
@@ -617,19 +535,13 @@ pub async fn reset_password(
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
+/// Deleting a user asks nothing but the CSRF token.
 #[derive(Deserialize)]
-pub struct DeleteUserForm {
-    csrf: String,
-}
+pub struct DeleteUserForm {}
 
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<DeleteUserForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn delete_user(post: AdminPost<DeleteUserForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, _) = post.into_parts();
     let id = user_id(&id)?;
     if id == viewer.user.id {
         return users_page_with(
@@ -689,10 +601,7 @@ fn retention_row(
     (kept, ttl)
 }
 
-pub async fn system_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-) -> Result<HttpResponse, WebError> {
+pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> Answer {
     let (topology, collections) = tokio::join!(
         system::topology(&state.store),
         system::bucket_stats(&state.store)

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 pub use super::error::WebError;
-use super::error::{see_other, TOTP_SETUP};
+use super::error::{see_other, Answer, TOTP_SETUP};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::password::{self, random_token, NewPassword};
@@ -86,6 +86,52 @@ impl FromRequest for Viewer {
                 return Err(WebError::SecondFactorRequired);
             }
             Ok(Viewer { user, session })
+        })
+    }
+}
+
+/// A form an administrator posted, its CSRF token already checked: the
+/// state, the admin, and the rest of the form.
+pub struct AdminPost<T> {
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: T,
+}
+
+impl<T> AdminPost<T> {
+    pub fn into_parts(self) -> (web::Data<WebState>, Viewer, T) {
+        (self.state, self.viewer, self.form)
+    }
+}
+
+#[derive(Deserialize)]
+struct WithCsrf<T> {
+    csrf: String,
+    #[serde(flatten)]
+    form: T,
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for AdminPost<T> {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<WebState>>().cloned();
+        let admin = Admin::from_request(req, payload);
+        let form = web::Form::<WithCsrf<T>>::from_request(req, payload);
+        Box::pin(async move {
+            let Admin(viewer) = admin.await?;
+            let form = form
+                .await
+                .map_err(|e| WebError::invalid(format!("The form could not be read: {e}.")))?
+                .into_inner();
+            viewer.check_csrf(&form.csrf)?;
+            let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
+            Ok(AdminPost {
+                state,
+                viewer,
+                form: form.form,
+            })
         })
     }
 }
@@ -216,7 +262,7 @@ pub async fn login(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<LoginForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let cookie_csrf = req
         .cookie(LOGIN_CSRF_COOKIE)
         .map(|c| c.value().to_owned())
@@ -314,7 +360,7 @@ pub async fn logout(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<CsrfForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     viewer.check_csrf(&form.csrf)?;
     sessions::delete(&state.store, &viewer.session.token_hash).await?;
     let mut response = see_other("/login?signed_out=1");
@@ -364,7 +410,7 @@ pub async fn change_password(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<PasswordForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     viewer.check_csrf(&form.csrf)?;
     let refuse = |message: &str| {
         render(

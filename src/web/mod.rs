@@ -150,6 +150,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::post().to(preallocation::trigger),
     )
     .route("/admin/api/preallocate", web::post().to(preallocation::api))
+    .route(
+        "/admin/api/preallocate/{id}",
+        web::get().to(preallocation::api_run),
+    )
     .default_service(web::route().to(pages::not_found));
 }
 

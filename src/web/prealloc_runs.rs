@@ -18,6 +18,16 @@ pub struct RunRow {
     pub already_present: u64,
     pub duration_ms: u64,
     pub errors: String,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    /// While running: how far, in words.
+    pub progress: String,
+}
+
+impl RunRow {
+    pub fn running(&self) -> bool {
+        self.status == crate::preallocation::runs::RUNNING
+    }
 }
 
 impl From<&PreallocRun> for RunRow {
@@ -35,6 +45,16 @@ impl From<&PreallocRun> for RunRow {
             already_present: r.already_present,
             duration_ms: r.duration_ms,
             errors: r.errors.join("; "),
+            status: r.status.clone(),
+            progress: if r.documents == 0 {
+                "finding the active pages".to_owned()
+            } else {
+                format!(
+                    "{} of {} buckets written",
+                    fmt::thousands(&((r.inserted + r.already_present) as i64)),
+                    fmt::thousands(&(r.documents as i64))
+                )
+            },
         }
     }
 }

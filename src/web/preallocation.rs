@@ -6,8 +6,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 
-use super::auth::Admin;
-use super::error::{see_other, JsonError, WebError};
+use super::auth::{Admin, AdminPost};
+use super::error::{see_other, Answer, JsonError, WebError};
 use super::fmt;
 use super::pages::{render, Nav};
 use super::prealloc_runs::{next_run_text, RunRow};
@@ -48,7 +48,7 @@ pub async fn page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     q: web::Query<ShowQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     page_with(&state, &viewer, q.run.as_deref(), None, None).await
 }
 
@@ -58,7 +58,7 @@ async fn page_with(
     run: Option<&str>,
     input: Option<&PreallocForm>,
     error: Option<PreallocError>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let recent = runs::recent(&state.store, 50).await?;
     let now = state.clock.now();
     let mut domains: Vec<String> = state
@@ -94,13 +94,14 @@ async fn page_with(
         }),
         next_run: next_run_text(state),
         threshold: state.prealloc_threshold,
-        result: run
-            .and_then(|id| {
-                recent
-                    .iter()
-                    .find(|r| uuid::Uuid::from(r.id).to_string() == id)
-            })
-            .map(RunRow::from),
+        result: match run.and_then(|id| uuid::Uuid::parse_str(id).ok()) {
+            // Looked up by id: a run older than the 50 listed still shows.
+            Some(id) => runs::find(&state.store, id.into())
+                .await?
+                .as_ref()
+                .map(RunRow::from),
+            None => None,
+        },
         runs: recent.iter().map(RunRow::from).collect(),
     };
     let status = if page.error.is_some() {
@@ -111,30 +112,16 @@ async fn page_with(
     Ok(render(status, &page))
 }
 
-#[derive(Deserialize)]
-pub struct TriggerForm {
-    csrf: String,
-    #[serde(flatten)]
-    form: PreallocForm,
-}
-
-pub async fn trigger(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<TriggerForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn trigger(post: AdminPost<PreallocForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let now = state.clock.now();
-    let request = match form
-        .form
-        .validate(state.prealloc_threshold, &state.directory.all(), now)
-    {
+    let request = match form.validate(state.prealloc_threshold, &state.directory.all(), now) {
         Ok(r) => r,
-        Err(e) => return page_with(&state, &viewer, None, Some(&form.form), Some(e)).await,
+        Err(e) => return page_with(&state, &viewer, None, Some(&form), Some(e)).await,
     };
-    let run = preallocation::run(
+    let run = preallocation::start(
         &state.store,
-        &request,
+        request,
         Trigger::Admin,
         viewer.user.email.as_str(),
         now,
@@ -173,23 +160,52 @@ pub async fn api(
     let request = form
         .validate(state.prealloc_threshold, &state.directory.all(), now)
         .map_err(|e| WebError::invalid(e.to_string()))?;
-    let run = preallocation::run(
+    let run = preallocation::start(
         &state.store,
-        &request,
+        request,
         Trigger::Api,
         viewer.user.email.as_str(),
         now,
     )
     .await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({
+    let id = uuid::Uuid::from(run.id);
+    Ok(HttpResponse::Accepted()
+        .insert_header((
+            actix_web::http::header::LOCATION,
+            format!("/admin/api/preallocate/{id}"),
+        ))
+        .json(run_json(&run)))
+}
+
+/// `GET /admin/api/preallocate/<id>`: a run's status and figures, polled
+/// until `status` is `done` or `failed`.
+pub async fn api_run(
+    state: web::Data<WebState>,
+    admin: Result<Admin, WebError>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, JsonError> {
+    admin?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| WebError::NotFound)?;
+    let run = runs::find(&state.store, id.into())
+        .await?
+        .ok_or(WebError::NotFound)?;
+    Ok(HttpResponse::Ok()
+        .insert_header(super::pages::no_store())
+        .json(run_json(&run)))
+}
+
+fn run_json(run: &preallocation::PreallocRun) -> serde_json::Value {
+    serde_json::json!({
         "id": uuid::Uuid::from(run.id).to_string(),
+        "status": run.status,
         "scope": run.scope,
         "fromHour": run.from_hour.to_chrono().to_rfc3339(),
         "hours": run.hours,
         "pages": run.pages,
+        "documents": run.documents,
         "inserted": run.inserted,
         "alreadyPresent": run.already_present,
         "durationMs": run.duration_ms,
         "errors": run.errors,
-    })))
+    })
 }

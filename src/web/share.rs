@@ -99,8 +99,9 @@ pub async fn shared_dashboard(
     token: web::Path<String>,
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
     match open(&req, &state, &token).await? {
-        Ok(site) => reports::show_dashboard(&state, site, audience(&token), &q).await,
+        Ok(site) => reports::show_dashboard(&state, site, audience(&token), &q, started).await,
         Err(refused) => Ok(refused),
     }
 }
@@ -111,8 +112,9 @@ pub async fn shared_page_report(
     token: web::Path<String>,
     q: web::Query<ReportQuery>,
 ) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
     match open(&req, &state, &token).await? {
-        Ok(site) => reports::show_page_report(&state, site, audience(&token), &q).await,
+        Ok(site) => reports::show_page_report(&state, site, audience(&token), &q, started).await,
         Err(refused) => Ok(refused),
     }
 }

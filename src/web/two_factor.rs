@@ -4,13 +4,13 @@
 
 use actix_web::cookie::{time::Duration as CookieDuration, SameSite};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
 use super::auth::{client_address, cookie, safe_next, Viewer, SECOND_FACTOR_COOKIE};
-use super::error::{see_other, WebError};
+use super::error::{see_other, Answer, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
@@ -46,7 +46,7 @@ pub async fn code_form(
     req: HttpRequest,
     state: web::Data<WebState>,
     q: web::Query<NextQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let Some(session) = due_session(&req, &state).await? else {
         return Ok(see_other("/login"));
     };
@@ -74,7 +74,7 @@ pub async fn submit_code(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<CodeForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let Some(due) = due_session(&req, &state).await? else {
         return Ok(see_other("/login"));
     };
@@ -175,7 +175,7 @@ async fn account_page(
     viewer: &Viewer,
     status: StatusCode,
     error: Option<String>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let enabled = viewer.user.two_factor;
     let setup = if enabled {
         None
@@ -200,7 +200,7 @@ async fn account_page(
 }
 
 /// `GET /account/totp`
-pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
+pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     account_page(&state, &viewer, StatusCode::OK, None).await
 }
 
@@ -216,7 +216,7 @@ pub async fn enable(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<EnableForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     viewer.check_csrf(&form.csrf)?;
     if viewer.user.two_factor {
         return account_page(
@@ -266,7 +266,7 @@ pub async fn disable(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<DisableForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     viewer.check_csrf(&form.csrf)?;
     let Some(secret) = totp::active(&state.store, viewer.user.id).await? else {
         return account_page(

@@ -111,6 +111,15 @@ pub fn test_settings() -> Settings {
     settings
         .retention
         .set(tickertape::domain::Retention::parse(0, 0, 0).unwrap());
+    // Against a real replica set (`MONGODB_URI`), reports read the primary:
+    // the tests check figures right after writing them, and a secondary
+    // may not have them yet. The read-preference tests set their own.
+    if std::env::var_os("MONGODB_URI").is_some() {
+        settings.database.read_preference = "primary".into();
+    }
+    // Test sites have a handful of views: any view makes a page active
+    // (the default, 60 an hour, is for real traffic).
+    settings.prealloc.prealloc_threshold = 1;
     settings
 }
 

@@ -310,6 +310,41 @@ async fn the_scheduler_runs_ahead_of_each_hour_across_day_boundaries() {
     assert_eq!(late.next_due(), at(23, 5, 50, 0));
 }
 
+/// Two instances share the database, each with its scheduler: one of
+/// them preallocates the hour (the lease), the other skips it, also when
+/// it fires after the first has finished (issue 12).
+#[tokio::test]
+async fn one_instance_runs_each_scheduled_preallocation() {
+    let app = spawn_app().await;
+    app.write_hits(&[("s.test/", at(22, 10, 1, 0))]).await;
+    app.clock.set(at(22, 10, 50, 0));
+    let instance = || {
+        Scheduler::new(
+            app.store.clone(),
+            app.clock.clone(),
+            TimeDelta::minutes(10),
+            1,
+        )
+    };
+    let (a, b) = (instance(), instance());
+    let (ra, rb) = tokio::join!(a.tick(), b.tick());
+    assert_eq!(
+        ra.is_some() as u8 + rb.is_some() as u8,
+        1,
+        "exactly one ran: {ra:?} {rb:?}"
+    );
+    let late = instance();
+    app.clock.set(at(22, 10, 51, 0));
+    assert!(late.tick().await.is_none(), "the hour is done");
+    let runs = tickertape::preallocation::runs::recent(&app.store, 10)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    // The next hour is taken again, by whichever comes first.
+    app.clock.set(at(22, 11, 50, 0));
+    assert!(late.tick().await.is_some());
+}
+
 async fn admin_world() -> (TestApp, Login, Login) {
     let app = spawn_app().await;
     app.add_user("admin@example.com", Role::Admin).await;
@@ -349,15 +384,26 @@ async fn admins_trigger_from_the_page_and_the_json_endpoint() {
             ],
         )
         .await;
+    // The run goes on in the background; its page refreshes until done.
     assert_eq!(r.status(), 303);
     let location = r.headers()["location"].to_str().unwrap().to_owned();
-    let (_, html) = admin.text(&location).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let html = loop {
+        let (_, html) = admin.text(&location).await;
+        if !html.contains("http-equiv=\"refresh\"") {
+            break html;
+        }
+        assert!(html.contains("This page refreshes until it is done"));
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     assert!(
         html.contains("122 buckets inserted, 0 already present"),
         "result shown"
     );
     assert!(html.contains("admin@example.com"), "who, in the history");
 
+    // The JSON endpoint answers 202 at once, with where to poll.
     let r = api(
         &admin,
         &app,
@@ -365,13 +411,32 @@ async fn admins_trigger_from_the_page_and_the_json_endpoint() {
         r#"{"page": "w.test/new", "from": "2026-11-22T11:00", "hours": 1}"#,
     )
     .await;
-    assert_eq!(r.status(), 200);
+    assert_eq!(r.status(), 202);
+    let status_url = r.headers()["location"].to_str().unwrap().to_owned();
     let json: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(
-        (json["inserted"].as_u64(), json["pages"].as_u64()),
-        (Some(61), Some(1))
-    );
     assert_eq!(json["scope"], "page w.test/new");
+    assert!(status_url.ends_with(json["id"].as_str().unwrap()));
+    let json = loop {
+        let json: serde_json::Value = admin.get(&status_url).await.json().await.unwrap();
+        if json["status"] != "running" {
+            break json;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(json["status"], "done");
+    assert_eq!(
+        (
+            json["inserted"].as_u64(),
+            json["pages"].as_u64(),
+            json["documents"].as_u64()
+        ),
+        (Some(61), Some(1), Some(61))
+    );
+    let r = admin
+        .get("/admin/api/preallocate/00000000-0000-0000-0000-000000000000")
+        .await;
+    assert_eq!(r.status(), 404);
 
     let (_, html) = admin.text("/admin/system").await;
     assert!(

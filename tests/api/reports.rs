@@ -305,6 +305,7 @@ async fn malformed_report_parameters_get_a_clear_400() {
 #[tokio::test]
 async fn report_handles_carry_the_configured_read_preference_and_writes_do_not() {
     let mut settings = test_settings();
+    settings.database.read_preference = "secondaryPreferred".into();
     let store = connect(database_uri(), &settings).await;
     assert!(matches!(
         store.reports().selection_criteria(),
@@ -334,7 +335,7 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
     }
 
     // The system page says what is in force.
-    let app = spawn_app().await;
+    let app = spawn_app_with(|s| s.database.read_preference = "secondaryPreferred".into()).await;
     app.add_user("admin@example.com", Role::Admin).await;
     let (_, html) = app
         .login("admin@example.com")

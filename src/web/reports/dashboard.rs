@@ -1,15 +1,12 @@
 //! A site's dashboard: its series, the change, and its top pages.
 
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::HttpResponse;
 use askama::Template;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::*;
 use crate::reports::{queries, Scope};
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
 use crate::web::error::{JsonError, WebError};
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
@@ -73,15 +70,9 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
     Ok(queries::has_views(&state.store, &Scope::Site(&site.domain)).await?)
 }
 
-pub async fn dashboard(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
-    let audience = Audience::signed_in(&viewer, &site);
-    show_dashboard(&state, site, audience, &q).await
+pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
+    let audience = Audience::signed_in(&r.viewer, &r.site);
+    show_dashboard(&r.state, r.site, audience, &q, r.started).await
 }
 
 /// The dashboard of `site` as `audience` sees it (signed in, or through a
@@ -91,8 +82,8 @@ pub async fn show_dashboard(
     site: Arc<Site>,
     audience: Audience,
     q: &ReportQuery,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
+    started: std::time::Instant,
+) -> Answer {
     let now = state.clock.now();
     let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention);
     let scope = Scope::Site(&site.domain);
@@ -146,11 +137,7 @@ pub async fn show_dashboard(
     } else {
         vec![("q", filter.as_str())]
     };
-    let status = if range_error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = status_of(range_error.as_ref());
     let page = DashboardPage {
         nav: audience.nav.clone(),
         shared: audience.shared,
@@ -199,12 +186,9 @@ pub async fn show_dashboard(
 /// `GET /sites/<id>/status.json`: `{"seen": true}` once the site has had a
 /// view (polled by the waiting dashboard). JSON errors, 401 without a
 /// session.
-pub async fn status_json(
-    state: web::Data<WebState>,
-    viewer: Result<Viewer, WebError>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, JsonError> {
-    let site = visible_site(&state, &viewer?, &id)?;
+pub async fn status_json(r: Result<SiteRequest, WebError>) -> Result<HttpResponse, JsonError> {
+    let r = r?;
+    let (state, site) = (r.state, r.site);
     let seen = ever_seen(&state, &site).await?;
     Ok(HttpResponse::Ok()
         .insert_header(crate::web::pages::no_store())

@@ -1,18 +1,15 @@
 //! CSV exports of the series, top pages, a minute's seconds and the last hour.
 
 use actix_web::http::header;
-use actix_web::{web, HttpResponse};
+use actix_web::HttpResponse;
 use chrono::{DateTime, TimeDelta, Utc};
-use std::time::Instant;
 
 use super::*;
 use crate::domain::{Page, PagePath};
 use crate::reports::{csv, queries, Resolution, Scope};
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
 use crate::web::error::WebError;
 use crate::web::fmt;
-use crate::web::state::WebState;
 
 pub(super) fn csv_response(filename: &str, body: String) -> HttpResponse {
     HttpResponse::Ok()
@@ -64,14 +61,10 @@ pub(super) fn file_stem(
 }
 
 /// The series of the dashboard (no `path`) or of a page report (`path`).
-pub async fn series_csv(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let site = r.site;
+    let started = r.started;
     let period = resolve_kept(&q, &state)?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let points = match &path {
@@ -92,14 +85,10 @@ pub async fn series_csv(
     ))
 }
 
-pub async fn pages_csv(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let site = r.site;
+    let started = r.started;
     let period = resolve_kept(&q, &state)?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
@@ -124,15 +113,10 @@ pub async fn pages_csv(
     ))
 }
 
-pub async fn seconds_csv(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
-    let path = q.path()?;
-    let page = Page::new(&site.domain, &path);
+pub async fn seconds_csv(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let site = r.site;
+    let (path, page) = q.page_of(&site)?;
     let minute = q
         .minute()?
         .ok_or_else(|| WebError::Invalid("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into()))?;
@@ -147,15 +131,10 @@ pub async fn seconds_csv(
     ))
 }
 
-pub async fn realtime_csv(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
-    let path = q.path()?;
-    let page = Page::new(&site.domain, &path);
+pub async fn realtime_csv(r: SiteRequest, q: Query) -> Answer {
+    let state = r.state;
+    let site = r.site;
+    let (path, page) = q.page_of(&site)?;
     let period = realtime_period(state.clock.now());
     let read = queries::realtime_series(&state.store, &Scope::Page(&page), &period).await?;
     let points = queries::rollup(&period, &read);

@@ -25,14 +25,20 @@ use page::*;
 use query::*;
 use view::*;
 
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::auth::Viewer;
-use super::error::WebError;
+use super::error::{Answer, WebError};
 use super::state::WebState;
 use crate::domain::SiteId;
 use crate::storage::sites::Site;
+
+type Query = web::Query<ReportQuery>;
 
 /// Who looks at a report, and so where its links lead and what it offers.
 pub struct Audience {
@@ -60,6 +66,40 @@ impl Audience {
         } else {
             href
         }
+    }
+}
+
+/// A request about one site the viewer may see: the state, the signed-in
+/// viewer, the site the path's `{id}` names (404 when unknown or not
+/// theirs), and when the request started (for the latency histogram).
+pub struct SiteRequest {
+    pub state: web::Data<WebState>,
+    pub viewer: Viewer,
+    pub site: Arc<Site>,
+    pub started: Instant,
+}
+
+impl FromRequest for SiteRequest {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let started = Instant::now();
+        let state = req.app_data::<web::Data<WebState>>().cloned();
+        let id = req.match_info().get("id").unwrap_or_default().to_owned();
+        let viewer = Viewer::from_request(req, payload);
+        Box::pin(async move {
+            let state =
+                state.ok_or_else(|| WebError::internal(anyhow::anyhow!("web state missing")))?;
+            let viewer = viewer.await?;
+            let site = visible_site(&state, &viewer, &id)?;
+            Ok(SiteRequest {
+                state,
+                viewer,
+                site,
+                started,
+            })
+        })
     }
 }
 

@@ -1,21 +1,15 @@
 //! A page's report: its series, a minute by second, and the realtime panels.
 
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
 use askama::Template;
 use chrono::{DateTime, TimeDelta, Utc};
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::*;
-use crate::domain::Page;
+
 use crate::reports::{chart, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
-use crate::web::error::WebError;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
-use crate::web::state::WebState;
 
 #[derive(Template)]
 #[template(path = "page.html")]
@@ -60,15 +54,9 @@ pub(super) fn realtime_period(now: DateTime<Utc>) -> Period {
     Period::aligned(to - TimeDelta::minutes(60), to, Resolution::Minute)
 }
 
-pub async fn page_report(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
-    let audience = Audience::signed_in(&viewer, &site);
-    show_page_report(&state, site, audience, &q).await
+pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
+    let audience = Audience::signed_in(&r.viewer, &r.site);
+    show_page_report(&r.state, r.site, audience, &q, r.started).await
 }
 
 /// A page report of `site` as `audience` sees it.
@@ -77,10 +65,9 @@ pub async fn show_page_report(
     site: Arc<Site>,
     audience: Audience,
     q: &ReportQuery,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    let path = q.path()?;
-    let page = Page::new(&site.domain, &path);
+    started: std::time::Instant,
+) -> Answer {
+    let (path, page) = q.page_of(&site)?;
     let now = state.clock.now();
     let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention);
     let scope = Scope::Page(&page);
@@ -119,11 +106,7 @@ pub async fn show_page_report(
     };
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
-    let status = if range_error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
+    let status = status_of(range_error.as_ref());
     let report = PageReport {
         nav: audience.nav.clone(),
         shared: audience.shared,

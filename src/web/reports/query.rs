@@ -47,6 +47,16 @@ impl ReportQuery {
             .map_err(|e| WebError::Invalid(format!("That page cannot be shown: {e}.")))
     }
 
+    /// The page the `path` parameter names on `site`.
+    pub(super) fn page_of(
+        &self,
+        site: &crate::storage::sites::Site,
+    ) -> Result<(PagePath, crate::domain::Page), WebError> {
+        let path = self.path()?;
+        let page = crate::domain::Page::new(&site.domain, &path);
+        Ok((path, page))
+    }
+
     pub(super) fn minute(&self) -> Result<Option<DateTime<Utc>>, WebError> {
         match self.minute.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),

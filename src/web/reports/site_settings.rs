@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::*;
 use crate::storage::sites::Site;
 use crate::web::auth::Viewer;
-use crate::web::error::{see_other, WebError};
+use crate::web::error::{see_other, Answer, WebError};
 use crate::web::pages::{render, Nav};
 use crate::web::snippets;
 use crate::web::state::WebState;
@@ -78,13 +78,10 @@ pub(super) fn settings_page(
     )
 }
 
-pub async fn site_settings(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<SettingsQuery>,
-) -> Result<HttpResponse, WebError> {
-    let site = visible_site(&state, &viewer, &id)?;
+pub async fn site_settings(r: SiteRequest, q: web::Query<SettingsQuery>) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
     let done = match q.done.as_deref() {
         Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
         Some("site-saved") => Some("The site was saved."),
@@ -104,14 +101,11 @@ pub struct SiteSettingsForm {
 
 /// An owner (or admin) renames their site or changes its aliases; the
 /// owners stay as they are (admins change them under Admin).
-pub async fn save_site_settings(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    form: web::Form<SiteSettingsForm>,
-) -> Result<HttpResponse, WebError> {
+pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm>) -> Answer {
+    let state = r.state;
+    let viewer = r.viewer;
+    let site = r.site;
     viewer.check_csrf(&form.csrf)?;
-    let site = visible_site(&state, &viewer, &id)?;
     let again = |error: crate::web::forms::FormError| {
         settings_page(
             &state,
@@ -130,14 +124,8 @@ pub async fn save_site_settings(
         aliases,
         owners: site.owners.clone(),
     };
-    use crate::storage::sites::SiteError;
-    match crate::storage::sites::update(&state.store, &site, changes).await {
-        Ok(_) => {}
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::forms::FormError::new("name", e)))
-        }
-        Err(e) => return Ok(again(crate::web::forms::FormError::new("aliases", e))),
+    if let Err(e) = crate::storage::sites::update(&state.store, &site, changes).await {
+        return Ok(again(crate::web::forms::site_refusal(e, "aliases")?));
     }
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
@@ -164,10 +152,7 @@ pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), Web
     }
 }
 
-pub async fn new_site_form(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-) -> Result<HttpResponse, WebError> {
+pub async fn new_site_form(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     may_add_sites(&state, &viewer)?;
     Ok(render(
         StatusCode::OK,
@@ -193,7 +178,7 @@ pub async fn add_site(
     state: web::Data<WebState>,
     viewer: Viewer,
     form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     viewer.check_csrf(&form.csrf)?;
     may_add_sites(&state, &viewer)?;
     let again = |error: crate::web::forms::FormError| {
@@ -217,14 +202,9 @@ pub async fn add_site(
         name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
         owners: vec![viewer.user.id],
     };
-    use crate::storage::sites::SiteError;
     let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
         Ok(site) => site,
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::forms::FormError::new("name", e)))
-        }
-        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
     };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");

@@ -60,6 +60,14 @@ pub struct Controls {
     pub coarsened: Option<String>,
 }
 
+/// A page shown with a refused range says so in its status.
+pub(super) fn status_of(range_error: Option<&PeriodError>) -> actix_web::http::StatusCode {
+    match range_error {
+        Some(_) => actix_web::http::StatusCode::BAD_REQUEST,
+        None => actix_web::http::StatusCode::OK,
+    }
+}
+
 /// The period the query asks for; a refused one falls back to the default
 /// range, with the reason kept for the form (the page still shows). A
 /// range reaching past a level's retention is read one level coarser, and
