@@ -190,6 +190,7 @@ pub async fn spawn_app_on(app_uri: &str, mut settings: Settings) -> TestApp {
         http: reqwest::Client::builder()
             .user_agent(BROWSER_UA)
             .pool_max_idle_per_host(256)
+            .pool_idle_timeout(IDLE_REUSE)
             .build()
             .unwrap(),
         journal,
@@ -327,6 +328,12 @@ pub fn fast(settings: &mut Settings) {
 /// The password every test user gets.
 pub const PASSWORD: &str = "correct horse battery";
 
+/// Test clients reuse a kept-alive connection only while it has been idle
+/// for less than this, well inside the server's 5 s keep-alive: reusing one
+/// the server is closing failed requests with "connection reset" or
+/// "incomplete message" under the load of the whole suite.
+const IDLE_REUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A browser-like client: keeps cookies, does not follow redirects (tests
 /// look at them).
 pub fn cookie_client() -> reqwest::Client {
@@ -334,6 +341,7 @@ pub fn cookie_client() -> reqwest::Client {
         .user_agent(BROWSER_UA)
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(IDLE_REUSE)
         .build()
         .unwrap()
 }
