@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::{Admin, AdminPost, Viewer};
+use super::auth::{Admin, AdminPost, Button, Viewer};
 use super::error::{see_other, Answer, WebError};
 use super::forms::{parse_hosts, site_refusal, FormError};
 use super::pages::{render, render_form, Nav};
@@ -385,6 +385,13 @@ pub async fn users_page(state: web::Data<WebState>, Admin(viewer): Admin, q: Don
     users_page_with(&state, &viewer, email, role, None, confirmation(&q)).await
 }
 
+/// The users page with a refusal in the table (role, password reset,
+/// deletion): the add form stays empty.
+async fn users_table_refusal(state: &WebState, viewer: &Viewer, refused: FormError) -> Answer {
+    let (email, role) = (String::new(), "owner".to_owned());
+    users_page_with(state, viewer, email, role, Some(refused), None).await
+}
+
 async fn users_page_with(
     state: &WebState,
     viewer: &Viewer,
@@ -477,16 +484,7 @@ pub struct RoleForm {
 pub async fn set_role(post: AdminPost<RoleForm>, id: web::Path<String>) -> Answer {
     let (state, viewer, form) = post.into_parts();
     let id = user_id(&id)?;
-    let refuse = |e: FormError| {
-        users_page_with(
-            &state,
-            &viewer,
-            String::new(),
-            "owner".into(),
-            Some(e),
-            None,
-        )
-    };
+    let refuse = |e: FormError| users_table_refusal(&state, &viewer, e);
     let role = match parse_role(&form.role) {
         Ok(r) => r,
         Err(e) => return refuse(FormError { field: "rows", ..e }).await,
@@ -512,17 +510,7 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
     let id = user_id(&id)?;
     let password = match parse_password(&form.password, "rows") {
         Ok(p) => p,
-        Err(e) => {
-            return users_page_with(
-                &state,
-                &viewer,
-                String::new(),
-                "owner".into(),
-                Some(e),
-                None,
-            )
-            .await
-        }
+        Err(e) => return users_table_refusal(&state, &viewer, e).await,
     };
     users::set_password(&state.store, id, &password).await?;
     // The admin knows this one: the user is asked for their own.
@@ -535,22 +523,15 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
-/// Deleting a user asks nothing but the CSRF token.
-#[derive(Deserialize)]
-pub struct DeleteUserForm {}
-
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(post: AdminPost<DeleteUserForm>, id: web::Path<String>) -> Answer {
+pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answer {
     let (state, viewer, _) = post.into_parts();
     let id = user_id(&id)?;
     if id == viewer.user.id {
-        return users_page_with(
+        return users_table_refusal(
             &state,
             &viewer,
-            String::new(),
-            "owner".into(),
-            Some(FormError::new("rows", "You cannot delete your own account")),
-            None,
+            FormError::new("rows", "You cannot delete your own account"),
         )
         .await;
     }

@@ -9,7 +9,7 @@ use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
-use super::auth::{client_address, cookie, safe_next, Viewer, SECOND_FACTOR_COOKIE};
+use super::auth::{client_address, cookie, safe_next, Post, Viewer, SECOND_FACTOR_COOKIE};
 use super::error::{see_other, Answer, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
@@ -206,18 +206,13 @@ pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Answer {
 
 #[derive(Deserialize)]
 pub struct EnableForm {
-    csrf: String,
     code: String,
 }
 
 /// `POST /account/totp/enable`: a code from the new secret proves the app
 /// has it; then the recovery codes are shown, once.
-pub async fn enable(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<EnableForm>,
-) -> Answer {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn enable(post: Post<EnableForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     if viewer.user.two_factor {
         return account_page(
             &state,
@@ -255,19 +250,14 @@ pub async fn enable(
 
 #[derive(Deserialize)]
 pub struct DisableForm {
-    csrf: String,
     password: String,
     code: String,
 }
 
 /// `POST /account/totp/disable`: needs the password and a second factor,
 /// so a session left open is not enough to remove it.
-pub async fn disable(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<DisableForm>,
-) -> Answer {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn disable(post: Post<DisableForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let Some(secret) = totp::active(&state.store, viewer.user.id).await? else {
         return account_page(
             &state,

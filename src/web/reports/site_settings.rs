@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
+use crate::web::auth::{Post, Viewer};
 use crate::web::error::{see_other, Answer, WebError};
 use crate::web::pages::{render, Nav};
 use crate::web::snippets;
@@ -167,19 +167,14 @@ pub async fn new_site_form(state: web::Data<WebState>, viewer: Viewer) -> Answer
 
 #[derive(Deserialize)]
 pub struct NewSiteForm {
-    csrf: String,
     domain: String,
     #[serde(default)]
     name: String,
 }
 
 /// An owner adds a site of their own, when the operator allows it.
-pub async fn add_site(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<NewSiteForm>,
-) -> Answer {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     may_add_sites(&state, &viewer)?;
     let again = |error: crate::web::forms::FormError| {
         render(
