@@ -4,8 +4,10 @@
 
 pub mod chart;
 pub mod csv;
+pub mod filter;
 pub mod period;
 pub mod queries;
+pub mod retention;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};
 pub use queries::{Point, Scope};

@@ -555,12 +555,31 @@ struct SystemPage {
     topology: system::TopologyView,
     read_preference: String,
     freshness: String,
-    collections: Vec<system::CollectionStats>,
+    /// Per collection: its figures, the retention in force and its TTL index.
+    collections: Vec<(system::CollectionStats, String, String)>,
     writer: Vec<Figure>,
     corrupt_segments: Vec<String>,
     outcomes: Vec<(&'static str, u64)>,
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
+}
+
+/// The configured retention of a bucket collection, and what its TTL
+/// index says (they differ only until the next start applies the setting).
+fn retention_row(
+    retention: &crate::domain::Retention,
+    c: &system::CollectionStats,
+) -> (String, String) {
+    use crate::storage::retention::TtlState;
+    let kept = c.level.map_or_else(String::new, |l| retention.describe(l));
+    let ttl = match c.ttl {
+        None => "could not be read".to_owned(),
+        Some(TtlState::Absent) => "none".to_owned(),
+        Some(TtlState::ExpireAfter(secs)) => {
+            format!("expireAfterSeconds {}", super::fmt::thousands(&secs))
+        }
+    };
+    (kept, ttl)
 }
 
 pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> Answer {
@@ -584,7 +603,13 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         read_preference: crate::storage::read_preference_name(state.store.read_preference())
             .to_owned(),
         freshness: super::reports::freshness(&state),
-        collections,
+        collections: collections
+            .into_iter()
+            .map(|c| {
+                let (kept, ttl) = retention_row(&state.retention, &c);
+                (c, kept, ttl)
+            })
+            .collect(),
         writer,
         corrupt_segments: write_behind.corrupt,
         outcomes: Outcome::ALL

@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::*;
 use crate::domain::{Page, PagePath};
-use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::reports::{csv, queries, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -65,7 +65,7 @@ pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = resolve_kept(&q, &state)?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let points = match &path {
         Some(path) => {
@@ -89,7 +89,7 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
-    let period = Period::resolve(&q.range(), state.clock.now())?;
+    let period = resolve_kept(&q, &state)?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;

@@ -15,6 +15,10 @@ use crate::web::pages::{render, Nav};
 #[template(path = "page.html")]
 pub(super) struct PageReport {
     nav: Option<Nav>,
+    /// The page report's own address (`…/page`), for its minute form.
+    base: String,
+    /// Through a share link.
+    shared: bool,
     site: Arc<Site>,
     path: String,
     controls: Controls,
@@ -51,13 +55,21 @@ pub(super) fn realtime_period(now: DateTime<Utc>) -> Period {
 }
 
 pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
-    let state = r.state;
-    let viewer = r.viewer;
-    let site = r.site;
-    let started = r.started;
+    let audience = Audience::signed_in(&r.viewer, &r.site);
+    show_page_report(&r.state, r.site, audience, &q, r.started).await
+}
+
+/// A page report of `site` as `audience` sees it.
+pub async fn show_page_report(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+    started: std::time::Instant,
+) -> Answer {
     let (path, page) = q.page_of(&site)?;
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now);
+    let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now));
@@ -81,28 +93,35 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
         queries::realtime_series(&state.store, &scope, &last_hour),
         queries::realtime_seconds(&state.store, &page, this_minute),
     )?;
-    let base = format!("/sites/{}/page", site.id);
+    let site_base = audience.base.clone();
+    let base = format!("{site_base}/page");
     let params = if range_error.is_some() {
         String::new()
     } else {
         q.range_params()
     };
     let minute_value = fmt::input_minute(&minute);
-    let csv =
-        |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
+    let csv = |name: &str, extra: &[(&str, &str)]| {
+        audience.export(join(&format!("{site_base}/{name}"), "", extra))
+    };
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = status_of(range_error.as_ref());
     let report = PageReport {
-        nav: Some(viewer.nav()),
+        nav: audience.nav.clone(),
+        shared: audience.shared,
+        base: base.clone(),
         path: path.as_str().to_owned(),
-        controls: controls(
-            &base,
-            &[("path", path.as_str())],
-            &q,
-            &period,
-            range_error.as_ref(),
-        ),
+        controls: Controls {
+            coarsened: coarsened.map(|c| c.to_string()),
+            ..controls(
+                &base,
+                &[("path", path.as_str())],
+                q,
+                &period,
+                range_error.as_ref(),
+            )
+        },
         series: period_view(
             "series",
             &period,
@@ -110,7 +129,11 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
             now,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
-        headline: Headline::new(&period, &current, &previous, now),
+        headline: Headline::new(&period, &current, &previous, now).unless_expired(
+            &before,
+            &state.retention,
+            now,
+        ),
         minute_label: fmt::utc(&minute),
         seconds: series_view(
             "seconds",
@@ -133,11 +156,11 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
             &format!("Views of {page} this minute, by second"),
             second_partial,
         ),
-        csv_series: join(
-            &format!("/sites/{}/series.csv", site.id),
+        csv_series: audience.export(join(
+            &format!("{site_base}/series.csv"),
             &params,
             &[("path", path.as_str())],
-        ),
+        )),
         csv_seconds: csv(
             "seconds.csv",
             &[("path", path.as_str()), ("minute", &minute_value)],
@@ -150,11 +173,11 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
                 ("minute", &fmt::input_minute(&this_minute)),
             ],
         ),
-        back_href: join(&format!("/sites/{}", site.id), &params, &[]),
+        back_href: join(&site_base, &params, &[]),
         minute: minute_value,
-        freshness: freshness(&state),
+        freshness: freshness(state),
         site,
     };
-    timed(&state, started);
+    timed(state, started);
     Ok(render(status, &report))
 }
