@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Serve the pixel and the web app.
     Serve(Settings),
-    /// Create indexes; with --shard, shard the bucket collections (mongos only).
+    /// Create indexes and apply the retention (TTL indexes); with --shard,
+    /// shard the bucket collections (mongos only).
     Setup(SetupArgs),
     /// Manage sites.
     #[command(subcommand)]
@@ -162,10 +163,18 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
 }
 
 async fn setup(args: SetupArgs) -> anyhow::Result<()> {
-    let SetupArgs { shard, db } = args;
+    let SetupArgs {
+        shard,
+        db,
+        retention,
+    } = args;
+    let retention = retention.retention().context("retention settings")?;
     with_store(&db, |store| async move {
         let report = crate::indexes::ensure(&store).await?;
         for line in &report.indexes {
+            println!("{line}");
+        }
+        for line in crate::storage::retention::apply(&store, &retention).await? {
             println!("{line}");
         }
         if shard {
@@ -497,6 +506,8 @@ struct SetupArgs {
     shard: bool,
     #[command(flatten)]
     db: DatabaseArgs,
+    #[command(flatten)]
+    retention: crate::settings::RetentionSettings,
 }
 
 #[derive(Args)]

@@ -12,6 +12,8 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::sites::indexes(),
         crate::accounts::users::indexes(),
         crate::accounts::sessions::indexes(),
+        crate::accounts::api_tokens::indexes(),
+        crate::storage::share_links::indexes(),
         crate::preallocation::indexes(),
     ]
     .concat()

@@ -225,6 +225,11 @@ pub struct SecuritySettings {
     /// page but its setup.
     #[arg(long, env = "TICKERTAPE_REQUIRE_ADMIN_TOTP", default_value_t = false, action = clap::ArgAction::Set)]
     pub require_admin_totp: bool,
+
+    /// Requests per minute one client address may make to share links
+    /// (`/share/…`); beyond it, 429 until the minute is over.
+    #[arg(long, env = "TICKERTAPE_SHARE_REQUESTS_PER_MINUTE", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub share_requests_per_minute: u32,
 }
 
 impl SecuritySettings {
@@ -232,6 +237,42 @@ impl SecuritySettings {
         self.password_checks.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
         })
+    }
+}
+
+/// How long each level of buckets is kept, enforced by TTL indexes on
+/// `timestamp` that the database applies itself; 0 keeps them for ever.
+/// Applied (created, changed with `collMod`, or dropped) on every start and
+/// by `tickertape setup`.
+#[derive(Debug, Clone, Args)]
+pub struct RetentionSettings {
+    /// Days minute buckets (per-second detail) are kept.
+    #[arg(long, env = "TICKERTAPE_RETAIN_MINUTE_DAYS", default_value_t = 90)]
+    pub retain_minute_days: u32,
+
+    /// Days hour buckets are kept (at least as long as minute buckets).
+    #[arg(long, env = "TICKERTAPE_RETAIN_HOUR_DAYS", default_value_t = 730)]
+    pub retain_hour_days: u32,
+
+    /// Days day buckets are kept (at least as long as hour buckets).
+    #[arg(long, env = "TICKERTAPE_RETAIN_DAY_DAYS", default_value_t = 0)]
+    pub retain_day_days: u32,
+}
+
+impl RetentionSettings {
+    pub fn retention(&self) -> Result<crate::domain::Retention, crate::domain::RetentionError> {
+        crate::domain::Retention::parse(
+            self.retain_minute_days,
+            self.retain_hour_days,
+            self.retain_day_days,
+        )
+    }
+
+    pub fn set(&mut self, r: crate::domain::Retention) {
+        use crate::domain::Resolution;
+        self.retain_minute_days = r.days(Resolution::Minute).unwrap_or(0);
+        self.retain_hour_days = r.days(Resolution::Hour).unwrap_or(0);
+        self.retain_day_days = r.days(Resolution::Day).unwrap_or(0);
     }
 }
 
@@ -263,6 +304,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub security: SecuritySettings,
+
+    #[command(flatten)]
+    pub retention: RetentionSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

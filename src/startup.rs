@@ -48,6 +48,11 @@ impl Application {
              start mongod with --replSet rs0 and run rs.initiate() once (the embedded database \
              already is one)"
         );
+        let retention = settings
+            .retention
+            .retention()
+            .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
+        crate::storage::retention::apply(&store, &retention).await?;
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);
@@ -128,6 +133,11 @@ impl Application {
                 settings.security.trusted_proxies.clone(),
             ),
             require_admin_totp: settings.security.require_admin_totp,
+            retention,
+            share_limit: crate::web::rate_limit::RateLimit::new(
+                settings.security.share_requests_per_minute,
+                Duration::from_secs(60),
+            ),
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         });
@@ -210,6 +220,8 @@ fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
     actix_web::middleware::Logger::new("%U %s %Dms")
         .exclude("/pixel.gif")
         .exclude("/healthz")
+        // A share link's address is its secret.
+        .exclude_regex("^/share/")
 }
 
 /// Purges the sites deleted at least `after_secs` ago, checking every tenth

@@ -53,7 +53,7 @@ pub struct Options {
     pub year: bool,
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())

@@ -21,7 +21,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
-    let daily: u64 = if options.quick { 3_000 } else { 100_000 };
+    let daily: u64 = crate::env_or(
+        "BENCH_REPORT_DAILY",
+        if options.quick { 3_000 } else { 100_000 },
+    );
     let (store, site) = db.fresh("bench_reports").await?;
     let started = Instant::now();
     // Zipf over 1,000 pages, uniform over time: `daily` views a day.

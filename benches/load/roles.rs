@@ -125,11 +125,14 @@ impl Database {
     }
 }
 
-/// Hits written by the data loaders in one flush of the product's writer.
-const LOAD_BATCH: usize = 50_000;
+/// Hits written by the data loaders in one flush of the product's writer:
+/// spread over a month of buckets nearly every hit is its own statement,
+/// and on a busy machine a 50,000-statement transaction outlasted the
+/// writer's 11 s per-command limit on every attempt.
+const LOAD_BATCH: usize = 10_000;
 
 /// Writes generated hits through the product's `BucketWriter`, one flush
-/// per 50,000 hits: how the storage table and the report data are loaded.
+/// per 10,000 hits: how the storage table and the report data are loaded.
 pub async fn load_hits<S: AsRef<str>>(
     store: &Store,
     hits: impl IntoIterator<Item = (S, chrono::DateTime<chrono::Utc>)>,

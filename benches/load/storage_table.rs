@@ -201,5 +201,75 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             }
         );
     }
+    preallocation_cost(db, options).await
+}
+
+/// What preallocation adds per day (issue 12): pages at the default
+/// threshold's traffic (one view a minute), a day of it written by upserts
+/// alone, and the same day into buckets preallocated for all 24 hours.
+async fn preallocation_cost(db: &Database, options: &Options) -> anyhow::Result<()> {
+    use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
+    let pages: u64 = if options.quick { 20 } else { 200 };
+    let day = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
+    let traffic = move || {
+        (0..1440u64).flat_map(move |m| {
+            (1..=pages).map(move |p| {
+                (
+                    format!("{}/p/{p}", crate::SITE_DOMAIN),
+                    day + TimeDelta::minutes(m as i64) + TimeDelta::seconds((p % 60) as i64),
+                )
+            })
+        })
+    };
+    let names: Vec<&str> = Resolution::ALL.iter().map(|g| g.collection()).collect();
+    let mut rows = Vec::new();
+    for preallocated in [false, true] {
+        let store = db
+            .store(&format!("bench_prealloc_cost_{preallocated}"))
+            .await?;
+        store.db().drop().await?;
+        tickertape::indexes::ensure(&store).await?;
+        if preallocated {
+            for p in 1..=pages {
+                let page =
+                    tickertape::domain::Page::parse(&format!("{}/p/{p}", crate::SITE_DOMAIN))?;
+                let request = PreallocRequest {
+                    scope: Scope::Page(page),
+                    from: day,
+                    hours: 24,
+                    threshold: preallocation::DEFAULT_THRESHOLD,
+                };
+                preallocation::run(&store, &request, Trigger::Cli, "bench", day).await?;
+            }
+        }
+        load_hits(&store, traffic()).await?;
+        settle(&store).await;
+        let (docs, size, storage, index) = stats(&store, &names).await;
+        rows.push((preallocated, docs, size, storage, index));
+        store.db().drop().await?;
+    }
+    println!(
+        "\n## What preallocation adds per day ({pages} pages at one view a minute, the default threshold; 24 hours preallocated vs upserts only; collStats bytes)\n"
+    );
+    println!("| buckets | documents | data size | storage size | index size | data + index per page-day |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (preallocated, docs, size, storage, index) in &rows {
+        println!(
+            "| {} | {docs} | {size} | {storage} | {index} | {:.0} |",
+            if *preallocated {
+                "preallocated, then counted"
+            } else {
+                "upserted by the hits"
+            },
+            (size + index) as f64 / pages as f64
+        );
+    }
+    if let [(_, _, s0, _, i0), (_, _, s1, _, i1)] = rows.as_slice() {
+        println!(
+            "\nPreallocation adds {:.0} bytes (data + index) per page per day ({:.2}×).",
+            ((s1 + i1) - (s0 + i0)) as f64 / pages as f64,
+            (s1 + i1) as f64 / (s0 + i0).max(1) as f64
+        );
+    }
     Ok(())
 }

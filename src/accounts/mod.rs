@@ -1,5 +1,6 @@
 //! Users, sessions and the login rate limiter.
 
+pub mod api_tokens;
 pub mod limiter;
 pub mod password;
 pub mod sessions;

@@ -225,7 +225,6 @@ mod tests {
     async fn too_many_waiting_are_refused_at_once() {
         let checks = std::sync::Arc::new(PasswordChecks::new(1));
         let hash = NewPassword::parse("correct horse battery").unwrap().hash();
-        let started = std::time::Instant::now();
         let all: Vec<_> = (0..40)
             .map(|_| {
                 let (checks, hash) = (checks.clone(), hash.clone());
@@ -238,8 +237,9 @@ mod tests {
                 busy += 1;
             }
         }
+        // One hashing, at most eight waiting: the rest were refused at
+        // once (counted, not timed: a busy machine hashes slowly).
         assert!(busy >= 40 - 1 - 8, "{busy} refused");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert_eq!(checks.peak(), 1);
     }
 

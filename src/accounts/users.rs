@@ -205,7 +205,7 @@ pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error
         .await
 }
 
-/// Deletes a user, their sessions, and their place among sites' owners.
+/// Deletes a user, their sessions and API tokens, and their place among sites' owners.
 pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
     let r = collection(store)
         .delete_one(doc! {"_id": bson::Uuid::from(id)})
@@ -214,6 +214,7 @@ pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
         return Err(UserError::NotFound);
     }
     super::sessions::delete_for_user(store, id, None).await?;
+    super::api_tokens::delete_for_user(store, id).await?;
     store
         .db()
         .collection::<bson::Document>(crate::storage::sites::COLLECTION)

@@ -1,18 +1,26 @@
 //! Domain values. Each is built only through its `parse`, which enforces the
 //! rules, so code holding one never re-checks it.
 
+mod access_token;
 mod domain_name;
 mod email;
+mod expiry_days;
+mod label;
 mod page;
 mod resolution;
+mod retention;
 mod site_id;
 mod source;
 mod time_zone;
 
+pub use access_token::{AccessToken, AccessTokenError, TokenKind};
 pub use domain_name::{DomainName, DomainNameError};
 pub use email::{Email, EmailError};
+pub use expiry_days::{ExpiryDays, ExpiryDaysError, MAX_EXPIRY_DAYS};
+pub use label::{Label, LabelError, MAX_LABEL_CHARS};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
 pub use resolution::Resolution;
+pub use retention::{Retention, RetentionError, MAX_RETENTION_DAYS};
 pub use site_id::{SiteId, SiteIdError};
 pub use source::{Source, MAX_REFERRER_BYTES, MAX_SOURCE_CHARS};
 pub use time_zone::{TimeZone, TimeZoneError};

@@ -4,9 +4,11 @@
 
 pub mod chart;
 pub mod csv;
+pub mod filter;
 pub mod local;
 pub mod period;
 pub mod queries;
+pub mod retention;
 pub mod sources;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};

@@ -3,7 +3,9 @@
 pub mod bucket_writer;
 pub mod buckets;
 pub mod progress;
+pub mod retention;
 pub mod schema;
+pub mod share_links;
 pub mod site_totals;
 pub mod sites;
 pub mod sources;

@@ -301,6 +301,12 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
             .await?
             .deleted_count;
     }
+    // Its share links would open nothing; a new site never reuses the id.
+    store
+        .db()
+        .collection::<bson::Document>(super::share_links::COLLECTION)
+        .delete_many(doc! {"siteId": bson::Uuid::from(site.id.as_uuid())})
+        .await?;
     collection(store)
         .delete_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())})
         .await?;

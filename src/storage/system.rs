@@ -15,6 +15,9 @@ pub struct CollectionStats {
     pub index_size: i64,
     /// Why the figures could not be read (shown instead of zeros).
     pub error: Option<String>,
+    pub level: Option<Resolution>,
+    /// The TTL index as the database has it (`None`: could not be read).
+    pub ttl: Option<super::retention::TtlState>,
 }
 
 /// Namespace not found: a collection not created yet really holds nothing.
@@ -43,6 +46,8 @@ pub async fn bucket_stats(store: &Store) -> Vec<CollectionStats> {
             storage_size: count(stats.get("storageSize")),
             index_size: count(stats.get("totalIndexSize")),
             error,
+            level: Some(g),
+            ttl: super::retention::current(store, g).await.ok(),
         });
     }
     out

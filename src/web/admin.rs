@@ -3,24 +3,27 @@
 //! anything else.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use askama::Template;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::Admin;
-use super::error::{see_other, WebError};
-use super::forms::{parse_hosts, FormError};
-use super::pages::{render, Nav};
+use super::auth::{Admin, AdminPost, Button, Viewer};
+use super::error::{see_other, Answer, WebError};
+use super::forms::{parse_hosts, site_refusal, FormError};
+use super::pages::{render, render_form, Nav};
 use super::state::WebState;
 use crate::accounts::password::NewPassword;
 use crate::accounts::{sessions, users, Role, User};
 use crate::domain::{DomainName, Email, SiteId, TimeZone};
 use crate::ingest::pixel::Outcome;
-use crate::storage::sites::{self, NewSite, Site, SiteChanges, SiteError};
+use crate::storage::sites::{self, NewSite, Site, SiteChanges};
 use crate::storage::system;
+
+type Data = web::Data<WebState>;
+type Done = web::Query<DoneQuery>;
 
 /// Confirmations after a change, by the `done` query parameter of the page
 /// the change redirects to.
@@ -128,28 +131,18 @@ fn owner_list(site: &Site, emails: &HashMap<Uuid, String>) -> String {
         .join(", ")
 }
 
-pub async fn sites_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
-    sites_page_with(
-        &state,
-        &viewer,
-        SiteInput::default(),
-        None,
-        confirmation(&q),
-    )
-    .await
+pub async fn sites_page(state: Data, Admin(viewer): Admin, q: Done) -> Answer {
+    let input = SiteInput::default();
+    sites_page_with(&state, &viewer, input, None, confirmation(&q)).await
 }
 
 async fn sites_page_with(
     state: &WebState,
-    viewer: &super::auth::Viewer,
+    viewer: &Viewer,
     input: SiteInput,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let emails = emails_by_id(state).await?;
     let mut all = state.directory.all();
     all.sort_by(|a, b| a.domain.cmp(&b.domain));
@@ -168,13 +161,8 @@ async fn sites_page_with(
             owners: owner_list(s, &emails),
         })
         .collect();
-    let status = if error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        error.is_some(),
         &SitesPage {
             nav: Some(viewer.nav().in_section("admin")),
             rows,
@@ -188,7 +176,6 @@ async fn sites_page_with(
 
 #[derive(Deserialize)]
 pub struct NewSiteForm {
-    csrf: String,
     domain: String,
     #[serde(default)]
     aliases: String,
@@ -201,12 +188,8 @@ pub struct NewSiteForm {
     time_zone: String,
 }
 
-pub async fn create_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn create_site(post: AdminPost<NewSiteForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let input = SiteInput {
         domain: form.domain.clone(),
         aliases: form.aliases.clone(),
@@ -242,26 +225,9 @@ pub async fn create_site(
     };
     let site = match sites::insert(&state.store, new, state.clock.now()).await {
         Ok(site) => site,
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return sites_page_with(
-                &state,
-                &viewer,
-                input,
-                Some(FormError::new("name", e)),
-                None,
-            )
-            .await
-        }
         Err(e) => {
-            return sites_page_with(
-                &state,
-                &viewer,
-                input,
-                Some(FormError::new("domain", e)),
-                None,
-            )
-            .await
+            let refused = site_refusal(e, "domain")?;
+            return sites_page_with(&state, &viewer, input, Some(refused), None).await;
         }
     };
     state.directory.reload(&state.store).await?;
@@ -289,7 +255,7 @@ pub async fn site_page(
     Admin(viewer): Admin,
     id: web::Path<String>,
     q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let site = site_by_id(&state, &id)?;
     let emails = emails_by_id(&state).await?;
     let page = SitePage {
@@ -311,7 +277,6 @@ pub async fn site_page(
 
 #[derive(Deserialize)]
 pub struct SiteForm {
-    csrf: String,
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -320,13 +285,8 @@ pub struct SiteForm {
     owners: String,
 }
 
-pub async fn update_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<SiteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn update_site(post: AdminPost<SiteForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let site = site_by_id(&state, &id)?;
     let again = |error: FormError| {
         render(
@@ -355,11 +315,8 @@ pub async fn update_site(
         aliases,
         owners,
     };
-    match sites::update(&state.store, &site, changes).await {
-        Ok(_) => {}
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => return Ok(again(FormError::new("name", e))),
-        Err(e) => return Ok(again(FormError::new("aliases", e))),
+    if let Err(e) = sites::update(&state.store, &site, changes).await {
+        return Ok(again(site_refusal(e, "aliases")?));
     }
     state.directory.reload(&state.store).await?;
     Ok(see_other(&format!(
@@ -379,7 +336,7 @@ pub async fn delete_site_page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     id: web::Path<String>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let site = site_by_id(&state, &id)?;
     Ok(render(
         StatusCode::OK,
@@ -392,18 +349,12 @@ pub async fn delete_site_page(
 
 #[derive(Deserialize)]
 pub struct DeleteForm {
-    csrf: String,
     #[serde(default)]
     confirm: String,
 }
 
-pub async fn delete_site(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<DeleteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn delete_site(post: AdminPost<DeleteForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let site = site_by_id(&state, &id)?;
     if form.confirm.trim().to_lowercase() != site.domain.as_str() {
         return Err(WebError::Invalid(format!(
@@ -442,30 +393,26 @@ struct UsersPage {
     done: Option<&'static str>,
 }
 
-pub async fn users_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
-    users_page_with(
-        &state,
-        &viewer,
-        String::new(),
-        "owner".into(),
-        None,
-        confirmation(&q),
-    )
-    .await
+pub async fn users_page(state: web::Data<WebState>, Admin(viewer): Admin, q: Done) -> Answer {
+    let (email, role) = (String::new(), "owner".to_owned());
+    users_page_with(&state, &viewer, email, role, None, confirmation(&q)).await
+}
+
+/// The users page with a refusal in the table (role, password reset,
+/// deletion): the add form stays empty.
+async fn users_table_refusal(state: &WebState, viewer: &Viewer, refused: FormError) -> Answer {
+    let (email, role) = (String::new(), "owner".to_owned());
+    users_page_with(state, viewer, email, role, Some(refused), None).await
 }
 
 async fn users_page_with(
     state: &WebState,
-    viewer: &super::auth::Viewer,
+    viewer: &Viewer,
     email: String,
     role: String,
     error: Option<FormError>,
     done: Option<&'static str>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let rows = users::list(&state.store)
         .await?
         .into_iter()
@@ -478,13 +425,8 @@ async fn users_page_with(
             two_factor: u.two_factor,
         })
         .collect();
-    let status = if error.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        error.is_some(),
         &UsersPage {
             nav: Some(viewer.nav().in_section("admin")),
             rows,
@@ -499,7 +441,6 @@ async fn users_page_with(
 
 #[derive(Deserialize)]
 pub struct NewUserForm {
-    csrf: String,
     email: String,
     role: String,
     password: String,
@@ -513,12 +454,8 @@ fn parse_password(raw: &str, field: &'static str) -> Result<NewPassword, FormErr
     NewPassword::parse(raw).map_err(|e| FormError::new(field, e))
 }
 
-pub async fn create_user(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<NewUserForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn create_user(post: AdminPost<NewUserForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let checked = (|| {
         let email = Email::parse(&form.email).map_err(|e| FormError::new("email", e))?;
         let role = parse_role(&form.role)?;
@@ -554,28 +491,13 @@ fn user_id(raw: &str) -> Result<Uuid, WebError> {
 
 #[derive(Deserialize)]
 pub struct RoleForm {
-    csrf: String,
     role: String,
 }
 
-pub async fn set_role(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<RoleForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn set_role(post: AdminPost<RoleForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let id = user_id(&id)?;
-    let refuse = |e: FormError| {
-        users_page_with(
-            &state,
-            &viewer,
-            String::new(),
-            "owner".into(),
-            Some(e),
-            None,
-        )
-    };
+    let refuse = |e: FormError| users_table_refusal(&state, &viewer, e);
     let role = match parse_role(&form.role) {
         Ok(r) => r,
         Err(e) => return refuse(FormError { field: "rows", ..e }).await,
@@ -593,31 +515,15 @@ pub async fn set_role(
 
 #[derive(Deserialize)]
 pub struct ResetForm {
-    csrf: String,
     password: String,
 }
 
-pub async fn reset_password(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<ResetForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let id = user_id(&id)?;
     let password = match parse_password(&form.password, "rows") {
         Ok(p) => p,
-        Err(e) => {
-            return users_page_with(
-                &state,
-                &viewer,
-                String::new(),
-                "owner".into(),
-                Some(e),
-                None,
-            )
-            .await
-        }
+        Err(e) => return users_table_refusal(&state, &viewer, e).await,
     };
     users::set_password(&state.store, id, &password).await?;
     // The admin knows this one: the user is asked for their own.
@@ -630,28 +536,15 @@ pub async fn reset_password(
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
-#[derive(Deserialize)]
-pub struct DeleteUserForm {
-    csrf: String,
-}
-
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    id: web::Path<String>,
-    form: web::Form<DeleteUserForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answer {
+    let (state, viewer, _) = post.into_parts();
     let id = user_id(&id)?;
     if id == viewer.user.id {
-        return users_page_with(
+        return users_table_refusal(
             &state,
             &viewer,
-            String::new(),
-            "owner".into(),
-            Some(FormError::new("rows", "You cannot delete your own account")),
-            None,
+            FormError::new("rows", "You cannot delete your own account"),
         )
         .await;
     }
@@ -675,7 +568,8 @@ struct SystemPage {
     topology: system::TopologyView,
     read_preference: String,
     freshness: String,
-    collections: Vec<system::CollectionStats>,
+    /// Per collection: its figures, the retention in force and its TTL index.
+    collections: Vec<(system::CollectionStats, String, String)>,
     writer: Vec<Figure>,
     corrupt_segments: Vec<String>,
     outcomes: Vec<(&'static str, u64)>,
@@ -683,10 +577,25 @@ struct SystemPage {
     next_run: String,
 }
 
-pub async fn system_page(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-) -> Result<HttpResponse, WebError> {
+/// The configured retention of a bucket collection, and what its TTL
+/// index says (they differ only until the next start applies the setting).
+fn retention_row(
+    retention: &crate::domain::Retention,
+    c: &system::CollectionStats,
+) -> (String, String) {
+    use crate::storage::retention::TtlState;
+    let kept = c.level.map_or_else(String::new, |l| retention.describe(l));
+    let ttl = match c.ttl {
+        None => "could not be read".to_owned(),
+        Some(TtlState::Absent) => "none".to_owned(),
+        Some(TtlState::ExpireAfter(secs)) => {
+            format!("expireAfterSeconds {}", super::fmt::thousands(&secs))
+        }
+    };
+    (kept, ttl)
+}
+
+pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> Answer {
     let (topology, collections) = tokio::join!(
         system::topology(&state.store),
         system::bucket_stats(&state.store)
@@ -707,7 +616,13 @@ pub async fn system_page(
         read_preference: crate::storage::read_preference_name(state.store.read_preference())
             .to_owned(),
         freshness: super::reports::freshness(&state),
-        collections,
+        collections: collections
+            .into_iter()
+            .map(|c| {
+                let (kept, ttl) = retention_row(&state.retention, &c);
+                (c, kept, ttl)
+            })
+            .collect(),
         writer,
         corrupt_segments: write_behind.corrupt,
         outcomes: Outcome::ALL

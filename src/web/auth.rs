@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 pub use super::error::WebError;
-use super::error::{see_other, TOTP_SETUP};
+use super::error::{see_other, Answer, TOTP_SETUP};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::password::{self, random_token, NewPassword};
@@ -86,6 +86,75 @@ impl FromRequest for Viewer {
                 return Err(WebError::SecondFactorRequired);
             }
             Ok(Viewer { user, session })
+        })
+    }
+}
+
+/// A form a signed-in user posted, its CSRF token already checked: the
+/// state, the viewer, and the rest of the form.
+pub struct Post<T> {
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    form: T,
+}
+
+impl<T> Post<T> {
+    pub fn into_parts(self) -> (web::Data<WebState>, Viewer, T) {
+        (self.state, self.viewer, self.form)
+    }
+}
+
+/// A [`Post`] by an administrator (owners get 403 before the form is read).
+pub struct AdminPost<T>(Post<T>);
+
+impl<T> AdminPost<T> {
+    pub fn into_parts(self) -> (web::Data<WebState>, Viewer, T) {
+        self.0.into_parts()
+    }
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for AdminPost<T> {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let admin = Admin::from_request(req, payload);
+        let post = Post::<T>::from_request(req, payload);
+        Box::pin(async move {
+            admin.await?;
+            Ok(AdminPost(post.await?))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct WithCsrf<T> {
+    csrf: String,
+    #[serde(flatten)]
+    form: T,
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Post<T> {
+    type Error = WebError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let state = req.app_data::<web::Data<WebState>>().cloned();
+        let viewer = Viewer::from_request(req, payload);
+        let form = web::Form::<WithCsrf<T>>::from_request(req, payload);
+        Box::pin(async move {
+            let viewer = viewer.await?;
+            let form = form
+                .await
+                .map_err(|e| WebError::invalid(format!("The form could not be read: {e}.")))?
+                .into_inner();
+            viewer.check_csrf(&form.csrf)?;
+            let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
+            Ok(Post {
+                state,
+                viewer,
+                form: form.form,
+            })
         })
     }
 }
@@ -216,7 +285,7 @@ pub async fn login(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<LoginForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let cookie_csrf = req
         .cookie(LOGIN_CSRF_COOKIE)
         .map(|c| c.value().to_owned())
@@ -305,17 +374,12 @@ pub async fn login(
     Ok(response)
 }
 
+/// A form that carries nothing but its CSRF token (a button).
 #[derive(Deserialize)]
-pub struct CsrfForm {
-    pub csrf: String,
-}
+pub struct Button {}
 
-pub async fn logout(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<CsrfForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn logout(post: Post<Button>) -> Answer {
+    let (state, viewer, _) = post.into_parts();
     sessions::delete(&state.store, &viewer.session.token_hash).await?;
     let mut response = see_other("/login?signed_out=1");
     let mut gone = cookie(
@@ -354,18 +418,13 @@ pub async fn password_form(viewer: Viewer) -> HttpResponse {
 
 #[derive(Deserialize)]
 pub struct PasswordForm {
-    csrf: String,
     current: String,
     new: String,
     confirm: String,
 }
 
-pub async fn change_password(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<PasswordForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn change_password(post: Post<PasswordForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let refuse = |message: &str| {
         render(
             StatusCode::BAD_REQUEST,

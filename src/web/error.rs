@@ -12,6 +12,9 @@ use crate::telemetry::chain;
 /// Where an admin without two-factor login is sent when it is required.
 pub const TOTP_SETUP: &str = "/account/totp";
 
+/// What an HTML route answers.
+pub type Answer = Result<actix_web::HttpResponse, WebError>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
     /// Unknown, or not this viewer's: the same answer, so ids leak nothing.

@@ -43,3 +43,18 @@ pub fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
         })
         .collect()
 }
+
+/// A site refused by storage, as the field to mark: the name when it is too
+/// long, else `hosts_field` (the domain or aliases that clash). A database
+/// failure is no refusal but an error.
+pub fn site_refusal(
+    e: crate::storage::sites::SiteError,
+    hosts_field: &'static str,
+) -> Result<FormError, super::error::WebError> {
+    use crate::storage::sites::SiteError;
+    match e {
+        SiteError::Database(e) => Err(e.into()),
+        e @ SiteError::NameTooLong => Ok(FormError::new("name", e)),
+        e => Ok(FormError::new(hosts_field, e)),
+    }
+}

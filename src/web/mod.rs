@@ -2,7 +2,9 @@
 //! pixel (`ingest::pixel`), accounts (`auth`), reports (`reports`), admin
 //! (`admin`); this module wires them and serves the operational endpoints.
 
+pub mod account_tokens;
 pub mod admin;
+pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod client_ip;
@@ -14,8 +16,10 @@ pub mod ops;
 pub mod pages;
 pub mod prealloc_runs;
 pub mod preallocation;
+pub mod rate_limit;
 pub mod reports;
 pub mod security;
+pub mod share;
 pub mod snippets;
 pub mod state;
 pub mod two_factor;
@@ -46,6 +50,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .into()
     }))
+    .configure(api::routes)
+    .configure(share::routes)
+    .route("/sites/{id}/share", web::get().to(share::share_page))
+    .route("/sites/{id}/share", web::post().to(share::create))
+    .route(
+        "/sites/{id}/share/{link}/revoke",
+        web::post().to(share::revoke),
+    )
     .route("/pixel.gif", web::get().to(pixel::pixel))
     .route(
         "/pixel.gif",
@@ -66,6 +78,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/totp", web::get().to(two_factor::account))
     .route("/account/totp/enable", web::post().to(two_factor::enable))
     .route("/account/totp/disable", web::post().to(two_factor::disable))
+    .route(
+        "/account/tokens",
+        web::get().to(account_tokens::tokens_page),
+    )
+    .route("/account/tokens", web::post().to(account_tokens::create))
+    .route(
+        "/account/tokens/{id}/revoke",
+        web::post().to(account_tokens::revoke),
+    )
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))

@@ -63,6 +63,16 @@ pub fn no_store() -> (actix_web::http::header::HeaderName, &'static str) {
     (actix_web::http::header::CACHE_CONTROL, "no-store")
 }
 
+/// A page with a form: 400 when it shows a refusal, else 200.
+pub fn render_form(refused: bool, page: &impl Template) -> HttpResponse {
+    let status = if refused {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    render(status, page)
+}
+
 pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
     match page.render() {
         Ok(body) => HttpResponse::build(status)

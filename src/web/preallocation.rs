@@ -6,8 +6,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use askama::Template;
 use serde::Deserialize;
 
-use super::auth::Admin;
-use super::error::{see_other, JsonError, WebError};
+use super::auth::{Admin, AdminPost};
+use super::error::{see_other, Answer, JsonError, WebError};
 use super::fmt;
 use super::pages::{render, Nav};
 use super::prealloc_runs::{next_run_text, RunRow};
@@ -48,7 +48,7 @@ pub async fn page(
     state: web::Data<WebState>,
     Admin(viewer): Admin,
     q: web::Query<ShowQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     page_with(&state, &viewer, q.run.as_deref(), None, None).await
 }
 
@@ -58,7 +58,7 @@ async fn page_with(
     run: Option<&str>,
     input: Option<&PreallocForm>,
     error: Option<PreallocError>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let recent = runs::recent(&state.store, 50).await?;
     let now = state.clock.now();
     let mut domains: Vec<String> = state
@@ -112,26 +112,12 @@ async fn page_with(
     Ok(render(status, &page))
 }
 
-#[derive(Deserialize)]
-pub struct TriggerForm {
-    csrf: String,
-    #[serde(flatten)]
-    form: PreallocForm,
-}
-
-pub async fn trigger(
-    state: web::Data<WebState>,
-    Admin(viewer): Admin,
-    form: web::Form<TriggerForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn trigger(post: AdminPost<PreallocForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let now = state.clock.now();
-    let request = match form
-        .form
-        .validate(state.prealloc_threshold, &state.directory.all(), now)
-    {
+    let request = match form.validate(state.prealloc_threshold, &state.directory.all(), now) {
         Ok(r) => r,
-        Err(e) => return page_with(&state, &viewer, None, Some(&form.form), Some(e)).await,
+        Err(e) => return page_with(&state, &viewer, None, Some(&form), Some(e)).await,
     };
     let run = preallocation::start(
         &state.store,

@@ -34,4 +34,9 @@ pub struct WebState {
     pub trusted_proxies: super::client_ip::TrustedProxies,
     /// Admins must have two-factor login on.
     pub require_admin_totp: bool,
+    /// How long each level of buckets is kept (reports switch to a coarser
+    /// level where a finer one has expired).
+    pub retention: crate::domain::Retention,
+    /// Requests to share links, per client address.
+    pub share_limit: super::rate_limit::RateLimit,
 }

@@ -4,13 +4,13 @@
 
 use actix_web::cookie::{time::Duration as CookieDuration, SameSite};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
-use super::auth::{client_address, cookie, safe_next, Viewer, SECOND_FACTOR_COOKIE};
-use super::error::{see_other, WebError};
+use super::auth::{client_address, cookie, safe_next, Post, Viewer, SECOND_FACTOR_COOKIE};
+use super::error::{see_other, Answer, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
@@ -46,7 +46,7 @@ pub async fn code_form(
     req: HttpRequest,
     state: web::Data<WebState>,
     q: web::Query<NextQuery>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let Some(session) = due_session(&req, &state).await? else {
         return Ok(see_other("/login"));
     };
@@ -74,7 +74,7 @@ pub async fn submit_code(
     req: HttpRequest,
     state: web::Data<WebState>,
     form: web::Form<CodeForm>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let Some(due) = due_session(&req, &state).await? else {
         return Ok(see_other("/login"));
     };
@@ -175,7 +175,7 @@ async fn account_page(
     viewer: &Viewer,
     status: StatusCode,
     error: Option<String>,
-) -> Result<HttpResponse, WebError> {
+) -> Answer {
     let enabled = viewer.user.two_factor;
     let setup = if enabled {
         None
@@ -200,24 +200,19 @@ async fn account_page(
 }
 
 /// `GET /account/totp`
-pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
+pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     account_page(&state, &viewer, StatusCode::OK, None).await
 }
 
 #[derive(Deserialize)]
 pub struct EnableForm {
-    csrf: String,
     code: String,
 }
 
 /// `POST /account/totp/enable`: a code from the new secret proves the app
 /// has it; then the recovery codes are shown, once.
-pub async fn enable(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<EnableForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn enable(post: Post<EnableForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     if viewer.user.two_factor {
         return account_page(
             &state,
@@ -255,19 +250,14 @@ pub async fn enable(
 
 #[derive(Deserialize)]
 pub struct DisableForm {
-    csrf: String,
     password: String,
     code: String,
 }
 
 /// `POST /account/totp/disable`: needs the password and a second factor,
 /// so a session left open is not enough to remove it.
-pub async fn disable(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<DisableForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn disable(post: Post<DisableForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     let Some(secret) = totp::active(&state.store, viewer.user.id).await? else {
         return account_page(
             &state,

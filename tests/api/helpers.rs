@@ -105,6 +105,12 @@ pub fn test_settings() -> Settings {
     // Tests read the buckets right after the hits: apply at once.
     settings.ingest.apply_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
+    // Buckets kept for ever: tests write at a pinned date, and the server's
+    // TTL monitor expires by the wall clock, so a retention would delete
+    // them once that date is old enough. Retention tests set their own.
+    settings
+        .retention
+        .set(tickertape::domain::Retention::parse(0, 0, 0).unwrap());
     // Against a real replica set (`MONGODB_URI`), reports read the primary:
     // the tests check figures right after writing them, and a secondary
     // may not have them yet. The read-preference tests set their own.
@@ -184,6 +190,7 @@ pub async fn spawn_app_on(app_uri: &str, mut settings: Settings) -> TestApp {
         http: reqwest::Client::builder()
             .user_agent(BROWSER_UA)
             .pool_max_idle_per_host(256)
+            .pool_idle_timeout(IDLE_REUSE)
             .build()
             .unwrap(),
         journal,
@@ -327,6 +334,12 @@ pub fn fast(settings: &mut Settings) {
 /// The password every test user gets.
 pub const PASSWORD: &str = "correct horse battery";
 
+/// Test clients reuse a kept-alive connection only while it has been idle
+/// for less than this, well inside the server's 5 s keep-alive: reusing one
+/// the server is closing failed requests with "connection reset" or
+/// "incomplete message" under the load of the whole suite.
+const IDLE_REUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A browser-like client: keeps cookies, does not follow redirects (tests
 /// look at them).
 pub fn cookie_client() -> reqwest::Client {
@@ -334,6 +347,7 @@ pub fn cookie_client() -> reqwest::Client {
         .user_agent(BROWSER_UA)
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(IDLE_REUSE)
         .build()
         .unwrap()
 }

@@ -2,20 +2,25 @@
 //! `secantusd-rs`, or the server named by `MONGODB_URI`.
 
 mod helpers;
+mod openapi;
 mod proxy;
 mod webdriver;
 
 mod accounts;
 mod admin;
 mod browser;
+mod browser_sharing;
 mod crash;
 mod deployment;
 mod ingest;
+mod json_api;
 mod pixel_rules;
 mod preallocation;
 mod reports;
+mod retention;
 mod security;
 mod serve;
+mod share_links;
 mod site_owner;
 mod site_totals;
 mod sources;

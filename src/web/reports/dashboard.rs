@@ -37,6 +37,9 @@ pub enum Empty {
 #[template(path = "dashboard.html")]
 pub(super) struct DashboardPage {
     nav: Option<Nav>,
+    /// Through a share link (no tracking code, settings or exports).
+    shared: bool,
+    base: String,
     site: Arc<Site>,
     controls: Controls,
     series: SeriesView,
@@ -71,12 +74,22 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
 }
 
 pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
-    let state = r.state;
-    let viewer = r.viewer;
-    let site = r.site;
-    let started = r.started;
+    let audience = Audience::signed_in(&r.viewer, &r.site);
+    show_dashboard(&r.state, r.site, audience, &q, r.started).await
+}
+
+/// The dashboard of `site` as `audience` sees it (signed in, or through a
+/// share link).
+pub async fn show_dashboard(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+    started: std::time::Instant,
+) -> Answer {
     let now = state.clock.now();
-    let (period, range_error) = resolve_or_default(&q, now, site.time_zone.tz());
+    let (period, range_error, coarsened) =
+        resolve_or_default(q, now, &state.retention, site.time_zone.tz());
     let scope = Scope::of_site(&site);
     let before = period.previous();
     let source_filter = q.source_filter()?;
@@ -84,7 +97,7 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         super::sources::read(
-            &state,
+            state,
             crate::reports::sources::SourceScope::Site(&site.domain),
             &period
         ),
@@ -101,7 +114,7 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
             })?,
     };
     let total = queries::total(&current);
-    let base = format!("/sites/{}", site.id);
+    let base = audience.base.clone();
     let params = if range_error.is_some() {
         String::new()
     } else {
@@ -120,9 +133,10 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
         })
         .collect();
     let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
+    // A shared view never shows the tracking code, so it never waits.
     let empty = if total > 0 {
         Empty::No
-    } else if ever_seen(&state, &site).await? {
+    } else if audience.shared || ever_seen(state, &site).await? {
         Empty::Period
     } else {
         Empty::NeverSeen
@@ -135,8 +149,13 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
     };
     let status = status_of(range_error.as_ref());
     let page = DashboardPage {
-        nav: Some(viewer.nav()),
-        controls: controls(&base, &hidden, &q, &period, range_error.as_ref()),
+        nav: audience.nav.clone(),
+        shared: audience.shared,
+        base: base.clone(),
+        controls: Controls {
+            coarsened: coarsened.map(|c| c.to_string()),
+            ..controls(&base, &hidden, q, &period, range_error.as_ref())
+        },
         series: period_view(
             "series",
             &period,
@@ -144,7 +163,11 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
             now,
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
-        headline: Headline::new(&period, &current, &previous, now),
+        headline: Headline::new(&period, &current, &previous, now).unless_expired(
+            &before,
+            &state.retention,
+            now,
+        ),
         pages_count: matching.len() as i64,
         page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
         pages,
@@ -152,18 +175,22 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
         next_href: (page_no * PAGES_PER_SCREEN < matching.len()).then(|| screen(page_no + 1)),
         filter: filter.clone(),
         page_no,
-        csv_series: join(&format!("{base}/series.csv"), &params, &[]),
-        csv_pages: join(&format!("{base}/pages.csv"), &params, &[("q", &filter)]),
+        csv_series: audience.export(join(&format!("{base}/series.csv"), &params, &[])),
+        csv_pages: audience.export(join(
+            &format!("{base}/pages.csv"),
+            &params,
+            &[("q", &filter)],
+        )),
         sources: super::sources::view(
             &sources_now,
             &sources_before,
             &period,
             source_filter.clone(),
-            join(
+            audience.export(join(
                 &format!("{base}/sources.csv"),
                 &params,
                 &[("src", &source_filter)],
-            ),
+            )),
         ),
         sources_action: base.clone(),
         sources_hidden: if filter.is_empty() {
@@ -171,7 +198,7 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
         } else {
             vec![("q", filter.clone())]
         },
-        freshness: freshness(&state),
+        freshness: freshness(state),
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
         status_href: format!("{base}/status.json"),
@@ -179,7 +206,7 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
         empty,
         site,
     };
-    timed(&state, started);
+    timed(state, started);
     Ok(render(status, &page))
 }
 

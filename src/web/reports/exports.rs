@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::*;
 use crate::domain::{Page, PagePath};
-use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::reports::{csv, queries, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -66,7 +66,7 @@ pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
-    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
+    let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let points = match &path {
         Some(path) => {
@@ -90,7 +90,7 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
-    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
+    let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let top = queries::top_pages(&state.store, &site.domain, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;

@@ -13,9 +13,10 @@ mod sites;
 mod sources;
 mod view;
 
-pub use dashboard::{dashboard, status_json};
+pub use dashboard::{dashboard, show_dashboard, status_json};
 pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv};
-pub use page::page_report;
+pub use page::{page_report, show_page_report};
+pub use query::ReportQuery;
 pub use site_settings::{add_site, new_site_form, save_site_settings, site_settings};
 pub use sites::sites;
 pub use sources::sources_csv;
@@ -27,21 +28,48 @@ use query::*;
 use view::*;
 
 use actix_web::dev::Payload;
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::auth::Viewer;
-use super::error::WebError;
+use super::error::{Answer, WebError};
 use super::state::WebState;
 use crate::domain::SiteId;
 use crate::storage::sites::Site;
 
-/// What report handlers answer.
-type Answer = Result<HttpResponse, WebError>;
 type Query = web::Query<ReportQuery>;
+
+/// Who looks at a report, and so where its links lead and what it offers.
+pub struct Audience {
+    pub nav: Option<super::pages::Nav>,
+    /// Where the site's report links start: `/sites/<id>` or `/share/<token>`.
+    pub base: String,
+    /// Through a share link: the reports only, without settings, tracking
+    /// code or exports.
+    pub shared: bool,
+}
+
+impl Audience {
+    fn signed_in(viewer: &Viewer, site: &Site) -> Self {
+        Audience {
+            nav: Some(viewer.nav()),
+            base: format!("/sites/{}", site.id),
+            shared: false,
+        }
+    }
+
+    /// `href` for a signed-in user; nothing through a share link.
+    fn export(&self, href: String) -> String {
+        if self.shared {
+            String::new()
+        } else {
+            href
+        }
+    }
+}
 
 /// A request about one site the viewer may see: the state, the signed-in
 /// viewer, the site the path's `{id}` names (404 when unknown or not
@@ -78,7 +106,7 @@ impl FromRequest for SiteRequest {
 }
 
 /// The site `id` names, if this viewer may see it.
-pub(super) fn visible_site(
+pub(crate) fn visible_site(
     state: &WebState,
     viewer: &Viewer,
     id: &str,

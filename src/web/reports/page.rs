@@ -15,6 +15,10 @@ use crate::web::pages::{render, Nav};
 #[template(path = "page.html")]
 pub(super) struct PageReport {
     nav: Option<Nav>,
+    /// The page report's own address (`…/page`), for its minute form.
+    base: String,
+    /// Through a share link.
+    shared: bool,
     site: Arc<Site>,
     sources: super::sources::SourcesView,
     sources_action: String,
@@ -54,14 +58,22 @@ pub(super) fn realtime_period(now: DateTime<Utc>, zone: chrono_tz::Tz) -> Period
 }
 
 pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
-    let state = r.state;
-    let viewer = r.viewer;
-    let site = r.site;
-    let started = r.started;
+    let audience = Audience::signed_in(&r.viewer, &r.site);
+    show_page_report(&r.state, r.site, audience, &q, r.started).await
+}
+
+/// A page report of `site` as `audience` sees it.
+pub async fn show_page_report(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+    started: std::time::Instant,
+) -> Answer {
     let (path, page) = q.page_of(&site)?;
     let now = state.clock.now();
     let zone = site.time_zone.tz();
-    let (period, range_error) = resolve_or_default(&q, now, zone);
+    let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention, zone);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
     let (before, last_hour) = (period.previous(), realtime_period(now, zone));
@@ -80,7 +92,7 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
     };
     let source_filter = q.source_filter()?;
     let sources = super::sources::read(
-        &state,
+        state,
         crate::reports::sources::SourceScope::Page(&page),
         &period,
     );
@@ -92,28 +104,35 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
         queries::realtime_seconds(&state.store, &page, this_minute),
         sources,
     )?;
-    let base = format!("/sites/{}/page", site.id);
+    let site_base = audience.base.clone();
+    let base = format!("{site_base}/page");
     let params = if range_error.is_some() {
         String::new()
     } else {
         q.range_params()
     };
     let minute_value = fmt::input_minute_in(&minute, zone);
-    let csv =
-        |name: &str, extra: &[(&str, &str)]| join(&format!("/sites/{}/{name}", site.id), "", extra);
+    let csv = |name: &str, extra: &[(&str, &str)]| {
+        audience.export(join(&format!("{site_base}/{name}"), "", extra))
+    };
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = status_of(range_error.as_ref());
     let report = PageReport {
-        nav: Some(viewer.nav()),
+        nav: audience.nav.clone(),
+        shared: audience.shared,
+        base: base.clone(),
         path: path.as_str().to_owned(),
-        controls: controls(
-            &base,
-            &[("path", path.as_str())],
-            &q,
-            &period,
-            range_error.as_ref(),
-        ),
+        controls: Controls {
+            coarsened: coarsened.map(|c| c.to_string()),
+            ..controls(
+                &base,
+                &[("path", path.as_str())],
+                q,
+                &period,
+                range_error.as_ref(),
+            )
+        },
         series: period_view(
             "series",
             &period,
@@ -121,7 +140,11 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
             now,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
-        headline: Headline::new(&period, &current, &previous, now),
+        headline: Headline::new(&period, &current, &previous, now).unless_expired(
+            &before,
+            &state.retention,
+            now,
+        ),
         minute_label: fmt::local(&minute, zone),
         seconds: series_view(
             "seconds",
@@ -149,11 +172,11 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
             &format!("Views of {page} this minute, by second"),
             second_partial,
         ),
-        csv_series: join(
-            &format!("/sites/{}/series.csv", site.id),
+        csv_series: audience.export(join(
+            &format!("{site_base}/series.csv"),
             &params,
             &[("path", path.as_str())],
-        ),
+        )),
         csv_seconds: csv(
             "seconds.csv",
             &[("path", path.as_str()), ("minute", &minute_value)],
@@ -171,19 +194,19 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
             &sources.1,
             &period,
             source_filter.clone(),
-            join(
-                &format!("/sites/{}/sources.csv", site.id),
+            audience.export(join(
+                &format!("{site_base}/sources.csv"),
                 &params,
                 &[("path", path.as_str()), ("src", &source_filter)],
-            ),
+            )),
         ),
         sources_action: base.clone(),
         sources_hidden: vec![("path", path.as_str().to_owned())],
-        back_href: join(&format!("/sites/{}", site.id), &params, &[]),
+        back_href: join(&site_base, &params, &[]),
         minute: minute_value,
-        freshness: freshness(&state),
+        freshness: freshness(state),
         site,
     };
-    timed(&state, started);
+    timed(state, started);
     Ok(render(status, &report))
 }

@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::Deserialize;
 
-use crate::domain::{Page, PagePath};
+use crate::domain::PagePath;
 use crate::reports::RangeQuery;
 use crate::web::error::WebError;
 
@@ -40,13 +40,7 @@ impl ReportQuery {
 
     /// The top-pages filter (part of a path), at most 200 characters.
     pub(super) fn page_filter(&self) -> Result<String, WebError> {
-        let filter = self.q.as_deref().unwrap_or_default().trim().to_owned();
-        if filter.len() > 200 {
-            return Err(WebError::Invalid(
-                "The page filter is at most 200 characters.".into(),
-            ));
-        }
-        Ok(filter)
+        crate::reports::filter::parse(self.q.as_deref()).map_err(WebError::invalid)
     }
 
     /// The top-sources filter (part of a source's name), at most 100
@@ -98,10 +92,5 @@ impl ReportQuery {
 }
 
 /// The top pages whose path contains `filter`, ignoring case: the same
-/// rows on the dashboard and in `pages.csv`.
-pub(super) fn matching_pages<'a>(top: &'a [(Page, i64)], filter: &str) -> Vec<&'a (Page, i64)> {
-    let needle = filter.to_lowercase();
-    top.iter()
-        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
-        .collect()
-}
+/// rows on the dashboard, in `pages.csv` and in the API.
+pub(super) use crate::reports::filter::matching as matching_pages;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::storage::sites::Site;
-use crate::web::auth::Viewer;
-use crate::web::error::{see_other, WebError};
+use crate::web::auth::{Post, Viewer};
+use crate::web::error::{see_other, Answer, WebError};
 use crate::web::pages::{render, Nav};
 use crate::web::snippets;
 use crate::web::state::WebState;
@@ -152,14 +152,8 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
         aliases,
         owners: site.owners.clone(),
     };
-    use crate::storage::sites::SiteError;
-    match crate::storage::sites::update(&state.store, &site, changes).await {
-        Ok(_) => {}
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::forms::FormError::new("name", e)))
-        }
-        Err(e) => return Ok(again(crate::web::forms::FormError::new("aliases", e))),
+    if let Err(e) = crate::storage::sites::update(&state.store, &site, changes).await {
+        return Ok(again(crate::web::forms::site_refusal(e, "aliases")?));
     }
     if zone != site.time_zone {
         crate::storage::sites::set_time_zone(&state.store, &site, zone).await?;
@@ -189,10 +183,7 @@ pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), Web
     }
 }
 
-pub async fn new_site_form(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-) -> Result<HttpResponse, WebError> {
+pub async fn new_site_form(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     may_add_sites(&state, &viewer)?;
     Ok(render(
         StatusCode::OK,
@@ -207,19 +198,14 @@ pub async fn new_site_form(
 
 #[derive(Deserialize)]
 pub struct NewSiteForm {
-    csrf: String,
     domain: String,
     #[serde(default)]
     name: String,
 }
 
 /// An owner adds a site of their own, when the operator allows it.
-pub async fn add_site(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    form: web::Form<NewSiteForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
     may_add_sites(&state, &viewer)?;
     let again = |error: crate::web::forms::FormError| {
         render(
@@ -243,14 +229,9 @@ pub async fn add_site(
         owners: vec![viewer.user.id],
         time_zone: crate::domain::TimeZone::UTC,
     };
-    use crate::storage::sites::SiteError;
     let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
         Ok(site) => site,
-        Err(SiteError::Database(e)) => return Err(e.into()),
-        Err(e @ SiteError::NameTooLong) => {
-            return Ok(again(crate::web::forms::FormError::new("name", e)))
-        }
-        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
+        Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
     };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");

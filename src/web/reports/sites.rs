@@ -1,7 +1,7 @@
 //! The sites list: each visible site with its recent totals.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use askama::Template;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +10,7 @@ use super::*;
 use crate::reports::{chart, queries};
 use crate::storage::sites::Site;
 use crate::web::auth::Viewer;
-use crate::web::error::WebError;
+use crate::web::error::Answer;
 use crate::web::pages::{render, Nav};
 use crate::web::state::WebState;
 
@@ -33,7 +33,7 @@ pub(super) struct SitesPage {
     can_add: bool,
 }
 
-pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Result<HttpResponse, WebError> {
+pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     let started = Instant::now();
     let now = state.clock.now();
     let mut visible: Vec<Arc<Site>> = state

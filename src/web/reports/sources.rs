@@ -92,7 +92,7 @@ pub(super) fn view(
 /// source of the range, with share and the previous period's views.
 pub async fn sources_csv(r: SiteRequest, q: Query) -> Answer {
     let (state, site, started) = (r.state, r.site, r.started);
-    let period = Period::resolve_in(&q.range(), state.clock.now(), site.time_zone.tz())?;
+    let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
     let path = match q.path.as_deref() {
         Some(_) => Some(q.path()?),

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::*;
 use crate::reports::period::Preset;
+use crate::reports::retention::Coarsened;
 use crate::reports::{chart, queries, Period, PeriodError, Point, RangeQuery};
 use crate::storage::Topology;
 use crate::web::fmt;
@@ -57,6 +58,8 @@ pub struct Controls {
     /// A refused range: the message, and the field it is about.
     pub error: Option<String>,
     pub error_field: &'static str,
+    /// Why the range is shown coarser than asked (retention).
+    pub coarsened: Option<String>,
 }
 
 /// A page shown with a refused range says so in its status.
@@ -68,20 +71,36 @@ pub(super) fn status_of(range_error: Option<&PeriodError>) -> actix_web::http::S
 }
 
 /// The period the query asks for; a refused one falls back to the default
-/// range, with the reason kept for the form (the page still shows).
+/// range, with the reason kept for the form (the page still shows). A
+/// range reaching past a level's retention is read one level coarser, and
+/// says so (`crate::reports::retention`).
 pub(super) fn resolve_or_default(
     q: &ReportQuery,
     now: DateTime<Utc>,
+    retention: &crate::domain::Retention,
     zone: chrono_tz::Tz,
-) -> (Period, Option<PeriodError>) {
-    match Period::resolve_in(&q.range(), now, zone) {
+) -> (Period, Option<PeriodError>, Option<Coarsened>) {
+    let (period, error) = match Period::resolve_in(&q.range(), now, zone) {
         Ok(p) => (p, None),
         Err(e) => (
             Period::resolve_in(&RangeQuery::default(), now, zone)
                 .expect("the default range is valid"),
             Some(e),
         ),
-    }
+    };
+    let (period, coarsened) = crate::reports::retention::keep(period, retention, now);
+    (period, error, coarsened)
+}
+
+/// What an export reads: the asked period under the retention.
+pub(super) fn resolve_kept(
+    q: &ReportQuery,
+    state: &WebState,
+    zone: chrono_tz::Tz,
+) -> Result<Period, PeriodError> {
+    let now = state.clock.now();
+    let period = Period::resolve_in(&q.range(), now, zone)?;
+    Ok(crate::reports::retention::keep(period, &state.retention, now).0)
 }
 
 pub(super) fn controls(
@@ -156,6 +175,7 @@ pub(super) fn controls(
         zone: period.zone.name(),
         error: error.map(|e| e.to_string()),
         error_field: error.map_or("", PeriodError::field),
+        coarsened: None,
     }
 }
 
@@ -285,6 +305,29 @@ impl Headline {
             basis,
         }
     }
+
+    /// No change is shown against a previous period that reaches past the
+    /// retention of the level it is read at: its figures would be missing
+    /// the expired buckets, not lower.
+    pub(super) fn unless_expired(
+        mut self,
+        before: &Period,
+        retention: &crate::domain::Retention,
+        now: DateTime<Utc>,
+    ) -> Self {
+        if let Some(kept) = retention.kept(before.read) {
+            if before.from < now - kept {
+                self.change = "—".to_owned();
+                self.class = "";
+                self.basis = format!(
+                    "(the previous period starts more than {} ago, and {} buckets are kept only that long, so no change to show)",
+                    retention.describe(before.read),
+                    before.read.as_str()
+                );
+            }
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +367,21 @@ mod tests {
         let h = Headline::new(&period, &current, &previous, later);
         assert_eq!((h.previous, h.change.as_str()), (1115, "−34.5%"));
         assert_eq!(h.basis, "in the previous period");
+        // A previous period past the retention of its level: no change.
+        let retention = crate::domain::Retention::parse(1, 1, 0).unwrap();
+        let h = Headline::new(&period, &current, &previous, now).unless_expired(
+            &period.previous(),
+            &retention,
+            now,
+        );
+        assert_eq!((h.change.as_str(), h.class), ("—", ""));
+        assert!(h.basis.contains("more than 1 day ago"), "{}", h.basis);
+        let h = Headline::new(&period, &current, &previous, now).unless_expired(
+            &period.previous(),
+            &crate::domain::Retention::parse(2, 2, 0).unwrap(),
+            now,
+        );
+        assert_eq!(h.change, "+100.0%", "within 2 days: compared");
         // Before its first bucket is complete there is nothing to compare.
         let h = Headline::new(&period, &current, &previous, period.from);
         assert_eq!(h.change, "—");

@@ -1,0 +1,108 @@
+//! Retention in the database: one TTL index on `timestamp` per bucket
+//! collection, named `retention`, whose `expireAfterSeconds` is the level's
+//! retention. The database's TTL monitor deletes expired buckets itself
+//! (about once a minute on MongoDB). A changed setting is applied with
+//! `collMod` (no index rebuild); "for ever" drops the index.
+
+use bson::{doc, Document};
+use mongodb::options::IndexOptions;
+use mongodb::IndexModel;
+
+use super::values::count;
+use super::{Resolution, Store};
+use crate::domain::Retention;
+
+pub const INDEX: &str = "retention";
+
+/// What the `retention` index of a collection says now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlState {
+    Absent,
+    ExpireAfter(i64),
+}
+
+/// The `retention` index of `level`'s collection, as the server lists it.
+pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongodb::error::Error> {
+    // The raw listing: `expireAfterSeconds` as the server stores it, of
+    // whatever numeric type. A handful of indexes fit in the first batch.
+    let reply = match store
+        .db()
+        .run_command(doc! {"listIndexes": level.collection()})
+        .await
+    {
+        Ok(reply) => reply,
+        // A collection that does not exist yet has no index.
+        Err(e) if matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 26) => {
+            return Ok(TtlState::Absent)
+        }
+        Err(e) => return Err(e),
+    };
+    let indexes: Vec<Document> = reply
+        .get_document("cursor")
+        .and_then(|c| c.get_array("firstBatch"))
+        .map(|batch| {
+            batch
+                .iter()
+                .filter_map(|i| i.as_document().cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(indexes
+        .iter()
+        .find(|i| i.get_str("name") == Ok(INDEX))
+        .map_or(TtlState::Absent, |i| {
+            TtlState::ExpireAfter(count(i.get("expireAfterSeconds")))
+        }))
+}
+
+/// Makes each bucket collection's TTL index match `retention`; returns
+/// what was done, one line per collection.
+pub async fn apply(
+    store: &Store,
+    retention: &Retention,
+) -> Result<Vec<String>, mongodb::error::Error> {
+    let mut report = Vec::new();
+    for level in Resolution::ALL {
+        let name = level.collection();
+        let coll = store.db().collection::<Document>(name);
+        let wanted = retention.expire_after_secs(level);
+        let line = match (current(store, level).await?, wanted) {
+            (TtlState::Absent, None) => format!("{name}: kept for ever (no TTL index)"),
+            (TtlState::ExpireAfter(_), None) => {
+                coll.drop_index(INDEX).await?;
+                format!("{name}: TTL index dropped, buckets now kept for ever")
+            }
+            (TtlState::Absent, Some(secs)) => {
+                coll.create_index(
+                    IndexModel::builder()
+                        .keys(doc! {"timestamp": 1})
+                        .options(
+                            IndexOptions::builder()
+                                .name(INDEX.to_owned())
+                                .expire_after(std::time::Duration::from_secs(secs as u64))
+                                .build(),
+                        )
+                        .build(),
+                )
+                .await?;
+                format!("{name}: TTL index created, expireAfterSeconds {secs}")
+            }
+            (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
+                format!("{name}: TTL index already at expireAfterSeconds {secs}")
+            }
+            (TtlState::ExpireAfter(was), Some(secs)) => {
+                store
+                    .db()
+                    .run_command(doc! {
+                        "collMod": name,
+                        "index": {"name": INDEX, "expireAfterSeconds": secs},
+                    })
+                    .await?;
+                format!("{name}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}")
+            }
+        };
+        tracing::info!("{line}");
+        report.push(line);
+    }
+    Ok(report)
+}

@@ -1,0 +1,311 @@
+//! Account → API tokens: create (shown once), list with last use, revoke.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse};
+use askama::Template;
+use std::sync::Arc;
+
+use super::auth::Viewer;
+use super::error::WebError;
+use super::forms::FormError;
+use super::pages::{render, Nav};
+use super::state::WebState;
+use crate::accounts::api_tokens::{self, ApiToken, ApiTokenError, TokenScope};
+use crate::domain::{Label, SiteId};
+use crate::storage::sites::Site;
+
+/// Largest form accepted (a name and up to a few hundred site ids).
+const MAX_FORM_BYTES: usize = 32 * 1024;
+
+pub struct TokenRow {
+    pub id: String,
+    pub name: String,
+    pub sites: String,
+    pub created: String,
+    pub last_used: String,
+}
+
+pub struct Created {
+    pub name: String,
+    pub secret: String,
+}
+
+#[derive(Template)]
+#[template(path = "account_tokens.html")]
+struct TokensPage {
+    nav: Option<Nav>,
+    rows: Vec<TokenRow>,
+    /// Id, domain, checked: the sites a token may be limited to.
+    sites: Vec<(String, String, bool)>,
+    created: Option<Created>,
+    done: Option<&'static str>,
+    error: Option<FormError>,
+    name: String,
+    chosen: bool,
+    public_url: String,
+}
+
+fn visible_sites(state: &WebState, viewer: &Viewer) -> Vec<Arc<Site>> {
+    let mut sites: Vec<Arc<Site>> = state
+        .directory
+        .all()
+        .into_iter()
+        .filter(|s| viewer.can_see(s))
+        .collect();
+    sites.sort_by(|a, b| a.domain.as_str().cmp(b.domain.as_str()));
+    sites
+}
+
+fn row(state: &WebState, token: &ApiToken) -> TokenRow {
+    let sites = match token.scope() {
+        TokenScope::AllSites => "all yours".to_owned(),
+        TokenScope::Sites(ids) => ids
+            .iter()
+            .map(|id| {
+                state
+                    .directory
+                    .by_id(id)
+                    .map_or_else(|| "(a deleted site)".to_owned(), |s| s.domain.to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    TokenRow {
+        id: uuid::Uuid::from(token.id).to_string(),
+        name: token.name.clone(),
+        sites,
+        created: super::fmt::utc(&token.created_at.to_chrono()),
+        last_used: token
+            .last_used_at
+            .map_or_else(|| "never".to_owned(), |t| super::fmt::utc(&t.to_chrono())),
+    }
+}
+
+struct Typed {
+    name: String,
+    chosen: bool,
+    sites: Vec<String>,
+    error: FormError,
+}
+
+async fn page(
+    state: &WebState,
+    viewer: &Viewer,
+    created: Option<Created>,
+    done: Option<&'static str>,
+    typed: Option<Typed>,
+) -> Result<HttpResponse, WebError> {
+    let tokens = api_tokens::list_for_user(&state.store, viewer.user.id)
+        .await
+        .map_err(WebError::from)?;
+    let checked: &[String] = typed.as_ref().map_or(&[], |t| &t.sites);
+    let status = if typed.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    Ok(render(
+        status,
+        &TokensPage {
+            nav: Some(viewer.nav().in_section("account")),
+            rows: tokens.iter().map(|t| row(state, t)).collect(),
+            sites: visible_sites(state, viewer)
+                .iter()
+                .map(|s| {
+                    let id = s.id.to_string();
+                    let on = checked.contains(&id);
+                    (id, s.domain.to_string(), on)
+                })
+                .collect(),
+            created,
+            done,
+            name: typed.as_ref().map(|t| t.name.clone()).unwrap_or_default(),
+            chosen: typed.as_ref().is_some_and(|t| t.chosen),
+            error: typed.map(|t| t.error),
+            public_url: state.public_url.clone(),
+        },
+    ))
+}
+
+#[derive(serde::Deserialize)]
+pub struct DoneQuery {
+    done: Option<String>,
+}
+
+pub async fn tokens_page(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    q: web::Query<DoneQuery>,
+) -> Result<HttpResponse, WebError> {
+    let done = match q.done.as_deref() {
+        Some("revoked") => Some("The token was revoked: it no longer works."),
+        _ => None,
+    };
+    page(&state, &viewer, None, done, None).await
+}
+
+/// The create form: `csrf`, `name`, `scope` (`all` or `chosen`) and any
+/// number of `site` fields (repeated, so read from the raw body).
+struct CreateForm {
+    csrf: String,
+    name: String,
+    chosen: bool,
+    sites: Vec<String>,
+}
+
+fn parse_create_form(body: &[u8]) -> CreateForm {
+    let mut form = CreateForm {
+        csrf: String::new(),
+        name: String::new(),
+        chosen: false,
+        sites: Vec::new(),
+    };
+    for (key, value) in url::form_urlencoded::parse(body) {
+        match key.as_ref() {
+            "csrf" => form.csrf = value.into_owned(),
+            "name" => form.name = value.into_owned(),
+            "scope" => form.chosen = value == "chosen",
+            "site" => form.sites.push(value.into_owned()),
+            _ => {}
+        }
+    }
+    form
+}
+
+pub async fn create(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    body: web::Bytes,
+) -> Result<HttpResponse, WebError> {
+    if body.len() > MAX_FORM_BYTES {
+        return Ok(super::pages::error_page(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Form too large",
+            "The form was too large to read. Nothing was changed.",
+        ));
+    }
+    let form = parse_create_form(&body);
+    viewer.check_csrf(&form.csrf)?;
+    let again = |field: &'static str, message: String| Typed {
+        name: form.name.clone(),
+        chosen: form.chosen,
+        sites: form.sites.clone(),
+        error: FormError::new(field, message),
+    };
+    let name = match Label::parse(&form.name) {
+        Ok(n) => n,
+        Err(e) => {
+            return page(
+                &state,
+                &viewer,
+                None,
+                None,
+                Some(again("name", e.to_string())),
+            )
+            .await
+        }
+    };
+    let scope = if form.chosen {
+        // Only sites this user may see: anything else is refused, not
+        // silently dropped, so the token is what the form said.
+        let mut ids = Vec::new();
+        for raw in &form.sites {
+            let site = SiteId::parse(raw)
+                .ok()
+                .and_then(|id| state.directory.by_id(&id))
+                .filter(|s| viewer.can_see(s));
+            match site {
+                Some(s) if !ids.contains(&s.id) => ids.push(s.id),
+                Some(_) => {}
+                None => {
+                    return page(
+                        &state,
+                        &viewer,
+                        None,
+                        None,
+                        Some(again(
+                            "sites",
+                            "One of the chosen sites is not yours".into(),
+                        )),
+                    )
+                    .await
+                }
+            }
+        }
+        TokenScope::Sites(ids)
+    } else {
+        TokenScope::AllSites
+    };
+    match api_tokens::create(
+        &state.store,
+        viewer.user.id,
+        &name,
+        &scope,
+        state.clock.now(),
+    )
+    .await
+    {
+        Ok((token, secret)) => {
+            tracing::info!(user = %viewer.user.email, token = %uuid::Uuid::from(token.id), "API token created");
+            page(
+                &state,
+                &viewer,
+                Some(Created {
+                    name: token.name,
+                    secret: secret.expose(),
+                }),
+                None,
+                None,
+            )
+            .await
+        }
+        Err(ApiTokenError::Database(e)) => Err(WebError::from(e)),
+        Err(e @ ApiTokenError::NoSites) => {
+            page(
+                &state,
+                &viewer,
+                None,
+                None,
+                Some(again("sites", e.to_string())),
+            )
+            .await
+        }
+        Err(e @ ApiTokenError::TooMany) => {
+            page(
+                &state,
+                &viewer,
+                None,
+                None,
+                Some(again("name", e.to_string())),
+            )
+            .await
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+pub struct RevokeForm {
+    csrf: String,
+}
+
+/// Revokes one of the viewer's tokens. Another user's token id, or an
+/// unknown one, is a 404 that changes nothing.
+pub async fn revoke(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    form: web::Form<RevokeForm>,
+) -> Result<HttpResponse, WebError> {
+    viewer.check_csrf(&form.csrf)?;
+    let revoked = match uuid::Uuid::try_parse(&id) {
+        Ok(id) => api_tokens::revoke(&state.store, viewer.user.id, id)
+            .await
+            .map_err(WebError::from)?,
+        Err(_) => false,
+    };
+    if !revoked {
+        return Err(WebError::NotFound);
+    }
+    tracing::info!(user = %viewer.user.email, token = %id, "API token revoked");
+    Ok(super::error::see_other("/account/tokens?done=revoked"))
+}

@@ -1,0 +1,389 @@
+//! The API's report endpoints: the period parameters of the pages
+//! (`range`, `from`, `to`, `res`) and the same queries, as JSON.
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use super::{ApiClient, ApiError};
+use crate::domain::{Page, PagePath};
+use crate::reports::retention::{self, Coarsened};
+use crate::reports::{filter, queries, Period, Point, RangeQuery, Resolution, Scope};
+use crate::storage::sites::Site;
+use crate::web::state::WebState;
+
+/// Default and largest number of rows of `pages`.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ApiQuery {
+    range: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    res: Option<String>,
+    path: Option<String>,
+    q: Option<String>,
+    limit: Option<String>,
+    offset: Option<String>,
+    minute: Option<String>,
+}
+
+impl ApiQuery {
+    /// The period asked for, as the pages read it under the retention.
+    fn period(&self, state: &WebState) -> Result<(Period, Option<Coarsened>), ApiError> {
+        let now = state.clock.now();
+        let asked = Period::resolve(
+            &RangeQuery {
+                range: self.range.clone(),
+                from: self.from.clone(),
+                to: self.to.clone(),
+                res: self.res.clone(),
+            },
+            now,
+        )?;
+        Ok(retention::keep(asked, &state.retention, now))
+    }
+
+    fn path(&self) -> Result<PagePath, ApiError> {
+        let raw = self.path.as_deref().ok_or_else(|| ApiError::BadParameter {
+            parameter: "path",
+            message: "Name the page: path=/blog/hello.".into(),
+        })?;
+        PagePath::parse(raw).map_err(|e| ApiError::BadParameter {
+            parameter: "path",
+            message: format!("That page cannot be read: {e}."),
+        })
+    }
+
+    fn minute(&self) -> Result<DateTime<Utc>, ApiError> {
+        let bad = || ApiError::BadParameter {
+            parameter: "minute",
+            message: "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
+        };
+        let raw = self
+            .minute
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(bad)?;
+        NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
+            .map(|t| t.and_utc())
+            .map_err(|_| bad())
+    }
+
+    fn bounded(
+        raw: Option<&str>,
+        parameter: &'static str,
+        default: usize,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Result<usize, ApiError> {
+        match raw.filter(|r| !r.is_empty()) {
+            None => Ok(default),
+            Some(raw) => raw
+                .parse()
+                .ok()
+                .filter(|n| range.contains(n))
+                .ok_or_else(|| ApiError::BadParameter {
+                    parameter,
+                    message: format!(
+                        "The {parameter} must be a whole number from {} to {}.",
+                        range.start(),
+                        range.end()
+                    ),
+                }),
+        }
+    }
+}
+
+fn ok(body: &impl Serialize) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header(crate::web::pages::no_store())
+        .json(body)
+}
+
+// ---------------------------------------------------------------- /sites
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SiteEntry {
+    id: String,
+    name: String,
+    domain: String,
+    aliases: Vec<String>,
+    /// The figures of the sites list.
+    views: SiteViews,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SiteViews {
+    today: i64,
+    last7_days: i64,
+    last30_days: i64,
+}
+
+#[derive(Serialize)]
+struct SitesBody {
+    sites: Vec<SiteEntry>,
+}
+
+/// `GET /api/v1/sites`: the sites this token reads, with the sites list's
+/// figures (UTC days), ordered by name like the list.
+pub async fn sites(
+    state: web::Data<WebState>,
+    client: ApiClient,
+) -> Result<HttpResponse, ApiError> {
+    let now = state.clock.now();
+    let mut visible: Vec<Arc<Site>> = state
+        .directory
+        .all()
+        .into_iter()
+        .filter(|s| client.can_read(s))
+        .collect();
+    visible.sort_by_key(|s| s.name.to_lowercase());
+    let summaries = futures::future::try_join_all(
+        visible
+            .iter()
+            .map(|site| queries::site_summary(&state.store, site, now)),
+    )
+    .await?;
+    let sites = visible
+        .iter()
+        .zip(summaries)
+        .map(|(site, s)| SiteEntry {
+            id: site.id.to_string(),
+            name: site.name.clone(),
+            domain: site.domain.to_string(),
+            aliases: site.aliases.iter().map(|a| a.to_string()).collect(),
+            views: SiteViews {
+                today: s.today,
+                last7_days: s.last_7_days,
+                last30_days: s.last_30_days,
+            },
+        })
+        .collect();
+    Ok(ok(&SitesBody { sites }))
+}
+
+// --------------------------------------------------------------- series
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PeriodBody {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    resolution: &'static str,
+    /// The preset key, when the period is one.
+    preset: Option<&'static str>,
+    /// Why it is shown coarser than asked: the finer buckets of part of
+    /// the range are past their retention.
+    coarsened: Option<String>,
+}
+
+impl PeriodBody {
+    fn new(p: &Period, coarsened: Option<&Coarsened>) -> Self {
+        PeriodBody {
+            from: p.from,
+            to: p.to,
+            resolution: p.resolution.as_str(),
+            preset: p.preset.map(|p| p.key()),
+            coarsened: coarsened.map(|c| c.to_string()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PointBody {
+    at: DateTime<Utc>,
+    views: i64,
+    /// The bucket covers only part of its time: cut by the period's
+    /// edges, or still counting.
+    partial: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SeriesBody {
+    site: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    period: PeriodBody,
+    total: i64,
+    points: Vec<PointBody>,
+}
+
+fn series_body(
+    site: &Site,
+    path: Option<&PagePath>,
+    (period, coarsened): &(Period, Option<Coarsened>),
+    points: &[Point],
+    now: DateTime<Utc>,
+) -> SeriesBody {
+    SeriesBody {
+        site: site.id.to_string(),
+        path: path.map(|p| p.as_str().to_owned()),
+        period: PeriodBody::new(period, coarsened.as_ref()),
+        total: queries::total(points),
+        points: points
+            .iter()
+            .map(|p| PointBody {
+                at: p.at,
+                views: p.views,
+                partial: period.is_partial(p.at, now),
+            })
+            .collect(),
+    }
+}
+
+/// `GET /api/v1/sites/{id}/series`: the dashboard's chart.
+pub async fn site_series(
+    state: web::Data<WebState>,
+    client: ApiClient,
+    id: web::Path<String>,
+    q: web::Query<ApiQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let site = client.site(&state, &id)?;
+    let period = q.period(&state)?;
+    let points = queries::series(&state.store, &Scope::Site(&site.domain), &period.0).await?;
+    Ok(ok(&series_body(
+        &site,
+        None,
+        &period,
+        &points,
+        state.clock.now(),
+    )))
+}
+
+/// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
+pub async fn page_series(
+    state: web::Data<WebState>,
+    client: ApiClient,
+    id: web::Path<String>,
+    q: web::Query<ApiQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let site = client.site(&state, &id)?;
+    let path = q.path()?;
+    let period = q.period(&state)?;
+    let page = Page::new(&site.domain, &path);
+    let points = queries::series(&state.store, &Scope::Page(&page), &period.0).await?;
+    Ok(ok(&series_body(
+        &site,
+        Some(&path),
+        &period,
+        &points,
+        state.clock.now(),
+    )))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecondsBody {
+    site: String,
+    path: String,
+    minute: DateTime<Utc>,
+    total: i64,
+    points: Vec<SecondPoint>,
+}
+
+#[derive(Serialize)]
+struct SecondPoint {
+    at: DateTime<Utc>,
+    views: i64,
+}
+
+/// `GET /api/v1/sites/{id}/page/seconds?path=&minute=`: the page report's
+/// per-second breakdown of one minute (60 points).
+pub async fn page_seconds(
+    state: web::Data<WebState>,
+    client: ApiClient,
+    id: web::Path<String>,
+    q: web::Query<ApiQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let site = client.site(&state, &id)?;
+    let path = q.path()?;
+    let minute = Resolution::Minute.floor(q.minute()?);
+    let page = Page::new(&site.domain, &path);
+    let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    Ok(ok(&SecondsBody {
+        site: site.id.to_string(),
+        path: path.as_str().to_owned(),
+        minute,
+        total: seconds.iter().sum(),
+        points: seconds
+            .iter()
+            .enumerate()
+            .map(|(s, views)| SecondPoint {
+                at: minute + TimeDelta::seconds(s as i64),
+                views: *views,
+            })
+            .collect(),
+    }))
+}
+
+// ---------------------------------------------------------------- pages
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PagesBody {
+    site: String,
+    period: PeriodBody,
+    /// Views of every page in the period (the share's denominator).
+    total: i64,
+    /// Pages matching the filter, before `limit` and `offset`.
+    matching: usize,
+    pages: Vec<PageEntry>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PageEntry {
+    path: String,
+    views: i64,
+    /// Percent of `total`, one decimal (as in `pages.csv`).
+    share: f64,
+}
+
+/// `GET /api/v1/sites/{id}/pages`: the dashboard's top pages, most viewed
+/// first, with its filter (`q`) and `limit`/`offset` paging.
+pub async fn top_pages(
+    state: web::Data<WebState>,
+    client: ApiClient,
+    id: web::Path<String>,
+    q: web::Query<ApiQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let site = client.site(&state, &id)?;
+    let (period, coarsened) = q.period(&state)?;
+    let needle = filter::parse(q.q.as_deref()).map_err(|e| ApiError::BadParameter {
+        parameter: "q",
+        message: e.to_string(),
+    })?;
+    let limit = ApiQuery::bounded(q.limit.as_deref(), "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
+    let offset = ApiQuery::bounded(q.offset.as_deref(), "offset", 0, 0..=1_000_000)?;
+    let top = queries::top_pages(&state.store, &site.domain, &period).await?;
+    let total: i64 = top.iter().map(|(_, v)| v).sum();
+    let matching = filter::matching(&top, &needle);
+    let pages = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(page, views)| PageEntry {
+            path: page.path().to_owned(),
+            views: *views,
+            share: share(*views, total),
+        })
+        .collect();
+    Ok(ok(&PagesBody {
+        site: site.id.to_string(),
+        period: PeriodBody::new(&period, coarsened.as_ref()),
+        total,
+        matching: matching.len(),
+        pages,
+    }))
+}
+
+/// Percent with one decimal, the number `pages.csv` prints.
+fn share(part: i64, total: i64) -> f64 {
+    crate::web::fmt::percent(part, total).parse().unwrap_or(0.0)
+}

@@ -1,0 +1,318 @@
+//! Share links: an owner (or admin) makes read-only links to a site's
+//! reports (`/sites/<id>/share`), and anyone holding one sees the dashboard
+//! and page reports under `/share/<token>`, rate-limited per client
+//! address, with `Referrer-Policy: no-referrer` so the token in the address
+//! never reaches another site.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use askama::Template;
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::auth::{client_address, Viewer};
+use super::error::{see_other, WebError};
+use super::forms::FormError;
+use super::pages::{error_page, render, Nav};
+use super::reports::{self, Audience, ReportQuery};
+use super::state::WebState;
+use crate::domain::{AccessToken, ExpiryDays, Label, TokenKind};
+use crate::storage::share_links::{self, Lookup, ShareLink, ShareLinkError};
+use crate::storage::sites::Site;
+
+/// The shared views, with the headers every answer under them carries.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/share/{token}")
+            .wrap(
+                actix_web::middleware::DefaultHeaders::new()
+                    .add((header::REFERRER_POLICY, "no-referrer"))
+                    .add(("x-robots-tag", "noindex, nofollow")),
+            )
+            .route("", web::get().to(shared_dashboard))
+            .route("/page", web::get().to(shared_page_report))
+            .default_service(web::to(|| async {
+                Err::<HttpResponse, _>(WebError::NotFound)
+            })),
+    );
+}
+
+// ------------------------------------------------------------ shared view
+
+/// The site a share link opens, or the answer to give instead.
+async fn open(
+    req: &HttpRequest,
+    state: &WebState,
+    token: &str,
+) -> Result<Result<Arc<Site>, HttpResponse>, WebError> {
+    if let Err(wait) = state
+        .share_limit
+        .check(&client_address(req, state), Instant::now())
+    {
+        let mut page = error_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many requests",
+            &format!(
+                "This address asked for shared reports too often. {}",
+                super::fmt::try_again_in(wait)
+            ),
+        );
+        page.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from(wait.as_secs().max(1)),
+        );
+        return Ok(Err(page));
+    }
+    let refused = || {
+        error_page(
+            StatusCode::NOT_FOUND,
+            "This link does not work",
+            "The link is wrong or was revoked. Ask whoever sent it for a new one.",
+        )
+    };
+    let Ok(secret) = AccessToken::parse(TokenKind::Share, token) else {
+        return Ok(Err(refused()));
+    };
+    match share_links::open(&state.store, &secret, state.clock.now()).await? {
+        Lookup::Live(link) => Ok(state.directory.by_id(&link.site()).ok_or_else(refused)),
+        Lookup::Expired => Ok(Err(error_page(
+            StatusCode::GONE,
+            "This link has expired",
+            "Ask whoever sent it for a new one.",
+        ))),
+        Lookup::Unknown => Ok(Err(refused())),
+    }
+}
+
+fn audience(token: &str) -> Audience {
+    Audience {
+        nav: None,
+        base: format!("/share/{token}"),
+        shared: true,
+    }
+}
+
+pub async fn shared_dashboard(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    token: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    match open(&req, &state, &token).await? {
+        Ok(site) => reports::show_dashboard(&state, site, audience(&token), &q, started).await,
+        Err(refused) => Ok(refused),
+    }
+}
+
+pub async fn shared_page_report(
+    req: HttpRequest,
+    state: web::Data<WebState>,
+    token: web::Path<String>,
+    q: web::Query<ReportQuery>,
+) -> Result<HttpResponse, WebError> {
+    let started = Instant::now();
+    match open(&req, &state, &token).await? {
+        Ok(site) => reports::show_page_report(&state, site, audience(&token), &q, started).await,
+        Err(refused) => Ok(refused),
+    }
+}
+
+// ------------------------------------------------------------- management
+
+pub struct LinkRow {
+    pub id: String,
+    pub label: String,
+    pub created: String,
+    pub expires: String,
+    pub last_used: String,
+}
+
+pub struct Created {
+    pub label: String,
+    pub url: String,
+}
+
+#[derive(Template)]
+#[template(path = "site_share.html")]
+struct SharePage {
+    nav: Option<Nav>,
+    site: Arc<Site>,
+    rows: Vec<LinkRow>,
+    created: Option<Created>,
+    done: Option<&'static str>,
+    error: Option<FormError>,
+    label: String,
+    expires: String,
+}
+
+fn row(link: &ShareLink, now: chrono::DateTime<chrono::Utc>) -> LinkRow {
+    let utc = |t: &bson::DateTime| super::fmt::utc(&t.to_chrono());
+    LinkRow {
+        id: uuid::Uuid::from(link.id).to_string(),
+        label: link.label.clone(),
+        created: utc(&link.created_at),
+        expires: match &link.expires_at {
+            None => "never".to_owned(),
+            Some(t) if link.expired(now) => format!("expired {}", utc(t)),
+            Some(t) => utc(t),
+        },
+        last_used: link.last_used_at.as_ref().map_or("never".to_owned(), utc),
+    }
+}
+
+struct Typed {
+    label: String,
+    expires: String,
+    error: FormError,
+}
+
+async fn page(
+    state: &WebState,
+    viewer: &Viewer,
+    site: Arc<Site>,
+    created: Option<Created>,
+    done: Option<&'static str>,
+    typed: Option<Typed>,
+) -> Result<HttpResponse, WebError> {
+    let links = share_links::list_for_site(&state.store, &site.id).await?;
+    let now = state.clock.now();
+    let status = if typed.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    Ok(render(
+        status,
+        &SharePage {
+            nav: Some(viewer.nav()),
+            rows: links.iter().map(|l| row(l, now)).collect(),
+            site,
+            created,
+            done,
+            label: typed.as_ref().map(|t| t.label.clone()).unwrap_or_default(),
+            expires: typed
+                .as_ref()
+                .map(|t| t.expires.clone())
+                .unwrap_or_default(),
+            error: typed.map(|t| t.error),
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct DoneQuery {
+    done: Option<String>,
+}
+
+pub async fn share_page(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    q: web::Query<DoneQuery>,
+) -> Result<HttpResponse, WebError> {
+    let site = reports::visible_site(&state, &viewer, &id)?;
+    let done = match q.done.as_deref() {
+        Some("revoked") => Some("The link was revoked: it no longer opens anything."),
+        _ => None,
+    };
+    page(&state, &viewer, site, None, done, None).await
+}
+
+#[derive(Deserialize)]
+pub struct CreateForm {
+    csrf: String,
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    expires: String,
+}
+
+pub async fn create(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    id: web::Path<String>,
+    form: web::Form<CreateForm>,
+) -> Result<HttpResponse, WebError> {
+    viewer.check_csrf(&form.csrf)?;
+    let site = reports::visible_site(&state, &viewer, &id)?;
+    let again = |field: &'static str, message: String| Typed {
+        label: form.label.clone(),
+        expires: form.expires.clone(),
+        error: FormError::new(field, message),
+    };
+    let label = match Label::parse(&form.label) {
+        Ok(l) => l,
+        Err(e) => {
+            return page(
+                &state,
+                &viewer,
+                site,
+                None,
+                None,
+                Some(again("label", e.to_string())),
+            )
+            .await
+        }
+    };
+    let expiry = match ExpiryDays::parse(&form.expires) {
+        Ok(e) => e,
+        Err(e) => {
+            return page(
+                &state,
+                &viewer,
+                site,
+                None,
+                None,
+                Some(again("expires", e.to_string())),
+            )
+            .await
+        }
+    };
+    let now = state.clock.now();
+    match share_links::create(&state.store, &site.id, viewer.user.id, &label, expiry, now).await {
+        Ok((link, secret)) => {
+            tracing::info!(user = %viewer.user.email, site = %site.domain, link = %uuid::Uuid::from(link.id), "share link created");
+            let created = Created {
+                label: link.label,
+                url: format!("{}/share/{}", state.public_url, secret.expose()),
+            };
+            page(&state, &viewer, site, Some(created), None, None).await
+        }
+        Err(ShareLinkError::Database(e)) => Err(e.into()),
+        Err(e @ ShareLinkError::TooMany) => {
+            page(
+                &state,
+                &viewer,
+                site,
+                None,
+                None,
+                Some(again("label", e.to_string())),
+            )
+            .await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RevokeForm {
+    csrf: String,
+}
+
+pub async fn revoke(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    path: web::Path<(String, String)>,
+    form: web::Form<RevokeForm>,
+) -> Result<HttpResponse, WebError> {
+    viewer.check_csrf(&form.csrf)?;
+    let (id, link) = path.into_inner();
+    let site = reports::visible_site(&state, &viewer, &id)?;
+    let link = uuid::Uuid::try_parse(&link).map_err(|_| WebError::NotFound)?;
+    if !share_links::revoke(&state.store, &site.id, link).await? {
+        return Err(WebError::NotFound);
+    }
+    tracing::info!(user = %viewer.user.email, site = %site.domain, link = %link, "share link revoked");
+    Ok(see_other(&format!("/sites/{}/share?done=revoked", site.id)))
+}

@@ -1,0 +1,696 @@
+//! API tokens and the JSON API: tokens made on the account page, the
+//! authorization matrix for tokens, revocation, every bad input, the same
+//! numbers as the pages, and every answer checked against the OpenAPI
+//! document.
+
+use serde_json::Value;
+use tickertape::accounts::Role;
+use tickertape::storage::sites;
+
+use crate::helpers::*;
+use crate::openapi;
+
+struct World {
+    app: TestApp,
+    alpha: String,
+    charlie: String,
+    bravo: String,
+}
+
+/// alpha.test and charlie.test belong to a@, bravo.test to b@; alpha has
+/// 4,321 views on /secret-page that must never reach anyone else.
+async fn world() -> World {
+    let app = spawn_app().await;
+    let a = app.add_user("a@example.com", Role::Owner).await;
+    let b = app.add_user("b@example.com", Role::Owner).await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let alpha = app.add_site("alpha.test", &[]).await;
+    let bravo = app.add_site("bravo.test", &[]).await;
+    let charlie = app.add_site("charlie.test", &[]).await;
+    for (site, owner) in [(&alpha, a.id), (&bravo, b.id), (&charlie, a.id)] {
+        sites::update(
+            &app.store,
+            site,
+            sites::SiteChanges {
+                name: String::new(),
+                aliases: vec![],
+                owners: vec![owner],
+            },
+        )
+        .await
+        .unwrap();
+    }
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let hits: Vec<(&str, _)> = (0..4321)
+        .map(|_| ("alpha.test/secret-page", t0()))
+        .chain((0..7).map(|_| ("bravo.test/b", t0())))
+        .chain((0..3).map(|_| ("charlie.test/c", t0())))
+        .collect();
+    app.write_hits(&hits).await;
+    World {
+        alpha: alpha.id.to_string(),
+        bravo: bravo.id.to_string(),
+        charlie: charlie.id.to_string(),
+        app,
+    }
+}
+
+/// Creates a token on the account page; `sites: None` means all sites.
+pub(crate) async fn create_token(login: &Login, name: &str, sites: Option<&[&str]>) -> String {
+    let mut form = vec![("csrf", login.csrf.as_str()), ("name", name)];
+    match sites {
+        None => form.push(("scope", "all")),
+        Some(ids) => {
+            form.push(("scope", "chosen"));
+            form.extend(ids.iter().map(|id| ("site", *id)));
+        }
+    }
+    let r = login.post("/account/tokens", &form).await;
+    assert_eq!(r.status(), 200, "token created");
+    let page = r.text().await.unwrap();
+    let start = page.find("id=\"new-token\">").expect("the token is shown") + 15;
+    page[start..start + 71].to_owned()
+}
+
+/// A JSON API answer, checked against the OpenAPI document.
+pub(crate) struct Answer {
+    pub status: u16,
+    pub json: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+async fn call(app: &TestApp, method: &str, token: Option<&str>, path: &str) -> Answer {
+    let mut request = app.http.request(
+        reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+        format!("{}{path}", app.address),
+    );
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let content_type = headers
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = r.text().await.unwrap();
+    openapi::check(method, path, status, &content_type, &body);
+    Answer {
+        status,
+        json: serde_json::from_str(&body).unwrap(),
+        headers,
+    }
+}
+
+pub(crate) async fn get(app: &TestApp, token: &str, path: &str) -> Answer {
+    call(app, "GET", Some(token), path).await
+}
+
+fn code(a: &Answer) -> &str {
+    a.json["error"]["code"].as_str().unwrap_or("(none)")
+}
+
+fn site_paths(id: &str) -> Vec<String> {
+    [
+        "/series?range=24h",
+        "/pages?range=24h",
+        "/page/series?path=/secret-page&range=24h",
+        "/page/seconds?path=/secret-page&minute=2026-11-22T10:01",
+    ]
+    .iter()
+    .map(|s| format!("/api/v1/sites/{id}{s}"))
+    .collect()
+}
+
+#[tokio::test]
+async fn tokens_read_only_what_their_scope_and_their_user_allow() {
+    let w = world().await;
+    let app = &w.app;
+    let a = app.login("a@example.com").await;
+    let b = app.login("b@example.com").await;
+    let admin = app.login("admin@example.com").await;
+    let a_all = create_token(&a, "all of a's", None).await;
+    let a_charlie = create_token(&a, "charlie only", Some(&[&w.charlie])).await;
+    let b_all = create_token(&b, "all of b's", None).await;
+    let admin_all = create_token(&admin, "everything", None).await;
+
+    let domains = |a: &Answer| -> Vec<String> {
+        a.json["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["domain"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        domains(&get(app, &a_all, "/api/v1/sites").await),
+        ["alpha.test", "charlie.test"]
+    );
+    assert_eq!(
+        domains(&get(app, &a_charlie, "/api/v1/sites").await),
+        ["charlie.test"]
+    );
+    assert_eq!(
+        domains(&get(app, &b_all, "/api/v1/sites").await),
+        ["bravo.test"]
+    );
+    assert_eq!(
+        domains(&get(app, &admin_all, "/api/v1/sites").await),
+        ["alpha.test", "bravo.test", "charlie.test"]
+    );
+
+    for path in site_paths(&w.alpha) {
+        let r = get(app, &a_all, &path).await;
+        assert_eq!(r.status, 200, "owner's token: {path}");
+        assert!(
+            r.json.to_string().contains("4321"),
+            "{path} has the numbers"
+        );
+        assert_eq!(
+            get(app, &admin_all, &path).await.status,
+            200,
+            "admin: {path}"
+        );
+        // Another owner's token, and the owner's own token scoped to
+        // another site: the same 404 as an unknown site, no numbers.
+        for (who, token) in [("b", &b_all), ("a's charlie-only", &a_charlie)] {
+            let r = get(app, token, &path).await;
+            assert_eq!(
+                (r.status, code(&r)),
+                (404, "site_not_found"),
+                "{who}: {path}"
+            );
+            assert!(!r.json.to_string().contains("4321"), "{who}: {path} leaks");
+        }
+    }
+    for path in site_paths("00000000-0000-4000-8000-000000000000")
+        .into_iter()
+        .chain(site_paths("not-a-uuid"))
+    {
+        let r = get(app, &admin_all, &path).await;
+        assert_eq!((r.status, code(&r)), (404, "site_not_found"), "{path}");
+    }
+    assert_eq!(
+        get(
+            app,
+            &a_charlie,
+            &format!("/api/v1/sites/{}/series", w.charlie)
+        )
+        .await
+        .status,
+        200
+    );
+
+    // Rights are the user's as they are now: a's token loses alpha as soon
+    // as a stops owning it, even though its scope is "all".
+    let alpha = sites::list(&app.store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.domain.as_str() == "alpha.test")
+        .unwrap();
+    sites::update(
+        &app.store,
+        &alpha,
+        sites::SiteChanges {
+            name: String::new(),
+            aliases: vec![],
+            owners: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let r = get(app, &a_all, &format!("/api/v1/sites/{}/series", w.alpha)).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        domains(&get(app, &a_all, "/api/v1/sites").await),
+        ["charlie.test"]
+    );
+    let _ = w.bravo;
+}
+
+#[tokio::test]
+async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
+    let w = world().await;
+    let app = &w.app;
+    let a = app.login("a@example.com").await;
+    let b = app.login("b@example.com").await;
+    let token = create_token(&a, "laptop script", None).await;
+    let (_, list) = a.text("/account/tokens").await;
+    assert!(list.contains("laptop script") && list.contains("never"));
+    assert!(
+        !list.contains(&token),
+        "the token is shown once, never in the list"
+    );
+    // Stored hashed: the secret is nowhere in the database.
+    let stored: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<bson::Document>("api_tokens")
+            .find(bson::doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(!stored[0].to_string().contains(&token[7..]));
+
+    assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
+    let (_, list) = a.text("/account/tokens").await;
+    assert!(
+        list.contains("2026-11-22 10:01 UTC") && !list.contains(">never<"),
+        "last use shown"
+    );
+    let id = stored[0]
+        .get("tokenId")
+        .map(|v| match v {
+            bson::Bson::Binary(b) => uuid::Uuid::from_slice(&b.bytes).unwrap().to_string(),
+            other => panic!("{other:?}"),
+        })
+        .unwrap();
+    // Someone else cannot revoke it.
+    let revoke = format!("/account/tokens/{id}/revoke");
+    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf)]).await.status(), 404);
+    assert_eq!(a.post(&revoke, &[("csrf", "wrong")]).await.status(), 403);
+    assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
+    let r = a.post(&revoke, &[("csrf", &a.csrf)]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/account/tokens?done=revoked");
+    let r = get(app, &token, "/api/v1/sites").await;
+    assert_eq!((r.status, code(&r)), (401, "invalid_token"));
+    let (_, list) = a.text("/account/tokens?done=revoked").await;
+    assert!(list.contains("was revoked") && !list.contains("laptop script"));
+    assert!(list.contains("id=\"no-tokens\""));
+    // A deleted user's tokens go with them.
+    let token_b = create_token(&b, "b's", None).await;
+    let user_b = tickertape::accounts::users::find_by_email(
+        &app.store,
+        &tickertape::domain::Email::parse("b@example.com").unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    tickertape::accounts::users::delete(&app.store, user_b.id)
+        .await
+        .unwrap();
+    assert_eq!(get(app, &token_b, "/api/v1/sites").await.status, 401);
+}
+
+async fn token_count(app: &TestApp) -> u64 {
+    app.store
+        .db()
+        .collection::<bson::Document>("api_tokens")
+        .count_documents(bson::doc! {})
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn bad_token_forms_are_refused_and_change_nothing() {
+    let w = world().await;
+    let app = &w.app;
+    let a = app.login("a@example.com").await;
+    let long = "x".repeat(81);
+    type Form<'a> = Vec<(&'a str, &'a str)>;
+    let refused: Vec<(Form, u16, &str)> = vec![
+        (
+            vec![("name", ""), ("scope", "all")],
+            400,
+            "a name is needed",
+        ),
+        (vec![("name", &long), ("scope", "all")], 400, "at most 80"),
+        (
+            vec![("name", "x"), ("scope", "chosen")],
+            400,
+            "choose at least one site",
+        ),
+        (
+            vec![("name", "x"), ("scope", "chosen"), ("site", &w.bravo)],
+            400,
+            "not yours",
+        ),
+        (
+            vec![("name", "x"), ("scope", "chosen"), ("site", "nonsense")],
+            400,
+            "not yours",
+        ),
+    ];
+    for (mut form, status, says) in refused {
+        form.push(("csrf", &a.csrf));
+        let r = a.post("/account/tokens", &form).await;
+        assert_eq!(r.status(), status, "{form:?}");
+        let body = r.text().await.unwrap();
+        assert!(body.to_lowercase().contains(says), "{form:?}: {says}");
+        assert!(!body.contains("new-token"));
+    }
+    let r = a
+        .post(
+            "/account/tokens",
+            &[("csrf", "nope"), ("name", "x"), ("scope", "all")],
+        )
+        .await;
+    assert_eq!(r.status(), 403);
+    let r = app
+        .anonymous()
+        .post("/account/tokens", &[("name", "x"), ("scope", "all")])
+        .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(token_count(app).await, 0);
+}
+
+#[tokio::test]
+async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
+    let w = world().await;
+    let app = &w.app;
+    let a = app.login("a@example.com").await;
+    let token = create_token(&a, "t", None).await;
+    let series = format!("/api/v1/sites/{}/series", w.alpha);
+
+    let r = call(app, "GET", None, &series).await;
+    assert_eq!((r.status, code(&r)), (401, "missing_token"));
+    assert!(r.headers["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Bearer"));
+    for bad in [
+        "tt_api_nothex",
+        &format!("tt_share_{}", "a".repeat(64)),
+        &format!("tt_api_{}", "0".repeat(64)),
+        &token[..70],
+    ] {
+        let r = call(app, "GET", Some(bad), &series).await;
+        assert_eq!((r.status, code(&r)), (401, "invalid_token"), "{bad}");
+    }
+    let basic = app
+        .http
+        .get(format!("{}{series}", app.address))
+        .header("authorization", format!("Basic {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+
+    let pages = format!("/api/v1/sites/{}/pages", w.alpha);
+    let page_series = format!("/api/v1/sites/{}/page/series", w.alpha);
+    let seconds = format!("/api/v1/sites/{}/page/seconds", w.alpha);
+    let long_q = "q".repeat(201);
+    let cases: Vec<(String, &str)> = vec![
+        (format!("{series}?range=2y"), "range"),
+        (format!("{series}?res=second"), "res"),
+        (format!("{series}?range=custom&from=2026-11-02"), "from"),
+        (
+            format!("{series}?range=custom&from=2026-11-02&to=2026-11-01"),
+            "to",
+        ),
+        (
+            format!("{series}?range=custom&from=x&to=2026-11-01"),
+            "from",
+        ),
+        (format!("{series}?range=12mo&res=minute"), "res"),
+        (format!("{pages}?limit=0"), "limit"),
+        (format!("{pages}?limit=1001"), "limit"),
+        (format!("{pages}?limit=ten"), "limit"),
+        (format!("{pages}?offset=-1"), "offset"),
+        (format!("{pages}?q={long_q}"), "q"),
+        (page_series.clone(), "path"),
+        (format!("{page_series}?path=no-slash"), "path"),
+        (format!("{seconds}?path=/secret-page"), "minute"),
+        (
+            format!("{seconds}?path=/secret-page&minute=10:01"),
+            "minute",
+        ),
+        (format!("{seconds}?minute=2026-11-22T10:01"), "path"),
+    ];
+    for (path, parameter) in cases {
+        let r = get(app, &token, &path).await;
+        assert_eq!((r.status, code(&r)), (400, "bad_parameter"), "{path}");
+        assert_eq!(r.json["error"]["parameter"], parameter, "{path}");
+        assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
+    }
+    let r = get(app, &token, "/api/v1/nothing").await;
+    assert_eq!((r.status, code(&r)), (404, "no_such_endpoint"));
+    for method in ["POST", "DELETE", "PUT"] {
+        let r = call(app, method, Some(&token), &series).await;
+        assert_eq!(
+            (r.status, code(&r)),
+            (405, "method_not_allowed"),
+            "{method}"
+        );
+    }
+    let r = call(app, "POST", None, "/api/v1/openapi.json").await;
+    assert_eq!(r.status, 405);
+    // Nothing was written by any of it: the one token, the same views.
+    assert_eq!(token_count(app).await, 1);
+    assert_eq!(
+        app.total_views(tickertape::domain::Resolution::Minute)
+            .await,
+        4331
+    );
+}
+
+/// The numbers of a CSV's second column.
+async fn csv_column(login: &Login, path: &str, column: usize) -> Vec<String> {
+    let (status, body) = login.text(path).await;
+    assert_eq!(status, 200, "{path}");
+    body.lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(column).unwrap().to_owned())
+        .collect()
+}
+
+fn numbers(json: &Value, list: &str, field: &str) -> Vec<String> {
+    json[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| match &p[field] {
+            Value::Number(n) if n.is_f64() => format!("{:.1}", n.as_f64().unwrap()),
+            other => other.to_string().trim_matches('"').to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_api_serves_the_same_numbers_as_the_pages() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("n.test", &[]).await;
+    let mut hits = Vec::new();
+    for (page, minutes_ago, second, n) in [
+        ("n.test/a", 0, 7, 3),
+        ("n.test/a", 0, 9, 1),
+        ("n.test/a", 2, 59, 2),
+        ("n.test/b", 0, 7, 2),
+        ("n.test/b", 60 * 30, 0, 5),
+        ("n.test/c", 60 * 24 * 5, 0, 4),
+        ("n.test/a", 60 * 24 * 40, 0, 6),
+    ] {
+        let at = chrono::DurationRound::duration_trunc(t0(), chrono::TimeDelta::minutes(1))
+            .unwrap()
+            - chrono::TimeDelta::minutes(minutes_ago)
+            + chrono::TimeDelta::seconds(second);
+        hits.extend(std::iter::repeat_n((page, at), n));
+    }
+    app.write_hits(&hits).await;
+    let admin = app.login("admin@example.com").await;
+    let token = create_token(&admin, "numbers", None).await;
+    let id = site.id.to_string();
+    let base = format!("/sites/{id}");
+    let api = format!("/api/v1/sites/{id}");
+
+    for range in [
+        "range=1h",
+        "range=24h",
+        "range=7d",
+        "range=30d",
+        "range=12mo",
+        "range=24h&res=day",
+        "range=7d&res=day",
+        "range=custom&from=2026-11-22T09:30&to=2026-11-22T10:30&res=hour",
+        "range=custom&from=2026-10-01&to=2026-11-22",
+    ] {
+        let series = get(&app, &token, &format!("{api}/series?{range}")).await;
+        assert_eq!(series.status, 200, "{range}");
+        assert_eq!(
+            numbers(&series.json, "points", "views"),
+            csv_column(&admin, &format!("{base}/series.csv?{range}"), 1).await,
+            "site series, {range}"
+        );
+        let (_, dashboard) = admin.text(&format!("{base}?{range}")).await;
+        let total = series.json["total"].as_i64().unwrap();
+        let shown = format!("id=\"total\">{}<", tickertape::web::fmt::thousands(&total));
+        assert!(
+            dashboard.contains(&shown),
+            "dashboard total {total}, {range}"
+        );
+
+        let pages = get(&app, &token, &format!("{api}/pages?{range}")).await;
+        assert_eq!(pages.json["total"].as_i64().unwrap(), total, "{range}");
+        assert_eq!(
+            numbers(&pages.json, "pages", "path"),
+            csv_column(&admin, &format!("{base}/pages.csv?{range}"), 0).await
+        );
+        assert_eq!(
+            numbers(&pages.json, "pages", "views"),
+            csv_column(&admin, &format!("{base}/pages.csv?{range}"), 1).await
+        );
+        assert_eq!(
+            numbers(&pages.json, "pages", "share"),
+            csv_column(&admin, &format!("{base}/pages.csv?{range}"), 2).await
+        );
+
+        for path in ["/a", "/b"] {
+            let page = get(
+                &app,
+                &token,
+                &format!("{api}/page/series?path={path}&{range}"),
+            )
+            .await;
+            assert_eq!(
+                numbers(&page.json, "points", "views"),
+                csv_column(&admin, &format!("{base}/series.csv?{range}&path={path}"), 1).await,
+                "page {path}, {range}"
+            );
+            let (_, report) = admin
+                .text(&format!("{base}/page?path={path}&{range}"))
+                .await;
+            let shown = format!(
+                "id=\"total\">{}<",
+                tickertape::web::fmt::thousands(&page.json["total"].as_i64().unwrap())
+            );
+            assert!(report.contains(&shown), "page report total, {path} {range}");
+        }
+    }
+    let seconds = get(
+        &app,
+        &token,
+        &format!("{api}/page/seconds?path=/a&minute=2026-11-22T10:01"),
+    )
+    .await;
+    assert_eq!(seconds.json["total"], 4);
+    assert_eq!(seconds.json["points"][7]["views"], 3);
+    assert_eq!(
+        numbers(&seconds.json, "points", "views"),
+        csv_column(
+            &admin,
+            &format!("{base}/seconds.csv?path=/a&minute=2026-11-22T10:01"),
+            1
+        )
+        .await
+    );
+    // Filter and paging cut the same list.
+    let filtered = get(
+        &app,
+        &token,
+        &format!("{api}/pages?range=12mo&q=A&limit=1&offset=0"),
+    )
+    .await;
+    assert_eq!(filtered.json["matching"], 1);
+    assert_eq!(numbers(&filtered.json, "pages", "path"), ["/a"]);
+    let second = get(
+        &app,
+        &token,
+        &format!("{api}/pages?range=12mo&limit=1&offset=1"),
+    )
+    .await;
+    assert_eq!(second.json["matching"], 3);
+    assert_eq!(second.json["pages"].as_array().unwrap().len(), 1);
+    // The sites list's figures.
+    let list = get(&app, &token, "/api/v1/sites").await;
+    let views = &list.json["sites"][0]["views"];
+    let (_, sites_page) = admin.text("/sites").await;
+    for key in ["today", "last7Days", "last30Days"] {
+        let n = views[key].as_i64().unwrap();
+        assert!(
+            sites_page.contains(&format!(">{}<", tickertape::web::fmt::thousands(&n))),
+            "{key} = {n} on the sites list"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served_and_every_operation_is_checked() {
+    let w = world().await;
+    let app = &w.app;
+    let r = app
+        .http
+        .get(format!("{}/api/v1/openapi.json", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let served: Value = r.json().await.unwrap();
+    assert_eq!(&served, openapi::document(), "served = docs/openapi.json");
+    assert_eq!(served["openapi"], "3.1.0");
+    // The checker can fail: a body off the schema is refused.
+    let wrong = serde_json::json!({"site": "not-a-uuid", "period": {}, "total": -1, "points": []});
+    assert!(openapi::check_against("/components/schemas/Series", &wrong).is_err());
+    let extra = serde_json::json!({"sites": [], "secret": 1});
+    assert!(openapi::check_against("/components/schemas/SiteList", &extra).is_err());
+
+    // One of each documented answer, through the checker.
+    let a = app.login("a@example.com").await;
+    let token = create_token(&a, "t", None).await;
+    let b = app.login("b@example.com").await;
+    let other = create_token(&b, "b", None).await;
+    call(app, "GET", None, "/api/v1/openapi.json").await;
+    call(app, "POST", None, "/api/v1/openapi.json").await;
+    for path in std::iter::once("/api/v1/sites".to_owned()).chain(site_paths(&w.alpha)) {
+        get(app, &token, &path).await;
+        call(app, "GET", None, &path).await;
+        call(app, "DELETE", Some(&token), &path).await;
+        if path != "/api/v1/sites" {
+            get(app, &other, &path).await;
+            let bad = format!("{path}&range=nope&minute=x");
+            get(app, &token, &bad).await;
+        }
+    }
+    let seen = openapi::seen().lock().unwrap().clone();
+    let missing: Vec<_> = openapi::documented().difference(&seen).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "documented but never checked: {missing:?}"
+    );
+}
+
+#[tokio::test]
+async fn with_the_database_down_the_api_and_share_links_answer_503() {
+    use crate::proxy::{write_target, Mode, Proxy};
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let app = spawn_app_on(&proxy.uri(), test_settings()).await;
+    app.add_user("a@example.com", Role::Admin).await;
+    let site = app.add_site("down.test", &[]).await;
+    let a = app.login("a@example.com").await;
+    let token = create_token(&a, "t", None).await;
+    let r = a
+        .post(
+            &format!("/sites/{}/share", site.id),
+            &[("csrf", &a.csrf), ("label", "l"), ("expires", "")],
+        )
+        .await;
+    let page = r.text().await.unwrap();
+    let start = page.find("/share/tt_share_").unwrap();
+    let link = page[start..start + 7 + 9 + 64].to_owned();
+    let series = format!("/api/v1/sites/{}/series", site.id);
+    assert_eq!(get(&app, &token, &series).await.status, 200);
+
+    proxy.set(Mode::Down);
+    for path in ["/api/v1/sites", series.as_str()] {
+        let began = std::time::Instant::now();
+        let r = get(&app, &token, path).await;
+        assert_eq!(
+            (r.status, code(&r)),
+            (503, "database_unavailable"),
+            "{path}"
+        );
+        assert!(r.headers.contains_key("retry-after"));
+        assert!(began.elapsed() < std::time::Duration::from_secs(8));
+    }
+    let r = app.anonymous().get(&link).await;
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["referrer-policy"], "no-referrer");
+    proxy.set(Mode::Pass);
+}
