@@ -92,7 +92,6 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let started = Instant::now();
     let now = Utc::now();
     let start_day = Resolution::Day.floor(now) - TimeDelta::days(364);
-    let seconds_total = (now - start_day).num_seconds().max(1) as u64;
     let total = daily * 365;
     let names: Vec<String> = (1..=PAGES)
         .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
@@ -101,15 +100,17 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let (page_cdf, source_cdf) = (zipf_cdf(PAGES), zipf_cdf(sources.len()));
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let writer = BucketWriter::new(&store);
-    let mut left = total;
-    while left > 0 {
-        let n = left.min(50_000);
-        left -= n;
-        let batch: Vec<(usize, DateTime<Utc>, usize)> = (0..n)
+    // Day by day, as the applier sees traffic (a batch covers a short
+    // stretch of time): a batch spanning the whole year made the source
+    // lookup's `$in` of bucket times huge and timed the transaction out.
+    for day in 0..365 {
+        let from = start_day + TimeDelta::days(day);
+        let span = (now - from).num_seconds().clamp(1, 86_400) as u64;
+        let batch: Vec<(usize, DateTime<Utc>, usize)> = (0..daily)
             .map(|_| {
                 (
                     pick(&page_cdf, &mut rng),
-                    start_day + TimeDelta::seconds((rng.next() % seconds_total) as i64),
+                    from + TimeDelta::seconds((rng.next() % span) as i64),
                     pick(&source_cdf, &mut rng),
                 )
             })
