@@ -31,10 +31,15 @@ pub struct ApiQuery {
 }
 
 impl ApiQuery {
-    /// The period asked for, as the pages read it under the retention.
-    fn period(&self, state: &WebState) -> Result<(Period, Option<Coarsened>), ApiError> {
+    /// The period asked for, in the site's time zone, as the pages read it
+    /// under the retention.
+    fn period(
+        &self,
+        state: &WebState,
+        site: &Site,
+    ) -> Result<(Period, Option<Coarsened>), ApiError> {
         let now = state.clock.now();
-        let asked = Period::resolve(
+        let asked = Period::resolve_in(
             &RangeQuery {
                 range: self.range.clone(),
                 from: self.from.clone(),
@@ -42,6 +47,7 @@ impl ApiQuery {
                 res: self.res.clone(),
             },
             now,
+            site.time_zone.tz(),
         )?;
         Ok(retention::keep(asked, &state.retention, now))
     }
@@ -245,8 +251,8 @@ pub async fn site_series(
     q: web::Query<ApiQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
-    let period = q.period(&state)?;
-    let points = queries::series(&state.store, &Scope::Site(&site.domain), &period.0).await?;
+    let period = q.period(&state, &site)?;
+    let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
     Ok(ok(&series_body(
         &site,
         None,
@@ -265,7 +271,7 @@ pub async fn page_series(
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
     let path = q.path()?;
-    let period = q.period(&state)?;
+    let period = q.period(&state, &site)?;
     let page = Page::new(&site.domain, &path);
     let points = queries::series(&state.store, &Scope::Page(&page), &period.0).await?;
     Ok(ok(&series_body(
@@ -354,7 +360,7 @@ pub async fn top_pages(
     q: web::Query<ApiQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
-    let (period, coarsened) = q.period(&state)?;
+    let (period, coarsened) = q.period(&state, &site)?;
     let needle = filter::parse(q.q.as_deref()).map_err(|e| ApiError::BadParameter {
         parameter: "q",
         message: e.to_string(),
