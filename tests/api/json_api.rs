@@ -694,3 +694,57 @@ async fn with_the_database_down_the_api_and_share_links_answer_503() {
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
     proxy.set(Mode::Pass);
 }
+
+/// A site in Europe/Berlin: the API reads its days in its zone, as the
+/// dashboard does (a view at 00:30 Berlin on the 22nd is 23:30 UTC on the
+/// 21st).
+#[tokio::test]
+async fn the_api_reads_a_site_in_its_time_zone_like_the_pages() {
+    use chrono::TimeZone;
+    let app = spawn_app().await;
+    let owner = app.add_user("z@example.com", Role::Owner).await;
+    let site = app.add_site("berlin.test", &[]).await;
+    sites::update(
+        &app.store,
+        &site,
+        sites::SiteChanges {
+            name: String::new(),
+            aliases: vec![],
+            owners: vec![owner.id],
+        },
+    )
+    .await
+    .unwrap();
+    let berlin = tickertape::domain::TimeZone::parse("Europe/Berlin").unwrap();
+    sites::set_time_zone(&app.store, &site, berlin)
+        .await
+        .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let at = |d, h, m| chrono::Utc.with_ymd_and_hms(2026, 11, d, h, m, 0).unwrap();
+    let hits: Vec<(&str, _)> = std::iter::repeat_n(("berlin.test/a", at(21, 23, 30)), 2)
+        .chain(std::iter::repeat_n(("berlin.test/a", at(22, 0, 30)), 3))
+        .chain(std::iter::repeat_n(("berlin.test/a", at(21, 22, 30)), 4))
+        .collect();
+    app.write_hits(&hits).await;
+    let login = app.login("z@example.com").await;
+    let token = create_token(&login, "zoned", None).await;
+    let range = "range=custom&from=2026-11-22&to=2026-11-22&res=hour";
+    let api = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/series?{range}", site.id),
+    )
+    .await;
+    assert_eq!(api.status, 200);
+    assert_eq!(api.json["total"], 5, "the Berlin 22nd: {}", api.json);
+    let (status, html) = login.text(&format!("/sites/{}?{range}", site.id)).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("id=\"total\">5<"), "the dashboard agrees");
+    let page = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/page/series?path=/a&{range}", site.id),
+    )
+    .await;
+    assert_eq!(page.json["total"], 5);
+}
