@@ -5,10 +5,10 @@ use actix_web::{web, HttpResponse};
 use askama::Template;
 use std::sync::Arc;
 
-use super::auth::Viewer;
+use super::auth::{Button, Post, Viewer};
 use super::error::WebError;
 use super::forms::FormError;
-use super::pages::{render, Nav};
+use super::pages::{render_form, Nav};
 use super::state::WebState;
 use crate::accounts::api_tokens::{self, ApiToken, ApiTokenError, TokenScope};
 use crate::domain::{Label, SiteId};
@@ -99,13 +99,8 @@ async fn page(
         .await
         .map_err(WebError::from)?;
     let checked: &[String] = typed.as_ref().map_or(&[], |t| &t.sites);
-    let status = if typed.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        typed.is_some(),
         &TokensPage {
             nav: Some(viewer.nav().in_section("account")),
             rows: tokens.iter().map(|t| row(state, t)).collect(),
@@ -127,15 +122,10 @@ async fn page(
     ))
 }
 
-#[derive(serde::Deserialize)]
-pub struct DoneQuery {
-    done: Option<String>,
-}
-
 pub async fn tokens_page(
     state: web::Data<WebState>,
     viewer: Viewer,
-    q: web::Query<DoneQuery>,
+    q: web::Query<crate::web::forms::DoneQuery>,
 ) -> Result<HttpResponse, WebError> {
     let done = match q.done.as_deref() {
         Some("revoked") => Some("The token was revoked: it no longer works."),
@@ -192,18 +182,10 @@ pub async fn create(
         sites: form.sites.clone(),
         error: FormError::new(field, message),
     };
+    let refuse = |typed| page(&state, &viewer, None, None, Some(typed));
     let name = match Label::parse(&form.name) {
         Ok(n) => n,
-        Err(e) => {
-            return page(
-                &state,
-                &viewer,
-                None,
-                None,
-                Some(again("name", e.to_string())),
-            )
-            .await
-        }
+        Err(e) => return refuse(again("name", e.to_string())).await,
     };
     let scope = if form.chosen {
         // Only sites this user may see: anything else is refused, not
@@ -218,16 +200,10 @@ pub async fn create(
                 Some(s) if !ids.contains(&s.id) => ids.push(s.id),
                 Some(_) => {}
                 None => {
-                    return page(
-                        &state,
-                        &viewer,
-                        None,
-                        None,
-                        Some(again(
-                            "sites",
-                            "One of the chosen sites is not yours".into(),
-                        )),
-                    )
+                    return refuse(again(
+                        "sites",
+                        "One of the chosen sites is not yours".into(),
+                    ))
                     .await
                 }
             }
@@ -260,43 +236,15 @@ pub async fn create(
             .await
         }
         Err(ApiTokenError::Database(e)) => Err(WebError::from(e)),
-        Err(e @ ApiTokenError::NoSites) => {
-            page(
-                &state,
-                &viewer,
-                None,
-                None,
-                Some(again("sites", e.to_string())),
-            )
-            .await
-        }
-        Err(e @ ApiTokenError::TooMany) => {
-            page(
-                &state,
-                &viewer,
-                None,
-                None,
-                Some(again("name", e.to_string())),
-            )
-            .await
-        }
+        Err(e @ ApiTokenError::NoSites) => refuse(again("sites", e.to_string())).await,
+        Err(e @ ApiTokenError::TooMany) => refuse(again("name", e.to_string())).await,
     }
-}
-
-#[derive(serde::Deserialize)]
-pub struct RevokeForm {
-    csrf: String,
 }
 
 /// Revokes one of the viewer's tokens. Another user's token id, or an
 /// unknown one, is a 404 that changes nothing.
-pub async fn revoke(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    form: web::Form<RevokeForm>,
-) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+pub async fn revoke(post: Post<Button>, id: web::Path<String>) -> Result<HttpResponse, WebError> {
+    let (state, viewer, _) = post.into_parts();
     let revoked = match uuid::Uuid::try_parse(&id) {
         Ok(id) => api_tokens::revoke(&state.store, viewer.user.id, id)
             .await

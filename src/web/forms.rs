@@ -58,3 +58,9 @@ pub fn site_refusal(
         e => Ok(FormError::new(hosts_field, e)),
     }
 }
+
+/// What a page confirms after a change it redirected from (`?done=…`).
+#[derive(serde::Deserialize)]
+pub struct DoneQuery {
+    pub done: Option<String>,
+}

@@ -4,6 +4,7 @@
 //! address, with `Referrer-Policy: no-referrer` so the token in the address
 //! never reaches another site.
 
+use crate::web::error::Answer;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use askama::Template;
@@ -11,10 +12,10 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::auth::{client_address, Viewer};
+use super::auth::{client_address, Post, Viewer};
 use super::error::{see_other, WebError};
 use super::forms::FormError;
-use super::pages::{error_page, render, Nav};
+use super::pages::{error_page, render_form, Nav};
 use super::reports::{self, Audience, ReportQuery};
 use super::state::WebState;
 use crate::domain::{AccessToken, ExpiryDays, Label, TokenKind};
@@ -90,32 +91,34 @@ fn audience(token: &str) -> Audience {
         nav: None,
         base: format!("/share/{token}"),
         shared: true,
+        started: std::time::Instant::now(),
     }
 }
 
-pub async fn shared_dashboard(
-    req: HttpRequest,
-    state: web::Data<WebState>,
-    token: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    match open(&req, &state, &token).await? {
-        Ok(site) => reports::show_dashboard(&state, site, audience(&token), &q, started).await,
-        Err(refused) => Ok(refused),
-    }
+type Data = web::Data<WebState>;
+type Done = web::Query<crate::web::forms::DoneQuery>;
+type Token = web::Path<String>;
+type Q = web::Query<ReportQuery>;
+
+pub async fn shared_dashboard(req: HttpRequest, state: Data, token: Token, q: Q) -> Answer {
+    shared(req, state, token, q, false).await
 }
 
-pub async fn shared_page_report(
-    req: HttpRequest,
-    state: web::Data<WebState>,
-    token: web::Path<String>,
-    q: web::Query<ReportQuery>,
-) -> Result<HttpResponse, WebError> {
-    let started = Instant::now();
-    match open(&req, &state, &token).await? {
-        Ok(site) => reports::show_page_report(&state, site, audience(&token), &q, started).await,
-        Err(refused) => Ok(refused),
+pub async fn shared_page_report(req: HttpRequest, state: Data, token: Token, q: Q) -> Answer {
+    shared(req, state, token, q, true).await
+}
+
+/// A shared view: the dashboard, or a page report when `page`.
+async fn shared(req: HttpRequest, state: Data, token: Token, q: Q, page: bool) -> Answer {
+    let audience = audience(&token);
+    let site = match open(&req, &state, &token).await? {
+        Ok(site) => site,
+        Err(refused) => return Ok(refused),
+    };
+    if page {
+        reports::show_page_report(&state, site, audience, &q).await
+    } else {
+        reports::show_dashboard(&state, &q, site, audience).await
     }
 }
 
@@ -178,13 +181,8 @@ async fn page(
 ) -> Result<HttpResponse, WebError> {
     let links = share_links::list_for_site(&state.store, &site.id).await?;
     let now = state.clock.now();
-    let status = if typed.is_some() {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
-    };
-    Ok(render(
-        status,
+    Ok(render_form(
+        typed.is_some(),
         &SharePage {
             nav: Some(viewer.nav()),
             rows: links.iter().map(|l| row(l, now)).collect(),
@@ -201,17 +199,7 @@ async fn page(
     ))
 }
 
-#[derive(Deserialize)]
-pub struct DoneQuery {
-    done: Option<String>,
-}
-
-pub async fn share_page(
-    state: web::Data<WebState>,
-    viewer: Viewer,
-    id: web::Path<String>,
-    q: web::Query<DoneQuery>,
-) -> Result<HttpResponse, WebError> {
+pub async fn share_page(state: Data, viewer: Viewer, id: Token, q: Done) -> Answer {
     let site = reports::visible_site(&state, &viewer, &id)?;
     let done = match q.done.as_deref() {
         Some("revoked") => Some("The link was revoked: it no longer opens anything."),
@@ -222,7 +210,6 @@ pub async fn share_page(
 
 #[derive(Deserialize)]
 pub struct CreateForm {
-    csrf: String,
     #[serde(default)]
     label: String,
     #[serde(default)]
@@ -230,45 +217,24 @@ pub struct CreateForm {
 }
 
 pub async fn create(
-    state: web::Data<WebState>,
-    viewer: Viewer,
+    post: Post<CreateForm>,
     id: web::Path<String>,
-    form: web::Form<CreateForm>,
 ) -> Result<HttpResponse, WebError> {
-    viewer.check_csrf(&form.csrf)?;
+    let (state, viewer, form) = post.into_parts();
     let site = reports::visible_site(&state, &viewer, &id)?;
     let again = |field: &'static str, message: String| Typed {
         label: form.label.clone(),
         expires: form.expires.clone(),
         error: FormError::new(field, message),
     };
+    let refuse = |typed| page(&state, &viewer, site.clone(), None, None, Some(typed));
     let label = match Label::parse(&form.label) {
         Ok(l) => l,
-        Err(e) => {
-            return page(
-                &state,
-                &viewer,
-                site,
-                None,
-                None,
-                Some(again("label", e.to_string())),
-            )
-            .await
-        }
+        Err(e) => return refuse(again("label", e.to_string())).await,
     };
     let expiry = match ExpiryDays::parse(&form.expires) {
         Ok(e) => e,
-        Err(e) => {
-            return page(
-                &state,
-                &viewer,
-                site,
-                None,
-                None,
-                Some(again("expires", e.to_string())),
-            )
-            .await
-        }
+        Err(e) => return refuse(again("expires", e.to_string())).await,
     };
     let now = state.clock.now();
     match share_links::create(&state.store, &site.id, viewer.user.id, &label, expiry, now).await {
@@ -281,17 +247,7 @@ pub async fn create(
             page(&state, &viewer, site, Some(created), None, None).await
         }
         Err(ShareLinkError::Database(e)) => Err(e.into()),
-        Err(e @ ShareLinkError::TooMany) => {
-            page(
-                &state,
-                &viewer,
-                site,
-                None,
-                None,
-                Some(again("label", e.to_string())),
-            )
-            .await
-        }
+        Err(e @ ShareLinkError::TooMany) => refuse(again("label", e.to_string())).await,
     }
 }
 

@@ -4,7 +4,6 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 use super::{ApiClient, ApiError};
 use crate::domain::{Page, PagePath};
@@ -12,6 +11,11 @@ use crate::reports::retention::{self, Coarsened};
 use crate::reports::{filter, queries, Period, Point, RangeQuery, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
+
+type Data = web::Data<WebState>;
+type Id = web::Path<String>;
+type Q = web::Query<ApiQuery>;
+type Reply = Result<HttpResponse, ApiError>;
 
 /// Default and largest number of rows of `pages`.
 const DEFAULT_LIMIT: usize = 100;
@@ -140,23 +144,9 @@ pub async fn sites(
     state: web::Data<WebState>,
     client: ApiClient,
 ) -> Result<HttpResponse, ApiError> {
-    let now = state.clock.now();
-    let mut visible: Vec<Arc<Site>> = state
-        .directory
-        .all()
-        .into_iter()
-        .filter(|s| client.can_read(s))
-        .collect();
-    visible.sort_by_key(|s| s.name.to_lowercase());
-    let summaries = futures::future::try_join_all(
-        visible
-            .iter()
-            .map(|site| queries::site_summary(&state.store, site, now)),
-    )
-    .await?;
-    let sites = visible
+    let summaries = crate::web::reports::summaries(&state, |s| client.can_read(s)).await?;
+    let sites = summaries
         .iter()
-        .zip(summaries)
         .map(|(site, s)| SiteEntry {
             id: site.id.to_string(),
             name: site.name.clone(),
@@ -244,12 +234,7 @@ fn series_body(
 }
 
 /// `GET /api/v1/sites/{id}/series`: the dashboard's chart.
-pub async fn site_series(
-    state: web::Data<WebState>,
-    client: ApiClient,
-    id: web::Path<String>,
-    q: web::Query<ApiQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let period = q.period(&state, &site)?;
     let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
@@ -263,12 +248,7 @@ pub async fn site_series(
 }
 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
-pub async fn page_series(
-    state: web::Data<WebState>,
-    client: ApiClient,
-    id: web::Path<String>,
-    q: web::Query<ApiQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let path = q.path()?;
     let period = q.period(&state, &site)?;
@@ -301,12 +281,7 @@ struct SecondPoint {
 
 /// `GET /api/v1/sites/{id}/page/seconds?path=&minute=`: the page report's
 /// per-second breakdown of one minute (60 points).
-pub async fn page_seconds(
-    state: web::Data<WebState>,
-    client: ApiClient,
-    id: web::Path<String>,
-    q: web::Query<ApiQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn page_seconds(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let path = q.path()?;
     let minute = Resolution::Minute.floor(q.minute()?);
@@ -353,12 +328,7 @@ struct PageEntry {
 
 /// `GET /api/v1/sites/{id}/pages`: the dashboard's top pages, most viewed
 /// first, with its filter (`q`) and `limit`/`offset` paging.
-pub async fn top_pages(
-    state: web::Data<WebState>,
-    client: ApiClient,
-    id: web::Path<String>,
-    q: web::Query<ApiQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let (period, coarsened) = q.period(&state, &site)?;
     let needle = filter::parse(q.q.as_deref()).map_err(|e| ApiError::BadParameter {

@@ -74,19 +74,19 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
 }
 
 pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
-    let audience = Audience::signed_in(&r.viewer, &r.site);
-    show_dashboard(&r.state, r.site, audience, &q, r.started).await
+    let audience = Audience::signed_in(&r);
+    show_dashboard(&r.state, &q, r.site, audience).await
 }
 
 /// The dashboard of `site` as `audience` sees it (signed in, or through a
 /// share link).
 pub async fn show_dashboard(
     state: &WebState,
+    q: &ReportQuery,
     site: Arc<Site>,
     audience: Audience,
-    q: &ReportQuery,
-    started: std::time::Instant,
 ) -> Answer {
+    let started = audience.started;
     let now = state.clock.now();
     let (period, range_error, coarsened) =
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());

@@ -18,7 +18,7 @@ pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv};
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
 pub use site_settings::{add_site, new_site_form, save_site_settings, site_settings};
-pub use sites::sites;
+pub use sites::{sites, summaries};
 pub use sources::sources_csv;
 pub use view::freshness;
 
@@ -50,14 +50,17 @@ pub struct Audience {
     /// Through a share link: the reports only, without settings, tracking
     /// code or exports.
     pub shared: bool,
+    /// When the request started (for the latency histogram).
+    pub started: Instant,
 }
 
 impl Audience {
-    fn signed_in(viewer: &Viewer, site: &Site) -> Self {
+    fn signed_in(r: &SiteRequest) -> Self {
         Audience {
-            nav: Some(viewer.nav()),
-            base: format!("/sites/{}", site.id),
+            nav: Some(r.viewer.nav()),
+            base: format!("/sites/{}", r.site.id),
             shared: false,
+            started: r.started,
         }
     }
 

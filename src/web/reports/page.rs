@@ -58,8 +58,8 @@ pub(super) fn realtime_period(now: DateTime<Utc>, zone: chrono_tz::Tz) -> Period
 }
 
 pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
-    let audience = Audience::signed_in(&r.viewer, &r.site);
-    show_page_report(&r.state, r.site, audience, &q, r.started).await
+    let audience = Audience::signed_in(&r);
+    show_page_report(&r.state, r.site, audience, &q).await
 }
 
 /// A page report of `site` as `audience` sees it.
@@ -68,8 +68,8 @@ pub async fn show_page_report(
     site: Arc<Site>,
     audience: Audience,
     q: &ReportQuery,
-    started: std::time::Instant,
 ) -> Answer {
+    let started = audience.started;
     let (path, page) = q.page_of(&site)?;
     let now = state.clock.now();
     let zone = site.time_zone.tz();

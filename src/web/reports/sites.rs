@@ -24,6 +24,29 @@ pub struct SiteRow {
     pub sparkline: String,
 }
 
+/// The sites a reader may see, by name, each with the sites list's
+/// figures: the same on the page and in the API.
+pub async fn summaries(
+    state: &WebState,
+    can_see: impl Fn(&Site) -> bool,
+) -> Result<Vec<(Arc<Site>, queries::SiteSummary)>, mongodb::error::Error> {
+    let now = state.clock.now();
+    let mut visible: Vec<Arc<Site>> = state
+        .directory
+        .all()
+        .into_iter()
+        .filter(|s| can_see(s))
+        .collect();
+    visible.sort_by_key(|s| s.name.to_lowercase());
+    let figures = futures::future::try_join_all(
+        visible
+            .iter()
+            .map(|site| queries::site_summary(&state.store, site, now)),
+    )
+    .await?;
+    Ok(visible.into_iter().zip(figures).collect())
+}
+
 #[derive(Template)]
 #[template(path = "sites.html")]
 pub(super) struct SitesPage {
@@ -35,23 +58,9 @@ pub(super) struct SitesPage {
 
 pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
     let started = Instant::now();
-    let now = state.clock.now();
-    let mut visible: Vec<Arc<Site>> = state
-        .directory
-        .all()
-        .into_iter()
-        .filter(|s| viewer.can_see(s))
-        .collect();
-    visible.sort_by_key(|s| s.name.to_lowercase());
-    let summaries = futures::future::try_join_all(
-        visible
-            .iter()
-            .map(|site| queries::site_summary(&state.store, site, now)),
-    )
-    .await?;
-    let rows = visible
+    let summaries = summaries(&state, |s| viewer.can_see(s)).await?;
+    let rows = summaries
         .iter()
-        .zip(summaries)
         .map(|(site, s)| SiteRow {
             id: site.id.to_string(),
             name: site.name.clone(),
