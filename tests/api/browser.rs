@@ -359,11 +359,8 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     browser.type_into("#password", PASSWORD).await;
     browser.screenshot("login").await;
     browser.click("form button[type=submit]").await;
-    assert!(
-        browser.url().await.ends_with("/sites"),
-        "{}",
-        browser.url().await
-    );
+    let url = browser.wait_for_url(|u| u.ends_with("/sites")).await;
+    assert!(url.ends_with("/sites"), "{url}");
     assert_eq!(browser.count("svg.spark").await, 1);
     browser.screenshot("sites").await;
 
@@ -390,11 +387,8 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     browser.screenshot("dashboard").await;
 
     browser.click("#pages tbody tr:first-child a").await;
-    assert!(
-        browser.url().await.contains("/page?"),
-        "{}",
-        browser.url().await
-    );
+    let url = browser.wait_for_url(|u| u.contains("/page?")).await;
+    assert!(url.contains("/page?"), "{url}");
     // The page's series and its latest minute with views always have a
     // chart; the realtime panels have one when the demo data put views in
     // the last hour and this minute, else their empty note.

@@ -114,6 +114,19 @@ impl Browser {
             .to_owned()
     }
 
+    /// The address once it satisfies `arrived` (a click's navigation may
+    /// still be under way when `click` returns), or as it is after 10 s.
+    pub async fn wait_for_url(&self, arrived: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let url = self.url().await;
+            if arrived(&url) || std::time::Instant::now() > deadline {
+                return url;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     async fn element(&self, css: &str) -> String {
         let v = self
             .call(
