@@ -358,14 +358,14 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     browser.type_into("#email", "owner@example.com").await;
     browser.type_into("#password", PASSWORD).await;
     browser.screenshot("login").await;
-    browser.click("form button[type=submit]").await;
+    browser.click_and_load("form button[type=submit]").await;
     let url = browser.wait_for_url(|u| u.ends_with("/sites")).await;
     assert!(url.ends_with("/sites"), "{url}");
     assert_eq!(browser.count("svg.spark").await, 1);
     browser.screenshot("sites").await;
 
     browser
-        .click(&format!("a[href='/sites/{}']", site.id))
+        .click_and_load(&format!("a[href='/sites/{}']", site.id))
         .await;
     assert_eq!(browser.count("svg.chart").await, 1, "dashboard chart");
     assert!(
@@ -386,7 +386,7 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     );
     browser.screenshot("dashboard").await;
 
-    browser.click("#pages tbody tr:first-child a").await;
+    browser.click_and_load("#pages tbody tr:first-child a").await;
     let url = browser.wait_for_url(|u| u.contains("/page?")).await;
     assert!(url.contains("/page?"), "{url}");
     // The page's series and its latest minute with views always have a
@@ -506,7 +506,7 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     );
     browser.type_into("#email", "admin@example.com").await;
     browser.type_into("#password", PASSWORD).await;
-    browser.click("form button[type=submit]").await;
+    browser.click_and_load("form button[type=submit]").await;
     let dash = format!("/sites/{}", site.id);
     let query = |p: &str| tickertape::web::fmt::query(p);
     let pages: Vec<(&str, String)> = vec![
@@ -657,7 +657,7 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
 
     // Item 9: after logging out, Back does not show the dashboard from cache.
     browser.goto(&format!("{base}{dash}")).await;
-    browser.click("form[action='/logout'] button").await;
+    browser.click_and_load("form[action='/logout'] button").await;
     assert!(browser.url().await.contains("/login?signed_out=1"));
     assert_eq!(browser.text("#signed-out").await, "You are signed out.");
     browser.back().await;

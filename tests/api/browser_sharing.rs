@@ -32,12 +32,12 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
     browser.goto(&format!("{base}/login")).await;
     browser.type_into("#email", "admin@example.com").await;
     browser.type_into("#password", PASSWORD).await;
-    browser.click("form button[type=submit]").await;
+    browser.click_and_load("form button[type=submit]").await;
 
     // A token made in the browser is shown once.
     browser.goto(&format!("{base}/account/tokens")).await;
     browser.type_into("#name", "wall display").await;
-    browser.click("#new ~ form button[type=submit]").await;
+    browser.click_and_load("#new ~ form button[type=submit]").await;
     let token = browser.text("#new-token").await;
     assert!(token.starts_with("tt_api_"), "{token}");
     // A share link too.
@@ -45,7 +45,7 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
     browser.goto(&format!("{base}{share}")).await;
     browser.type_into("#label", "for the team").await;
     browser.type_into("#expires", "30").await;
-    browser.click("#new ~ form button[type=submit]").await;
+    browser.click_and_load("#new ~ form button[type=submit]").await;
     let link = browser.text("#new-link").await;
     let link = &link[link.find("/share/").unwrap()..];
 
@@ -90,7 +90,7 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
     assert_eq!(browser.count("a[href$='.csv'], a[href*='.csv?']").await, 0);
     assert_eq!(browser.count("form[action='/logout']").await, 0);
     // Following a top page stays inside the share.
-    browser.click("#pages a").await;
+    browser.click_and_load("#pages a").await;
     assert!(browser.url().await.contains(&format!("{link}/page?")));
     assert_eq!(browser.text("#total").await, "40");
     // The retention note reads where the range is.

@@ -175,6 +175,30 @@ impl Browser {
         .await;
     }
 
+    /// Clicks a link or a submit button and returns once the next page has
+    /// loaded: chromedriver may answer the click before the navigation it
+    /// starts has begun, so reading the page straight after would read the
+    /// old one. The old document carries a mark the new one lacks.
+    pub async fn click_and_load(&self, css: &str) {
+        self.execute("window.__ttLeaving = true; return null;", json!([]))
+            .await;
+        self.click(css).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let loaded = self
+                .execute(
+                    "return window.__ttLeaving === undefined && document.readyState === 'complete';",
+                    json!([]),
+                )
+                .await;
+            if loaded == Value::Bool(true) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "clicking {css} loaded no page");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn text(&self, css: &str) -> String {
         let e = self.element(css).await;
         self.call(
