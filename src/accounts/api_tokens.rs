@@ -4,7 +4,7 @@
 //! last used. Revoking deletes it, so the next request is refused.
 
 use bson::doc;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -26,10 +26,6 @@ pub fn indexes() -> Vec<crate::storage::schema::IndexSpec> {
 /// Most tokens one user may hold: enough for every script and dashboard,
 /// and a bound on what one account can make the database keep.
 pub const MAX_PER_USER: u64 = 50;
-
-/// Last use is written at most this often per token: one write per API
-/// request would double the cost of a read-only request.
-const LAST_USE_PRECISION: TimeDelta = TimeDelta::minutes(1);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApiToken {
@@ -147,17 +143,8 @@ pub async fn authenticate(
     else {
         return Ok(None);
     };
-    let stale = token
-        .last_used_at
-        .is_none_or(|t| t.to_chrono() + LAST_USE_PRECISION <= now);
-    if stale {
-        collection(store)
-            .update_one(
-                doc! {"_id": &token.hash},
-                doc! {"$set": {"lastUsedAt": bson::DateTime::from_chrono(now)}},
-            )
-            .await?;
-    }
+    crate::storage::last_use::record(&collection(store), &token.hash, token.last_used_at, now)
+        .await?;
     Ok(Some(token))
 }
 

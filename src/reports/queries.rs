@@ -199,65 +199,59 @@ async fn read_units(
                 .collect();
             matcher.insert("timestamp", doc! {"$in": list});
         }
-        let mut cursor = handle(store, freshness)
-            .collection::<Document>(coll)
-            .find(matcher)
-            .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "minutes": 1})
-            .batch_size(10_000)
-            .max_time(store.report_max_time())
-            .await?;
-        while let Some(d) = cursor.try_next().await? {
-            let (Ok(start), Ok(minutes)) = (d.get_datetime("timestamp"), d.get_document("minutes"))
-            else {
-                continue;
-            };
-            let start = start.to_chrono();
-            if !all_minutes && !cut.contains(&start) {
-                continue;
-            }
-            let page = key_field.and_then(|k| d.get_str(k).ok());
-            for (minute, views) in minutes {
-                let Ok(m) = minute.parse::<i64>() else {
-                    continue;
-                };
-                let at = start + TimeDelta::minutes(m);
-                if at >= from && at < to {
-                    units.add(at, page, number(Some(views)));
-                }
-            }
-        }
+        let keep = |start, at| (all_minutes || cut.contains(&start)) && at >= from && at < to;
+        let slots = ("minutes", TimeDelta::minutes(1));
+        let buckets = (handle(store, freshness).collection(coll), matcher);
+        add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
     let (first, last) = (hour.ceil(from), hour.floor(to));
     let whole = (last - first).num_hours();
     if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
         let (coll, mut matcher) = buckets_of(scope, Resolution::Day);
         matcher.insert("timestamp", time_filter(Resolution::Day.floor(first), last));
-        let mut cursor = handle(store, freshness)
-            .collection::<Document>(coll)
-            .find(matcher)
-            .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "hours": 1})
-            .batch_size(10_000)
-            .max_time(store.report_max_time())
-            .await?;
-        while let Some(d) = cursor.try_next().await? {
-            let (Ok(day), Ok(slots)) = (d.get_datetime("timestamp"), d.get_document("hours"))
-            else {
+        let keep = |_, at| at >= first && at < last && !cut.contains(&at);
+        let slots = ("hours", TimeDelta::hours(1));
+        let buckets = (handle(store, freshness).collection(coll), matcher);
+        add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
+    }
+    Ok(units)
+}
+
+/// Adds the slots (`minutes` of hour buckets, `hours` of day buckets, each
+/// `width` long) of the buckets `matcher` finds to `units`, where
+/// `keep(bucket start, slot start)` says so; `key_field` keeps them apart
+/// by page.
+async fn add_slots(
+    store: &Store,
+    (buckets, matcher): (mongodb::Collection<Document>, Document),
+    (field, width): (&str, TimeDelta),
+    key_field: Option<&str>,
+    keep: impl Fn(DateTime<Utc>, DateTime<Utc>) -> bool,
+    units: &mut Units,
+) -> Result<(), mongodb::error::Error> {
+    let mut cursor = buckets
+        .find(matcher)
+        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, field: 1})
+        .batch_size(10_000)
+        .max_time(store.report_max_time())
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        let (Ok(start), Ok(slots)) = (d.get_datetime("timestamp"), d.get_document(field)) else {
+            continue;
+        };
+        let start = start.to_chrono();
+        let page = key_field.and_then(|k| d.get_str(k).ok());
+        for (slot, views) in slots {
+            let Ok(n) = slot.parse::<i32>() else {
                 continue;
             };
-            let day = day.to_chrono();
-            let page = key_field.and_then(|k| d.get_str(k).ok());
-            for (h, views) in slots {
-                let Ok(h) = h.parse::<i64>() else {
-                    continue;
-                };
-                let at = day + TimeDelta::hours(h);
-                if at >= first && at < last && !cut.contains(&at) {
-                    units.add(at, page, number(Some(views)));
-                }
+            let at = start + width * n;
+            if keep(start, at) {
+                units.add(at, page, number(Some(views)));
             }
         }
     }
-    Ok(units)
+    Ok(())
 }
 
 /// Units added up into the shown (local) buckets.

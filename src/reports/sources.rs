@@ -63,6 +63,33 @@ impl SourceTotals {
     }
 }
 
+/// Longest source filter accepted, in characters.
+pub const MAX_FILTER_CHARS: usize = 100;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("The source filter is at most {MAX_FILTER_CHARS} characters of text.")]
+pub struct BadSourceFilter;
+
+/// The "Top sources" filter of the pages, `sources.csv` and the API: a
+/// trimmed substring of the source's name; empty matches every source.
+pub fn parse_filter(raw: Option<&str>) -> Result<String, BadSourceFilter> {
+    let filter = raw.unwrap_or_default().trim();
+    if filter.chars().count() > MAX_FILTER_CHARS || filter.chars().any(char::is_control) {
+        return Err(BadSourceFilter);
+    }
+    Ok(filter.to_owned())
+}
+
+/// The sources whose name contains `filter`, ignoring case, most first.
+pub fn matching<'a>(totals: &'a SourceTotals, filter: &str) -> Vec<&'a (Source, i64)> {
+    let needle = filter.to_lowercase();
+    totals
+        .sources
+        .iter()
+        .filter(|(s, _)| needle.is_empty() || s.as_str().to_lowercase().contains(&needle))
+        .collect()
+}
+
 /// A stretch of time, `[start, end)`.
 pub type Span = (DateTime<Utc>, DateTime<Utc>);
 
@@ -167,6 +194,40 @@ pub async fn top_sources(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_source_filter_is_trimmed_bounded_and_text() {
+        use super::{parse_filter, BadSourceFilter};
+        assert_eq!(parse_filter(None), Ok(String::new()));
+        assert_eq!(parse_filter(Some("  google ")), Ok("google".into()));
+        assert_eq!(parse_filter(Some(&"é".repeat(100))), Ok("é".repeat(100)));
+        assert_eq!(parse_filter(Some(&"a".repeat(101))), Err(BadSourceFilter));
+        assert_eq!(parse_filter(Some("goo\u{7}gle")), Err(BadSourceFilter));
+    }
+
+    #[test]
+    fn matching_ignores_case_and_keeps_the_order() {
+        use super::{matching, SourceTotals};
+        use crate::domain::Source;
+        let at = chrono::DateTime::UNIX_EPOCH;
+        let totals = SourceTotals {
+            sources: vec![
+                (Source::direct(), 5),
+                (Source::from_stored("google.com".into()), 3),
+                (Source::from_stored("news.google.com".into()), 1),
+            ],
+            other: 0,
+            total: 9,
+            from: at,
+            to: at,
+        };
+        let rows: Vec<&str> = matching(&totals, "GOOGLE")
+            .iter()
+            .map(|(s, _)| s.as_str())
+            .collect();
+        assert_eq!(rows, ["google.com", "news.google.com"]);
+        assert_eq!(matching(&totals, "").len(), 3);
+    }
+
     use super::*;
     use chrono::TimeZone;
 

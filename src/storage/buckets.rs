@@ -124,34 +124,75 @@ impl Bucket {
     }
 }
 
+/// Which buckets a batch's increments go to: the page buckets, or the
+/// site buckets (keyed by the domain) written as the writer's part; at one
+/// resolution.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub subject: Subject,
+    /// For site buckets: the writer's part.
+    pub part: Option<i32>,
+    pub resolution: Resolution,
+}
+
+impl Target {
+    pub fn pages(resolution: Resolution) -> Self {
+        Target {
+            subject: Subject::Page,
+            part: None,
+            resolution,
+        }
+    }
+
+    pub fn site(resolution: Resolution, part: i32) -> Self {
+        Target {
+            subject: Subject::Site,
+            part: Some(part),
+            resolution,
+        }
+    }
+
+    /// The bucket (key, start) a view of `page` at `at` counts in.
+    pub fn bucket_of(&self, page: &str, at: DateTime<Utc>) -> (String, DateTime<Utc>) {
+        (
+            self.subject.key_of(page).to_owned(),
+            self.resolution.floor(at),
+        )
+    }
+
+    /// The filter of an upsert statement: one bucket, and the part.
+    pub fn bucket_query(&self, key: &str, start: DateTime<Utc>) -> Document {
+        let mut q =
+            doc! {self.subject.key_field(): key, "timestamp": bson::DateTime::from_chrono(start)};
+        if let Some(part) = self.part {
+            q.insert("part", part);
+        }
+        q
+    }
+}
+
 /// Hits merged per bucket: for each (page, bucket start) the count per slot.
 /// N hits on one page-minute become one statement.
 #[derive(Debug)]
 pub struct Increments {
-    subject: Subject,
-    /// For site buckets: the writer's part.
-    part: Option<i32>,
-    resolution: Resolution,
+    target: Target,
     buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
 }
 
 impl Increments {
     /// Page buckets.
     pub fn new(resolution: Resolution) -> Self {
-        Self {
-            subject: Subject::Page,
-            part: None,
-            resolution,
-            buckets: HashMap::new(),
-        }
+        Self::to(Target::pages(resolution))
     }
 
     /// Site buckets, written as `part`.
     pub fn for_site(resolution: Resolution, part: i32) -> Self {
+        Self::to(Target::site(resolution, part))
+    }
+
+    fn to(target: Target) -> Self {
         Self {
-            subject: Subject::Site,
-            part: Some(part),
-            resolution,
+            target,
             buckets: HashMap::new(),
         }
     }
@@ -162,25 +203,20 @@ impl Increments {
     }
 
     pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
-        let g = self.resolution;
-        let start = g.floor(at);
-        let key = self.subject.key_of(page);
-        let slots = match self.buckets.get_mut(&(key.to_owned(), start)) {
-            Some(slots) => slots,
-            None => self
-                .buckets
-                .entry((key.to_owned(), start))
-                .or_insert_with(|| vec![0; g.slot_count()]),
-        };
+        let g = self.target.resolution;
+        let slots = self
+            .buckets
+            .entry(self.target.bucket_of(page, at))
+            .or_insert_with(|| vec![0; g.slot_count()]);
         slots[g.slot(at)] += n;
     }
 
     pub fn resolution(&self) -> Resolution {
-        self.resolution
+        self.target.resolution
     }
 
     pub fn collection(&self) -> &'static str {
-        self.subject.collection(self.resolution)
+        self.target.subject.collection(self.target.resolution)
     }
 
     pub fn len(&self) -> usize {
@@ -194,22 +230,17 @@ impl Increments {
     /// One upsert statement per bucket for an `update` command:
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
-        let field = self.resolution.slots_field();
-        let key_field = self.subject.key_field();
+        let field = self.target.resolution.slots_field();
         self.buckets
             .iter()
-            .map(|((page, start), slots)| {
+            .map(|((key, start), slots)| {
                 let total: i64 = slots.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
                 for (slot, &n) in slots.iter().enumerate().filter(|(_, &n)| n > 0) {
                     inc.insert(format!("{field}.{slot}"), Bson::Int32(n as i32));
                 }
-                let mut q = doc! { key_field: page.as_str(), "timestamp": bson::DateTime::from_chrono(*start) };
-                if let Some(part) = self.part {
-                    q.insert("part", part);
-                }
                 doc! {
-                    "q": q,
+                    "q": self.target.bucket_query(key, *start),
                     "u": { "$inc": inc },
                     "upsert": true,
                 }

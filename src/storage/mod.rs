@@ -2,6 +2,7 @@
 
 pub mod bucket_writer;
 pub mod buckets;
+pub mod last_use;
 pub mod progress;
 pub mod retention;
 pub mod schema;

@@ -29,9 +29,6 @@ pub fn indexes() -> Vec<super::schema::IndexSpec> {
 /// Most links one site may have (live or expired, until revoked).
 pub const MAX_PER_SITE: u64 = 100;
 
-/// Last use is written at most this often per link.
-const LAST_USE_PRECISION: TimeDelta = TimeDelta::minutes(1);
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShareLink {
     #[serde(rename = "_id")]
@@ -134,17 +131,7 @@ pub async fn open(
     if link.expired(now) {
         return Ok(Lookup::Expired);
     }
-    if link
-        .last_used_at
-        .is_none_or(|t| t.to_chrono() + LAST_USE_PRECISION <= now)
-    {
-        collection(store)
-            .update_one(
-                doc! {"_id": &link.hash},
-                doc! {"$set": {"lastUsedAt": bson::DateTime::from_chrono(now)}},
-            )
-            .await?;
-    }
+    super::last_use::record(&collection(store), &link.hash, link.last_used_at, now).await?;
     Ok(Lookup::Live(link))
 }
 

@@ -22,7 +22,7 @@ use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 
-use super::buckets::Subject;
+use super::buckets::{Subject, Target};
 use crate::domain::Resolution;
 use crate::domain::Source;
 
@@ -73,51 +73,32 @@ type Key = (String, DateTime<Utc>);
 /// A batch's views per bucket and source (by field name).
 #[derive(Debug)]
 pub struct SourceIncrements {
-    subject: Subject,
-    /// For site buckets: the writer's part.
-    part: Option<i32>,
-    resolution: Resolution,
+    target: Target,
     buckets: HashMap<Key, HashMap<String, u32>>,
 }
 
 impl SourceIncrements {
     /// Page buckets.
     pub fn for_pages(resolution: Resolution) -> Self {
-        Self {
-            subject: Subject::Page,
-            part: None,
-            resolution,
-            buckets: HashMap::new(),
-        }
+        Self::to(Target::pages(resolution))
     }
 
     /// Site buckets, written as `part`.
     pub fn for_site(resolution: Resolution, part: i32) -> Self {
+        Self::to(Target::site(resolution, part))
+    }
+
+    fn to(target: Target) -> Self {
         Self {
-            subject: Subject::Site,
-            part: Some(part),
-            resolution,
+            target,
             buckets: HashMap::new(),
         }
     }
 
-    fn key_query(&self, key: &str, start: DateTime<Utc>) -> Document {
-        let mut q =
-            doc! {self.subject.key_field(): key, "timestamp": bson::DateTime::from_chrono(start)};
-        if let Some(part) = self.part {
-            q.insert("part", part);
-        }
-        q
-    }
-
     pub fn add(&mut self, page: &str, at: DateTime<Utc>, source: &Source) {
-        let key = (
-            self.subject.key_of(page).to_owned(),
-            self.resolution.floor(at),
-        );
         *self
             .buckets
-            .entry(key)
+            .entry(self.target.bucket_of(page, at))
             .or_default()
             .entry(source.field_name())
             .or_default() += 1;
@@ -128,7 +109,7 @@ impl SourceIncrements {
     }
 
     pub fn collection(&self) -> &'static str {
-        collection(self.subject, self.resolution)
+        collection(self.target.subject, self.target.resolution)
     }
 
     /// The query that finds the buckets this batch touches (and perhaps a
@@ -137,17 +118,17 @@ impl SourceIncrements {
         let keys: HashSet<&str> = self.buckets.keys().map(|(k, _)| k.as_str()).collect();
         let times: HashSet<DateTime<Utc>> = self.buckets.keys().map(|(_, t)| *t).collect();
         let mut q = doc! {
-            self.subject.key_field(): {"$in": keys.into_iter().collect::<Vec<_>>()},
+            self.target.subject.key_field(): {"$in": keys.into_iter().collect::<Vec<_>>()},
             "timestamp": {"$in": times.into_iter().map(bson::DateTime::from_chrono).collect::<Vec<_>>()},
         };
-        if let Some(part) = self.part {
+        if let Some(part) = self.target.part {
             q.insert("part", part);
         }
         q
     }
 
     pub fn projection(&self) -> Document {
-        doc! {"_id": 0, self.subject.key_field(): 1, "timestamp": 1, "sources": 1}
+        doc! {"_id": 0, self.target.subject.key_field(): 1, "timestamp": 1, "sources": 1}
     }
 
     /// The source field names each found bucket already holds.
@@ -155,7 +136,7 @@ impl SourceIncrements {
         found
             .iter()
             .filter_map(|d| {
-                let key = d.get_str(self.subject.key_field()).ok()?.to_owned();
+                let key = d.get_str(self.target.subject.key_field()).ok()?.to_owned();
                 let at = d.get_datetime("timestamp").ok()?.to_chrono();
                 let names = d
                     .get_document("sources")
@@ -197,7 +178,7 @@ impl SourceIncrements {
                     inc.insert("other", other);
                 }
                 doc! {
-                    "q": self.key_query(key, *start),
+                    "q": self.target.bucket_query(key, *start),
                     "u": { "$inc": inc },
                     "upsert": true,
                 }

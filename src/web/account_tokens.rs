@@ -18,7 +18,8 @@ use crate::storage::sites::Site;
 const MAX_FORM_BYTES: usize = 32 * 1024;
 
 pub struct TokenRow {
-    pub id: String,
+    /// Where its revoke button posts.
+    pub revoke: String,
     pub name: String,
     pub sites: String,
     pub created: String,
@@ -71,7 +72,7 @@ fn row(state: &WebState, token: &ApiToken) -> TokenRow {
             .join(", "),
     };
     TokenRow {
-        id: uuid::Uuid::from(token.id).to_string(),
+        revoke: format!("/account/tokens/{}/revoke", uuid::Uuid::from(token.id)),
         name: token.name.clone(),
         sites,
         created: super::fmt::utc(&token.created_at.to_chrono()),

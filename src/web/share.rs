@@ -125,7 +125,8 @@ async fn shared(req: HttpRequest, state: Data, token: Token, q: Q, page: bool) -
 // ------------------------------------------------------------- management
 
 pub struct LinkRow {
-    pub id: String,
+    /// Where its revoke button posts.
+    pub revoke: String,
     pub label: String,
     pub created: String,
     pub expires: String,
@@ -153,7 +154,11 @@ struct SharePage {
 fn row(link: &ShareLink, now: chrono::DateTime<chrono::Utc>) -> LinkRow {
     let utc = |t: &bson::DateTime| super::fmt::utc(&t.to_chrono());
     LinkRow {
-        id: uuid::Uuid::from(link.id).to_string(),
+        revoke: format!(
+            "/sites/{}/share/{}/revoke",
+            link.site(),
+            uuid::Uuid::from(link.id)
+        ),
         label: link.label.clone(),
         created: utc(&link.created_at),
         expires: match &link.expires_at {

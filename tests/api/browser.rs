@@ -386,7 +386,9 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     );
     browser.screenshot("dashboard").await;
 
-    browser.click_and_load("#pages tbody tr:first-child a").await;
+    browser
+        .click_and_load("#pages tbody tr:first-child a")
+        .await;
     let url = browser.wait_for_url(|u| u.contains("/page?")).await;
     assert!(url.contains("/page?"), "{url}");
     // The page's series and its latest minute with views always have a
@@ -657,7 +659,9 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
 
     // Item 9: after logging out, Back does not show the dashboard from cache.
     browser.goto(&format!("{base}{dash}")).await;
-    browser.click_and_load("form[action='/logout'] button").await;
+    browser
+        .click_and_load("form[action='/logout'] button")
+        .await;
     assert!(browser.url().await.contains("/login?signed_out=1"));
     assert_eq!(browser.text("#signed-out").await, "You are signed out.");
     browser.back().await;

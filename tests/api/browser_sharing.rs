@@ -37,7 +37,9 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
     // A token made in the browser is shown once.
     browser.goto(&format!("{base}/account/tokens")).await;
     browser.type_into("#name", "wall display").await;
-    browser.click_and_load("#new ~ form button[type=submit]").await;
+    browser
+        .click_and_load("#new ~ form button[type=submit]")
+        .await;
     let token = browser.text("#new-token").await;
     assert!(token.starts_with("tt_api_"), "{token}");
     // A share link too.
@@ -45,7 +47,9 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
     browser.goto(&format!("{base}{share}")).await;
     browser.type_into("#label", "for the team").await;
     browser.type_into("#expires", "30").await;
-    browser.click_and_load("#new ~ form button[type=submit]").await;
+    browser
+        .click_and_load("#new ~ form button[type=submit]")
+        .await;
     let link = browser.text("#new-link").await;
     let link = &link[link.find("/share/").unwrap()..];
 

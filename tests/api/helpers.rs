@@ -474,7 +474,11 @@ impl TestApp {
     }
 
     /// Writes hits straight into the buckets through the product's writer.
-    pub async fn write_hits(&self, hits: &[(&str, DateTime<Utc>)]) {
+    /// Each hit is `(page, at)` or `(page, at, source)`.
+    pub async fn write_hits<'a, H>(&self, hits: &[H])
+    where
+        H: Copy + Into<tickertape::storage::bucket_writer::Hit<'a>>,
+    {
         let writer = tickertape::storage::bucket_writer::BucketWriter::new(&self.store);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         writer.apply_direct(hits, deadline).await.unwrap();

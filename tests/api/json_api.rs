@@ -18,7 +18,8 @@ struct World {
 }
 
 /// alpha.test and charlie.test belong to a@, bravo.test to b@; alpha has
-/// 4,321 views on /secret-page that must never reach anyone else.
+/// 4,321 views on /secret-page, all from secret.example, that must never
+/// reach anyone else.
 async fn world() -> World {
     let app = spawn_app().await;
     let a = app.add_user("a@example.com", Role::Owner).await;
@@ -41,10 +42,10 @@ async fn world() -> World {
         .unwrap();
     }
     app.ingest.directory.reload(&app.store).await.unwrap();
-    let hits: Vec<(&str, _)> = (0..4321)
-        .map(|_| ("alpha.test/secret-page", t0()))
-        .chain((0..7).map(|_| ("bravo.test/b", t0())))
-        .chain((0..3).map(|_| ("charlie.test/c", t0())))
+    let hits: Vec<(&str, _, Option<&str>)> = (0..4321)
+        .map(|_| ("alpha.test/secret-page", t0(), Some("secret.example")))
+        .chain((0..7).map(|_| ("bravo.test/b", t0(), None)))
+        .chain((0..3).map(|_| ("charlie.test/c", t0(), None)))
         .collect();
     app.write_hits(&hits).await;
     World {
@@ -117,6 +118,8 @@ fn site_paths(id: &str) -> Vec<String> {
         "/pages?range=24h",
         "/page/series?path=/secret-page&range=24h",
         "/page/seconds?path=/secret-page&minute=2026-11-22T10:01",
+        "/sources?range=24h",
+        "/sources?path=/secret-page&range=24h",
     ]
     .iter()
     .map(|s| format!("/api/v1/sites/{id}{s}"))
@@ -396,6 +399,7 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
     let pages = format!("/api/v1/sites/{}/pages", w.alpha);
     let page_series = format!("/api/v1/sites/{}/page/series", w.alpha);
     let seconds = format!("/api/v1/sites/{}/page/seconds", w.alpha);
+    let sources = format!("/api/v1/sites/{}/sources", w.alpha);
     let long_q = "q".repeat(201);
     let cases: Vec<(String, &str)> = vec![
         (format!("{series}?range=2y"), "range"),
@@ -423,6 +427,11 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
             "minute",
         ),
         (format!("{seconds}?minute=2026-11-22T10:01"), "path"),
+        (format!("{sources}?source={}", "s".repeat(101)), "source"),
+        (format!("{sources}?source=a%07b"), "source"),
+        (format!("{sources}?path=no-slash"), "path"),
+        (format!("{sources}?limit=1001"), "limit"),
+        (format!("{sources}?range=custom&from=2026-11-02"), "from"),
     ];
     for (path, parameter) in cases {
         let r = get(app, &token, &path).await;
@@ -479,20 +488,20 @@ async fn the_api_serves_the_same_numbers_as_the_pages() {
     app.add_user("admin@example.com", Role::Admin).await;
     let site = app.add_site("n.test", &[]).await;
     let mut hits = Vec::new();
-    for (page, minutes_ago, second, n) in [
-        ("n.test/a", 0, 7, 3),
-        ("n.test/a", 0, 9, 1),
-        ("n.test/a", 2, 59, 2),
-        ("n.test/b", 0, 7, 2),
-        ("n.test/b", 60 * 30, 0, 5),
-        ("n.test/c", 60 * 24 * 5, 0, 4),
-        ("n.test/a", 60 * 24 * 40, 0, 6),
+    for (page, minutes_ago, second, n, source) in [
+        ("n.test/a", 0, 7, 3, Some("google.com")),
+        ("n.test/a", 0, 9, 1, Some("direct")),
+        ("n.test/a", 2, 59, 2, Some("news.ycombinator.com")),
+        ("n.test/b", 0, 7, 2, Some("newsletter")),
+        ("n.test/b", 60 * 30, 0, 5, Some("google.com")),
+        ("n.test/c", 60 * 24 * 5, 0, 4, None),
+        ("n.test/a", 60 * 24 * 40, 0, 6, Some("duckduckgo.com")),
     ] {
         let at = chrono::DurationRound::duration_trunc(t0(), chrono::TimeDelta::minutes(1))
             .unwrap()
             - chrono::TimeDelta::minutes(minutes_ago)
             + chrono::TimeDelta::seconds(second);
-        hits.extend(std::iter::repeat_n((page, at), n));
+        hits.extend(std::iter::repeat_n((page, at, source), n));
     }
     app.write_hits(&hits).await;
     let admin = app.login("admin@example.com").await;
@@ -507,6 +516,10 @@ async fn the_api_serves_the_same_numbers_as_the_pages() {
         "range=7d",
         "range=30d",
         "range=12mo",
+        "range=today",
+        "range=yesterday",
+        "range=month",
+        "range=lastmonth",
         "range=24h&res=day",
         "range=7d&res=day",
         "range=custom&from=2026-11-22T09:30&to=2026-11-22T10:30&res=hour",
@@ -542,6 +555,21 @@ async fn the_api_serves_the_same_numbers_as_the_pages() {
             csv_column(&admin, &format!("{base}/pages.csv?{range}"), 2).await
         );
 
+        for scope in ["", "&path=/a", "&path=/b"] {
+            let sources = get(&app, &token, &format!("{api}/sources?{range}{scope}")).await;
+            assert_eq!(sources.status, 200, "{range}{scope}");
+            let csv = format!("{base}/sources.csv?{range}{scope}");
+            for (column, field) in ["source", "views", "share", "previousPeriodViews"]
+                .into_iter()
+                .enumerate()
+            {
+                assert_eq!(
+                    numbers(&sources.json, "sources", field),
+                    csv_column(&admin, &csv, column).await,
+                    "sources {field}, {range}{scope}"
+                );
+            }
+        }
         for path in ["/a", "/b"] {
             let page = get(
                 &app,
@@ -598,6 +626,27 @@ async fn the_api_serves_the_same_numbers_as_the_pages() {
     .await;
     assert_eq!(second.json["matching"], 3);
     assert_eq!(second.json["pages"].as_array().unwrap().len(), 1);
+    let sources = get(
+        &app,
+        &token,
+        &format!("{api}/sources?range=12mo&source=GOOGLE&limit=1"),
+    )
+    .await;
+    assert_eq!(sources.json["matching"], 1, "{}", sources.json);
+    assert_eq!(numbers(&sources.json, "sources", "source"), ["google.com"]);
+    assert_eq!(sources.json["total"], 19);
+    let second = get(
+        &app,
+        &token,
+        &format!("{api}/sources?range=12mo&limit=2&offset=2"),
+    )
+    .await;
+    assert_eq!(second.json["matching"], 5, "{}", second.json);
+    assert_eq!(
+        numbers(&second.json, "sources", "views"),
+        ["2", "2"],
+        "third and fourth by views"
+    );
     // The sites list's figures.
     let list = get(&app, &token, "/api/v1/sites").await;
     let views = &list.json["sites"][0]["views"];
@@ -747,4 +796,15 @@ async fn the_api_reads_a_site_in_its_time_zone_like_the_pages() {
     )
     .await;
     assert_eq!(page.json["total"], 5);
+    // "today" is the Berlin day too, and the sites list names the zone.
+    let today = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/series?range=today", site.id),
+    )
+    .await;
+    assert_eq!(today.json["total"], 5, "{}", today.json);
+    assert_eq!(today.json["period"]["preset"], "today");
+    let list = get(&app, &token, "/api/v1/sites").await;
+    assert_eq!(list.json["sites"][0]["timeZone"], "Europe/Berlin");
 }

@@ -175,9 +175,7 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
         ("show.test/b", at(-3600), Some("google.com")),
         ("show.test/b", at(-60), Some("duckduckgo.com")),
     ];
-    let writer = tickertape::storage::bucket_writer::BucketWriter::new(&app.store);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    writer.apply_direct(&hits, deadline).await.unwrap();
+    app.write_hits(&hits).await;
     let admin = app.login("admin@example.com").await;
     let (status, html) = admin.text(&format!("/sites/{}?range=24h", site.id)).await;
     assert_eq!(status, 200);

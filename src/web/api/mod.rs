@@ -53,6 +53,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/pages", reports::top_pages))
             .service(get("/sites/{id}/page/series", reports::page_series))
             .service(get("/sites/{id}/page/seconds", reports::page_seconds))
+            .service(get("/sites/{id}/sources", reports::top_sources))
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );
 }

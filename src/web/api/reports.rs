@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{ApiClient, ApiError};
 use crate::domain::{Page, PagePath};
 use crate::reports::retention::{self, Coarsened};
+use crate::reports::sources::{self, SourceScope};
 use crate::reports::{filter, queries, Period, Point, RangeQuery, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
@@ -32,6 +33,7 @@ pub struct ApiQuery {
     limit: Option<String>,
     offset: Option<String>,
     minute: Option<String>,
+    source: Option<String>,
 }
 
 impl ApiQuery {
@@ -65,6 +67,12 @@ impl ApiQuery {
             parameter: "path",
             message: format!("That page cannot be read: {e}."),
         })
+    }
+
+    /// The optional page (`path`), for the reports that read a site or
+    /// one of its pages.
+    fn optional_path(&self) -> Result<Option<PagePath>, ApiError> {
+        self.path.as_ref().map(|_| self.path()).transpose()
     }
 
     fn minute(&self) -> Result<DateTime<Utc>, ApiError> {
@@ -121,6 +129,8 @@ struct SiteEntry {
     name: String,
     domain: String,
     aliases: Vec<String>,
+    /// The IANA zone its reports' days are local to.
+    time_zone: &'static str,
     /// The figures of the sites list.
     views: SiteViews,
 }
@@ -152,6 +162,7 @@ pub async fn sites(
             name: site.name.clone(),
             domain: site.domain.to_string(),
             aliases: site.aliases.iter().map(|a| a.to_string()).collect(),
+            time_zone: site.time_zone.name(),
             views: SiteViews {
                 today: s.today,
                 last7_days: s.last_7_days,
@@ -362,4 +373,89 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
 /// Percent with one decimal, the number `pages.csv` prints.
 fn share(part: i64, total: i64) -> f64 {
     crate::web::fmt::percent(part, total).parse().unwrap_or(0.0)
+}
+
+// -------------------------------------------------------------- sources
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SourcesBody {
+    site: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    period: PeriodBody,
+    /// The whole hours the sources were read from (sources are kept by the
+    /// hour, so a range that starts or ends inside one is widened).
+    covered: Covered,
+    /// Views with a known source in `covered` (the share's denominator).
+    total: i64,
+    /// Views of sources beyond a bucket's cap, not named.
+    other: i64,
+    /// Sources matching the filter, before `limit` and `offset`.
+    matching: usize,
+    sources: Vec<SourceEntry>,
+}
+
+#[derive(Serialize)]
+struct Covered {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SourceEntry {
+    source: String,
+    views: i64,
+    /// Percent of `total`, one decimal (as in `sources.csv`).
+    share: f64,
+    /// The same source's views in the period just before.
+    previous_period_views: i64,
+}
+
+/// `GET /api/v1/sites/{id}/sources`: "Top sources" of the site, or of one
+/// page with `path`, most views first, with the `source` filter of the
+/// pages and `limit`/`offset` paging.
+pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    let site = client.site(&state, &id)?;
+    let (period, coarsened) = q.period(&state, &site)?;
+    let path = q.optional_path()?;
+    let filter =
+        sources::parse_filter(q.source.as_deref()).map_err(|e| ApiError::BadParameter {
+            parameter: "source",
+            message: e.to_string(),
+        })?;
+    let limit = ApiQuery::bounded(q.limit.as_deref(), "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
+    let offset = ApiQuery::bounded(q.offset.as_deref(), "offset", 0, 0..=1_000_000)?;
+    let page = path.as_ref().map(|p| Page::new(&site.domain, p));
+    let scope = match &page {
+        Some(page) => SourceScope::Page(page),
+        None => SourceScope::Site(&site.domain),
+    };
+    let (current, previous) = crate::web::reports::sources::read(&state, scope, &period).await?;
+    let matching = sources::matching(&current, &filter);
+    let sources = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(source, views)| SourceEntry {
+            source: source.to_string(),
+            views: *views,
+            share: share(*views, current.total),
+            previous_period_views: previous.views_of(source),
+        })
+        .collect();
+    Ok(ok(&SourcesBody {
+        site: site.id.to_string(),
+        path: path.map(|p| p.as_str().to_owned()),
+        period: PeriodBody::new(&period, coarsened.as_ref()),
+        covered: Covered {
+            from: current.from,
+            to: current.to,
+        },
+        total: current.total,
+        other: current.other,
+        matching: matching.len(),
+        sources,
+    }))
 }

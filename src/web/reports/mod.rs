@@ -10,7 +10,7 @@ mod page;
 mod query;
 mod site_settings;
 mod sites;
-mod sources;
+pub(crate) mod sources;
 mod view;
 
 pub use dashboard::{dashboard, show_dashboard, status_json};

@@ -46,13 +46,8 @@ impl ReportQuery {
     /// The top-sources filter (part of a source's name), at most 100
     /// characters.
     pub(super) fn source_filter(&self) -> Result<String, WebError> {
-        let filter = self.src.as_deref().unwrap_or_default().trim().to_owned();
-        if filter.chars().count() > 100 {
-            return Err(WebError::Invalid(
-                "The source filter is at most 100 characters.".into(),
-            ));
-        }
-        Ok(filter)
+        crate::reports::sources::parse_filter(self.src.as_deref())
+            .map_err(|e| WebError::Invalid(e.to_string()))
     }
 
     pub(super) fn path(&self) -> Result<PagePath, WebError> {

@@ -2,8 +2,8 @@
 
 use super::exports::{csv_response, file_stem};
 use super::*;
-use crate::domain::{Page, Source};
-use crate::reports::sources::{top_sources, SourceScope, SourceTotals};
+use crate::domain::Page;
+use crate::reports::sources::{matching, top_sources, SourceScope, SourceTotals};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
@@ -30,7 +30,7 @@ pub struct SourcesView {
 }
 
 /// Sources of the period and the previous one, read together.
-pub(super) async fn read(
+pub(crate) async fn read(
     state: &WebState,
     scope: SourceScope<'_>,
     period: &Period,
@@ -40,15 +40,6 @@ pub(super) async fn read(
         top_sources(&state.store, scope, period.from, period.to),
         top_sources(&state.store, scope, before.from, before.to),
     )
-}
-
-pub(super) fn matching<'a>(totals: &'a SourceTotals, filter: &str) -> Vec<&'a (Source, i64)> {
-    let needle = filter.to_lowercase();
-    totals
-        .sources
-        .iter()
-        .filter(|(s, _)| needle.is_empty() || s.as_str().contains(&needle))
-        .collect()
 }
 
 /// At most this many rows on a page; the CSV has them all.
