@@ -53,6 +53,9 @@ impl Application {
             .retention()
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
+        store
+            .page_days()
+            .set_day_retention(retention.kept(crate::domain::Resolution::Day));
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);

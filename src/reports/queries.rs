@@ -5,10 +5,12 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
+use mongodb::options::Hint;
 use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
+use crate::storage::page_days::Day as PageDay;
 use crate::storage::{Bucket, Grouping, Store, Subject};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +46,13 @@ impl<'a> Scope<'a> {
 /// (`0` sorts right after `/`).
 pub fn site_pages(domain: &DomainName) -> Document {
     doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
+}
+
+/// The index hint for reading a whole site's page buckets at `g` over a
+/// stretch of time (see [`crate::storage::buckets::BY_TIME`]).
+fn by_time(scope: &Scope<'_>, g: Resolution) -> Option<Hint> {
+    (matches!(scope, Scope::Site(_)) && g != Resolution::Minute)
+        .then(|| Hint::Name(crate::storage::buckets::BY_TIME.into()))
 }
 
 /// The collection and key filter of a scope's buckets at `g`.
@@ -201,7 +210,11 @@ async fn read_units(
         }
         let keep = |start, at| (all_minutes || cut.contains(&start)) && at >= from && at < to;
         let slots = ("minutes", TimeDelta::minutes(1));
-        let buckets = (handle(store, freshness).collection(coll), matcher);
+        let buckets = (
+            handle(store, freshness).collection(coll),
+            matcher,
+            by_time(scope, Resolution::Hour),
+        );
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
     let (first, last) = (hour.ceil(from), hour.floor(to));
@@ -211,7 +224,11 @@ async fn read_units(
         matcher.insert("timestamp", time_filter(Resolution::Day.floor(first), last));
         let keep = |_, at| at >= first && at < last && !cut.contains(&at);
         let slots = ("hours", TimeDelta::hours(1));
-        let buckets = (handle(store, freshness).collection(coll), matcher);
+        let buckets = (
+            handle(store, freshness).collection(coll),
+            matcher,
+            by_time(scope, Resolution::Day),
+        );
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
     Ok(units)
@@ -220,17 +237,22 @@ async fn read_units(
 /// Adds the slots (`minutes` of hour buckets, `hours` of day buckets, each
 /// `width` long) of the buckets `matcher` finds to `units`, where
 /// `keep(bucket start, slot start)` says so; `key_field` keeps them apart
-/// by page.
+/// by page. `hint` names the index when the planner's choice is not the
+/// fast one.
 async fn add_slots(
     store: &Store,
-    (buckets, matcher): (mongodb::Collection<Document>, Document),
+    (buckets, matcher, hint): (mongodb::Collection<Document>, Document, Option<Hint>),
     (field, width): (&str, TimeDelta),
     key_field: Option<&str>,
     keep: impl Fn(DateTime<Utc>, DateTime<Utc>) -> bool,
     units: &mut Units,
 ) -> Result<(), mongodb::error::Error> {
-    let mut cursor = buckets
-        .find(matcher)
+    let find = buckets.find(matcher);
+    let find = match hint {
+        Some(hint) => find.hint(hint),
+        None => find,
+    };
+    let mut cursor = find
         .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, field: 1})
         .batch_size(10_000)
         .max_time(store.report_max_time())
@@ -293,10 +315,10 @@ pub async fn site_overview(
     period: &Period,
 ) -> Result<(Vec<Point>, Vec<(Page, i64)>), mongodb::error::Error> {
     match scope {
-        Scope::SiteTotals(domain) => {
+        Scope::SiteTotals(_) => {
             let (series, pages) = tokio::try_join!(
                 read_series(store, scope, period),
-                top_pages(store, domain, period)
+                top_pages(store, scope, period)
             )?;
             Ok((series, pages))
         }
@@ -337,75 +359,195 @@ pub fn total(points: &[Point]) -> i64 {
 /// add up to the site total shown beside them.
 ///
 /// A page's total does not care when in the range a view was: whole UTC
-/// days inside the range are read as the day buckets' `totalViews` (summed
-/// by `$group` on MongoDB, in the app on secantusd-rs, see `Grouping`), and
+/// days inside the range are read as the day buckets' `totalViews`, and
 /// only the edges before the first and after the last whole day as units.
-#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", site = %domain, from = %period.from, to = %period.to))]
+/// With the site's totals complete ([`Scope::SiteTotals`]) the whole days
+/// come from the kept page-days where the site's day totals still match
+/// ([`crate::storage::page_days`]); else they are summed by `$group` on
+/// MongoDB and in the app on secantusd-rs (see `Grouping`).
+#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", from = %period.from, to = %period.to))]
 pub async fn top_pages(
     store: &Store,
-    domain: &DomainName,
+    scope: &Scope<'_>,
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
-    let scope = Scope::Site(domain);
+    let domain = match scope {
+        Scope::Site(domain) | Scope::SiteTotals(domain) => *domain,
+        Scope::Page(page) => {
+            let units = read_units(store, scope, period, false, Freshness::Report).await?;
+            let views = units.by_time.values().sum();
+            return Ok(ranked([((*page).clone(), views)]));
+        }
+    };
+    let pages_of_site = Scope::Site(domain);
     let (first_day, last_day) = (
         Resolution::Day.ceil(period.from),
         Resolution::Day.floor(period.to),
     );
     if first_day >= last_day || period.resolution == Resolution::Minute {
-        let units = read_units(store, &scope, period, true, Freshness::Report).await?;
+        let units = read_units(store, &pages_of_site, period, true, Freshness::Report).await?;
         return Ok(ranked_pages(units.by_page));
     }
     let edge = |from, to| Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
     let mut by_page: HashMap<String, i64> = HashMap::new();
     for (from, to) in [(period.from, first_day), (last_day, period.to)] {
         if from < to {
-            let units = read_units(store, &scope, &edge(from, to), true, Freshness::Report).await?;
+            let units = read_units(
+                store,
+                &pages_of_site,
+                &edge(from, to),
+                true,
+                Freshness::Report,
+            )
+            .await?;
             for (page, views) in units.by_page {
                 *by_page.entry(page).or_default() += views;
             }
         }
     }
-    let matcher = doc! {"page": site_pages(domain), "timestamp": time_filter(first_day, last_day)};
+    match scope {
+        Scope::SiteTotals(_) => {
+            kept_days(store, domain, (first_day, last_day), &mut by_page).await?
+        }
+        _ => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
+    }
+    Ok(ranked_pages(by_page))
+}
+
+fn add_views(by_page: &mut HashMap<String, i64>, page: &str, views: i64) {
+    if views != 0 {
+        match by_page.get_mut(page) {
+            Some(total) => *total += views,
+            None => {
+                by_page.insert(page.to_owned(), views);
+            }
+        }
+    }
+}
+
+/// Adds the views per page of the whole UTC days `[first, last)` from the
+/// day buckets.
+async fn whole_days(
+    store: &Store,
+    domain: &DomainName,
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+    by_page: &mut HashMap<String, i64>,
+) -> Result<(), mongodb::error::Error> {
+    let matcher = doc! {"page": site_pages(domain), "timestamp": time_filter(first, last)};
     let coll = store
         .reports()
         .collection::<Document>(Resolution::Day.collection());
-    let mut add = |page: &str, views: i64| {
-        if views != 0 {
-            match by_page.get_mut(page) {
-                Some(total) => *total += views,
-                None => {
-                    by_page.insert(page.to_owned(), views);
-                }
-            }
-        }
-    };
+    let by_time = Hint::Name(crate::storage::buckets::BY_TIME.into());
     if store.grouping() == Grouping::Server {
         let mut cursor = coll
             .aggregate([
                 doc! {"$match": matcher},
                 doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
             ])
+            .hint(by_time)
             .max_time(store.report_max_time())
             .await?;
         while let Some(d) = cursor.try_next().await? {
             if let Ok(page) = d.get_str("_id") {
-                add(page, number(d.get("views")));
+                add_views(by_page, page, number(d.get("views")));
             }
         }
     } else {
         let mut cursor = coll
             .find(matcher)
             .projection(doc! {"_id": 0, "page": 1, "totalViews": 1})
+            .hint(by_time)
             .batch_size(10_000)
             .max_time(store.report_max_time())
             .await?;
         while let Some(d) = cursor.try_next().await? {
             if let Ok(page) = d.get_str("page") {
-                add(page, number(d.get("totalViews")));
+                add_views(by_page, page, number(d.get("totalViews")));
             }
         }
     }
-    Ok(ranked_pages(by_page))
+    Ok(())
+}
+
+/// As [`whole_days`], for a site whose totals are complete: each day with
+/// views is taken from the kept page-days when the site's total that day
+/// still matches; the others are read from the day buckets (one query) and
+/// kept when their pages add up to the site's total.
+async fn kept_days(
+    store: &Store,
+    domain: &DomainName,
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+    by_page: &mut HashMap<String, i64>,
+) -> Result<(), mongodb::error::Error> {
+    let mut totals: HashMap<DateTime<Utc>, i64> = HashMap::new();
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
+        .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
+        .max_time(store.report_max_time())
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(day) = d.get_datetime("timestamp") {
+            *totals.entry(day.to_chrono()).or_default() += number(d.get("totalViews"));
+        }
+    }
+    let kept = store.page_days();
+    let mut missing: BTreeSet<DateTime<Utc>> = BTreeSet::new();
+    for (&day, &total) in totals.iter().filter(|(_, t)| **t != 0) {
+        match kept.get(domain.as_str(), day, total) {
+            Some(pages) => {
+                for (page, views) in &pages.pages {
+                    add_views(by_page, page, *views);
+                }
+            }
+            None => {
+                missing.insert(day);
+            }
+        }
+    }
+    let (Some(&from), Some(&to)) = (missing.first(), missing.last()) else {
+        return Ok(());
+    };
+    let times = if missing.len() <= 32 {
+        let days: Vec<bson::DateTime> = missing
+            .iter()
+            .map(|d| bson::DateTime::from_chrono(*d))
+            .collect();
+        doc! {"$in": days}
+    } else {
+        time_filter(from, to + TimeDelta::days(1))
+    };
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(Resolution::Day.collection())
+        .find(doc! {"page": site_pages(domain), "timestamp": times})
+        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
+        .hint(Hint::Name(crate::storage::buckets::BY_TIME.into()))
+        .batch_size(10_000)
+        .max_time(store.report_max_time())
+        .await?;
+    let mut read: HashMap<DateTime<Utc>, Vec<(String, i64)>> = HashMap::new();
+    while let Some(d) = cursor.try_next().await? {
+        let (Ok(page), Ok(day)) = (d.get_str("page"), d.get_datetime("timestamp")) else {
+            continue;
+        };
+        let day = day.to_chrono();
+        let views = number(d.get("totalViews"));
+        if missing.contains(&day) && views != 0 {
+            read.entry(day).or_default().push((page.to_owned(), views));
+        }
+    }
+    for (day, pages) in read {
+        for (page, views) in &pages {
+            add_views(by_page, page, *views);
+        }
+        let total = totals.get(&day).copied().unwrap_or(0);
+        if pages.iter().map(|(_, v)| v).sum::<i64>() == total {
+            kept.keep(domain.as_str(), day, PageDay { total, pages });
+        }
+    }
+    Ok(())
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).

@@ -3,6 +3,7 @@
 pub mod bucket_writer;
 pub mod buckets;
 pub mod last_use;
+pub mod page_days;
 pub mod progress;
 pub mod retention;
 pub mod schema;
@@ -107,6 +108,8 @@ pub struct Store {
     commit_write_concern: WriteConcern,
     write_timeout: Duration,
     topology: Topology,
+    /// Top pages of whole past days, shared by every clone of the store.
+    page_days: std::sync::Arc<page_days::PageDays>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -202,7 +205,13 @@ impl Store {
             topology,
             report_max_time: Duration::from_millis(settings.report_max_time_ms.max(1)),
             grouping,
+            page_days: Default::default(),
         })
+    }
+
+    /// Views per page of whole days, kept for the top pages.
+    pub fn page_days(&self) -> &page_days::PageDays {
+        &self.page_days
     }
 
     pub fn grouping(&self) -> Grouping {

@@ -448,7 +448,7 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     app.ingest.directory.reload(&app.store).await.unwrap();
     let page = tickertape::reports::queries::top_pages(
         &app.store,
-        &site.domain,
+        &tickertape::reports::Scope::of_site(&site),
         &tickertape::reports::Period::resolve(&Default::default(), t0()).unwrap(),
     )
     .await

@@ -438,6 +438,7 @@ async fn report_queries_are_bounded_by_max_time_ms() {
     use tickertape::reports::{queries, Period};
     let mut settings = test_settings();
     let store = connect(database_uri(), &settings).await;
+    tickertape::indexes::ensure(&store).await.unwrap();
     let start = Resolution::Hour.floor(t0()) - chrono::TimeDelta::days(1);
     // Minute figures are read from the hour buckets' minute slots (issue
     // 10): 60,000 page-hours with one view each.
@@ -458,19 +459,20 @@ async fn report_queries_are_bounded_by_max_time_ms() {
         .await
         .unwrap();
     let domain = DomainName::parse("slow.test").unwrap();
+    let site = queries::Scope::Site(&domain);
     let period = Period::aligned(
         start,
         start + chrono::TimeDelta::hours(60),
         Resolution::Minute,
     );
-    let pages = queries::top_pages(&store, &domain, &period).await.unwrap();
+    let pages = queries::top_pages(&store, &site, &period).await.unwrap();
     assert_eq!(pages.iter().map(|(_, v)| v).sum::<i64>(), 60_000);
     assert_eq!(pages.len(), 1000);
 
     settings.database.report_max_time_ms = 1;
     let hurried = connect(database_uri(), &settings).await;
     assert_eq!(hurried.report_max_time(), Duration::from_millis(1));
-    let err = queries::top_pages(&hurried, &domain, &period)
+    let err = queries::top_pages(&hurried, &site, &period)
         .await
         .expect_err("a 1 ms limit stops a 60,000-bucket scan");
     assert!(

@@ -243,3 +243,66 @@ async fn site_reports_read_the_totals_once_complete() {
         .sum();
     assert_eq!(sum, 1002, "{csv}");
 }
+
+/// The top pages of whole past days come from memory while the site's day
+/// totals are unchanged, and are read again when a late view changes one:
+/// always the same list as reading every page-day bucket.
+#[tokio::test]
+async fn kept_page_days_give_the_buckets_numbers_and_follow_late_views() {
+    use tickertape::reports::queries::{self, Scope};
+    let app = spawn_app().await;
+    let site = app.add_site("kept.test", &[]).await;
+    assert!(site.totals_complete);
+    let day = |d: i64, page| (page, t0() - TimeDelta::days(d));
+    let hits: Vec<(&str, DateTime<Utc>)> = (1..=40)
+        .flat_map(|d| {
+            std::iter::repeat_n(day(d, "kept.test/a"), (d % 3 + 1) as usize)
+                .chain(std::iter::repeat_n(day(d, "kept.test/b"), (d % 5) as usize))
+        })
+        .chain([day(0, "kept.test/c")])
+        .collect();
+    app.write_hits(&hits).await;
+    let period = tickertape::reports::Period::resolve(
+        &tickertape::reports::RangeQuery {
+            range: Some("12mo".into()),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .unwrap();
+    let kept = Scope::of_site(&site);
+    let every_bucket = Scope::Site(&site.domain);
+    let read = |scope| queries::top_pages(&app.store, scope, &period);
+    let first = read(&kept).await.unwrap();
+    assert_eq!(first, read(&every_bucket).await.unwrap());
+    let views = |list: &[(tickertape::domain::Page, i64)], path: &str| {
+        list.iter()
+            .find(|(p, _)| p.path() == path)
+            .map_or(0, |(_, v)| *v)
+    };
+    assert_eq!(
+        views(&first, "/a"),
+        (1..=40).map(|d| d % 3 + 1).sum::<i64>()
+    );
+    assert_eq!(views(&first, "/c"), 1);
+    // Read again from memory: the same.
+    assert_eq!(read(&kept).await.unwrap(), first);
+    // The page buckets change behind the totals' back (no product write
+    // does this): the kept days still answer, proving they are used...
+    app.store
+        .db()
+        .collection::<Document>("views_day")
+        .update_one(
+            doc! {"page": "kept.test/b", "timestamp": bson::DateTime::from_chrono(Resolution::Day.floor(t0() - TimeDelta::days(9)))},
+            doc! {"$inc": {"totalViews": 100_i64}},
+        )
+        .await
+        .unwrap();
+    assert_eq!(read(&kept).await.unwrap(), first);
+    // ...and a late view through the writer, which moves the site's total
+    // for that day, makes it read again (tampering included).
+    app.write_hits(&[day(9, "kept.test/a")]).await;
+    let after = read(&kept).await.unwrap();
+    assert_eq!(views(&after, "/a"), views(&first, "/a") + 1);
+    assert_eq!(views(&after, "/b"), views(&first, "/b") + 100);
+}

@@ -348,7 +348,7 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     })?;
     let limit = ApiQuery::bounded(q.limit.as_deref(), "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
     let offset = ApiQuery::bounded(q.offset.as_deref(), "offset", 0, 0..=1_000_000)?;
-    let top = queries::top_pages(&state.store, &site.domain, &period).await?;
+    let top = queries::top_pages(&state.store, &Scope::of_site(&site), &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let matching = filter::matching(&top, &needle);
     let pages = matching

@@ -91,7 +91,7 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     let site = r.site;
     let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
-    let top = queries::top_pages(&state.store, &site.domain, &period).await?;
+    let top = queries::top_pages(&state.store, &Scope::of_site(&site), &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;
     let rows = matching_pages(&top, &filter)
