@@ -14,7 +14,10 @@
 //! BENCH_CONNECTIONS (64), BENCH_PAGES (1000), BENCH_QUICK=1,
 //! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
 //! quick 50,000), BENCH_REPORTS=0 to skip report latency, BENCH_YEAR=0 to
-//! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day).
+//! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day;
+//! BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
+//! last run when it holds the same number of views, to time reports again
+//! without the 11-minute load).
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000

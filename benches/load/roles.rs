@@ -39,7 +39,9 @@ impl Database {
         }
         let binary = localdb::locate(Some(&repo().join(".tools/bin/secantusd-rs")))?;
         let dir = repo().join("target/bench-db");
-        let _ = std::fs::remove_dir_all(&dir);
+        if !reuse_year() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         // The embedded default: every commit fsynced, so `j: true` holds.
         let sync = std::env::var("BENCH_SYNC_ON_COMMIT").map_or(true, |v| v != "0");
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -446,4 +448,9 @@ pub fn serve(role: &str) -> anyhow::Result<()> {
         anyhow::Ok(())
     })?;
     Ok(())
+}
+
+/// `BENCH_YEAR_REUSE=1`: keep the year bench's data from the last run.
+pub fn reuse_year() -> bool {
+    std::env::var("BENCH_YEAR_REUSE").is_ok_and(|v| v == "1")
 }

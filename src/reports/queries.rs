@@ -48,11 +48,74 @@ pub fn site_pages(domain: &DomainName) -> Document {
     doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
 }
 
-/// The index hint for reading a whole site's page buckets at `g` over a
-/// stretch of time (see [`crate::storage::buckets::BY_TIME`]).
-fn by_time(scope: &Scope<'_>, g: Resolution) -> Option<Hint> {
-    (matches!(scope, Scope::Site(_)) && g != Resolution::Minute)
-        .then(|| Hint::Name(crate::storage::buckets::BY_TIME.into()))
+/// A find over one scope's buckets at one level, at the times `times`
+/// (a filter on `timestamp`).
+///
+/// A whole site's page buckets over a stretch of time are read through the
+/// `timestamp_page` index (see [`crate::storage::buckets::BY_TIME`]). On
+/// MongoDB the filter names the site's page range and the times, and a
+/// `hint` names the index. secantusd-rs scans a compound index with bounds
+/// on both fields, or any hinted one, at 100 to 500 ms whatever it returns,
+/// but the times alone in 8 ms for 672 buckets (measured on the year
+/// bench's data, docs/benchmarks.md): there (`Grouping::App`) the filter
+/// is the times alone and the site's pages are kept here by their prefix.
+struct BucketFind {
+    coll: mongodb::Collection<Document>,
+    matcher: Document,
+    hint: Option<Hint>,
+    /// Pages not starting with it are skipped here.
+    prefix: Option<String>,
+}
+
+impl BucketFind {
+    fn new(
+        store: &Store,
+        freshness: Freshness,
+        scope: &Scope<'_>,
+        g: Resolution,
+        times: Document,
+    ) -> Self {
+        let (coll, mut matcher) = buckets_of(scope, g);
+        let (mut hint, mut prefix) = (None, None);
+        if let (Scope::Site(domain), Resolution::Hour | Resolution::Day) = (scope, g) {
+            if store.grouping() == Grouping::App {
+                matcher = Document::new();
+                prefix = Some(format!("{domain}/"));
+            } else {
+                hint = Some(Hint::Name(crate::storage::buckets::BY_TIME.into()));
+            }
+        }
+        matcher.insert("timestamp", times);
+        BucketFind {
+            coll: handle(store, freshness).collection(coll),
+            matcher,
+            hint,
+            prefix,
+        }
+    }
+
+    async fn cursor(
+        self,
+        store: &Store,
+        projection: Document,
+    ) -> Result<(mongodb::Cursor<Document>, Option<String>), mongodb::error::Error> {
+        let find = self.coll.find(self.matcher);
+        let find = match self.hint {
+            Some(hint) => find.hint(hint),
+            None => find,
+        };
+        let cursor = find
+            .projection(projection)
+            .batch_size(10_000)
+            .max_time(store.report_max_time())
+            .await?;
+        Ok((cursor, self.prefix))
+    }
+}
+
+/// Whether a bucket read by a [`BucketFind`] belongs to its scope.
+fn wanted(d: &Document, prefix: Option<&str>) -> bool {
+    prefix.is_none_or(|p| d.get_str("page").is_ok_and(|page| page.starts_with(p)))
 }
 
 /// The collection and key filter of a scope's buckets at `g`.
@@ -196,68 +259,51 @@ async fn read_units(
     let mut units = Units::default();
     let hours = (h1 - h0).num_hours();
     if all_minutes || !cut.is_empty() {
-        let (coll, mut matcher) = buckets_of(scope, Resolution::Hour);
         // A long list of cut hours (every local hour at +05:30) is read
         // as a range and filtered here.
-        if all_minutes || cut.len() as i64 * 4 > hours {
-            matcher.insert("timestamp", time_filter(h0, h1));
+        let times = if all_minutes || cut.len() as i64 * 4 > hours {
+            time_filter(h0, h1)
         } else {
             let list: Vec<bson::DateTime> = cut
                 .iter()
                 .map(|t| bson::DateTime::from_chrono(*t))
                 .collect();
-            matcher.insert("timestamp", doc! {"$in": list});
-        }
+            doc! {"$in": list}
+        };
         let keep = |start, at| (all_minutes || cut.contains(&start)) && at >= from && at < to;
         let slots = ("minutes", TimeDelta::minutes(1));
-        let buckets = (
-            handle(store, freshness).collection(coll),
-            matcher,
-            by_time(scope, Resolution::Hour),
-        );
+        let buckets = BucketFind::new(store, freshness, scope, Resolution::Hour, times);
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
     let (first, last) = (hour.ceil(from), hour.floor(to));
     let whole = (last - first).num_hours();
     if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
-        let (coll, mut matcher) = buckets_of(scope, Resolution::Day);
-        matcher.insert("timestamp", time_filter(Resolution::Day.floor(first), last));
+        let times = time_filter(Resolution::Day.floor(first), last);
         let keep = |_, at| at >= first && at < last && !cut.contains(&at);
         let slots = ("hours", TimeDelta::hours(1));
-        let buckets = (
-            handle(store, freshness).collection(coll),
-            matcher,
-            by_time(scope, Resolution::Day),
-        );
+        let buckets = BucketFind::new(store, freshness, scope, Resolution::Day, times);
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
     Ok(units)
 }
 
 /// Adds the slots (`minutes` of hour buckets, `hours` of day buckets, each
-/// `width` long) of the buckets `matcher` finds to `units`, where
-/// `keep(bucket start, slot start)` says so; `key_field` keeps them apart
-/// by page. `hint` names the index when the planner's choice is not the
-/// fast one.
+/// `width` long) of the buckets `find` reads to `units`, where `keep(bucket
+/// start, slot start)` says so; `key_field` keeps them apart by page.
 async fn add_slots(
     store: &Store,
-    (buckets, matcher, hint): (mongodb::Collection<Document>, Document, Option<Hint>),
+    find: BucketFind,
     (field, width): (&str, TimeDelta),
     key_field: Option<&str>,
     keep: impl Fn(DateTime<Utc>, DateTime<Utc>) -> bool,
     units: &mut Units,
 ) -> Result<(), mongodb::error::Error> {
-    let find = buckets.find(matcher);
-    let find = match hint {
-        Some(hint) => find.hint(hint),
-        None => find,
-    };
-    let mut cursor = find
-        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, field: 1})
-        .batch_size(10_000)
-        .max_time(store.report_max_time())
-        .await?;
+    let projection = doc! {"_id": 0, "page": 1, "timestamp": 1, field: 1};
+    let (mut cursor, prefix) = find.cursor(store, projection).await?;
     while let Some(d) = cursor.try_next().await? {
+        if !wanted(&d, prefix.as_deref()) {
+            continue;
+        }
         let (Ok(start), Ok(slots)) = (d.get_datetime("timestamp"), d.get_document(field)) else {
             continue;
         };
@@ -433,35 +479,28 @@ async fn whole_days(
     (first, last): (DateTime<Utc>, DateTime<Utc>),
     by_page: &mut HashMap<String, i64>,
 ) -> Result<(), mongodb::error::Error> {
-    let matcher = doc! {"page": site_pages(domain), "timestamp": time_filter(first, last)};
-    let coll = store
-        .reports()
-        .collection::<Document>(Resolution::Day.collection());
-    let by_time = Hint::Name(crate::storage::buckets::BY_TIME.into());
+    let site = Scope::Site(domain);
+    let times = time_filter(first, last);
+    let find = BucketFind::new(store, Freshness::Report, &site, Resolution::Day, times);
     if store.grouping() == Grouping::Server {
-        let mut cursor = coll
-            .aggregate([
-                doc! {"$match": matcher},
-                doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
-            ])
-            .hint(by_time)
-            .max_time(store.report_max_time())
-            .await?;
+        let mut aggregate = find.coll.aggregate([
+            doc! {"$match": find.matcher},
+            doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
+        ]);
+        if let Some(hint) = find.hint {
+            aggregate = aggregate.hint(hint);
+        }
+        let mut cursor = aggregate.max_time(store.report_max_time()).await?;
         while let Some(d) = cursor.try_next().await? {
             if let Ok(page) = d.get_str("_id") {
                 add_views(by_page, page, number(d.get("views")));
             }
         }
     } else {
-        let mut cursor = coll
-            .find(matcher)
-            .projection(doc! {"_id": 0, "page": 1, "totalViews": 1})
-            .hint(by_time)
-            .batch_size(10_000)
-            .max_time(store.report_max_time())
-            .await?;
+        let projection = doc! {"_id": 0, "page": 1, "totalViews": 1};
+        let (mut cursor, prefix) = find.cursor(store, projection).await?;
         while let Some(d) = cursor.try_next().await? {
-            if let Ok(page) = d.get_str("page") {
+            if let (true, Ok(page)) = (wanted(&d, prefix.as_deref()), d.get_str("page")) {
                 add_views(by_page, page, number(d.get("totalViews")));
             }
         }
@@ -518,18 +557,17 @@ async fn kept_days(
     } else {
         time_filter(from, to + TimeDelta::days(1))
     };
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(Resolution::Day.collection())
-        .find(doc! {"page": site_pages(domain), "timestamp": times})
-        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1})
-        .hint(Hint::Name(crate::storage::buckets::BY_TIME.into()))
-        .batch_size(10_000)
-        .max_time(store.report_max_time())
-        .await?;
+    let site = Scope::Site(domain);
+    let find = BucketFind::new(store, Freshness::Report, &site, Resolution::Day, times);
+    let projection = doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1};
+    let (mut cursor, prefix) = find.cursor(store, projection).await?;
     let mut read: HashMap<DateTime<Utc>, Vec<(String, i64)>> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
-        let (Ok(page), Ok(day)) = (d.get_str("page"), d.get_datetime("timestamp")) else {
+        let (true, Ok(page), Ok(day)) = (
+            wanted(&d, prefix.as_deref()),
+            d.get_str("page"),
+            d.get_datetime("timestamp"),
+        ) else {
             continue;
         };
         let day = day.to_chrono();
