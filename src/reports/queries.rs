@@ -57,8 +57,8 @@ pub fn site_pages(domain: &DomainName) -> Document {
 /// `hint` names the index. secantusd-rs scans a compound index with bounds
 /// on both fields, or any hinted one, at 100 to 500 ms whatever it returns,
 /// but the times alone in 8 ms for 672 buckets (measured on the year
-/// bench's data, docs/benchmarks.md): there (`Grouping::App`) the filter
-/// is the times alone and the site's pages are kept here by their prefix.
+/// bench's data, docs/benchmarks.md): there the filter is the times alone
+/// and the site's pages are kept here by their prefix.
 struct BucketFind {
     coll: mongodb::Collection<Document>,
     matcher: Document,
@@ -78,7 +78,7 @@ impl BucketFind {
         let (coll, mut matcher) = buckets_of(scope, g);
         let (mut hint, mut prefix) = (None, None);
         if let (Scope::Site(domain), Resolution::Hour | Resolution::Day) = (scope, g) {
-            if store.grouping() == Grouping::App {
+            if store.is_secantus() {
                 matcher = Document::new();
                 prefix = Some(format!("{domain}/"));
             } else {

@@ -245,7 +245,7 @@ impl BucketWriter {
                     .store
                     .db()
                     .collection::<Document>(inc.collection())
-                    .find(inc.lookup())
+                    .find(inc.lookup(self.store.is_secantus()))
                     .projection(inc.projection())
                     .session(&mut *session)
                     .await?;

@@ -108,6 +108,9 @@ pub struct Store {
     commit_write_concern: WriteConcern,
     write_timeout: Duration,
     topology: Topology,
+    /// Connected to secantusd-rs (its `buildInfo` says so), whose query
+    /// planner deviates from mongod where noted at each use.
+    secantus: bool,
     /// Top pages of whole past days, shared by every clone of the store.
     page_days: std::sync::Arc<page_days::PageDays>,
 }
@@ -205,8 +208,14 @@ impl Store {
             topology,
             report_max_time: Duration::from_millis(settings.report_max_time_ms.max(1)),
             grouping,
+            secantus: build_info.contains_key("secantusVersion"),
             page_days: Default::default(),
         })
+    }
+
+    /// Whether the server is secantusd-rs (see the field).
+    pub fn is_secantus(&self) -> bool {
+        self.secantus
     }
 
     /// Views per page of whole days, kept for the top pages.
