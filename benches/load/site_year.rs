@@ -152,10 +152,12 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         .buckets(Resolution::Hour)
         .estimated_document_count()
         .await?;
-    eprintln!(
-        "year data: {total} views, {day_docs} page-day and {hour_docs} page-hour buckets, written in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
+    if !loaded {
+        eprintln!(
+            "year data: {total} views, {day_docs} page-day and {hour_docs} page-hour buckets, written in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
     if !loaded {
         users::create(
             &store,
