@@ -27,7 +27,7 @@ pub enum Scope<'a> {
     Site(&'a DomainName),
     /// A site, from its own totals (`site_views_*`): one bucket per time
     /// instead of one per page and time.
-    SiteTotals(&'a DomainName),
+    SiteTotals(&'a crate::storage::sites::Site),
     Page(&'a Page),
 }
 
@@ -35,7 +35,7 @@ impl<'a> Scope<'a> {
     /// The cheapest exact way to read a whole site.
     pub fn of_site(site: &'a crate::storage::sites::Site) -> Self {
         if site.totals_complete {
-            Scope::SiteTotals(&site.domain)
+            Scope::SiteTotals(site)
         } else {
             Scope::Site(&site.domain)
         }
@@ -122,7 +122,10 @@ fn wanted(d: &Document, prefix: Option<&str>) -> bool {
 fn buckets_of(scope: &Scope<'_>, g: Resolution) -> (&'static str, Document) {
     match scope {
         Scope::Site(domain) => (g.collection(), doc! {"page": site_pages(domain)}),
-        Scope::SiteTotals(domain) => (Subject::Site.collection(g), doc! {"site": domain.as_str()}),
+        Scope::SiteTotals(site) => (
+            Subject::Site.collection(g),
+            doc! {"site": site.domain.as_str()},
+        ),
         Scope::Page(page) => (g.collection(), doc! {"page": page.as_str()}),
     }
 }
@@ -418,7 +421,8 @@ pub async fn top_pages(
     period: &Period,
 ) -> Result<Vec<(Page, i64)>, mongodb::error::Error> {
     let domain = match scope {
-        Scope::Site(domain) | Scope::SiteTotals(domain) => *domain,
+        Scope::Site(domain) => *domain,
+        Scope::SiteTotals(site) => &site.domain,
         Scope::Page(page) => {
             let units = read_units(store, scope, period, false, Freshness::Report).await?;
             let views = units.by_time.values().sum();
@@ -452,8 +456,8 @@ pub async fn top_pages(
         }
     }
     match scope {
-        Scope::SiteTotals(_) => {
-            kept_days(store, domain, (first_day, last_day), &mut by_page).await?
+        Scope::SiteTotals(site) => {
+            kept_days(store, site, (first_day, last_day), &mut by_page).await?
         }
         _ => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
     }
@@ -483,8 +487,14 @@ async fn whole_days(
     let times = time_filter(first, last);
     let find = BucketFind::new(store, Freshness::Report, &site, Resolution::Day, times);
     if store.grouping() == Grouping::Server {
+        let mut matcher = find.matcher;
+        if find.prefix.is_some() {
+            // Grouped on the server, so the site's pages must be named in
+            // the match (the times alone would group every site's pages).
+            matcher.insert("page", site_pages(domain));
+        }
         let mut aggregate = find.coll.aggregate([
-            doc! {"$match": find.matcher},
+            doc! {"$match": matcher},
             doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
         ]);
         if let Some(hint) = find.hint {
@@ -514,10 +524,11 @@ async fn whole_days(
 /// kept when their pages add up to the site's total.
 async fn kept_days(
     store: &Store,
-    domain: &DomainName,
+    site: &crate::storage::sites::Site,
     (first, last): (DateTime<Utc>, DateTime<Utc>),
     by_page: &mut HashMap<String, i64>,
 ) -> Result<(), mongodb::error::Error> {
+    let domain = &site.domain;
     let mut totals: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut cursor = store
         .reports()
@@ -531,10 +542,17 @@ async fn kept_days(
             *totals.entry(day.to_chrono()).or_default() += number(d.get("totalViews"));
         }
     }
-    let kept = store.page_days();
+    // Kept by the site's id, never reused: a domain deleted and added
+    // again is another site.
+    let (kept, key) = (store.page_days(), site.id.to_string());
     let mut missing: BTreeSet<DateTime<Utc>> = BTreeSet::new();
     for (&day, &total) in totals.iter().filter(|(_, t)| **t != 0) {
-        match kept.get(domain.as_str(), day, total) {
+        // Past the day retention the page buckets are gone (site totals
+        // have no TTL): nothing to read, nothing to serve.
+        if kept.expired(day) {
+            continue;
+        }
+        match kept.get(&key, day, total) {
             Some(pages) => {
                 for (page, views) in &pages.pages {
                     add_views(by_page, page, *views);
@@ -545,20 +563,24 @@ async fn kept_days(
             }
         }
     }
-    let (Some(&from), Some(&to)) = (missing.first(), missing.last()) else {
+    if missing.is_empty() {
         return Ok(());
-    };
-    let times = if missing.len() <= 32 {
-        let days: Vec<bson::DateTime> = missing
-            .iter()
-            .map(|d| bson::DateTime::from_chrono(*d))
-            .collect();
-        doc! {"$in": days}
-    } else {
-        time_filter(from, to + TimeDelta::days(1))
-    };
-    let site = Scope::Site(domain);
-    let find = BucketFind::new(store, Freshness::Report, &site, Resolution::Day, times);
+    }
+    // Exactly the missing days (a few when the rest are kept, all of them
+    // on the first read): `$in` of day starts is a point lookup each.
+    let days: Vec<bson::DateTime> = missing
+        .iter()
+        .map(|d| bson::DateTime::from_chrono(*d))
+        .collect();
+    let pages_of_site = Scope::Site(domain);
+    let times = doc! {"$in": days};
+    let find = BucketFind::new(
+        store,
+        Freshness::Report,
+        &pages_of_site,
+        Resolution::Day,
+        times,
+    );
     let projection = doc! {"_id": 0, "page": 1, "timestamp": 1, "totalViews": 1};
     let (mut cursor, prefix) = find.cursor(store, projection).await?;
     let mut read: HashMap<DateTime<Utc>, Vec<(String, i64)>> = HashMap::new();
@@ -582,7 +604,7 @@ async fn kept_days(
         }
         let total = totals.get(&day).copied().unwrap_or(0);
         if pages.iter().map(|(_, v)| v).sum::<i64>() == total {
-            kept.keep(domain.as_str(), day, PageDay { total, pages });
+            kept.keep(&key, day, PageDay { total, pages });
         }
     }
     Ok(())

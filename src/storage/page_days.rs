@@ -12,10 +12,16 @@ use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Most page-days kept, all sites together (about 80 bytes each, so some
-/// 40 MB). Past it the cache starts afresh: simple, bounded, and a
-/// dashboard fills it again in one read.
-const MAX_PAGE_DAYS: usize = 500_000;
+/// Most bytes kept, all sites together, counting each page's name and a
+/// fixed overhead per entry. Past it the cache starts afresh (simple and
+/// bounded; a dashboard fills it again in one read), and a day larger than
+/// a quarter of it is never kept.
+const MAX_BYTES: usize = 64 << 20;
+const ENTRY_OVERHEAD: usize = 48;
+
+/// Kept days this close to their page buckets' expiry are read again: the
+/// TTL monitor runs on the server's clock, which may be ahead of ours.
+const EXPIRY_MARGIN: TimeDelta = TimeDelta::hours(1);
 
 /// One site's views per page on one UTC day.
 #[derive(Debug)]
@@ -33,28 +39,50 @@ pub struct PageDays {
 #[derive(Debug, Default)]
 struct Inner {
     days: HashMap<(String, DateTime<Utc>), Arc<Day>>,
-    page_days: usize,
+    bytes: usize,
     /// Page-day buckets older than this are removed by their TTL index
     /// (on the server's clock), so a kept day that old is not used.
     day_retention: Option<TimeDelta>,
 }
 
+impl Day {
+    fn bytes(&self) -> usize {
+        self.pages
+            .iter()
+            .map(|(page, _)| page.len() + ENTRY_OVERHEAD)
+            .sum()
+    }
+}
+
 impl PageDays {
     /// Follows the day buckets' retention (`None`: kept for ever).
     pub fn set_day_retention(&self, kept: Option<TimeDelta>) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.lock();
         inner.day_retention = kept;
         inner.days.clear();
-        inner.page_days = 0;
+        inner.bytes = 0;
     }
 
-    /// The pages of `site` on `day` if they were kept when the site's total
-    /// that day was `total`.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the page buckets of `day` are past the day retention: the
+    /// TTL index deletes a bucket once its `timestamp` (the day's start) is
+    /// that old.
+    pub fn expired(&self, day: DateTime<Utc>) -> bool {
+        self.lock()
+            .day_retention
+            .is_some_and(|kept| day + kept <= Utc::now())
+    }
+
+    /// The pages of site `site` on `day` if they were kept when the site's
+    /// total that day was `total` (and the day is not about to expire).
     pub fn get(&self, site: &str, day: DateTime<Utc>, total: i64) -> Option<Arc<Day>> {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = self.lock();
         if inner
             .day_retention
-            .is_some_and(|kept| day + TimeDelta::days(1) + kept <= Utc::now())
+            .is_some_and(|kept| day + kept <= Utc::now() + EXPIRY_MARGIN)
         {
             return None;
         }
@@ -68,18 +96,22 @@ impl PageDays {
     /// Keeps the pages of `site` on `day`; the caller checked that they add
     /// up to `day.total`, the site's total read before them.
     pub fn keep(&self, site: &str, day_start: DateTime<Utc>, day: Day) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if inner.page_days + day.pages.len() > MAX_PAGE_DAYS {
+        let size = day.bytes();
+        if size > MAX_BYTES / 4 {
+            return;
+        }
+        let mut inner = self.lock();
+        if let Some(old) = inner.days.remove(&(site.to_owned(), day_start)) {
+            inner.bytes -= old.bytes();
+        }
+        if inner.bytes + size > MAX_BYTES {
             inner.days.clear();
-            inner.page_days = 0;
+            inner.bytes = 0;
         }
-        inner.page_days += day.pages.len();
-        if let Some(old) = inner
+        inner.bytes += size;
+        inner
             .days
-            .insert((site.to_owned(), day_start), Arc::new(day))
-        {
-            inner.page_days -= old.pages.len();
-        }
+            .insert((site.to_owned(), day_start), Arc::new(day));
     }
 }
 
@@ -112,28 +144,41 @@ mod tests {
     #[test]
     fn days_past_the_day_retention_are_not_served() {
         let kept = PageDays::default();
-        let old = Utc::now() - TimeDelta::days(10);
-        let old = Utc.from_utc_datetime(&old.date_naive().and_hms_opt(0, 0, 0).unwrap());
-        kept.keep("s.test", old, pages(5));
-        assert!(kept.get("s.test", old, 5).is_some());
+        let midnight =
+            |t: DateTime<Utc>| Utc.from_utc_datetime(&t.date_naive().and_hms_opt(0, 0, 0).unwrap());
         kept.set_day_retention(Some(TimeDelta::days(5)));
-        kept.keep("s.test", old, pages(5));
-        assert!(kept.get("s.test", old, 5).is_none());
+        // Its buckets went a few hours ago: not within a day after.
+        let gone = midnight(Utc::now() - TimeDelta::days(5) - TimeDelta::hours(3));
+        kept.keep("s.test", gone, pages(5));
+        assert!(kept.expired(gone));
+        assert!(kept.get("s.test", gone, 5).is_none());
+        // Two days before its expiry it still serves.
+        let live = midnight(Utc::now() - TimeDelta::days(3));
+        kept.keep("s.test", live, pages(5));
+        assert!(!kept.expired(live));
+        assert!(kept.get("s.test", live, 5).is_some());
     }
 
     #[test]
-    fn the_cache_is_bounded() {
+    fn the_cache_is_bounded_in_bytes() {
         let kept = PageDays::default();
-        let many = |total| Day {
+        let many = |total, n: usize| Day {
             total,
-            pages: (0..MAX_PAGE_DAYS / 2 + 1)
-                .map(|i| (format!("s.test/{i}"), 1))
-                .collect(),
+            pages: (0..n).map(|i| (format!("s.test/{i:0>200}"), 1)).collect(),
         };
-        kept.keep("s.test", day(1), many(1));
-        kept.keep("s.test", day(2), many(2));
+        let quarter = MAX_BYTES / 4 / (200 + 7 + ENTRY_OVERHEAD);
+        // A day larger than a quarter of the bound is not kept.
+        kept.keep("s.test", day(1), many(1, quarter + 10));
+        assert!(kept.get("s.test", day(1), 1).is_none());
+        for n in 1..=5 {
+            kept.keep("s.test", day(n), many(i64::from(n), quarter - 10));
+            assert!(kept.lock().bytes <= MAX_BYTES);
+        }
+        assert!(kept.get("s.test", day(5), 5).is_some());
         assert!(kept.get("s.test", day(1), 1).is_none(), "started afresh");
-        assert!(kept.get("s.test", day(2), 2).is_some());
-        assert!(kept.inner.lock().unwrap().page_days <= MAX_PAGE_DAYS);
+        // Keeping a day again replaces it without counting it twice.
+        let before = kept.lock().bytes;
+        kept.keep("s.test", day(5), many(5, quarter - 10));
+        assert_eq!(kept.lock().bytes, before);
     }
 }

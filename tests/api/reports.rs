@@ -481,3 +481,41 @@ async fn report_queries_are_bounded_by_max_time_ms() {
     );
     store.db().drop().await.unwrap();
 }
+
+/// A site's top pages are its own whichever side adds them up and however
+/// they are read (its totals complete or not), with another site's views at
+/// the same times: on secantusd-rs the buckets are found by their times
+/// alone and the site's pages kept by prefix.
+#[tokio::test]
+async fn a_sites_top_pages_never_include_another_sites_at_the_same_times() {
+    use tickertape::reports::queries::{self, Scope};
+    for grouping in ["app", "server"] {
+        let app = spawn_app_with(|s| s.database.report_grouping = grouping.to_owned()).await;
+        let one = app.add_site("one.test", &[]).await;
+        app.add_site("two.test", &[]).await;
+        let hits = [
+            ("one.test/a", t0()),
+            ("two.test/b", t0()),
+            ("two.test/b", t0() - chrono::TimeDelta::days(3)),
+            ("one.test/a", t0() - chrono::TimeDelta::days(3)),
+        ];
+        app.write_hits(&hits).await;
+        for range in ["12mo", "24h", "1h", "7d"] {
+            let period = tickertape::reports::Period::resolve(
+                &tickertape::reports::RangeQuery {
+                    range: Some(range.into()),
+                    ..Default::default()
+                },
+                t0(),
+            )
+            .unwrap();
+            for scope in [Scope::Site(&one.domain), Scope::of_site(&one)] {
+                let pages = queries::top_pages(&app.store, &scope, &period)
+                    .await
+                    .unwrap();
+                let paths: Vec<&str> = pages.iter().map(|(p, _)| p.as_str()).collect();
+                assert_eq!(paths, ["one.test/a"], "{grouping}, {range}");
+            }
+        }
+    }
+}
