@@ -206,6 +206,24 @@ impl TestApp {
         self.add_site_in(domain, aliases, "UTC").await
     }
 
+    /// Makes `owners` the site's owners (as the admin page does; name and
+    /// aliases unchanged) and reloads the directory.
+    pub async fn set_owners(&self, site: &Site, owners: &[uuid::Uuid]) {
+        let changes = sites::SiteChanges {
+            name: String::new(),
+            aliases: vec![],
+            owners: owners.to_vec(),
+        };
+        sites::update(&self.store, site, changes)
+            .await
+            .expect("update owners");
+        self.ingest
+            .directory
+            .reload(&self.store)
+            .await
+            .expect("reload sites");
+    }
+
     /// A site whose reports are in the IANA zone `zone`.
     pub async fn add_site_in(&self, domain: &str, aliases: &[&str], zone: &str) -> Site {
         let new = NewSite {

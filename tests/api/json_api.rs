@@ -29,19 +29,8 @@ async fn world() -> World {
     let bravo = app.add_site("bravo.test", &[]).await;
     let charlie = app.add_site("charlie.test", &[]).await;
     for (site, owner) in [(&alpha, a.id), (&bravo, b.id), (&charlie, a.id)] {
-        sites::update(
-            &app.store,
-            site,
-            sites::SiteChanges {
-                name: String::new(),
-                aliases: vec![],
-                owners: vec![owner],
-            },
-        )
-        .await
-        .unwrap();
+        app.set_owners(site, &[owner]).await;
     }
-    app.ingest.directory.reload(&app.store).await.unwrap();
     let hits: Vec<(&str, _, Option<&str>)> = (0..4321)
         .map(|_| ("alpha.test/secret-page", t0(), Some("secret.example")))
         .chain((0..7).map(|_| ("bravo.test/b", t0(), None)))
@@ -213,18 +202,7 @@ async fn tokens_read_only_what_their_scope_and_their_user_allow() {
         .into_iter()
         .find(|s| s.domain.as_str() == "alpha.test")
         .unwrap();
-    sites::update(
-        &app.store,
-        &alpha,
-        sites::SiteChanges {
-            name: String::new(),
-            aliases: vec![],
-            owners: vec![],
-        },
-    )
-    .await
-    .unwrap();
-    app.ingest.directory.reload(&app.store).await.unwrap();
+    app.set_owners(&alpha, &[]).await;
     let r = get(app, &a_all, &format!("/api/v1/sites/{}/series", w.alpha)).await;
     assert_eq!(r.status, 404);
     assert_eq!(
@@ -753,17 +731,7 @@ async fn the_api_reads_a_site_in_its_time_zone_like_the_pages() {
     let app = spawn_app().await;
     let owner = app.add_user("z@example.com", Role::Owner).await;
     let site = app.add_site("berlin.test", &[]).await;
-    sites::update(
-        &app.store,
-        &site,
-        sites::SiteChanges {
-            name: String::new(),
-            aliases: vec![],
-            owners: vec![owner.id],
-        },
-    )
-    .await
-    .unwrap();
+    app.set_owners(&site, &[owner.id]).await;
     let berlin = tickertape::domain::TimeZone::parse("Europe/Berlin").unwrap();
     sites::set_time_zone(&app.store, &site, berlin)
         .await

@@ -22,19 +22,8 @@ async fn world_with(configure: impl FnOnce(&mut tickertape::settings::Settings))
     let alpha = app.add_site("alpha.test", &[]).await;
     let bravo = app.add_site("bravo.test", &[]).await;
     for (site, owner) in [(&alpha, a.id), (&bravo, b.id)] {
-        sites::update(
-            &app.store,
-            site,
-            sites::SiteChanges {
-                name: String::new(),
-                aliases: vec![],
-                owners: vec![owner],
-            },
-        )
-        .await
-        .unwrap();
+        app.set_owners(site, &[owner]).await;
     }
-    app.ingest.directory.reload(&app.store).await.unwrap();
     let hits: Vec<(&str, _)> = (0..4321)
         .map(|_| ("alpha.test/secret-page", t0()))
         .chain((0..9876).map(|_| ("bravo.test/secret-b", t0())))
