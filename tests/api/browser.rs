@@ -11,6 +11,44 @@ use tickertape::web::snippets;
 
 use crate::helpers::*;
 
+/// A site's own web server on a free loopback port, as a site embedding the
+/// snippets would have: `pages` by path, and `fallback` for every other
+/// path (a single-page app's shell). Returns its port and a handle to stop
+/// it.
+fn site_server(
+    pages: Vec<(&'static str, String)>,
+    fallback: Option<String>,
+) -> (u16, actix_web::dev::ServerHandle) {
+    let html = |body: String| HttpResponse::Ok().content_type("text/html").body(body);
+    let server = HttpServer::new(move || {
+        let mut app = App::new();
+        for (path, body) in pages.clone() {
+            app = app.route(
+                path,
+                web::get().to(move || {
+                    let body = body.clone();
+                    async move { html(body) }
+                }),
+            );
+        }
+        if let Some(body) = fallback.clone() {
+            app = app.default_service(web::to(move || {
+                let body = body.clone();
+                async move { html(body) }
+            }));
+        }
+        app
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let port = server.addrs()[0].port();
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (port, handle)
+}
+
 fn chromium() -> PathBuf {
     let path = std::env::var_os("CHROMIUM")
         .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
@@ -94,42 +132,15 @@ async fn a_page_embedding_the_snippets_is_counted_in_a_real_browser() {
     };
     let script_page = page("With the script", &s.script);
     let pixel_page = page("With the pixel", &s.pixel);
-    let server = HttpServer::new(move || {
-        let script_page = script_page.clone();
-        let pixel_page = pixel_page.clone();
-        App::new()
-            .route(
-                "/blog/post.html",
-                web::get().to(move || {
-                    let body = script_page.clone();
-                    async move { HttpResponse::Ok().content_type("text/html").body(body) }
-                }),
-            )
-            .route(
-                "/headless.html",
-                web::get().to({
-                    let body = pixel_page.clone();
-                    move || {
-                        let body = body.clone();
-                        async move { HttpResponse::Ok().content_type("text/html").body(body) }
-                    }
-                }),
-            )
-            .route(
-                "/pixel-only.html",
-                web::get().to(move || {
-                    let body = pixel_page.clone();
-                    async move { HttpResponse::Ok().content_type("text/html").body(body) }
-                }),
-            )
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
-    let server = server.run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let (port, handle) = site_server(
+        vec![
+            ("/blog/post.html", script_page),
+            ("/headless.html", pixel_page.clone()),
+            ("/pixel-only.html", pixel_page),
+        ],
+        None,
+    );
+    let origin = format!("http://127.0.0.1:{port}");
 
     let url = format!("{origin}/blog/post.html");
     tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
@@ -180,20 +191,8 @@ async fn the_script_counts_single_page_app_navigations_and_can_ignore_a_browser(
          setTimeout(function(){{history.back();}},600);</script></body></html>",
         s.script
     );
-    let server = HttpServer::new(move || {
-        let body = body.clone();
-        App::new().default_service(web::to(move || {
-            let body = body.clone();
-            async move { HttpResponse::Ok().content_type("text/html").body(body) }
-        }))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
-    let server = server.run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let (port, handle) = site_server(vec![], Some(body));
+    let origin = format!("http://127.0.0.1:{port}");
     let url = format!("{origin}/one");
     tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
         .await
@@ -236,20 +235,8 @@ async fn the_script_reports_the_referring_site_and_utm_source_in_a_real_browser(
         "<!doctype html><html><head><title>Landing</title></head><body><h1>Landing</h1>{}</body></html>",
         s.script
     );
-    let server = HttpServer::new(move || {
-        let body = tracked.clone();
-        App::new().default_service(web::to(move || {
-            let body = body.clone();
-            async move { HttpResponse::Ok().content_type("text/html").body(body) }
-        }))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let tracked_origin = format!("http://127.0.0.1:{}", server.addrs()[0].port());
-    let server = server.run();
-    let tracked_handle = server.handle();
-    tokio::spawn(server);
+    let (port, tracked_handle) = site_server(vec![], Some(tracked));
+    let tracked_origin = format!("http://127.0.0.1:{port}");
 
     // The referring site: another origin, whose page follows a link.
     let link = format!(
@@ -258,20 +245,8 @@ async fn the_script_reports_the_referring_site_and_utm_source_in_a_real_browser(
          <script>setTimeout(function(){{document.getElementById('go').click();}},100);</script>\
          </body></html>"
     );
-    let referrer = HttpServer::new(move || {
-        let body = link.clone();
-        App::new().default_service(web::to(move || {
-            let body = body.clone();
-            async move { HttpResponse::Ok().content_type("text/html").body(body) }
-        }))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let referrer_url = format!("http://localhost:{}/links.html", referrer.addrs()[0].port());
-    let referrer = referrer.run();
-    let referrer_handle = referrer.handle();
-    tokio::spawn(referrer);
+    let (port, referrer_handle) = site_server(vec![], Some(link));
+    let referrer_url = format!("http://localhost:{port}/links.html");
 
     tokio::task::spawn_blocking(move || load_in_browser(&referrer_url, Some(BROWSER_UA)))
         .await
