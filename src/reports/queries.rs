@@ -198,13 +198,7 @@ async fn read_series_from(
     freshness: Freshness,
 ) -> Result<Vec<Point>, mongodb::error::Error> {
     let units = read_units(store, scope, period, false, freshness).await?;
-    let mut points: Vec<Point> = units
-        .by_time
-        .into_iter()
-        .map(|(at, views)| Point { at, views })
-        .collect();
-    points.sort_by_key(|p| p.at);
-    Ok(points)
+    Ok(Units::points(units.by_time))
 }
 
 /// What a read found: views per unit, and per page for a site read from
@@ -222,13 +216,18 @@ impl Units {
         }
         *self.by_time.entry(at).or_default() += views;
         if let Some(page) = page {
-            match self.by_page.get_mut(page) {
-                Some(total) => *total += views,
-                None => {
-                    self.by_page.insert(page.to_owned(), views);
-                }
-            }
+            add_views(&mut self.by_page, page, views);
         }
+    }
+
+    /// The units in time order.
+    fn points(by_time: HashMap<DateTime<Utc>, i64>) -> Vec<Point> {
+        let mut points: Vec<Point> = by_time
+            .into_iter()
+            .map(|(at, views)| Point { at, views })
+            .collect();
+        points.sort_by_key(|p| p.at);
+        points
     }
 }
 
@@ -373,13 +372,7 @@ pub async fn site_overview(
         }
         _ => {
             let units = read_units(store, scope, period, true, Freshness::Report).await?;
-            let mut points: Vec<Point> = units
-                .by_time
-                .into_iter()
-                .map(|(at, views)| Point { at, views })
-                .collect();
-            points.sort_by_key(|p| p.at);
-            Ok((points, ranked_pages(units.by_page)))
+            Ok((Units::points(units.by_time), ranked_pages(units.by_page)))
         }
     }
 }

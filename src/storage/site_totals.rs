@@ -146,6 +146,32 @@ async fn has_views(
         .is_some())
 }
 
+/// Adds `sign` × a bucket's `totalViews` and slots to its time's sums.
+fn add_bucket(
+    sums: &mut BTreeMap<DateTime<Utc>, (i64, Vec<i64>)>,
+    d: &Document,
+    g: Resolution,
+    field: &str,
+    sign: i64,
+) {
+    let Ok(at) = d.get_datetime("timestamp") else {
+        return;
+    };
+    let entry = sums
+        .entry(at.to_chrono())
+        .or_insert_with(|| (0, vec![0; g.slot_count()]));
+    entry.0 += sign * super::values::number(d.get("totalViews")).unwrap_or(0);
+    if let Ok(slots) = d.get_document(field) {
+        for (k, v) in slots {
+            if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
+                if let Some(slot) = entry.1.get_mut(i) {
+                    *slot += sign * n;
+                }
+            }
+        }
+    }
+}
+
 /// One window in one transaction: sums the page buckets per time and slot,
 /// sets each site bucket to that sum. Retried whole on a conflict.
 async fn recompute(
@@ -208,22 +234,7 @@ async fn recompute_once(
         .await?;
     let mut sums: BTreeMap<DateTime<Utc>, (i64, Vec<i64>)> = BTreeMap::new();
     while let Some(d) = cursor.next(&mut session).await.transpose()? {
-        let Ok(at) = d.get_datetime("timestamp") else {
-            continue;
-        };
-        let entry = sums
-            .entry(at.to_chrono())
-            .or_insert_with(|| (0, vec![0; g.slot_count()]));
-        entry.0 += super::values::number(d.get("totalViews")).unwrap_or(0);
-        if let Ok(slots) = d.get_document(field) {
-            for (k, v) in slots {
-                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
-                    if let Some(slot) = entry.1.get_mut(i) {
-                        *slot += n;
-                    }
-                }
-            }
-        }
+        add_bucket(&mut sums, &d, g, field, 1);
     }
     drop(cursor);
     let site_coll = Subject::Site.collection(g);
@@ -236,22 +247,7 @@ async fn recompute_once(
         .session(&mut session)
         .await?;
     while let Some(d) = cursor.next(&mut session).await.transpose()? {
-        let Ok(at) = d.get_datetime("timestamp") else {
-            continue;
-        };
-        let entry = sums
-            .entry(at.to_chrono())
-            .or_insert_with(|| (0, vec![0; g.slot_count()]));
-        entry.0 -= super::values::number(d.get("totalViews")).unwrap_or(0);
-        if let Ok(slots) = d.get_document(field) {
-            for (k, v) in slots {
-                if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
-                    if let Some(slot) = entry.1.get_mut(i) {
-                        *slot -= n;
-                    }
-                }
-            }
-        }
+        add_bucket(&mut sums, &d, g, field, -1);
     }
     drop(cursor);
     // The backfill part holds only what the live parts do not: replaced
