@@ -11,7 +11,7 @@ use crate::roles::Database;
 use crate::SITE_DOMAIN;
 
 /// CPU seconds (user + system) a process has used, from /proc.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();

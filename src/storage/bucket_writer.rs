@@ -1,9 +1,9 @@
 //! Applies hits to the bucket collections in ONE multi-document
 //! transaction: merged per bucket, one `update` command per collection (the
-//! three page levels, the three site-total levels, and, for hits with a
-//! source, the four source collections), and, for journaled hits, the
-//! advance of the lane's `journal_progress` document from the batch's first
-//! position to the position after it.
+//! three page levels and the three site-total levels; a hit's source rides
+//! in its hour and day buckets' statements, see `sources`), and, for
+//! journaled hits, the advance of the lane's `journal_progress` document
+//! from the batch's first position to the position after it.
 //!
 //! The progress update matches only `position: from`, so a batch can commit
 //! at most once whatever is retried: after an unknown outcome the caller
@@ -20,13 +20,15 @@ use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use super::buckets::PART_DIRECT;
+use super::buckets::{Target, PART_DIRECT};
 use super::progress::{self, Advance};
-use super::sources::{self, SourceIncrements};
+use super::source_names::SourceNames;
+use super::sources::{self, FieldNames, Key, SourceIncrements, SourceUpdate};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
-use crate::domain::Source;
 use futures::TryStreamExt;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
@@ -35,7 +37,12 @@ pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
 
 pub struct BucketWriter {
     store: Store,
+    /// Which source names this writer's buckets hold, as far as it knows.
+    names: Mutex<SourceNames>,
 }
+
+/// Each source target's updates, decided in a transaction.
+type SourceUpdates<'a> = Vec<(Target, HashMap<Key<'a>, SourceUpdate>)>;
 
 /// One view as the write path applies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +73,7 @@ impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
 pub struct FlushReport {
     pub hits: usize,
     /// Per collection written: pages and site totals in
-    /// [`Resolution::ALL`] order, then the source collections.
+    /// [`Resolution::ALL`] order.
     pub outcomes: Vec<UpdateOutcome>,
 }
 
@@ -122,7 +129,15 @@ impl BucketWriter {
     pub fn new(store: &Store) -> Self {
         Self {
             store: store.clone(),
+            names: Mutex::default(),
         }
+    }
+
+    fn names(&self) -> MutexGuard<'_, SourceNames> {
+        // Only plain map updates happen under the lock: a panic cannot
+        // leave it half-done in a way that matters (a stale name is caught
+        // by the guard).
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Merges `hits` per bucket and applies them, with `advance` if given,
@@ -140,10 +155,12 @@ impl BucketWriter {
             .into_iter()
             .chain(Resolution::ALL.map(|g| Increments::for_site(g, part)))
             .collect();
+        let mut fields = FieldNames::default();
         let mut by_source: Vec<SourceIncrements> = sources::LEVELS
-            .map(SourceIncrements::for_pages)
+            .map(Target::pages)
             .into_iter()
-            .chain(sources::LEVELS.map(|g| SourceIncrements::for_site(g, part)))
+            .chain(sources::LEVELS.map(|g| Target::site(g, part)))
+            .map(SourceIncrements::new)
             .collect();
         let mut count = 0;
         for hit in hits {
@@ -152,9 +169,9 @@ impl BucketWriter {
                 inc.add(hit.page, hit.at);
             }
             if let Some(source) = hit.source {
-                let source = Source::from_stored(source.to_owned());
+                let field = fields.of(source);
                 for inc in &mut by_source {
-                    inc.add(hit.page, hit.at, &source);
+                    inc.add(hit.page, hit.at, field);
                 }
             }
         }
@@ -176,24 +193,38 @@ impl BucketWriter {
             .await
             .map_err(|e| ApplyError::NotApplied(e.into()))?;
         let body = self
-            .statements(&mut session, &increments, &by_source, advance)
+            .statements(&mut session, &increments, &by_source, &fields, advance)
             .await;
-        let outcomes = match body {
-            Ok(outcomes) => outcomes,
+        let (outcomes, updates) = match body {
+            Ok(done) => done,
             Err(e) => {
+                self.forget(&by_source);
                 // Best effort: the server also aborts it on its own when the
                 // session goes idle.
                 let _ = tokio::time::timeout(limit, session.abort_transaction()).await;
                 return Err(e);
             }
         };
-        timed(limit, session.commit_transaction())
-            .await
-            .map_err(ApplyError::Unknown)?;
+        if let Err(e) = timed(limit, session.commit_transaction()).await {
+            self.forget(&by_source);
+            return Err(ApplyError::Unknown(e));
+        }
+        let mut names = self.names();
+        for (target, updates) in &updates {
+            names.committed(*target, updates);
+        }
         Ok(FlushReport {
             hits: count,
             outcomes,
         })
+    }
+
+    /// Whatever failed, the batch's buckets are read again next time.
+    fn forget(&self, by_source: &[SourceIncrements]) {
+        let mut names = self.names();
+        for inc in by_source {
+            names.forget(inc);
+        }
     }
 
     /// For writers outside the journal (demo data, benchmarks, tests):
@@ -219,41 +250,69 @@ impl BucketWriter {
         }
     }
 
-    async fn statements(
+    async fn statements<'a>(
         &self,
         session: &mut ClientSession,
-        increments: &[Increments],
-        by_source: &[SourceIncrements],
+        increments: &[Increments<'a>],
+        by_source: &[SourceIncrements<'a>],
+        fields: &FieldNames<'_>,
         advance: Option<&Advance<'_>>,
-    ) -> Result<Vec<UpdateOutcome>, ApplyError> {
+    ) -> Result<(Vec<UpdateOutcome>, SourceUpdates<'a>), ApplyError> {
         let limit = self.store.attempt_timeout();
-        let mut outcomes = Vec::with_capacity(increments.len() + by_source.len());
-        for inc in increments {
-            if inc.is_empty() {
+        let by_source: Vec<&SourceIncrements> =
+            by_source.iter().filter(|i| !i.is_empty()).collect();
+        // The source names of buckets this writer knows nothing of, read in
+        // this transaction's snapshot: the cap is decided on what commits.
+        let by_time_only = self.store.is_secantus();
+        for inc in &by_source {
+            let missing = self.names().missing(inc);
+            if missing.is_empty() {
                 continue;
             }
-            let outcome = self
-                .update(session, inc.collection(), inc.statements(), limit)
-                .await?;
-            outcomes.push(outcome);
-        }
-        for inc in by_source.iter().filter(|i| !i.is_empty()) {
-            // Which sources the buckets hold already, read in this
-            // transaction's snapshot: the cap is decided on what commits.
+            let target = inc.target();
             let found: Vec<Document> = timed(limit, async {
                 let mut cursor = self
                     .store
                     .db()
-                    .collection::<Document>(inc.collection())
-                    .find(inc.lookup(self.store.is_secantus()))
-                    .projection(inc.projection())
+                    .collection::<Document>(target.collection())
+                    .find(SourceNames::lookup(target, &missing, by_time_only))
+                    .projection(SourceNames::projection(target))
                     .session(&mut *session)
                     .await?;
                 cursor.stream(&mut *session).try_collect().await
             })
             .await
             .map_err(ApplyError::NotApplied)?;
-            let statements = inc.statements(&inc.existing(&found));
+            self.names().load(target, &missing, &found, by_time_only);
+        }
+        let mut updates: SourceUpdates = {
+            let names = self.names();
+            by_source
+                .iter()
+                .map(|inc| {
+                    let target = inc.target();
+                    (target, inc.updates(fields, |key| names.known(target, key)))
+                })
+                .collect()
+        };
+        let mut outcomes = Vec::with_capacity(increments.len());
+        for inc in increments {
+            if inc.is_empty() {
+                continue;
+            }
+            let mut sources = updates
+                .iter_mut()
+                .find(|(t, _)| *t == inc.target())
+                .map(|(_, u)| u);
+            let statements = inc.statements_with(|bucket, q, fields| {
+                if let Some(update) = sources.as_mut().and_then(|u| u.get_mut(bucket)) {
+                    if let Some((field, expected)) = update.guard() {
+                        q.insert(field, expected);
+                    }
+                    // Each bucket has one statement: its fields are moved in.
+                    fields.extend(std::mem::take(&mut update.inc));
+                }
+            });
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
                 .await?;
@@ -279,7 +338,7 @@ impl BucketWriter {
                 return Err(ApplyError::ProgressMoved);
             }
         }
-        Ok(outcomes)
+        Ok((outcomes, updates))
     }
 
     /// One `update` command per collection (split beyond

@@ -1,7 +1,7 @@
 //! Real processes, killed for real: the release binary and the database
 //! server are spawned, sent SIGKILL in the middle of a load, and restarted on
 //! the same files. Afterwards every hit answered 200 must be in all three
-//! bucket collections exactly once.
+//! bucket collections exactly once, and its source with it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,8 @@ use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::Resolution;
+use tickertape::storage::sources::MAX_SOURCES_PER_BUCKET;
+use tickertape::storage::{Resolution, Subject};
 
 use crate::helpers::*;
 
@@ -234,8 +235,13 @@ fn load(
                     let path = format!("/p/{}", (i * 7919) % pages);
                     i += workers;
                     let page = format!("crash.test{path}");
+                    // Every hit has a source (60 referring hosts, more than
+                    // a bucket's cap), so sources are checked like views.
+                    let referrer = format!("https%3A%2F%2Fs{}.example%2F", i % 60);
                     let sent = http
-                        .get(format!("{url}/pixel.gif?site={site}&page={path}"))
+                        .get(format!(
+                            "{url}/pixel.gif?site={site}&page={path}&ref={referrer}"
+                        ))
                         .send()
                         .await;
                     {
@@ -283,8 +289,43 @@ async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64
     out
 }
 
+/// Per bucket key (page or site), the views its hour or day buckets give
+/// a source (named or `otherSources`), and the most names one holds.
+async fn source_totals(
+    uri: &str,
+    database: &str,
+    subject: Subject,
+    g: Resolution,
+) -> (HashMap<String, i64>, usize) {
+    let client = mongodb::Client::with_uri_str(uri).await.unwrap();
+    let buckets: Vec<bson::Document> = client
+        .database(database)
+        .collection(subject.collection(g))
+        .find(bson::doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = HashMap::new();
+    let mut most_names = 0;
+    for b in buckets {
+        let sources = b.get_document("sources").cloned().unwrap_or_default();
+        most_names = most_names.max(sources.len());
+        let views: i64 = sources
+            .iter()
+            .map(|(_, v)| v.as_i64().unwrap())
+            .sum::<i64>()
+            + b.get_i64("otherSources").unwrap_or(0);
+        *out.entry(b.get_str(subject.key_field()).unwrap().to_owned())
+            .or_default() += views;
+    }
+    (out, most_names)
+}
+
 /// Every acknowledged hit is in every level once; a hit whose answer was
-/// lost is in every level at most once; the three levels agree.
+/// lost is in every level at most once; the three levels agree; and every
+/// hit's source is counted with it, page and site, under the cap.
 async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
     let levels = [
         totals(uri, database, Resolution::Minute).await,
@@ -308,6 +349,19 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
             acked <= got && got <= acked + unknown,
             "{page}: stored {got}, answered 200 {acked}, answers lost {unknown}"
         );
+    }
+    let site_views: i64 = stored.values().sum();
+    for g in [Resolution::Hour, Resolution::Day] {
+        let (by_page, most) = source_totals(uri, database, Subject::Page, g).await;
+        assert_eq!(&by_page, stored, "{g:?}: every view's source, once");
+        assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
+        let (by_site, most) = source_totals(uri, database, Subject::Site, g).await;
+        assert_eq!(
+            by_site.get("crash.test").copied(),
+            Some(site_views),
+            "{g:?}"
+        );
+        assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
     }
 }
 
