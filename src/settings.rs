@@ -144,6 +144,17 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_APPLY_MAX_HITS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub apply_max_hits: u64,
 
+    /// How long the sources applier gathers hits before applying their
+    /// sources, in ms: the longer, the fewer statements per hit, and the
+    /// longer sources trail views in the reports.
+    #[arg(long, env = "TICKERTAPE_SOURCES_WINDOW_MS", default_value_t = 30_000)]
+    pub sources_window_ms: u64,
+
+    /// Most hits in one batch of sources (merged per page, hour and source
+    /// as they are read, so the batch holds only the buckets it touches).
+    #[arg(long, env = "TICKERTAPE_SOURCES_MAX_HITS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub sources_max_hits: u64,
+
     /// On shutdown, how long to keep applying the backlog before leaving the
     /// rest in the journal for the next start, in seconds.
     #[arg(long, env = "TICKERTAPE_SHUTDOWN_DRAIN_SECS", default_value_t = 10)]
@@ -373,6 +384,8 @@ impl IngestSettings {
         crate::ingest::applier::ApplyConfig {
             window: Duration::from_millis(self.apply_window_ms),
             max_hits: self.apply_max_hits as usize,
+            sources_window: Duration::from_millis(self.sources_window_ms),
+            sources_max_hits: self.sources_max_hits as usize,
         }
     }
 }

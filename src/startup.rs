@@ -56,9 +56,6 @@ impl Application {
         store
             .page_days()
             .set_day_retention(retention.kept(crate::domain::Resolution::Day));
-        // The upgrade from source collections of their own: before the
-        // appliers, so reports and writers see sources in one place.
-        crate::storage::legacy_sources::fold(&store).await?;
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);

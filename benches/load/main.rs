@@ -17,8 +17,7 @@
 //! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day;
 //! BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
 //! last run when it holds the same number of views, to time reports again
-//! without the 11-minute load; BENCH_YEAR_INGEST_ONLY=1 runs only its
-//! write path with and without sources).
+//! without the 11-minute load).
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000

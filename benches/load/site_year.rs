@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 use tickertape::accounts::password::NewPassword;
 use tickertape::accounts::{users, Role};
 use tickertape::domain::{Email, TimeZone};
+use tickertape::journal::record::{Record, FORMAT_V2};
 use tickertape::reports::Resolution;
-use tickertape::storage::bucket_writer::BucketWriter;
+use tickertape::storage::bucket_writer::{BucketWriter, Hit};
+use tickertape::storage::progress::{self, Advance, Stream};
 use tickertape::storage::sites;
+use tickertape::storage::sources::SourceCounts;
 
 use crate::report_latency::{login, measure};
 use crate::roles::{stored, Database};
@@ -99,17 +102,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         let store = db.store(DATABASE).await?;
         let site = sites::list(&store).await?.into_iter().next();
         match site {
-            // Data of a version that kept sources in collections of their
-            // own is loaded again rather than folded.
-            Some(site)
-                if stored(&store, Resolution::Day).await? == total as i64
-                    && !store
-                        .db()
-                        .list_collection_names()
-                        .await?
-                        .iter()
-                        .any(|c| c == "sources_day") =>
-            {
+            Some(site) if stored(&store, Resolution::Day).await? == total as i64 => {
                 tickertape::indexes::ensure(&store).await?;
                 eprintln!("year data: reusing the last run's {total} views");
                 Some((store, site.id.to_string()))
@@ -252,10 +245,13 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     ingestion_with_and_without_sources(db, options).await
 }
 
-/// The write path (one transaction per batch, as an applier sends it) with
-/// the same hits once with sources and once without (each into its own
-/// database on the same server), alternating rounds so both see the same
-/// server state.
+/// The write path as a lane's appliers send it, with the same hits once
+/// with sources and once without (each into its own database on the same
+/// server), alternating rounds so both see the same server state: one
+/// views transaction per batch (a second of traffic), and with sources one
+/// sources transaction per [`SOURCES_EVERY`] batches (the sources
+/// applier's default batch), its hits decoded from journal records as that
+/// applier reads them, each with its progress document like the appliers'.
 async fn ingestion_with_and_without_sources(
     db: &Database,
     options: &Options,
@@ -265,16 +261,23 @@ async fn ingestion_with_and_without_sources(
     let (plain, _) = db.fresh("bench_sources_ingest_plain").await?;
     let (store, _) = db.fresh("bench_sources_ingest").await?;
     let writers = [BucketWriter::new(&plain), BucketWriter::new(&store)];
+    let journal = uuid::Uuid::new_v4().to_string();
+    for s in [&plain, &store] {
+        progress::ensure_lane(s, &journal, 0, 0).await?;
+    }
+    // Each variant's positions: views, sources.
+    let mut positions = [[0u64; 2]; 2];
     let names: Vec<String> = (1..=PAGES)
         .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
         .collect();
     let sources = source_names();
     let (page_cdf, source_cdf) = (zipf_cdf(PAGES), zipf_cdf(sources.len()));
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    // A round holds whole sources batches.
     let (rounds, batches, per_batch) = if options.quick {
         (2, 3, 5_000)
     } else {
-        (5, 10, 20_000)
+        (5, sources_every().max(10), 20_000)
     };
     let mut minute = Resolution::Minute.floor(Utc::now()) - TimeDelta::days(2);
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
@@ -288,7 +291,8 @@ async fn ingestion_with_and_without_sources(
             let mut spent = Duration::ZERO;
             let (server_before, writer_before) =
                 (cpu(db.server_pid()), cpu(Some(std::process::id())));
-            for _ in 0..batches {
+            let mut journaled: Vec<u8> = Vec::new();
+            for b in 0..batches {
                 // A batch is about one second of traffic: one minute's
                 // buckets, like an applier's.
                 minute += TimeDelta::minutes(1);
@@ -301,21 +305,48 @@ async fn ingestion_with_and_without_sources(
                         )
                     })
                     .collect();
-                let hits: Vec<(&str, DateTime<Utc>, Option<&str>)> = batch
-                    .iter()
-                    .map(|&(p, at, s)| {
-                        (
-                            names[p].as_str(),
+                let hits = |batch: &[(usize, DateTime<Utc>, usize)]| -> Vec<Hit<'_>> {
+                    batch
+                        .iter()
+                        .map(|&(p, at, s)| Hit {
+                            page: names[p].as_str(),
                             at,
-                            with_sources.then(|| sources[s].as_str()),
-                        )
-                    })
-                    .collect();
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+                            source: with_sources.then(|| sources[s].as_str()),
+                        })
+                        .collect()
+                };
                 let t = Instant::now();
-                writers[i].apply_direct(&hits, deadline).await?;
+                let views = hits(&batch);
+                let step = advance(&journal, &mut positions[i], Stream::Views, views.len());
+                writers[i].apply(views.iter().copied(), Some(&step)).await?;
                 spent += t.elapsed();
-                hits_sent += hits.len();
+                hits_sent += views.len();
+                if with_sources {
+                    // The sources applier reads its hits back from the
+                    // journal's files: encoded here, decoded in the timing.
+                    for hit in &views {
+                        Record {
+                            page: hit.page.to_owned(),
+                            at: hit.at,
+                            source: hit.source.map(str::to_owned),
+                        }
+                        .encode_into(&mut journaled);
+                    }
+                    if (b + 1) % sources_every() == 0 || b + 1 == batches {
+                        let t = Instant::now();
+                        let records = decode_all(&std::mem::take(&mut journaled))?;
+                        let n = records.len();
+                        let mut counts = SourceCounts::default();
+                        for r in records {
+                            if let Some(source) = r.source {
+                                counts.add(r.page, r.at, source);
+                            }
+                        }
+                        let step = advance(&journal, &mut positions[i], Stream::Sources, n);
+                        writers[i].apply_sources(counts.iter(), n, &step).await?;
+                        spent += t.elapsed();
+                    }
+                }
             }
             rates[i].push(hits_sent as f64 / spent.as_secs_f64());
             let per_hit = |before: Option<f64>, after: Option<f64>| {
@@ -340,8 +371,9 @@ async fn ingestion_with_and_without_sources(
         }
     };
     println!(
-        "\n### Write path with and without sources ({rounds} alternating rounds of {batches} batches × {} hits over {PAGES} pages, one minute's buckets per batch; median of rounds)\n",
-        per_batch
+        "\n### Write path with and without sources ({rounds} alternating rounds of {batches} batches × {} hits over {PAGES} pages, one minute's buckets per batch, sources applied every {} batches; median of rounds)\n",
+        per_batch,
+        sources_every()
     );
     println!("| hits | hits/s (median) | server CPU µs per hit | writer CPU µs per hit |");
     println!("|---|---:|---:|---:|");
@@ -359,4 +391,48 @@ async fn ingestion_with_and_without_sources(
     store.db().drop().await?;
     plain.db().drop().await?;
     Ok(())
+}
+
+/// Views batches per sources batch: the sources applier's default batch
+/// (600,000 hits, or 30 s of traffic) over the views applier's (20,000
+/// hits, or 1 s). BENCH_SOURCES_EVERY=n sets another, to see the trade-off.
+const SOURCES_EVERY: usize = 30;
+
+fn sources_every() -> usize {
+    std::env::var("BENCH_SOURCES_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(SOURCES_EVERY)
+}
+
+/// Records as a lane's files hold them, decoded as the applier reads them.
+fn decode_all(mut bytes: &[u8]) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        let (record, len) = Record::decode(bytes, FORMAT_V2)?;
+        records.push(record);
+        bytes = &bytes[len..];
+    }
+    Ok(records)
+}
+
+/// The next applier transaction's advance of `stream`, moving its
+/// (made-up) journal position by the batch's hits as a lane's would; the
+/// batch fails the bench if it does not commit.
+fn advance<'a>(
+    journal: &'a str,
+    positions: &mut [u64; 2],
+    stream: Stream,
+    hits: usize,
+) -> Advance<'a> {
+    let from = positions[stream.index()];
+    positions[stream.index()] = from + hits as u64;
+    Advance {
+        journal,
+        lane: 0,
+        stream,
+        from,
+        to: from + hits as u64,
+    }
 }

@@ -3,6 +3,14 @@
 //! behind), merges them over a short window and applies each batch with the
 //! lane's progress in one transaction (`storage::bucket_writer`).
 //!
+//! A second applier per lane applies the hits' sources: it reads the same
+//! lane from the segment files at its own position (`progress::Stream`),
+//! over a longer window, so each source bucket gets one statement for many
+//! hits instead of one more statement in every views batch. Sources show in
+//! reports up to that window after the views; a segment is deleted when
+//! both appliers are past it, and a restart resumes each where its own
+//! progress document says.
+//!
 //! A batch that fails is retried until it is in: the database being away
 //! only grows the backlog. After any failure the progress document says
 //! whether the batch committed after all, so a batch counts exactly once.
@@ -21,7 +29,8 @@ use super::stats::IngestStats;
 use crate::journal::lane::LaneReadError;
 use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
 use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
-use crate::storage::progress::{self, Advance};
+use crate::storage::progress::{self, Advance, Stream};
+use crate::storage::sources::SourceCounts;
 use crate::storage::Store;
 
 #[derive(Debug, Clone, Copy)]
@@ -30,7 +39,13 @@ pub struct ApplyConfig {
     pub window: Duration,
     /// A batch is applied as soon as it holds this many hits.
     pub max_hits: usize,
+    /// The same two for the sources applier.
+    pub sources_window: Duration,
+    pub sources_max_hits: usize,
 }
+
+/// Most records the sources applier reads from the files at a time.
+const SOURCES_READ_CHUNK: usize = 16_384;
 
 pub struct Appliers {
     handles: Vec<JoinHandle<()>>,
@@ -39,6 +54,7 @@ pub struct Appliers {
 
 struct Applier {
     lane: Arc<Lane>,
+    stream: Stream,
     committed: mpsc::Receiver<CommittedBatch>,
     /// A batch taken from `committed` but not yet used.
     pending: Option<CommittedBatch>,
@@ -57,10 +73,29 @@ struct Applier {
 }
 
 struct Batch {
+    /// The views applier's hits, as journaled.
     records: Vec<Record>,
+    /// The sources applier's hits, merged as they are read, so a batch of
+    /// many seconds holds only the buckets it touches.
+    sources: SourceCounts,
+    /// Journaled hits in the batch (with or without a source).
+    hits: usize,
     from: u64,
     to: u64,
     from_disk: usize,
+}
+
+impl Batch {
+    fn new(from: u64) -> Self {
+        Self {
+            records: Vec::new(),
+            sources: SourceCounts::default(),
+            hits: 0,
+            from,
+            to: from,
+            from_disk: 0,
+        }
+    }
 }
 
 impl Appliers {
@@ -74,26 +109,36 @@ impl Appliers {
         directory: SiteDirectory,
     ) -> Self {
         let (shutdown, _) = watch::channel(false);
-        let handles = feeds
-            .into_iter()
-            .map(|feed| {
-                let applier = Applier {
-                    lane: feed.lane,
-                    committed: feed.committed,
-                    pending: None,
-                    memory_closed: false,
-                    store: store.clone(),
-                    writer: BucketWriter::new(store),
-                    journal: journal.to_string(),
-                    config,
-                    applied: 0,
-                    stats: stats.clone(),
-                    journal_stats: journal_stats.clone(),
-                    directory: directory.clone(),
-                };
-                tokio::spawn(applier.run(shutdown.subscribe()))
-            })
-            .collect();
+        let applier = |lane: Arc<Lane>, stream, committed, config| Applier {
+            lane,
+            stream,
+            committed,
+            pending: None,
+            memory_closed: stream == Stream::Sources,
+            store: store.clone(),
+            writer: BucketWriter::new(store),
+            journal: journal.to_string(),
+            config,
+            applied: 0,
+            stats: stats.clone(),
+            journal_stats: journal_stats.clone(),
+            directory: directory.clone(),
+        };
+        let sources_config = ApplyConfig {
+            window: config.sources_window,
+            max_hits: config.sources_max_hits,
+            ..config
+        };
+        let mut handles = Vec::new();
+        for feed in feeds {
+            // The sources applier reads only the files: a receiver with no
+            // sender, closed from the start.
+            let (_, closed) = mpsc::channel(1);
+            let sources = applier(feed.lane.clone(), Stream::Sources, closed, sources_config);
+            let views = applier(feed.lane, Stream::Views, feed.committed, config);
+            handles.push(tokio::spawn(views.run(shutdown.subscribe())));
+            handles.push(tokio::spawn(sources.run(shutdown.subscribe())));
+        }
         Self { handles, shutdown }
     }
 
@@ -122,12 +167,14 @@ impl Appliers {
 impl Applier {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let lane = self.lane.index;
+        let stream = self.stream.as_str();
         let Some(start) = self.establish(&mut shutdown).await else {
             return;
         };
         self.applied = start;
         tracing::info!(
             lane,
+            stream,
             position = start,
             committed = self.lane.committed(),
             "applier started"
@@ -145,12 +192,17 @@ impl Applier {
                 Err(_) => {
                     self.journal_stats.writer_panics.fetch_add(1, Relaxed);
                     self.pending = None;
-                    tracing::error!(lane, position = self.applied, "applier panicked; going on");
+                    tracing::error!(
+                        lane,
+                        stream,
+                        position = self.applied,
+                        "applier panicked; going on"
+                    );
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
         }
-        tracing::debug!(lane, position = self.applied, "applier stopped");
+        tracing::debug!(lane, stream, position = self.applied, "applier stopped");
     }
 
     /// Gathers and applies one batch; false when it is time to stop.
@@ -162,25 +214,32 @@ impl Applier {
         }
     }
 
-    /// Finds where the database says this lane stands, retrying while it is
-    /// away; records the lane if it is new to this database.
+    /// Finds where the database says this lane's stream stands, retrying
+    /// while it is away. The views applier records the lane (both streams)
+    /// if it is new to this database; the sources applier waits for that.
     async fn establish(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<u64> {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match progress::ensure(
-                &self.store,
-                &self.journal,
-                self.lane.index,
-                self.lane.oldest(),
-            )
-            .await
-            {
-                Ok(position) => {
+            let (store, journal, lane) = (&self.store, &self.journal, self.lane.index);
+            let found = match self.stream {
+                Stream::Views => progress::ensure_lane(store, journal, lane, self.lane.oldest())
+                    .await
+                    .map(Some),
+                Stream::Sources => progress::position(store, journal, lane, Stream::Sources).await,
+            };
+            match found {
+                Ok(Some(position)) => {
                     self.count_applied_before(position);
                     return Some(position);
                 }
+                Ok(None) => {
+                    tracing::debug!(
+                        lane,
+                        "the sources wait for the views applier to record the lane"
+                    );
+                }
                 Err(e) => {
-                    self.stats.record_flush_failure();
+                    self.record_failure();
                     tracing::warn!(lane = self.lane.index, error = %crate::telemetry::chain(&e),
                         "cannot read the journal progress; hits wait in the journal");
                 }
@@ -223,9 +282,23 @@ impl Applier {
                 _ => break,
             }
         }
-        self.journal_stats
-            .applied_records
-            .fetch_add(applied, Relaxed);
+        self.applied_records().fetch_add(applied, Relaxed);
+    }
+
+    /// A failed round counts against the app's health only for the views:
+    /// a sources applier that cannot write shows in its backlog.
+    fn record_failure(&self) {
+        if self.stream == Stream::Views {
+            self.stats.record_flush_failure();
+        }
+    }
+
+    /// The counter of records this applier has applied.
+    fn applied_records(&self) -> &std::sync::atomic::AtomicU64 {
+        match self.stream {
+            Stream::Views => &self.journal_stats.applied_records,
+            Stream::Sources => &self.journal_stats.sources_applied_records,
+        }
     }
 
     fn peek_memory(&mut self) -> Option<&CommittedBatch> {
@@ -241,14 +314,13 @@ impl Applier {
     /// and caught up).
     async fn gather(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Batch> {
         let from = self.applied;
+        let mut batch = Batch::new(from);
         let mut to = from;
-        let mut records: Vec<Record> = Vec::new();
-        let mut from_disk = 0;
         let mut deadline: Option<Instant> = None;
         let max = self.config.max_hits.max(1);
         loop {
             let closing = *shutdown.borrow();
-            if records.len() >= max {
+            if batch.hits >= max {
                 break;
             }
             // In memory, right where we are?
@@ -261,7 +333,7 @@ impl Applier {
                 Some((start, _)) if start == to => {
                     let b = self.pending.take().expect("peeked");
                     to = b.end;
-                    records.extend(b.records);
+                    self.take(&mut batch, b.records);
                     deadline.get_or_insert_with(|| Instant::now() + self.config.window);
                     continue;
                 }
@@ -269,12 +341,18 @@ impl Applier {
             }
             // Committed beyond `to`, but not in memory here: read the files.
             if self.lane.committed() > to {
-                match self.lane.read(to, max - records.len()) {
+                // The sources applier merges as it reads: in chunks, so a
+                // large batch is never held as records.
+                let chunk = match self.stream {
+                    Stream::Views => max - batch.hits,
+                    Stream::Sources => (max - batch.hits).min(SOURCES_READ_CHUNK),
+                };
+                match self.lane.read(to, chunk) {
                     Ok(chunk) if chunk.end > to => {
-                        from_disk += chunk.records.len();
+                        batch.from_disk += chunk.records.len();
                         to = chunk.end;
                         if !chunk.records.is_empty() {
-                            records.extend(chunk.records);
+                            self.take(&mut batch, chunk.records);
                             deadline.get_or_insert_with(|| Instant::now() + self.config.window);
                         }
                         continue;
@@ -291,8 +369,8 @@ impl Applier {
                         let what =
                             format!("lane {}: {}", self.lane.index, crate::telemetry::chain(&e));
                         tracing::error!("journal read failed: {what}; retrying");
-                        self.stats.record_flush_failure();
-                        if records.is_empty() {
+                        self.record_failure();
+                        if batch.hits == 0 {
                             tokio::select! {
                                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                                 _ = shutdown.changed() => {}
@@ -306,13 +384,14 @@ impl Applier {
                     }
                 }
             }
-            if !records.is_empty() && (closing || deadline.is_some_and(|d| Instant::now() >= d)) {
+            let empty = batch.hits == 0;
+            if !empty && (closing || deadline.is_some_and(|d| Instant::now() >= d)) {
                 break;
             }
-            if records.is_empty() && closing && self.lane.committed() <= to {
+            if empty && closing && self.lane.committed() <= to {
                 return None;
             }
-            if records.is_empty() && to > from {
+            if empty && to > from {
                 // Skipped a gap with no records (a cut tail): record it too.
                 break;
             }
@@ -326,28 +405,42 @@ impl Applier {
                 _ = shutdown.changed() => {}
             }
         }
-        if let Some(first) = records.first() {
+        if let Some(first) = batch.records.first() {
             let ms = first.at.timestamp_millis().max(1) as u64;
             let _ = self
                 .lane
                 .oldest_unapplied_ms
                 .compare_exchange(0, ms, Relaxed, Relaxed);
         }
-        Some(Batch {
-            records,
-            from,
-            to,
-            from_disk,
-        })
+        batch.to = to;
+        Some(batch)
+    }
+
+    /// Adds journaled hits to the batch: as they are for the views, merged
+    /// for the sources (leaving out those without one).
+    fn take(&self, batch: &mut Batch, records: Vec<Record>) {
+        batch.hits += records.len();
+        match self.stream {
+            Stream::Views => batch.records.extend(records),
+            Stream::Sources => {
+                for r in records {
+                    if let Some(source) = r.source {
+                        batch.sources.add(r.page, r.at, source);
+                    }
+                }
+            }
+        }
     }
 
     /// Applies a batch, retrying until it is in. Returns false when
     /// shutting down gave up on it (it stays in the journal).
-    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, hits = batch.records.len(), from = batch.from, to = batch.to))]
+    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, stream = self.stream.as_str(), hits = batch.hits, from = batch.from, to = batch.to))]
     async fn commit(&mut self, batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let views = self.stream == Stream::Views;
         let advance = Advance {
             journal: &self.journal,
             lane: self.lane.index,
+            stream: self.stream,
             from: batch.from,
             to: batch.to,
         };
@@ -358,37 +451,52 @@ impl Applier {
             // A deleted site's hits accepted before its deletion are
             // skipped, so they do not re-create its buckets; the progress
             // still advances past them.
-            let hits = batch
-                .records
-                .iter()
-                .filter(|r| !self.directory.is_deleted_page(&r.page))
-                .map(|r| Hit {
-                    page: &r.page,
-                    at: r.at,
-                    source: r.source.as_deref(),
-                });
-            let result = self.writer.apply(hits, Some(&advance)).await;
+            let result = match self.stream {
+                Stream::Views => {
+                    let hits = batch
+                        .records
+                        .iter()
+                        .filter(|r| !self.directory.is_deleted_page(&r.page))
+                        .map(|r| Hit {
+                            page: &r.page,
+                            at: r.at,
+                            source: None,
+                        });
+                    self.writer.apply(hits, Some(&advance)).await
+                }
+                Stream::Sources => {
+                    let views = batch
+                        .sources
+                        .iter()
+                        .filter(|(page, ..)| !self.directory.is_deleted_page(page));
+                    self.writer.apply_sources(views, batch.hits, &advance).await
+                }
+            };
+            // The ingest statistics (flush latency, failures that make
+            // the app degraded) are the views'.
             let error = match result {
                 Ok(report) => {
-                    self.stats
-                        .record_flush(report.hits, started.elapsed().as_micros() as u64);
+                    if views {
+                        self.stats
+                            .record_flush(report.hits, started.elapsed().as_micros() as u64);
+                    }
                     break;
                 }
                 Err(e) => e,
             };
             attempts += 1;
-            self.stats.record_flush_failure();
+            self.record_failure();
             let transient = matches!(&error, ApplyError::NotApplied(t) if t.is_transient());
             let log = crate::telemetry::chain(&error);
             if transient {
                 tracing::debug!(lane = self.lane.index, error = %log, "batch conflicted; retrying");
             } else if attempts == 1 || attempts.is_power_of_two() {
-                tracing::warn!(lane = self.lane.index, attempts, hits = batch.records.len(),
+                tracing::warn!(lane = self.lane.index, attempts, hits = batch.hits,
                     error = %log, "batch not applied; retrying (hits are safe in the journal)");
             }
             // Whatever happened, the progress document says whether the
             // batch is in.
-            let read = progress::position(&self.store, &self.journal, self.lane.index);
+            let read = progress::position(&self.store, &self.journal, self.lane.index, self.stream);
             let known = match tokio::time::timeout(self.store.attempt_timeout(), read).await {
                 Ok(Ok(position)) => Some(position),
                 _ => None, // the database is away or slow: try again later
@@ -402,9 +510,15 @@ impl Applier {
             );
             match known {
                 Some(Some(p)) if p == batch.to => {
-                    tracing::info!(lane = self.lane.index, "the batch had committed after all");
-                    self.stats.resolved_by_progress.fetch_add(1, Relaxed);
-                    self.stats.consecutive_failures.store(0, Relaxed);
+                    tracing::info!(
+                        lane = self.lane.index,
+                        stream = self.stream.as_str(),
+                        "the batch had committed after all"
+                    );
+                    if views {
+                        self.stats.resolved_by_progress.fetch_add(1, Relaxed);
+                        self.stats.consecutive_failures.store(0, Relaxed);
+                    }
                     break;
                 }
                 Some(Some(p)) if p == batch.from => {}
@@ -431,8 +545,12 @@ impl Applier {
             }
         }
         self.applied = batch.to;
-        let n = batch.records.len() as u64;
-        self.journal_stats.applied_records.fetch_add(n, Relaxed);
+        let n = batch.hits as u64;
+        self.applied_records().fetch_add(n, Relaxed);
+        if !views {
+            self.lane.applied(Stream::Sources.index(), batch.to);
+            return true;
+        }
         self.journal_stats
             .replayed_records
             .fetch_add(batch.from_disk as u64, Relaxed);
@@ -443,7 +561,7 @@ impl Applier {
             _ => 0,
         };
         self.lane.oldest_unapplied_ms.store(next_oldest, Relaxed);
-        self.lane.release(batch.to);
+        self.lane.applied(Stream::Views.index(), batch.to);
         true
     }
 }

@@ -45,6 +45,10 @@ pub struct Lane {
     /// Time (ms since the epoch) of the oldest hit not yet applied; 0 when
     /// the lane is caught up. Set by the applier.
     pub oldest_unapplied_ms: AtomicU64,
+    /// Where each of the lane's appliers stands (views, sources: see
+    /// `storage::progress::Stream`); a segment is deleted only when both
+    /// are past it.
+    applied: [AtomicU64; 2],
     /// Total bytes of this journal's files, shared by all lanes.
     pub(super) used: Arc<AtomicU64>,
     pub(super) stats: Arc<JournalStats>,
@@ -74,6 +78,7 @@ impl Lane {
             segments: Mutex::new(segments),
             committed: AtomicU64::new(committed),
             oldest_unapplied_ms: AtomicU64::new(0),
+            applied: [AtomicU64::new(0), AtomicU64::new(0)],
             used,
             stats,
         }
@@ -178,6 +183,14 @@ impl Lane {
             records,
             end: segment.start + end,
         })
+    }
+
+    /// Applier `applier` (0 views, 1 sources) has everything before
+    /// `position` in the database: release what both have.
+    pub fn applied(&self, applier: usize, position: u64) {
+        self.applied[applier].store(position, Relaxed);
+        let both = self.applied.iter().map(|a| a.load(Relaxed)).min();
+        self.release(both.unwrap_or(0));
     }
 
     /// Everything before `applied` is in the database: delete the segments

@@ -12,6 +12,9 @@ pub struct JournalStats {
     /// found on disk at start.
     pub committed_records: AtomicU64,
     pub applied_records: AtomicU64,
+    /// Records whose sources are applied (the sources stream trails the
+    /// views by up to its window).
+    pub sources_applied_records: AtomicU64,
     /// Records the appliers read back from segment files (replay after a
     /// restart, or catching up after falling behind) rather than from memory.
     pub replayed_records: AtomicU64,
@@ -36,6 +39,7 @@ impl Default for JournalStats {
         Self {
             committed_records: AtomicU64::new(0),
             applied_records: AtomicU64::new(0),
+            sources_applied_records: AtomicU64::new(0),
             replayed_records: AtomicU64::new(0),
             group_commits: AtomicU64::new(0),
             sync_failures: AtomicU64::new(0),
@@ -57,6 +61,13 @@ impl JournalStats {
         self.committed_records
             .load(Relaxed)
             .saturating_sub(self.applied_records.load(Relaxed))
+    }
+
+    /// Committed records whose sources are not yet in the database.
+    pub fn sources_backlog(&self) -> u64 {
+        self.committed_records
+            .load(Relaxed)
+            .saturating_sub(self.sources_applied_records.load(Relaxed))
     }
 
     pub fn corrupt_segments(&self) -> Vec<String> {

@@ -1,6 +1,6 @@
-//! Top sources of a site or a page over a range, from the sources in the
-//! view buckets (`storage::sources`): whole UTC days from the day buckets,
-//! the edges from the hour buckets.
+//! Top sources of a site or a page over a range, from the source buckets
+//! (`storage::sources`): whole UTC days from the day buckets, the edges
+//! from the hour buckets.
 //!
 //! Sources are kept by the hour, so a range that starts or ends inside an
 //! hour (a last-hour preset, a zone with a :30 or :45 offset) counts that
@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use super::queries::number;
 use crate::domain::{DomainName, Page, Source};
-use crate::storage::sources::{OTHER, SOURCES};
+use crate::storage::sources::collection;
 use crate::storage::{Resolution, Store, Subject};
 
 /// What a sources report covers.
@@ -152,21 +152,19 @@ pub async fn top_sources(
         let subject = scope.subject();
         let mut cursor = store
             .reports()
-            .collection::<Document>(subject.collection(g))
+            .collection::<Document>(collection(subject, g))
             .find(doc! {
                 subject.key_field(): scope.key(),
                 "timestamp": {"$gte": bson::DateTime::from_chrono(f), "$lt": bson::DateTime::from_chrono(t)},
             })
-            .projection(doc! {"_id": 0, SOURCES: 1, OTHER: 1})
+            .projection(doc! {"_id": 0, "sources": 1, "other": 1, "totalViews": 1})
             .await?;
         while let Some(d) = cursor.try_next().await? {
-            let beyond = number(d.get(OTHER));
-            other += beyond;
-            total += beyond;
-            if let Ok(sources) = d.get_document(SOURCES) {
+            total += number(d.get("totalViews"));
+            other += number(d.get("other"));
+            if let Ok(sources) = d.get_document("sources") {
                 for (field, views) in sources {
                     let views = number(Some(views));
-                    total += views;
                     match by_field.get_mut(field) {
                         Some(v) => *v += views,
                         None => {

@@ -1,17 +1,18 @@
 //! Applies hits to the bucket collections in ONE multi-document
-//! transaction: merged per bucket, one `update` command per collection (the
-//! three page levels and the three site-total levels; a hit's source rides
-//! in its hour and day buckets' statements, see `sources`), and, for
-//! journaled hits, the advance of the lane's `journal_progress` document
-//! from the batch's first position to the position after it.
+//! transaction: merged per bucket, one `update` command per collection, and,
+//! for journaled hits, the advance of the lane's `journal_progress`
+//! document for the stream being applied, from the batch's first position
+//! to the position after it.
+//!
+//! What a transaction writes follows its stream (`progress::Stream`): the
+//! views stream writes the three page levels and the three site-total
+//! levels; the sources stream the four source collections. Writers outside
+//! the journal (demo data, benchmarks, tests) write both at once.
 //!
 //! The progress update matches only `position: from`, so a batch can commit
 //! at most once whatever is retried: after an unknown outcome the caller
 //! reads the progress document (`progress::position`) to learn whether the
 //! batch is in. Nothing relies on the server remembering retryable writes.
-//!
-//! Also used for demo data and benchmarks (without a progress document), so
-//! there is one write path.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
@@ -20,15 +21,14 @@ use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use super::buckets::{Target, PART_DIRECT};
-use super::progress::{self, Advance};
-use super::source_names::SourceNames;
-use super::sources::{self, FieldNames, Key, SourceIncrements, SourceUpdate};
+use super::buckets::PART_DIRECT;
+use super::progress::{self, Advance, Stream};
+use super::sources::{self, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
+use crate::domain::Source;
 use futures::TryStreamExt;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
@@ -37,12 +37,7 @@ pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
 
 pub struct BucketWriter {
     store: Store,
-    /// Which source names this writer's buckets hold, as far as it knows.
-    names: Mutex<SourceNames>,
 }
-
-/// Each source target's updates, decided in a transaction.
-type SourceUpdates<'a> = Vec<(Target, HashMap<Key<'a>, SourceUpdate>)>;
 
 /// One view as the write path applies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +68,8 @@ impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
 pub struct FlushReport {
     pub hits: usize,
     /// Per collection written: pages and site totals in
-    /// [`Resolution::ALL`] order.
+    /// [`Resolution::ALL`] order, then the source collections (each only
+    /// when it had something to write).
     pub outcomes: Vec<UpdateOutcome>,
 }
 
@@ -129,55 +125,79 @@ impl BucketWriter {
     pub fn new(store: &Store) -> Self {
         Self {
             store: store.clone(),
-            names: Mutex::default(),
         }
     }
 
-    fn names(&self) -> MutexGuard<'_, SourceNames> {
-        // Only plain map updates happen under the lock: a panic cannot
-        // leave it half-done in a way that matters (a stale name is caught
-        // by the guard).
-        self.names.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Merges `hits` per bucket and applies them, with `advance` if given,
-    /// in one transaction.
+    /// in one transaction: what `advance`'s stream writes, or everything
+    /// without one.
     pub async fn apply<'a>(
         &self,
         hits: impl IntoIterator<Item = Hit<'a>>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
-        // Site buckets are written as this writer's part (its lane), so
-        // lanes never write the same site document.
-        let part = advance.map_or(PART_DIRECT, |a| a.lane as i32);
+        let part = part_of(advance);
         let mut increments: Vec<Increments> = Resolution::ALL
             .map(Increments::new)
             .into_iter()
             .chain(Resolution::ALL.map(|g| Increments::for_site(g, part)))
             .collect();
-        let mut fields = FieldNames::default();
-        let mut by_source: Vec<SourceIncrements> = sources::LEVELS
-            .map(Target::pages)
-            .into_iter()
-            .chain(sources::LEVELS.map(|g| Target::site(g, part)))
-            .map(SourceIncrements::new)
-            .collect();
+        let stream = advance.map(|a| a.stream);
+        let (views, with_sources) = (
+            stream != Some(Stream::Sources),
+            stream != Some(Stream::Views),
+        );
+        // Sources are merged per page, hour and source first, borrowing the
+        // hits' strings (their levels are hours and days, so an hour's
+        // start stands for its hits).
+        let mut sourced: HashMap<(&str, DateTime<Utc>, &str), u32> = HashMap::new();
         let mut count = 0;
         for hit in hits {
             count += 1;
-            for inc in &mut increments {
-                inc.add(hit.page, hit.at);
-            }
-            if let Some(source) = hit.source {
-                let field = fields.of(source);
-                for inc in &mut by_source {
-                    inc.add(hit.page, hit.at, field);
+            if views {
+                for inc in &mut increments {
+                    inc.add(hit.page, hit.at);
                 }
+            }
+            if let Some(source) = hit.source.filter(|_| with_sources) {
+                let hour = Resolution::Hour.floor(hit.at);
+                *sourced.entry((hit.page, hour, source)).or_default() += 1;
             }
         }
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
+        let by_source =
+            source_increments(part, sourced.into_iter().map(|((p, h, s), n)| (p, h, s, n)));
+        self.transact(&increments, &by_source, advance)
+            .await
+            .map(|outcomes| FlushReport {
+                hits: count,
+                outcomes,
+            })
+    }
+
+    /// Applies a sources batch of `hits` journaled hits, their views
+    /// already merged per page, hour and source (`sources::SourceCounts`),
+    /// with its advance.
+    pub async fn apply_sources<'a>(
+        &self,
+        views: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a str, u32)>,
+        hits: usize,
+        advance: &Advance<'_>,
+    ) -> Result<FlushReport, ApplyError> {
+        let by_source = source_increments(part_of(Some(advance)), views);
+        self.transact(&[], &by_source, Some(advance))
+            .await
+            .map(|outcomes| FlushReport { hits, outcomes })
+    }
+
+    async fn transact(
+        &self,
+        increments: &[Increments],
+        by_source: &[SourceIncrements],
+        advance: Option<&Advance<'_>>,
+    ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
         let mut session = timed(limit, self.store.client().start_session())
             .await
@@ -193,38 +213,21 @@ impl BucketWriter {
             .await
             .map_err(|e| ApplyError::NotApplied(e.into()))?;
         let body = self
-            .statements(&mut session, &increments, &by_source, &fields, advance)
+            .statements(&mut session, increments, by_source, advance)
             .await;
-        let (outcomes, updates) = match body {
-            Ok(done) => done,
+        let outcomes = match body {
+            Ok(outcomes) => outcomes,
             Err(e) => {
-                self.forget(&by_source);
                 // Best effort: the server also aborts it on its own when the
                 // session goes idle.
                 let _ = tokio::time::timeout(limit, session.abort_transaction()).await;
                 return Err(e);
             }
         };
-        if let Err(e) = timed(limit, session.commit_transaction()).await {
-            self.forget(&by_source);
-            return Err(ApplyError::Unknown(e));
-        }
-        let mut names = self.names();
-        for (target, updates) in &updates {
-            names.committed(*target, updates);
-        }
-        Ok(FlushReport {
-            hits: count,
-            outcomes,
-        })
-    }
-
-    /// Whatever failed, the batch's buckets are read again next time.
-    fn forget(&self, by_source: &[SourceIncrements]) {
-        let mut names = self.names();
-        for inc in by_source {
-            names.forget(inc);
-        }
+        timed(limit, session.commit_transaction())
+            .await
+            .map_err(ApplyError::Unknown)?;
+        Ok(outcomes)
     }
 
     /// For writers outside the journal (demo data, benchmarks, tests):
@@ -250,69 +253,41 @@ impl BucketWriter {
         }
     }
 
-    async fn statements<'a>(
+    async fn statements(
         &self,
         session: &mut ClientSession,
-        increments: &[Increments<'a>],
-        by_source: &[SourceIncrements<'a>],
-        fields: &FieldNames<'_>,
+        increments: &[Increments],
+        by_source: &[SourceIncrements],
         advance: Option<&Advance<'_>>,
-    ) -> Result<(Vec<UpdateOutcome>, SourceUpdates<'a>), ApplyError> {
+    ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
-        let by_source: Vec<&SourceIncrements> =
-            by_source.iter().filter(|i| !i.is_empty()).collect();
-        // The source names of buckets this writer knows nothing of, read in
-        // this transaction's snapshot: the cap is decided on what commits.
-        let by_time_only = self.store.is_secantus();
-        for inc in &by_source {
-            let missing = self.names().missing(inc);
-            if missing.is_empty() {
+        let mut outcomes = Vec::with_capacity(increments.len() + by_source.len());
+        for inc in increments {
+            if inc.is_empty() {
                 continue;
             }
-            let target = inc.target();
+            let outcome = self
+                .update(session, inc.collection(), inc.statements(), limit)
+                .await?;
+            outcomes.push(outcome);
+        }
+        for inc in by_source.iter().filter(|i| !i.is_empty()) {
+            // Which sources the buckets hold already, read in this
+            // transaction's snapshot: the cap is decided on what commits.
             let found: Vec<Document> = timed(limit, async {
                 let mut cursor = self
                     .store
                     .db()
-                    .collection::<Document>(target.collection())
-                    .find(SourceNames::lookup(target, &missing, by_time_only))
-                    .projection(SourceNames::projection(target))
+                    .collection::<Document>(inc.collection())
+                    .find(inc.lookup(self.store.is_secantus()))
+                    .projection(inc.projection())
                     .session(&mut *session)
                     .await?;
                 cursor.stream(&mut *session).try_collect().await
             })
             .await
             .map_err(ApplyError::NotApplied)?;
-            self.names().load(target, &missing, &found, by_time_only);
-        }
-        let mut updates: SourceUpdates = {
-            let names = self.names();
-            by_source
-                .iter()
-                .map(|inc| {
-                    let target = inc.target();
-                    (target, inc.updates(fields, |key| names.known(target, key)))
-                })
-                .collect()
-        };
-        let mut outcomes = Vec::with_capacity(increments.len());
-        for inc in increments {
-            if inc.is_empty() {
-                continue;
-            }
-            let mut sources = updates
-                .iter_mut()
-                .find(|(t, _)| *t == inc.target())
-                .map(|(_, u)| u);
-            let statements = inc.statements_with(|bucket, q, fields| {
-                if let Some(update) = sources.as_mut().and_then(|u| u.get_mut(bucket)) {
-                    if let Some((field, expected)) = update.guard() {
-                        q.insert(field, expected);
-                    }
-                    // Each bucket has one statement: its fields are moved in.
-                    fields.extend(std::mem::take(&mut update.inc));
-                }
-            });
+            let statements = inc.statements(&inc.existing(&found));
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
                 .await?;
@@ -338,7 +313,7 @@ impl BucketWriter {
                 return Err(ApplyError::ProgressMoved);
             }
         }
-        Ok((outcomes, updates))
+        Ok(outcomes)
     }
 
     /// One `update` command per collection (split beyond
@@ -377,6 +352,31 @@ impl BucketWriter {
     ) -> Result<Document, TxnError> {
         timed(limit, self.store.db().run_command(command).session(session)).await
     }
+}
+
+/// Site buckets are written as the writer's part (its lane), so lanes
+/// never write the same site document.
+fn part_of(advance: Option<&Advance<'_>>) -> i32 {
+    advance.map_or(PART_DIRECT, |a| a.lane as i32)
+}
+
+/// The source buckets' increments, from views per page, hour and source.
+fn source_increments<'a>(
+    part: i32,
+    views: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a str, u32)>,
+) -> Vec<SourceIncrements> {
+    let mut by_source: Vec<SourceIncrements> = sources::LEVELS
+        .map(SourceIncrements::for_pages)
+        .into_iter()
+        .chain(sources::LEVELS.map(|g| SourceIncrements::for_site(g, part)))
+        .collect();
+    for (page, hour, source, n) in views {
+        let source = Source::from_stored(source.to_owned());
+        for inc in &mut by_source {
+            inc.add_views(page, hour, &source, n);
+        }
+    }
+    by_source
 }
 
 async fn timed<T>(

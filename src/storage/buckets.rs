@@ -40,9 +40,7 @@ pub fn indexes() -> Vec<super::schema::IndexSpec> {
     keys.chain(by_time).collect()
 }
 
-/// The index a site's page buckets of a few hours or days are read by
-/// (and, on secantusd-rs, a writer's lookup of source names, see
-/// `source_names`).
+/// The index a site's page buckets of a few hours or days are read by.
 /// Under `{page, timestamp}` the site's pages are one key range, but the
 /// times are not: reading one day of a site with a year stored walked the
 /// whole year's keys (560 ms for "today" in the year bench). Hour and day
@@ -51,27 +49,19 @@ pub fn indexes() -> Vec<super::schema::IndexSpec> {
 /// inserted once per page-minute, are never read by site.
 pub const BY_TIME: &str = "timestamp_page";
 
-/// Site totals: one bucket per site, time and writer part; and by time
-/// first at the hour and day levels, where a writer looks up the source
-/// names of a time's buckets on secantusd-rs (`source_names`).
+/// Site totals: one bucket per site, time and writer part.
 pub fn site_indexes() -> Vec<super::schema::IndexSpec> {
-    use super::schema::IndexSpec;
-    let keys = Resolution::ALL.into_iter().map(|r| {
-        IndexSpec::new(
-            Subject::Site.collection(r),
-            "site_timestamp_part",
-            doc! {"site": 1, "timestamp": 1, "part": 1},
-        )
-        .unique()
-    });
-    let by_time = [Resolution::Hour, Resolution::Day].into_iter().map(|r| {
-        IndexSpec::new(
-            Subject::Site.collection(r),
-            "timestamp_site",
-            doc! {"timestamp": 1, "site": 1},
-        )
-    });
-    keys.chain(by_time).collect()
+    Resolution::ALL
+        .into_iter()
+        .map(|r| {
+            super::schema::IndexSpec::new(
+                Subject::Site.collection(r),
+                "site_timestamp_part",
+                doc! {"site": 1, "timestamp": 1, "part": 1},
+            )
+            .unique()
+        })
+        .collect()
 }
 
 /// Whose views a bucket counts: one page (`views_*`, keyed by `page`, the
@@ -148,7 +138,7 @@ impl Bucket {
 /// Which buckets a batch's increments go to: the page buckets, or the
 /// site buckets (keyed by the domain) written as the writer's part; at one
 /// resolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Target {
     pub subject: Subject,
     /// For site buckets: the writer's part.
@@ -173,13 +163,12 @@ impl Target {
         }
     }
 
-    pub fn collection(&self) -> &'static str {
-        self.subject.collection(self.resolution)
-    }
-
     /// The bucket (key, start) a view of `page` at `at` counts in.
-    pub fn bucket_of<'p>(&self, page: &'p str, at: DateTime<Utc>) -> (&'p str, DateTime<Utc>) {
-        (self.subject.key_of(page), self.resolution.floor(at))
+    pub fn bucket_of(&self, page: &str, at: DateTime<Utc>) -> (String, DateTime<Utc>) {
+        (
+            self.subject.key_of(page).to_owned(),
+            self.resolution.floor(at),
+        )
     }
 
     /// The filter of an upsert statement: one bucket, and the part.
@@ -196,12 +185,12 @@ impl Target {
 /// Hits merged per bucket: for each (page, bucket start) the count per slot.
 /// N hits on one page-minute become one statement.
 #[derive(Debug)]
-pub struct Increments<'a> {
+pub struct Increments {
     target: Target,
-    buckets: HashMap<(&'a str, DateTime<Utc>), Vec<u32>>,
+    buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
 }
 
-impl<'a> Increments<'a> {
+impl Increments {
     /// Page buckets.
     pub fn new(resolution: Resolution) -> Self {
         Self::to(Target::pages(resolution))
@@ -220,11 +209,11 @@ impl<'a> Increments<'a> {
     }
 
     /// Counts a view of `page` (the site's bucket is keyed by its domain).
-    pub fn add(&mut self, page: &'a str, at: DateTime<Utc>) {
+    pub fn add(&mut self, page: &str, at: DateTime<Utc>) {
         self.add_n(page, at, 1);
     }
 
-    pub fn add_n(&mut self, page: &'a str, at: DateTime<Utc>, n: u32) {
+    pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
         let g = self.target.resolution;
         let slots = self
             .buckets
@@ -238,11 +227,7 @@ impl<'a> Increments<'a> {
     }
 
     pub fn collection(&self) -> &'static str {
-        self.target.collection()
-    }
-
-    pub fn target(&self) -> Target {
-        self.target
+        self.target.subject.collection(self.target.resolution)
     }
 
     pub fn len(&self) -> usize {
@@ -256,28 +241,17 @@ impl<'a> Increments<'a> {
     /// One upsert statement per bucket for an `update` command:
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
-        self.statements_with(|_, _, _| {})
-    }
-
-    /// The statements, each bucket's filter and `$inc` first given to
-    /// `more` (the bucket's sources ride in the same statement).
-    pub fn statements_with(
-        &self,
-        mut more: impl FnMut(&(&'a str, DateTime<Utc>), &mut Document, &mut Document),
-    ) -> Vec<Document> {
         let field = self.target.resolution.slots_field();
         self.buckets
             .iter()
-            .map(|(bucket, slots)| {
+            .map(|((key, start), slots)| {
                 let total: i64 = slots.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
                 for (slot, &n) in slots.iter().enumerate().filter(|(_, &n)| n > 0) {
                     inc.insert(format!("{field}.{slot}"), Bson::Int32(n as i32));
                 }
-                let mut q = self.target.bucket_query(bucket.0, bucket.1);
-                more(bucket, &mut q, &mut inc);
                 doc! {
-                    "q": q,
+                    "q": self.target.bucket_query(key, *start),
                     "u": { "$inc": inc },
                     "upsert": true,
                 }

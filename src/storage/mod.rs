@@ -3,7 +3,6 @@
 pub mod bucket_writer;
 pub mod buckets;
 pub mod last_use;
-pub mod legacy_sources;
 pub mod page_days;
 pub mod progress;
 pub mod retention;
@@ -11,7 +10,6 @@ pub mod schema;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
-pub mod source_names;
 pub mod sources;
 pub mod system;
 pub mod update;

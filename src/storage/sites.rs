@@ -275,8 +275,8 @@ pub async fn purge_due(
     Ok(purged)
 }
 
-/// Removes every bucket of a site's pages and its totals (their sources
-/// with them), then the site.
+/// Removes every bucket of a site's pages, its totals and sources, then
+/// the site.
 async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
     use super::Subject;
     let mut removed = 0;
@@ -286,6 +286,12 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
     for g in super::Resolution::ALL {
         targets.push((g.collection(), doc! {"page": pages.clone()}));
         targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
+    }
+    for (subject, collection) in super::sources::collections() {
+        targets.push(match subject {
+            Subject::Page => (collection, doc! {"page": pages.clone()}),
+            Subject::Site => (collection, doc! {"site": site_key}),
+        });
     }
     for (collection, filter) in targets {
         removed += store

@@ -1,33 +1,19 @@
-//! Traffic sources, counted inside the hour and day buckets that already
-//! count the views: a page's in its `views_hour` / `views_day` documents,
-//! a site's in its `site_views_hour` / `site_views_day` parts.
+//! Traffic sources, counted in bounded bucket documents per page and per
+//! site, by hour and by day:
 //!
 //! ```text
-//! {page, timestamp, totalViews, minutes: {...},
-//!  sources: {"google%2Ecom": 3, "direct": 9, ...}, otherSources: 2, sourceNames: 2}
+//! sources_hour / sources_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other}
+//! site_sources_hour / site_sources_day  {site, part, timestamp, totalViews, sources: {...}, other}
 //! ```
 //!
-//! Kept in the view buckets rather than in collections of their own so a
-//! hit with a source costs no statement more than one without: the
-//! source fields ride in the `$inc` the bucket gets anyway. Measured on
-//! secantusd-rs (docs/benchmarks.md), each into its own database: as
-//! separate buckets the write path kept 0.48-0.50 of its rate without
-//! sources, inside the view buckets 0.68-0.72. They also expire, and are
-//! deleted with their site, with the views.
-//!
 //! A bucket holds at most [`MAX_SOURCES_PER_BUCKET`] distinct sources; the
-//! views of any further source count in `otherSources`, so a flood of
-//! made-up `utm_source` values cannot grow a document without bound. Site
-//! buckets are split by writer part (`buckets::Subject`), so the cap holds
-//! per part.
-//!
-//! The writer knows which names a bucket holds from what it last read or
-//! wrote (`source_names`), so deciding the cap costs no read in most
-//! transactions. `sourceNames` counts the names added: a statement that
-//! adds names matches only while it is what the writer saw, so if another
-//! writer added names meanwhile, the upsert meets the unique key instead,
-//! the transaction aborts, and the writer reads the bucket again. The cap
-//! is exact whoever writes.
+//! views of any further source count in `other`, so a flood of made-up
+//! `utm_source` values cannot grow a document without bound. Which sources
+//! a bucket already has is read inside the applying transaction, so the cap
+//! is exact: the snapshot read and the write commit together or conflict
+//! and are retried whole. Site buckets are split by writer part like the
+//! site totals (`buckets::Subject`), so the cap holds per part: a site's
+//! hour holds at most the cap times the journal's lanes sources.
 //!
 //! Only views with a known source are counted here (the script's, or a URL
 //! with `utm_source`); a pixel without the script cannot know its referrer.
@@ -36,8 +22,9 @@ use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 
-use super::buckets::Target;
-use crate::domain::{Resolution, Source};
+use super::buckets::{Subject, Target};
+use crate::domain::Resolution;
+use crate::domain::Source;
 
 pub const MAX_SOURCES_PER_BUCKET: usize = 50;
 
@@ -45,189 +32,213 @@ pub const MAX_SOURCES_PER_BUCKET: usize = 50;
 /// for the rest of it.
 pub const LEVELS: [Resolution; 2] = [Resolution::Hour, Resolution::Day];
 
-/// Views per source, by field name (`Source::field_name`).
-pub const SOURCES: &str = "sources";
-/// Views of sources beyond the cap.
-pub const OTHER: &str = "otherSources";
-/// How many names `sources` was given by guarded statements (see the
-/// module's comment).
-pub const NAMES: &str = "sourceNames";
-
-/// A bucket of a batch: its key (page or site, borrowed from the hits) and
-/// start.
-pub type Key<'a> = (&'a str, DateTime<Utc>);
-
-/// A batch's source field names (`Source::field_name`), each worked out
-/// once and then referred to by its index.
-#[derive(Debug, Default)]
-pub struct FieldNames<'a> {
-    index: HashMap<&'a str, u32>,
-    names: Vec<String>,
-}
-
-impl<'a> FieldNames<'a> {
-    /// The index of a stored source value's field name.
-    pub fn of(&mut self, source: &'a str) -> u32 {
-        if let Some(&i) = self.index.get(source) {
-            return i;
-        }
-        let i = self.names.len() as u32;
-        self.names
-            .push(Source::from_stored(source.to_owned()).field_name());
-        self.index.insert(source, i);
-        i
-    }
-
-    pub fn name(&self, i: u32) -> &str {
-        &self.names[i as usize]
+pub fn collection(subject: Subject, g: Resolution) -> &'static str {
+    match (subject, g) {
+        (Subject::Page, Resolution::Day) => "sources_day",
+        (Subject::Page, _) => "sources_hour",
+        (Subject::Site, Resolution::Day) => "site_sources_day",
+        (Subject::Site, _) => "site_sources_hour",
     }
 }
 
-/// What a writer knows of a bucket's sources: the names it holds and the
-/// `sourceNames` it was last seen (or written) with.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Known {
-    pub names: HashSet<String>,
-    pub stored_count: i64,
+/// Every source collection, for indexes and site deletion.
+pub fn collections() -> impl Iterator<Item = (Subject, &'static str)> {
+    [Subject::Page, Subject::Site]
+        .into_iter()
+        .flat_map(|s| LEVELS.into_iter().map(move |g| (s, collection(s, g))))
 }
 
-impl Known {
-    /// From a bucket as read (projected to `sources` and `sourceNames`).
-    pub fn of_bucket(d: &Document) -> Self {
-        Known {
-            names: d
-                .get_document(SOURCES)
-                .map(|s| s.keys().cloned().collect())
-                .unwrap_or_default(),
-            stored_count: super::values::number(d.get(NAMES)).unwrap_or(0),
-        }
-    }
-}
-
-/// What one bucket's statement adds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceUpdate {
-    /// Source fields for the statement's `$inc`.
-    pub inc: Document,
-    /// Names new to the bucket; when any, the statement must match only
-    /// while `sourceNames` is `expected`.
-    pub added: Vec<String>,
-    pub expected: i64,
-}
-
-impl SourceUpdate {
-    /// The condition a statement that adds names puts in its filter. A
-    /// bucket never given a name has no `sourceNames` (preallocated, or
-    /// written by views without a source).
-    pub fn guard(&self) -> Option<(&'static str, Bson)> {
-        if self.added.is_empty() {
-            return None;
-        }
-        let expected = if self.expected == 0 {
-            Bson::Document(doc! {"$in": [Bson::Null, 0_i64]})
-        } else {
-            Bson::Int64(self.expected)
+/// One bucket per page (or site and writer part) and time; and by time
+/// first, for the writer's lookup on secantusd-rs (see
+/// [`SourceIncrements::lookup`]).
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    let by_time = collections().map(|(subject, collection)| {
+        let (name, keys) = match subject {
+            Subject::Page => ("timestamp_page", doc! {"timestamp": 1, "page": 1}),
+            Subject::Site => ("timestamp_site", doc! {"timestamp": 1, "site": 1}),
         };
-        Some((NAMES, expected))
+        super::schema::IndexSpec::new(collection, name, keys)
+    });
+    collections()
+        .map(|(subject, collection)| match subject {
+            Subject::Page => super::schema::IndexSpec::new(
+                collection,
+                "page_timestamp",
+                doc! {"page": 1, "timestamp": 1},
+            )
+            .unique(),
+            Subject::Site => super::schema::IndexSpec::new(
+                collection,
+                "site_timestamp_part",
+                doc! {"site": 1, "timestamp": 1, "part": 1},
+            )
+            .unique(),
+        })
+        .chain(by_time)
+        .collect()
+}
+
+type Key = (String, DateTime<Utc>);
+
+/// Views per page, hour and source: what a batch of the sources applier
+/// holds while it gathers, so a batch of many seconds stays as small as
+/// the buckets it touches. Sources are kept by hour and day, so an hour's
+/// start stands for its hits.
+#[derive(Debug, Default)]
+pub struct SourceCounts {
+    // Hashed for speed, not against floods: the keys are pages and sources
+    // that passed the pixel's rules, and the sources per bucket are capped.
+    views: rustc_hash::FxHashMap<(String, DateTime<Utc>, String), u32>,
+}
+
+impl SourceCounts {
+    pub fn add(&mut self, page: String, at: DateTime<Utc>, source: String) {
+        *self
+            .views
+            .entry((page, Resolution::Hour.floor(at), source))
+            .or_default() += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, DateTime<Utc>, &str, u32)> {
+        self.views
+            .iter()
+            .map(|((page, hour, source), &n)| (page.as_str(), *hour, source.as_str(), n))
     }
 }
 
-/// A batch's views per bucket and source (by field name index), for one
-/// target.
+/// A batch's views per bucket and source (by field name).
 #[derive(Debug)]
-pub struct SourceIncrements<'a> {
+pub struct SourceIncrements {
     target: Target,
-    buckets: HashMap<Key<'a>, HashMap<u32, u32>>,
+    buckets: HashMap<Key, HashMap<String, u32>>,
 }
 
-impl<'a> SourceIncrements<'a> {
-    pub fn new(target: Target) -> Self {
+impl SourceIncrements {
+    /// Page buckets.
+    pub fn for_pages(resolution: Resolution) -> Self {
+        Self::to(Target::pages(resolution))
+    }
+
+    /// Site buckets, written as `part`.
+    pub fn for_site(resolution: Resolution, part: i32) -> Self {
+        Self::to(Target::site(resolution, part))
+    }
+
+    fn to(target: Target) -> Self {
         Self {
             target,
             buckets: HashMap::new(),
         }
     }
 
-    pub fn target(&self) -> Target {
-        self.target
+    pub fn add(&mut self, page: &str, at: DateTime<Utc>, source: &Source) {
+        self.add_views(page, at, source, 1);
     }
 
-    /// Counts a view of `page` at `at` from the source whose field name
-    /// is `field` (a [`FieldNames`] index).
-    pub fn add(&mut self, page: &'a str, at: DateTime<Utc>, field: u32) {
+    /// `views` views of `page` at `at` from `source`.
+    pub fn add_views(&mut self, page: &str, at: DateTime<Utc>, source: &Source, views: u32) {
         *self
             .buckets
             .entry(self.target.bucket_of(page, at))
             .or_default()
-            .entry(field)
-            .or_default() += 1;
+            .entry(source.field_name())
+            .or_default() += views;
     }
 
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = Key<'a>> + '_ {
-        self.buckets.keys().copied()
+    pub fn collection(&self) -> &'static str {
+        collection(self.target.subject, self.target.resolution)
     }
 
-    /// Each bucket's source fields, given what is known of it ([`fields`];
-    /// nothing known: no names).
-    pub fn updates<'k>(
-        &self,
-        names: &FieldNames,
-        known: impl Fn(Key<'a>) -> Option<&'k Known>,
-    ) -> HashMap<Key<'a>, SourceUpdate> {
-        let none = Known::default();
-        self.buckets
+    /// The query that finds the buckets this batch touches (and perhaps a
+    /// few more of the same keys and times: the caller ignores those).
+    ///
+    /// On MongoDB by keys and times. secantusd-rs scans `{page: {$in}, timestamp:
+    /// {$in}}` over the unique key at a cost that grows with every bucket
+    /// the pages ever had (1.4 s for 1,000 pages with a year stored, probed
+    /// on the year bench's data), which halved the write path's rate with
+    /// sources; by the times alone, through the `timestamp_*` index, it
+    /// reads only this hour's and day's buckets. [`Self::existing`] keeps
+    /// the batch's own.
+    pub fn lookup(&self, by_time_only: bool) -> Document {
+        let times: HashSet<DateTime<Utc>> = self.buckets.keys().map(|(_, t)| *t).collect();
+        let mut q = doc! {
+            "timestamp": {"$in": times.into_iter().map(bson::DateTime::from_chrono).collect::<Vec<_>>()},
+        };
+        if !by_time_only {
+            let keys: HashSet<&str> = self.buckets.keys().map(|(k, _)| k.as_str()).collect();
+            q.insert(
+                self.target.subject.key_field(),
+                doc! {"$in": keys.into_iter().collect::<Vec<_>>()},
+            );
+            if let Some(part) = self.target.part {
+                q.insert("part", part);
+            }
+        }
+        q
+    }
+
+    pub fn projection(&self) -> Document {
+        doc! {"_id": 0, self.target.subject.key_field(): 1, "timestamp": 1, "part": 1, "sources": 1}
+    }
+
+    /// The source field names each found bucket already holds.
+    pub fn existing(&self, found: &[Document]) -> HashMap<Key, HashSet<String>> {
+        found
             .iter()
-            .map(|(&key, counts)| {
-                let counts = counts
-                    .iter()
-                    .map(|(&field, &n)| (names.name(field), i64::from(n)));
-                (key, fields(known(key).unwrap_or(&none), counts, 0))
+            .filter(|d| self.target.part.is_none_or(|p| d.get_i32("part") == Ok(p)))
+            .filter_map(|d| {
+                let key = d.get_str(self.target.subject.key_field()).ok()?.to_owned();
+                let at = d.get_datetime("timestamp").ok()?.to_chrono();
+                let names = d
+                    .get_document("sources")
+                    .map(|s| s.keys().cloned().collect())
+                    .unwrap_or_default();
+                Some(((key, at), names))
             })
             .collect()
     }
-}
 
-/// The source fields that add `counts` (by field name) and `other` to a
-/// bucket holding `known`. A source the bucket already has, or that still
-/// fits under the cap, gets its own counter; the rest go to
-/// `otherSources`. The most viewed new sources take the free places first
-/// (ties by name, so a retry decides the same way).
-pub fn fields<'a>(
-    known: &Known,
-    counts: impl Iterator<Item = (&'a str, i64)>,
-    other: i64,
-) -> SourceUpdate {
-    let mut room = MAX_SOURCES_PER_BUCKET.saturating_sub(known.names.len());
-    let mut ordered: Vec<(&str, i64)> = counts.collect();
-    ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let mut inc = Document::new();
-    let mut added = Vec::new();
-    let mut other = other;
-    for (name, n) in ordered {
-        if known.names.contains(name) {
-            inc.insert(format!("{SOURCES}.{name}"), n);
-        } else if room > 0 {
-            room -= 1;
-            inc.insert(format!("{SOURCES}.{name}"), n);
-            added.push(name.to_owned());
-        } else {
-            other += n;
-        }
-    }
-    if other > 0 {
-        inc.insert(OTHER, other);
-    }
-    if !added.is_empty() {
-        inc.insert(NAMES, added.len() as i64);
-    }
-    SourceUpdate {
-        inc,
-        added,
-        expected: known.stored_count,
+    /// One upsert per bucket. A source the bucket already has, or that
+    /// still fits under the cap, gets its own counter; the rest go to
+    /// `other`. Within a batch the most viewed new sources take the free
+    /// places first (ties by name, so a retry decides the same way).
+    pub fn statements(&self, existing: &HashMap<Key, HashSet<String>>) -> Vec<Document> {
+        let none = HashSet::new();
+        self.buckets
+            .iter()
+            .map(|((key, start), counts)| {
+                let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
+                let mut room = MAX_SOURCES_PER_BUCKET.saturating_sub(known.len());
+                let mut ordered: Vec<(&String, u32)> =
+                    counts.iter().map(|(name, &n)| (name, n)).collect();
+                ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+                let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
+                let mut inc = doc! {"totalViews": total};
+                let mut other = 0i64;
+                for (name, n) in ordered {
+                    if known.contains(name) {
+                        inc.insert(format!("sources.{name}"), Bson::Int64(i64::from(n)));
+                    } else if room > 0 {
+                        room -= 1;
+                        inc.insert(format!("sources.{name}"), Bson::Int64(i64::from(n)));
+                    } else {
+                        other += i64::from(n);
+                    }
+                }
+                if other > 0 {
+                    inc.insert("other", other);
+                }
+                doc! {
+                    "q": self.target.bucket_query(key, *start),
+                    "u": { "$inc": inc },
+                    "upsert": true,
+                }
+            })
+            .collect()
     }
 }
 
@@ -240,156 +251,88 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 11, 22, h, 5, 0).unwrap()
     }
 
-    /// `(page, source)` views into one target.
-    fn batch<'a>(
-        target: Target,
-        names: &mut FieldNames<'a>,
-        views: &[(&'a str, u32, &'a str)],
-    ) -> SourceIncrements<'a> {
-        let mut inc = SourceIncrements::new(target);
-        for &(page, h, source) in views {
-            inc.add(page, at(h), names.of(source));
-        }
-        inc
-    }
-
-    fn only(u: HashMap<Key, SourceUpdate>) -> SourceUpdate {
-        assert_eq!(u.len(), 1, "{u:?}");
-        u.into_values().next().unwrap()
-    }
-
-    #[test]
-    fn field_names_encode_dots_once_per_source() {
-        let mut names = FieldNames::default();
-        let a = names.of("google.com");
-        assert_eq!(names.of("google.com"), a);
-        assert_ne!(names.of("direct"), a);
-        assert_eq!(names.name(a), "google%2Ecom");
+    fn source(s: &str) -> Source {
+        Source::from_stored(s.to_owned())
     }
 
     #[test]
     fn site_sources_merge_pages_and_encode_dots() {
-        let mut names = FieldNames::default();
-        let inc = batch(
-            Target::site(Resolution::Day, 0),
-            &mut names,
-            &[
-                ("example.com/a", 1, "google.com"),
-                ("example.com/b", 2, "google.com"),
-                ("example.com/b", 3, "direct"),
-            ],
-        );
-        let u = inc.updates(&names, |_| None);
-        assert_eq!(u.keys().next().unwrap().0, "example.com");
-        let update = only(u);
+        let mut inc = SourceIncrements::for_site(Resolution::Day, 0);
+        inc.add("example.com/a", at(1), &source("google.com"));
+        inc.add("example.com/b", at(2), &source("google.com"));
+        inc.add("example.com/b", at(3), &source("direct"));
+        let s = inc.statements(&HashMap::new());
+        assert_eq!(s.len(), 1);
         assert_eq!(
-            update.inc,
-            doc! {"sources.google%2Ecom": 2_i64, "sources.direct": 1_i64, "sourceNames": 2_i64}
+            s[0].get_document("u")
+                .unwrap()
+                .get_document("$inc")
+                .unwrap(),
+            &doc! {"totalViews": 3_i64, "sources.google%2Ecom": 2_i64, "sources.direct": 1_i64}
         );
-        // A bucket never given a name: missing or 0.
-        assert_eq!(
-            update.guard(),
-            Some((NAMES, Bson::Document(doc! {"$in": [Bson::Null, 0_i64]})))
-        );
+        assert_eq!(inc.collection(), "site_sources_day");
     }
 
     #[test]
     fn beyond_the_cap_new_sources_count_as_other() {
+        let mut inc = SourceIncrements::for_pages(Resolution::Hour);
         let page = "example.com/a";
         // The bucket already holds the cap less one: one new source fits,
         // the most viewed one; a source it already has keeps counting.
-        let mut held: HashSet<String> = (0..MAX_SOURCES_PER_BUCKET - 1)
+        let mut known: HashSet<String> = (0..MAX_SOURCES_PER_BUCKET - 1)
             .map(|i| format!("s{i}"))
             .collect();
-        held.insert("old".into());
-        held.remove("s0");
-        let mut names = FieldNames::default();
-        let inc = batch(
-            Target::pages(Resolution::Hour),
-            &mut names,
-            &[
-                (page, 1, "big"),
-                (page, 1, "big"),
-                (page, 1, "big"),
-                (page, 1, "small"),
-                (page, 1, "tiny"),
-                (page, 1, "old"),
-            ],
-        );
-        let known = Known {
-            names: held,
-            stored_count: 49,
-        };
-        let update = only(inc.updates(&names, |_| Some(&known)));
+        known.insert("old".into());
+        known.remove("s0");
+        for _ in 0..3 {
+            inc.add(page, at(1), &source("big"));
+        }
+        inc.add(page, at(1), &source("small"));
+        inc.add(page, at(1), &source("tiny"));
+        inc.add(page, at(1), &source("old"));
+        let start = Resolution::Hour.floor(at(1));
+        let existing = HashMap::from([((page.to_owned(), start), known)]);
+        let s = inc.statements(&existing);
         assert_eq!(
-            update.inc,
-            doc! {"sources.big": 3_i64, "sources.old": 1_i64, "otherSources": 2_i64, "sourceNames": 1_i64}
-        );
-        assert_eq!(update.added, ["big"]);
-        assert_eq!(update.guard(), Some((NAMES, Bson::Int64(49))));
-    }
-
-    #[test]
-    fn known_names_alone_need_no_guard() {
-        let mut names = FieldNames::default();
-        let inc = batch(
-            Target::pages(Resolution::Day),
-            &mut names,
-            &[("example.com/a", 1, "direct")],
-        );
-        let known = Known {
-            names: HashSet::from(["direct".to_owned()]),
-            stored_count: 1,
-        };
-        let update = only(inc.updates(&names, |_| Some(&known)));
-        assert_eq!(update.inc, doc! {"sources.direct": 1_i64});
-        assert_eq!(update.guard(), None);
-    }
-
-    #[test]
-    fn a_full_bucket_sends_every_new_source_to_other() {
-        let mut names = FieldNames::default();
-        let inc = batch(
-            Target::pages(Resolution::Day),
-            &mut names,
-            &[("example.com/a", 1, "late")],
-        );
-        let known = Known {
-            names: (0..MAX_SOURCES_PER_BUCKET)
-                .map(|i| format!("s{i}"))
-                .collect(),
-            stored_count: MAX_SOURCES_PER_BUCKET as i64,
-        };
-        let update = only(inc.updates(&names, |_| Some(&known)));
-        assert_eq!(update.inc, doc! {"otherSources": 1_i64});
-        assert_eq!(update.guard(), None);
-    }
-
-    #[test]
-    fn old_counts_and_other_fold_in_under_the_cap() {
-        let known = Known {
-            names: (1..MAX_SOURCES_PER_BUCKET)
-                .map(|i| format!("n{i}"))
-                .collect(),
-            stored_count: 49,
-        };
-        let update = fields(&known, [("x", 3), ("y", 2), ("n1", 4)].into_iter(), 1);
-        assert_eq!(
-            update.inc,
-            doc! {"sources.n1": 4_i64, "sources.x": 3_i64, "otherSources": 3_i64, "sourceNames": 1_i64}
+            s[0].get_document("u")
+                .unwrap()
+                .get_document("$inc")
+                .unwrap(),
+            &doc! {"totalViews": 6_i64, "sources.big": 3_i64, "sources.old": 1_i64, "other": 2_i64}
         );
     }
 
     #[test]
-    fn known_reads_the_names_and_the_stored_count() {
-        let d = doc! {
+    fn existing_reads_the_field_names_of_found_buckets() {
+        let inc = SourceIncrements::for_pages(Resolution::Hour);
+        let t = Resolution::Hour.floor(at(1));
+        let found = vec![doc! {
             "page": "example.com/a",
+            "timestamp": bson::DateTime::from_chrono(t),
             "sources": {"google%2Ecom": 1_i64, "direct": 2_i64},
-            "sourceNames": 2_i32,
+        }];
+        let e = inc.existing(&found);
+        assert_eq!(e[&("example.com/a".to_owned(), t)].len(), 2);
+    }
+
+    #[test]
+    fn a_lookup_by_time_alone_keeps_only_this_writers_part() {
+        let mut inc = SourceIncrements::for_site(Resolution::Hour, 1);
+        inc.add("example.com/a", at(1), &source("google.com"));
+        let lookup = inc.lookup(true);
+        assert_eq!(lookup.len(), 1, "the times alone: {lookup}");
+        let full = inc.lookup(false);
+        assert_eq!(full.get_i32("part"), Ok(1));
+        assert!(full.contains_key("site"));
+        let t = Resolution::Hour.floor(at(1));
+        let bucket = |part: i32, name: &str| {
+            doc! {"site": "example.com", "timestamp": bson::DateTime::from_chrono(t), "part": part, "sources": {name: 1_i64}}
         };
-        let k = Known::of_bucket(&d);
-        assert_eq!(k.names.len(), 2);
-        assert_eq!(k.stored_count, 2);
-        assert_eq!(Known::of_bucket(&doc! {"page": "x"}), Known::default());
+        let e = inc.existing(&[bucket(0, "other%2Epart"), bucket(1, "mine")]);
+        let names = &e[&("example.com".to_owned(), t)];
+        assert!(
+            names.contains("mine") && !names.contains("other%2Epart"),
+            "{names:?}"
+        );
     }
 }

@@ -24,6 +24,8 @@ pub struct WriteBehind {
     pub journal_bytes: u64,
     pub journal_budget: u64,
     pub backlog: u64,
+    /// Journaled hits whose sources are not yet applied.
+    pub sources_backlog: u64,
     pub backlog_age_secs: f64,
     pub committed: u64,
     pub applied: u64,
@@ -58,6 +60,7 @@ impl WriteBehind {
             journal_bytes: journal.bytes(),
             journal_budget: journal.budget(),
             backlog: js.backlog(),
+            sources_backlog: js.sources_backlog(),
             backlog_age_secs: journal.backlog_age_secs(state.clock.now()),
             committed: js.committed_records.load(Relaxed),
             applied: js.applied_records.load(Relaxed),
@@ -116,6 +119,10 @@ impl WriteBehind {
             ("Group commits", n(self.group_commits)),
             ("Mean journal sync", format!("{:.2} ms", self.mean_sync_ms)),
             ("Backlog (hits not yet in the database)", n(self.backlog)),
+            (
+                "Sources backlog (applied every few seconds)",
+                n(self.sources_backlog),
+            ),
             (
                 "Oldest unapplied hit",
                 format!("{:.1} s", self.backlog_age_secs),
@@ -186,7 +193,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             stats.count(o)
         ));
     }
-    let gauges: [(&str, &str, u64); 7] = [
+    let gauges: [(&str, &str, u64); 8] = [
         (
             "tickertape_queue_depth",
             "Hits waiting for the journal writers.",
@@ -211,6 +218,11 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             "tickertape_journal_backlog_hits",
             "Journaled hits not yet applied to the database.",
             w.backlog,
+        ),
+        (
+            "tickertape_journal_sources_backlog_hits",
+            "Journaled hits whose sources are not yet applied (they trail the views by up to the sources window).",
+            w.sources_backlog,
         ),
         (
             "tickertape_journal_corrupt_segments",

@@ -268,7 +268,7 @@ async fn the_script_reports_the_referring_site_and_utm_source_in_a_real_browser(
         let db = app.store.db().clone();
         async move {
             let d = db
-                .collection::<bson::Document>("views_day")
+                .collection::<bson::Document>("sources_day")
                 .find_one(bson::doc! {"page": page})
                 .await
                 .unwrap()

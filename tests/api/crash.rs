@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::sources::MAX_SOURCES_PER_BUCKET;
+use tickertape::storage::sources::{self, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
 use crate::helpers::*;
@@ -170,11 +170,14 @@ impl AppProcess {
             .ok()
     }
 
-    /// Waits until the app has applied everything it journaled.
+    /// Waits until the app has applied everything it journaled, views
+    /// and sources.
     async fn drained(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
-            if self.metric("tickertape_journal_backlog_hits").await == Some(0.0) {
+            if self.metric("tickertape_journal_backlog_hits").await == Some(0.0)
+                && self.metric("tickertape_journal_sources_backlog_hits").await == Some(0.0)
+            {
                 return;
             }
             assert!(Instant::now() < deadline, "the backlog did not drain");
@@ -289,8 +292,8 @@ async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64
     out
 }
 
-/// Per bucket key (page or site), the views its hour or day buckets give
-/// a source (named or `otherSources`), and the most names one holds.
+/// Per bucket key (page or site), the views its hour or day source
+/// buckets give a source (named or `other`), and the most names one holds.
 async fn source_totals(
     uri: &str,
     database: &str,
@@ -300,7 +303,7 @@ async fn source_totals(
     let client = mongodb::Client::with_uri_str(uri).await.unwrap();
     let buckets: Vec<bson::Document> = client
         .database(database)
-        .collection(subject.collection(g))
+        .collection(sources::collection(subject, g))
         .find(bson::doc! {})
         .await
         .unwrap()
@@ -316,7 +319,7 @@ async fn source_totals(
             .iter()
             .map(|(_, v)| v.as_i64().unwrap())
             .sum::<i64>()
-            + b.get_i64("otherSources").unwrap_or(0);
+            + b.get_i64("other").unwrap_or(0);
         *out.entry(b.get_str(subject.key_field()).unwrap().to_owned())
             .or_default() += views;
     }

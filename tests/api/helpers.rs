@@ -104,6 +104,7 @@ pub fn test_settings() -> Settings {
     settings.ingest.queue_capacity = 10_000;
     // Tests read the buckets right after the hits: apply at once.
     settings.ingest.apply_window_ms = 10;
+    settings.ingest.sources_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
     // Buckets kept for ever: tests write at a pinned date, and the server's
     // TTL monitor expires by the wall clock, so a retention would delete
@@ -264,11 +265,13 @@ impl TestApp {
     /// applies within a few milliseconds in tests).
     pub async fn settle(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while self.journal.stats().backlog() > 0 {
+        let stats = self.journal.stats();
+        while stats.backlog() > 0 || stats.sources_backlog() > 0 {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the backlog did not drain: {} hits",
-                self.journal.stats().backlog()
+                "the backlog did not drain: {} hits, {} hits' sources",
+                stats.backlog(),
+                stats.sources_backlog()
             );
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }

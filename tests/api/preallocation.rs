@@ -2,7 +2,7 @@
 //! report numbers, the scheduler, and the admin page, JSON endpoint and CLI.
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::{DateTime, TimeDelta, TimeZone, Timelike, Utc};
 use futures::{StreamExt, TryStreamExt};
 use tickertape::accounts::Role;
 use tickertape::domain::Page;
@@ -546,9 +546,14 @@ async fn the_cli_preallocates_and_refuses_bad_input() {
             .output()
             .unwrap()
     };
-    let from = (Resolution::Hour.floor(Utc::now()) + TimeDelta::hours(1))
-        .format("%Y-%m-%dT%H:00")
-        .to_string();
+    let first = Resolution::Hour.floor(Utc::now()) + TimeDelta::hours(1);
+    let from = first.format("%Y-%m-%dT%H:00").to_string();
+    // Two hours of minute and hour buckets, plus a day bucket when one of the
+    // hours starts a UTC day (run at 22:xx or 23:xx UTC).
+    let day_buckets = (0..2)
+        .filter(|h| (first + TimeDelta::hours(*h)).hour() == 0)
+        .count();
+    let expected = format!("{} inserted, 0 already present", 122 + day_buckets);
     let out = cli(&["--page", "c.test/x", "--from", &from, "--hours", "2"]);
     assert!(
         out.status.success(),
@@ -556,10 +561,7 @@ async fn the_cli_preallocates_and_refuses_bad_input() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("122 inserted, 0 already present"),
-        "{stdout}"
-    );
+    assert!(stdout.contains(&expected), "{stdout}");
     for bad in [
         vec!["--hours", "0"],
         vec!["--site", "nowhere.test"],

@@ -15,9 +15,8 @@ fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-/// The `sources` sub-document (decoded names), `otherSources` and the
-/// views with a source of every bucket of `coll` matching `filter`, added
-/// up.
+/// The `sources` sub-document (decoded names) and `other` of every
+/// bucket of `coll` matching `filter`, added up.
 async fn sources_in(app: &TestApp, coll: &str, filter: Document) -> (Vec<(String, i64)>, i64, i64) {
     app.settle().await;
     let docs: Vec<Document> = futures::TryStreamExt::try_collect(
@@ -33,13 +32,11 @@ async fn sources_in(app: &TestApp, coll: &str, filter: Document) -> (Vec<(String
     let mut by: std::collections::BTreeMap<String, i64> = Default::default();
     let (mut other, mut total) = (0, 0);
     for d in docs {
-        let beyond = d.get_i64("otherSources").unwrap_or(0);
-        other += beyond;
-        total += beyond;
-        for (k, v) in d.get_document("sources").cloned().unwrap_or_default() {
-            let name = tickertape::domain::Source::from_field_name(&k).into_string();
+        total += d.get_i64("totalViews").unwrap();
+        other += d.get_i64("other").unwrap_or(0);
+        for (k, v) in d.get_document("sources").unwrap() {
+            let name = tickertape::domain::Source::from_field_name(k).into_string();
             *by.entry(name).or_default() += v.as_i64().unwrap();
-            total += v.as_i64().unwrap();
         }
     }
     (by.into_iter().collect(), other, total)
@@ -77,7 +74,7 @@ async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
         );
     }
     let (site_sources, other, total) =
-        sources_in(&app, "site_views_day", doc! {"site": "src.test"}).await;
+        sources_in(&app, "site_sources_day", doc! {"site": "src.test"}).await;
     assert_eq!(
         site_sources,
         vec![
@@ -89,14 +86,14 @@ async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
         ]
     );
     assert_eq!((other, total), (0, 9), "the pixel-only /d has no source");
-    let (page_b, _, _) = sources_in(&app, "views_hour", doc! {"page": "src.test/b"}).await;
+    let (page_b, _, _) = sources_in(&app, "sources_hour", doc! {"page": "src.test/b"}).await;
     assert_eq!(page_b, vec![("direct".into(), 5), ("newsletter".into(), 1)]);
     // Never a path or query of the referrer anywhere.
     let raw = format!(
         "{:?}",
         app.store
             .db()
-            .collection::<Document>("views_day")
+            .collection::<Document>("sources_day")
             .find_one(doc! {"page": "src.test/a"})
             .await
             .unwrap()
@@ -129,8 +126,8 @@ async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other(
     }
     app.settle().await;
     for (coll, filter) in [
-        ("views_hour", doc! {"page": "cap.test/x"}),
-        ("views_day", doc! {"page": "cap.test/x"}),
+        ("sources_hour", doc! {"page": "cap.test/x"}),
+        ("sources_day", doc! {"page": "cap.test/x"}),
     ] {
         let docs: Vec<Document> = futures::TryStreamExt::try_collect(
             app.store
@@ -149,12 +146,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other(
             MAX_SOURCES_PER_BUCKET,
             "{coll}"
         );
-        assert_eq!(
-            d.get_i64("sourceNames").unwrap(),
-            MAX_SOURCES_PER_BUCKET as i64,
-            "{coll}"
-        );
-        assert_eq!(d.get_i64("otherSources").unwrap(), 10, "{coll}");
+        assert_eq!(d.get_i64("other").unwrap(), 10, "{coll}");
         assert_eq!(d.get_i64("totalViews").unwrap(), n as i64, "{coll}");
     }
     // A source the bucket already holds keeps its own counter.
@@ -163,7 +155,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other(
         site.id
     ))
     .await;
-    let (sources, other, _) = sources_in(&app, "views_day", doc! {"page": "cap.test/x"}).await;
+    let (sources, other, _) = sources_in(&app, "sources_day", doc! {"page": "cap.test/x"}).await;
     assert_eq!(other, 10);
     assert!(sources.contains(&("campaign0".into(), 2)), "{sources:?}");
 }
@@ -285,162 +277,6 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             .await,
         8
     );
-    let (sources, _, total) = sources_in(&app, "site_views_day", doc! {"site": "old.test"}).await;
+    let (sources, _, total) = sources_in(&app, "site_sources_day", doc! {"site": "old.test"}).await;
     assert_eq!((sources, total), (vec![("google.com".into(), 1)], 1));
-}
-
-/// Two writers on one bucket: the second fills it to the cap behind the
-/// first's back. The first still knows only its own name, so without the
-/// `sourceNames` guard it would add five more; with it, its statement
-/// meets the unique key, it reads the bucket again, and the five go to
-/// `otherSources`. Page and site buckets alike.
-#[tokio::test]
-async fn a_writer_behind_another_writers_names_still_keeps_the_cap() {
-    use tickertape::storage::bucket_writer::BucketWriter;
-    let app = spawn_app().await;
-    let page = "guard.test/x";
-    let deadline = || tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    let first = BucketWriter::new(&app.store);
-    let second = BucketWriter::new(&app.store);
-    first
-        .apply_direct(&[(page, t0(), Some("first"))], deadline())
-        .await
-        .unwrap();
-    let fill: Vec<String> = (1..MAX_SOURCES_PER_BUCKET)
-        .map(|i| format!("b{i}"))
-        .collect();
-    let hits: Vec<_> = fill
-        .iter()
-        .map(|s| (page, t0(), Some(s.as_str())))
-        .collect();
-    second.apply_direct(&hits, deadline()).await.unwrap();
-    let late: Vec<String> = (0..5).map(|i| format!("late{i}")).collect();
-    let hits: Vec<_> = late
-        .iter()
-        .map(|s| (page, t0(), Some(s.as_str())))
-        .collect();
-    first.apply_direct(&hits, deadline()).await.unwrap();
-    for (coll, filter) in [
-        ("views_hour", doc! {"page": page}),
-        ("views_day", doc! {"page": page}),
-        ("site_views_hour", doc! {"site": "guard.test"}),
-        ("site_views_day", doc! {"site": "guard.test"}),
-    ] {
-        let (sources, other, total) = sources_in(&app, coll, filter).await;
-        assert_eq!(sources.len(), MAX_SOURCES_PER_BUCKET, "{coll}");
-        assert!(
-            sources.iter().all(|(s, _)| !s.starts_with("late")),
-            "{coll}"
-        );
-        assert_eq!((other, total), (5, 55), "{coll}");
-    }
-}
-
-/// Sources written by the version that kept them in collections of their
-/// own are moved into the view buckets when the app starts: once, under
-/// the cap, and the old collections dropped.
-#[tokio::test]
-async fn old_source_collections_are_folded_into_the_view_buckets_at_start() {
-    use tickertape::storage::Resolution;
-    let app = spawn_app().await;
-    let hour = bson::DateTime::from_chrono(Resolution::Hour.floor(t0()));
-    let day = bson::DateTime::from_chrono(Resolution::Day.floor(t0()));
-    // The views, as they were counted (without sources); page b's day
-    // already holds the cap less one of names written since the upgrade.
-    app.write_hits(&[
-        ("fold.test/a", t0()),
-        ("fold.test/a", t0()),
-        ("fold.test/a", t0()),
-    ])
-    .await;
-    let names: Vec<String> = (1..MAX_SOURCES_PER_BUCKET)
-        .map(|i| format!("n{i}"))
-        .collect();
-    let hits: Vec<_> = names
-        .iter()
-        .map(|s| ("fold.test/b", t0(), Some(s.as_str())))
-        .collect();
-    app.write_hits(&hits).await;
-    let db = app.store.db();
-    let old = |coll: &str, docs: Vec<Document>| {
-        let c = db.collection::<Document>(coll);
-        async move { c.insert_many(docs).await.unwrap() }
-    };
-    old(
-        "sources_hour",
-        vec![
-            doc! {"page": "fold.test/a", "timestamp": hour, "totalViews": 3_i64,
-            "sources": {"google%2Ecom": 2_i64, "direct": 1_i64}},
-        ],
-    )
-    .await;
-    old(
-        "sources_day",
-        vec![
-            doc! {"page": "fold.test/a", "timestamp": day, "totalViews": 3_i64,
-            "sources": {"google%2Ecom": 2_i64, "direct": 1_i64}},
-            doc! {"page": "fold.test/b", "timestamp": day, "totalViews": 6_i64,
-            "sources": {"x": 3_i64, "y": 2_i64, "z": 1_i64}},
-            // Its views are past retention: nothing to add to.
-            doc! {"page": "fold.test/gone", "timestamp": day, "totalViews": 1_i64,
-            "sources": {"direct": 1_i64}},
-        ],
-    )
-    .await;
-    old(
-        "site_sources_day",
-        vec![
-            doc! {"site": "fold.test", "timestamp": day, "part": -1, "totalViews": 4_i64,
-            "sources": {"google%2Ecom": 3_i64}, "other": 1_i64},
-        ],
-    )
-    .await;
-    // A second app on the same database: its start folds them.
-    let name = db.name().to_owned();
-    let again = spawn_app_with(move |s| s.database.name = name).await;
-    let collections = again.store.db().list_collection_names().await.unwrap();
-    for gone in [
-        "sources_hour",
-        "sources_day",
-        "site_sources_hour",
-        "site_sources_day",
-    ] {
-        assert!(!collections.iter().any(|c| c == gone), "{gone} dropped");
-    }
-    let (a_hour, _, _) = sources_in(&app, "views_hour", doc! {"page": "fold.test/a"}).await;
-    assert_eq!(a_hour, vec![("direct".into(), 1), ("google.com".into(), 2)]);
-    let (a_day, _, _) = sources_in(&app, "views_day", doc! {"page": "fold.test/a"}).await;
-    assert_eq!(a_day, a_hour);
-    // b's day had room for one name: the most viewed; the rest is other.
-    let (b_day, other, total) = sources_in(&app, "views_day", doc! {"page": "fold.test/b"}).await;
-    assert_eq!(b_day.len(), MAX_SOURCES_PER_BUCKET);
-    assert!(b_day.contains(&("x".into(), 3)), "{b_day:?}");
-    assert_eq!((other, total), (3, 49 + 6));
-    let b = db
-        .collection::<Document>("views_day")
-        .find_one(doc! {"page": "fold.test/b"})
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(b.get_i64("sourceNames"), Ok(MAX_SOURCES_PER_BUCKET as i64));
-    let gone = db
-        .collection::<Document>("views_day")
-        .find_one(doc! {"page": "fold.test/gone"})
-        .await
-        .unwrap();
-    assert!(gone.is_none(), "no bucket is made for expired views");
-    // The site's day: its own part, with `other` carried over.
-    let (site, other, total) = sources_in(
-        &app,
-        "site_views_day",
-        doc! {"site": "fold.test", "part": -1},
-    )
-    .await;
-    assert!(site.contains(&("google.com".into(), 3)), "{site:?}");
-    assert_eq!((other, total), (1, 49 + 4));
-    // Folding again finds nothing to move.
-    let report = tickertape::storage::legacy_sources::fold(&app.store)
-        .await
-        .unwrap();
-    assert_eq!(report, Default::default());
 }

@@ -4,8 +4,8 @@ use bson::{doc, Bson, Document};
 use chrono::TimeDelta;
 use std::collections::BTreeMap;
 use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
-use tickertape::storage::progress;
-use tickertape::storage::{schema, zero_filled, Resolution};
+use tickertape::storage::progress::{self, Stream};
+use tickertape::storage::{schema, zero_filled, Resolution, Subject};
 use tokio::time::{Duration, Instant};
 
 use crate::helpers::*;
@@ -146,37 +146,119 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
     let app = spawn_app().await;
     let journal = uuid::Uuid::new_v4().to_string();
     assert_eq!(
-        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        progress::ensure_lane(&app.store, &journal, 0, 0)
+            .await
+            .unwrap(),
         0
     );
     let writer = BucketWriter::new(&app.store);
-    let advance = progress::Advance {
+    let advance = |stream| progress::Advance {
         journal: &journal,
         lane: 0,
+        stream,
         from: 0,
         to: 40,
     };
-    let hits = [("once.test/", t0()), ("once.test/", t0())];
+    let hits = [
+        ("once.test/", t0(), Some("a.example")),
+        ("once.test/", t0(), None),
+    ];
+    let views = advance(Stream::Views);
     let report = writer
-        .apply(hits.iter().map(|&h| h.into()), Some(&advance))
+        .apply(hits.iter().map(|&h| h.into()), Some(&views))
         .await
         .unwrap();
+    // The views stream writes the views only.
     assert_eq!((report.hits, report.statements()), (2, 6));
     let again = writer
-        .apply(hits.iter().map(|&h| h.into()), Some(&advance))
+        .apply(hits.iter().map(|&h| h.into()), Some(&views))
         .await;
     assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
-    assert_eq!(
-        progress::position(&app.store, &journal, 0).await.unwrap(),
-        Some(40)
-    );
     for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
+    let source_buckets = |subject| {
+        let coll = app
+            .store
+            .db()
+            .collection::<Document>(tickertape::storage::sources::collection(
+                subject,
+                Resolution::Day,
+            ));
+        async move { coll.count_documents(doc! {}).await.unwrap() }
+    };
+    assert_eq!(source_buckets(Subject::Page).await, 0);
+    // The sources stream has its own position in the same lane and writes
+    // the sources only, also at most once.
+    let sources = advance(Stream::Sources);
+    let report = writer
+        .apply(hits.iter().map(|&h| h.into()), Some(&sources))
+        .await
+        .unwrap();
+    assert_eq!((report.hits, report.statements()), (2, 4));
+    let again = writer
+        .apply(hits.iter().map(|&h| h.into()), Some(&sources))
+        .await;
+    assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
+    assert_eq!(source_buckets(Subject::Page).await, 1);
+    assert_eq!(source_buckets(Subject::Site).await, 1);
+    for g in Resolution::ALL {
+        assert_eq!(app.total_views(g).await, 2, "{g:?}");
+    }
+    for stream in Stream::ALL {
+        assert_eq!(
+            progress::position(&app.store, &journal, 0, stream)
+                .await
+                .unwrap(),
+            Some(40),
+            "{stream:?}"
+        );
+    }
     // `ensure` never moves a lane the database already knows.
     assert_eq!(
-        progress::ensure(&app.store, &journal, 0, 0).await.unwrap(),
+        progress::ensure_lane(&app.store, &journal, 0, 0)
+            .await
+            .unwrap(),
         40
+    );
+}
+
+#[tokio::test]
+async fn a_lane_from_before_the_sources_stream_starts_its_sources_at_its_views() {
+    // Before sources had a stream of their own they were written with the
+    // views: a lane the database knows only by its views position must not
+    // apply the sources before it again.
+    let app = spawn_app().await;
+    let journal = uuid::Uuid::new_v4().to_string();
+    progress::ensure(&app.store, &journal, 3, Stream::Views, 0)
+        .await
+        .unwrap();
+    let writer = BucketWriter::new(&app.store);
+    let advance = progress::Advance {
+        journal: &journal,
+        lane: 3,
+        stream: Stream::Views,
+        from: 0,
+        to: 512,
+    };
+    writer
+        .apply(
+            [("old.test/", t0())].iter().map(|&h| h.into()),
+            Some(&advance),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        progress::ensure_lane(&app.store, &journal, 3, 0)
+            .await
+            .unwrap(),
+        512
+    );
+    assert_eq!(
+        progress::position(&app.store, &journal, 3, Stream::Sources)
+            .await
+            .unwrap(),
+        Some(512)
     );
 }
 
