@@ -77,6 +77,39 @@ async fn synced_hits_survive_a_reopen_in_order_across_segments() {
 }
 
 #[tokio::test]
+async fn a_segment_stays_until_both_appliers_are_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    for round in 0..10 {
+        write(&journal, round * 300..(round + 1) * 300).await;
+    }
+    let lane = &journal.lanes()[0];
+    let before = segments(dir.path()).len();
+    assert!(before > 2);
+    // The views are all in; the sources not yet: nothing may go.
+    lane.applied(0, lane.committed());
+    assert_eq!(segments(dir.path()).len(), before);
+    // The sources reach the middle: only what lies before it goes.
+    let middle = read_all(lane).len() / 2;
+    let mut at = lane.oldest();
+    let mut read = 0;
+    while read < middle {
+        let chunk = lane.read(at, middle - read).unwrap();
+        read += chunk.records.len();
+        at = chunk.end;
+    }
+    lane.applied(1, at);
+    let after = segments(dir.path()).len();
+    assert!(after < before && after > 1, "{before} -> {after}");
+    // Everything the sources have not applied is still there.
+    assert!(lane.oldest() <= at);
+    assert!(read_all(lane).len() >= 3000 - read);
+    // Both past everything: only the writer's segment is left.
+    lane.applied(1, lane.committed());
+    assert_eq!(segments(dir.path()).len(), 1);
+}
+
+#[tokio::test]
 async fn applied_segments_are_deleted_and_their_bytes_released() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
