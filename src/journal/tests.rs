@@ -34,6 +34,16 @@ async fn write(journal: &Journal, range: std::ops::Range<usize>) {
     }
 }
 
+/// A journal holding hits 0..3000, written in ten syncs over several
+/// 64 KiB segments.
+async fn three_thousand_hits(dir: &Path) -> (Journal, Vec<LaneFeed>) {
+    let (journal, feeds) = Journal::open(&config(dir)).unwrap();
+    for round in 0..10 {
+        write(&journal, round * 300..(round + 1) * 300).await;
+    }
+    (journal, feeds)
+}
+
 fn read_all(lane: &Lane) -> Vec<Record> {
     let mut at = lane.oldest();
     let mut out = Vec::new();
@@ -59,11 +69,8 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 #[tokio::test]
 async fn synced_hits_survive_a_reopen_in_order_across_segments() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
     let id = journal.id();
-    for round in 0..10 {
-        write(&journal, round * 300..(round + 1) * 300).await;
-    }
     journal.close_writers().await;
     drop(journal);
     assert!(segments(dir.path()).len() > 1, "64 KiB segments roll");
@@ -79,10 +86,7 @@ async fn synced_hits_survive_a_reopen_in_order_across_segments() {
 #[tokio::test]
 async fn a_segment_stays_until_both_appliers_are_past_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
-    for round in 0..10 {
-        write(&journal, round * 300..(round + 1) * 300).await;
-    }
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
     let lane = &journal.lanes()[0];
     let before = segments(dir.path()).len();
     assert!(before > 2);
@@ -112,10 +116,7 @@ async fn a_segment_stays_until_both_appliers_are_past_it() {
 #[tokio::test]
 async fn applied_segments_are_deleted_and_their_bytes_released() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
-    for round in 0..10 {
-        write(&journal, round * 300..(round + 1) * 300).await;
-    }
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
     let lane = &journal.lanes()[0];
     let before = segments(dir.path()).len();
     let bytes = journal.bytes();

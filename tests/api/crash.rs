@@ -111,6 +111,9 @@ impl AppProcess {
             ("TICKERTAPE_LISTEN".into(), format!("127.0.0.1:{port}")),
             ("TICKERTAPE_PREALLOC_SCHEDULE".into(), "false".into()),
             ("TICKERTAPE_APPLY_WINDOW_MS".into(), "200".into()),
+            // Many sources batches during the load, so a kill falls between
+            // (or inside) them, not only before the first.
+            ("TICKERTAPE_SOURCES_WINDOW_MS".into(), "700".into()),
             ("TICKERTAPE_WRITE_TIMEOUT_MS".into(), "2000".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
@@ -274,17 +277,26 @@ fn load(
     })
 }
 
-async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64> {
+/// Every document of a collection, on a connection of its own (the app
+/// under test has been killed and restarted in between).
+async fn all<T>(uri: &str, database: &str, collection: &str) -> Vec<T>
+where
+    T: serde::de::DeserializeOwned + Send + Sync,
+{
     let client = mongodb::Client::with_uri_str(uri).await.unwrap();
-    let buckets: Vec<tickertape::storage::Bucket> = client
+    client
         .database(database)
-        .collection(g.collection())
+        .collection(collection)
         .find(bson::doc! {})
         .await
         .unwrap()
         .try_collect()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64> {
+    let buckets: Vec<tickertape::storage::Bucket> = all(uri, database, g.collection()).await;
     let mut out = HashMap::new();
     for b in buckets {
         *out.entry(b.page).or_default() += b.total_views;
@@ -300,16 +312,7 @@ async fn source_totals(
     subject: Subject,
     g: Resolution,
 ) -> (HashMap<String, i64>, usize) {
-    let client = mongodb::Client::with_uri_str(uri).await.unwrap();
-    let buckets: Vec<bson::Document> = client
-        .database(database)
-        .collection(sources::collection(subject, g))
-        .find(bson::doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let buckets: Vec<bson::Document> = all(uri, database, sources::collection(subject, g)).await;
     let mut out = HashMap::new();
     let mut most_names = 0;
     for b in buckets {
