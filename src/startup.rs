@@ -211,6 +211,7 @@ impl Application {
         self.appliers.shutdown(self.drain).await;
         tracing::info!(
             left_in_journal = self.journal.stats().backlog(),
+            sources_left_in_journal = self.journal.stats().sources_backlog(),
             "stopped; every accepted hit is in the journal or the database"
         );
         Ok(served?)

@@ -342,6 +342,8 @@ async fn ingestion_with_and_without_sources(
                                 counts.add(r.page, r.at, source);
                             }
                         }
+                        // The applier would have cut a fuller batch short.
+                        anyhow::ensure!(!counts.is_full(), "a sources batch past its bounds");
                         let step = advance(&journal, &mut positions[i], Stream::Sources, n);
                         writers[i].apply_sources(counts.iter(), n, &step).await?;
                         spent += t.elapsed();

@@ -44,8 +44,9 @@ pub struct ApplyConfig {
     pub sources_max_hits: usize,
 }
 
-/// Most records the sources applier reads from the files at a time.
-const SOURCES_READ_CHUNK: usize = 16_384;
+/// Most records the sources applier reads from the files at a time: also
+/// how far a batch can pass `SourceCounts::is_full` before it is applied.
+const SOURCES_READ_CHUNK: usize = 4_096;
 
 pub struct Appliers {
     handles: Vec<JoinHandle<()>>,
@@ -285,11 +286,16 @@ impl Applier {
         self.applied_records().fetch_add(applied, Relaxed);
     }
 
-    /// A failed round counts against the app's health only for the views:
-    /// a sources applier that cannot write shows in its backlog.
+    /// A failed round: the views' counts in the flush statistics; both
+    /// make the app degraded until their next applied batch.
     fn record_failure(&self) {
-        if self.stream == Stream::Views {
-            self.stats.record_flush_failure();
+        match self.stream {
+            Stream::Views => self.stats.record_flush_failure(),
+            Stream::Sources => {
+                self.stats
+                    .sources_consecutive_failures
+                    .fetch_add(1, Relaxed);
+            }
         }
     }
 
@@ -320,7 +326,7 @@ impl Applier {
         let max = self.config.max_hits.max(1);
         loop {
             let closing = *shutdown.borrow();
-            if batch.hits >= max {
+            if batch.hits >= max || batch.sources.is_full() {
                 break;
             }
             // In memory, right where we are?
@@ -472,13 +478,14 @@ impl Applier {
                     self.writer.apply_sources(views, batch.hits, &advance).await
                 }
             };
-            // The ingest statistics (flush latency, failures that make
-            // the app degraded) are the views'.
+            // The flush statistics (latency, sizes) are the views'.
             let error = match result {
                 Ok(report) => {
                     if views {
                         self.stats
                             .record_flush(report.hits, started.elapsed().as_micros() as u64);
+                    } else {
+                        self.stats.sources_consecutive_failures.store(0, Relaxed);
                     }
                     break;
                 }
@@ -518,6 +525,8 @@ impl Applier {
                     if views {
                         self.stats.resolved_by_progress.fetch_add(1, Relaxed);
                         self.stats.consecutive_failures.store(0, Relaxed);
+                    } else {
+                        self.stats.sources_consecutive_failures.store(0, Relaxed);
                     }
                     break;
                 }

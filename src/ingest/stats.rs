@@ -26,6 +26,9 @@ pub struct IngestStats {
     /// Failed attempts since the last batch went in; readiness fails while
     /// > 0.
     pub consecutive_failures: AtomicU64,
+    /// The sources appliers' failed attempts since their last applied
+    /// batch: sources that cannot be written keep their journal segments.
+    pub sources_consecutive_failures: AtomicU64,
     pub batch_sizes: Histogram,
     pub flush_seconds: Histogram,
     /// Hits applied per batch over the last minute, for the apply rate.
@@ -46,6 +49,7 @@ impl Default for IngestStats {
             flush_failures: AtomicU64::new(0),
             resolved_by_progress: AtomicU64::new(0),
             consecutive_failures: AtomicU64::new(0),
+            sources_consecutive_failures: AtomicU64::new(0),
             batch_sizes: Histogram::sizes(),
             flush_seconds: Histogram::seconds(),
             recent: Mutex::new(VecDeque::new()),

@@ -35,6 +35,10 @@ use std::collections::HashMap;
 /// inside MongoDB's 16 MiB message and 100,000-statement limits.
 pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
 
+/// Most bytes of statements in one `update` command, well inside MongoDB's
+/// 16 MiB message: a sources statement can carry fifty long names.
+pub const MAX_STATEMENT_BYTES_PER_COMMAND: usize = 8 << 20;
+
 pub struct BucketWriter {
     store: Store,
 }
@@ -326,7 +330,11 @@ impl BucketWriter {
         limit: Duration,
     ) -> Result<UpdateOutcome, ApplyError> {
         let mut outcome = UpdateOutcome::default();
-        for chunk in statements.chunks(MAX_STATEMENTS_PER_COMMAND) {
+        for chunk in commands(
+            &statements,
+            MAX_STATEMENTS_PER_COMMAND,
+            MAX_STATEMENT_BYTES_PER_COMMAND,
+        ) {
             let command = doc! {
                 "update": collection,
                 "updates": chunk.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
@@ -352,6 +360,43 @@ impl BucketWriter {
     ) -> Result<Document, TxnError> {
         timed(limit, self.store.db().run_command(command).session(session)).await
     }
+}
+
+/// Splits statements into commands of at most `count` statements and about
+/// `bytes` bytes (a single larger statement goes alone).
+fn commands(statements: &[Document], count: usize, bytes: usize) -> Vec<&[Document]> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, statement) in statements.iter().enumerate() {
+        let len = approx_len(statement);
+        if i > start && (i - start == count || size + len > bytes) {
+            out.push(&statements[start..i]);
+            (start, size) = (i, 0);
+        }
+        size += len;
+    }
+    if start < statements.len() {
+        out.push(&statements[start..]);
+    }
+    out
+}
+
+/// About a document's BSON size, without serializing it: names, strings
+/// and nested documents as they are, 8 bytes for any other value, and a
+/// few bytes of framing each.
+fn approx_len(doc: &Document) -> usize {
+    fn value(v: &Bson) -> usize {
+        match v {
+            Bson::Document(d) => approx_len(d),
+            Bson::Array(a) => 5 + a.iter().map(|v| 8 + value(v)).sum::<usize>(),
+            Bson::String(s) => 5 + s.len(),
+            _ => 8,
+        }
+    }
+    5 + doc
+        .iter()
+        .map(|(k, v)| 2 + k.len() + value(v))
+        .sum::<usize>()
 }
 
 /// Site buckets are written as the writer's part (its lane), so lanes
@@ -397,4 +442,51 @@ pub fn commit_write_concern(w: Acknowledgment, timeout: Duration) -> WriteConcer
         .journal(true)
         .w_timeout(timeout)
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statement(name_len: usize) -> Document {
+        doc! {"q": {"page": "example.com/"}, "u": {"$inc": {"x".repeat(name_len): 1_i64}}}
+    }
+
+    fn sizes(chunks: &[&[Document]]) -> Vec<usize> {
+        chunks.iter().map(|c| c.len()).collect()
+    }
+
+    #[test]
+    fn commands_split_by_count() {
+        let statements: Vec<Document> = (0..25).map(|_| statement(3)).collect();
+        assert_eq!(sizes(&commands(&statements, 10, 1 << 20)), [10, 10, 5]);
+        assert_eq!(sizes(&commands(&statements, 100, 1 << 20)), [25]);
+        assert!(commands(&[], 10, 1 << 20).is_empty());
+    }
+
+    #[test]
+    fn the_size_estimate_is_close_to_the_bson_size() {
+        for s in [
+            statement(1),
+            statement(1000),
+            doc! {"a": [1_i64, "x"], "t": true},
+        ] {
+            let real = bson::to_vec(&s).unwrap().len();
+            let approx = approx_len(&s);
+            assert!(
+                approx >= real && approx <= real + real / 4 + 16,
+                "{real} {approx}"
+            );
+        }
+    }
+
+    #[test]
+    fn commands_split_by_bytes_and_a_large_statement_goes_alone() {
+        let one = approx_len(&statement(1000));
+        let statements: Vec<Document> = (0..6).map(|_| statement(1000)).collect();
+        // Two statements fit in the byte budget, not three.
+        assert_eq!(sizes(&commands(&statements, 100, one * 2 + 1)), [2, 2, 2]);
+        // Smaller than one statement: each goes alone rather than never.
+        assert_eq!(sizes(&commands(&statements, 100, 10)), [1, 1, 1, 1, 1, 1]);
+    }
 }

@@ -83,26 +83,49 @@ type Key = (String, DateTime<Utc>);
 /// Views per page, hour and source: what a batch of the sources applier
 /// holds while it gathers, so a batch of many seconds stays as small as
 /// the buckets it touches. Sources are kept by hour and day, so an hour's
-/// start stands for its hits.
+/// start stands for its hits. The applier ends a batch at
+/// [`Self::is_full`], which bounds both its memory and its transaction.
 #[derive(Debug, Default)]
 pub struct SourceCounts {
     // Hashed for speed, not against floods: the keys are pages and sources
-    // that passed the pixel's rules, and the sources per bucket are capped.
-    views: rustc_hash::FxHashMap<(String, DateTime<Utc>, String), u32>,
+    // that passed the pixel's rules, and a batch is bounded (`is_full`).
+    views: rustc_hash::FxHashMap<(String, DateTime<Utc>), rustc_hash::FxHashMap<String, u32>>,
+    entries: usize,
 }
+
+/// Most page-hours in one sources batch (the applier may pass it by one
+/// read of 4,096 hits): with their days and the site's, at most about
+/// 16,000 statements (a views batch of 20,000 hits may write 60,000), and
+/// the lookup's list of pages (765 bytes at most each) stays under 7 MiB.
+pub const MAX_PAGE_HOURS_PER_BATCH: usize = 4_000;
+/// Most (page, hour, source) counts in one sources batch, against a flood
+/// of made-up `utm_source` values: about 100 bytes each.
+pub const MAX_COUNTS_PER_BATCH: usize = 200_000;
 
 impl SourceCounts {
     pub fn add(&mut self, page: String, at: DateTime<Utc>, source: String) {
-        *self
+        let by_source = self
             .views
-            .entry((page, Resolution::Hour.floor(at), source))
-            .or_default() += 1;
+            .entry((page, Resolution::Hour.floor(at)))
+            .or_default();
+        let n = by_source.entry(source).or_insert_with(|| {
+            self.entries += 1;
+            0
+        });
+        *n += 1;
+    }
+
+    /// The batch should be applied now, whatever its window says.
+    pub fn is_full(&self) -> bool {
+        self.views.len() >= MAX_PAGE_HOURS_PER_BATCH || self.entries >= MAX_COUNTS_PER_BATCH
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, DateTime<Utc>, &str, u32)> {
-        self.views
-            .iter()
-            .map(|((page, hour, source), &n)| (page.as_str(), *hour, source.as_str(), n))
+        self.views.iter().flat_map(|((page, hour), by_source)| {
+            by_source
+                .iter()
+                .map(move |(source, &n)| (page.as_str(), *hour, source.as_str(), n))
+        })
     }
 }
 
@@ -334,5 +357,43 @@ mod tests {
             names.contains("mine") && !names.contains("other%2Epart"),
             "{names:?}"
         );
+    }
+
+    #[test]
+    fn counts_merge_per_page_hour_and_source() {
+        let mut counts = SourceCounts::default();
+        let t = |h, m| Utc.with_ymd_and_hms(2026, 11, 22, h, m, 0).unwrap();
+        counts.add("a.test/".into(), t(10, 1), "x".into());
+        counts.add("a.test/".into(), t(10, 59), "x".into());
+        counts.add("a.test/".into(), t(11, 0), "x".into());
+        counts.add("a.test/".into(), t(10, 5), "y".into());
+        let mut got: Vec<_> = counts.iter().collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("a.test/", t(10, 0), "x", 2),
+                ("a.test/", t(10, 0), "y", 1),
+                ("a.test/", t(11, 0), "x", 1),
+            ]
+        );
+        assert!(!counts.is_full());
+    }
+
+    #[test]
+    fn a_batch_is_full_at_its_page_hours_or_its_counts() {
+        let mut pages = SourceCounts::default();
+        for i in 0..MAX_PAGE_HOURS_PER_BATCH {
+            assert!(!pages.is_full(), "{i}");
+            pages.add(format!("a.test/{i}"), at(1), "x".into());
+        }
+        assert!(pages.is_full());
+        // One page-hour and a flood of made-up sources.
+        let mut names = SourceCounts::default();
+        for i in 0..MAX_COUNTS_PER_BATCH {
+            assert!(!names.is_full(), "{i}");
+            names.add("a.test/".into(), at(1), format!("s{i}"));
+        }
+        assert!(names.is_full());
     }
 }

@@ -36,6 +36,7 @@ pub struct WriteBehind {
     pub mean_batch_ms: f64,
     pub apply_failures: u64,
     pub consecutive_failures: u64,
+    pub sources_consecutive_failures: u64,
     pub group_commits: u64,
     pub mean_sync_ms: f64,
     pub torn_tails: u64,
@@ -71,6 +72,7 @@ impl WriteBehind {
             mean_batch_ms: stats.flush_seconds.mean() * 1000.0,
             apply_failures: stats.flush_failures.load(Relaxed),
             consecutive_failures: stats.consecutive_failures.load(Relaxed),
+            sources_consecutive_failures: stats.sources_consecutive_failures.load(Relaxed),
             group_commits: js.group_commits.load(Relaxed),
             mean_sync_ms: js.sync_seconds.mean() * 1000.0,
             torn_tails: js.torn_tails_truncated.load(Relaxed),
@@ -80,13 +82,19 @@ impl WriteBehind {
     }
 
     /// Why the app should not take traffic from a load balancer, if it
-    /// should not: the database keeps refusing batches, or the backlog is
-    /// older than the configured bound.
+    /// should not: the database keeps refusing batches (of views or of
+    /// sources), or the backlog is older than the configured bound.
     pub fn degraded(&self, max_backlog_secs: u64) -> Option<String> {
         if self.consecutive_failures > 0 {
             return Some(format!(
                 "write-behind failing ({} attempts in a row); {} hits wait in the journal",
                 self.consecutive_failures, self.backlog
+            ));
+        }
+        if self.sources_consecutive_failures > 0 {
+            return Some(format!(
+                "sources write-behind failing ({} attempts in a row); {} hits' sources wait in the journal",
+                self.sources_consecutive_failures, self.sources_backlog
             ));
         }
         if self.backlog_age_secs > max_backlog_secs as f64 {
@@ -120,7 +128,7 @@ impl WriteBehind {
             ("Mean journal sync", format!("{:.2} ms", self.mean_sync_ms)),
             ("Backlog (hits not yet in the database)", n(self.backlog)),
             (
-                "Sources backlog (applied every few seconds)",
+                "Sources backlog (hits whose sources wait for their batch)",
                 n(self.sources_backlog),
             ),
             (
@@ -193,7 +201,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             stats.count(o)
         ));
     }
-    let gauges: [(&str, &str, u64); 8] = [
+    let gauges: [(&str, &str, u64); 9] = [
         (
             "tickertape_queue_depth",
             "Hits waiting for the journal writers.",
@@ -223,6 +231,11 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             "tickertape_journal_sources_backlog_hits",
             "Journaled hits whose sources are not yet applied (they trail the views by up to the sources window).",
             w.sources_backlog,
+        ),
+        (
+            "tickertape_sources_apply_consecutive_failures",
+            "Failed sources apply attempts since the last applied sources batch.",
+            w.sources_consecutive_failures,
         ),
         (
             "tickertape_journal_corrupt_segments",

@@ -280,3 +280,87 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
     let (sources, _, total) = sources_in(&app, "site_sources_day", doc! {"site": "old.test"}).await;
     assert_eq!((sources, total), (vec![("google.com".into(), 1)], 1));
 }
+
+#[tokio::test]
+async fn sources_that_cannot_be_written_make_the_app_degraded_and_wait_in_the_journal() {
+    let app = spawn_app().await;
+    let site = app.add_site("stuck.test", &[]).await;
+    // A source bucket the server cannot `$inc` into (its `sources` is not
+    // a document): the sources batch fails whole, the views do not.
+    let hour =
+        tickertape::storage::Resolution::Hour.floor(tickertape::clock::Clock::now(&*app.clock));
+    let sources_hour = app.store.db().collection::<Document>("sources_hour");
+    sources_hour
+        .insert_one(doc! {
+            "page": "stuck.test/",
+            "timestamp": bson::DateTime::from_chrono(hour),
+            "sources": "not a document",
+        })
+        .await
+        .unwrap();
+    let ready = || async {
+        let r = app
+            .http
+            .get(format!("{}/readyz", app.address))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(ready().await.0, 200);
+    for referrer in ["https://a.example/", "https://b.example/", ""] {
+        let q = format!("site={}&page=/&ref={}", site.id, enc(referrer));
+        assert_eq!(app.pixel(&q).await.status(), 200);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (status, body) = loop {
+        let (status, body) = ready().await;
+        if status == 503 {
+            break (status, body);
+        }
+        assert!(std::time::Instant::now() < deadline, "never degraded");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status, 503);
+    assert!(body.contains("sources write-behind failing"), "{body}");
+    assert!(app.journal.stats().sources_backlog() > 0);
+    // The views are in meanwhile (read directly: `settle` would wait for
+    // the sources too).
+    while app.journal.stats().backlog() > 0 {
+        assert!(std::time::Instant::now() < deadline, "views not applied");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let day = app
+        .store
+        .buckets(tickertape::storage::Resolution::Day)
+        .find_one(doc! {"page": "stuck.test/"})
+        .await
+        .unwrap()
+        .expect("the day bucket");
+    assert_eq!(day.total_views, 3);
+    // Once the bucket can be written, the sources come from the journal,
+    // each once, and the app is ready again.
+    sources_hour
+        .delete_one(doc! {"page": "stuck.test/"})
+        .await
+        .unwrap();
+    app.settle().await;
+    assert_eq!(ready().await.0, 200);
+    for (coll, filter) in [
+        ("sources_hour", doc! {"page": "stuck.test/"}),
+        ("sources_day", doc! {"page": "stuck.test/"}),
+        ("site_sources_day", doc! {"site": "stuck.test"}),
+    ] {
+        let (by_name, other, total) = sources_in(&app, coll, filter).await;
+        assert_eq!(
+            by_name,
+            vec![
+                ("a.example".into(), 1),
+                ("b.example".into(), 1),
+                ("direct".into(), 1)
+            ],
+            "{coll}"
+        );
+        assert_eq!((other, total), (0, 3), "{coll}");
+    }
+}
