@@ -305,18 +305,15 @@ async fn ingestion_with_and_without_sources(
                         )
                     })
                     .collect();
-                let hits = |batch: &[(usize, DateTime<Utc>, usize)]| -> Vec<Hit<'_>> {
-                    batch
-                        .iter()
-                        .map(|&(p, at, s)| Hit {
-                            page: names[p].as_str(),
-                            at,
-                            source: with_sources.then(|| sources[s].as_str()),
-                        })
-                        .collect()
-                };
                 let t = Instant::now();
-                let views = hits(&batch);
+                let views: Vec<Hit<'_>> = batch
+                    .iter()
+                    .map(|&(p, at, s)| Hit {
+                        page: names[p].as_str(),
+                        at,
+                        source: with_sources.then(|| sources[s].as_str()),
+                    })
+                    .collect();
                 let step = advance(&journal, &mut positions[i], Stream::Views, views.len());
                 writers[i].apply(views.iter().copied(), Some(&step)).await?;
                 spent += t.elapsed();

@@ -23,12 +23,11 @@ use std::time::Duration;
 
 use super::buckets::PART_DIRECT;
 use super::progress::{self, Advance, Stream};
-use super::sources::{self, SourceIncrements};
+use super::sources::{self, SourceCounts, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
 use crate::domain::Source;
 use futures::TryStreamExt;
-use std::collections::HashMap;
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
@@ -151,10 +150,10 @@ impl BucketWriter {
             stream != Some(Stream::Sources),
             stream != Some(Stream::Views),
         );
-        // Sources are merged per page, hour and source first, borrowing the
-        // hits' strings (their levels are hours and days, so an hour's
-        // start stands for its hits).
-        let mut sourced: HashMap<(&str, DateTime<Utc>, &str), u32> = HashMap::new();
+        // Sources are merged per page, hour and source first, as the
+        // sources applier merges them (only direct writers get here with
+        // sources: the appliers send views and sources apart).
+        let mut sourced = SourceCounts::default();
         let mut count = 0;
         for hit in hits {
             count += 1;
@@ -164,15 +163,13 @@ impl BucketWriter {
                 }
             }
             if let Some(source) = hit.source.filter(|_| with_sources) {
-                let hour = Resolution::Hour.floor(hit.at);
-                *sourced.entry((hit.page, hour, source)).or_default() += 1;
+                sourced.add(hit.page.to_owned(), hit.at, source.to_owned());
             }
         }
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
-        let by_source =
-            source_increments(part, sourced.into_iter().map(|((p, h, s), n)| (p, h, s, n)));
+        let by_source = source_increments(part, sourced.iter());
         self.transact(&increments, &by_source, advance)
             .await
             .map(|outcomes| FlushReport {
