@@ -1,6 +1,6 @@
 -- wrk script for Tickertape's pixel: pages /p/1 .. /p/N of one site, with
 -- Zipf popularity (page k is requested in proportion to 1/k).
--- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages> [interval-ms]
+-- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages> [interval-ms] [zipf|uniform]
 -- The interval is only read by benches/pace.lua, which the bench appends
 -- for paced runs.
 local threads = {}
@@ -14,6 +14,7 @@ end
 
 local site, pages
 local pause = 0
+local uniform = false
 local cdf = {}
 local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
 
@@ -21,6 +22,7 @@ function init(args)
   site = args[1]
   pages = tonumber(args[2]) or 1000
   pause = tonumber(args[3]) or 0
+  uniform = args[4] == "uniform"
   local sum = 0
   for i = 1, pages do
     sum = sum + 1 / i
@@ -33,6 +35,9 @@ function init(args)
 end
 
 function request()
+  if uniform then
+    return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. math.random(pages), { ["User-Agent"] = ua })
+  end
   local r = math.random()
   local lo, hi = 1, pages
   while lo < hi do

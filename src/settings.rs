@@ -136,13 +136,31 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_QUEUE_CAPACITY", default_value_t = 100_000)]
     pub queue_capacity: usize,
 
-    /// How long the write-behind gathers hits before applying them, in ms.
+    /// How long the write-behind gathers hits for the minute buckets at
+    /// light load, in ms (behind, a batch takes what is waiting at once).
     #[arg(long, env = "TICKERTAPE_APPLY_WINDOW_MS", default_value_t = 1000)]
     pub apply_window_ms: u64,
 
-    /// Most hits in one applied batch (a batch this large is applied at once).
-    #[arg(long, env = "TICKERTAPE_APPLY_MAX_HITS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Most hits in one applied minutes batch (a batch this large is
+    /// applied at once; it also ends at 25,000 buckets).
+    #[arg(long, env = "TICKERTAPE_APPLY_MAX_HITS", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub apply_max_hits: u64,
+
+    /// How long the hour and day buckets' hits are gathered at light load,
+    /// in ms: the longer, the fewer statements per hit, and the longer
+    /// hours and days trail the minutes.
+    #[arg(long, env = "TICKERTAPE_ROLLUPS_WINDOW_MS", default_value_t = 5_000)]
+    pub rollups_window_ms: u64,
+
+    /// Most hits in one batch of hour and day buckets.
+    #[arg(long, env = "TICKERTAPE_ROLLUPS_MAX_HITS", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub rollups_max_hits: u64,
+
+    /// Most buckets in one minutes or rollups batch (a batch this large is
+    /// applied at once): bounds a transaction and the appliers' memory
+    /// (about 300 bytes a bucket) whatever the pages a backlog touches.
+    #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 25_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub apply_max_buckets: u64,
 
     /// How long the sources applier gathers hits before applying their
     /// sources, in ms: the longer, the fewer statements per hit, and the
@@ -384,8 +402,11 @@ impl IngestSettings {
         crate::ingest::applier::ApplyConfig {
             window: Duration::from_millis(self.apply_window_ms),
             max_hits: self.apply_max_hits as usize,
+            rollups_window: Duration::from_millis(self.rollups_window_ms),
+            rollups_max_hits: self.rollups_max_hits as usize,
             sources_window: Duration::from_millis(self.sources_window_ms),
             sources_max_hits: self.sources_max_hits as usize,
+            max_buckets: self.apply_max_buckets as usize,
         }
     }
 }

@@ -143,6 +143,7 @@ impl Application {
             ),
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
+            apply: settings.ingest.apply_config(),
         });
         let ingest_data = web::Data::new(ingest.clone());
         let https = web_state.secure_cookies;

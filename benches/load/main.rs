@@ -15,7 +15,8 @@
 //! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
 //! quick 50,000), BENCH_REPORTS=0 to skip report latency, BENCH_YEAR=0 to
 //! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day;
-//! BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
+//! BENCH_SUSTAINED=0 to skip the sustained rate (see `sustained.rs` for its
+//! options), BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
 //! last run when it holds the same number of views, to time reports again
 //! without the 11-minute load).
 //!
@@ -36,6 +37,7 @@ mod roles;
 mod site_year;
 mod statement_cost;
 mod storage_table;
+mod sustained;
 
 pub const SITE_DOMAIN: &str = "bench.test";
 
@@ -48,12 +50,16 @@ pub struct Options {
     pub duration: u64,
     pub connections: u32,
     pub pages: u32,
+    /// Pages requested with equal probability instead of Zipf.
+    pub uniform: bool,
     pub quick: bool,
     pub scenarios: Vec<String>,
     pub storage_hits: u64,
     pub reports: bool,
     /// Issue 10: a year over 1,000 pages with sources (`BENCH_YEAR=0` skips).
     pub year: bool,
+    /// Issue 26: the sustained rate (`BENCH_SUSTAINED=0` skips).
+    pub sustained: bool,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -73,6 +79,7 @@ impl Options {
             duration: env_or("BENCH_DURATION", if quick { 4 } else { 30 }),
             connections: env_or("BENCH_CONNECTIONS", 64),
             pages: env_or("BENCH_PAGES", 1000),
+            uniform: false,
             quick,
             scenarios: std::env::var("BENCH_SCENARIOS")
                 .unwrap_or_else(|_| all.into())
@@ -83,6 +90,7 @@ impl Options {
             storage_hits: env_or("BENCH_STORAGE_HITS", if quick { 50_000 } else { 5_000_000 }),
             reports: std::env::var("BENCH_REPORTS").map_or(true, |v| v != "0"),
             year: std::env::var("BENCH_YEAR").map_or(true, |v| v != "0"),
+            sustained: std::env::var("BENCH_SUSTAINED").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -186,6 +194,10 @@ impl Server {
         Ok(Server { child, address })
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak resident memory (VmHWM) so far, in MiB.
     pub fn peak_rss_mib(&self) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
@@ -276,7 +288,13 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
         .arg("-s")
         .arg(script)
         .arg(address)
-        .args(["--", site, &options.pages.to_string(), &interval])
+        .args([
+            "--",
+            site,
+            &options.pages.to_string(),
+            &interval,
+            if options.uniform { "uniform" } else { "zipf" },
+        ])
         .output()
         .context("running wrk (install Debian's wrk: make bench does)")?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -365,6 +383,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     print_ingestion(&rows);
     print_backlog(&rows);
+    if options.sustained {
+        sustained::run(&mut db, &options).await?;
+    }
     statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows
         .iter()

@@ -175,10 +175,15 @@ fn metric(text: &str, name: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
-/// The product's journal backlog (hits not yet in the database).
+/// The product's journal backlog: hits not yet in the database in every
+/// stream (minutes, hours and days, sources).
 async fn backlog(address: &str) -> Option<u64> {
     let text = get_text(&format!("{address}/metrics")).await.ok()?;
-    metric(&text, "tickertape_journal_backlog_hits ")
+    let mut total = 0;
+    for stream in ["", "_rollups", "_sources"] {
+        total += metric(&text, &format!("tickertape_journal{stream}_backlog_hits "))?;
+    }
+    Some(total)
 }
 
 /// Samples the backlog every `every` while `running`; returns (seconds,

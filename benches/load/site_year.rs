@@ -265,8 +265,8 @@ async fn ingestion_with_and_without_sources(
     for s in [&plain, &store] {
         progress::ensure_lane(s, &journal, 0, 0).await?;
     }
-    // Each variant's positions: views, sources.
-    let mut positions = [[0u64; 2]; 2];
+    // Each variant's positions: views, sources, rollups.
+    let mut positions = [[0u64; 3]; 2];
     let names: Vec<String> = (1..=PAGES)
         .map(|k| format!("{SITE_DOMAIN}/p/{k}"))
         .collect();
@@ -314,8 +314,12 @@ async fn ingestion_with_and_without_sources(
                         source: with_sources.then(|| sources[s].as_str()),
                     })
                     .collect();
-                let step = advance(&journal, &mut positions[i], Stream::Views, views.len());
-                writers[i].apply(views.iter().copied(), Some(&step)).await?;
+                // The minutes, then the hours and days, each with its
+                // stream's advance (the appliers write them apart).
+                for stream in [Stream::Views, Stream::Rollups] {
+                    let step = advance(&journal, &mut positions[i], stream, views.len());
+                    writers[i].apply(views.iter().copied(), Some(&step)).await?;
+                }
                 spent += t.elapsed();
                 hits_sent += views.len();
                 if with_sources {
@@ -421,7 +425,7 @@ fn decode_all(mut bytes: &[u8]) -> anyhow::Result<Vec<Record>> {
 /// batch fails the bench if it does not commit.
 fn advance<'a>(
     journal: &'a str,
-    positions: &mut [u64; 2],
+    positions: &mut [u64; 3],
     stream: Stream,
     hits: usize,
 ) -> Advance<'a> {

@@ -1,15 +1,27 @@
-//! Write-behind: one applier task per journal lane takes committed hits
-//! (from memory as they are synced, from the segment files when replaying or
-//! behind), merges them over a short window and applies each batch with the
-//! lane's progress in one transaction (`storage::bucket_writer`).
+//! Write-behind: each journal lane has three applier tasks, one per
+//! `progress::Stream`, each with its own position in the lane and its own
+//! progress document, so each batch of any of them commits exactly once.
 //!
-//! A second applier per lane applies the hits' sources: it reads the same
-//! lane from the segment files at its own position (`progress::Stream`),
-//! over a longer window, so each source bucket gets one statement for many
-//! hits instead of one more statement in every views batch. Sources show in
-//! reports up to that window after the views; a segment is deleted when
-//! both appliers are past it, and a restart resumes each where its own
-//! progress document says.
+//! - **views** (the page and site minute buckets) take committed hits from
+//!   memory as they are synced (from the segment files when replaying or
+//!   behind) and apply them within about a second;
+//! - **rollups** (the page and site hour and day buckets) read the lane's
+//!   files and merge over a few seconds;
+//! - **sources** read the files and merge over up to 30 s.
+//!
+//! *Why*: a statement costs about the same whatever it carries, and each
+//! level costs one statement per distinct page in a batch, so at 10,000
+//! active pages one window of all three levels cost 30,000 statements,
+//! more than two cores apply in a second. Hours and days are read for
+//! longer ranges and can trail the minutes by seconds; merged over a longer
+//! window, one statement carries many more hits.
+//!
+//! *Adaptive batches*: a batch closes once its oldest hit is a window old
+//! and nothing more is waiting, so at light load it gathers a window of
+//! hits, and behind (a backlog, or a batch that took longer than the
+//! window) it takes everything already committed, up to a bound in hits
+//! and in buckets: the statements per hit fall as the load rises, and a
+//! backlog drains in few, large batches.
 //!
 //! A batch that fails is retried until it is in: the database being away
 //! only grows the backlog. After any failure the progress document says
@@ -28,25 +40,43 @@ use tokio::time::Instant;
 use super::stats::IngestStats;
 use crate::journal::lane::LaneReadError;
 use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
-use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
+use crate::storage::bucket_writer::{self, ApplyError, BucketWriter};
 use crate::storage::progress::{self, Advance, Stream};
 use crate::storage::sources::SourceCounts;
-use crate::storage::Store;
+use crate::storage::{Increments, Store};
+use chrono::{DateTime, Utc};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ApplyConfig {
-    /// How long hits are gathered before a batch is applied.
+    /// How long the minute buckets' hits are gathered at light load.
     pub window: Duration,
-    /// A batch is applied as soon as it holds this many hits.
+    /// A minutes batch is applied as soon as it holds this many hits.
     pub max_hits: usize,
+    /// The same two for the hour and day buckets.
+    pub rollups_window: Duration,
+    pub rollups_max_hits: usize,
     /// The same two for the sources applier.
     pub sources_window: Duration,
     pub sources_max_hits: usize,
+    /// Most buckets (all levels) in one minutes or rollups batch: bounds
+    /// the transaction and the applier's memory however many pages a
+    /// backlog touches.
+    pub max_buckets: usize,
 }
 
-/// Most records the sources applier reads from the files at a time: also
-/// how far a batch can pass `SourceCounts::is_full` before it is applied.
-const SOURCES_READ_CHUNK: usize = 4_096;
+impl ApplyConfig {
+    fn for_stream(self, stream: Stream) -> (Duration, usize) {
+        match stream {
+            Stream::Views => (self.window, self.max_hits),
+            Stream::Rollups => (self.rollups_window, self.rollups_max_hits),
+            Stream::Sources => (self.sources_window, self.sources_max_hits),
+        }
+    }
+}
+
+/// Most records an applier reads from the files at a time: also how far a
+/// batch can pass its bounds before it is applied.
+const READ_CHUNK: usize = 4_096;
 
 pub struct Appliers {
     handles: Vec<JoinHandle<()>>,
@@ -64,7 +94,10 @@ struct Applier {
     store: Store,
     writer: BucketWriter,
     journal: String,
-    config: ApplyConfig,
+    /// How long hits are gathered at light load, and the most in a batch.
+    window: Duration,
+    max_hits: usize,
+    max_buckets: usize,
     /// The lane's position in the database: everything before it is applied.
     applied: u64,
     stats: Arc<IngestStats>,
@@ -74,28 +107,41 @@ struct Applier {
 }
 
 struct Batch {
-    /// The views applier's hits, as journaled.
-    records: Vec<Record>,
-    /// The sources applier's hits, merged as they are read, so a batch of
-    /// many seconds holds only the buckets it touches.
+    /// The views or rollups applier's hits, merged per bucket as they are
+    /// read, so a large batch holds only the buckets it touches.
+    levels: Vec<Increments>,
+    /// The sources applier's hits, merged the same way.
     sources: SourceCounts,
     /// Journaled hits in the batch (with or without a source).
     hits: usize,
+    /// The times of its oldest and newest hits (their lag).
+    first_at: Option<DateTime<Utc>>,
+    last_at: Option<DateTime<Utc>>,
     from: u64,
     to: u64,
     from_disk: usize,
 }
 
 impl Batch {
-    fn new(from: u64) -> Self {
+    fn new(from: u64, levels: Vec<Increments>) -> Self {
         Self {
-            records: Vec::new(),
+            levels,
             sources: SourceCounts::default(),
             hits: 0,
+            first_at: None,
+            last_at: None,
             from,
             to: from,
             from_disk: 0,
         }
+    }
+
+    fn buckets(&self) -> usize {
+        self.levels.iter().map(Increments::len).sum()
+    }
+
+    fn is_full(&self, max_hits: usize, max_buckets: usize) -> bool {
+        self.hits >= max_hits || self.buckets() >= max_buckets || self.sources.is_full()
     }
 }
 
@@ -110,35 +156,37 @@ impl Appliers {
         directory: SiteDirectory,
     ) -> Self {
         let (shutdown, _) = watch::channel(false);
-        let applier = |lane: Arc<Lane>, stream, committed, config| Applier {
-            lane,
-            stream,
-            committed,
-            pending: None,
-            memory_closed: stream == Stream::Sources,
-            store: store.clone(),
-            writer: BucketWriter::new(store),
-            journal: journal.to_string(),
-            config,
-            applied: 0,
-            stats: stats.clone(),
-            journal_stats: journal_stats.clone(),
-            directory: directory.clone(),
-        };
-        let sources_config = ApplyConfig {
-            window: config.sources_window,
-            max_hits: config.sources_max_hits,
-            ..config
+        let applier = |lane: Arc<Lane>, stream, committed| {
+            let (window, max_hits) = config.for_stream(stream);
+            Applier {
+                lane,
+                stream,
+                committed,
+                pending: None,
+                memory_closed: stream != Stream::Views,
+                store: store.clone(),
+                writer: BucketWriter::new(store),
+                journal: journal.to_string(),
+                window,
+                max_hits: max_hits.max(1),
+                max_buckets: config.max_buckets.max(1),
+                applied: 0,
+                stats: stats.clone(),
+                journal_stats: journal_stats.clone(),
+                directory: directory.clone(),
+            }
         };
         let mut handles = Vec::new();
         for feed in feeds {
-            // The sources applier reads only the files: a receiver with no
-            // sender, closed from the start.
-            let (_, closed) = mpsc::channel(1);
-            let sources = applier(feed.lane.clone(), Stream::Sources, closed, sources_config);
-            let views = applier(feed.lane, Stream::Views, feed.committed, config);
+            // The rollups and sources appliers read only the files: a
+            // receiver with no sender, closed from the start.
+            for stream in [Stream::Rollups, Stream::Sources] {
+                let (_, closed) = mpsc::channel(1);
+                let applier = applier(feed.lane.clone(), stream, closed);
+                handles.push(tokio::spawn(applier.run(shutdown.subscribe())));
+            }
+            let views = applier(feed.lane, Stream::Views, feed.committed);
             handles.push(tokio::spawn(views.run(shutdown.subscribe())));
-            handles.push(tokio::spawn(sources.run(shutdown.subscribe())));
         }
         Self { handles, shutdown }
     }
@@ -226,7 +274,7 @@ impl Applier {
                 Stream::Views => progress::ensure_lane(store, journal, lane, self.lane.oldest())
                     .await
                     .map(Some),
-                Stream::Sources => progress::position(store, journal, lane, Stream::Sources).await,
+                other => progress::position(store, journal, lane, other).await,
             };
             match found {
                 Ok(Some(position)) => {
@@ -236,7 +284,8 @@ impl Applier {
                 Ok(None) => {
                     tracing::debug!(
                         lane,
-                        "the sources wait for the views applier to record the lane"
+                        stream = self.stream.as_str(),
+                        "waiting for the views applier to record the lane"
                     );
                 }
                 Err(e) => {
@@ -286,25 +335,20 @@ impl Applier {
         self.applied_records().fetch_add(applied, Relaxed);
     }
 
-    /// A failed round: the views' counts in the flush statistics; both
-    /// make the app degraded until their next applied batch.
+    /// A failed round: the views' counts in the flush statistics; every
+    /// stream makes the app degraded until its next applied batch.
     fn record_failure(&self) {
         match self.stream {
             Stream::Views => self.stats.record_flush_failure(),
-            Stream::Sources => {
-                self.stats
-                    .sources_consecutive_failures
-                    .fetch_add(1, Relaxed);
+            other => {
+                self.stats.failing(other).fetch_add(1, Relaxed);
             }
         }
     }
 
     /// The counter of records this applier has applied.
     fn applied_records(&self) -> &std::sync::atomic::AtomicU64 {
-        match self.stream {
-            Stream::Views => &self.journal_stats.applied_records,
-            Stream::Sources => &self.journal_stats.sources_applied_records,
-        }
+        self.journal_stats.applied_by(self.stream.index())
     }
 
     fn peek_memory(&mut self) -> Option<&CommittedBatch> {
@@ -316,17 +360,21 @@ impl Applier {
 
     /// Gathers the next batch, starting at the applied position: in memory
     /// when the hand-off continues exactly where we are, from the files
-    /// otherwise. `None` when there is nothing to apply (or we are closing
-    /// and caught up).
+    /// otherwise. It closes once its oldest hit is a window old and nothing
+    /// more is waiting, or when it is full. `None` when there is nothing to
+    /// apply (or we are closing and caught up).
     async fn gather(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<Batch> {
         let from = self.applied;
-        let mut batch = Batch::new(from);
+        let part = bucket_writer::part_of(Some(&self.advance(from, from)));
+        let mut batch = Batch::new(
+            from,
+            bucket_writer::view_increments(Some(self.stream), part),
+        );
         let mut to = from;
         let mut deadline: Option<Instant> = None;
-        let max = self.config.max_hits.max(1);
         loop {
             let closing = *shutdown.borrow();
-            if batch.hits >= max || batch.sources.is_full() {
+            if batch.is_full(self.max_hits, self.max_buckets) {
                 break;
             }
             // In memory, right where we are?
@@ -339,27 +387,21 @@ impl Applier {
                 Some((start, _)) if start == to => {
                     let b = self.pending.take().expect("peeked");
                     to = b.end;
-                    self.take(&mut batch, b.records);
-                    deadline.get_or_insert_with(|| Instant::now() + self.config.window);
+                    self.take(&mut batch, b.records, &mut deadline);
                     continue;
                 }
                 _ => {}
             }
-            // Committed beyond `to`, but not in memory here: read the files.
+            // Committed beyond `to`, but not in memory here: read the files,
+            // in chunks merged as they are read, so a large batch is never
+            // held as records.
             if self.lane.committed() > to {
-                // The sources applier merges as it reads: in chunks, so a
-                // large batch is never held as records.
-                let chunk = match self.stream {
-                    Stream::Views => max - batch.hits,
-                    Stream::Sources => (max - batch.hits).min(SOURCES_READ_CHUNK),
-                };
-                match self.lane.read(to, chunk) {
+                match self.lane.read(to, READ_CHUNK) {
                     Ok(chunk) if chunk.end > to => {
                         batch.from_disk += chunk.records.len();
                         to = chunk.end;
                         if !chunk.records.is_empty() {
-                            self.take(&mut batch, chunk.records);
-                            deadline.get_or_insert_with(|| Instant::now() + self.config.window);
+                            self.take(&mut batch, chunk.records, &mut deadline);
                         }
                         continue;
                     }
@@ -411,23 +453,37 @@ impl Applier {
                 _ = shutdown.changed() => {}
             }
         }
-        if let Some(first) = batch.records.first() {
-            let ms = first.at.timestamp_millis().max(1) as u64;
-            let _ = self
-                .lane
-                .oldest_unapplied_ms
-                .compare_exchange(0, ms, Relaxed, Relaxed);
-        }
         batch.to = to;
         Some(batch)
     }
 
-    /// Adds journaled hits to the batch: as they are for the views, merged
-    /// for the sources (leaving out those without one).
-    fn take(&self, batch: &mut Batch, records: Vec<Record>) {
+    /// Adds journaled hits to the batch, merged per bucket (the sources
+    /// leave out those without one). The first hit sets the deadline: a
+    /// window after it was made, so a batch that starts behind closes as
+    /// soon as nothing more is waiting.
+    fn take(&self, batch: &mut Batch, records: Vec<Record>, deadline: &mut Option<Instant>) {
+        let Some(first) = records.first() else {
+            return;
+        };
+        if deadline.is_none() {
+            *deadline = Some(deadline_after(first.at, self.window));
+            // The stream's lag runs from its oldest unapplied hit, while
+            // the batch still gathers.
+            let ms = first.at.timestamp_millis().max(1) as u64;
+            let _ = self.lane.unapplied_since_ms[self.stream.index()]
+                .compare_exchange(0, ms, Relaxed, Relaxed);
+        }
+        batch.first_at.get_or_insert(first.at);
+        batch.last_at = records.last().map(|r| r.at);
         batch.hits += records.len();
         match self.stream {
-            Stream::Views => batch.records.extend(records),
+            Stream::Views | Stream::Rollups => {
+                for r in &records {
+                    for inc in &mut batch.levels {
+                        inc.add(&r.page, r.at);
+                    }
+                }
+            }
             Stream::Sources => {
                 for r in records {
                     if let Some(source) = r.source {
@@ -438,46 +494,54 @@ impl Applier {
         }
     }
 
-    /// Applies a batch, retrying until it is in. Returns false when
-    /// shutting down gave up on it (it stays in the journal).
-    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, stream = self.stream.as_str(), hits = batch.hits, from = batch.from, to = batch.to))]
-    async fn commit(&mut self, batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
-        let views = self.stream == Stream::Views;
-        let advance = Advance {
+    fn advance(&self, from: u64, to: u64) -> Advance<'_> {
+        Advance {
             journal: &self.journal,
             lane: self.lane.index,
             stream: self.stream,
-            from: batch.from,
-            to: batch.to,
-        };
+            from,
+            to,
+        }
+    }
+
+    /// Applies a batch, retrying until it is in. Returns false when
+    /// shutting down gave up on it (it stays in the journal).
+    #[tracing::instrument(name = "flush", level = "debug", skip_all, fields(lane = self.lane.index, stream = self.stream.as_str(), hits = batch.hits, from = batch.from, to = batch.to))]
+    async fn commit(&mut self, mut batch: Batch, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let views = self.stream == Stream::Views;
         let mut backoff = Duration::from_millis(50);
         let mut attempts = 0u32;
         loop {
             let started = Instant::now();
+            let advance = self.advance(batch.from, batch.to);
             // A deleted site's hits accepted before its deletion are
             // skipped, so they do not re-create its buckets; the progress
             // still advances past them.
+            let directory = &self.directory;
             let result = match self.stream {
-                Stream::Views => {
-                    let hits = batch
-                        .records
-                        .iter()
-                        .filter(|r| !self.directory.is_deleted_page(&r.page))
-                        .map(|r| Hit {
-                            page: &r.page,
-                            at: r.at,
-                            source: None,
-                        });
-                    self.writer.apply(hits, Some(&advance)).await
+                Stream::Views | Stream::Rollups => {
+                    for inc in &mut batch.levels {
+                        inc.drop_where(|page| directory.is_deleted_page(page));
+                    }
+                    self.writer
+                        .apply_merged(&batch.levels, batch.hits, &advance)
+                        .await
                 }
                 Stream::Sources => {
                     let views = batch
                         .sources
                         .iter()
-                        .filter(|(page, ..)| !self.directory.is_deleted_page(page));
+                        .filter(|(page, ..)| !directory.is_deleted_page(page));
                     self.writer.apply_sources(views, batch.hits, &advance).await
                 }
             };
+            if let Ok(report) = &result {
+                self.stats.record_statements(
+                    self.stream.index(),
+                    report.statements() as u64,
+                    started.elapsed().as_micros() as u64,
+                );
+            }
             // The flush statistics (latency, sizes) are the views'.
             let error = match result {
                 Ok(report) => {
@@ -485,7 +549,7 @@ impl Applier {
                         self.stats
                             .record_flush(report.hits, started.elapsed().as_micros() as u64);
                     } else {
-                        self.stats.sources_consecutive_failures.store(0, Relaxed);
+                        self.stats.failing(self.stream).store(0, Relaxed);
                     }
                     break;
                 }
@@ -526,7 +590,7 @@ impl Applier {
                         self.stats.resolved_by_progress.fetch_add(1, Relaxed);
                         self.stats.consecutive_failures.store(0, Relaxed);
                     } else {
-                        self.stats.sources_consecutive_failures.store(0, Relaxed);
+                        self.stats.failing(self.stream).store(0, Relaxed);
                     }
                     break;
                 }
@@ -556,21 +620,31 @@ impl Applier {
         self.applied = batch.to;
         let n = batch.hits as u64;
         self.applied_records().fetch_add(n, Relaxed);
-        if !views {
-            self.lane.applied(Stream::Sources.index(), batch.to);
-            return true;
-        }
-        self.journal_stats
-            .replayed_records
-            .fetch_add(batch.from_disk as u64, Relaxed);
-        self.stats.applied_hits.fetch_add(n, Relaxed);
         let caught_up = self.lane.committed() <= batch.to;
-        let next_oldest = match batch.records.last() {
-            Some(last) if !caught_up => last.at.timestamp_millis().max(1) as u64,
+        let next_oldest = match batch.last_at {
+            Some(last) if !caught_up => last.timestamp_millis().max(1) as u64,
             _ => 0,
         };
-        self.lane.oldest_unapplied_ms.store(next_oldest, Relaxed);
-        self.lane.applied(Stream::Views.index(), batch.to);
+        self.lane.unapplied_since_ms[self.stream.index()].store(next_oldest, Relaxed);
+        if views {
+            self.journal_stats
+                .replayed_records
+                .fetch_add(batch.from_disk as u64, Relaxed);
+            self.stats.applied_hits.fetch_add(n, Relaxed);
+            if let Some(first) = batch.first_at {
+                let lag = (Utc::now() - first).num_milliseconds().max(0) as f64 / 1000.0;
+                self.stats.record_freshness(n, lag);
+            }
+        }
+        self.lane.applied(self.stream.index(), batch.to);
         true
     }
+}
+
+/// When a batch whose oldest hit was made `at` closes: a window later, but
+/// never later than a window from now (a clock ahead) and at once for hits
+/// already a window old (a backlog).
+fn deadline_after(at: DateTime<Utc>, window: Duration) -> Instant {
+    let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
+    Instant::now() + window.saturating_sub(age)
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::pixel::Outcome;
 use crate::metrics::Histogram;
+use crate::storage::progress::Stream;
 
 #[derive(Debug)]
 pub struct IngestStats {
@@ -29,10 +30,30 @@ pub struct IngestStats {
     /// The sources appliers' failed attempts since their last applied
     /// batch: sources that cannot be written keep their journal segments.
     pub sources_consecutive_failures: AtomicU64,
+    /// The same for the rollups (hour and day buckets).
+    pub rollups_consecutive_failures: AtomicU64,
+    /// Per stream (`Stream::index`): statements applied, and the time their
+    /// transactions took (µs), for the cost per statement and per hit.
+    pub statements: [AtomicU64; 3],
+    pub transaction_micros: [AtomicU64; 3],
     pub batch_sizes: Histogram,
     pub flush_seconds: Histogram,
     /// Hits applied per batch over the last minute, for the apply rate.
     recent: Mutex<VecDeque<(Instant, u64)>>,
+    /// Minute by minute, the applied rate while the minutes stayed fresh.
+    sustained: Mutex<Sustained>,
+}
+
+/// How far behind the minute buckets may be for a minute's applied rate to
+/// count as sustained (README: "minutes within 5 s").
+pub const FRESH_SECS: f64 = 5.0;
+
+#[derive(Debug)]
+struct Sustained {
+    start: Instant,
+    hits: u64,
+    worst_lag: f64,
+    best: f64,
 }
 
 /// The span the apply rate is measured over.
@@ -50,9 +71,18 @@ impl Default for IngestStats {
             resolved_by_progress: AtomicU64::new(0),
             consecutive_failures: AtomicU64::new(0),
             sources_consecutive_failures: AtomicU64::new(0),
+            rollups_consecutive_failures: AtomicU64::new(0),
+            statements: Default::default(),
+            transaction_micros: Default::default(),
             batch_sizes: Histogram::sizes(),
             flush_seconds: Histogram::seconds(),
             recent: Mutex::new(VecDeque::new()),
+            sustained: Mutex::new(Sustained {
+                start: Instant::now(),
+                hits: 0,
+                worst_lag: 0.0,
+                best: 0.0,
+            }),
         }
     }
 }
@@ -94,6 +124,54 @@ impl IngestStats {
             .map(|(_, n)| n)
             .sum();
         hits as f64 / RATE_SPAN.as_secs_f64()
+    }
+
+    /// A minutes batch of `hits` went in, its oldest hit `lag_secs` old:
+    /// each whole minute whose batches all stayed within [`FRESH_SECS`]
+    /// is a rate the write-behind sustained.
+    pub fn record_freshness(&self, hits: u64, lag_secs: f64) {
+        let now = Instant::now();
+        let mut s = self.sustained.lock().unwrap_or_else(|p| p.into_inner());
+        let elapsed = now.duration_since(s.start);
+        if elapsed >= RATE_SPAN {
+            if s.worst_lag <= FRESH_SECS {
+                s.best = s.best.max(s.hits as f64 / elapsed.as_secs_f64());
+            }
+            *s = Sustained {
+                start: now,
+                hits: 0,
+                worst_lag: 0.0,
+                best: s.best,
+            };
+        }
+        s.hits += hits;
+        s.worst_lag = s.worst_lag.max(lag_secs);
+    }
+
+    /// The best one-minute applied rate since start with the minutes
+    /// fresh (hits/s).
+    pub fn sustained_rate(&self) -> f64 {
+        self.sustained
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .best
+    }
+
+    /// Failed attempts in a row of `stream`'s appliers other than the
+    /// views' (which are `consecutive_failures`).
+    pub fn failing(&self, stream: Stream) -> &AtomicU64 {
+        match stream {
+            Stream::Views => &self.consecutive_failures,
+            Stream::Sources => &self.sources_consecutive_failures,
+            Stream::Rollups => &self.rollups_consecutive_failures,
+        }
+    }
+
+    /// A committed batch of `stream` (by index) with `statements`
+    /// statements, in `micros` from its start to its commit.
+    pub fn record_statements(&self, stream: usize, statements: u64, micros: u64) {
+        self.statements[stream].fetch_add(statements, Relaxed);
+        self.transaction_micros[stream].fetch_add(micros, Relaxed);
     }
 
     pub fn record_flush_failure(&self) {

@@ -34,6 +34,9 @@ impl SegmentInfo {
     }
 }
 
+/// How many appliers read each lane (one per `storage::progress::Stream`).
+pub const APPLIERS: usize = 3;
+
 #[derive(Debug)]
 pub struct Lane {
     pub index: u32,
@@ -42,13 +45,14 @@ pub struct Lane {
     segments: Mutex<Vec<SegmentInfo>>,
     /// The position after the last committed record.
     committed: AtomicU64,
-    /// Time (ms since the epoch) of the oldest hit not yet applied; 0 when
-    /// the lane is caught up. Set by the applier.
-    pub oldest_unapplied_ms: AtomicU64,
-    /// Where each of the lane's appliers stands (views, sources: see
-    /// `storage::progress::Stream`); a segment is deleted only when both
+    /// Per applier, the time (ms since the epoch) of the oldest hit it has
+    /// not applied yet; 0 when it is caught up. Set by each applier: the
+    /// lag of its stream.
+    pub unapplied_since_ms: [AtomicU64; APPLIERS],
+    /// Where each of the lane's appliers stands (views, sources, rollups:
+    /// see `storage::progress::Stream`); a segment is deleted only when all
     /// are past it.
-    applied: [AtomicU64; 2],
+    applied: [AtomicU64; APPLIERS],
     /// Total bytes of this journal's files, shared by all lanes.
     pub(super) used: Arc<AtomicU64>,
     pub(super) stats: Arc<JournalStats>,
@@ -77,8 +81,8 @@ impl Lane {
             quarantine,
             segments: Mutex::new(segments),
             committed: AtomicU64::new(committed),
-            oldest_unapplied_ms: AtomicU64::new(0),
-            applied: [AtomicU64::new(0), AtomicU64::new(0)],
+            unapplied_since_ms: Default::default(),
+            applied: Default::default(),
             used,
             stats,
         }
@@ -185,12 +189,12 @@ impl Lane {
         })
     }
 
-    /// Applier `applier` (0 views, 1 sources) has everything before
-    /// `position` in the database: release what both have.
+    /// Applier `applier` (0 views, 1 sources, 2 rollups) has everything
+    /// before `position` in the database: release what all of them have.
     pub fn applied(&self, applier: usize, position: u64) {
         self.applied[applier].store(position, Relaxed);
-        let both = self.applied.iter().map(|a| a.load(Relaxed)).min();
-        self.release(both.unwrap_or(0));
+        let all = self.applied.iter().map(|a| a.load(Relaxed)).min();
+        self.release(all.unwrap_or(0));
     }
 
     /// Everything before `applied` is in the database: delete the segments

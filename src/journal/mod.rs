@@ -231,16 +231,24 @@ impl Journal {
         self.budget
     }
 
-    /// Age of the oldest hit not yet in the database, in seconds.
+    /// Age of the oldest hit not yet in the database, in seconds: the
+    /// minute buckets' lag.
     pub fn backlog_age_secs(&self, now: chrono::DateTime<chrono::Utc>) -> f64 {
+        self.lag_secs(0, now)
+    }
+
+    /// How far behind applier `applier` (0 views, 1 sources, 2 rollups) is:
+    /// the age of the oldest hit it has not applied, in seconds (0 when it
+    /// has nothing left).
+    pub fn lag_secs(&self, applier: usize, now: chrono::DateTime<chrono::Utc>) -> f64 {
         let oldest = self
             .lanes
             .iter()
-            .map(|l| l.oldest_unapplied_ms.load(Relaxed))
+            .map(|l| l.unapplied_since_ms[applier].load(Relaxed))
             .filter(|&ms| ms > 0)
             .min();
         match oldest {
-            Some(ms) if self.stats.backlog() > 0 => {
+            Some(ms) if self.stats.backlog_of(applier) > 0 => {
                 (now.timestamp_millis() - ms as i64).max(0) as f64 / 1000.0
             }
             _ => 0.0,

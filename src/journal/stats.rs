@@ -15,6 +15,9 @@ pub struct JournalStats {
     /// Records whose sources are applied (the sources stream trails the
     /// views by up to its window).
     pub sources_applied_records: AtomicU64,
+    /// Records whose hour and day buckets are applied (the rollups trail
+    /// the minutes by up to their window).
+    pub rollups_applied_records: AtomicU64,
     /// Records the appliers read back from segment files (replay after a
     /// restart, or catching up after falling behind) rather than from memory.
     pub replayed_records: AtomicU64,
@@ -40,6 +43,7 @@ impl Default for JournalStats {
             committed_records: AtomicU64::new(0),
             applied_records: AtomicU64::new(0),
             sources_applied_records: AtomicU64::new(0),
+            rollups_applied_records: AtomicU64::new(0),
             replayed_records: AtomicU64::new(0),
             group_commits: AtomicU64::new(0),
             sync_failures: AtomicU64::new(0),
@@ -65,9 +69,30 @@ impl JournalStats {
 
     /// Committed records whose sources are not yet in the database.
     pub fn sources_backlog(&self) -> u64 {
+        self.backlog_of(1)
+    }
+
+    /// Committed records whose hour and day buckets are not yet in the
+    /// database.
+    pub fn rollups_backlog(&self) -> u64 {
+        self.backlog_of(2)
+    }
+
+    /// The counter of records applier `applier` has applied (0 views, 1
+    /// sources, 2 rollups: `storage::progress::Stream::index`).
+    pub fn applied_by(&self, applier: usize) -> &AtomicU64 {
+        match applier {
+            0 => &self.applied_records,
+            1 => &self.sources_applied_records,
+            _ => &self.rollups_applied_records,
+        }
+    }
+
+    /// Committed records applier `applier` has not applied yet.
+    pub fn backlog_of(&self, applier: usize) -> u64 {
         self.committed_records
             .load(Relaxed)
-            .saturating_sub(self.sources_applied_records.load(Relaxed))
+            .saturating_sub(self.applied_by(applier).load(Relaxed))
     }
 
     pub fn corrupt_segments(&self) -> Vec<String> {

@@ -4,10 +4,11 @@
 //! document for the stream being applied, from the batch's first position
 //! to the position after it.
 //!
-//! What a transaction writes follows its stream (`progress::Stream`): the
-//! views stream writes the three page levels and the three site-total
-//! levels; the sources stream the four source collections. Writers outside
-//! the journal (demo data, benchmarks, tests) write both at once.
+//! What a transaction writes follows its stream (`progress::Stream`,
+//! [`levels`]): the views stream writes the page and site minute buckets,
+//! the rollups stream the page and site hour and day buckets, the sources
+//! stream the four source collections. Writers outside the journal (demo
+//! data, benchmarks, tests) write everything at once.
 //!
 //! The progress update matches only `position: from`, so a batch can commit
 //! at most once whatever is retried: after an unknown outcome the caller
@@ -139,17 +140,9 @@ impl BucketWriter {
         hits: impl IntoIterator<Item = Hit<'a>>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
-        let part = part_of(advance);
-        let mut increments: Vec<Increments> = Resolution::ALL
-            .map(Increments::new)
-            .into_iter()
-            .chain(Resolution::ALL.map(|g| Increments::for_site(g, part)))
-            .collect();
         let stream = advance.map(|a| a.stream);
-        let (views, with_sources) = (
-            stream != Some(Stream::Sources),
-            stream != Some(Stream::Views),
-        );
+        let mut increments = view_increments(stream, part_of(advance));
+        let with_sources = matches!(stream, None | Some(Stream::Sources));
         // Sources are merged per page, hour and source first, as the
         // sources applier merges them (only direct writers get here with
         // sources: the appliers send views and sources apart).
@@ -157,10 +150,8 @@ impl BucketWriter {
         let mut count = 0;
         for hit in hits {
             count += 1;
-            if views {
-                for inc in &mut increments {
-                    inc.add(hit.page, hit.at);
-                }
+            for inc in &mut increments {
+                inc.add(hit.page, hit.at);
             }
             if let Some(source) = hit.source.filter(|_| with_sources) {
                 sourced.add(hit.page.to_owned(), hit.at, source.to_owned());
@@ -169,13 +160,27 @@ impl BucketWriter {
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
-        let by_source = source_increments(part, sourced.iter());
+        let by_source = source_increments(part_of(advance), sourced.iter());
         self.transact(&increments, &by_source, advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
                 outcomes,
             })
+    }
+
+    /// Applies a batch of `hits` journaled hits already merged per bucket
+    /// (the levels `advance`'s stream writes: [`view_increments`]), with
+    /// its advance.
+    pub async fn apply_merged(
+        &self,
+        increments: &[Increments],
+        hits: usize,
+        advance: &Advance<'_>,
+    ) -> Result<FlushReport, ApplyError> {
+        self.transact(increments, &[], Some(advance))
+            .await
+            .map(|outcomes| FlushReport { hits, outcomes })
     }
 
     /// Applies a sources batch of `hits` journaled hits, their views
@@ -396,9 +401,32 @@ fn approx_len(doc: &Document) -> usize {
         .sum::<usize>()
 }
 
+/// The view levels a stream writes: minutes for the views stream, hours
+/// and days for the rollups, none for the sources; all three for writers
+/// outside the journal (`None`).
+pub fn levels(stream: Option<Stream>) -> &'static [Resolution] {
+    match stream {
+        Some(Stream::Views) => &[Resolution::Minute],
+        Some(Stream::Rollups) => &[Resolution::Hour, Resolution::Day],
+        Some(Stream::Sources) => &[],
+        None => &Resolution::ALL,
+    }
+}
+
+/// Empty increments for the page and site buckets of `stream`'s levels,
+/// the site's written as `part`.
+pub fn view_increments(stream: Option<Stream>, part: i32) -> Vec<Increments> {
+    let levels = levels(stream);
+    levels
+        .iter()
+        .map(|&g| Increments::new(g))
+        .chain(levels.iter().map(|&g| Increments::for_site(g, part)))
+        .collect()
+}
+
 /// Site buckets are written as the writer's part (its lane), so lanes
 /// never write the same site document.
-fn part_of(advance: Option<&Advance<'_>>) -> i32 {
+pub fn part_of(advance: Option<&Advance<'_>>) -> i32 {
     advance.map_or(PART_DIRECT, |a| a.lane as i32)
 }
 

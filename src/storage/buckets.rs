@@ -226,6 +226,27 @@ impl Increments {
         self.target.resolution
     }
 
+    /// Drops the buckets of pages for which `gone(page)` holds; a site
+    /// bucket is asked as its domain's root page (`<domain>/`).
+    pub fn drop_where(&mut self, gone: impl Fn(&str) -> bool) {
+        let site = self.target.subject == Subject::Site;
+        self.buckets.retain(|(key, _), _| {
+            if site {
+                !gone(&format!("{key}/"))
+            } else {
+                !gone(key)
+            }
+        });
+    }
+
+    /// Views counted so far.
+    pub fn views(&self) -> u64 {
+        self.buckets
+            .values()
+            .flat_map(|slots| slots.iter().map(|&n| u64::from(n)))
+            .sum()
+    }
+
     pub fn collection(&self) -> &'static str {
         self.target.subject.collection(self.target.resolution)
     }

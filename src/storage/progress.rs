@@ -2,7 +2,7 @@
 //! document per lane and [`Stream`], advanced in the same transaction as
 //! what that stream writes.
 //!
-//! `{_id: "<journal id>/<lane>[/sources]", journal, lane, position: NumberLong, updatedAt}`
+//! `{_id: "<journal id>/<lane>[/rollups|/sources]", journal, lane, position: NumberLong, updatedAt}`
 
 use bson::{doc, Document};
 use mongodb::options::{ReadConcern, ReadPreference, SelectionCriteria};
@@ -13,18 +13,27 @@ use super::Store;
 pub const COLLECTION: &str = "journal_progress";
 
 /// What a lane's applier writes. Each stream reads the same lane and keeps
-/// its own position, so each batch of either commits at most once.
+/// its own position, so each batch of any of them commits at most once.
+///
+/// *Why three*: a statement costs about the same whatever it carries, and
+/// every level costs one statement per distinct page in a batch. Minutes
+/// are what the realtime panels read, so they go first and often; the
+/// hour and day levels (read for longer ranges) are merged over a longer
+/// window, so one statement carries many more hits (issue 26).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
-    /// The page and site view buckets, applied within about a second.
+    /// The page and site minute buckets, applied within about a second at
+    /// light load (batches grow with the backlog).
     Views,
     /// Traffic sources, gathered over a longer window so one statement per
     /// bucket carries many hits (see `ingest::applier`).
     Sources,
+    /// The page and site hour and day buckets, gathered over a few seconds.
+    Rollups,
 }
 
 impl Stream {
-    pub const ALL: [Stream; 2] = [Stream::Views, Stream::Sources];
+    pub const ALL: [Stream; 3] = [Stream::Views, Stream::Sources, Stream::Rollups];
 
     pub fn index(self) -> usize {
         self as usize
@@ -34,6 +43,7 @@ impl Stream {
         match self {
             Stream::Views => "views",
             Stream::Sources => "sources",
+            Stream::Rollups => "rollups",
         }
     }
 }
@@ -49,11 +59,12 @@ pub struct Advance<'a> {
     pub to: u64,
 }
 
-/// The views keep the id they had before sources had a stream of their own.
+/// The views (minutes) keep the id they had when they were the only stream.
 pub fn id(journal: &str, lane: u32, stream: Stream) -> String {
     match stream {
         Stream::Views => format!("{journal}/{lane}"),
         Stream::Sources => format!("{journal}/{lane}/sources"),
+        Stream::Rollups => format!("{journal}/{lane}/rollups"),
     }
 }
 
@@ -124,10 +135,11 @@ pub async fn ensure(
         .unwrap_or(initial))
 }
 
-/// Records both streams of a lane, before its views applier applies
-/// anything. A lane the database knows from before sources had a stream
-/// (when they were written with the views) starts its sources where its
-/// views are: everything before that has its sources in already.
+/// Records every stream of a lane, before its views applier applies
+/// anything. A lane the database knows from before a stream existed (when
+/// sources, or the hour and day levels, were written with the views)
+/// starts that stream where its views are: everything before that is in
+/// already.
 pub async fn ensure_lane(
     store: &Store,
     journal: &str,
@@ -136,5 +148,6 @@ pub async fn ensure_lane(
 ) -> Result<u64, mongodb::error::Error> {
     let views = ensure(store, journal, lane, Stream::Views, oldest).await?;
     ensure(store, journal, lane, Stream::Sources, views).await?;
+    ensure(store, journal, lane, Stream::Rollups, views).await?;
     Ok(views)
 }

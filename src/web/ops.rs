@@ -14,6 +14,7 @@ fn n(value: impl TryInto<i64>) -> String {
 use super::state::WebState;
 use crate::ingest::pixel::Outcome;
 use crate::metrics;
+use crate::storage::progress::Stream;
 
 /// The journal and write-behind at one moment.
 pub struct WriteBehind {
@@ -26,7 +27,18 @@ pub struct WriteBehind {
     pub backlog: u64,
     /// Journaled hits whose sources are not yet applied.
     pub sources_backlog: u64,
+    /// Journaled hits whose hour and day buckets are not yet applied.
+    pub rollups_backlog: u64,
     pub backlog_age_secs: f64,
+    /// Per stream (`Stream::ALL` order: views, sources, rollups): how far
+    /// behind it is, in seconds.
+    pub lag_secs: [f64; 3],
+    /// Per stream: statements applied and the time their transactions took.
+    pub statements: [u64; 3],
+    pub transaction_secs: [f64; 3],
+    /// The highest one-minute applied rate since start during which the
+    /// minutes stayed within the freshness bound (hits/s).
+    pub sustained_rate: f64,
     pub committed: u64,
     pub applied: u64,
     pub replayed: u64,
@@ -37,6 +49,7 @@ pub struct WriteBehind {
     pub apply_failures: u64,
     pub consecutive_failures: u64,
     pub sources_consecutive_failures: u64,
+    pub rollups_consecutive_failures: u64,
     pub group_commits: u64,
     pub mean_sync_ms: f64,
     pub torn_tails: u64,
@@ -62,7 +75,13 @@ impl WriteBehind {
             journal_budget: journal.budget(),
             backlog: js.backlog(),
             sources_backlog: js.sources_backlog(),
+            rollups_backlog: js.rollups_backlog(),
             backlog_age_secs: journal.backlog_age_secs(state.clock.now()),
+            lag_secs: Stream::ALL.map(|s| journal.lag_secs(s.index(), state.clock.now())),
+            statements: Stream::ALL.map(|s| stats.statements[s.index()].load(Relaxed)),
+            transaction_secs: Stream::ALL
+                .map(|s| stats.transaction_micros[s.index()].load(Relaxed) as f64 / 1e6),
+            sustained_rate: stats.sustained_rate(),
             committed: js.committed_records.load(Relaxed),
             applied: js.applied_records.load(Relaxed),
             replayed: js.replayed_records.load(Relaxed),
@@ -73,6 +92,7 @@ impl WriteBehind {
             apply_failures: stats.flush_failures.load(Relaxed),
             consecutive_failures: stats.consecutive_failures.load(Relaxed),
             sources_consecutive_failures: stats.sources_consecutive_failures.load(Relaxed),
+            rollups_consecutive_failures: stats.rollups_consecutive_failures.load(Relaxed),
             group_commits: js.group_commits.load(Relaxed),
             mean_sync_ms: js.sync_seconds.mean() * 1000.0,
             torn_tails: js.torn_tails_truncated.load(Relaxed),
@@ -95,6 +115,12 @@ impl WriteBehind {
             return Some(format!(
                 "sources write-behind failing ({} attempts in a row); {} hits' sources wait in the journal",
                 self.sources_consecutive_failures, self.sources_backlog
+            ));
+        }
+        if self.rollups_consecutive_failures > 0 {
+            return Some(format!(
+                "hour and day write-behind failing ({} attempts in a row); {} hits wait in the journal",
+                self.rollups_consecutive_failures, self.rollups_backlog
             ));
         }
         if self.backlog_age_secs > max_backlog_secs as f64 {
@@ -132,12 +158,27 @@ impl WriteBehind {
                 n(self.sources_backlog),
             ),
             (
-                "Oldest unapplied hit",
-                format!("{:.1} s", self.backlog_age_secs),
+                "Hour and day backlog (hits whose hours and days wait for their batch)",
+                n(self.rollups_backlog),
+            ),
+            (
+                "Lag: minutes / hours and days / sources",
+                format!(
+                    "{:.1} s / {:.1} s / {:.1} s",
+                    self.lag_secs[0], self.lag_secs[2], self.lag_secs[1]
+                ),
             ),
             (
                 "Apply rate (last minute)",
                 format!("{:.0} hits/s", self.apply_rate),
+            ),
+            (
+                "Sustained rate since start (best minute with the minutes under 5 s behind)",
+                format!("{:.0} hits/s", self.sustained_rate),
+            ),
+            (
+                "Statements per applied hit",
+                format!("{:.3}", self.statements_per_hit()),
             ),
             (
                 "Hits journaled / applied",
@@ -155,6 +196,13 @@ impl WriteBehind {
                 n(self.fast_hits_lost),
             ),
         ]
+    }
+}
+
+impl WriteBehind {
+    /// Statements of every stream per hit applied to the minutes.
+    pub fn statements_per_hit(&self) -> f64 {
+        self.statements.iter().sum::<u64>() as f64 / self.applied.max(1) as f64
     }
 }
 
@@ -201,7 +249,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             stats.count(o)
         ));
     }
-    let gauges: [(&str, &str, u64); 9] = [
+    let gauges: [(&str, &str, u64); 11] = [
         (
             "tickertape_queue_depth",
             "Hits waiting for the journal writers.",
@@ -233,9 +281,19 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             w.sources_backlog,
         ),
         (
+            "tickertape_journal_rollups_backlog_hits",
+            "Journaled hits whose hour and day buckets are not yet applied (they trail the minutes by up to the rollups window).",
+            w.rollups_backlog,
+        ),
+        (
             "tickertape_sources_apply_consecutive_failures",
             "Failed sources apply attempts since the last applied sources batch.",
             w.sources_consecutive_failures,
+        ),
+        (
+            "tickertape_rollups_apply_consecutive_failures",
+            "Failed hour and day apply attempts since the last applied rollups batch.",
+            w.rollups_consecutive_failures,
         ),
         (
             "tickertape_journal_corrupt_segments",
@@ -255,6 +313,30 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "# HELP tickertape_journal_backlog_age_seconds Age of the oldest hit not yet applied.\n# TYPE tickertape_journal_backlog_age_seconds gauge\ntickertape_journal_backlog_age_seconds {:.3}\n",
         w.backlog_age_secs
     ));
+    out.push_str("# HELP tickertape_write_behind_lag_seconds Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources).\n# TYPE tickertape_write_behind_lag_seconds gauge\n");
+    for stream in Stream::ALL {
+        out.push_str(&format!(
+            "tickertape_write_behind_lag_seconds{{stream=\"{}\"}} {:.3}\n",
+            stream.as_str(),
+            w.lag_secs[stream.index()]
+        ));
+    }
+    out.push_str("# HELP tickertape_apply_statements_total Statements applied to the database, by write-behind stream.\n# TYPE tickertape_apply_statements_total counter\n");
+    for stream in Stream::ALL {
+        out.push_str(&format!(
+            "tickertape_apply_statements_total{{stream=\"{}\"}} {}\n",
+            stream.as_str(),
+            w.statements[stream.index()]
+        ));
+    }
+    out.push_str("# HELP tickertape_apply_transaction_seconds_total Time spent in applied write-behind transactions, by stream.\n# TYPE tickertape_apply_transaction_seconds_total counter\n");
+    for stream in Stream::ALL {
+        out.push_str(&format!(
+            "tickertape_apply_transaction_seconds_total{{stream=\"{}\"}} {:.6}\n",
+            stream.as_str(),
+            w.transaction_secs[stream.index()]
+        ));
+    }
     let counters: [(&str, &str, u64); 10] = [
         ("tickertape_write_path_panics_total", "Panics caught in journal writers and appliers (each logged; the lane went on).", js.writer_panics.load(Relaxed)),
         ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),

@@ -23,6 +23,9 @@ pub struct WebState {
     pub journal: std::sync::Arc<crate::journal::Journal>,
     /// `/readyz` fails while the oldest unapplied hit is older than this.
     pub ready_max_backlog_secs: u64,
+    /// The write-behind's windows, which the report pages state as each
+    /// level's freshness.
+    pub apply: crate::ingest::applier::ApplyConfig,
     /// The background preallocation, when enabled (for its next run time).
     pub scheduler: Option<std::sync::Arc<crate::preallocation::scheduler::Scheduler>>,
     pub prealloc_threshold: i64,

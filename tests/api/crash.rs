@@ -114,6 +114,9 @@ impl AppProcess {
             // Many sources batches during the load, so a kill falls between
             // (or inside) them, not only before the first.
             ("TICKERTAPE_SOURCES_WINDOW_MS".into(), "700".into()),
+            // Hours and days on a window of their own, between the two, so
+            // kills land inside and between all three streams' batches.
+            ("TICKERTAPE_ROLLUPS_WINDOW_MS".into(), "450".into()),
             ("TICKERTAPE_WRITE_TIMEOUT_MS".into(), "2000".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
@@ -173,13 +176,14 @@ impl AppProcess {
             .ok()
     }
 
-    /// Waits until the app has applied everything it journaled, views
-    /// and sources.
+    /// Waits until the app has applied everything it journaled: minutes,
+    /// hours and days, and sources.
     async fn drained(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
             if self.metric("tickertape_journal_backlog_hits").await == Some(0.0)
                 && self.metric("tickertape_journal_sources_backlog_hits").await == Some(0.0)
+                && self.metric("tickertape_journal_rollups_backlog_hits").await == Some(0.0)
             {
                 return;
             }
@@ -357,6 +361,17 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
         );
     }
     let site_views: i64 = stored.values().sum();
+    // The site totals, every level, equal the pages' sum (written by the
+    // minutes and the rollups streams apart).
+    for g in Resolution::ALL {
+        let site: Vec<bson::Document> = all(uri, database, Subject::Site.collection(g)).await;
+        let total: i64 = site
+            .iter()
+            .filter(|d| d.get_str("site") == Ok("crash.test"))
+            .map(|d| d.get_i64("totalViews").unwrap())
+            .sum();
+        assert_eq!(total, site_views, "{g:?}: site totals equal the pages");
+    }
     for g in [Resolution::Hour, Resolution::Day] {
         let (by_page, most) = source_totals(uri, database, Subject::Page, g).await;
         assert_eq!(&by_page, stored, "{g:?}: every view's source, once");
@@ -495,5 +510,49 @@ async fn a_sixty_second_database_outage_is_absorbed_by_the_journal_and_drained()
     eprintln!(
         "60 s outage: {} answered 200, backlog {backlog} at the end of the outage, drained {drain:?} after the database returned",
         tally.acked.values().sum::<i64>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_killed_at_once_while_a_large_backlog_drains_lose_and_double_nothing() {
+    // A backlog builds while the database is away; it drains in large
+    // batches once it returns, and the app and the database are both
+    // killed in the middle of that drain, then started again.
+    let mut s = scenario().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = load(s.app.url(""), s.site.clone(), 500, 16, 1_500, stop.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    s.db.kill();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let backlog = s
+        .app
+        .metric("tickertape_journal_backlog_hits")
+        .await
+        .unwrap();
+    assert!(backlog > 5_000.0, "a backlog to drain: {backlog}");
+    s.db.restart().await;
+    // Into the drain: some batches in, most not yet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = s.app.metric("tickertape_journal_backlog_hits").await;
+        if left.is_some_and(|l| l < backlog * 0.9) || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.app.kill();
+    s.db.kill();
+    s.db.restart().await;
+    s.app.restart().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let tally = running.await.unwrap();
+    let acked: i64 = tally.acked.values().sum();
+    assert!(acked > 5_000, "the load ran: {tally:?}");
+    s.app.drained(Duration::from_secs(120)).await;
+    check_exactly_once(&s.db.uri(), &s.database, &tally).await;
+    eprintln!(
+        "both SIGKILLed during a drain of {backlog} hits: {acked} answered 200, {} answers lost in the kill",
+        tally.unknown.values().sum::<i64>()
     );
 }

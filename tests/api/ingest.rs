@@ -422,3 +422,77 @@ async fn shutdown_with_the_database_away_leaves_the_backlog_for_the_next_start()
             >= 50
     );
 }
+
+#[tokio::test]
+async fn many_pages_in_small_batches_drain_exact_on_every_level() {
+    // More pages than a batch may hold buckets: the minutes and the hours
+    // and days go in many bounded batches each, on streams of their own,
+    // and every level, page and site, ends exact.
+    const PAGES: usize = 1_500;
+    const HITS: usize = 3_000;
+    let app = spawn_app_with(|s| {
+        s.ingest.journal_lanes = 2;
+        s.ingest.apply_max_buckets = 120;
+        s.ingest.apply_max_hits = 400;
+        s.ingest.rollups_max_hits = 900;
+        s.security.new_pages_per_hour = 10_000;
+    })
+    .await;
+    let site = app.add_site("many.test", &[]).await;
+    let statuses: Vec<u16> = futures::stream::iter(0..HITS)
+        .map(|i| {
+            let (app, site) = (&app, &site);
+            async move {
+                let q = format!("site={}&page=/p/{}", site.id, (i * 7) % PAGES);
+                app.pixel(&q).await.status().as_u16()
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert!(statuses.iter().all(|&s| s == 200), "all counted");
+    app.settle().await;
+    let mut expected: HashMap<String, i64> = HashMap::new();
+    for i in 0..HITS {
+        *expected
+            .entry(format!("many.test/p/{}", (i * 7) % PAGES))
+            .or_default() += 1;
+    }
+    for g in Resolution::ALL {
+        let mut got: HashMap<String, i64> = HashMap::new();
+        for b in app.buckets(g).await {
+            *got.entry(b.page).or_default() += b.total_views;
+        }
+        assert_eq!(got, expected, "{g:?}: every page exact");
+        let site_total: i64 = app
+            .store
+            .db()
+            .collection::<bson::Document>(tickertape::storage::Subject::Site.collection(g))
+            .find(bson::doc! {"site": "many.test"})
+            .await
+            .unwrap()
+            .map(|d| d.unwrap().get_i64("totalViews").unwrap())
+            .collect::<Vec<i64>>()
+            .await
+            .iter()
+            .sum();
+        assert_eq!(site_total, HITS as i64, "{g:?}: the site's total");
+    }
+    // The bounds held: the minutes needed many batches, each of at most
+    // 120 buckets, hence far more batches than hits / max hits.
+    let batches = app.metric("tickertape_apply_batch_size_count").await;
+    assert!(batches >= (PAGES / 120) as f64, "{batches} minutes batches");
+    let statements = app
+        .metrics()
+        .await
+        .lines()
+        .filter_map(|l| l.strip_prefix("tickertape_apply_statements_total{stream=\"rollups\"} "))
+        .map(|v| v.parse::<f64>().unwrap())
+        .next()
+        .unwrap();
+    // Every page's hour and day, page and site, at least once.
+    assert!(
+        statements >= (2 * PAGES) as f64,
+        "{statements} rollups statements"
+    );
+}

@@ -519,3 +519,53 @@ async fn a_sites_top_pages_never_include_another_sites_at_the_same_times() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_write_behind_more_than_five_seconds_behind_is_said_on_the_reports_and_in_metrics() {
+    // A window of a minute and a clock ahead of the real one: the view
+    // waits in the journal while the report's clock moves on 30 s.
+    let app = spawn_app_with(|s| {
+        s.ingest.apply_window_ms = 60_000;
+        s.ingest.rollups_window_ms = 60_000;
+    })
+    .await;
+    let start = Utc::now() + chrono::TimeDelta::days(1);
+    app.clock.set(start);
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("lag.test", &[]).await;
+    let admin = app.login("admin@example.com").await;
+    let base = format!("/sites/{}", site.id);
+    let (_, fresh) = admin.text(&base).await;
+    assert!(!fresh.contains("id=\"behind\""), "nothing behind yet");
+    assert!(
+        fresh.contains("the hours and days within about 60 seconds"),
+        "each level's freshness is stated"
+    );
+    let r = app.pixel(&format!("site={}&page=/late", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.clock.set(start + chrono::TimeDelta::seconds(30));
+    let (_, late) = admin.text(&base).await;
+    assert!(
+        late.contains("Figures up to 30 s ago"),
+        "the dashboard says how far behind: {late}"
+    );
+    let (_, page) = admin.text(&format!("{base}/page?path=%2Flate")).await;
+    assert!(
+        page.contains("Figures up to 30 s ago"),
+        "and the page report"
+    );
+    let metrics = app.metrics().await;
+    for stream in ["views", "rollups"] {
+        let lag: f64 = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "tickertape_write_behind_lag_seconds{{stream=\"{stream}\"}} "
+                ))
+            })
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((29.0..=31.0).contains(&lag), "{stream}: {lag}");
+    }
+}

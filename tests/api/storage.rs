@@ -168,10 +168,25 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         .apply(hits.iter().map(|&h| h.into()), Some(&views))
         .await
         .unwrap();
-    // The views stream writes the views only.
-    assert_eq!((report.hits, report.statements()), (2, 6));
+    // The views stream writes the page and site minutes only.
+    assert_eq!((report.hits, report.statements()), (2, 2));
     let again = writer
         .apply(hits.iter().map(|&h| h.into()), Some(&views))
+        .await;
+    assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
+    assert_eq!(app.total_views(Resolution::Minute).await, 2);
+    assert_eq!(app.total_views(Resolution::Hour).await, 0);
+    assert_eq!(app.total_views(Resolution::Day).await, 0);
+    // The rollups stream: the hours and days, at its own position, at
+    // most once.
+    let rollups = advance(Stream::Rollups);
+    let report = writer
+        .apply(hits.iter().map(|&h| h.into()), Some(&rollups))
+        .await
+        .unwrap();
+    assert_eq!((report.hits, report.statements()), (2, 4));
+    let again = writer
+        .apply(hits.iter().map(|&h| h.into()), Some(&rollups))
         .await;
     assert!(matches!(again, Err(ApplyError::ProgressMoved)), "{again:?}");
     for g in Resolution::ALL {
@@ -224,10 +239,10 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
 }
 
 #[tokio::test]
-async fn a_lane_from_before_the_sources_stream_starts_its_sources_at_its_views() {
-    // Before sources had a stream of their own they were written with the
-    // views: a lane the database knows only by its views position must not
-    // apply the sources before it again.
+async fn a_lane_from_before_the_sources_and_rollups_streams_starts_them_at_its_views() {
+    // Before sources, hours and days had streams of their own they were
+    // written with the views: a lane the database knows only by its views
+    // position must not apply them before it again.
     let app = spawn_app().await;
     let journal = uuid::Uuid::new_v4().to_string();
     progress::ensure(&app.store, &journal, 3, Stream::Views, 0)
@@ -254,12 +269,15 @@ async fn a_lane_from_before_the_sources_stream_starts_its_sources_at_its_views()
             .unwrap(),
         512
     );
-    assert_eq!(
-        progress::position(&app.store, &journal, 3, Stream::Sources)
-            .await
-            .unwrap(),
-        Some(512)
-    );
+    for stream in [Stream::Sources, Stream::Rollups] {
+        assert_eq!(
+            progress::position(&app.store, &journal, 3, stream)
+                .await
+                .unwrap(),
+            Some(512),
+            "{stream:?}"
+        );
+    }
 }
 
 #[tokio::test]

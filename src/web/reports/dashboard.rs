@@ -57,6 +57,8 @@ pub(super) struct DashboardPage {
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     freshness: String,
+    /// How far behind the write-behind is, when more than a few seconds.
+    behind: Option<String>,
     empty: Empty,
     /// The first view arrived while the owner was waiting for it.
     first_view: bool,
@@ -199,6 +201,7 @@ pub async fn show_dashboard(
             vec![("q", filter.clone())]
         },
         freshness: freshness(state),
+        behind: behind(state),
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
         status_href: format!("{base}/status.json"),

@@ -20,7 +20,7 @@ pub use query::ReportQuery;
 pub use site_settings::{add_site, new_site_form, save_site_settings, site_settings};
 pub use sites::{sites, summaries};
 pub use sources::sources_csv;
-pub use view::freshness;
+pub use view::{behind, freshness};
 
 use links::*;
 use page::*;

@@ -37,6 +37,8 @@ pub(super) struct PageReport {
     csv_realtime: String,
     csv_current: String,
     freshness: String,
+    /// How far behind the write-behind is, when more than a few seconds.
+    behind: Option<String>,
     /// The site's dashboard, in the same range.
     back_href: String,
 }
@@ -205,6 +207,7 @@ pub async fn show_page_report(
         back_href: join(&site_base, &params, &[]),
         minute: minute_value,
         freshness: freshness(state),
+        behind: behind(state),
         site,
     };
     timed(state, started);

@@ -29,7 +29,7 @@ pub fn freshness(state: &WebState) -> String {
         Topology::Sharded => true,
     };
     // Plain words for site owners; the admin system page names the setting.
-    if matches!(pref, ReadPreference::Primary) || !has_secondaries {
+    let copy = if matches!(pref, ReadPreference::Primary) || !has_secondaries {
         "These figures include every view stored so far.".to_owned()
     } else if let Some(s) = staleness {
         format!(
@@ -38,7 +38,42 @@ pub fn freshness(state: &WebState) -> String {
         )
     } else {
         "These figures come from a copy of the database and may miss views of the last second or so.".to_owned()
+    };
+    let a = &state.apply;
+    format!(
+        "{copy} Views reach the minutes within about {}, the hours and days within about {} and the sources within about {} (longer under heavy load).",
+        seconds(a.window),
+        seconds(a.rollups_window),
+        seconds(a.sources_window)
+    )
+}
+
+fn seconds(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64().max(1.0);
+    if s < 1.5 {
+        "a second".to_owned()
+    } else {
+        format!("{s:.0} seconds")
     }
+}
+
+/// When the write-behind has fallen behind by more than
+/// [`FRESH_SECS`](crate::ingest::stats::FRESH_SECS): how far, in words for
+/// the top of a report ("Figures up to 42 s ago").
+pub fn behind(state: &WebState) -> Option<String> {
+    use crate::storage::progress::Stream;
+    let now = state.clock.now();
+    let lag = |s: Stream| state.journal.lag_secs(s.index(), now);
+    let (minutes, rollups) = (lag(Stream::Views), lag(Stream::Rollups));
+    let worst = minutes.max(rollups);
+    (worst > crate::ingest::stats::FRESH_SECS).then(|| {
+        format!(
+            "Figures up to {} s ago: the database is behind the views received (minutes {:.0} s, hours and days {:.0} s); they are kept safe and counted as it catches up.",
+            worst.ceil() as i64,
+            minutes,
+            rollups
+        )
+    })
 }
 
 /// Range presets, custom bounds and resolution, as the form shows them.

@@ -1,0 +1,427 @@
+//! Issue 26: the sustained rate. The release `tickertape serve` (durable
+//! acks) over 1,000, 10,000 and 100,000 pages, loaded by wrk for minutes,
+//! with the app's own `/metrics` read every second: what it acknowledged,
+//! what it applied, how far each write-behind stream lags, what each
+//! statement costs, and how long the backlog takes to drain afterwards.
+//!
+//! A run *keeps up* when the minutes' lag stays under 5 s at p99 and the
+//! load ends with less than 5 s of lag. The *sustained rate* is the
+//! applied rate of the saturating run when it keeps up; otherwise paced
+//! runs step down from it until one does.
+//!
+//! Options (environment):
+//! - `BENCH_SUSTAINED=0` skips it; `BENCH_SUSTAINED_RUNS` lists the runs,
+//!   each `pages[u][+VAR=value...]`: `u` for uniform popularity instead of
+//!   Zipf, and `+` settings passed to the server as `TICKERTAPE_<VAR>`
+//!   (to measure alternatives side by side, e.g. `10000+ROLLUPS_WINDOW_MS=1000`).
+//!   Default `1000,10000,100000,100000u`.
+//! - `BENCH_SUSTAINED_SECS` per run (default 300; quick 20), and
+//!   `BENCH_SUSTAINED_CONNECTIONS` (64).
+
+use anyhow::Context;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::roles::{self, Database};
+use crate::{env_or, repo, wrk, Options, Server, Spec};
+
+/// The minutes' lag a run may reach and still keep up (README: "minutes
+/// within 5 s").
+const FRESH_SECS: f64 = 5.0;
+
+#[derive(Debug, Clone)]
+struct RunSpec {
+    label: String,
+    pages: u32,
+    uniform: bool,
+    env: Vec<(String, String)>,
+}
+
+impl RunSpec {
+    fn parse(label: &str) -> anyhow::Result<Self> {
+        let mut parts = label.split('+');
+        let head = parts.next().unwrap_or_default();
+        let (digits, uniform) = match head.strip_suffix('u') {
+            Some(d) => (d, true),
+            None => (head, false),
+        };
+        let pages = digits
+            .parse()
+            .with_context(|| format!("pages in {label:?}"))?;
+        let env = parts
+            .map(|kv| {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("VAR=value in {label:?}"))?;
+                Ok((format!("TICKERTAPE_{k}"), v.to_owned()))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(RunSpec {
+            label: label.to_owned(),
+            pages,
+            uniform,
+            env,
+        })
+    }
+}
+
+/// One reading of `/metrics`.
+#[derive(Debug, Clone, Default)]
+struct Sample {
+    at: f64,
+    committed: f64,
+    applied: f64,
+    backlog: [f64; 3],
+    lag: [f64; 3],
+    statements: f64,
+    transaction_secs: f64,
+    journal_bytes: f64,
+    rss_mib: f64,
+}
+
+/// The streams as `/metrics` labels them, in the order of `Sample`'s arrays.
+const STREAMS: [&str; 3] = ["views", "rollups", "sources"];
+
+fn value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn sample(address: &str, pid: u32, started: Instant) -> Option<Sample> {
+    let text = reqwest::get(format!("{address}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let sum = |prefix: &str| -> f64 {
+        STREAMS
+            .iter()
+            .map(|s| value(&text, &format!("{prefix}{{stream=\"{s}\"}}")))
+            .sum()
+    };
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0);
+    Some(Sample {
+        at: started.elapsed().as_secs_f64(),
+        committed: value(&text, "tickertape_journal_committed_hits_total"),
+        applied: value(&text, "tickertape_applied_hits_total"),
+        backlog: [
+            value(&text, "tickertape_journal_backlog_hits"),
+            value(&text, "tickertape_journal_rollups_backlog_hits"),
+            value(&text, "tickertape_journal_sources_backlog_hits"),
+        ],
+        lag: STREAMS.map(|s| {
+            value(
+                &text,
+                &format!("tickertape_write_behind_lag_seconds{{stream=\"{s}\"}}"),
+            )
+        }),
+        statements: sum("tickertape_apply_statements_total"),
+        transaction_secs: sum("tickertape_apply_transaction_seconds_total"),
+        journal_bytes: value(&text, "tickertape_journal_bytes"),
+        rss_mib: rss,
+    })
+}
+
+struct Outcome {
+    label: String,
+    rate: Option<u32>,
+    acked_rate: f64,
+    applied_rate: f64,
+    p99_ms: f64,
+    lag_p50: f64,
+    lag_p99: f64,
+    lag_max: f64,
+    rollups_p99: f64,
+    sources_p99: f64,
+    end_backlog: f64,
+    end_lag: f64,
+    drain_secs: f64,
+    statements_per_hit: f64,
+    micros_per_statement: f64,
+    peak_rss: f64,
+    peak_journal_mib: f64,
+    difference: [i64; 3],
+    over_time: Vec<Sample>,
+}
+
+impl Outcome {
+    fn keeps_up(&self) -> bool {
+        self.lag_p99 < FRESH_SECS && self.end_lag < FRESH_SECS
+    }
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn run_one(
+    db: &Database,
+    spec: &RunSpec,
+    rate: Option<u32>,
+    seconds: u64,
+    connections: u32,
+    options: &Options,
+) -> anyhow::Result<Outcome> {
+    let db_name = "bench_sustained";
+    let (store, site) = db.fresh(db_name).await?;
+    let journal = repo().join("target/bench-journal").join(db_name);
+    let _ = std::fs::remove_dir_all(&journal);
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", db_name)
+        .env("TICKERTAPE_JOURNAL_DIR", &journal)
+        .env("TICKERTAPE_READY_MAX_BACKLOG_SECS", "3600")
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_ACK_MODE", "durable")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        // Every page on its own buckets: the cap is not what is measured.
+        .env("TICKERTAPE_NEW_PAGES_PER_HOUR", "0")
+        .env("RUST_LOG", "warn");
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let server = Server::start(cmd).context("starting target/release/tickertape")?;
+    let pid = server.pid();
+    let address = server.address.clone();
+    let started = Instant::now();
+    let loading = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (address, loading) = (address.clone(), loading.clone());
+        tokio::spawn(async move {
+            let mut samples = Vec::new();
+            while loading.load(Ordering::Relaxed) {
+                if let Some(s) = sample(&address, pid, started).await {
+                    samples.push(s);
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            samples
+        })
+    };
+    let wrk_spec = Spec {
+        label: spec.label.clone(),
+        kind: "durable".into(),
+        connections,
+        rate,
+    };
+    let wrk_options = Options {
+        duration: seconds,
+        pages: spec.pages,
+        uniform: spec.uniform,
+        ..options.clone()
+    };
+    let result = tokio::task::spawn_blocking({
+        let (address, site) = (address.clone(), site.clone());
+        move || wrk(&address, &site, &wrk_spec, &wrk_options)
+    })
+    .await??;
+    let load_secs = started.elapsed().as_secs_f64();
+    loading.store(false, Ordering::Relaxed);
+    let samples = sampler.await?;
+    let at_end = sample(&address, pid, started)
+        .await
+        .context("metrics at the end of the load")?;
+    // Drain: every stream empty.
+    let drain_started = Instant::now();
+    let mut last = at_end.clone();
+    let deadline = drain_started + Duration::from_secs(900);
+    while last.backlog.iter().any(|&b| b > 0.0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Some(s) = sample(&address, pid, started).await {
+            last = s;
+        }
+    }
+    let drain_secs = drain_started.elapsed().as_secs_f64();
+    let text = reqwest::get(format!("{address}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let counted = value(&text, "tickertape_hits_total{outcome=\"counted\"}") as i64;
+    let peak_rss = server.peak_rss_mib();
+    server.stop()?;
+    let mut difference = [0i64; 3];
+    for (i, g) in tickertape::storage::Resolution::ALL.iter().enumerate() {
+        difference[i] = roles::stored(&store, *g).await? - counted;
+    }
+    store.db().drop().await?;
+    let first = samples.first().cloned().unwrap_or_default();
+    let during: Vec<&Sample> = samples.iter().filter(|s| s.at >= 5.0).collect();
+    let lags = |i: usize| during.iter().map(|s| s.lag[i]).collect::<Vec<f64>>();
+    let statements = last.statements - first.statements;
+    let applied_all = last.applied - first.applied;
+    Ok(Outcome {
+        label: spec.label.clone(),
+        rate,
+        acked_rate: result.rate(),
+        applied_rate: (at_end.applied - first.applied) / (load_secs - first.at).max(1.0),
+        p99_ms: result.p99_us as f64 / 1000.0,
+        lag_p50: percentile(&lags(0), 0.5),
+        lag_p99: percentile(&lags(0), 0.99),
+        lag_max: percentile(&lags(0), 1.0),
+        rollups_p99: percentile(&lags(1), 0.99),
+        sources_p99: percentile(&lags(2), 0.99),
+        end_backlog: at_end.backlog[0],
+        end_lag: at_end.lag[0],
+        drain_secs,
+        statements_per_hit: statements / applied_all.max(1.0),
+        micros_per_statement: (last.transaction_secs - first.transaction_secs) * 1e6
+            / statements.max(1.0),
+        peak_rss,
+        peak_journal_mib: samples.iter().map(|s| s.journal_bytes).fold(0.0, f64::max)
+            / (1 << 20) as f64,
+        difference,
+        over_time: samples,
+    })
+}
+
+pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
+    let quick = options.quick;
+    let seconds: u64 = env_or("BENCH_SUSTAINED_SECS", if quick { 20 } else { 300 });
+    let connections: u32 = env_or("BENCH_SUSTAINED_CONNECTIONS", 64);
+    let runs: Vec<RunSpec> = std::env::var("BENCH_SUSTAINED_RUNS")
+        .unwrap_or_else(|_| "1000,10000,100000,100000u".into())
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(RunSpec::parse)
+        .collect::<anyhow::Result<_>>()?;
+    println!("\n## Sustained rate (issue 26)\n");
+    println!(
+        "durable acks, wrk with {connections} connections (paced runs 256), {seconds} s per run, `/metrics` read every second; a run keeps up when the minutes' lag stays under {FRESH_SECS} s (p99) and ends under it\n"
+    );
+    // The bare HTTP ceiling, in this run.
+    let ceiling = roles::scenario(db, &Spec::parse("ceiling", connections)?, options).await?;
+    println!(
+        "HTTP ceiling (bench-only server, no database work): {:.0} hits/s\n",
+        ceiling.wrk.rate()
+    );
+    let mut outcomes = Vec::new();
+    for spec in &runs {
+        let saturating = run_one(db, spec, None, seconds, connections, options).await?;
+        eprintln!(
+            "sustained {}: acked {:.0}/s applied {:.0}/s lag p99 {:.1} s",
+            spec.label, saturating.acked_rate, saturating.applied_rate, saturating.lag_p99
+        );
+        let mut sustained = saturating.keeps_up().then_some(saturating.applied_rate);
+        let mut rate = saturating.applied_rate * 0.9;
+        outcomes.push(saturating);
+        // Step down until a paced run keeps up (at most three steps).
+        for _ in 0..3 {
+            if sustained.is_some() {
+                break;
+            }
+            let paced = run_one(db, spec, Some(rate as u32), seconds, 256, options).await?;
+            eprintln!(
+                "sustained {} paced {:.0}: applied {:.0}/s lag p99 {:.1} s",
+                spec.label, rate, paced.applied_rate, paced.lag_p99
+            );
+            if paced.keeps_up() {
+                sustained = Some(paced.acked_rate);
+            }
+            outcomes.push(paced);
+            rate *= 0.75;
+        }
+        println!(
+            "- **{}**: sustained rate {}",
+            spec.label,
+            sustained.map_or("not found within three steps".to_owned(), |r| format!(
+                "{r:.0} hits/s ({:.0} % of the ceiling)",
+                r / ceiling.wrk.rate() * 100.0
+            ))
+        );
+    }
+    print_table(&outcomes);
+    print_over_time(&outcomes);
+    let bad: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.difference != [0, 0, 0])
+        .collect();
+    anyhow::ensure!(
+        bad.is_empty(),
+        "{} sustained run(s) lost or added hits",
+        bad.len()
+    );
+    Ok(())
+}
+
+fn print_table(outcomes: &[Outcome]) {
+    println!("\n| run | paced at | acked hits/s | applied hits/s (during the load) | p99 answer ms | minutes lag p50 / p99 / max s | hours+days lag p99 s | sources lag p99 s | backlog at the end (hits, lag s) | drain s | statements per hit | µs per statement (in transactions) | peak RSS MiB | peak journal MiB | keeps up | stored − 200s (minute/hour/day) |");
+    println!("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|");
+    for o in outcomes {
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} / {:.1} | {:.1} | {:.1} | {:.0}, {:.1} | {:.1} | {:.3} | {:.0} | {:.0} | {:.0} | {} | {} |",
+            o.label,
+            o.rate.map_or("saturating".into(), |r| r.to_string()),
+            o.acked_rate,
+            o.applied_rate,
+            o.p99_ms,
+            o.lag_p50,
+            o.lag_p99,
+            o.lag_max,
+            o.rollups_p99,
+            o.sources_p99,
+            o.end_backlog,
+            o.end_lag,
+            o.drain_secs,
+            o.statements_per_hit,
+            o.micros_per_statement,
+            o.peak_rss,
+            o.peak_journal_mib,
+            if o.keeps_up() { "yes" } else { "no" },
+            match o.difference {
+                [0, 0, 0] => "0 / 0 / 0 (no loss)".to_owned(),
+                d => format!("{} / {} / {} (LOST OR EXTRA)", d[0], d[1], d[2]),
+            }
+        );
+    }
+}
+
+fn print_over_time(outcomes: &[Outcome]) {
+    println!("\nOver time (every 30 s: acked/s, applied/s over the last 30 s, minutes backlog in hits, minutes lag s, hours+days lag s, app RSS MiB, journal MiB):\n");
+    for o in outcomes {
+        let mut marks = Vec::new();
+        let mut prev: Option<&Sample> = None;
+        for s in &o.over_time {
+            if prev.is_none_or(|p| s.at - p.at >= 30.0) {
+                if let Some(p) = prev {
+                    let dt = s.at - p.at;
+                    marks.push(format!(
+                        "{:.0}s: {:.0}/{:.0}/{:.0}/{:.1}/{:.1}/{:.0}/{:.0}",
+                        s.at,
+                        (s.committed - p.committed) / dt,
+                        (s.applied - p.applied) / dt,
+                        s.backlog[0],
+                        s.lag[0],
+                        s.lag[1],
+                        s.rss_mib,
+                        s.journal_bytes / (1 << 20) as f64
+                    ));
+                }
+                prev = Some(s);
+            }
+        }
+        println!(
+            "- {}{}: {}",
+            o.label,
+            o.rate.map_or(String::new(), |r| format!(" paced {r}")),
+            marks.join(" · ")
+        );
+    }
+}
