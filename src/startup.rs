@@ -213,6 +213,7 @@ impl Application {
         tracing::info!(
             left_in_journal = self.journal.stats().backlog(),
             sources_left_in_journal = self.journal.stats().sources_backlog(),
+            hours_and_days_left_in_journal = self.journal.stats().rollups_backlog(),
             "stopped; every accepted hit is in the journal or the database"
         );
         Ok(served?)
