@@ -2,7 +2,8 @@
 #   make run    build and serve on an embedded local database
 #   make test   formatting, lints and every test
 # Both install what they need (cmake, the local database server, and for
-# tests Debian's chromium) into the system or the ignored .tools directory.
+# tests Debian's chromium and prometheus, and the schemathesis fuzzer) into
+# the system or the ignored .tools directory.
 
 SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
@@ -13,8 +14,15 @@ CHROMEDRIVER ?= /usr/bin/chromedriver
 # The accessibility checker the browser tests inject into Chromium (npm).
 AXE_VERSION := 4.14.1
 AXE := $(CURDIR)/target/npm/node_modules/axe-core/axe.min.js
+# The API fuzzer (PyPI) in a virtual environment of its own; its
+# dependencies are pinned too (tests/api/schemathesis-constraints.txt), so a
+# seed generates the same cases everywhere.
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV := $(TOOLS)/schemathesis-$(SCHEMATHESIS_VERSION)
+SCHEMATHESIS := $(SCHEMATHESIS_VENV)/bin/schemathesis
 
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
+export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
 .PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick
 
@@ -30,9 +38,21 @@ rust-components:
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
-test-deps: setup $(AXE)
+test-deps: setup $(AXE) $(SCHEMATHESIS)
 	@scripts/need $(CHROMIUM) chromium
 	@scripts/need $(CHROMEDRIVER) chromium-driver
+	@scripts/need promtool prometheus
+
+# Debian's python3 has `venv` only with python3-venv (its ensurepip).
+$(SCHEMATHESIS): tests/api/schemathesis-constraints.txt
+	@scripts/need python3 python3
+	@python3 -c 'import ensurepip' 2>/dev/null || scripts/need /usr/share/doc/python3-venv python3-venv
+	rm -rf $(SCHEMATHESIS_VENV)
+	python3 -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	  -c tests/api/schemathesis-constraints.txt schemathesis==$(SCHEMATHESIS_VERSION) \
+	  || { rm -rf $(SCHEMATHESIS_VENV); exit 1; }
+	@$(SCHEMATHESIS) --version
 
 $(AXE):
 	@scripts/need npm npm

@@ -3,20 +3,21 @@
 
 use crate::domain::Page;
 
-/// Longest filter accepted, in bytes.
-pub const MAX_FILTER_BYTES: usize = 200;
+/// Longest filter accepted, in characters (as typed, spaces included: the
+/// API document gives it as a `maxLength`).
+pub const MAX_FILTER_CHARS: usize = 200;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("The page filter is at most {MAX_FILTER_BYTES} characters.")]
+#[error("The page filter is at most {MAX_FILTER_CHARS} characters.")]
 pub struct FilterTooLong;
 
 /// A trimmed filter; empty matches every page.
 pub fn parse(raw: Option<&str>) -> Result<String, FilterTooLong> {
-    let filter = raw.unwrap_or_default().trim();
-    if filter.len() > MAX_FILTER_BYTES {
+    let raw = raw.unwrap_or_default();
+    if raw.chars().count() > MAX_FILTER_CHARS {
         return Err(FilterTooLong);
     }
-    Ok(filter.to_owned())
+    Ok(raw.trim().to_owned())
 }
 
 /// The pages whose path contains `filter`, ignoring case, in their order.
@@ -36,6 +37,12 @@ mod tests {
         assert_eq!(parse(None), Ok(String::new()));
         assert_eq!(parse(Some("  blog ")), Ok("blog".into()));
         assert_eq!(parse(Some(&"a".repeat(201))), Err(FilterTooLong));
+        // Characters, not bytes; spaces count before they are trimmed.
+        assert_eq!(parse(Some(&"é".repeat(200))), Ok("é".repeat(200)));
+        assert_eq!(
+            parse(Some(&format!(" {}", "a".repeat(200)))),
+            Err(FilterTooLong)
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod period;
 pub mod queries;
 pub mod retention;
 pub mod sources;
+pub mod wall_clock;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};
 pub use queries::{Point, Scope};

@@ -1,11 +1,12 @@
 //! Which time range a report shows, at which resolution, in the site's
 //! zone. Instants are UTC; bucket boundaries are local (see `local`).
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use serde::Deserialize;
 
 use super::local;
+use super::wall_clock::WallClock;
 
 pub use crate::domain::Resolution;
 
@@ -145,8 +146,9 @@ pub enum PeriodError {
     UnknownResolution(String),
     #[error("The {} must be a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.", if *.0 == "from" { "start" } else { "end" })]
     BadTime(&'static str),
+    /// `from` or `to`, whichever is missing (`from` when both are).
     #[error("A custom range needs both a start and an end.")]
-    MissingBound,
+    MissingBound(&'static str),
     #[error("The end must be after the start.")]
     Empty,
     #[error("That is {} points by {resolution}, more than {}: choose a coarser resolution or a shorter range.", crate::web::fmt::thousands(points), crate::web::fmt::thousands(&MAX_POINTS))]
@@ -162,8 +164,7 @@ impl PeriodError {
         match self {
             PeriodError::UnknownRange(_) => "range",
             PeriodError::UnknownResolution(_) | PeriodError::TooManyPoints { .. } => "res",
-            PeriodError::BadTime(which) => which,
-            PeriodError::MissingBound => "from",
+            PeriodError::BadTime(which) | PeriodError::MissingBound(which) => which,
             PeriodError::Empty => "to",
         }
     }
@@ -211,18 +212,24 @@ impl Period {
             .as_deref()
             .filter(|r| !r.is_empty())
             .unwrap_or("24h");
-        let (from, to, auto, preset) = if range == "custom" {
-            let from = parse_time(q.from.as_deref(), "from", false, zone)?;
-            let to = parse_time(q.to.as_deref(), "to", true, zone)?;
-            if to <= from {
-                return Err(PeriodError::Empty);
+        let preset = match range {
+            "custom" => None,
+            _ => Some(Preset::parse(range).ok_or_else(|| PeriodError::UnknownRange(range.into()))?),
+        };
+        // Checked with a preset too, where they are unused: a malformed
+        // value is a mistake whichever range it comes with.
+        let from = parse_time(q.from.as_deref(), "from", false, zone)?;
+        let to = parse_time(q.to.as_deref(), "to", true, zone)?;
+        let (from, to, auto) = match preset {
+            None => {
+                let from = from.ok_or(PeriodError::MissingBound("from"))?;
+                let to = to.ok_or(PeriodError::MissingBound("to"))?;
+                if to <= from {
+                    return Err(PeriodError::Empty);
+                }
+                (from, to, Resolution::auto(to - from))
             }
-            (from, to, Resolution::auto(to - from), None)
-        } else {
-            let preset =
-                Preset::parse(range).ok_or_else(|| PeriodError::UnknownRange(range.into()))?;
-            let (from, to, natural) = preset.range(now, zone);
-            (from, to, natural, Some(preset))
+            Some(preset) => preset.range(now, zone),
         };
         let resolution = res.unwrap_or(auto);
         let period = Period {
@@ -355,32 +362,20 @@ fn parse_time(
     which: &'static str,
     end: bool,
     zone: Tz,
-) -> Result<DateTime<Utc>, PeriodError> {
-    let raw = raw
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .ok_or(PeriodError::MissingBound)?;
-    if raw.len() > 32 {
-        return Err(PeriodError::BadTime(which));
-    }
-    let t = if let Ok(date) = NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
-        // A date as `to` means the whole of that day.
-        let day = if end {
-            date.succ_opt().ok_or(PeriodError::BadTime(which))?
-        } else {
-            date
-        };
-        local::midnight(day, zone)
-    } else {
-        let t = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-            .map_err(|_| PeriodError::BadTime(which))?;
-        local_instant(t, zone)
+) -> Result<Option<DateTime<Utc>>, PeriodError> {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
+        return Ok(None);
     };
-    let year = chrono::Datelike::year(&t);
-    if !(2000..=2200).contains(&year) {
-        return Err(PeriodError::BadTime(which));
-    }
-    Ok(t)
+    let t = match WallClock::parse(raw).ok_or(PeriodError::BadTime(which))? {
+        // A date as `to` means the whole of that day (the last year's
+        // last day still has a next day: [`WallClock`] bounds the years).
+        WallClock::Date(date) if end => {
+            local::midnight(date.succ_opt().ok_or(PeriodError::BadTime(which))?, zone)
+        }
+        WallClock::Date(date) => local::midnight(date, zone),
+        WallClock::Minute(t) => local_instant(t, zone),
+    };
+    Ok(Some(t))
 }
 
 /// A local wall-clock time as an instant: the earlier one when the clock
@@ -615,7 +610,15 @@ mod tests {
             Err(PeriodError::TooManyPoints { .. })
         ));
         let mut c = q("custom");
-        assert_eq!(Period::resolve(&c, now()), Err(PeriodError::MissingBound));
+        assert_eq!(
+            Period::resolve(&c, now()),
+            Err(PeriodError::MissingBound("from"))
+        );
+        c.from = Some("2026-11-02".into());
+        assert_eq!(
+            Period::resolve(&c, now()),
+            Err(PeriodError::MissingBound("to"))
+        );
         c.from = Some("2026-11-02".into());
         c.to = Some("2026-11-01".into());
         assert_eq!(Period::resolve(&c, now()), Err(PeriodError::Empty));

@@ -55,6 +55,19 @@ pub struct SourceTotals {
 }
 
 impl SourceTotals {
+    /// No views, over the whole hours [`top_sources`] reads for `[from, to)`:
+    /// the answer for a page that cannot exist.
+    pub fn none(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        let (hours, days) = plan(from, to);
+        let read = hours.iter().copied().chain(days);
+        let (from, to) = read.fold((to, from), |(f, t), (a, b)| (f.min(a), t.max(b)));
+        SourceTotals {
+            from,
+            to,
+            ..Self::default()
+        }
+    }
+
     pub fn views_of(&self, source: &Source) -> i64 {
         self.sources
             .iter()
@@ -73,11 +86,13 @@ pub struct BadSourceFilter;
 /// The "Top sources" filter of the pages, `sources.csv` and the API: a
 /// trimmed substring of the source's name; empty matches every source.
 pub fn parse_filter(raw: Option<&str>) -> Result<String, BadSourceFilter> {
-    let filter = raw.unwrap_or_default().trim();
-    if filter.chars().count() > MAX_FILTER_CHARS || filter.chars().any(char::is_control) {
+    // Checked as typed, before trimming: a tab or a newline at either end
+    // is refused like anywhere else (the API document's pattern says so).
+    let raw = raw.unwrap_or_default();
+    if raw.chars().count() > MAX_FILTER_CHARS || raw.chars().any(char::is_control) {
         return Err(BadSourceFilter);
     }
-    Ok(filter.to_owned())
+    Ok(raw.trim().to_owned())
 }
 
 /// The sources whose name contains `filter`, ignoring case, most first.
@@ -181,14 +196,11 @@ pub async fn top_sources(
         .map(|(field, v)| (Source::from_field_name(&field), v))
         .collect();
     sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let read = hours.iter().copied().chain(days);
-    let (from, to) = read.fold((to, from), |(f, t), (a, b)| (f.min(a), t.max(b)));
     Ok(SourceTotals {
         sources,
         other,
         total,
-        from,
-        to,
+        ..SourceTotals::none(from, to)
     })
 }
 
@@ -202,6 +214,7 @@ mod tests {
         assert_eq!(parse_filter(Some(&"é".repeat(100))), Ok("é".repeat(100)));
         assert_eq!(parse_filter(Some(&"a".repeat(101))), Err(BadSourceFilter));
         assert_eq!(parse_filter(Some("goo\u{7}gle")), Err(BadSourceFilter));
+        assert_eq!(parse_filter(Some("google\n")), Err(BadSourceFilter));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! all and the tests check real responses against it.
 
 mod auth;
+mod query;
 mod reports;
 
 use actix_web::http::{header, StatusCode};

@@ -2,14 +2,15 @@
 //! (`range`, `from`, `to`, `res`) and the same queries, as JSON.
 
 use actix_web::{web, HttpResponse};
-use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
 
+use super::query::{ApiQuery, NamedPath};
 use super::{ApiClient, ApiError};
-use crate::domain::{Page, PagePath};
-use crate::reports::retention::{self, Coarsened};
-use crate::reports::sources::{self, SourceScope};
-use crate::reports::{filter, queries, Period, Point, RangeQuery, Resolution, Scope};
+use crate::domain::Page;
+use crate::reports::retention::Coarsened;
+use crate::reports::sources::{self, SourceScope, SourceTotals};
+use crate::reports::{filter, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
 
@@ -18,101 +19,9 @@ type Id = web::Path<String>;
 type Q = web::Query<ApiQuery>;
 type Reply = Result<HttpResponse, ApiError>;
 
-/// Default and largest number of rows of `pages`.
+/// Default and largest number of rows of `pages` and `sources`.
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
-
-#[derive(Debug, Default, Deserialize)]
-pub struct ApiQuery {
-    range: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    res: Option<String>,
-    path: Option<String>,
-    q: Option<String>,
-    limit: Option<String>,
-    offset: Option<String>,
-    minute: Option<String>,
-    source: Option<String>,
-}
-
-impl ApiQuery {
-    /// The period asked for, in the site's time zone, as the pages read it
-    /// under the retention.
-    fn period(
-        &self,
-        state: &WebState,
-        site: &Site,
-    ) -> Result<(Period, Option<Coarsened>), ApiError> {
-        let now = state.clock.now();
-        let asked = Period::resolve_in(
-            &RangeQuery {
-                range: self.range.clone(),
-                from: self.from.clone(),
-                to: self.to.clone(),
-                res: self.res.clone(),
-            },
-            now,
-            site.time_zone.tz(),
-        )?;
-        Ok(retention::keep(asked, &state.retention, now))
-    }
-
-    fn path(&self) -> Result<PagePath, ApiError> {
-        let raw = self.path.as_deref().ok_or_else(|| ApiError::BadParameter {
-            parameter: "path",
-            message: "Name the page: path=/blog/hello.".into(),
-        })?;
-        PagePath::parse(raw).map_err(|e| ApiError::BadParameter {
-            parameter: "path",
-            message: format!("That page cannot be read: {e}."),
-        })
-    }
-
-    /// The optional page (`path`), for the reports that read a site or
-    /// one of its pages.
-    fn optional_path(&self) -> Result<Option<PagePath>, ApiError> {
-        self.path.as_ref().map(|_| self.path()).transpose()
-    }
-
-    fn minute(&self) -> Result<DateTime<Utc>, ApiError> {
-        let bad = || ApiError::BadParameter {
-            parameter: "minute",
-            message: "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
-        };
-        let raw = self
-            .minute
-            .as_deref()
-            .filter(|m| !m.is_empty())
-            .ok_or_else(bad)?;
-        NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-            .map(|t| t.and_utc())
-            .map_err(|_| bad())
-    }
-
-    fn bounded(
-        raw: Option<&str>,
-        parameter: &'static str,
-        default: usize,
-        range: std::ops::RangeInclusive<usize>,
-    ) -> Result<usize, ApiError> {
-        match raw.filter(|r| !r.is_empty()) {
-            None => Ok(default),
-            Some(raw) => raw
-                .parse()
-                .ok()
-                .filter(|n| range.contains(n))
-                .ok_or_else(|| ApiError::BadParameter {
-                    parameter,
-                    message: format!(
-                        "The {parameter} must be a whole number from {} to {}.",
-                        range.start(),
-                        range.end()
-                    ),
-                }),
-        }
-    }
-}
 
 fn ok(body: &impl Serialize) -> HttpResponse {
     HttpResponse::Ok()
@@ -223,14 +132,14 @@ struct SeriesBody {
 
 fn series_body(
     site: &Site,
-    path: Option<&PagePath>,
+    path: Option<&NamedPath>,
     (period, coarsened): &(Period, Option<Coarsened>),
     points: &[Point],
     now: DateTime<Utc>,
 ) -> SeriesBody {
     SeriesBody {
         site: site.id.to_string(),
-        path: path.map(|p| p.as_str().to_owned()),
+        path: path.map(|p| p.shown().to_owned()),
         period: PeriodBody::new(period, coarsened.as_ref()),
         total: queries::total(points),
         points: points
@@ -263,8 +172,13 @@ pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let site = client.site(&state, &id)?;
     let path = q.path()?;
     let period = q.period(&state, &site)?;
-    let page = Page::new(&site.domain, &path);
-    let points = queries::series(&state.store, &Scope::Page(&page), &period.0).await?;
+    let points = match &path {
+        NamedPath::Page(p) => {
+            let page = Page::new(&site.domain, p);
+            queries::series(&state.store, &Scope::Page(&page), &period.0).await?
+        }
+        NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
+    };
     Ok(ok(&series_body(
         &site,
         Some(&path),
@@ -296,11 +210,16 @@ pub async fn page_seconds(state: Data, client: ApiClient, id: Id, q: Q) -> Reply
     let site = client.site(&state, &id)?;
     let path = q.path()?;
     let minute = Resolution::Minute.floor(q.minute()?);
-    let page = Page::new(&site.domain, &path);
-    let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    let seconds = match &path {
+        NamedPath::Page(p) => {
+            let page = Page::new(&site.domain, p);
+            queries::seconds_of(&state.store, &page, minute).await?
+        }
+        NamedPath::Nowhere(_) => [0; 60],
+    };
     Ok(ok(&SecondsBody {
         site: site.id.to_string(),
-        path: path.as_str().to_owned(),
+        path: path.shown().to_owned(),
         minute,
         total: seconds.iter().sum(),
         points: seconds
@@ -342,12 +261,9 @@ struct PageEntry {
 pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let (period, coarsened) = q.period(&state, &site)?;
-    let needle = filter::parse(q.q.as_deref()).map_err(|e| ApiError::BadParameter {
-        parameter: "q",
-        message: e.to_string(),
-    })?;
-    let limit = ApiQuery::bounded(q.limit.as_deref(), "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
-    let offset = ApiQuery::bounded(q.offset.as_deref(), "offset", 0, 0..=1_000_000)?;
+    let needle = q.page_filter()?;
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
     let top = queries::top_pages(&state.store, &Scope::of_site(&site), &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let matching = filter::matching(&top, &needle);
@@ -420,19 +336,27 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let site = client.site(&state, &id)?;
     let (period, coarsened) = q.period(&state, &site)?;
     let path = q.optional_path()?;
-    let filter =
-        sources::parse_filter(q.source.as_deref()).map_err(|e| ApiError::BadParameter {
-            parameter: "source",
-            message: e.to_string(),
-        })?;
-    let limit = ApiQuery::bounded(q.limit.as_deref(), "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
-    let offset = ApiQuery::bounded(q.offset.as_deref(), "offset", 0, 0..=1_000_000)?;
-    let page = path.as_ref().map(|p| Page::new(&site.domain, p));
-    let scope = match &page {
-        Some(page) => SourceScope::Page(page),
-        None => SourceScope::Site(&site.domain),
+    let filter = q.source_filter()?;
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    let (current, previous) = match &path {
+        None => {
+            let scope = SourceScope::Site(&site.domain);
+            crate::web::reports::sources::read(&state, scope, &period).await?
+        }
+        Some(NamedPath::Page(p)) => {
+            let page = Page::new(&site.domain, p);
+            let scope = SourceScope::Page(&page);
+            crate::web::reports::sources::read(&state, scope, &period).await?
+        }
+        Some(NamedPath::Nowhere(_)) => {
+            let before = period.previous();
+            (
+                SourceTotals::none(period.from, period.to),
+                SourceTotals::none(before.from, before.to),
+            )
+        }
     };
-    let (current, previous) = crate::web::reports::sources::read(&state, scope, &period).await?;
     let matching = sources::matching(&current, &filter);
     let sources = matching
         .iter()
@@ -447,7 +371,7 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         .collect();
     Ok(ok(&SourcesBody {
         site: site.id.to_string(),
-        path: path.map(|p| p.as_str().to_owned()),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
         period: PeriodBody::new(&period, coarsened.as_ref()),
         covered: Covered {
             from: current.from,

@@ -85,9 +85,10 @@ pub async fn sources_csv(r: SiteRequest, q: Query) -> Answer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
+    // Empty is absent, as in the API: the whole site.
     let path = match q.path.as_deref() {
-        Some(_) => Some(q.path()?),
-        None => None,
+        Some(p) if !p.is_empty() => Some(q.path()?),
+        _ => None,
     };
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = match &page {
