@@ -387,7 +387,8 @@ where
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let db = &args.database;
-    let connect = |uri: String| async move { Store::connect(db, &uri).await };
+    let options = &db.store_options()?;
+    let connect = |uri: String| async move { Store::connect(options, &uri).await };
     if let Some(uri) = db.uri() {
         return f(connect(uri.to_owned()).await?).await;
     }
@@ -461,7 +462,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
             None => settings.database.uri().unwrap_or_default().to_owned(),
         };
         let db = &settings.database;
-        let store = Store::connect(db, &uri).await?;
+        let store = Store::connect(&db.store_options()?, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
         crate::indexes::ensure(&store).await?;
         for warning in schema::sharding_warnings(&store).await {
