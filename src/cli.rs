@@ -14,7 +14,7 @@ use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
-use crate::storage::{schema, site_totals, sites, Store};
+use crate::storage::{sharding, site_totals, sites, Store};
 use crate::web::snippets;
 
 #[derive(Parser)]
@@ -178,11 +178,11 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
         if shard {
-            for line in schema::shard(&store).await? {
+            for line in sharding::shard(&store).await? {
                 println!("{line}");
             }
         } else {
-            for warning in schema::sharding_warnings(&store).await {
+            for warning in sharding::warnings(&store).await {
                 eprintln!("warning: {warning}");
             }
         }
@@ -465,7 +465,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         let store = Store::connect(&db.store_options()?, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
         crate::indexes::ensure(&store).await?;
-        for warning in schema::sharding_warnings(&store).await {
+        for warning in sharding::warnings(&store).await {
             tracing::warn!("{warning}");
         }
         let first_admin = ensure_first_admin(&store).await?;

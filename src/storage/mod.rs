@@ -7,6 +7,7 @@ pub mod page_days;
 pub mod progress;
 pub mod retention;
 pub mod schema;
+pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
