@@ -104,6 +104,16 @@ impl WriteAck {
             Self::Nodes(n) => Acknowledgment::Nodes(n.get()),
         }
     }
+
+    /// The write concern of every commit: this `w` with the journal
+    /// (`j: true`), so an acknowledged commit survives a crash of the server.
+    fn commit_concern(self, timeout: Duration) -> WriteConcern {
+        WriteConcern::builder()
+            .w(self.acknowledgment())
+            .journal(true)
+            .w_timeout(timeout)
+            .build()
+    }
 }
 
 /// Everything [`Store::connect`] needs besides the URI, parsed;
@@ -255,7 +265,7 @@ impl Store {
             .await
             .map_err(ConnectError::Unreachable)?;
         let grouping = config.grouping.resolve(&build_info);
-        let (w, ack) = (write_ack.field(), write_ack.acknowledgment());
+        let w = write_ack.field();
         Ok(Self {
             client,
             db,
@@ -263,7 +273,7 @@ impl Store {
             realtime,
             read_preference,
             write_concern: doc! { "w": w, "j": true, "wtimeout": write_timeout.as_millis() as i64 },
-            commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
+            commit_write_concern: write_ack.commit_concern(write_timeout),
             write_timeout,
             topology,
             report_max_time: config.report_max_time.max(Duration::from_millis(1)),
@@ -380,6 +390,10 @@ mod tests {
         let two = WriteAck::parse("2").unwrap();
         assert_eq!(two.field(), bson::Bson::Int32(2));
         assert_eq!(two.acknowledgment(), Acknowledgment::Nodes(2));
+        let commit = WriteAck::Majority.commit_concern(Duration::from_secs(10));
+        assert_eq!(commit.w, Some(Acknowledgment::Majority));
+        assert_eq!(commit.journal, Some(true), "a commit survives a crash");
+        assert_eq!(commit.w_timeout, Some(Duration::from_secs(10)));
         for bad in ["0", "-1", "all", ""] {
             assert!(
                 matches!(WriteAck::parse(bad), Err(ConnectError::BadWriteConcern(b)) if b == bad),
