@@ -14,7 +14,7 @@ use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
-use crate::storage::{schema, site_totals, sites, Store};
+use crate::storage::{sharding, site_totals, sites, Store};
 use crate::web::snippets;
 
 #[derive(Parser)]
@@ -178,11 +178,11 @@ async fn setup(args: SetupArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
         if shard {
-            for line in schema::shard(&store).await? {
+            for line in sharding::shard(&store).await? {
                 println!("{line}");
             }
         } else {
-            for warning in schema::sharding_warnings(&store).await {
+            for warning in sharding::warnings(&store).await {
                 eprintln!("warning: {warning}");
             }
         }
@@ -387,7 +387,8 @@ where
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let db = &args.database;
-    let connect = |uri: String| async move { Store::connect(db, &uri).await };
+    let options = &db.store_options()?;
+    let connect = |uri: String| async move { Store::connect(options, &uri).await };
     if let Some(uri) = db.uri() {
         return f(connect(uri.to_owned()).await?).await;
     }
@@ -461,10 +462,10 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
             None => settings.database.uri().unwrap_or_default().to_owned(),
         };
         let db = &settings.database;
-        let store = Store::connect(db, &uri).await?;
+        let store = Store::connect(&db.store_options()?, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
         crate::indexes::ensure(&store).await?;
-        for warning in schema::sharding_warnings(&store).await {
+        for warning in sharding::warnings(&store).await {
             tracing::warn!("{warning}");
         }
         let first_admin = ensure_first_admin(&store).await?;

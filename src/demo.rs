@@ -6,8 +6,7 @@ use chrono::{DateTime, Datelike, TimeDelta, Timelike, Utc, Weekday};
 use std::f64::consts::PI;
 use tokio::time::{Duration, Instant};
 
-use crate::domain::{DomainName, Page, PagePath};
-use crate::reports::Resolution;
+use crate::domain::{DomainName, Page, PagePath, Resolution};
 use crate::storage::bucket_writer::BucketWriter;
 use crate::storage::sites::{self, NewSite, Site};
 use crate::storage::Store;

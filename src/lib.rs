@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod domain;
+pub mod head;
 pub mod indexes;
 pub mod ingest;
 pub mod journal;

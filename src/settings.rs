@@ -2,20 +2,32 @@
 //! each with a default that works on a laptop. `tickertape serve --help`
 //! lists them all; the README's table is the same list.
 
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// When the pixel answers a counted hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AckMode {
-    /// After the hit is synced (`fdatasync`) to the local journal.
-    Durable,
-    /// As soon as the hit is queued for the journal (a crash of the app
-    /// loses the hits of the last few milliseconds).
-    Fast,
+use crate::journal::AckMode;
+use crate::storage::{ConnectError, GroupingChoice, StoreOptions, WriteAck};
+
+/// `TICKERTAPE_ACK_MODE` names the journal's modes; each value's help is
+/// what the mode does.
+impl ValueEnum for AckMode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[AckMode::Durable, AckMode::Fast]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            AckMode::Durable => PossibleValue::new("durable")
+                .help("After the hit is synced (`fdatasync`) to the local journal"),
+            AckMode::Fast => PossibleValue::new("fast").help(
+                "As soon as the hit is queued for the journal (a crash of the app loses the hits of the last few milliseconds)",
+            ),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -354,8 +366,22 @@ impl DatabaseSettings {
         self.uri.as_ref().map(|s| s.expose_secret())
     }
 
-    pub fn write_timeout(&self) -> Duration {
-        Duration::from_millis(self.write_timeout_ms)
+    /// What the store connects with; refuses a setting that cannot work
+    /// before any server is asked.
+    pub fn store_options(&self) -> Result<StoreOptions, ConnectError> {
+        Ok(StoreOptions {
+            database: self.name.clone(),
+            write_ack: WriteAck::parse(&self.write_concern)?,
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            report_reads: self
+                .report_reads()
+                .map_err(ConnectError::BadReadPreference)?,
+            server_timeout: Duration::from_millis(self.db_timeout_ms),
+            report_max_time: Duration::from_millis(self.report_max_time_ms),
+            grouping: GroupingChoice::parse(&self.report_grouping)?,
+            max_pool_size: self.max_pool_size,
+            min_pool_size: self.min_pool_size,
+        })
     }
 }
 
@@ -509,6 +535,40 @@ mod tests {
             .report_reads()
             .unwrap_err()
             .contains("unknown read preference"));
+    }
+
+    #[test]
+    fn store_options_refuse_what_cannot_work_before_connecting() {
+        let mut db = Settings::defaults().database;
+        let options = db.store_options().unwrap();
+        assert_eq!(options.write_ack, WriteAck::Majority);
+        assert_eq!(options.server_timeout, Duration::from_secs(3));
+        assert_eq!(options.report_max_time, Duration::from_secs(15));
+        assert_eq!(options.grouping, GroupingChoice::Auto);
+        db.write_concern = "0".into();
+        assert!(matches!(
+            db.store_options(),
+            Err(ConnectError::BadWriteConcern(w)) if w == "0"
+        ));
+        db.write_concern = "2".into();
+        db.report_grouping = "fast".into();
+        assert!(matches!(
+            db.store_options(),
+            Err(ConnectError::BadSetting(_))
+        ));
+        db.report_grouping = "app".into();
+        db.max_staleness_secs = Some(10);
+        assert!(matches!(
+            db.store_options(),
+            Err(ConnectError::BadReadPreference(_))
+        ));
+    }
+
+    #[test]
+    fn ack_mode_values_name_the_journals_modes() {
+        assert_eq!(AckMode::from_str("durable", false), Ok(AckMode::Durable));
+        assert_eq!(AckMode::from_str("fast", false), Ok(AckMode::Fast));
+        assert!(AckMode::from_str("sometimes", false).is_err());
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl Database {
     pub async fn store(&self, name: &str) -> anyhow::Result<Store> {
         let mut settings = Settings::defaults();
         settings.database.name = name.to_owned();
-        let store = Store::connect(&settings.database, &self.uri).await?;
+        let store = Store::connect(&settings.database.store_options()?, &self.uri).await?;
         Ok(store)
     }
 
@@ -418,7 +418,7 @@ pub fn serve(role: &str) -> anyhow::Result<()> {
     actix_web::rt::System::new().block_on(async move {
         let mut settings = Settings::defaults();
         settings.database.name = name;
-        let store = Store::connect(&settings.database, &uri).await?;
+        let store = Store::connect(&settings.database.store_options()?, &uri).await?;
         let directory = SiteDirectory::default();
         directory.reload(&store).await?;
         let minutes = naive.then(|| {

@@ -194,7 +194,7 @@ pub async fn pixel(
 ) -> Result<HttpResponse, PixelError> {
     // A HEAD (link checkers, monitors) learns what a GET would be answered
     // but is not a view: classified, never queued nor counted in the stats.
-    if crate::web::head::is_head(&req) {
+    if crate::head::is_head(&req) {
         return classify(req.headers(), req.query_string(), &state.directory)
             .map(|_| gif(StatusCode::OK));
     }

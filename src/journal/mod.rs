@@ -37,12 +37,21 @@ pub use record::Record;
 pub use stats::JournalStats;
 pub use writer::{AppendError, CommittedBatch};
 
-use crate::settings::AckMode;
 use segment::{Damage, SegmentHeader, FORMAT, HEADER_LEN};
 use writer::{LaneWriter, Message, Submission};
 
 const META: &str = "journal.meta";
 const LOCK: &str = "LOCK";
+
+/// When the pixel answers a counted hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// After the hit is synced (`fdatasync`) to the local journal.
+    Durable,
+    /// As soon as the hit is queued for the journal (a crash of the app
+    /// loses the hits of the last few milliseconds).
+    Fast,
+}
 
 #[derive(Debug, Clone)]
 pub struct JournalConfig {

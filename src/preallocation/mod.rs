@@ -15,8 +15,7 @@ use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 use std::time::Duration;
 
-use crate::domain::{DomainName, Page};
-use crate::reports::Resolution;
+use crate::domain::{DomainName, Page, Resolution};
 use crate::storage::sites::Site;
 use crate::storage::values::{count, number, DUPLICATE_KEY};
 use crate::storage::{zero_filled, Store};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{lease, run, PreallocRequest, PreallocRun, Scope, Trigger};
 use crate::clock::SharedClock;
-use crate::reports::Resolution;
+use crate::domain::Resolution;
 use crate::storage::Store;
 
 /// The first scheduled run strictly after `now`: `lead` before an hour.

@@ -7,8 +7,8 @@
 
 use std::fmt::Write;
 
+use super::numbers::thousands;
 use super::Resolution;
-use crate::web::fmt::thousands;
 
 const WIDTH: f64 = 800.0;
 const HEIGHT: f64 = 200.0;

@@ -9,7 +9,7 @@
 use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc};
 use chrono_tz::Tz;
 
-use super::period::Resolution;
+use crate::domain::Resolution;
 
 /// The instant local midnight of `date` starts. Where a DST change skips
 /// midnight (some zones change at 00:00), the first instant of the date.

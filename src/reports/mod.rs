@@ -6,6 +6,7 @@ pub mod chart;
 pub mod csv;
 pub mod filter;
 pub mod local;
+pub mod numbers;
 pub mod period;
 pub mod queries;
 pub mod retention;

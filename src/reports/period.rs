@@ -151,7 +151,7 @@ pub enum PeriodError {
     MissingBound(&'static str),
     #[error("The end must be after the start.")]
     Empty,
-    #[error("That is {} points by {resolution}, more than {}: choose a coarser resolution or a shorter range.", crate::web::fmt::thousands(points), crate::web::fmt::thousands(&MAX_POINTS))]
+    #[error("That is {} points by {resolution}, more than {}: choose a coarser resolution or a shorter range.", super::numbers::thousands(points), super::numbers::thousands(&MAX_POINTS))]
     TooManyPoints {
         points: i64,
         resolution: &'static str,

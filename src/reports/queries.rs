@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
+use crate::storage::buckets::site_pages;
 use crate::storage::page_days::Day as PageDay;
 use crate::storage::{Bucket, Grouping, Store, Subject};
 
@@ -40,12 +41,6 @@ impl<'a> Scope<'a> {
             Scope::Site(&site.domain)
         }
     }
-}
-
-/// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
-/// (`0` sorts right after `/`).
-pub fn site_pages(domain: &DomainName) -> Document {
-    doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
 }
 
 /// A find over one scope's buckets at one level, at the times `times`

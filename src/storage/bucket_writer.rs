@@ -17,7 +17,7 @@
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
-use mongodb::options::{Acknowledgment, ReadConcern, TransactionOptions, WriteConcern};
+use mongodb::options::{ReadConcern, TransactionOptions};
 use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
@@ -457,16 +457,6 @@ async fn timed<T>(
         Ok(result) => result.map_err(TxnError::Driver),
         Err(_) => Err(TxnError::Timeout(limit)),
     }
-}
-
-/// The write concern of every commit: the configured `w` with the journal
-/// (`j: true`), so an acknowledged commit survives a crash of the server.
-pub fn commit_write_concern(w: Acknowledgment, timeout: Duration) -> WriteConcern {
-    WriteConcern::builder()
-        .w(w)
-        .journal(true)
-        .w_timeout(timeout)
-        .build()
 }
 
 #[cfg(test)]

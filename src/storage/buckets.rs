@@ -4,9 +4,15 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 
-use crate::domain::Resolution;
+use crate::domain::{DomainName, Resolution};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
+
+/// `page` filter for every page of a site: `"<domain>/"` ≤ page < `"<domain>0"`
+/// (`0` sorts right after `/`).
+pub fn site_pages(domain: &DomainName) -> Document {
+    doc! {"$gte": format!("{domain}/"), "$lt": format!("{domain}0")}
+}
 
 /// A preallocated bucket: every slot present with 0, so the document has
 /// its final size from the start (seed 004).

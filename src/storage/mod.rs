@@ -7,6 +7,7 @@ pub mod page_days;
 pub mod progress;
 pub mod retention;
 pub mod schema;
+pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
@@ -34,21 +35,108 @@ pub enum Grouping {
     App,
 }
 
-impl Grouping {
+/// `TICKERTAPE_REPORT_GROUPING`: a fixed [`Grouping`], or `auto`, which
+/// follows the server once connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupingChoice {
+    Auto,
+    Fixed(Grouping),
+}
+
+impl GroupingChoice {
+    pub fn parse(setting: &str) -> Result<Self, ConnectError> {
+        match setting {
+            "server" => Ok(Self::Fixed(Grouping::Server)),
+            "app" => Ok(Self::Fixed(Grouping::App)),
+            "auto" => Ok(Self::Auto),
+            other => Err(ConnectError::BadSetting(format!(
+                "TICKERTAPE_REPORT_GROUPING must be auto, server or app, not {other:?}"
+            ))),
+        }
+    }
+
     /// `auto` follows the server: the local server (secantusd-rs, which
     /// names itself in `buildInfo.secantusVersion`) runs a `$group` over
     /// thousands of buckets slower than it streams them.
-    pub fn choose(setting: &str, build_info: &Document) -> Result<Self, String> {
-        match setting {
-            "server" => Ok(Grouping::Server),
-            "app" => Ok(Grouping::App),
-            "auto" if build_info.contains_key("secantusVersion") => Ok(Grouping::App),
-            "auto" => Ok(Grouping::Server),
-            other => Err(format!(
-                "TICKERTAPE_REPORT_GROUPING must be auto, server or app, not {other:?}"
-            )),
+    pub fn resolve(self, build_info: &Document) -> Grouping {
+        match self {
+            Self::Fixed(g) => g,
+            Self::Auto if build_info.contains_key("secantusVersion") => Grouping::App,
+            Self::Auto => Grouping::Server,
         }
     }
+}
+
+/// `w` of writes: `majority` or a number of nodes, at least 1. `w: 0`
+/// would acknowledge nothing: an unknown outcome on every write, which the
+/// write path cannot resolve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAck {
+    Majority,
+    Nodes(std::num::NonZeroU32),
+}
+
+impl WriteAck {
+    pub fn parse(setting: &str) -> Result<Self, ConnectError> {
+        if setting == "majority" {
+            return Ok(Self::Majority);
+        }
+        match setting
+            .parse::<u32>()
+            .ok()
+            .and_then(std::num::NonZeroU32::new)
+        {
+            Some(n) => Ok(Self::Nodes(n)),
+            None => Err(ConnectError::BadWriteConcern(setting.to_owned())),
+        }
+    }
+
+    fn field(self) -> bson::Bson {
+        match self {
+            Self::Majority => bson::Bson::String("majority".into()),
+            Self::Nodes(n) => bson::Bson::Int32(n.get() as i32),
+        }
+    }
+
+    fn acknowledgment(self) -> Acknowledgment {
+        match self {
+            Self::Majority => Acknowledgment::Majority,
+            Self::Nodes(n) => Acknowledgment::Nodes(n.get()),
+        }
+    }
+
+    /// The write concern of every commit: this `w` with the journal
+    /// (`j: true`), so an acknowledged commit survives a crash of the server.
+    fn commit_concern(self, timeout: Duration) -> WriteConcern {
+        WriteConcern::builder()
+            .w(self.acknowledgment())
+            .journal(true)
+            .w_timeout(timeout)
+            .build()
+    }
+}
+
+/// Everything [`Store::connect`] needs besides the URI, parsed;
+/// `settings` makes it from the environment and flags.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// The database's name.
+    pub database: String,
+    /// `w` of bucket writes and direct writes (always with `j: true`).
+    pub write_ack: WriteAck,
+    /// How long one write may wait for its write concern.
+    pub write_timeout: Duration,
+    /// The read preference of report queries.
+    pub report_reads: ReadPreference,
+    /// Server selection and connect timeout; a value in the URI wins.
+    pub server_timeout: Duration,
+    /// `maxTimeMS` of every report query.
+    pub report_max_time: Duration,
+    pub grouping: GroupingChoice,
+    /// Connections the driver keeps per server, at most and at least;
+    /// values in the URI win.
+    pub max_pool_size: u32,
+    pub min_pool_size: u32,
 }
 
 /// How the server we are connected to is deployed, from its `hello` reply.
@@ -130,18 +218,10 @@ pub enum ConnectError {
 }
 
 impl Store {
-    pub async fn connect(
-        settings: &crate::settings::DatabaseSettings,
-        uri: &str,
-    ) -> Result<Self, ConnectError> {
-        let read_preference = settings
-            .report_reads()
-            .map_err(ConnectError::BadReadPreference)?;
-        let (db_name, write_concern, write_timeout) = (
-            &settings.name,
-            settings.write_concern.as_str(),
-            settings.write_timeout(),
-        );
+    pub async fn connect(config: &StoreOptions, uri: &str) -> Result<Self, ConnectError> {
+        let (db_name, write_ack, write_timeout) =
+            (&config.database, config.write_ack, config.write_timeout);
+        let read_preference = config.report_reads.clone();
         let mut options = ClientOptions::parse(uri)
             .await
             .map_err(ConnectError::BadUri)?;
@@ -150,13 +230,13 @@ impl Store {
         // timeout kept every page hanging for half a minute before failing:
         // fail fast instead (pages answer 503). The write path retries on
         // its own schedule, so a shorter wait per attempt costs it nothing.
-        let short = Duration::from_millis(settings.db_timeout_ms.max(1));
+        let short = config.server_timeout.max(Duration::from_millis(1));
         options.server_selection_timeout.get_or_insert(short);
         options.connect_timeout.get_or_insert(short);
         options
             .max_pool_size
-            .get_or_insert(settings.max_pool_size.max(1));
-        options.min_pool_size.get_or_insert(settings.min_pool_size);
+            .get_or_insert(config.max_pool_size.max(1));
+        options.min_pool_size.get_or_insert(config.min_pool_size);
         let client = Client::with_options(options).map_err(ConnectError::BadUri)?;
         let handle = |pref: ReadPreference| {
             client.database_with_options(
@@ -184,18 +264,8 @@ impl Store {
             .run_command(doc! {"buildInfo": 1})
             .await
             .map_err(ConnectError::Unreachable)?;
-        let grouping = Grouping::choose(&settings.report_grouping, &build_info)
-            .map_err(ConnectError::BadSetting)?;
-        // `w: 0` would acknowledge nothing: an unknown outcome on every
-        // write, which the write path cannot resolve.
-        let (w, ack) = match write_concern.parse::<u32>() {
-            Ok(n) if n >= 1 => (bson::Bson::Int32(n as i32), Acknowledgment::Nodes(n)),
-            _ if write_concern == "majority" => (
-                bson::Bson::String("majority".into()),
-                Acknowledgment::Majority,
-            ),
-            _ => return Err(ConnectError::BadWriteConcern(write_concern.to_owned())),
-        };
+        let grouping = config.grouping.resolve(&build_info);
+        let w = write_ack.field();
         Ok(Self {
             client,
             db,
@@ -203,10 +273,10 @@ impl Store {
             realtime,
             read_preference,
             write_concern: doc! { "w": w, "j": true, "wtimeout": write_timeout.as_millis() as i64 },
-            commit_write_concern: bucket_writer::commit_write_concern(ack, write_timeout),
+            commit_write_concern: write_ack.commit_concern(write_timeout),
             write_timeout,
             topology,
-            report_max_time: Duration::from_millis(settings.report_max_time_ms.max(1)),
+            report_max_time: config.report_max_time.max(Duration::from_millis(1)),
             grouping,
             secantus: build_info.contains_key("secantusVersion"),
             page_days: Default::default(),
@@ -294,11 +364,42 @@ mod tests {
     fn grouping_follows_the_setting_or_the_server() {
         let mongod = doc! {"version": "8.0.4"};
         let local = doc! {"version": "8.2.11", "secantusVersion": "0.5.3"};
-        assert_eq!(Grouping::choose("auto", &mongod), Ok(Grouping::Server));
-        assert_eq!(Grouping::choose("auto", &local), Ok(Grouping::App));
-        assert_eq!(Grouping::choose("server", &local), Ok(Grouping::Server));
-        assert_eq!(Grouping::choose("app", &mongod), Ok(Grouping::App));
-        assert!(Grouping::choose("fast", &mongod).is_err());
+        let choose = |setting| {
+            GroupingChoice::parse(setting)
+                .ok()
+                .map(|c| c.resolve(&mongod))
+        };
+        assert_eq!(choose("auto"), Some(Grouping::Server));
+        assert_eq!(choose("app"), Some(Grouping::App));
+        let choose = |setting| {
+            GroupingChoice::parse(setting)
+                .ok()
+                .map(|c| c.resolve(&local))
+        };
+        assert_eq!(choose("auto"), Some(Grouping::App));
+        assert_eq!(choose("server"), Some(Grouping::Server));
+        assert!(matches!(
+            GroupingChoice::parse("fast"),
+            Err(ConnectError::BadSetting(m)) if m.contains("auto, server or app")
+        ));
+    }
+
+    #[test]
+    fn write_ack_is_majority_or_at_least_one_node() {
+        assert_eq!(WriteAck::parse("majority").unwrap(), WriteAck::Majority);
+        let two = WriteAck::parse("2").unwrap();
+        assert_eq!(two.field(), bson::Bson::Int32(2));
+        assert_eq!(two.acknowledgment(), Acknowledgment::Nodes(2));
+        let commit = WriteAck::Majority.commit_concern(Duration::from_secs(10));
+        assert_eq!(commit.w, Some(Acknowledgment::Majority));
+        assert_eq!(commit.journal, Some(true), "a commit survives a crash");
+        assert_eq!(commit.w_timeout, Some(Duration::from_secs(10)));
+        for bad in ["0", "-1", "all", ""] {
+            assert!(
+                matches!(WriteAck::parse(bad), Err(ConnectError::BadWriteConcern(b)) if b == bad),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use mongodb::options::{ReadConcern, TransactionOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::buckets::{Subject, PART_BACKFILL};
+use super::buckets::{site_pages, Subject, PART_BACKFILL};
 use super::sites::{self, Site};
 use super::{Resolution, Store};
 use crate::domain::DomainName;
@@ -44,10 +44,6 @@ pub struct BackfillReport {
     pub buckets: [u64; 3],
     /// Views in the site's day totals afterwards.
     pub views: i64,
-}
-
-fn page_range(domain: &DomainName) -> Document {
-    crate::reports::queries::site_pages(domain)
 }
 
 /// Recomputes every site bucket of `site` from its page buckets and marks
@@ -110,7 +106,7 @@ async fn first_and_last(
     let mut ends = Vec::new();
     for order in [1, -1] {
         let found = coll
-            .find_one(doc! {"page": page_range(domain)})
+            .find_one(doc! {"page": site_pages(domain)})
             .sort(doc! {"timestamp": order})
             .projection(doc! {"_id": 0, "timestamp": 1})
             .await?;
@@ -227,7 +223,7 @@ async fn recompute_once(
     let mut cursor = store
         .db()
         .collection::<Document>(g.collection())
-        .find(doc! {"page": page_range(domain), "timestamp": time.clone()})
+        .find(doc! {"page": site_pages(domain), "timestamp": time.clone()})
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, field: 1})
         .batch_size(10_000)
         .session(&mut session)

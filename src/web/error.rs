@@ -100,7 +100,7 @@ impl From<crate::storage::sites::SiteError> for WebError {
     fn from(e: crate::storage::sites::SiteError) -> Self {
         match e {
             crate::storage::sites::SiteError::Database(e) => e.into(),
-            other => WebError::invalid(super::forms::sentence(&other.to_string())),
+            other => WebError::invalid(super::fmt::sentence(&other.to_string())),
         }
     }
 }
@@ -111,7 +111,7 @@ impl From<crate::accounts::users::UserError> for WebError {
         match e {
             UserError::Database(e) => e.into(),
             UserError::NotFound => WebError::NotFound,
-            other => WebError::invalid(super::forms::sentence(&other.to_string())),
+            other => WebError::invalid(super::fmt::sentence(&other.to_string())),
         }
     }
 }
@@ -197,7 +197,7 @@ impl ResponseError for JsonError {
             WebError::SecondFactorRequired => {
                 "Turn on two-factor login first (under Account).".to_owned()
             }
-            other => super::forms::sentence(&other.to_string()),
+            other => super::fmt::sentence(&other.to_string()),
         };
         json_error(self.status_code(), self.0.code(), &message)
     }

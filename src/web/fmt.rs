@@ -2,21 +2,8 @@
 
 use chrono::{DateTime, Utc};
 
-/// 1234567 → "1,234,567".
-pub fn thousands(n: &i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if *n < 0 {
-        out.push('-');
-    }
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// 1234567 → "1,234,567": the charts and the reports' messages use it too.
+pub use crate::reports::numbers::thousands;
 
 /// Change against the previous period: "+12.5%", "−3.0%", "new" or "±0%".
 pub fn change(current: i64, previous: i64) -> String {
@@ -121,6 +108,19 @@ pub fn input_minute(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M").to_string()
 }
 
+/// "no user has …" → "No user has ….": messages read as sentences.
+pub fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => return String::new(),
+    };
+    if !out.ends_with(['.', '!', '?']) {
+        out.push('.');
+    }
+    out
+}
+
 /// Percent-encodes a value for a query string.
 pub fn query(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
@@ -132,10 +132,6 @@ mod tests {
 
     #[test]
     fn numbers() {
-        assert_eq!(thousands(&0), "0");
-        assert_eq!(thousands(&999), "999");
-        assert_eq!(thousands(&1000), "1,000");
-        assert_eq!(thousands(&-1234567), "-1,234,567");
         assert_eq!(change(150, 100), "+50.0%");
         assert_eq!(change(50, 100), "−50.0%");
         assert_eq!(change(5, 0), "new");
@@ -143,6 +139,9 @@ mod tests {
         assert_eq!(share(1, 3), "33.3%");
         assert_eq!(share(1, 0), "0.0%");
         assert_eq!(query("/a b&c"), "%2Fa%20b%26c");
+        assert_eq!(sentence("no user has it"), "No user has it.");
+        assert_eq!(sentence("done!"), "Done!");
+        assert_eq!(sentence(""), "");
         assert_eq!(duration(chrono::TimeDelta::hours(23)), "23 hours");
         assert_eq!(duration(chrono::TimeDelta::days(1)), "1 day");
         assert_eq!(duration(chrono::TimeDelta::minutes(59)), "59 minutes");

@@ -1,6 +1,7 @@
 //! What every form shares: a refused field shown next to the field, and
 //! messages written as sentences.
 
+use super::fmt::sentence;
 use crate::domain::DomainName;
 
 /// A refused form field: which one (its `id`), and what to do about it,
@@ -17,19 +18,6 @@ impl FormError {
             message: sentence(&message.to_string()),
         }
     }
-}
-
-/// "no user has …" → "No user has ….": messages read as sentences.
-pub fn sentence(text: &str) -> String {
-    let mut chars = text.chars();
-    let mut out: String = match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => return String::new(),
-    };
-    if !out.ends_with(['.', '!', '?']) {
-        out.push('.');
-    }
-    out
 }
 
 /// Host names separated by commas, spaces or new lines (URLs and ports

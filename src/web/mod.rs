@@ -11,7 +11,6 @@ pub mod client_ip;
 pub mod error;
 pub mod fmt;
 pub mod forms;
-pub mod head;
 pub mod ops;
 pub mod pages;
 pub mod prealloc_runs;
@@ -158,9 +157,25 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/admin/api/preallocate/{id}",
         web::get().to(preallocation::api_run),
     )
-    .default_service(web::route().to(pages::not_found));
+    .default_service(web::route().to(not_found));
 }
 
 async fn home() -> HttpResponse {
     error::see_other("/sites")
+}
+
+/// Any address no route serves: an HTML page with the navigation (when
+/// signed in), or JSON under `/admin/api/`.
+pub async fn not_found(req: actix_web::HttpRequest, viewer: Option<auth::Viewer>) -> HttpResponse {
+    if req.path().starts_with("/admin/api/") || req.path().starts_with("/api/") {
+        return error::json_error(StatusCode::NOT_FOUND, "not_found", "No such endpoint.");
+    }
+    let page = pages::ErrorPage {
+        nav: viewer.map(|v| v.nav()),
+        status: 404,
+        title: "Page not found",
+        message:
+            "There is nothing at this address. Check the link, or start again from your sites.",
+    };
+    pages::render(StatusCode::NOT_FOUND, &page)
 }

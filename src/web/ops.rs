@@ -65,8 +65,8 @@ impl WriteBehind {
         let appender = journal.appender();
         Self {
             ack_mode: match appender.ack_mode() {
-                crate::settings::AckMode::Durable => "durable",
-                crate::settings::AckMode::Fast => "fast",
+                crate::journal::AckMode::Durable => "durable",
+                crate::journal::AckMode::Fast => "fast",
             },
             lanes: journal.lanes().len(),
             queue_depth: appender.depth(),

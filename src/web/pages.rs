@@ -89,22 +89,3 @@ pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
         }
     }
 }
-
-/// Any address no route serves: an HTML page with the navigation (when
-/// signed in), or JSON under `/admin/api/`.
-pub async fn not_found(
-    req: actix_web::HttpRequest,
-    viewer: Option<super::auth::Viewer>,
-) -> HttpResponse {
-    if req.path().starts_with("/admin/api/") || req.path().starts_with("/api/") {
-        return super::error::json_error(StatusCode::NOT_FOUND, "not_found", "No such endpoint.");
-    }
-    let page = ErrorPage {
-        nav: viewer.map(|v| v.nav()),
-        status: 404,
-        title: "Page not found",
-        message:
-            "There is nothing at this address. Check the link, or start again from your sites.",
-    };
-    render(StatusCode::NOT_FOUND, &page)
-}

@@ -8,8 +8,9 @@ use std::sync::{Arc, OnceLock};
 use tickertape::clock::ManualClock;
 use tickertape::domain::DomainName;
 use tickertape::ingest::IngestState;
+use tickertape::journal::AckMode;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
-use tickertape::settings::{AckMode, Settings};
+use tickertape::settings::Settings;
 use tickertape::startup::Application;
 use tickertape::storage::sites::{self, NewSite, Site};
 use tickertape::storage::{Bucket, Resolution, Store};
@@ -126,8 +127,11 @@ pub fn test_settings() -> Settings {
 }
 
 pub async fn connect(uri: &str, settings: &Settings) -> Store {
-    let db = &settings.database;
-    Store::connect(db, uri)
+    let options = settings
+        .database
+        .store_options()
+        .expect("the test settings are valid");
+    Store::connect(&options, uri)
         .await
         .expect("connect to the test database")
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
-use tickertape::settings::AckMode;
+use tickertape::journal::AckMode;
 use tickertape::storage::Resolution;
 
 use crate::helpers::*;

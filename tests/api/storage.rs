@@ -5,7 +5,7 @@ use chrono::TimeDelta;
 use std::collections::BTreeMap;
 use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
 use tickertape::storage::progress::{self, Stream};
-use tickertape::storage::{schema, zero_filled, Resolution, Subject};
+use tickertape::storage::{sharding, zero_filled, Resolution, Subject};
 use tokio::time::{Duration, Instant};
 
 use crate::helpers::*;
@@ -324,9 +324,9 @@ async fn sharding_is_an_explicit_step_that_a_replica_set_refuses() {
     let app = spawn_app().await;
     // Start-up and `setup` never shard; on a replica set there is nothing
     // to warn about either.
-    assert!(schema::sharding_warnings(&app.store).await.is_empty());
-    let err = schema::shard(&app.store).await.unwrap_err();
-    assert!(matches!(err, schema::ShardError::NotMongos(_)), "{err}");
+    assert!(sharding::warnings(&app.store).await.is_empty());
+    let err = sharding::shard(&app.store).await.unwrap_err();
+    assert!(matches!(err, sharding::ShardError::NotMongos(_)), "{err}");
     assert!(err.to_string().contains("not a mongos"), "{err}");
 }
 

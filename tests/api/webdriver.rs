@@ -293,6 +293,38 @@ impl Browser {
     }
 
     /// Saves a PNG of the whole window under `target/screenshots/`.
+    /// What is wider than its box: a table wider than its container, any
+    /// box that scrolls sideways (a table's wrapper, a `pre`), or the page
+    /// itself. Each is named by its id or label, with the widths.
+    pub async fn sideways(&self) -> Vec<String> {
+        let found = self
+            .execute(
+                "const name = e => { \
+                   const tag = e.tagName.toLowerCase(), label = e.getAttribute('aria-label'); \
+                   return e.id ? `${tag}#${e.id}` : label ? `${tag}[${label}]` : `${tag}.${e.className}`; }; \
+                 const out = []; \
+                 for (const t of document.querySelectorAll('table')) { \
+                   const box = t.parentElement; \
+                   if (t.offsetWidth > box.clientWidth + 1) \
+                     out.push(`${name(t)} is ${t.offsetWidth} px wide in a box of ${box.clientWidth} px`); } \
+                 for (const e of document.querySelectorAll('body *')) { \
+                   if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth + 1) \
+                     out.push(`${name(e)} scrolls sideways: ${e.scrollWidth} px in ${e.clientWidth} px`); } \
+                 const page = document.documentElement; \
+                 if (page.scrollWidth > page.clientWidth + 1) \
+                   out.push(`the page is ${page.scrollWidth} px wide in a window of ${page.clientWidth} px`); \
+                 return out;",
+                json!([]),
+            )
+            .await;
+        found
+            .as_array()
+            .unwrap_or_else(|| panic!("the width check did not run: {found}"))
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     pub async fn screenshot(&self, name: &str) -> std::path::PathBuf {
         use base64::Engine;
         let v = self
