@@ -73,6 +73,8 @@ enum SiteCommand {
     List(ListSites),
     /// Set the IANA time zone a site's reports are in.
     SetTimeZone(SetTimeZone),
+    /// Set a site's own new-page cap: `default`, `none` or new pages per hour.
+    SetPageCap(SetPageCap),
 }
 
 pub fn main() -> ExitCode {
@@ -104,6 +106,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Demo(args) => demo(args).await,
         Command::Site(SiteCommand::List(args)) => list_sites(args).await,
         Command::Site(SiteCommand::SetTimeZone(args)) => set_time_zone(args).await,
+        Command::Site(SiteCommand::SetPageCap(args)) => set_page_cap(args).await,
         Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
     }
 }
@@ -123,6 +126,30 @@ async fn set_time_zone(args: SetTimeZone) -> anyhow::Result<()> {
             .with_context(|| format!("no site has the domain {domain:?}"))?;
         sites::set_time_zone(&store, &site, zone).await?;
         eprintln!("{}: reports are now in {zone}.", site.domain);
+        Ok(())
+    })
+    .await
+}
+
+async fn set_page_cap(args: SetPageCap) -> anyhow::Result<()> {
+    let SetPageCap {
+        domain,
+        page_cap,
+        db,
+    } = args;
+    let cap = crate::domain::PageCapSetting::parse(&page_cap)
+        .with_context(|| format!("--page-cap {page_cap:?}"))?;
+    with_store(&db, |store| async move {
+        let site = sites::list(&store)
+            .await?
+            .into_iter()
+            .find(|s| s.domain.as_str() == domain)
+            .with_context(|| format!("no site has the domain {domain:?}"))?;
+        sites::set_page_cap(&store, &site, cap).await?;
+        eprintln!(
+            "{}: new-page cap {cap} (serve picks it up at its next site refresh).",
+            site.domain
+        );
         Ok(())
     })
     .await
@@ -601,6 +628,18 @@ struct SetTimeZone {
     /// e.g. Europe/Berlin, Asia/Kolkata, UTC.
     #[arg(long)]
     time_zone: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct SetPageCap {
+    /// The site's domain.
+    #[arg(long)]
+    domain: String,
+    /// `default` (the instance's budgets), `none`, or new pages per hour.
+    #[arg(long)]
+    page_cap: String,
     #[command(flatten)]
     db: DatabaseArgs,
 }

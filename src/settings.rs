@@ -257,10 +257,31 @@ pub struct SecuritySettings {
     #[arg(long, env = "TICKERTAPE_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
 
-    /// New pages one site may gain per hour; views of further new pages
-    /// are counted under the page `/(other)`. 0: no cap.
+    /// New pages one site may gain per hour on their first view; beyond
+    /// it a new page gets its own buckets on its second view (within the
+    /// repeat budget), and views until then count under `/(other)`. 0: no
+    /// cap at all.
     #[arg(long, env = "TICKERTAPE_NEW_PAGES_PER_HOUR", default_value_t = 1_000)]
     pub new_pages_per_hour: u64,
+
+    /// New pages one site may gain per hour on their second view.
+    #[arg(long, env = "TICKERTAPE_REPEAT_PAGES_PER_HOUR", default_value_t = 100_000)]
+    pub repeat_pages_per_hour: u64,
+
+    /// New pages the whole instance may gain per hour, over all sites.
+    #[arg(long, env = "TICKERTAPE_INSTANCE_NEW_PAGES_PER_HOUR", default_value_t = 1_000_000)]
+    pub instance_new_pages_per_hour: u64,
+
+    /// Pages seen once that the instance remembers while they wait for a
+    /// second view (8 bytes each).
+    #[arg(long, env = "TICKERTAPE_PAGE_CANDIDATES", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..=(1 << 26)))]
+    pub page_candidates: u64,
+
+    /// Admitted pages the instance remembers over all sites (about 24
+    /// bytes each); beyond it new pages count under `/(other)` until old
+    /// ones age out (48 hours without views).
+    #[arg(long, env = "TICKERTAPE_MAX_KNOWN_PAGES", default_value_t = 2_000_000)]
+    pub max_known_pages: u64,
 
     /// Admins must turn on two-factor login (TOTP) before they can use any
     /// page but its setup.
@@ -433,6 +454,18 @@ impl IngestSettings {
             sources_window: Duration::from_millis(self.sources_window_ms),
             sources_max_hits: self.sources_max_hits as usize,
             max_buckets: self.apply_max_buckets as usize,
+        }
+    }
+}
+
+impl SecuritySettings {
+    pub fn page_cap_config(&self) -> crate::ingest::page_cap::CapConfig {
+        crate::ingest::page_cap::CapConfig {
+            first_sight_per_hour: self.new_pages_per_hour,
+            repeat_per_hour: self.repeat_pages_per_hour,
+            instance_per_hour: self.instance_new_pages_per_hour,
+            candidates: self.page_candidates as usize,
+            max_known: self.max_known_pages,
         }
     }
 }

@@ -93,11 +93,22 @@ impl Application {
             clock,
             stats,
             page_cap: Arc::new(crate::ingest::page_cap::PageCap::new(
-                settings.security.new_pages_per_hour,
-                Some(store.clone()),
+                settings.security.page_cap_config(),
             )),
         };
 
+        {
+            // Pages the database already has views of stay known across a
+            // restart; the pixel never waits for this.
+            let (cap, store, now) = (ingest.page_cap.clone(), store.clone(), ingest.clock.now());
+            tokio::spawn(async move {
+                match cap.load_known(&store, now).await {
+                    Ok(n) => tracing::info!(pages = n, "page cap: known pages loaded"),
+                    Err(e) => tracing::warn!(error = %crate::telemetry::chain(&e),
+                        "page cap: could not load the known pages; they are admitted as they come"),
+                }
+            });
+        }
         let listener = TcpListener::bind(settings.listen)?;
         let bound = listener.local_addr()?;
         let port = bound.port();

@@ -15,7 +15,8 @@
 //! BENCH_SCENARIOS=comma list, BENCH_STORAGE_HITS (default 5,000,000;
 //! quick 50,000), BENCH_REPORTS=0 to skip report latency, BENCH_YEAR=0 to
 //! skip the year of traffic with sources (BENCH_YEAR_DAILY views a day;
-//! BENCH_SUSTAINED=0 to skip the sustained rate (see `sustained.rs` for its
+//! BENCH_PAGE_CAP=0 to skip the page cap's loads, BENCH_SUSTAINED=0 to
+//! skip the sustained rate (see `sustained.rs` for its
 //! options), BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
 //! last run when it holds the same number of views, to time reports again
 //! without the 11-minute load).
@@ -33,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod report_latency;
+mod page_cap;
 mod roles;
 mod site_year;
 mod statement_cost;
@@ -60,6 +62,8 @@ pub struct Options {
     pub year: bool,
     /// Issue 26: the sustained rate (`BENCH_SUSTAINED=0` skips).
     pub sustained: bool,
+    /// Issue 29: the new-page cap's two loads (`BENCH_PAGE_CAP=0` skips).
+    pub page_cap: bool,
 }
 
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -91,6 +95,7 @@ impl Options {
             reports: std::env::var("BENCH_REPORTS").map_or(true, |v| v != "0"),
             year: std::env::var("BENCH_YEAR").map_or(true, |v| v != "0"),
             sustained: std::env::var("BENCH_SUSTAINED").map_or(true, |v| v != "0"),
+            page_cap: std::env::var("BENCH_PAGE_CAP").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -385,6 +390,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     print_backlog(&rows);
     if options.sustained {
         sustained::run(&mut db, &options).await?;
+    }
+    if options.page_cap {
+        page_cap::run(&db, &options).await?;
     }
     statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows

@@ -233,7 +233,13 @@ pub async fn options() -> HttpResponse {
 async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
     let at = state.clock.now();
     let (page, source) = classify_view(req.headers(), req.query_string(), &state.directory)?;
-    let page = match state.page_cap.admit(page, at).await {
+    // The site's own cap setting (the page's domain is its canonical host).
+    let setting = state
+        .directory
+        .by_host(page.domain())
+        .map(|site| site.page_cap)
+        .unwrap_or_default();
+    let page = match state.page_cap.admit(page, at, setting) {
         Admission::Page(page) => page,
         Admission::Overflow(other) => {
             req.extensions_mut().insert(Overflowed);

@@ -603,6 +603,7 @@ mod tests {
             created_at: now(),
             time_zone: crate::domain::TimeZone::UTC,
             totals_complete: true,
+            page_cap: crate::domain::PageCapSetting::Default,
         })]
     }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Store;
-use crate::domain::{DomainName, SiteId, TimeZone};
+use crate::domain::{DomainName, PageCapSetting, SiteId, TimeZone};
 
 pub const COLLECTION: &str = "sites";
 
@@ -25,6 +25,8 @@ pub struct Site {
     /// Its site totals are complete (created with them, or backfilled):
     /// reports read them instead of adding up page buckets.
     pub totals_complete: bool,
+    /// Its own new-page cap, set by an admin (issue 29).
+    pub page_cap: PageCapSetting,
 }
 
 impl Site {
@@ -60,6 +62,28 @@ struct SiteDoc {
     /// Absent on sites created before site totals existed.
     #[serde(rename = "siteTotals", default)]
     totals_complete: bool,
+    /// Absent: the instance's budgets; `"none"`; or new pages per hour.
+    #[serde(rename = "pageCap", default, skip_serializing_if = "Option::is_none")]
+    page_cap: Option<bson::Bson>,
+}
+
+fn cap_from_stored(v: Option<bson::Bson>) -> PageCapSetting {
+    match v {
+        Some(bson::Bson::String(s)) if s == "none" => PageCapSetting::Unlimited,
+        Some(v) => super::values::number(Some(&v))
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .map_or(PageCapSetting::Default, PageCapSetting::PerHour),
+        None => PageCapSetting::Default,
+    }
+}
+
+fn cap_to_stored(cap: PageCapSetting) -> Option<bson::Bson> {
+    match cap {
+        PageCapSetting::Default => None,
+        PageCapSetting::Unlimited => Some(bson::Bson::String("none".into())),
+        PageCapSetting::PerHour(n) => Some(bson::Bson::Int64(n as i64)),
+    }
 }
 
 impl From<SiteDoc> for Site {
@@ -78,6 +102,7 @@ impl From<SiteDoc> for Site {
                 .and_then(|z| TimeZone::parse(&z).ok())
                 .unwrap_or_default(),
             totals_complete: d.totals_complete,
+            page_cap: cap_from_stored(d.page_cap),
         }
     }
 }
@@ -94,6 +119,7 @@ impl From<&Site> for SiteDoc {
             deleted_at: None,
             time_zone: Some(s.time_zone.name().to_owned()),
             totals_complete: s.totals_complete,
+            page_cap: cap_to_stored(s.page_cap),
         }
     }
 }
@@ -159,6 +185,7 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
         time_zone: new.time_zone,
         // A new site has no page buckets: its totals start complete.
         totals_complete: true,
+        page_cap: PageCapSetting::Default,
     };
     match collection(store).insert_one(SiteDoc::from(&site)).await {
         Ok(_) => Ok(site),
@@ -320,6 +347,22 @@ pub async fn mark_totals_complete(store: &Store, site: &Site) -> Result<(), mong
             doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
             doc! {"$set": {"siteTotals": true}},
         )
+        .await
+        .map(|_| ())
+}
+
+/// Sets the site's own new-page cap (`Default` removes it).
+pub async fn set_page_cap(
+    store: &Store,
+    site: &Site,
+    cap: PageCapSetting,
+) -> Result<(), mongodb::error::Error> {
+    let change = match cap_to_stored(cap) {
+        Some(v) => doc! {"$set": {"pageCap": v}},
+        None => doc! {"$unset": {"pageCap": ""}},
+    };
+    collection(store)
+        .update_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())}, change)
         .await
         .map(|_| ())
 }

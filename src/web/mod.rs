@@ -102,6 +102,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::post().to(reports::save_site_settings),
     )
     .route(
+        "/sites/{id}/page-cap",
+        web::post().to(reports::save_page_cap),
+    )
+    .route(
         "/sites/{id}/status.json",
         web::get().to(reports::status_json),
     )

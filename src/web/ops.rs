@@ -337,6 +337,41 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             w.transaction_secs[stream.index()]
         ));
     }
+    let cap = &state.ingest.page_cap.stats;
+    out.push_str("# HELP tickertape_page_cap_admitted_total New pages given buckets of their own, by how they were admitted.\n# TYPE tickertape_page_cap_admitted_total counter\n");
+    for (how, n) in [
+        ("first-sight", &cap.admitted_first_sight),
+        ("repeat", &cap.admitted_repeat),
+    ] {
+        out.push_str(&format!(
+            "tickertape_page_cap_admitted_total{{how=\"{how}\"}} {}\n",
+            n.load(Relaxed)
+        ));
+    }
+    metrics::counter(
+        &mut out,
+        "tickertape_page_cap_overflow_views_total",
+        "Views counted under a site's /(other) page because their page was not admitted.",
+        cap.overflowed.load(Relaxed),
+    );
+    metrics::counter(
+        &mut out,
+        "tickertape_page_cap_instance_refusals_total",
+        "New pages refused because the instance's hourly budget or its known-page bound was reached.",
+        cap.instance_refusals.load(Relaxed),
+    );
+    metrics::gauge(
+        &mut out,
+        "tickertape_page_cap_known_pages",
+        "Pages this instance remembers as admitted, over all sites (bounded by TICKERTAPE_MAX_KNOWN_PAGES).",
+        cap.known_pages.load(Relaxed),
+    );
+    metrics::gauge(
+        &mut out,
+        "tickertape_page_cap_candidate_slots",
+        "Slots remembering pages seen once (fixed: TICKERTAPE_PAGE_CANDIDATES).",
+        state.ingest.page_cap.config().candidates as u64,
+    );
     let counters: [(&str, &str, u64); 10] = [
         ("tickertape_write_path_panics_total", "Panics caught in journal writers and appliers (each logged; the lane went on).", js.writer_panics.load(Relaxed)),
         ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),

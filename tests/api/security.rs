@@ -395,32 +395,57 @@ async fn with_the_database_down_pages_and_login_answer_503_within_seconds() {
 // ------------------------------------------------------ 6. the page cap
 
 #[tokio::test]
-async fn new_pages_beyond_the_hourly_cap_count_under_other() {
-    let app = spawn_app_with(|s| s.security.new_pages_per_hour = 3).await;
+async fn new_pages_beyond_the_first_sight_budget_need_a_second_view() {
+    let app = spawn_app_with(|s| {
+        s.security.new_pages_per_hour = 3;
+        s.security.repeat_pages_per_hour = 4;
+    })
+    .await;
     app.add_user("a@example.com", Role::Admin).await;
     let site = app.add_site("example.com", &[]).await;
-    // A page with views from before this process started.
-    app.write_hits(&[("example.com/old", t0() - chrono::TimeDelta::days(2))])
+    // A page with views from yesterday: known from the database at start
+    // (loaded in the background; here called directly after the write).
+    app.write_hits(&[("example.com/old", t0() - chrono::TimeDelta::days(1))])
         .await;
+    let loaded = app
+        .ingest
+        .page_cap
+        .load_known(&app.store, app.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(loaded, 1);
     let hit = |page: String| {
         let app = &app;
         let id = site.id;
         async move { app.pixel(&format!("site={id}&page={page}")).await }
     };
+    let reason = |r: &reqwest::Response| {
+        r.headers()
+            .get("x-tickertape-reason")
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    // The first-sight budget: three pages at their first view.
     for i in 0..3 {
         let r = hit(format!("/new/{i}")).await;
-        assert_eq!(r.status(), 200);
-        assert!(r.headers().get("x-tickertape-reason").is_none());
+        assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
     }
+    // Beyond it, a first view counts under /(other)...
     for i in 3..10 {
         let r = hit(format!("/new/{i}")).await;
         assert_eq!(r.status(), 200, "still counted");
-        assert_eq!(r.headers()["x-tickertape-reason"], "page-cap");
+        assert_eq!(reason(&r).as_deref(), Some("page-cap"));
+    }
+    // ...and a second view gets the page its own buckets, within the
+    // repeat budget of four.
+    for i in 3..10 {
+        let r = hit(format!("/new/{i}")).await;
+        let expected = if i < 7 { None } else { Some("page-cap") };
+        assert_eq!(reason(&r).as_deref(), expected, "/new/{i}");
     }
     // Known pages keep counting as themselves, the old one included.
-    for page in ["/new/0", "/old"] {
+    for page in ["/new/0", "/old", "/new/3"] {
         let r = hit(page.into()).await;
-        assert!(r.headers().get("x-tickertape-reason").is_none(), "{page}");
+        assert_eq!(reason(&r), None, "{page}");
     }
     let mut pages: Vec<(String, i64)> = app
         .buckets(Resolution::Hour)
@@ -430,29 +455,116 @@ async fn new_pages_beyond_the_hourly_cap_count_under_other() {
         .map(|b| (b.page, b.total_views))
         .collect();
     pages.sort();
-    assert_eq!(
-        pages,
-        [
-            ("example.com/(other)".to_owned(), 7),
-            ("example.com/new/0".to_owned(), 2),
-            ("example.com/new/1".to_owned(), 1),
-            ("example.com/new/2".to_owned(), 1),
-            ("example.com/old".to_owned(), 1),
-        ]
-    );
-    assert_eq!(app.ingest.stats.count(Outcome::PageCap), 7);
-    // The settings page tells the owner.
+    let mut expected = vec![("example.com/(other)".to_owned(), 10)];
+    expected.push(("example.com/new/0".to_owned(), 2));
+    expected.push(("example.com/new/1".to_owned(), 1));
+    expected.push(("example.com/new/2".to_owned(), 1));
+    expected.push(("example.com/new/3".to_owned(), 2));
+    for i in 4..7 {
+        expected.push((format!("example.com/new/{i}"), 1));
+    }
+    expected.push(("example.com/old".to_owned(), 1));
+    assert_eq!(pages, expected);
+    assert_eq!(app.ingest.stats.count(Outcome::PageCap), 10);
+    let metrics = app.metrics().await;
+    for line in [
+        "tickertape_page_cap_admitted_total{how=\"first-sight\"} 3",
+        "tickertape_page_cap_admitted_total{how=\"repeat\"} 4",
+        "tickertape_page_cap_overflow_views_total 10",
+    ] {
+        assert!(metrics.contains(line), "{line}");
+    }
+    // The settings page tells the owner: the rule, this hour, today.
     let admin = app.login("a@example.com").await;
-    let (_, html) = admin.text(&format!("/sites/{}/settings", site.id)).await;
+    let settings = format!("/sites/{}/settings", site.id);
+    let (_, html) = admin.text(&settings).await;
     assert!(
-        html.contains("At most <strong>3</strong> new pages per hour")
-            && html.contains("This hour: 3 new, 7 views under"),
+        html.contains("at its first view while fewer than <strong>3</strong>")
+            && html.contains("This hour: 3 pages admitted at their first view, 4 at a later one; 10 views under")
+            && html.contains("Today (UTC): 10 views under"),
         "{html}"
     );
-    // The next hour brings a new budget.
+    // The dashboard says so when over 1 % of a range's views are there.
+    let (_, dashboard) = admin.text(&format!("/sites/{}", site.id)).await;
+    assert!(dashboard.contains("id=\"overflow\""), "{dashboard}");
+    assert!(dashboard.contains("/settings#page-cap"));
+    // The next hour brings new budgets.
     app.clock.advance(chrono::TimeDelta::hours(1));
-    let r = hit("/new/3".into()).await;
-    assert!(r.headers().get("x-tickertape-reason").is_none());
+    let r = hit("/new/7".into()).await;
+    assert_eq!(reason(&r), None);
+}
+
+#[tokio::test]
+async fn an_admin_sets_a_sites_own_page_cap_and_bad_input_changes_nothing() {
+    let app = spawn_app_with(|s| s.security.new_pages_per_hour = 1).await;
+    app.add_user("a@example.com", Role::Admin).await;
+    let owner = app.add_user("o@example.com", Role::Owner).await;
+    let site = app.add_site("capped.test", &[]).await;
+    app.set_owners(&site, &[owner]).await;
+    let path = format!("/sites/{}/page-cap", site.id);
+    let admin = app.login("a@example.com").await;
+    let settings = format!("/sites/{}/settings", site.id);
+    let (_, page) = admin.text(&settings).await;
+    let csrf = csrf_in(&page).unwrap();
+    // Bad input: a clear answer, nothing stored.
+    for bad in ["-5", "lots", "0", "99999999999"] {
+        let r = admin.post(&path, &[("csrf", &csrf), ("page_cap", bad)]).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        let html = r.text().await.unwrap();
+        assert!(html.contains("the page cap is `default`, `none` or a whole number"), "{bad}");
+    }
+    // A forged form (no or a wrong token) changes nothing.
+    let r = admin.post(&path, &[("csrf", "forged"), ("page_cap", "none")]).await;
+    assert_eq!(r.status(), 403);
+    // An owner may not set it.
+    let o = app.login("o@example.com").await;
+    let (_, page) = o.text(&settings).await;
+    assert!(!page.contains("name=\"page_cap\""), "no form for owners");
+    let r = o
+        .post(&path, &[("csrf", &csrf_in(&page).unwrap()), ("page_cap", "none")])
+        .await;
+    assert_eq!(r.status(), 403);
+    let stored = |app: &TestApp| {
+        let store = app.store.clone();
+        let id = site.id;
+        async move {
+            tickertape::storage::sites::list(&store)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|s| s.id == id)
+                .unwrap()
+                .page_cap
+        }
+    };
+    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::Default);
+    // None: every new page counts on its own at once.
+    let r = admin.post(&path, &[("csrf", &csrf), ("page_cap", "none")]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::Unlimited);
+    for i in 0..5 {
+        let r = app.pixel(&format!("site={}&page=/free/{i}", site.id)).await;
+        assert!(r.headers().get("x-tickertape-reason").is_none());
+    }
+    // The CLI sets it too, by domain.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
+        .args(["site", "set-page-cap", "--domain", "capped.test", "--page-cap", "250"])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::PerHour(250));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
+        .args(["site", "set-page-cap", "--domain", "capped.test", "--page-cap", "many"])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--page-cap"));
+    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::PerHour(250));
 }
 
 // ------------------------------------------------ 7. HEAD, OPTIONS, API

@@ -59,6 +59,9 @@ pub(super) struct DashboardPage {
     freshness: String,
     /// How far behind the write-behind is, when more than a few seconds.
     behind: Option<String>,
+    /// More than 1 % of the range's views are under the overflow page:
+    /// the note, and where the cap is set (signed-in views only).
+    overflow: Option<(String, Option<String>)>,
     empty: Empty,
     /// The first view arrived while the owner was waiting for it.
     first_view: bool,
@@ -73,6 +76,32 @@ pub(super) struct DashboardPage {
 /// every view reaches).
 pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, WebError> {
     Ok(queries::has_views(&state.store, &Scope::of_site(site)).await?)
+}
+
+/// When more than 1 % of a range's views went to the overflow page (new
+/// pages beyond the cap), the note that says so.
+fn overflow_note(
+    site: &Site,
+    top: &[(Page, i64)],
+    total: i64,
+    shared: bool,
+) -> Option<(String, Option<String>)> {
+    let path = crate::ingest::page_cap::OVERFLOW_PATH;
+    let under: i64 = top
+        .iter()
+        .filter(|(page, _)| page.path() == path)
+        .map(|(_, views)| views)
+        .sum();
+    (total > 0 && under * 100 > total).then(|| {
+        (
+            format!(
+                "{} of these views ({}) are counted under {path}: pages that were new while the site's new-page cap was reached, before they were viewed again.",
+                fmt::thousands(&under),
+                fmt::share(under, total)
+            ),
+            (!shared).then(|| format!("/sites/{}/settings#page-cap", site.id)),
+        )
+    })
 }
 
 pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
@@ -116,6 +145,7 @@ pub async fn show_dashboard(
             })?,
     };
     let total = queries::total(&current);
+    let overflow = overflow_note(&site, &top, total, audience.shared);
     let base = audience.base.clone();
     let params = if range_error.is_some() {
         String::new()
@@ -202,6 +232,7 @@ pub async fn show_dashboard(
         },
         freshness: freshness(state),
         behind: behind(state),
+        overflow,
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
         status_href: format!("{base}/status.json"),

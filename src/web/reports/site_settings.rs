@@ -29,8 +29,16 @@ pub(super) struct SettingsPage {
     time_zone: String,
     time_zones: Vec<&'static str>,
     error: Option<crate::web::forms::FormError>,
-    /// The new-page cap and this hour's figures (issue 13).
+    /// The new-page cap and this hour's figures (issues 13 and 29).
     cap: crate::ingest::page_cap::CapStatus,
+    /// Views counted under the overflow page today (UTC), from the
+    /// database; `None` when it could not be read.
+    overflow_today: Option<i64>,
+    /// Admins may set the site's own cap; what they typed, and why it was
+    /// refused.
+    is_admin: bool,
+    cap_input: String,
+    cap_error: Option<String>,
     overflow_path: &'static str,
 }
 
@@ -47,18 +55,50 @@ pub(super) fn aliases_text(site: &Site) -> String {
         .join(", ")
 }
 
-pub(super) fn settings_page(
+/// Views counted under the site's overflow page today (UTC).
+async fn overflow_today(state: &WebState, site: &Site) -> Option<i64> {
+    let page = format!("{}{}", site.domain, crate::ingest::page_cap::OVERFLOW_PATH);
+    let day = crate::storage::Resolution::Day.floor(state.clock.now());
+    let found = state
+        .store
+        .buckets(crate::storage::Resolution::Day)
+        .find_one(bson::doc! {"page": page, "timestamp": bson::DateTime::from_chrono(day)})
+        .await;
+    match found {
+        Ok(bucket) => Some(bucket.map_or(0, |b| b.total_views)),
+        Err(e) => {
+            tracing::warn!(error = %crate::telemetry::chain(&e), "could not read the overflow page's views");
+            None
+        }
+    }
+}
+
+/// What the site settings form and the page-cap form typed, when one is
+/// shown again with an error.
+pub(super) enum Typed {
+    Settings(String, String, String, crate::web::forms::FormError),
+    Cap(String, String),
+}
+
+pub(super) async fn settings_page(
     state: &WebState,
     viewer: &Viewer,
     site: Arc<Site>,
     done: Option<&'static str>,
-    typed: Option<(String, String, String, crate::web::forms::FormError)>,
+    typed: Option<Typed>,
 ) -> HttpResponse {
     let s = snippets::for_site(&state.public_url, &site.id);
     let cap = state
         .ingest
         .page_cap
-        .status(site.domain.as_str(), state.clock.now());
+        .status(site.domain.as_str(), state.clock.now(), site.page_cap);
+    let overflow_today = overflow_today(state, &site).await;
+    let (cap_input, cap_error, typed) = match typed {
+        Some(Typed::Cap(input, error)) => (input, Some(error), None),
+        Some(Typed::Settings(a, b, c, d)) => (site.page_cap.to_string(), None, Some((a, b, c, d))),
+        None => (site.page_cap.to_string(), None, None),
+    };
+    let cap_refused = cap_error.is_some();
     let (name, aliases, time_zone, error, status) = match typed {
         Some((name, aliases, zone, error)) => {
             (name, aliases, zone, Some(error), StatusCode::BAD_REQUEST)
@@ -68,7 +108,11 @@ pub(super) fn settings_page(
             aliases_text(&site),
             site.time_zone.name().to_owned(),
             None,
-            StatusCode::OK,
+            if cap_refused {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            },
         ),
     };
     render(
@@ -85,6 +129,10 @@ pub(super) fn settings_page(
             time_zones: crate::domain::TimeZone::all().collect(),
             error,
             cap,
+            overflow_today,
+            is_admin: viewer.user.is_admin(),
+            cap_input,
+            cap_error,
             overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
         },
     )
@@ -97,9 +145,48 @@ pub async fn site_settings(r: SiteRequest, q: web::Query<SettingsQuery>) -> Answ
     let done = match q.done.as_deref() {
         Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
         Some("site-saved") => Some("The site was saved."),
+        Some("cap-saved") => Some("The site's new-page cap was saved."),
         _ => None,
     };
-    Ok(settings_page(&state, &viewer, site, done, None))
+    Ok(settings_page(&state, &viewer, site, done, None).await)
+}
+
+#[derive(Deserialize)]
+pub struct PageCapForm {
+    csrf: String,
+    #[serde(default)]
+    page_cap: String,
+}
+
+/// An admin sets the site's own new-page cap: `default`, `none` or new
+/// pages per hour.
+pub async fn save_page_cap(r: SiteRequest, form: web::Form<PageCapForm>) -> Answer {
+    let (state, viewer, site) = (r.state, r.viewer, r.site);
+    viewer.check_csrf(&form.csrf)?;
+    if !viewer.user.is_admin() {
+        return Err(WebError::Forbidden);
+    }
+    let cap = match crate::domain::PageCapSetting::parse(&form.page_cap) {
+        Ok(cap) => cap,
+        Err(e) => {
+            let typed: String = form.page_cap.chars().take(40).collect();
+            return Ok(settings_page(
+                &state,
+                &viewer,
+                site,
+                None,
+                Some(Typed::Cap(typed, e.to_string())),
+            )
+            .await);
+        }
+    };
+    crate::storage::sites::set_page_cap(&state.store, &site, cap).await?;
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, %cap, "site page cap set");
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=cap-saved#page-cap",
+        site.id
+    )))
 }
 
 #[derive(Deserialize)]
@@ -126,7 +213,7 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
             &viewer,
             site.clone(),
             None,
-            Some((
+            Some(Typed::Settings(
                 form.name.clone(),
                 form.aliases.clone(),
                 form.time_zone.clone(),
@@ -136,7 +223,7 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
     };
     let aliases = match crate::web::forms::parse_hosts(&form.aliases) {
         Ok(a) => a,
-        Err(e) => return Ok(again(e)),
+        Err(e) => return Ok(again(e).await),
     };
     // An empty field (a form from before zones) keeps the zone.
     let zone = if form.time_zone.trim().is_empty() {
@@ -144,7 +231,7 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
     } else {
         match crate::domain::TimeZone::parse(&form.time_zone) {
             Ok(z) => z,
-            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e))),
+            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e)).await),
         }
     };
     let changes = crate::storage::sites::SiteChanges {
@@ -153,7 +240,7 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
         owners: site.owners.clone(),
     };
     if let Err(e) = crate::storage::sites::update(&state.store, &site, changes).await {
-        return Ok(again(crate::web::forms::site_refusal(e, "aliases")?));
+        return Ok(again(crate::web::forms::site_refusal(e, "aliases")?).await);
     }
     if zone != site.time_zone {
         crate::storage::sites::set_time_zone(&state.store, &site, zone).await?;
