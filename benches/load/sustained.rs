@@ -15,8 +15,9 @@
 //!   Zipf, and `+` settings passed to the server as `TICKERTAPE_<VAR>`
 //!   (to measure alternatives side by side, e.g. `10000+ROLLUPS_WINDOW_MS=1000`).
 //!   Default `1000,10000,100000,100000u`.
-//! - `BENCH_SUSTAINED_SECS` per run (default 300; quick 20), and
-//!   `BENCH_SUSTAINED_CONNECTIONS` (64).
+//! - `BENCH_SUSTAINED_SECS` per run (default 300; quick 20),
+//!   `BENCH_SUSTAINED_CONNECTIONS` (64), and `BENCH_SUSTAINED_STEPS`, the
+//!   paced runs tried at most below a saturating run that falls behind (3).
 
 use anyhow::Context;
 use std::process::Command;
@@ -295,6 +296,7 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     let quick = options.quick;
     let seconds: u64 = env_or("BENCH_SUSTAINED_SECS", if quick { 20 } else { 300 });
     let connections: u32 = env_or("BENCH_SUSTAINED_CONNECTIONS", 64);
+    let steps: usize = env_or("BENCH_SUSTAINED_STEPS", 3);
     let runs: Vec<RunSpec> = std::env::var("BENCH_SUSTAINED_RUNS")
         .unwrap_or_else(|_| "1000,10000,100000,100000u".into())
         .split(',')
@@ -322,8 +324,8 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         let mut sustained = saturating.keeps_up().then_some(saturating.applied_rate);
         let mut rate = saturating.applied_rate * 0.9;
         outcomes.push(saturating);
-        // Step down until a paced run keeps up (at most three steps).
-        for _ in 0..3 {
+        // Step down until a paced run keeps up (at most `steps` steps).
+        for _ in 0..steps {
             if sustained.is_some() {
                 break;
             }
@@ -341,7 +343,7 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         println!(
             "- **{}**: sustained rate {}",
             spec.label,
-            sustained.map_or("not found within three steps".to_owned(), |r| format!(
+            sustained.map_or(format!("not found within {steps} paced steps"), |r| format!(
                 "{r:.0} hits/s ({:.0} % of the ceiling)",
                 r / ceiling.wrk.rate() * 100.0
             ))

@@ -418,6 +418,7 @@ mod tests {
             created_at: Utc::now(),
             time_zone: TimeZone::UTC,
             totals_complete: true,
+            page_cap: PageCapSetting::Default,
         };
         assert!(site.owns_host("example.com"));
         assert!(site.owns_host("www.example.com"));

@@ -410,7 +410,7 @@ async fn new_pages_beyond_the_first_sight_budget_need_a_second_view() {
     let loaded = app
         .ingest
         .page_cap
-        .load_known(&app.store, app.clock.now())
+        .load_known(&app.store, tickertape::clock::Clock::now(&*app.clock))
         .await
         .unwrap();
     assert_eq!(loaded, 1);
@@ -500,7 +500,7 @@ async fn an_admin_sets_a_sites_own_page_cap_and_bad_input_changes_nothing() {
     app.add_user("a@example.com", Role::Admin).await;
     let owner = app.add_user("o@example.com", Role::Owner).await;
     let site = app.add_site("capped.test", &[]).await;
-    app.set_owners(&site, &[owner]).await;
+    app.set_owners(&site, &[owner.id]).await;
     let path = format!("/sites/{}/page-cap", site.id);
     let admin = app.login("a@example.com").await;
     let settings = format!("/sites/{}/settings", site.id);

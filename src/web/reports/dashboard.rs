@@ -82,7 +82,7 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
 /// pages beyond the cap), the note that says so.
 fn overflow_note(
     site: &Site,
-    top: &[(Page, i64)],
+    top: &[(crate::domain::Page, i64)],
     total: i64,
     shared: bool,
 ) -> Option<(String, Option<String>)> {
