@@ -1,6 +1,8 @@
 -- wrk script for Tickertape's pixel: pages /p/1 .. /p/N of one site, with
--- Zipf popularity (page k is requested in proportion to 1/k).
--- Usage: wrk ... -s benches/pixel.lua URL -- <site-id> <pages> [interval-ms] [zipf|uniform]
+-- Zipf popularity (page k is requested in proportion to 1/k), or uniform,
+-- or "junk": a new random path every request, over the comma-separated
+-- site ids given (the page cap's flood, issue 29).
+-- Usage: wrk ... -s benches/pixel.lua URL -- <site-id>[,...] <pages> [interval-ms] [zipf|uniform|junk]
 -- The interval is only read by benches/pace.lua, which the bench appends
 -- for paced runs.
 local threads = {}
@@ -15,6 +17,8 @@ end
 local site, pages
 local pause = 0
 local uniform = false
+local junk = false
+local sites = {}
 local cdf = {}
 local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
 
@@ -23,6 +27,10 @@ function init(args)
   pages = tonumber(args[2]) or 1000
   pause = tonumber(args[3]) or 0
   uniform = args[4] == "uniform"
+  junk = args[4] == "junk"
+  for s in string.gmatch(site, "[^,]+") do
+    table.insert(sites, s)
+  end
   local sum = 0
   for i = 1, pages do
     sum = sum + 1 / i
@@ -35,6 +43,10 @@ function init(args)
 end
 
 function request()
+  if junk then
+    local path = string.format("/junk/%08x%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
+    return wrk.format("GET", "/pixel.gif?site=" .. sites[math.random(#sites)] .. "&page=" .. path, { ["User-Agent"] = ua })
+  end
   if uniform then
     return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. math.random(pages), { ["User-Agent"] = ua })
   end

@@ -119,16 +119,20 @@ async fn set_time_zone(args: SetTimeZone) -> anyhow::Result<()> {
     } = args;
     let zone = TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
     with_store(&db, |store| async move {
-        let site = sites::list(&store)
-            .await?
-            .into_iter()
-            .find(|s| s.domain.as_str() == domain)
-            .with_context(|| format!("no site has the domain {domain:?}"))?;
+        let site = site_by_domain(&store, &domain).await?;
         sites::set_time_zone(&store, &site, zone).await?;
         eprintln!("{}: reports are now in {zone}.", site.domain);
         Ok(())
     })
     .await
+}
+
+async fn site_by_domain(store: &Store, domain: &str) -> anyhow::Result<sites::Site> {
+    sites::list(store)
+        .await?
+        .into_iter()
+        .find(|s| s.domain.as_str() == domain)
+        .with_context(|| format!("no site has the domain {domain:?}"))
 }
 
 async fn set_page_cap(args: SetPageCap) -> anyhow::Result<()> {
@@ -140,11 +144,7 @@ async fn set_page_cap(args: SetPageCap) -> anyhow::Result<()> {
     let cap = crate::domain::PageCapSetting::parse(&page_cap)
         .with_context(|| format!("--page-cap {page_cap:?}"))?;
     with_store(&db, |store| async move {
-        let site = sites::list(&store)
-            .await?
-            .into_iter()
-            .find(|s| s.domain.as_str() == domain)
-            .with_context(|| format!("no site has the domain {domain:?}"))?;
+        let site = site_by_domain(&store, &domain).await?;
         sites::set_page_cap(&store, &site, cap).await?;
         eprintln!(
             "{}: new-page cap {cap} (serve picks it up at its next site refresh).",

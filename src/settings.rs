@@ -265,11 +265,19 @@ pub struct SecuritySettings {
     pub new_pages_per_hour: u64,
 
     /// New pages one site may gain per hour on their second view.
-    #[arg(long, env = "TICKERTAPE_REPEAT_PAGES_PER_HOUR", default_value_t = 100_000)]
+    #[arg(
+        long,
+        env = "TICKERTAPE_REPEAT_PAGES_PER_HOUR",
+        default_value_t = 100_000
+    )]
     pub repeat_pages_per_hour: u64,
 
     /// New pages the whole instance may gain per hour, over all sites.
-    #[arg(long, env = "TICKERTAPE_INSTANCE_NEW_PAGES_PER_HOUR", default_value_t = 1_000_000)]
+    #[arg(
+        long,
+        env = "TICKERTAPE_INSTANCE_NEW_PAGES_PER_HOUR",
+        default_value_t = 1_000_000
+    )]
     pub instance_new_pages_per_hour: u64,
 
     /// Pages seen once that the instance remembers while they wait for a

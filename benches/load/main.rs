@@ -33,8 +33,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod report_latency;
 mod page_cap;
+mod report_latency;
 mod roles;
 mod site_year;
 mod statement_cost;
@@ -52,8 +52,10 @@ pub struct Options {
     pub duration: u64,
     pub connections: u32,
     pub pages: u32,
-    /// Pages requested with equal probability instead of Zipf.
-    pub uniform: bool,
+    /// How pages are picked (`benches/pixel.lua`): `zipf`, `uniform`, or
+    /// `junk` (a new random path every request, over the comma-separated
+    /// sites given).
+    pub popularity: &'static str,
     pub quick: bool,
     pub scenarios: Vec<String>,
     pub storage_hits: u64,
@@ -83,7 +85,7 @@ impl Options {
             duration: env_or("BENCH_DURATION", if quick { 4 } else { 30 }),
             connections: env_or("BENCH_CONNECTIONS", 64),
             pages: env_or("BENCH_PAGES", 1000),
-            uniform: false,
+            popularity: "zipf",
             quick,
             scenarios: std::env::var("BENCH_SCENARIOS")
                 .unwrap_or_else(|_| all.into())
@@ -298,7 +300,7 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
             site,
             &options.pages.to_string(),
             &interval,
-            if options.uniform { "uniform" } else { "zipf" },
+            options.popularity,
         ])
         .output()
         .context("running wrk (install Debian's wrk: make bench does)")?;

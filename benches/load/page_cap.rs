@@ -8,30 +8,13 @@
 //! `BENCH_PAGE_CAP=0` skips it; `BENCH_PAGE_CAP_SECS` (default 60; quick
 //! 10) is the length of each round.
 
-use anyhow::Context;
 use bson::doc;
-use std::process::Command;
 
 use crate::roles::{self, Database};
-use crate::{env_or, repo, wrk, Options, Server, Spec, WrkResult, SITE_DOMAIN};
+use crate::{env_or, wrk, Options, Spec, SITE_DOMAIN};
 use tickertape::domain::DomainName;
 use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::{Resolution, Store};
-
-fn serve(db: &Database, db_name: &str) -> anyhow::Result<Server> {
-    let journal = repo().join("target/bench-journal").join(db_name);
-    let _ = std::fs::remove_dir_all(&journal);
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
-    cmd.arg("serve")
-        .env("MONGODB_URI", &db.uri)
-        .env("TICKERTAPE_DATABASE", db_name)
-        .env("TICKERTAPE_JOURNAL_DIR", &journal)
-        .env("TICKERTAPE_READY_MAX_BACKLOG_SECS", "3600")
-        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
-        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
-        .env("RUST_LOG", "warn");
-    Server::start(cmd).context("starting target/release/tickertape")
-}
 
 async fn metrics(address: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(format!("{address}/metrics"))
@@ -96,23 +79,6 @@ async fn documents(store: &Store) -> anyhow::Result<u64> {
     Ok(n)
 }
 
-fn junk(address: &str, sites: &[String], seconds: u64) -> anyhow::Result<WrkResult> {
-    let output = Command::new("wrk")
-        .args(["-t2", "-c64", &format!("-d{seconds}s"), "--timeout", "10s"])
-        .arg("-s")
-        .arg(repo().join("benches/junk.lua"))
-        .arg(address)
-        .args(["--", &sites.join(",")])
-        .output()
-        .context("running wrk")?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("BENCH "))
-        .with_context(|| format!("wrk printed no result: {stdout}"))?;
-    Ok(serde_json::from_str(line)?)
-}
-
 pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let seconds: u64 = env_or("BENCH_PAGE_CAP_SECS", if options.quick { 10 } else { 60 });
     println!("\n## The new-page cap (issue 29)\n");
@@ -124,7 +90,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     for pages in [10_000u32, 100_000] {
         let db_name = "bench_page_cap";
         let (store, site) = db.fresh(db_name).await?;
-        let server = serve(db, db_name)?;
+        let server = roles::product(db, db_name, &[])?;
         let address = server.address.clone();
         let mut before = (0, 0);
         for round in ["first", "second"] {
@@ -164,17 +130,28 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             owners: vec![],
             time_zone: tickertape::domain::TimeZone::UTC,
         };
-        ids.push(sites::insert(&store, new, chrono::Utc::now()).await?.id.to_string());
+        ids.push(
+            sites::insert(&store, new, chrono::Utc::now())
+                .await?
+                .id
+                .to_string(),
+        );
     }
-    let server = serve(db, db_name)?;
+    let server = roles::product(db, db_name, &[])?;
     let address = server.address.clone();
     println!("\n| junk flood | hits/s | new bucket documents | pages remembered | refused by the instance budget | app peak RSS MiB |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (label, chosen) in [("1 site", &ids[..1]), ("20 sites", &ids[..])] {
         let docs_before = documents(&store).await?;
+        let spec = Spec::parse("durable", 64)?;
+        let opts = Options {
+            duration: seconds,
+            popularity: "junk",
+            ..options.clone()
+        };
         let result = tokio::task::spawn_blocking({
-            let (address, chosen) = (address.clone(), chosen.to_vec());
-            move || junk(&address, &chosen, seconds)
+            let (address, sites) = (address.clone(), chosen.join(","));
+            move || wrk(&address, &sites, &spec, &opts)
         })
         .await??;
         drained(&address).await?;

@@ -206,6 +206,28 @@ fn sample_backlog(
     })
 }
 
+/// The release `tickertape serve` on a fresh journal against `db_name`
+/// (durable acks, no scheduled preallocation, a backlog never "not ready"),
+/// with `env` on top.
+pub fn product(db: &Database, db_name: &str, env: &[(String, String)]) -> anyhow::Result<Server> {
+    let journal = repo().join("target/bench-journal").join(db_name);
+    let _ = std::fs::remove_dir_all(&journal);
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", db_name)
+        .env("TICKERTAPE_JOURNAL_DIR", &journal)
+        .env("TICKERTAPE_READY_MAX_BACKLOG_SECS", "3600")
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_ACK_MODE", "durable")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Server::start(cmd).context("starting target/release/tickertape (make bench builds it)")
+}
+
 async fn get_text(url: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(url).await?.text().await?)
 }

@@ -20,13 +20,12 @@
 //!   paced runs tried at most below a saturating run that falls behind (3).
 
 use anyhow::Context;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::roles::{self, Database};
-use crate::{env_or, repo, wrk, Options, Server, Spec};
+use crate::{env_or, wrk, Options, Spec};
 
 /// The minutes' lag a run may reach and still keep up (README: "minutes
 /// within 5 s").
@@ -181,24 +180,10 @@ async fn run_one(
 ) -> anyhow::Result<Outcome> {
     let db_name = "bench_sustained";
     let (store, site) = db.fresh(db_name).await?;
-    let journal = repo().join("target/bench-journal").join(db_name);
-    let _ = std::fs::remove_dir_all(&journal);
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
-    cmd.arg("serve")
-        .env("MONGODB_URI", &db.uri)
-        .env("TICKERTAPE_DATABASE", db_name)
-        .env("TICKERTAPE_JOURNAL_DIR", &journal)
-        .env("TICKERTAPE_READY_MAX_BACKLOG_SECS", "3600")
-        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
-        .env("TICKERTAPE_ACK_MODE", "durable")
-        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
-        // Every page on its own buckets: the cap is not what is measured.
-        .env("TICKERTAPE_NEW_PAGES_PER_HOUR", "0")
-        .env("RUST_LOG", "warn");
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    let server = Server::start(cmd).context("starting target/release/tickertape")?;
+    // Every page on its own buckets: the cap is not what is measured.
+    let mut env = vec![("TICKERTAPE_NEW_PAGES_PER_HOUR".to_owned(), "0".to_owned())];
+    env.extend(spec.env.iter().cloned());
+    let server = roles::product(db, db_name, &env)?;
     let pid = server.pid();
     let address = server.address.clone();
     let started = Instant::now();
@@ -225,7 +210,7 @@ async fn run_one(
     let wrk_options = Options {
         duration: seconds,
         pages: spec.pages,
-        uniform: spec.uniform,
+        popularity: if spec.uniform { "uniform" } else { "zipf" },
         ..options.clone()
     };
     let result = tokio::task::spawn_blocking({
@@ -343,10 +328,13 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         println!(
             "- **{}**: sustained rate {}",
             spec.label,
-            sustained.map_or(format!("not found within {steps} paced steps"), |r| format!(
-                "{r:.0} hits/s ({:.0} % of the ceiling)",
-                r / ceiling.wrk.rate() * 100.0
-            ))
+            sustained.map_or(
+                format!("not found within {steps} paced steps"),
+                |r| format!(
+                    "{r:.0} hits/s ({:.0} % of the ceiling)",
+                    r / ceiling.wrk.rate() * 100.0
+                )
+            )
         );
     }
     print_table(&outcomes);

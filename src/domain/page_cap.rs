@@ -33,12 +33,10 @@ impl PageCapSetting {
         match input.trim() {
             "" | "default" => Ok(Self::Default),
             "none" => Ok(Self::Unlimited),
-            n if n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()) => {
-                match n.parse::<u64>() {
-                    Ok(n) if (1..=MAX_PAGES_PER_HOUR).contains(&n) => Ok(Self::PerHour(n)),
-                    _ => Err(PageCapError::Invalid),
-                }
-            }
+            n if n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()) => match n.parse::<u64>() {
+                Ok(n) if (1..=MAX_PAGES_PER_HOUR).contains(&n) => Ok(Self::PerHour(n)),
+                _ => Err(PageCapError::Invalid),
+            },
             _ => Err(PageCapError::Invalid),
         }
     }
@@ -60,7 +58,10 @@ mod tests {
 
     #[test]
     fn default_and_empty_mean_the_instance_budgets() {
-        assert_eq!(PageCapSetting::parse("default"), Ok(PageCapSetting::Default));
+        assert_eq!(
+            PageCapSetting::parse("default"),
+            Ok(PageCapSetting::Default)
+        );
         assert_eq!(PageCapSetting::parse("  "), Ok(PageCapSetting::Default));
     }
 
@@ -71,22 +72,39 @@ mod tests {
 
     #[test]
     fn a_number_is_pages_per_hour_within_bounds() {
-        assert_eq!(PageCapSetting::parse("5000"), Ok(PageCapSetting::PerHour(5000)));
+        assert_eq!(
+            PageCapSetting::parse("5000"),
+            Ok(PageCapSetting::PerHour(5000))
+        );
         assert_eq!(PageCapSetting::parse("0"), Err(PageCapError::Invalid));
-        assert_eq!(PageCapSetting::parse("10000001"), Err(PageCapError::Invalid));
-        assert_eq!(PageCapSetting::parse("99999999999999999999"), Err(PageCapError::Invalid));
+        assert_eq!(
+            PageCapSetting::parse("10000001"),
+            Err(PageCapError::Invalid)
+        );
+        assert_eq!(
+            PageCapSetting::parse("99999999999999999999"),
+            Err(PageCapError::Invalid)
+        );
     }
 
     #[test]
     fn anything_else_is_refused() {
         for bad in ["-1", "1e3", "ten", "12 34", "None", "1000\u{0}"] {
-            assert_eq!(PageCapSetting::parse(bad), Err(PageCapError::Invalid), "{bad:?}");
+            assert_eq!(
+                PageCapSetting::parse(bad),
+                Err(PageCapError::Invalid),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn it_reads_back_what_it_writes() {
-        for s in [PageCapSetting::Default, PageCapSetting::Unlimited, PageCapSetting::PerHour(42)] {
+        for s in [
+            PageCapSetting::Default,
+            PageCapSetting::Unlimited,
+            PageCapSetting::PerHour(42),
+        ] {
             assert_eq!(PageCapSetting::parse(&s.to_string()), Ok(s));
         }
     }

@@ -368,7 +368,12 @@ mod tests {
         assert_eq!(admit("b.test/9"), Admission::Page(page("b.test/9")));
         let status = cap.status("a.test", t(), SiteCap::Default);
         assert_eq!(
-            (status.first_sight, status.repeat, status.overflowed, status.known),
+            (
+                status.first_sight,
+                status.repeat,
+                status.overflowed,
+                status.known
+            ),
             (2, 1, 1, 3)
         );
         // A new hour, new budgets; admitted pages stay known.
@@ -435,7 +440,10 @@ mod tests {
         let cap = PageCap::new(config(0, 0, 0));
         for i in 0..100 {
             let p = page(&format!("a.test/{i}"));
-            assert_eq!(cap.admit(p.clone(), t(), SiteCap::Default), Admission::Page(p));
+            assert_eq!(
+                cap.admit(p.clone(), t(), SiteCap::Default),
+                Admission::Page(p)
+            );
         }
     }
 
@@ -479,7 +487,8 @@ mod tests {
             for i in 0..views_per_hour {
                 let k = cdf.partition_point(|&c| c < next()).min(pages - 1);
                 // Seconds tick through the hour.
-                let at = t() + chrono::TimeDelta::seconds((hour * 3600 + i * 3600 / views_per_hour) as i64);
+                let at = t()
+                    + chrono::TimeDelta::seconds((hour * 3600 + i * 3600 / views_per_hour) as i64);
                 if let Admission::Overflow(_) =
                     cap.admit(page(&format!("big.test/p/{k}")), at, SiteCap::Default)
                 {

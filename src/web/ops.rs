@@ -235,6 +235,14 @@ pub async fn readyz(state: web::Data<WebState>) -> HttpResponse {
         .body("ready\n")
 }
 
+/// One metric with a sample per label set (`name{labels} value`).
+fn labelled(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    for (labels, value) in samples {
+        out.push_str(&format!("{name}{{{labels}}} {value}\n"));
+    }
+}
+
 /// Prometheus text format.
 pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
     let stats = &state.ingest.stats;
@@ -313,41 +321,47 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "# HELP tickertape_journal_backlog_age_seconds Age of the oldest hit not yet applied.\n# TYPE tickertape_journal_backlog_age_seconds gauge\ntickertape_journal_backlog_age_seconds {:.3}\n",
         w.backlog_age_secs
     ));
-    out.push_str("# HELP tickertape_write_behind_lag_seconds Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources).\n# TYPE tickertape_write_behind_lag_seconds gauge\n");
-    for stream in Stream::ALL {
-        out.push_str(&format!(
-            "tickertape_write_behind_lag_seconds{{stream=\"{}\"}} {:.3}\n",
-            stream.as_str(),
-            w.lag_secs[stream.index()]
-        ));
-    }
-    out.push_str("# HELP tickertape_apply_statements_total Statements applied to the database, by write-behind stream.\n# TYPE tickertape_apply_statements_total counter\n");
-    for stream in Stream::ALL {
-        out.push_str(&format!(
-            "tickertape_apply_statements_total{{stream=\"{}\"}} {}\n",
-            stream.as_str(),
-            w.statements[stream.index()]
-        ));
-    }
-    out.push_str("# HELP tickertape_apply_transaction_seconds_total Time spent in applied write-behind transactions, by stream.\n# TYPE tickertape_apply_transaction_seconds_total counter\n");
-    for stream in Stream::ALL {
-        out.push_str(&format!(
-            "tickertape_apply_transaction_seconds_total{{stream=\"{}\"}} {:.6}\n",
-            stream.as_str(),
-            w.transaction_secs[stream.index()]
-        ));
-    }
+    let by_stream = |values: [f64; 3]| {
+        Stream::ALL.map(|s| (format!("stream=\"{}\"", s.as_str()), values[s.index()]))
+    };
+    labelled(
+        &mut out,
+        "tickertape_write_behind_lag_seconds",
+        "gauge",
+        "Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources).",
+        &by_stream(w.lag_secs),
+    );
+    labelled(
+        &mut out,
+        "tickertape_apply_statements_total",
+        "counter",
+        "Statements applied to the database, by write-behind stream.",
+        &by_stream(w.statements.map(|n| n as f64)),
+    );
+    labelled(
+        &mut out,
+        "tickertape_apply_transaction_seconds_total",
+        "counter",
+        "Time spent in applied write-behind transactions, by stream.",
+        &by_stream(w.transaction_secs),
+    );
     let cap = &state.ingest.page_cap.stats;
-    out.push_str("# HELP tickertape_page_cap_admitted_total New pages given buckets of their own, by how they were admitted.\n# TYPE tickertape_page_cap_admitted_total counter\n");
-    for (how, n) in [
-        ("first-sight", &cap.admitted_first_sight),
-        ("repeat", &cap.admitted_repeat),
-    ] {
-        out.push_str(&format!(
-            "tickertape_page_cap_admitted_total{{how=\"{how}\"}} {}\n",
-            n.load(Relaxed)
-        ));
-    }
+    labelled(
+        &mut out,
+        "tickertape_page_cap_admitted_total",
+        "counter",
+        "New pages given buckets of their own, by how they were admitted.",
+        &[
+            (
+                "how=\"first-sight\"".into(),
+                cap.admitted_first_sight.load(Relaxed) as f64,
+            ),
+            (
+                "how=\"repeat\"".into(),
+                cap.admitted_repeat.load(Relaxed) as f64,
+            ),
+        ],
+    );
     metrics::counter(
         &mut out,
         "tickertape_page_cap_overflow_views_total",

@@ -480,7 +480,9 @@ async fn new_pages_beyond_the_first_sight_budget_need_a_second_view() {
     let (_, html) = admin.text(&settings).await;
     assert!(
         html.contains("at its first view while fewer than <strong>3</strong>")
-            && html.contains("This hour: 3 pages admitted at their first view, 4 at a later one; 10 views under")
+            && html.contains(
+                "This hour: 3 pages admitted at their first view, 4 at a later one; 10 views under"
+            )
             && html.contains("Today (UTC): 10 views under"),
         "{html}"
     );
@@ -508,20 +510,30 @@ async fn an_admin_sets_a_sites_own_page_cap_and_bad_input_changes_nothing() {
     let csrf = csrf_in(&page).unwrap();
     // Bad input: a clear answer, nothing stored.
     for bad in ["-5", "lots", "0", "99999999999"] {
-        let r = admin.post(&path, &[("csrf", &csrf), ("page_cap", bad)]).await;
+        let r = admin
+            .post(&path, &[("csrf", &csrf), ("page_cap", bad)])
+            .await;
         assert_eq!(r.status(), 400, "{bad}");
         let html = r.text().await.unwrap();
-        assert!(html.contains("the page cap is `default`, `none` or a whole number"), "{bad}");
+        assert!(
+            html.contains("the page cap is `default`, `none` or a whole number"),
+            "{bad}"
+        );
     }
     // A forged form (no or a wrong token) changes nothing.
-    let r = admin.post(&path, &[("csrf", "forged"), ("page_cap", "none")]).await;
+    let r = admin
+        .post(&path, &[("csrf", "forged"), ("page_cap", "none")])
+        .await;
     assert_eq!(r.status(), 403);
     // An owner may not set it.
     let o = app.login("o@example.com").await;
     let (_, page) = o.text(&settings).await;
     assert!(!page.contains("name=\"page_cap\""), "no form for owners");
     let r = o
-        .post(&path, &[("csrf", &csrf_in(&page).unwrap()), ("page_cap", "none")])
+        .post(
+            &path,
+            &[("csrf", &csrf_in(&page).unwrap()), ("page_cap", "none")],
+        )
         .await;
     assert_eq!(r.status(), 403);
     let stored = |app: &TestApp| {
@@ -537,34 +549,66 @@ async fn an_admin_sets_a_sites_own_page_cap_and_bad_input_changes_nothing() {
                 .page_cap
         }
     };
-    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::Default);
+    assert_eq!(
+        stored(&app).await,
+        tickertape::domain::PageCapSetting::Default
+    );
     // None: every new page counts on its own at once.
-    let r = admin.post(&path, &[("csrf", &csrf), ("page_cap", "none")]).await;
+    let r = admin
+        .post(&path, &[("csrf", &csrf), ("page_cap", "none")])
+        .await;
     assert_eq!(r.status(), 303);
-    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::Unlimited);
+    assert_eq!(
+        stored(&app).await,
+        tickertape::domain::PageCapSetting::Unlimited
+    );
     for i in 0..5 {
         let r = app.pixel(&format!("site={}&page=/free/{i}", site.id)).await;
         assert!(r.headers().get("x-tickertape-reason").is_none());
     }
     // The CLI sets it too, by domain.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
-        .args(["site", "set-page-cap", "--domain", "capped.test", "--page-cap", "250"])
+        .args([
+            "site",
+            "set-page-cap",
+            "--domain",
+            "capped.test",
+            "--page-cap",
+            "250",
+        ])
         .env("MONGODB_URI", database_uri())
         .env("TICKERTAPE_DATABASE", app.store.db().name())
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::PerHour(250));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stored(&app).await,
+        tickertape::domain::PageCapSetting::PerHour(250)
+    );
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
-        .args(["site", "set-page-cap", "--domain", "capped.test", "--page-cap", "many"])
+        .args([
+            "site",
+            "set-page-cap",
+            "--domain",
+            "capped.test",
+            "--page-cap",
+            "many",
+        ])
         .env("MONGODB_URI", database_uri())
         .env("TICKERTAPE_DATABASE", app.store.db().name())
         .output()
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--page-cap"));
-    assert_eq!(stored(&app).await, tickertape::domain::PageCapSetting::PerHour(250));
+    assert_eq!(
+        stored(&app).await,
+        tickertape::domain::PageCapSetting::PerHour(250)
+    );
 }
 
 // ------------------------------------------------ 7. HEAD, OPTIONS, API

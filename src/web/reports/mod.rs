@@ -17,7 +17,9 @@ pub use dashboard::{dashboard, show_dashboard, status_json};
 pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv};
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
-pub use site_settings::{add_site, new_site_form, save_page_cap, save_site_settings, site_settings};
+pub use site_settings::{
+    add_site, new_site_form, save_page_cap, save_site_settings, site_settings,
+};
 pub use sites::{sites, summaries};
 pub use sources::sources_csv;
 pub use view::{behind, freshness};
