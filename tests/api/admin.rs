@@ -160,7 +160,16 @@ async fn admins_create_edit_and_delete_sites() {
 /// batch are counted.
 #[tokio::test]
 async fn hits_in_flight_do_not_recreate_a_deleted_sites_buckets() {
-    let app = spawn_app_with(|s| s.ingest.apply_window_ms = 3_000).await;
+    let app = spawn_app_with(|s| {
+        s.ingest.apply_window_ms = 3_000;
+        s.ingest.rollups_window_ms = 3_000;
+    })
+    .await;
+    // A batch waits its window only for hits younger than it (older ones
+    // are a backlog, applied at once): the clock is set ahead of the real
+    // one, so these hits wait the whole window.
+    app.clock
+        .set(chrono::Utc::now() + chrono::TimeDelta::days(1));
     app.add_user("admin@example.com", Role::Admin).await;
     let admin = app.login("admin@example.com").await;
     let doomed = app.add_site("doomed.test", &[]).await;
