@@ -78,6 +78,18 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .unwrap();
     assert_eq!(css.headers()["content-encoding"], "gzip");
 
+    // Issue 23, item 5: a command run beside `serve` uses its database.
+    let cli = |args: &[&str]| {
+        tickertape()
+            .args(args)
+            .env("TICKERTAPE_DATA_DIR", data.path())
+            .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+            .output()
+            .unwrap()
+    };
+    let added = cli(&["site", "add", "--domain", "beside.test"]);
+    assert!(added.status.success(), "{added:?}");
+
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -95,6 +107,47 @@ async fn serve_starts_and_stops_the_embedded_database() {
     assert!(!logs.is_empty(), "serve logs at info");
     assert!(logs.iter().all(|l| !l.contains('\x1b')), "{logs:?}");
     assert!(!data.path().join("localdb.uri").exists());
+    // With `serve` stopped, a command starts serve's database, not a new one.
+    let listed = cli(&["site", "list"]);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\t"),
+        "{listed:?}"
+    );
+}
+
+/// Issue 23, item 5: run where `serve` keeps no data, a command other than
+/// `serve` creates nothing and names the two ways to point it at the
+/// database.
+#[test]
+fn commands_other_than_serve_never_create_a_database() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    for args in [
+        &["site", "list"][..],
+        &["site", "add", "--domain", "lost.test"],
+        &["demo", "--days", "1"],
+        &["setup"],
+    ] {
+        let output = tickertape()
+            .args(args)
+            .current_dir(elsewhere.path())
+            .env_remove("TICKERTAPE_DATA_DIR")
+            .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("TICKERTAPE_DATA_DIR") && stderr.contains("MONGODB_URI"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&elsewhere.path().join("data").join("db").display().to_string()),
+            "{args:?} names the directory it looked in: {stderr}"
+        );
+        let left: Vec<_> = std::fs::read_dir(elsewhere.path()).unwrap().collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
 }
 
 #[test]
