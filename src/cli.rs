@@ -241,6 +241,9 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
             "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
             s.pixel
         );
+        if let Some(warning) = snippets::url_warning(&public_url) {
+            eprintln!("warning: {warning}");
+        }
         Ok(())
     })
     .await
@@ -516,6 +519,10 @@ async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());
         let public = public_url_or(settings.public_url.as_deref(), settings.listen);
+        if let Some(warning) = snippets::url_warning(&public) {
+            tracing::warn!("{warning}");
+            announce(&format!("warning: {warning}"));
+        }
         announce(&format!("tickertape listening on http://{}", settings.listen));
         announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
         if let Some((email, password)) = first_admin {

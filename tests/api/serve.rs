@@ -10,6 +10,7 @@ use crate::helpers::*;
 fn tickertape() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
     cmd.env_remove("MONGODB_URI")
+        .env_remove("TICKERTAPE_PUBLIC_URL")
         .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn");
     cmd
@@ -39,8 +40,12 @@ async fn serve_starts_and_stops_the_embedded_database() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut db_pid = None;
     let mut address = None;
+    let mut warned = false;
     for line in stdout.by_ref() {
         let line = line.unwrap();
+        // Issue 23, item 4: no public URL, so the snippets use the
+        // loopback listen address, and serve says so at start.
+        warned |= line.starts_with("warning: ") && line.contains("TICKERTAPE_PUBLIC_URL");
         if let Some(rest) = line.strip_prefix("embedded database pid ") {
             db_pid = rest.split(' ').next().and_then(|p| p.parse::<u32>().ok());
         }
@@ -52,6 +57,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
     std::thread::spawn(move || stdout.for_each(drop));
     let db_pid = db_pid.expect("serve reports the embedded database's pid");
     let address = address.expect("serve reports its address");
+    assert!(warned, "serve flags the loopback snippet address");
     assert!(alive(db_pid));
     assert!(data.path().join("localdb.uri").exists());
 

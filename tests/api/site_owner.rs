@@ -657,3 +657,37 @@ async fn owners_manage_their_own_sites_when_allowed() {
         "Renamed"
     );
 }
+
+/// Issue 23, item 4: a snippet that points at a loopback or plain-http
+/// address is flagged where it is shown: the waiting dashboard and the
+/// tracking-code page.
+#[tokio::test]
+async fn snippets_for_an_address_visitors_cannot_use_are_flagged() {
+    for (public_url, says) in [
+        (None, "only this machine reaches"),
+        (Some("http://stats.example.com"), "over plain http"),
+    ] {
+        let app = spawn_app_with(|s| s.public_url = public_url.map(str::to_owned)).await;
+        app.add_user("admin@example.com", Role::Admin).await;
+        let site = app.add_site("flag.test", &[]).await;
+        let admin = app.login("admin@example.com").await;
+        for path in [
+            format!("/sites/{}", site.id),
+            format!("/sites/{}/settings", site.id),
+        ] {
+            let (status, html) = admin.text(&path).await;
+            assert_eq!(status, 200, "{path}");
+            let warning = html
+                .split("id=\"url-warning\">")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{path} flags {public_url:?}"))
+                .split('<')
+                .next()
+                .unwrap();
+            assert!(
+                warning.contains(says) && warning.contains("TICKERTAPE_PUBLIC_URL"),
+                "{path}: {warning}"
+            );
+        }
+    }
+}

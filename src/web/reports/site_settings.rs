@@ -21,6 +21,8 @@ pub(super) struct SettingsPage {
     site: Arc<Site>,
     script: String,
     pixel: String,
+    /// Why the snippets cannot count visitors' views, if they cannot.
+    url_warning: Option<String>,
     /// What the confirmation says (`?done=site-added` or `site-saved`).
     done: Option<&'static str>,
     /// The name and aliases as typed, and what was wrong with them.
@@ -78,6 +80,7 @@ pub(super) fn settings_page(
             site,
             script: s.script,
             pixel: s.pixel,
+            url_warning: snippets::url_warning(&state.public_url),
             done,
             name,
             aliases,
