@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::{Admin, AdminPost, Button, Viewer};
+use super::auth::{Admin, AdminPost, Confirmed, Viewer};
 use super::error::{see_other, Answer, WebError};
 use super::forms::{parse_hosts, site_refusal, FormError};
 use super::pages::{render, render_form, Nav};
@@ -537,8 +537,9 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
 }
 
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answer {
-    let (state, viewer, _) = post.into_parts();
+pub async fn delete_user(post: AdminPost<Confirmed>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
+    form.check()?;
     let id = user_id(&id)?;
     if id == viewer.user.id {
         return users_table_refusal(

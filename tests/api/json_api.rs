@@ -254,10 +254,13 @@ async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
         .unwrap();
     // Someone else cannot revoke it.
     let revoke = format!("/account/tokens/{id}/revoke");
-    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf)]).await.status(), 404);
-    assert_eq!(a.post(&revoke, &[("csrf", "wrong")]).await.status(), 403);
+    let sure = ("confirm", "yes");
+    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf), sure]).await.status(), 404);
+    assert_eq!(a.post(&revoke, &[("csrf", "wrong"), sure]).await.status(), 403);
+    // Issue 23, item 12: without the "Sure" box, nothing is revoked.
+    assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 400);
     assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
-    let r = a.post(&revoke, &[("csrf", &a.csrf)]).await;
+    let r = a.post(&revoke, &[("csrf", &a.csrf), sure]).await;
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/account/tokens?done=revoked");
     let r = get(app, &token, "/api/v1/sites").await;

@@ -364,11 +364,21 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         .into_iter()
         .find(|u| u.email.as_str() == "gone@example.com")
         .unwrap();
+    // Issue 23, item 12: the list asks for a "Sure" tick; without it the
+    // user stays.
+    let (_, list) = admin.text("/admin/users").await;
+    assert!(list.contains(r#"<input type="checkbox" name="confirm" value="yes" required>"#));
+    let delete = format!("/admin/users/{}/delete", gone.id);
+    assert_eq!(admin.post(&delete, &[("csrf", &csrf)]).await.status(), 400);
+    assert_eq!(
+        tickertape::accounts::users::list(&app.store)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     let r = admin
-        .post(
-            &format!("/admin/users/{}/delete", gone.id),
-            &[("csrf", &csrf)],
-        )
+        .post(&delete, &[("csrf", &csrf), ("confirm", "yes")])
         .await;
     assert_eq!(r.headers()["location"], "/admin/users?done=user-deleted");
     assert_eq!(
@@ -451,7 +461,14 @@ async fn a_one_time_password_is_replaced_at_first_login() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
+    // Issue 23, item 16: on to the sites list, which says it was done.
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/sites?done=password");
+    let sites = app.page_text(&http, "/sites?done=password").await;
+    assert!(
+        sites.contains("id=\"done\">Your password was changed.<"),
+        "{sites}"
+    );
     let user = tickertape::accounts::users::find(&app.store, admin.id)
         .await
         .unwrap()
@@ -690,4 +707,35 @@ async fn snippets_for_an_address_visitors_cannot_use_are_flagged() {
             );
         }
     }
+}
+
+/// Issue 23, item 13: the 403 and 404 pages of a signed-in user keep the
+/// navigation (with its section), and an anonymous visitor's have none.
+#[tokio::test]
+async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
+    let app = spawn_app().await;
+    app.add_user("owner@example.com", Role::Owner).await;
+    let owner = app.login("owner@example.com").await;
+    let unknown = format!("/sites/{}", uuid::Uuid::new_v4());
+    for (path, status, title, section) in [
+        ("/admin/users", 403, "Admins only", None),
+        (unknown.as_str(), 404, "Not found", Some("Sites")),
+        ("/no/such/page", 404, "Page not found", Some("Sites")),
+    ] {
+        let (got, html) = owner.text(path).await;
+        assert_eq!(got, status, "{path}");
+        assert!(html.contains(&format!("<h1>{title}</h1>")), "{path}: {html}");
+        assert!(html.contains("<nav aria-label=\"Main\">"), "{path}: no navigation");
+        assert!(html.contains("Signed in as owner@example.com"), "{path}");
+        if let Some(section) = section {
+            assert!(
+                html.contains(&format!("aria-current=\"page\">{section}<")),
+                "{path}: {section} marked"
+            );
+        }
+    }
+    let r = app.anonymous().get(&unknown).await;
+    assert_eq!(r.status(), 303, "anonymous: to the login page");
+    let html = app.anonymous().get("/no/such/page").await.text().await.unwrap();
+    assert!(!html.contains("<nav aria-label=\"Main\">"));
 }

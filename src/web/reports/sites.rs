@@ -54,9 +54,20 @@ pub(super) struct SitesPage {
     rows: Vec<SiteRow>,
     /// This viewer may add a site.
     can_add: bool,
+    /// Just after the first password change.
+    password_changed: bool,
 }
 
-pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
+#[derive(serde::Deserialize)]
+pub struct SitesQuery {
+    done: Option<String>,
+}
+
+pub async fn sites(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    q: web::Query<SitesQuery>,
+) -> Answer {
     let started = Instant::now();
     let summaries = summaries(&state, |s| viewer.can_see(s)).await?;
     let rows = summaries
@@ -82,6 +93,7 @@ pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
         nav: Some(viewer.nav()),
         rows,
         can_add: viewer.user.is_admin() || state.owners_add_sites,
+        password_changed: q.done.as_deref() == Some("password"),
     };
     timed(&state, started);
     Ok(render(StatusCode::OK, &page))
