@@ -100,6 +100,7 @@ pub struct SiteAdminRow {
     pub domain: String,
     pub aliases: String,
     pub owners: String,
+    pub time_zone: &'static str,
 }
 
 /// The add-site form as typed, to show it again after a refusal.
@@ -149,6 +150,7 @@ async fn sites_page_with(
     let rows = all
         .iter()
         .map(|s| SiteAdminRow {
+            time_zone: s.time_zone.name(),
             id: s.id.to_string(),
             name: s.name.clone(),
             domain: s.domain.to_string(),

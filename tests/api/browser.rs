@@ -695,6 +695,38 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     }
     assert!(violations.is_empty(), "axe-core: {violations:#?}");
 
+    // Issue 23, item 15: a dark system scheme darkens the pages, and they
+    // keep their contrast.
+    browser.resize(1366, 900).await;
+    browser.color_scheme("dark").await;
+    for (name, path) in [("sites", "/sites".to_owned()), ("dashboard", dash.clone())] {
+        browser.goto(&format!("{base}{path}")).await;
+        let colours = browser
+            .execute(
+                "const s = getComputedStyle(document.body); \
+                 return [matchMedia('(prefers-color-scheme: dark)').matches, s.backgroundColor, s.color];",
+                json!([]),
+            )
+            .await;
+        assert_eq!(colours[0], true, "{colours}");
+        let channels = |v: &serde_json::Value| -> f64 {
+            v.as_str()
+                .unwrap()
+                .trim_start_matches("rgb(")
+                .trim_end_matches(')')
+                .split(',')
+                .map(|c| c.trim().parse::<f64>().unwrap())
+                .sum::<f64>()
+                / 3.0
+        };
+        assert!(channels(&colours[1]) < 60.0, "{name}: dark background {colours}");
+        assert!(channels(&colours[2]) > 180.0, "{name}: light text {colours}");
+        let dark = browser.axe_violations().await;
+        assert!(dark.is_empty(), "axe-core, dark {name}: {dark:#?}");
+        browser.screenshot(&format!("issue23-dark-{name}")).await;
+    }
+    browser.color_scheme("light").await;
+
     // Item 11: the waiting dashboard notices the first view by itself.
     browser.goto(&format!("{base}/sites/{}", fresh.id)).await;
     app.write_hits(&[("fresh.test/", t0())]).await;

@@ -208,7 +208,7 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
         "the other link still works"
     );
     // Revoking again is a 404 that changes nothing.
-    assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 404);
+    assert_eq!(a.post(&revoke, &[("csrf", &a.csrf), sure]).await.status(), 404);
     assert_eq!(link_count(app).await, 1);
     // A site marked deleted opens nothing through its links at once; the
     // purge takes the links with its buckets.

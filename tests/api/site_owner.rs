@@ -603,6 +603,24 @@ async fn owners_manage_their_own_sites_when_allowed() {
     app.add_user("other@example.com", Role::Owner).await;
     let owner = app.login("owner@example.com").await;
     assert!(owner.text("/sites").await.1.contains("href=\"/sites/new\""));
+    // Issue 23, item 14: the form asks for the zone; a bad one is flagged,
+    // keeps the input and adds nothing.
+    let (_, form) = owner.text("/sites/new").await;
+    assert!(form.contains("id=\"time_zone\" name=\"time_zone\""), "{form}");
+    let r = owner
+        .post(
+            "/sites/new",
+            &[
+                ("csrf", &owner.csrf),
+                ("domain", "mine.test"),
+                ("time_zone", "Europe/Atlantis"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"time_zone-error\"") && html.contains("value=\"Europe/Atlantis\""));
+    assert!(tickertape::storage::sites::list(&app.store).await.unwrap().is_empty());
     let r = owner
         .post(
             "/sites/new",
@@ -610,6 +628,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
                 ("csrf", &owner.csrf),
                 ("domain", "https://Mine.test/"),
                 ("name", "Mine"),
+                ("time_zone", "Europe/Berlin"),
             ],
         )
         .await;
@@ -623,6 +642,10 @@ async fn owners_manage_their_own_sites_when_allowed() {
         (site.domain.as_str(), site.owners.clone()),
         ("mine.test", vec![user.id])
     );
+    assert_eq!(site.time_zone.name(), "Europe/Berlin");
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let (_, list) = owner.text("/sites").await;
+    assert!(list.contains("mine.test · Europe/Berlin"), "the sites list says the zone");
     // Rename and aliases; a bad alias is answered on the page.
     let settings = format!("/sites/{}/settings", site.id);
     let r = owner
