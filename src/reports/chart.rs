@@ -29,10 +29,12 @@ pub fn axis_number(v: i64) -> String {
             format!("{}.{}{suffix}", tenths / 10, tenths % 10)
         }
     };
-    match v {
-        ..10_000 => thousands(&v),
-        ..1_000_000 => short(1_000, "k"),
-        _ => short(1_000_000, "M"),
+    if v < 10_000 {
+        thousands(&v)
+    } else if v < 1_000_000 {
+        short(1_000, "k")
+    } else {
+        short(1_000_000, "M")
     }
 }
 
@@ -127,8 +129,7 @@ pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, Strin
     // first bar; past a month, ticks fall on the 1st of every month, every
     // 2nd, 3rd, 6th or 12th month.
     let months = match stride {
-        ..30 => 1,
-        30..61 => 1,
+        ..61 => 1,
         61..91 => 2,
         91..182 => 3,
         182..365 => 6,

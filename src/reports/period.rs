@@ -103,11 +103,7 @@ impl Preset {
             // Calendar days like every day-based preset, so "last 7 days"
             // is the same figure on the dashboard and in the sites list
             // (the last 7 of its 30 days).
-            Preset::Last7Days => (
-                local::midnight(days_back(6), tz),
-                tomorrow,
-                Resolution::Day,
-            ),
+            Preset::Last7Days => (local::midnight(days_back(6), tz), tomorrow, Resolution::Day),
             Preset::Last30Days => (
                 local::midnight(days_back(29), tz),
                 tomorrow,

@@ -70,10 +70,16 @@ mod tests {
             "http://0.0.0.0:8000",
         ] {
             let w = url_warning(local).unwrap_or_else(|| panic!("{local}"));
-            assert!(w.contains("only this machine") && w.contains("TICKERTAPE_PUBLIC_URL"), "{w}");
+            assert!(
+                w.contains("only this machine") && w.contains("TICKERTAPE_PUBLIC_URL"),
+                "{w}"
+            );
         }
         let w = url_warning("http://stats.example.com").unwrap();
-        assert!(w.contains("plain http") && w.contains("TICKERTAPE_PUBLIC_URL"), "{w}");
+        assert!(
+            w.contains("plain http") && w.contains("TICKERTAPE_PUBLIC_URL"),
+            "{w}"
+        );
         assert_eq!(url_warning("https://stats.example.com/"), None);
         assert_eq!(url_warning("HTTPS://10.0.0.5:8443"), None);
     }

@@ -543,7 +543,11 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                     json!([]),
                 )
                 .await;
-            assert_eq!(misplaced, json!([]), "{size} {name}: y labels off their gridlines");
+            assert_eq!(
+                misplaced,
+                json!([]),
+                "{size} {name}: y labels off their gridlines"
+            );
             // Issue 23, item 6: x labels never run into each other.
             let overlapping = browser
                 .execute(
@@ -648,18 +652,30 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                         .map(|l| l.as_str().unwrap())
                         .collect();
                     assert!(labels.len() >= 2, "{name}: {labels:?}");
-                    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+                    let months = [
+                        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                        "Nov", "Dec",
+                    ];
                     let dated = |l: &&str| months.iter().any(|m| l.starts_with(m));
                     match *name {
                         "dashboard-7d" => {
-                            assert_eq!(browser.count("tr[id^='series-r']").await, 7, "7 days by day");
+                            assert_eq!(
+                                browser.count("tr[id^='series-r']").await,
+                                7,
+                                "7 days by day"
+                            );
                             assert!(labels.iter().all(dated), "{labels:?}");
                         }
                         "dashboard-7d-by-hour" => {
-                            assert!(labels.iter().filter(|l| dated(l)).count() >= 2, "{labels:?}");
+                            assert!(
+                                labels.iter().filter(|l| dated(l)).count() >= 2,
+                                "{labels:?}"
+                            );
                         }
                         _ => assert!(
-                            labels.iter().all(|l| l.len() == 8 && l.ends_with(|c: char| c.is_ascii_digit()) && dated(l)),
+                            labels.iter().all(|l| l.len() == 8
+                                && l.ends_with(|c: char| c.is_ascii_digit())
+                                && dated(l)),
                             "month and year: {labels:?}"
                         ),
                     }
@@ -719,8 +735,14 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                 .sum::<f64>()
                 / 3.0
         };
-        assert!(channels(&colours[1]) < 60.0, "{name}: dark background {colours}");
-        assert!(channels(&colours[2]) > 180.0, "{name}: light text {colours}");
+        assert!(
+            channels(&colours[1]) < 60.0,
+            "{name}: dark background {colours}"
+        );
+        assert!(
+            channels(&colours[2]) > 180.0,
+            "{name}: light text {colours}"
+        );
         let dark = browser.axe_violations().await;
         assert!(dark.is_empty(), "axe-core, dark {name}: {dark:#?}");
         browser.screenshot(&format!("issue23-dark-{name}")).await;

@@ -255,8 +255,14 @@ async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
     // Someone else cannot revoke it.
     let revoke = format!("/account/tokens/{id}/revoke");
     let sure = ("confirm", "yes");
-    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf), sure]).await.status(), 404);
-    assert_eq!(a.post(&revoke, &[("csrf", "wrong"), sure]).await.status(), 403);
+    assert_eq!(
+        b.post(&revoke, &[("csrf", &b.csrf), sure]).await.status(),
+        404
+    );
+    assert_eq!(
+        a.post(&revoke, &[("csrf", "wrong"), sure]).await.status(),
+        403
+    );
     // Issue 23, item 12: without the "Sure" box, nothing is revoked.
     assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 400);
     assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
@@ -918,13 +924,13 @@ async fn every_preset_has_one_total_on_every_page_csv_and_api() {
     let at = |mo, d, h, m| chrono::Utc.with_ymd_and_hms(2026, mo, d, h, m, 0).unwrap();
     let mut hits = Vec::new();
     for (when, n) in [
-        (at(11, 22, 10, 0), 1),  // this hour
-        (at(11, 21, 23, 5), 2),  // Berlin today, UTC yesterday
-        (at(11, 21, 22, 55), 4), // Berlin yesterday
-        (at(11, 15, 23, 10), 8), // the 7th Berlin day back: in "7 days"
-        (at(11, 15, 12, 0), 16), // within 168 hours, before that day
-        (at(11, 1, 12, 0), 32),  // this month
-        (at(10, 24, 12, 0), 64), // within 30 days, last month
+        (at(11, 22, 10, 0), 1),   // this hour
+        (at(11, 21, 23, 5), 2),   // Berlin today, UTC yesterday
+        (at(11, 21, 22, 55), 4),  // Berlin yesterday
+        (at(11, 15, 23, 10), 8),  // the 7th Berlin day back: in "7 days"
+        (at(11, 15, 12, 0), 16),  // within 168 hours, before that day
+        (at(11, 1, 12, 0), 32),   // this month
+        (at(10, 24, 12, 0), 64),  // within 30 days, last month
         (at(10, 13, 12, 0), 128), // 40 days ago
     ] {
         hits.extend(std::iter::repeat_n(("p.test/a", when), n));
@@ -954,7 +960,12 @@ async fn every_preset_has_one_total_on_every_page_csv_and_api() {
         ("12mo", 255),
     ];
     for (preset, want) in expected {
-        let api = get(&app, &token, &format!("/api/v1/sites/{id}/series?range={preset}")).await;
+        let api = get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{id}/series?range={preset}"),
+        )
+        .await;
         assert_eq!(api.json["total"], want, "API, {preset}: {}", api.json);
         let csv: i64 = csv_column(&admin, &format!("/sites/{id}/series.csv?range={preset}"), 1)
             .await
@@ -964,7 +975,10 @@ async fn every_preset_has_one_total_on_every_page_csv_and_api() {
         assert_eq!(csv, want, "series CSV, {preset}");
         let (_, dashboard) = admin.text(&format!("/sites/{id}?range={preset}")).await;
         assert!(
-            dashboard.contains(&format!("id=\"total\">{}<", tickertape::web::fmt::thousands(&want))),
+            dashboard.contains(&format!(
+                "id=\"total\">{}<",
+                tickertape::web::fmt::thousands(&want)
+            )),
             "dashboard, {preset}"
         );
         let column = match preset {
@@ -975,7 +989,11 @@ async fn every_preset_has_one_total_on_every_page_csv_and_api() {
         };
         if let Some((cell, field)) = column {
             assert_eq!(views[field], want, "/api/v1/sites {field}");
-            assert_eq!(cells[cell], tickertape::web::fmt::thousands(&want), "sites list {preset}");
+            assert_eq!(
+                cells[cell],
+                tickertape::web::fmt::thousands(&want),
+                "sites list {preset}"
+            );
         }
     }
 }

@@ -148,7 +148,14 @@ fn commands_other_than_serve_never_create_a_database() {
             "{args:?}: {stderr}"
         );
         assert!(
-            stderr.contains(&elsewhere.path().join("data").join("db").display().to_string()),
+            stderr.contains(
+                &elsewhere
+                    .path()
+                    .join("data")
+                    .join("db")
+                    .display()
+                    .to_string()
+            ),
             "{args:?} names the directory it looked in: {stderr}"
         );
         let left: Vec<_> = std::fs::read_dir(elsewhere.path()).unwrap().collect();

@@ -606,7 +606,10 @@ async fn owners_manage_their_own_sites_when_allowed() {
     // Issue 23, item 14: the form asks for the zone; a bad one is flagged,
     // keeps the input and adds nothing.
     let (_, form) = owner.text("/sites/new").await;
-    assert!(form.contains("id=\"time_zone\" name=\"time_zone\""), "{form}");
+    assert!(
+        form.contains("id=\"time_zone\" name=\"time_zone\""),
+        "{form}"
+    );
     let r = owner
         .post(
             "/sites/new",
@@ -620,7 +623,10 @@ async fn owners_manage_their_own_sites_when_allowed() {
     assert_eq!(r.status(), 400);
     let html = r.text().await.unwrap();
     assert!(html.contains("id=\"time_zone-error\"") && html.contains("value=\"Europe/Atlantis\""));
-    assert!(tickertape::storage::sites::list(&app.store).await.unwrap().is_empty());
+    assert!(tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .is_empty());
     let r = owner
         .post(
             "/sites/new",
@@ -645,7 +651,10 @@ async fn owners_manage_their_own_sites_when_allowed() {
     assert_eq!(site.time_zone.name(), "Europe/Berlin");
     app.ingest.directory.reload(&app.store).await.unwrap();
     let (_, list) = owner.text("/sites").await;
-    assert!(list.contains("mine.test · Europe/Berlin"), "the sites list says the zone");
+    assert!(
+        list.contains("mine.test · Europe/Berlin"),
+        "the sites list says the zone"
+    );
     // Rename and aliases; a bad alias is answered on the page.
     let settings = format!("/sites/{}/settings", site.id);
     let r = owner
@@ -747,8 +756,14 @@ async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
     ] {
         let (got, html) = owner.text(path).await;
         assert_eq!(got, status, "{path}");
-        assert!(html.contains(&format!("<h1>{title}</h1>")), "{path}: {html}");
-        assert!(html.contains("<nav aria-label=\"Main\">"), "{path}: no navigation");
+        assert!(
+            html.contains(&format!("<h1>{title}</h1>")),
+            "{path}: {html}"
+        );
+        assert!(
+            html.contains("<nav aria-label=\"Main\">"),
+            "{path}: no navigation"
+        );
         assert!(html.contains("Signed in as owner@example.com"), "{path}");
         if let Some(section) = section {
             assert!(
@@ -759,6 +774,12 @@ async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
     }
     let r = app.anonymous().get(&unknown).await;
     assert_eq!(r.status(), 303, "anonymous: to the login page");
-    let html = app.anonymous().get("/no/such/page").await.text().await.unwrap();
+    let html = app
+        .anonymous()
+        .get("/no/such/page")
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(!html.contains("<nav aria-label=\"Main\">"));
 }
