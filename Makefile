@@ -62,8 +62,7 @@ $(AXE):
 # by serve) the first admin's one-time credentials.
 run: setup
 	cargo build --release
-	./target/release/tickertape demo --if-empty
-	./target/release/tickertape serve
+	./target/release/tickertape serve --demo-if-empty
 
 lint:
 	cargo fmt --all -- --check

@@ -30,8 +30,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the pixel and the web app.
-    Serve(Settings),
+    /// Serve the pixel and the web app; the only command that creates the
+    /// embedded database.
+    Serve(ServeArgs),
     /// Create indexes and apply the retention (TTL indexes); with --shard,
     /// shard the bucket collections (mongos only).
     Setup(SetupArgs),
@@ -49,6 +50,16 @@ enum Command {
     BackfillSiteTotals(BackfillArgs),
     /// Create a demo site and fill it with synthetic traffic.
     Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    settings: Settings,
+    /// Before serving, create the demo site with 30 days of synthetic
+    /// traffic unless it already has views (`make run`).
+    #[arg(long)]
+    demo_if_empty: bool,
 }
 
 #[derive(Subcommand)]
@@ -98,7 +109,7 @@ pub fn main() -> ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(settings) => serve(settings).await,
+        Command::Serve(args) => serve(args.settings, args.demo_if_empty).await,
         Command::Setup(args) => setup(args).await,
         Command::Site(SiteCommand::Add(args)) => add_site(args).await,
         Command::User(UserCommand::Add(args)) => add_user(args).await,
@@ -257,6 +268,9 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
             "\n  Pixel only (no JavaScript; page from the Referer):\n    {}\n",
             s.pixel
         );
+        if let Some(warning) = snippets::url_warning(&public_url) {
+            eprintln!("warning: {warning}");
+        }
         Ok(())
     })
     .await
@@ -406,8 +420,15 @@ async fn stop_local(db: LocalDb) {
     let _ = tokio::task::spawn_blocking(move || db.stop()).await;
 }
 
+/// Whether `serve` has created its embedded database in `dir`.
+fn has_local_database(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
+}
+
 /// Runs `f` with a store: `MONGODB_URI` if set, else the embedded database
-/// of a running `serve`, else a temporary embedded one.
+/// of a running `serve`, else `serve`'s embedded database started for the
+/// command. Never a new one: a command run from another directory would
+/// otherwise write to a database `serve` never reads.
 async fn with_store<F, Fut>(args: &DatabaseArgs, f: F) -> anyhow::Result<()>
 where
     F: FnOnce(Store) -> Fut,
@@ -427,6 +448,18 @@ where
         if let Ok(Ok(store)) = quick.await {
             return f(store).await;
         }
+    }
+    let db_dir = args.local_db.data_dir.join("db");
+    if !has_local_database(&db_dir) {
+        let shown = |p: PathBuf| std::path::absolute(&p).unwrap_or(p).display().to_string();
+        anyhow::bail!(
+            "no database found: MONGODB_URI is not set, no running `serve` is recorded in {}, \
+             and {} holds no embedded database. Only `serve` creates one. Set TICKERTAPE_DATA_DIR \
+             to the data directory `serve` uses (its default is ./data, relative to where it runs), \
+             or MONGODB_URI to the database it uses.",
+            shown(local_uri_file(&args.local_db)),
+            shown(db_dir)
+        );
     }
     let local = start_local(&args.local_db).await?;
     let result = async { f(connect(local.uri().to_owned()).await?).await }.await;
@@ -469,7 +502,7 @@ fn announce(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-async fn serve(mut settings: Settings) -> anyhow::Result<()> {
+async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()> {
     let local = match settings.database.uri() {
         Some(_) => None,
         None => {
@@ -496,9 +529,28 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
             tracing::warn!("{warning}");
         }
         let first_admin = ensure_first_admin(&store).await?;
+        if demo_if_empty {
+            let options = DemoOptions {
+                domain: DomainName::parse(demo::DEFAULT_DOMAIN).expect("a valid domain"),
+                days: 30,
+                daily_views: 4000,
+                seed: 20261122,
+            };
+            let report = demo::generate(&store, &options, chrono::Utc::now(), true).await?;
+            if !report.skipped {
+                announce(&format!(
+                    "wrote {} demo views over 30 days for {}",
+                    report.hits, report.site.domain
+                ));
+            }
+        }
         let app = Application::build(&settings, store, clock::system()).await?;
         settings.listen.set_port(app.port());
         let public = public_url_or(settings.public_url.as_deref(), settings.listen);
+        if let Some(warning) = snippets::url_warning(&public) {
+            tracing::warn!("{warning}");
+            announce(&format!("warning: {warning}"));
+        }
         announce(&format!("tickertape listening on http://{}", settings.listen));
         announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
         if let Some((email, password)) = first_admin {

@@ -160,6 +160,8 @@ impl Application {
         let https = web_state.secure_cookies;
         let server = HttpServer::new(move || {
             App::new()
+                // Inside compression: it may render an error page again.
+                .wrap(actix_web::middleware::from_fn(crate::web::pages::keep_nav))
                 // Pages, CSV and tt.js go out gzip-compressed to clients
                 // that accept it (issue 14).
                 .wrap(actix_web::middleware::Compress::default())

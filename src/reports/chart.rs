@@ -14,8 +14,29 @@ const WIDTH: f64 = 800.0;
 const HEIGHT: f64 = 200.0;
 
 /// Gridlines above the baseline. The CSS places the HTML labels of the
-/// y axis at the same fixed fractions of the height (`.y0`..`.y4`).
+/// y axis at the same fixed fractions of the plot's height (`.y0`..`.y4`):
+/// the plot box holds only the SVG, so its height is the drawing's.
 pub const GRIDLINES: i64 = 4;
+
+/// A gridline's value, short enough for the narrow y axis of a phone
+/// ("150k", "1.5M"); every value is a multiple of a round step.
+pub fn axis_number(v: i64) -> String {
+    let short = |unit: i64, suffix: &str| {
+        let tenths = v * 10 / unit;
+        if tenths % 10 == 0 {
+            format!("{}{suffix}", tenths / 10)
+        } else {
+            format!("{}.{}{suffix}", tenths / 10, tenths % 10)
+        }
+    };
+    if v < 10_000 {
+        thousands(&v)
+    } else if v < 1_000_000 {
+        short(1_000, "k")
+    } else {
+        short(1_000_000, "M")
+    }
+}
 
 /// Bars above this count get no `<title>` (the page would grow by a
 /// tooltip per bar); their values stay one tap away in the table.
@@ -81,8 +102,11 @@ pub fn label_in(at: chrono::DateTime<chrono::Utc>, unit: Unit, tz: chrono_tz::Tz
 pub const MAX_X_TICKS: usize = 5;
 
 /// Which bars get a label under the x axis, and the label: at a round
-/// stride (every 10 seconds, 15 minutes, 6 hours, 7 days ...) in the
-/// site's zone, at most [`MAX_X_TICKS`].
+/// stride (every 10 seconds, 15 minutes, 6 hours, 2 days, the 1st of every
+/// third month ...) in the site's zone, at most [`MAX_X_TICKS`]. A label
+/// carries the date wherever the bars span days: local midnights read
+/// "Nov 22", and an hour label without a midnight between the labels
+/// reads "Nov 22 14:00".
 pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, String)> {
     use chrono::{Datelike, Timelike};
     let n = bars.len();
@@ -102,7 +126,15 @@ pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, Strin
         .unwrap_or_else(|| n.div_ceil(MAX_X_TICKS));
     // A bar is "round" when its local time is a multiple of the stride
     // (minute 0, 15, 30, 45; hour 0, 6, 12, 18 ...); days count from the
-    // first bar, months start on the 1st.
+    // first bar; past a month, ticks fall on the 1st of every month, every
+    // 2nd, 3rd, 6th or 12th month.
+    let months = match stride {
+        ..61 => 1,
+        61..91 => 2,
+        91..182 => 3,
+        182..365 => 6,
+        _ => 12,
+    };
     let round = |i: usize| -> bool {
         let t = bars[i].at.with_timezone(&tz);
         match unit {
@@ -110,8 +142,8 @@ pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, Strin
             Unit::Minute if stride <= 60 => t.minute() as usize % stride == 0,
             Unit::Minute => t.minute() == 0 && (t.hour() as usize * 60) % stride == 0,
             Unit::Hour if stride <= 24 => t.hour() as usize % stride == 0,
-            Unit::Hour => t.hour() == 0 && i % (stride / 24).max(1) == 0,
-            Unit::Day if stride >= 30 => t.day() == 1,
+            Unit::Hour => t.hour() == 0 && (i / 24) % (stride / 24).max(1) == 0,
+            Unit::Day if stride >= 30 => t.day() == 1 && t.month0() % months == 0,
             Unit::Day => i % stride == 0,
         }
     };
@@ -120,21 +152,28 @@ pub fn x_ticks(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz) -> Vec<(usize, Strin
         ticks = (0..n).step_by(stride).collect();
     }
     ticks.truncate(MAX_X_TICKS);
-    ticks
-        .into_iter()
-        .map(|i| {
-            let t = bars[i].at.with_timezone(&tz);
-            let text = match unit {
-                Unit::Second => t.format("%H:%M:%S").to_string(),
-                Unit::Minute | Unit::Hour if t.hour() == 0 && t.minute() == 0 => {
-                    t.format("%b %-d").to_string()
-                }
-                Unit::Minute | Unit::Hour => t.format("%H:%M").to_string(),
-                Unit::Day => t.format("%b %-d").to_string(),
-            };
-            (i, text)
-        })
-        .collect()
+    let local_date = |i: usize| bars[i].at.with_timezone(&tz).date_naive();
+    let spans_days = local_date(0) != local_date(n - 1);
+    let mut out: Vec<(usize, String)> = Vec::with_capacity(ticks.len());
+    for (k, &i) in ticks.iter().enumerate() {
+        let t = bars[i].at.with_timezone(&tz);
+        let midnight = t.hour() == 0 && t.minute() == 0;
+        // The date is said once per day: a label on a new day that is not
+        // its midnight carries it, unless an earlier label said that day.
+        let new_day = k == 0 || local_date(ticks[k - 1]) != t.date_naive();
+        let text = match unit {
+            Unit::Second => t.format("%H:%M:%S").to_string(),
+            Unit::Minute | Unit::Hour if midnight => t.format("%b %-d").to_string(),
+            Unit::Minute | Unit::Hour if spans_days && new_day && k > 0 => {
+                t.format("%b %-d %H:%M").to_string()
+            }
+            Unit::Minute | Unit::Hour => t.format("%H:%M").to_string(),
+            Unit::Day if stride >= 30 && t.day() == 1 => t.format("%b %Y").to_string(),
+            Unit::Day => t.format("%b %-d").to_string(),
+        };
+        out.push((i, text));
+    }
+    out
 }
 
 /// One bar: its start, its count, and whether its time span is only partly
@@ -177,12 +216,14 @@ pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &st
     let bar_w = WIDTH / n;
     let total: i64 = bars.iter().map(|p| p.views).sum();
     let partial = bars.iter().filter(|b| b.partial).count();
-    let mut out = String::from(r#"<div class="chart-box"><div class="y-axis" aria-hidden="true">"#);
+    let mut out = String::from(
+        r#"<div class="chart-box"><div class="plot"><div class="y-axis" aria-hidden="true">"#,
+    );
     for i in (0..=GRIDLINES).rev() {
         let _ = write!(
             out,
             r#"<span class="y{i}">{}</span>"#,
-            thousands(&(step * i))
+            axis_number(step * i)
         );
     }
     let _ = write!(
@@ -239,17 +280,19 @@ pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &st
         }
         out.push_str("</rect></a>");
     }
-    out.push_str("</svg>");
+    out.push_str("</svg></div>");
     if !bars.is_empty() {
         // Positioned by class (x0..x20, 5% apart): the page's style policy
-        // allows no inline style.
+        // allows no inline style. Every second label is `alt`: a phone
+        // shows only the others, so they do not run into each other.
         out.push_str(r#"<div class="x-axis" aria-hidden="true">"#);
-        for (i, text) in x_ticks(bars, unit, tz) {
+        for (k, (i, text)) in x_ticks(bars, unit, tz).into_iter().enumerate() {
             let centre = (i as f64 + 0.5) / n * 100.0;
             let _ = write!(
                 out,
-                r#"<span class="x{}">{}</span>"#,
+                r#"<span class="x{}{}">{}</span>"#,
                 ((centre / 5.0).round() as i64).clamp(0, 20),
+                if k % 2 == 1 { " alt" } else { "" },
                 escape(&text)
             );
         }
@@ -338,7 +381,7 @@ mod tests {
         assert!(svg.contains("at most 1 in one second"));
         // Ticks every 15 seconds, in the zone.
         assert!(
-            svg.contains(r#"<span class="x0">14:05:00</span><span class="x5">14:05:15</span><span class="x10">14:05:30</span><span class="x15">14:05:45</span>"#),
+            svg.contains(r#"<span class="x0">14:05:00</span><span class="x5 alt">14:05:15</span><span class="x10">14:05:30</span><span class="x15 alt">14:05:45</span>"#),
             "{svg}"
         );
     }
@@ -371,6 +414,39 @@ mod tests {
             kolkata.iter().all(|(_, t)| t.ends_with(":30")),
             "{kolkata:?}"
         );
+        // 168 hours from 14:00 (Kolkata's half hours never fall on a round
+        // hour): every label says its date, never five times "14:00".
+        let week = hours(Utc.with_ymd_and_hms(2026, 11, 15, 8, 30, 0).unwrap(), 168);
+        let ticks = x_ticks(&week, Unit::Hour, chrono_tz::Asia::Kolkata);
+        let texts: Vec<&str> = ticks.iter().map(|(_, t)| t.as_str()).collect();
+        assert!(texts.len() >= 3, "{texts:?}");
+        assert!(
+            texts.iter().skip(1).all(|t| t.starts_with("Nov ")),
+            "{texts:?}"
+        );
+        // Seven days by day: dates.
+        let days = |from: DateTime<Utc>, n: i64| -> Vec<Bar> {
+            (0..n)
+                .map(|i| Bar {
+                    at: from + TimeDelta::days(i),
+                    views: 1,
+                    partial: false,
+                })
+                .collect()
+        };
+        let week = days(Utc.with_ymd_and_hms(2026, 11, 16, 0, 0, 0).unwrap(), 7);
+        let texts: Vec<String> = x_ticks(&week, Unit::Day, chrono_tz::Tz::UTC)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(texts, ["Nov 16", "Nov 18", "Nov 20", "Nov 22"]);
+        // Twelve months by day: the 1st of every third month.
+        let year = days(Utc.with_ymd_and_hms(2025, 11, 23, 0, 0, 0).unwrap(), 365);
+        let texts: Vec<String> = x_ticks(&year, Unit::Day, chrono_tz::Tz::UTC)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(texts, ["Jan 2026", "Apr 2026", "Jul 2026", "Oct 2026"]);
         // Never more than MAX_X_TICKS, whatever the count.
         for n in [1, 2, 7, 60, 61, 367, 1500] {
             let bars = hours(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(), n);
@@ -389,6 +465,11 @@ mod tests {
         assert_eq!(tick_step(21), 10);
         assert_eq!(tick_step(3_999), 1_000);
         assert_eq!(tick_step(4_001), 2_000);
+        assert_eq!(axis_number(8_000), "8,000");
+        assert_eq!(axis_number(15_000), "15k");
+        assert_eq!(axis_number(150_000), "150k");
+        assert_eq!(axis_number(1_500_000), "1.5M");
+        assert_eq!(axis_number(20_000_000), "20M");
         for max in 1..5_000 {
             let step = tick_step(max);
             assert!(step * GRIDLINES >= max, "{max}");

@@ -100,7 +100,10 @@ impl Preset {
                 local::midnight(today, tz),
                 Resolution::Hour,
             ),
-            Preset::Last7Days => (hour_end - TimeDelta::days(7), hour_end, Resolution::Hour),
+            // Calendar days like every day-based preset, so "last 7 days"
+            // is the same figure on the dashboard and in the sites list
+            // (the last 7 of its 30 days).
+            Preset::Last7Days => (local::midnight(days_back(6), tz), tomorrow, Resolution::Day),
             Preset::Last30Days => (
                 local::midnight(days_back(29), tz),
                 tomorrow,
@@ -436,6 +439,11 @@ mod tests {
             )
         );
         assert_eq!(p.point_count(), 30);
+        let p = Period::resolve(&q("7d"), now()).unwrap();
+        assert_eq!(
+            (p.from, p.to, p.resolution),
+            (at(16, 0, 0), at(23, 0, 0), Resolution::Day)
+        );
         assert_eq!(
             Period::resolve(&q("12mo"), now()).unwrap().point_count(),
             365
@@ -543,6 +551,9 @@ mod tests {
         let p = Period::resolve_in(&q("30d"), now(), kolkata).unwrap();
         assert_eq!(p.to, at(22, 18, 30));
         assert_eq!(p.point_count(), 30);
+        let p = Period::resolve_in(&q("7d"), now(), kolkata).unwrap();
+        assert_eq!((p.from, p.to), (at(15, 18, 30), at(22, 18, 30)));
+        assert_eq!(p.point_count(), 7);
         // Last 24 hours end with the current local hour (15:30 IST).
         let p = Period::resolve_in(&q("24h"), now(), kolkata).unwrap();
         assert_eq!(p.to, at(22, 10, 30));

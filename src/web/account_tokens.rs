@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use askama::Template;
 use std::sync::Arc;
 
-use super::auth::{Button, Post, Viewer};
+use super::auth::{Confirmed, Post, Viewer};
 use super::error::WebError;
 use super::forms::FormError;
 use super::pages::{render_form, Nav};
@@ -244,8 +244,12 @@ pub async fn create(
 
 /// Revokes one of the viewer's tokens. Another user's token id, or an
 /// unknown one, is a 404 that changes nothing.
-pub async fn revoke(post: Post<Button>, id: web::Path<String>) -> Result<HttpResponse, WebError> {
-    let (state, viewer, _) = post.into_parts();
+pub async fn revoke(
+    post: Post<Confirmed>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let (state, viewer, form) = post.into_parts();
+    form.check()?;
     let revoked = match uuid::Uuid::try_parse(&id) {
         Ok(id) => api_tokens::revoke(&state.store, viewer.user.id, id)
             .await

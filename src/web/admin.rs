@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::auth::{Admin, AdminPost, Button, Viewer};
+use super::auth::{Admin, AdminPost, Confirmed, Viewer};
 use super::error::{see_other, Answer, WebError};
 use super::forms::{parse_hosts, site_refusal, FormError};
 use super::pages::{render, render_form, Nav};
@@ -100,6 +100,7 @@ pub struct SiteAdminRow {
     pub domain: String,
     pub aliases: String,
     pub owners: String,
+    pub time_zone: &'static str,
 }
 
 /// The add-site form as typed, to show it again after a refusal.
@@ -149,6 +150,7 @@ async fn sites_page_with(
     let rows = all
         .iter()
         .map(|s| SiteAdminRow {
+            time_zone: s.time_zone.name(),
             id: s.id.to_string(),
             name: s.name.clone(),
             domain: s.domain.to_string(),
@@ -537,8 +539,9 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
 }
 
 /// Deletes a user (not oneself, so the last admin always stays).
-pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answer {
-    let (state, viewer, _) = post.into_parts();
+pub async fn delete_user(post: AdminPost<Confirmed>, id: web::Path<String>) -> Answer {
+    let (state, viewer, form) = post.into_parts();
+    form.check()?;
     let id = user_id(&id)?;
     if id == viewer.user.id {
         return users_table_refusal(

@@ -71,6 +71,7 @@ impl FromRequest for Viewer {
         // Turning two-factor login on, and leaving, stay open to an admin
         // who must turn it on.
         let setup_page = req.path().starts_with(TOTP_SETUP) || req.path() == "/logout";
+        let req = req.clone();
         Box::pin(async move {
             let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
             let login = || WebError::LoginRequired { next: next.clone() };
@@ -85,7 +86,10 @@ impl FromRequest for Viewer {
             if state.require_admin_totp && user.is_admin() && !user.two_factor && !setup_page {
                 return Err(WebError::SecondFactorRequired);
             }
-            Ok(Viewer { user, session })
+            let viewer = Viewer { user, session };
+            // For an error page later in this request (pages::keep_nav).
+            actix_web::HttpMessage::extensions_mut(&req).insert(viewer.nav());
+            Ok(viewer)
         })
     }
 }
@@ -378,6 +382,33 @@ pub async fn login(
 #[derive(Deserialize)]
 pub struct Button {}
 
+/// The form of a button whose action cannot be undone (delete a user,
+/// revoke a token or share link): it carries a required "Sure" box, a
+/// confirmation that needs no JavaScript. A post without it changes
+/// nothing.
+#[derive(Deserialize)]
+pub struct Confirmed {
+    #[serde(default)]
+    confirm: String,
+}
+
+impl Confirmed {
+    pub fn check(&self) -> Result<(), WebError> {
+        confirmed(&self.confirm)
+    }
+}
+
+/// Whether the "Sure" box of an irreversible action was ticked.
+pub fn confirmed(confirm: &str) -> Result<(), WebError> {
+    if confirm == "yes" {
+        Ok(())
+    } else {
+        Err(WebError::invalid(
+            "Nothing was changed: tick “Sure” beside the button to confirm, as this cannot be undone.",
+        ))
+    }
+}
+
 pub async fn logout(post: Post<Button>) -> Answer {
     let (state, viewer, _) = post.into_parts();
     sessions::delete(&state.store, &viewer.session.token_hash).await?;
@@ -464,6 +495,11 @@ pub async fn change_password(post: Post<PasswordForm>) -> Answer {
         Some(&viewer.session.token_hash),
     )
     .await?;
+    // The one-time password stood between a new user and the sites: go on
+    // to them.
+    if viewer.user.must_change_password {
+        return Ok(see_other("/sites?done=password"));
+    }
     Ok(render(
         StatusCode::OK,
         &PasswordPage {

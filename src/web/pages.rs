@@ -42,6 +42,15 @@ pub struct ErrorPage<'a> {
     pub message: &'a str,
 }
 
+/// What an error page says, kept on its response: errors are rendered
+/// without the request, and [`keep_nav`] renders the page again with the
+/// navigation when the request was a signed-in user's.
+#[derive(Debug, Clone)]
+struct Said {
+    title: String,
+    message: String,
+}
+
 /// Renders an error page. The message is for the user; causes are logged
 /// by the caller, never shown.
 pub fn error_page(status: StatusCode, title: &str, message: &str) -> HttpResponse {
@@ -51,10 +60,57 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> HttpRespons
         title,
         message,
     };
-    HttpResponse::build(status)
+    let mut response = HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .insert_header(no_store())
-        .body(page.render().unwrap_or_else(|_| message.to_owned()))
+        .body(page.render().unwrap_or_else(|_| message.to_owned()));
+    response.extensions_mut().insert(Said {
+        title: title.to_owned(),
+        message: message.to_owned(),
+    });
+    response
+}
+
+/// The section of the navigation an address belongs to.
+fn section_of(path: &str) -> &'static str {
+    if path.starts_with("/admin") {
+        "admin"
+    } else if path.starts_with("/account") {
+        "account"
+    } else {
+        "sites"
+    }
+}
+
+/// Middleware: an error page (403 "Admins only", 404 "Not found" ...) of a
+/// signed-in user keeps the navigation, as every other page does. The
+/// viewer extractor leaves the user's [`Nav`] on the request.
+pub async fn keep_nav(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    use actix_web::HttpMessage;
+    let res = next.call(req).await?;
+    let said = res.response().extensions().get::<Said>().cloned();
+    let nav = res.request().extensions().get::<Nav>().cloned();
+    let (Some(said), Some(nav)) = (said, nav) else {
+        return Ok(res.map_into_boxed_body());
+    };
+    let status = res.status();
+    let (req, old) = res.into_parts();
+    let page = ErrorPage {
+        nav: Some(nav.in_section(section_of(req.path()))),
+        status: status.as_u16(),
+        title: &said.title,
+        message: &said.message,
+    };
+    let mut new = render(status, &page);
+    for (name, value) in old.headers() {
+        if !new.headers().contains_key(name) {
+            new.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    Ok(actix_web::dev::ServiceResponse::new(req, new))
 }
 
 /// Pages are never stored by the browser or a proxy: after logging out,

@@ -259,6 +259,8 @@ pub async fn create(
 #[derive(Deserialize)]
 pub struct RevokeForm {
     csrf: String,
+    #[serde(default)]
+    confirm: String,
 }
 
 pub async fn revoke(
@@ -268,6 +270,7 @@ pub async fn revoke(
     form: web::Form<RevokeForm>,
 ) -> Result<HttpResponse, WebError> {
     viewer.check_csrf(&form.csrf)?;
+    crate::web::auth::confirmed(&form.confirm)?;
     let (id, link) = path.into_inner();
     let site = reports::visible_site(&state, &viewer, &id)?;
     let link = uuid::Uuid::try_parse(&link).map_err(|_| WebError::NotFound)?;

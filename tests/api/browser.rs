@@ -505,6 +505,9 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         ("sites", "/sites".into()),
         ("dashboard", dash.clone()),
         ("dashboard-24h-by-day", format!("{dash}?range=24h&res=day")),
+        ("dashboard-7d", format!("{dash}?range=7d")),
+        ("dashboard-7d-by-hour", format!("{dash}?range=7d&res=hour")),
+        ("dashboard-12mo", format!("{dash}?range=12mo")),
         (
             "dashboard-bad-range",
             format!("{dash}?range=custom&from=2026-11-22T10:00&to=2026-11-21T10:00"),
@@ -520,6 +523,11 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         ("admin-preallocation", "/admin/preallocation".into()),
         ("admin-system", "/admin/system".into()),
         ("account", "/account/password".into()),
+        ("two-factor", "/account/totp".into()),
+        ("tokens", "/account/tokens".into()),
+        ("share-links", format!("/sites/{}/share", site.id)),
+        ("site-new", "/sites/new".into()),
+        ("admin-site", format!("/admin/sites/{}", site.id)),
         ("not-found", "/no/such/page".into()),
     ];
     let (mut violations, mut too_wide) = (Vec::new(), Vec::new());
@@ -531,6 +539,43 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                 violations.push(format!("{size} {name}: {v}"));
             }
             browser.screenshot(&format!("issue14-{size}-{name}")).await;
+            // Issue 23, item 2: every y label sits on its gridline and
+            // ends left of the plot, clear of the first bar.
+            let misplaced = browser
+                .execute(
+                    "const out = []; \
+                     for (const box of document.querySelectorAll('.chart-box')) { \
+                       const svg = box.querySelector('svg.chart').getBoundingClientRect(); \
+                       const lines = [...box.querySelectorAll('line.grid')].map(l => l.getBoundingClientRect()); \
+                       for (let i = 0; i < lines.length; i++) { \
+                         const label = box.querySelector('.y-axis .y' + i).getBoundingClientRect(); \
+                         const centre = label.top + label.height / 2, line = lines[i].top + lines[i].height / 2; \
+                         if (Math.abs(centre - line) > 2 || label.right > svg.left) out.push([i, centre, line, label.right, svg.left]); \
+                       } \
+                       if (lines.length !== 5) out.push(['gridlines', lines.length]); \
+                     } \
+                     return out;",
+                    json!([]),
+                )
+                .await;
+            assert_eq!(
+                misplaced,
+                json!([]),
+                "{size} {name}: y labels off their gridlines"
+            );
+            // Issue 23, item 6: x labels never run into each other.
+            let overlapping = browser
+                .execute(
+                    "const out = []; \
+                     for (const axis of document.querySelectorAll('.x-axis')) { \
+                       const r = [...axis.querySelectorAll('span')].filter(e => e.offsetParent).map(e => [e.textContent, e.getBoundingClientRect()]); \
+                       for (let i = 1; i < r.length; i++) if (r[i][1].left < r[i - 1][1].right + 4) out.push([r[i - 1][0], r[i][0]]); \
+                     } \
+                     return out;",
+                    json!([]),
+                )
+                .await;
+            assert_eq!(overlapping, json!([]), "{size} {name}: x labels collide");
             match *name {
                 "page-report" => {
                     // Item 1: seconds are labelled with the second.
@@ -547,7 +592,7 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                     // Item 5: axis text keeps a readable size on every screen.
                     let px = browser
                         .execute(
-                            "return [...document.querySelectorAll('.y-axis span, .x-axis span')].map(e => e.getBoundingClientRect().height);",
+                            "return [...document.querySelectorAll('.y-axis span, .x-axis span')].filter(e => e.offsetParent).map(e => e.getBoundingClientRect().height);",
                             json!([]),
                         )
                         .await;
@@ -615,6 +660,50 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                         .await
                         .contains("still counting"));
                 }
+                "dashboard-7d" | "dashboard-7d-by-hour" | "dashboard-12mo" => {
+                    // Issue 23, item 3: 7 days by day, dated labels; 12
+                    // months labelled at month starts.
+                    let labels = browser
+                        .execute(
+                            "return [...document.querySelectorAll('.x-axis span')].map(e => e.textContent);",
+                            json!([]),
+                        )
+                        .await;
+                    let labels: Vec<&str> = labels
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|l| l.as_str().unwrap())
+                        .collect();
+                    assert!(labels.len() >= 2, "{name}: {labels:?}");
+                    let months = [
+                        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                        "Nov", "Dec",
+                    ];
+                    let dated = |l: &&str| months.iter().any(|m| l.starts_with(m));
+                    match *name {
+                        "dashboard-7d" => {
+                            assert_eq!(
+                                browser.count("tr[id^='series-r']").await,
+                                7,
+                                "7 days by day"
+                            );
+                            assert!(labels.iter().all(dated), "{labels:?}");
+                        }
+                        "dashboard-7d-by-hour" => {
+                            assert!(
+                                labels.iter().filter(|l| dated(l)).count() >= 2,
+                                "{labels:?}"
+                            );
+                        }
+                        _ => assert!(
+                            labels.iter().all(|l| l.len() == 8
+                                && l.ends_with(|c: char| c.is_ascii_digit())
+                                && dated(l)),
+                            "month and year: {labels:?}"
+                        ),
+                    }
+                }
                 "dashboard-bad-range" => {
                     assert_eq!(
                         browser.text("#range-error").await,
@@ -638,6 +727,44 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     }
     assert!(too_wide.is_empty(), "wider than the window: {too_wide:#?}");
     assert!(violations.is_empty(), "axe-core: {violations:#?}");
+
+    // Issue 23, item 15: a dark system scheme darkens the pages, and they
+    // keep their contrast.
+    browser.resize(1366, 900).await;
+    browser.color_scheme("dark").await;
+    for (name, path) in [("sites", "/sites".to_owned()), ("dashboard", dash.clone())] {
+        browser.goto(&format!("{base}{path}")).await;
+        let colours = browser
+            .execute(
+                "const s = getComputedStyle(document.body); \
+                 return [matchMedia('(prefers-color-scheme: dark)').matches, s.backgroundColor, s.color];",
+                json!([]),
+            )
+            .await;
+        assert_eq!(colours[0], true, "{colours}");
+        let channels = |v: &serde_json::Value| -> f64 {
+            v.as_str()
+                .unwrap()
+                .trim_start_matches("rgb(")
+                .trim_end_matches(')')
+                .split(',')
+                .map(|c| c.trim().parse::<f64>().unwrap())
+                .sum::<f64>()
+                / 3.0
+        };
+        assert!(
+            channels(&colours[1]) < 60.0,
+            "{name}: dark background {colours}"
+        );
+        assert!(
+            channels(&colours[2]) > 180.0,
+            "{name}: light text {colours}"
+        );
+        let dark = browser.axe_violations().await;
+        assert!(dark.is_empty(), "axe-core, dark {name}: {dark:#?}");
+        browser.screenshot(&format!("issue23-dark-{name}")).await;
+    }
+    browser.color_scheme("light").await;
 
     // Item 11: the waiting dashboard notices the first view by itself.
     browser.goto(&format!("{base}/sites/{}", fresh.id)).await;

@@ -254,10 +254,19 @@ async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
         .unwrap();
     // Someone else cannot revoke it.
     let revoke = format!("/account/tokens/{id}/revoke");
-    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf)]).await.status(), 404);
-    assert_eq!(a.post(&revoke, &[("csrf", "wrong")]).await.status(), 403);
+    let sure = ("confirm", "yes");
+    assert_eq!(
+        b.post(&revoke, &[("csrf", &b.csrf), sure]).await.status(),
+        404
+    );
+    assert_eq!(
+        a.post(&revoke, &[("csrf", "wrong"), sure]).await.status(),
+        403
+    );
+    // Issue 23, item 12: without the "Sure" box, nothing is revoked.
+    assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 400);
     assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
-    let r = a.post(&revoke, &[("csrf", &a.csrf)]).await;
+    let r = a.post(&revoke, &[("csrf", &a.csrf), sure]).await;
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/account/tokens?done=revoked");
     let r = get(app, &token, "/api/v1/sites").await;
@@ -892,4 +901,99 @@ async fn the_api_reads_a_site_in_its_time_zone_like_the_pages() {
     assert_eq!(today.json["period"]["preset"], "today");
     let list = get(&app, &token, "/api/v1/sites").await;
     assert_eq!(list.json["sites"][0]["timeZone"], "Europe/Berlin");
+}
+
+/// Issue 23, item 1: a preset is one range everywhere. Views fall just
+/// inside and just outside each preset in Berlin: 8 days ago inside the
+/// last 168 hours but before the 7th local midnight, the first Berlin
+/// minutes of a day (still the day before in UTC), and 40 days ago. The
+/// sites list, `/api/v1/sites`, the dashboard, the series CSV and the API
+/// agree for every preset, and "7 days" is seven Berlin days.
+#[tokio::test]
+async fn every_preset_has_one_total_on_every_page_csv_and_api() {
+    use chrono::TimeZone;
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("p.test", &[]).await;
+    let berlin = tickertape::domain::TimeZone::parse("Europe/Berlin").unwrap();
+    sites::set_time_zone(&app.store, &site, berlin)
+        .await
+        .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    // t0 is 22 November 10:01 UTC, 11:01 in Berlin.
+    let at = |mo, d, h, m| chrono::Utc.with_ymd_and_hms(2026, mo, d, h, m, 0).unwrap();
+    let mut hits = Vec::new();
+    for (when, n) in [
+        (at(11, 22, 10, 0), 1),   // this hour
+        (at(11, 21, 23, 5), 2),   // Berlin today, UTC yesterday
+        (at(11, 21, 22, 55), 4),  // Berlin yesterday
+        (at(11, 15, 23, 10), 8),  // the 7th Berlin day back: in "7 days"
+        (at(11, 15, 12, 0), 16),  // within 168 hours, before that day
+        (at(11, 1, 12, 0), 32),   // this month
+        (at(10, 24, 12, 0), 64),  // within 30 days, last month
+        (at(10, 13, 12, 0), 128), // 40 days ago
+    ] {
+        hits.extend(std::iter::repeat_n(("p.test/a", when), n));
+    }
+    app.write_hits(&hits).await;
+    let admin = app.login("admin@example.com").await;
+    let token = create_token(&admin, "presets", None).await;
+    let id = site.id.to_string();
+
+    let list = get(&app, &token, "/api/v1/sites").await;
+    let views = &list.json["sites"][0]["views"];
+    let (_, sites_page) = admin.text("/sites").await;
+    let cells: Vec<String> = sites_page
+        .split("<td class=\"num\">")
+        .skip(1)
+        .map(|c| c.split('<').next().unwrap().to_owned())
+        .collect();
+    let expected = [
+        ("1h", 1),
+        ("24h", 1 + 2 + 4),
+        ("today", 1 + 2),
+        ("yesterday", 4),
+        ("7d", 1 + 2 + 4 + 8),
+        ("30d", 1 + 2 + 4 + 8 + 16 + 32 + 64),
+        ("month", 1 + 2 + 4 + 8 + 16 + 32),
+        ("lastmonth", 64 + 128),
+        ("12mo", 255),
+    ];
+    for (preset, want) in expected {
+        let api = get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{id}/series?range={preset}"),
+        )
+        .await;
+        assert_eq!(api.json["total"], want, "API, {preset}: {}", api.json);
+        let csv: i64 = csv_column(&admin, &format!("/sites/{id}/series.csv?range={preset}"), 1)
+            .await
+            .iter()
+            .map(|v| v.parse::<i64>().unwrap())
+            .sum();
+        assert_eq!(csv, want, "series CSV, {preset}");
+        let (_, dashboard) = admin.text(&format!("/sites/{id}?range={preset}")).await;
+        assert!(
+            dashboard.contains(&format!(
+                "id=\"total\">{}<",
+                tickertape::web::fmt::thousands(&want)
+            )),
+            "dashboard, {preset}"
+        );
+        let column = match preset {
+            "today" => Some((0, "today")),
+            "7d" => Some((1, "last7Days")),
+            "30d" => Some((2, "last30Days")),
+            _ => None,
+        };
+        if let Some((cell, field)) = column {
+            assert_eq!(views[field], want, "/api/v1/sites {field}");
+            assert_eq!(
+                cells[cell],
+                tickertape::web::fmt::thousands(&want),
+                "sites list {preset}"
+            );
+        }
+    }
 }

@@ -10,6 +10,7 @@ use crate::helpers::*;
 fn tickertape() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
     cmd.env_remove("MONGODB_URI")
+        .env_remove("TICKERTAPE_PUBLIC_URL")
         .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn");
     cmd
@@ -39,8 +40,12 @@ async fn serve_starts_and_stops_the_embedded_database() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut db_pid = None;
     let mut address = None;
+    let mut warned = false;
     for line in stdout.by_ref() {
         let line = line.unwrap();
+        // Issue 23, item 4: no public URL, so the snippets use the
+        // loopback listen address, and serve says so at start.
+        warned |= line.starts_with("warning: ") && line.contains("TICKERTAPE_PUBLIC_URL");
         if let Some(rest) = line.strip_prefix("embedded database pid ") {
             db_pid = rest.split(' ').next().and_then(|p| p.parse::<u32>().ok());
         }
@@ -52,6 +57,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
     std::thread::spawn(move || stdout.for_each(drop));
     let db_pid = db_pid.expect("serve reports the embedded database's pid");
     let address = address.expect("serve reports its address");
+    assert!(warned, "serve flags the loopback snippet address");
     assert!(alive(db_pid));
     assert!(data.path().join("localdb.uri").exists());
 
@@ -78,6 +84,18 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .unwrap();
     assert_eq!(css.headers()["content-encoding"], "gzip");
 
+    // Issue 23, item 5: a command run beside `serve` uses its database.
+    let cli = |args: &[&str]| {
+        tickertape()
+            .args(args)
+            .env("TICKERTAPE_DATA_DIR", data.path())
+            .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+            .output()
+            .unwrap()
+    };
+    let added = cli(&["site", "add", "--domain", "beside.test"]);
+    assert!(added.status.success(), "{added:?}");
+
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -95,6 +113,54 @@ async fn serve_starts_and_stops_the_embedded_database() {
     assert!(!logs.is_empty(), "serve logs at info");
     assert!(logs.iter().all(|l| !l.contains('\x1b')), "{logs:?}");
     assert!(!data.path().join("localdb.uri").exists());
+    // With `serve` stopped, a command starts serve's database, not a new one.
+    let listed = cli(&["site", "list"]);
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\t"),
+        "{listed:?}"
+    );
+}
+
+/// Issue 23, item 5: run where `serve` keeps no data, a command other than
+/// `serve` creates nothing and names the two ways to point it at the
+/// database.
+#[test]
+fn commands_other_than_serve_never_create_a_database() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    for args in [
+        &["site", "list"][..],
+        &["site", "add", "--domain", "lost.test"],
+        &["demo", "--days", "1"],
+        &["setup"],
+    ] {
+        let output = tickertape()
+            .args(args)
+            .current_dir(elsewhere.path())
+            .env_remove("TICKERTAPE_DATA_DIR")
+            .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("TICKERTAPE_DATA_DIR") && stderr.contains("MONGODB_URI"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                &elsewhere
+                    .path()
+                    .join("data")
+                    .join("db")
+                    .display()
+                    .to_string()
+            ),
+            "{args:?} names the directory it looked in: {stderr}"
+        );
+        let left: Vec<_> = std::fs::read_dir(elsewhere.path()).unwrap().collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+    }
 }
 
 #[test]

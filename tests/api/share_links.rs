@@ -183,10 +183,22 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
         row[start..start + 36].to_owned()
     };
     let revoke = format!("{share}/{}/revoke", id("by owner"));
-    assert_eq!(b.post(&revoke, &[("csrf", &b.csrf)]).await.status(), 404);
-    assert_eq!(a.post(&revoke, &[("csrf", "nope")]).await.status(), 403);
+    let sure = ("confirm", "yes");
+    assert_eq!(
+        b.post(&revoke, &[("csrf", &b.csrf), sure]).await.status(),
+        404
+    );
+    assert_eq!(
+        a.post(&revoke, &[("csrf", "nope"), sure]).await.status(),
+        403
+    );
+    // Issue 23, item 12: without the "Sure" box, the link keeps working.
+    assert_eq!(
+        admin.post(&revoke, &[("csrf", &admin.csrf)]).await.status(),
+        400
+    );
     assert_eq!(visitor.get(&by_owner).await.status(), 200);
-    let r = admin.post(&revoke, &[("csrf", &admin.csrf)]).await;
+    let r = admin.post(&revoke, &[("csrf", &admin.csrf), sure]).await;
     assert_eq!(r.status(), 303);
     let r = visitor.get(&by_owner).await;
     assert_eq!(r.status(), 404, "revoked: refused at once");
@@ -205,7 +217,10 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
         "the other link still works"
     );
     // Revoking again is a 404 that changes nothing.
-    assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 404);
+    assert_eq!(
+        a.post(&revoke, &[("csrf", &a.csrf), sure]).await.status(),
+        404
+    );
     assert_eq!(link_count(app).await, 1);
     // A site marked deleted opens nothing through its links at once; the
     // purge takes the links with its buckets.

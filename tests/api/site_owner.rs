@@ -44,7 +44,9 @@ async fn the_second_by_second_breakdown_labels_every_second() {
     assert!(html.contains("2026-11-21 14:05:31 UTC: 1 view</title>"));
     assert!(html.contains("at most 2 in one second"));
     // Axis labels every 15 seconds (issue 10, item 4).
-    assert!(html.contains(r#"<span class="x0">14:05:00</span><span class="x5">14:05:15</span>"#));
+    assert!(
+        html.contains(r#"<span class="x0">14:05:00</span><span class="x5 alt">14:05:15</span>"#)
+    );
     assert!(
         !html.contains("<td>2026-11-21 14:05</td>"),
         "no row labelled by the minute"
@@ -364,11 +366,21 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         .into_iter()
         .find(|u| u.email.as_str() == "gone@example.com")
         .unwrap();
+    // Issue 23, item 12: the list asks for a "Sure" tick; without it the
+    // user stays.
+    let (_, list) = admin.text("/admin/users").await;
+    assert!(list.contains(r#"<input type="checkbox" name="confirm" value="yes" required>"#));
+    let delete = format!("/admin/users/{}/delete", gone.id);
+    assert_eq!(admin.post(&delete, &[("csrf", &csrf)]).await.status(), 400);
+    assert_eq!(
+        tickertape::accounts::users::list(&app.store)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     let r = admin
-        .post(
-            &format!("/admin/users/{}/delete", gone.id),
-            &[("csrf", &csrf)],
-        )
+        .post(&delete, &[("csrf", &csrf), ("confirm", "yes")])
         .await;
     assert_eq!(r.headers()["location"], "/admin/users?done=user-deleted");
     assert_eq!(
@@ -451,7 +463,14 @@ async fn a_one_time_password_is_replaced_at_first_login() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
+    // Issue 23, item 16: on to the sites list, which says it was done.
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/sites?done=password");
+    let sites = app.page_text(&http, "/sites?done=password").await;
+    assert!(
+        sites.contains("id=\"done\">Your password was changed.<"),
+        "{sites}"
+    );
     let user = tickertape::accounts::users::find(&app.store, admin.id)
         .await
         .unwrap()
@@ -586,6 +605,30 @@ async fn owners_manage_their_own_sites_when_allowed() {
     app.add_user("other@example.com", Role::Owner).await;
     let owner = app.login("owner@example.com").await;
     assert!(owner.text("/sites").await.1.contains("href=\"/sites/new\""));
+    // Issue 23, item 14: the form asks for the zone; a bad one is flagged,
+    // keeps the input and adds nothing.
+    let (_, form) = owner.text("/sites/new").await;
+    assert!(
+        form.contains("id=\"time_zone\" name=\"time_zone\""),
+        "{form}"
+    );
+    let r = owner
+        .post(
+            "/sites/new",
+            &[
+                ("csrf", &owner.csrf),
+                ("domain", "mine.test"),
+                ("time_zone", "Europe/Atlantis"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"time_zone-error\"") && html.contains("value=\"Europe/Atlantis\""));
+    assert!(tickertape::storage::sites::list(&app.store)
+        .await
+        .unwrap()
+        .is_empty());
     let r = owner
         .post(
             "/sites/new",
@@ -593,6 +636,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
                 ("csrf", &owner.csrf),
                 ("domain", "https://Mine.test/"),
                 ("name", "Mine"),
+                ("time_zone", "Europe/Berlin"),
             ],
         )
         .await;
@@ -605,6 +649,13 @@ async fn owners_manage_their_own_sites_when_allowed() {
     assert_eq!(
         (site.domain.as_str(), site.owners.clone()),
         ("mine.test", vec![user.id])
+    );
+    assert_eq!(site.time_zone.name(), "Europe/Berlin");
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let (_, list) = owner.text("/sites").await;
+    assert!(
+        list.contains("mine.test · Europe/Berlin"),
+        "the sites list says the zone"
     );
     // Rename and aliases; a bad alias is answered on the page.
     let settings = format!("/sites/{}/settings", site.id);
@@ -656,4 +707,81 @@ async fn owners_manage_their_own_sites_when_allowed() {
         tickertape::storage::sites::list(&app.store).await.unwrap()[0].name,
         "Renamed"
     );
+}
+
+/// Issue 23, item 4: a snippet that points at a loopback or plain-http
+/// address is flagged where it is shown: the waiting dashboard and the
+/// tracking-code page.
+#[tokio::test]
+async fn snippets_for_an_address_visitors_cannot_use_are_flagged() {
+    for (public_url, says) in [
+        (None, "only this machine reaches"),
+        (Some("http://stats.example.com"), "over plain http"),
+    ] {
+        let app = spawn_app_with(|s| s.public_url = public_url.map(str::to_owned)).await;
+        app.add_user("admin@example.com", Role::Admin).await;
+        let site = app.add_site("flag.test", &[]).await;
+        let admin = app.login("admin@example.com").await;
+        for path in [
+            format!("/sites/{}", site.id),
+            format!("/sites/{}/settings", site.id),
+        ] {
+            let (status, html) = admin.text(&path).await;
+            assert_eq!(status, 200, "{path}");
+            let warning = html
+                .split("id=\"url-warning\">")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{path} flags {public_url:?}"))
+                .split('<')
+                .next()
+                .unwrap();
+            assert!(
+                warning.contains(says) && warning.contains("TICKERTAPE_PUBLIC_URL"),
+                "{path}: {warning}"
+            );
+        }
+    }
+}
+
+/// Issue 23, item 13: the 403 and 404 pages of a signed-in user keep the
+/// navigation (with its section), and an anonymous visitor's have none.
+#[tokio::test]
+async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
+    let app = spawn_app().await;
+    app.add_user("owner@example.com", Role::Owner).await;
+    let owner = app.login("owner@example.com").await;
+    let unknown = format!("/sites/{}", uuid::Uuid::new_v4());
+    for (path, status, title, section) in [
+        ("/admin/users", 403, "Admins only", None),
+        (unknown.as_str(), 404, "Not found", Some("Sites")),
+        ("/no/such/page", 404, "Page not found", Some("Sites")),
+    ] {
+        let (got, html) = owner.text(path).await;
+        assert_eq!(got, status, "{path}");
+        assert!(
+            html.contains(&format!("<h1>{title}</h1>")),
+            "{path}: {html}"
+        );
+        assert!(
+            html.contains("<nav aria-label=\"Main\">"),
+            "{path}: no navigation"
+        );
+        assert!(html.contains("Signed in as owner@example.com"), "{path}");
+        if let Some(section) = section {
+            assert!(
+                html.contains(&format!("aria-current=\"page\">{section}<")),
+                "{path}: {section} marked"
+            );
+        }
+    }
+    let r = app.anonymous().get(&unknown).await;
+    assert_eq!(r.status(), 303, "anonymous: to the login page");
+    let html = app
+        .anonymous()
+        .get("/no/such/page")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!html.contains("<nav aria-label=\"Main\">"));
 }

@@ -242,6 +242,22 @@ impl Browser {
         .await;
     }
 
+    /// Emulates the system's colour scheme (`light` or `dark`), as the
+    /// page's `prefers-color-scheme` media query sees it (chromedriver's
+    /// DevTools passthrough).
+    pub async fn color_scheme(&self, scheme: &str) {
+        let reply = self
+            .call(
+                reqwest::Method::POST,
+                "/goog/cdp/execute",
+                json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": [
+                    {"name": "prefers-color-scheme", "value": scheme}
+                ]}}),
+            )
+            .await;
+        assert!(reply.get("error").is_none(), "{reply}");
+    }
+
     /// Presses Tab, as a keyboard user moving to the next control.
     pub async fn press_tab(&self) {
         self.call(

@@ -58,7 +58,7 @@ struct SitesBody {
 }
 
 /// `GET /api/v1/sites`: the sites this token reads, with the sites list's
-/// figures (UTC days), ordered by name like the list.
+/// figures (the presets today, 7d and 30d: local days), ordered by name like the list.
 pub async fn sites(
     state: web::Data<WebState>,
     client: ApiClient,

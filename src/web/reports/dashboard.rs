@@ -66,6 +66,8 @@ pub(super) struct DashboardPage {
     /// The first view arrived while the owner was waiting for it.
     first_view: bool,
     snippet: String,
+    /// Why the snippets cannot count visitors' views, if they cannot.
+    url_warning: Option<String>,
     /// Where the waiting page asks, and where it goes once the first view
     /// has arrived.
     status_href: String,
@@ -235,6 +237,7 @@ pub async fn show_dashboard(
         overflow,
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
+        url_warning: snippets::url_warning(&state.public_url),
         status_href: format!("{base}/status.json"),
         refresh_href: join(&base, &params, &[("waiting", "1")]),
         empty,

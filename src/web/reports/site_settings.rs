@@ -21,6 +21,8 @@ pub(super) struct SettingsPage {
     site: Arc<Site>,
     script: String,
     pixel: String,
+    /// Why the snippets cannot count visitors' views, if they cannot.
+    url_warning: Option<String>,
     /// What the confirmation says (`?done=site-added` or `site-saved`).
     done: Option<&'static str>,
     /// The name and aliases as typed, and what was wrong with them.
@@ -122,6 +124,7 @@ pub(super) async fn settings_page(
             site,
             script: s.script,
             pixel: s.pixel,
+            url_warning: snippets::url_warning(&state.public_url),
             done,
             name,
             aliases,
@@ -259,6 +262,8 @@ pub(super) struct NewSitePage {
     nav: Option<Nav>,
     domain: String,
     name: String,
+    time_zone: String,
+    time_zones: Vec<&'static str>,
     error: Option<crate::web::forms::FormError>,
 }
 
@@ -278,6 +283,8 @@ pub async fn new_site_form(state: web::Data<WebState>, viewer: Viewer) -> Answer
             nav: Some(viewer.nav()),
             domain: String::new(),
             name: String::new(),
+            time_zone: String::new(),
+            time_zones: crate::domain::TimeZone::all().collect(),
             error: None,
         },
     ))
@@ -288,6 +295,8 @@ pub struct NewSiteForm {
     domain: String,
     #[serde(default)]
     name: String,
+    #[serde(default)]
+    time_zone: String,
 }
 
 /// An owner adds a site of their own, when the operator allows it.
@@ -301,6 +310,8 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
                 nav: Some(viewer.nav()),
                 domain: form.domain.clone(),
                 name: form.name.clone(),
+                time_zone: form.time_zone.clone(),
+                time_zones: crate::domain::TimeZone::all().collect(),
                 error: Some(error),
             },
         )
@@ -309,12 +320,21 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         Ok(d) => d,
         Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
     };
+    // Empty is UTC, as on the admin's form; anything else must be a zone.
+    let time_zone = if form.time_zone.trim().is_empty() {
+        crate::domain::TimeZone::UTC
+    } else {
+        match crate::domain::TimeZone::parse(&form.time_zone) {
+            Ok(zone) => zone,
+            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e))),
+        }
+    };
     let new = crate::storage::sites::NewSite {
         domain,
         aliases: vec![],
         name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
         owners: vec![viewer.user.id],
-        time_zone: crate::domain::TimeZone::UTC,
+        time_zone,
     };
     let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
         Ok(site) => site,

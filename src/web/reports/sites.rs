@@ -18,6 +18,7 @@ pub struct SiteRow {
     pub id: String,
     pub name: String,
     pub domain: String,
+    pub time_zone: &'static str,
     pub today: i64,
     pub week: i64,
     pub month: i64,
@@ -54,9 +55,20 @@ pub(super) struct SitesPage {
     rows: Vec<SiteRow>,
     /// This viewer may add a site.
     can_add: bool,
+    /// Just after the first password change.
+    password_changed: bool,
 }
 
-pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
+#[derive(serde::Deserialize)]
+pub struct SitesQuery {
+    done: Option<String>,
+}
+
+pub async fn sites(
+    state: web::Data<WebState>,
+    viewer: Viewer,
+    q: web::Query<SitesQuery>,
+) -> Answer {
     let started = Instant::now();
     let summaries = summaries(&state, |s| viewer.can_see(s)).await?;
     let rows = summaries
@@ -65,6 +77,7 @@ pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
             id: site.id.to_string(),
             name: site.name.clone(),
             domain: site.domain.to_string(),
+            time_zone: site.time_zone.name(),
             today: s.today,
             week: s.last_7_days,
             month: s.last_30_days,
@@ -82,6 +95,7 @@ pub async fn sites(state: web::Data<WebState>, viewer: Viewer) -> Answer {
         nav: Some(viewer.nav()),
         rows,
         can_add: viewer.user.is_admin() || state.owners_add_sites,
+        password_changed: q.done.as_deref() == Some("password"),
     };
     timed(&state, started);
     Ok(render(StatusCode::OK, &page))
