@@ -350,6 +350,22 @@ impl Period {
     }
 }
 
+/// The years a typed time may fall in. Far beyond them chrono's
+/// arithmetic and nanosecond timestamps overflow (past 2262 truncating to
+/// a bucket panics), so a time is checked against them before anything is
+/// computed from it.
+pub const YEARS: std::ops::RangeInclusive<i32> = 2000..=2200;
+
+/// `YYYY-MM-DDTHH:MM` within [`YEARS`], as typed: no time zone applied.
+pub fn parse_local_minute(raw: &str) -> Option<NaiveDateTime> {
+    if raw.len() > 32 {
+        return None;
+    }
+    NaiveDateTime::parse_from_str(raw.trim(), "%Y-%m-%dT%H:%M")
+        .ok()
+        .filter(|t| YEARS.contains(&chrono::Datelike::year(t)))
+}
+
 fn parse_time(
     raw: Option<&str>,
     which: &'static str,
@@ -364,6 +380,9 @@ fn parse_time(
         return Err(PeriodError::BadTime(which));
     }
     let t = if let Ok(date) = NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
+        if !YEARS.contains(&chrono::Datelike::year(&date)) {
+            return Err(PeriodError::BadTime(which));
+        }
         // A date as `to` means the whole of that day.
         let day = if end {
             date.succ_opt().ok_or(PeriodError::BadTime(which))?
@@ -372,12 +391,12 @@ fn parse_time(
         };
         local::midnight(day, zone)
     } else {
-        let t = NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-            .map_err(|_| PeriodError::BadTime(which))?;
+        let t = parse_local_minute(raw).ok_or(PeriodError::BadTime(which))?;
         local_instant(t, zone)
     };
+    // Checked again as an instant: a zone's offset moves a bound by hours.
     let year = chrono::Datelike::year(&t);
-    if !(2000..=2200).contains(&year) {
+    if !YEARS.contains(&year) {
         return Err(PeriodError::BadTime(which));
     }
     Ok(t)

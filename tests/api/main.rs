@@ -19,6 +19,7 @@ mod preallocation;
 mod reports;
 mod retention;
 mod security;
+mod security_two;
 mod serve;
 mod share_links;
 mod site_owner;

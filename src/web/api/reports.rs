@@ -2,7 +2,7 @@
 //! (`range`, `from`, `to`, `res`) and the same queries, as JSON.
 
 use actix_web::{web, HttpResponse};
-use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{ApiClient, ApiError};
@@ -78,16 +78,16 @@ impl ApiQuery {
     fn minute(&self) -> Result<DateTime<Utc>, ApiError> {
         let bad = || ApiError::BadParameter {
             parameter: "minute",
-            message: "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM).".into(),
+            message: "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.".into(),
         };
         let raw = self
             .minute
             .as_deref()
             .filter(|m| !m.is_empty())
             .ok_or_else(bad)?;
-        NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
+        crate::reports::period::parse_local_minute(raw)
             .map(|t| t.and_utc())
-            .map_err(|_| bad())
+            .ok_or_else(bad)
     }
 
     fn bounded(
