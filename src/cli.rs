@@ -424,7 +424,7 @@ async fn ensure_first_admin(store: &Store) -> anyhow::Result<Option<(Email, Stri
     .await
     {
         Ok(user) => {
-            users::require_password_change(store, user.id).await?;
+            users::require_password_change(store, user.id, chrono::Utc::now()).await?;
             Ok(Some((email, password.expose().to_owned())))
         }
         // Another process created it first.

@@ -1,7 +1,7 @@
 //! The `users` collection.
 
 use bson::doc;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -53,8 +53,10 @@ pub struct User {
     pub password_hash: String,
     pub created_at: DateTime<Utc>,
     /// Signed in with a one-time password (the first admin's, or one an
-    /// admin reset): asked to choose their own at login.
+    /// admin reset): every page but the password form sends them there.
     pub must_change_password: bool,
+    /// When that one-time password stops working.
+    pub one_time_until: Option<DateTime<Utc>>,
     /// Two-factor login (TOTP) is on.
     pub two_factor: bool,
 }
@@ -63,7 +65,19 @@ impl User {
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
     }
+
+    /// The password is a one-time password past its time: it no longer
+    /// logs in. (One without a recorded time, set before they expired,
+    /// counts as expired too.)
+    pub fn one_time_password_expired(&self, now: DateTime<Utc>) -> bool {
+        self.must_change_password && self.one_time_until.is_none_or(|until| until <= now)
+    }
 }
+
+/// How long a one-time password (the first admin's, an admin's reset)
+/// works: long enough to pass it on, short enough that one left lying in
+/// a mail or a console log stops working.
+pub const ONE_TIME_PASSWORD_LIFETIME: TimeDelta = TimeDelta::days(7);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct UserDoc {
@@ -81,6 +95,8 @@ struct UserDoc {
         skip_serializing_if = "std::ops::Not::not"
     )]
     must_change_password: bool,
+    #[serde(rename = "oneTimeUntil", default, skip_serializing_if = "Option::is_none")]
+    one_time_until: Option<bson::DateTime>,
     /// See `accounts::totp`; only its presence matters here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     totp: Option<bson::Document>,
@@ -95,6 +111,7 @@ impl From<UserDoc> for User {
             password_hash: d.password_hash,
             created_at: d.created_at.to_chrono(),
             must_change_password: d.must_change_password,
+            one_time_until: d.one_time_until.map(|t| t.to_chrono()),
             two_factor: d.totp.is_some(),
         }
     }
@@ -128,6 +145,7 @@ pub async fn create(
         password_hash: password.hash(),
         created_at: bson::DateTime::from_chrono(now),
         must_change_password: false,
+        one_time_until: None,
         totp: None,
     };
     match collection(store).insert_one(&doc).await {
@@ -189,7 +207,10 @@ pub async fn set_password(
     let r = collection(store)
         .update_one(
             doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"passwordHash": password.hash()}, "$unset": {"mustChangePassword": ""}},
+            doc! {
+                "$set": {"passwordHash": password.hash()},
+                "$unset": {"mustChangePassword": "", "oneTimeUntil": ""},
+            },
         )
         .await?;
     if r.matched_count == 0 {
@@ -226,13 +247,44 @@ pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
     Ok(())
 }
 
-/// Marks a password as one-time: the user is asked for their own at the
-/// next login.
-pub async fn require_password_change(store: &Store, id: Uuid) -> Result<(), UserError> {
+/// Gives a user a one-time password (an admin's reset), working until
+/// `now` plus [`ONE_TIME_PASSWORD_LIFETIME`]: every page then sends them to
+/// choose their own.
+pub async fn set_one_time_password(
+    store: &Store,
+    id: Uuid,
+    password: &NewPassword,
+    now: DateTime<Utc>,
+) -> Result<(), UserError> {
+    let until = bson::DateTime::from_chrono(now + ONE_TIME_PASSWORD_LIFETIME);
     let r = collection(store)
         .update_one(
             doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"mustChangePassword": true}},
+            doc! {"$set": {
+                "passwordHash": password.hash(),
+                "mustChangePassword": true,
+                "oneTimeUntil": until,
+            }},
+        )
+        .await?;
+    if r.matched_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    Ok(())
+}
+
+/// Marks a user's current password as one-time (the first admin's printed
+/// one), working until `now` plus [`ONE_TIME_PASSWORD_LIFETIME`].
+pub async fn require_password_change(
+    store: &Store,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), UserError> {
+    let until = bson::DateTime::from_chrono(now + ONE_TIME_PASSWORD_LIFETIME);
+    let r = collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(id)},
+            doc! {"$set": {"mustChangePassword": true, "oneTimeUntil": until}},
         )
         .await?;
     if r.matched_count == 0 {

@@ -40,7 +40,7 @@ fn confirmation(q: &DoneQuery) -> Option<&'static str> {
         }
         "user-added" => "The user was added.",
         "role-set" => "The role was changed.",
-        "password-reset" => "The password was reset; the user's sessions were ended.",
+        "password-reset" => "The password was reset: for 7 days it logs in only to choose a new one; the user's sessions and API tokens were ended.",
         "user-deleted" => "The user was deleted.",
         _ => return None,
     })
@@ -525,14 +525,18 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
         Ok(p) => p,
         Err(e) => return users_table_refusal(&state, &viewer, e).await,
     };
-    users::set_password(&state.store, id, &password).await?;
-    // The admin knows this one: the user is asked for their own.
-    users::require_password_change(&state.store, id).await?;
+    // The admin knows this one: it works for a week and only to choose
+    // the user's own.
+    users::set_one_time_password(&state.store, id, &password, state.clock.now()).await?;
     // A reset is how a user who lost both their phone and their recovery
     // codes gets back in: two-factor login is turned off with it, to be
     // set up again.
     crate::accounts::totp::disable(&state.store, id).await?;
+    // Whoever held the account before the reset is out: every session and
+    // every API token ends.
     sessions::delete_for_user(&state.store, id, None).await?;
+    crate::accounts::api_tokens::delete_for_user(&state.store, id).await?;
+    tracing::info!(admin = %viewer.user.email, user = %id, "password reset; sessions and API tokens ended");
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
