@@ -13,7 +13,7 @@ use percent_encoding::percent_decode;
 use super::bots;
 use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
-use crate::domain::{Page, PageError, PagePath, PageRef, SiteId, Source};
+use crate::domain::{Page, PageError, PageRef, SiteId, Source};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 use crate::storage::sites::Site;
 
@@ -111,6 +111,11 @@ pub enum PixelError {
     Page(#[from] PageError),
     #[error("the page's host does not belong to the site")]
     ForeignHost,
+    /// No `site`, and the Referer (or the page) names no confirmed host of
+    /// a site: not counted, but answered like a counted view, so that
+    /// nobody learns which hosts the instance tracks.
+    #[error("no site was found by the Referer's host")]
+    NotTracked,
     #[error("no `page` parameter and no Referer to take the page from")]
     NoPage,
     #[error("too many hits are waiting for the journal")]
@@ -138,6 +143,7 @@ impl PixelError {
             PixelError::Page(PageError::InvalidUtf8) => Outcome::InvalidUtf8,
             PixelError::Page(PageError::ControlCharacter) => Outcome::ControlCharacter,
             PixelError::ForeignHost => Outcome::ForeignHost,
+            PixelError::NotTracked => Outcome::UnknownSite,
             PixelError::NoPage => Outcome::NoPage,
             PixelError::QueueFull => Outcome::QueueFull,
             PixelError::JournalFull => Outcome::JournalFull,
@@ -154,6 +160,7 @@ impl ResponseError for PixelError {
                 StatusCode::FORBIDDEN
             }
             PixelError::UnknownSite => StatusCode::NOT_FOUND,
+            PixelError::NotTracked => StatusCode::OK,
             PixelError::InvalidSite
             | PixelError::NoSite
             | PixelError::Page(_)
@@ -167,6 +174,9 @@ impl ResponseError for PixelError {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = gif(self.status_code());
+        if *self == PixelError::NotTracked {
+            return response;
+        }
         response.headers_mut().insert(
             header::HeaderName::from_static(REASON_HEADER),
             HeaderValue::from_static(self.outcome().reason()),
@@ -294,42 +304,45 @@ pub fn classify_view(
         Ok(PageRef::Path(_)) => Err(PageError::NotAPathOrUrl),
         Err(e) => Err(e),
     });
-
-    let site: std::sync::Arc<Site> = match params.site {
-        Some(raw) => {
-            let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
-            directory.by_id(&id).ok_or(PixelError::UnknownSite)?
-        }
-        None => match &referer {
-            Some(Ok((host, _))) => directory.by_host(host).ok_or(PixelError::UnknownSite)?,
-            _ => return Err(PixelError::NoSite),
-        },
-    };
-
-    let owned_path = |host: &str, path: PagePath| -> Result<PagePath, PixelError> {
-        if site.owns_host(host) {
-            Ok(path)
-        } else {
-            Err(PixelError::ForeignHost)
-        }
-    };
-    let (path, utm) = match params.page {
+    // The page is read before any site is looked up, so that a bad page
+    // gets the same answer whether or not the Referer's host is tracked.
+    let (page, utm) = match params.page {
         Some(raw) => {
             let raw = raw?;
             let utm = utm_source(&raw);
-            match PageRef::parse(&raw)? {
-                PageRef::Path(path) => (path, utm),
-                PageRef::Url { host, path } => (owned_path(&host, path)?, utm),
-            }
+            (PageRef::parse(&raw)?, utm)
         }
-        None => match referer {
+        None => match &referer {
             Some(Ok((host, path))) => (
-                owned_path(&host, path)?,
+                PageRef::Url {
+                    host: host.clone(),
+                    path: path.clone(),
+                },
                 header_str("referer").and_then(utm_source),
             ),
-            Some(Err(e)) => return Err(e.into()),
+            Some(Err(e)) => return Err((*e).into()),
             None => return Err(PixelError::NoPage),
         },
+    };
+
+    // Found by its id, a site may refuse a host plainly (the id is known
+    // to its owner anyway); found by the Referer alone, every miss is
+    // answered like a count (`NotTracked`).
+    let (site, by_referer): (std::sync::Arc<Site>, bool) = match params.site {
+        Some(raw) => {
+            let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
+            (directory.by_id(&id).ok_or(PixelError::UnknownSite)?, false)
+        }
+        None => match &referer {
+            Some(Ok((host, _))) => (directory.by_host(host).ok_or(PixelError::NotTracked)?, true),
+            _ => return Err(PixelError::NoSite),
+        },
+    };
+    let path = match page {
+        PageRef::Path(path) => path,
+        PageRef::Url { host, path } if site.owns_host(&host) => path,
+        PageRef::Url { .. } if by_referer => return Err(PixelError::NotTracked),
+        PageRef::Url { .. } => return Err(PixelError::ForeignHost),
     };
     let source = match (utm.as_deref().and_then(Source::from_utm), params.referrer) {
         (Some(campaign), _) => Some(campaign),

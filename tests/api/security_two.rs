@@ -12,6 +12,7 @@ struct Owned {
     app: TestApp,
     owner: Login,
     site: String,
+    record: tickertape::storage::sites::Site,
 }
 
 async fn owned_site() -> Owned {
@@ -23,6 +24,7 @@ async fn owned_site() -> Owned {
     let login = app.login("owner@example.com").await;
     Owned {
         site: site.id.to_string(),
+        record: site,
         owner: login,
         app,
     }
@@ -496,4 +498,134 @@ async fn item9_a_one_time_password_only_opens_the_password_form_and_expires() {
         .submit_login(&cookie_client(), "a@example.com", "my own password now")
         .await;
     assert_eq!(r.headers()["location"], "/sites", "one's own does not expire");
+}
+
+/// Item 8: a share link kept working after its creator stopped being an
+/// owner. It now works only while its creator may see the site; the
+/// remaining owners see it as stopped and can revoke it.
+#[tokio::test]
+async fn item8_a_share_link_dies_with_its_creators_access() {
+    let w = owned_site().await;
+    let app = &w.app;
+    let link = create_link(&w.owner, &w.site, "for the board", "").await;
+    let visitor = app.anonymous();
+    assert_eq!(visitor.get(&link).await.status(), 200);
+    let other = app.add_user("other@example.com", Role::Owner).await;
+    app.set_owners(&w.record, &[other.id]).await;
+    assert_eq!(visitor.get(&link).await.status(), 404, "creator removed");
+    assert_eq!(
+        visitor.get(&format!("{link}/page?path=/x")).await.status(),
+        404
+    );
+    let other = app.login("other@example.com").await;
+    let (status, html) = other.text(&format!("/sites/{}/share", w.site)).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("stopped: whoever made it no longer has access"),
+        "{html}"
+    );
+    // A link made by an admin stops when the admin is deleted.
+    let admin_user = app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let admins_link = create_link(&admin, &w.site, "admin's", "").await;
+    assert_eq!(visitor.get(&admins_link).await.status(), 200);
+    app.add_user("admin2@example.com", Role::Admin).await;
+    let admin2 = app.login("admin2@example.com").await;
+    let r = admin2
+        .post(
+            &format!("/admin/users/{}/delete", admin_user.id),
+            &[("csrf", &admin2.csrf)],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(visitor.get(&admins_link).await.status(), 404, "creator deleted");
+}
+
+/// Item 12: `scope=bogus` made a token for all sites.
+#[tokio::test]
+async fn item12_a_token_scope_other_than_all_or_chosen_is_refused() {
+    let w = owned_site().await;
+    for scope in [Some("bogus"), Some(""), Some("ALL"), None] {
+        let mut form = vec![("csrf", w.owner.csrf.as_str()), ("name", "x")];
+        if let Some(scope) = scope {
+            form.push(("scope", scope));
+        }
+        let r = w.owner.post("/account/tokens", &form).await;
+        assert_eq!(r.status(), 400, "scope {scope:?}");
+        assert!(!r.text().await.unwrap().contains("new-token"));
+    }
+    let tokens = w
+        .app
+        .store
+        .db()
+        .collection::<bson::Document>("api_tokens")
+        .count_documents(bson::doc! {})
+        .await
+        .unwrap();
+    assert_eq!(tokens, 0, "nothing was made");
+}
+
+/// What the pixel answers: status and reason.
+async fn pixel_answer(app: &TestApp, method: &str, query: &str, referer: &str) -> (u16, String) {
+    let r = app
+        .http
+        .request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}/pixel.gif?{query}", app.address),
+        )
+        .header("referer", referer)
+        .send()
+        .await
+        .unwrap();
+    let reason = r
+        .headers()
+        .get("x-tickertape-reason")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (r.status().as_u16(), reason)
+}
+
+/// Item 12: a hit without `site` was a 404 `unknown-site` for a host the
+/// instance does not track and counted for one it does, so anyone could
+/// list the tracked domains. Every answer that depends on the Referer's
+/// host is now the same for both.
+#[tokio::test]
+async fn item12_the_pixel_answers_tracked_and_untracked_hosts_alike() {
+    let app = spawn_app().await;
+    app.add_site("tracked.example.com", &[]).await;
+    let cases = [
+        ("", "/a"),
+        ("page=%2Fb", "/a"),
+        ("page=https%3A%2F%2Felsewhere.example.org%2Fx", "/a"),
+        ("page=%7B%22%24gt%22%3A%22%22%7D", "/a"),
+        ("page=%2F%01", "/a"),
+    ];
+    for method in ["GET", "HEAD"] {
+        for (query, path) in cases {
+            let tracked = pixel_answer(
+                &app,
+                method,
+                query,
+                &format!("https://tracked.example.com{path}"),
+            )
+            .await;
+            let untracked = pixel_answer(
+                &app,
+                method,
+                query,
+                &format!("https://untracked.example.net{path}"),
+            )
+            .await;
+            assert_eq!(tracked, untracked, "{method} {query:?}");
+        }
+    }
+    app.settle().await;
+    let pages: Vec<String> = app
+        .buckets(tickertape::storage::Resolution::Minute)
+        .await
+        .into_iter()
+        .map(|b| b.page)
+        .collect();
+    assert!(pages.contains(&"tracked.example.com/a".to_owned()), "{pages:?}");
+    assert!(pages.iter().all(|p| p.starts_with("tracked.example.com/")));
 }
