@@ -123,6 +123,8 @@ pub enum UserError {
     EmailTaken(Email),
     #[error("no such user")]
     NotFound,
+    #[error("the last admin cannot stop being one: make another user admin first")]
+    LastAdmin,
     #[error("database error")]
     Database(#[from] mongodb::error::Error),
 }
@@ -186,17 +188,83 @@ pub async fn count(store: &Store) -> Result<u64, mongodb::error::Error> {
     collection(store).count_documents(doc! {}).await
 }
 
-pub async fn set_role(store: &Store, id: Uuid, role: Role) -> Result<(), UserError> {
-    let r = collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"role": role.as_str()}},
-        )
-        .await?;
-    if r.matched_count == 0 {
-        return Err(UserError::NotFound);
+/// The document every change that could remove an admin writes, in its
+/// transaction: two such changes then conflict and run one after the
+/// other, so each sees the other's result (counting admins alone would
+/// let two demotions each see the other admin and leave none).
+const ADMINS_GUARD: &str = "admins";
+const GUARDS: &str = "guards";
+
+/// Runs `change` on `id` in a transaction that keeps at least one admin:
+/// `LastAdmin` (and nothing changed) when none would be left.
+async fn keeping_an_admin(store: &Store, id: Uuid, change: Change) -> Result<(), UserError> {
+    use crate::storage::txn;
+    let mut tries = 0;
+    loop {
+        let result = async {
+            let mut session = txn::begin(store).await?;
+            store
+                .db()
+                .collection::<bson::Document>(GUARDS)
+                .update_one(doc! {"_id": ADMINS_GUARD}, doc! {"$inc": {"changes": 1_i64}})
+                .upsert(true)
+                .session(&mut session)
+                .await?;
+            let users = collection(store);
+            let filter = doc! {"_id": bson::Uuid::from(id)};
+            let found = match change {
+                Change::Role(role) => {
+                    users
+                        .update_one(filter, doc! {"$set": {"role": role.as_str()}})
+                        .session(&mut session)
+                        .await?
+                        .matched_count
+                }
+                Change::Delete => {
+                    users
+                        .delete_one(filter)
+                        .session(&mut session)
+                        .await?
+                        .deleted_count
+                }
+            };
+            if found == 0 {
+                let _ = session.abort_transaction().await;
+                return Ok(Err(UserError::NotFound));
+            }
+            let admins = users
+                .count_documents(doc! {"role": Role::Admin.as_str()})
+                .session(&mut session)
+                .await?;
+            if admins == 0 {
+                let _ = session.abort_transaction().await;
+                return Ok(Err(UserError::LastAdmin));
+            }
+            txn::commit(&mut session).await?;
+            Ok::<_, mongodb::error::Error>(Ok(()))
+        }
+        .await;
+        match result {
+            Ok(outcome) => return outcome,
+            Err(e) if txn::should_retry(&e) && tries < txn::MAX_TRIES => {
+                tries += 1;
+                txn::pause(tries).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Change {
+    Role(Role),
+    Delete,
+}
+
+/// Sets a user's role; the last admin stays one (`LastAdmin`), even
+/// against concurrent changes.
+pub async fn set_role(store: &Store, id: Uuid, role: Role) -> Result<(), UserError> {
+    keeping_an_admin(store, id, Change::Role(role)).await
 }
 
 pub async fn set_password(
@@ -219,21 +287,11 @@ pub async fn set_password(
     Ok(())
 }
 
-/// Admins left if `id` stopped being one: the last admin may not be demoted.
-pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error::Error> {
-    collection(store)
-        .count_documents(doc! {"role": "admin", "_id": {"$ne": bson::Uuid::from(id)}})
-        .await
-}
-
-/// Deletes a user, their sessions and API tokens, and their place among sites' owners.
+/// Deletes a user, their sessions and API tokens, and their place among
+/// sites' owners. The last admin is never deleted (`LastAdmin`), even by
+/// concurrent deletions of two admins by each other.
 pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
-    let r = collection(store)
-        .delete_one(doc! {"_id": bson::Uuid::from(id)})
-        .await?;
-    if r.deleted_count == 0 {
-        return Err(UserError::NotFound);
-    }
+    keeping_an_admin(store, id, Change::Delete).await?;
     super::sessions::delete_for_user(store, id, None).await?;
     super::api_tokens::delete_for_user(store, id).await?;
     store

@@ -604,6 +604,7 @@ mod tests {
             created_at: now(),
             time_zone: crate::domain::TimeZone::UTC,
             totals_complete: true,
+            unconfirmed_hosts: vec![],
         })]
     }
 

@@ -502,15 +502,17 @@ pub async fn set_role(post: AdminPost<RoleForm>, id: web::Path<String>) -> Answe
         Ok(r) => r,
         Err(e) => return refuse(FormError { field: "rows", ..e }).await,
     };
-    if role == Role::Owner && users::other_admins(&state.store, id).await? == 0 {
-        return refuse(FormError::new(
-            "rows",
-            "The last admin cannot become an owner: make another user admin first",
-        ))
-        .await;
+    match users::set_role(&state.store, id, role).await {
+        Ok(()) => Ok(see_other("/admin/users?done=role-set")),
+        Err(users::UserError::LastAdmin) => {
+            refuse(FormError::new(
+                "rows",
+                "The last admin cannot become an owner: make another user admin first",
+            ))
+            .await
+        }
+        Err(e) => Err(e.into()),
     }
-    users::set_role(&state.store, id, role).await?;
-    Ok(see_other("/admin/users?done=role-set"))
 }
 
 #[derive(Deserialize)]
@@ -552,7 +554,13 @@ pub async fn delete_user(post: AdminPost<Button>, id: web::Path<String>) -> Answ
         )
         .await;
     }
-    users::delete(&state.store, id).await?;
+    match users::delete(&state.store, id).await {
+        Ok(()) => {}
+        Err(e @ users::UserError::LastAdmin) => {
+            return users_table_refusal(&state, &viewer, FormError::new("rows", e)).await
+        }
+        Err(e) => return Err(e.into()),
+    }
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, user = %id, "user deleted");
     Ok(see_other("/admin/users?done=user-deleted"))
