@@ -851,3 +851,53 @@ async fn item10_concurrent_claims_of_one_host_leave_it_to_one_site() {
         assert_eq!(sites_holding(&app, &host).await, 1, "round {round}");
     }
 }
+
+/// Item 11: a referring host `(other)` made a row that looked like the
+/// CSV's overflow row, and `direct` or look-alike letters could pose as
+/// other rows. Such sources now count as direct, and look-alikes show in
+/// their IDNA form.
+#[tokio::test]
+async fn item11_sources_cannot_pose_as_the_reports_own_rows() {
+    let w = owned_site().await;
+    let app = &w.app;
+    let hits = [
+        "page=%2Fx&ref=https%3A%2F%2F(other)%2F",
+        "page=%2Fx&ref=https%3A%2F%2F(other%2520sources)%2F",
+        "page=%2Fx&ref=https%3A%2F%2Fdirect%2F",
+        "page=%2Fx%3Futm_source%3DDirect&ref=",
+        "page=%2Fx&ref=https%3A%2F%2Fg%D0%BE%D0%BEgle.com%2F",
+        "page=%2Fx%3Futm_source%3Dg%25D0%25BE%25D0%25BEgle.com&ref=",
+        "page=%2Fx&ref=https%3A%2F%2Fgoogle.com%2F",
+    ];
+    for query in hits {
+        let r = app.pixel(&format!("site={}&{query}", w.site)).await;
+        assert_eq!(r.status(), 200, "{query}");
+    }
+    app.settle().await;
+    let (status, csv) = w
+        .owner
+        .text(&format!("/sites/{}/sources.csv?range=24h", w.site))
+        .await;
+    assert_eq!(status, 200);
+    let mut rows: Vec<(String, String)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut cells = l.split(',');
+            (
+                cells.next().unwrap().to_owned(),
+                cells.next().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            ("direct".to_owned(), "4".to_owned()),
+            ("google.com".to_owned(), "1".to_owned()),
+            ("xn--ggle-55da.com".to_owned(), "2".to_owned()),
+        ],
+        "{csv}"
+    );
+}
