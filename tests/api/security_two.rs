@@ -901,3 +901,29 @@ async fn item11_sources_cannot_pose_as_the_reports_own_rows() {
         "{csv}"
     );
 }
+
+/// Item 14: the login limit counted each IPv6 address apart, so a client
+/// holding a /64 had endless attempts. Now one /64 is one client.
+#[tokio::test]
+async fn item14_an_ipv6_client_is_limited_by_its_64() {
+    let app = behind_a_proxy().await;
+    app.add_user("a@example.com", Role::Owner).await;
+    for i in 1..=5 {
+        let from = format!("2001:db8:1:2::{i:x}");
+        assert_eq!(login_from(&app, &from, "a@example.com", "wrong").await.0, 401);
+    }
+    assert_eq!(
+        login_from(&app, "2001:db8:1:2:dead:beef:0:1", "a@example.com", PASSWORD)
+            .await
+            .0,
+        429,
+        "another address of the same /64"
+    );
+    assert_eq!(
+        login_from(&app, "2001:db8:1:3::1", "a@example.com", PASSWORD)
+            .await
+            .0,
+        303,
+        "another /64"
+    );
+}
