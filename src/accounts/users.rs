@@ -95,7 +95,11 @@ struct UserDoc {
         skip_serializing_if = "std::ops::Not::not"
     )]
     must_change_password: bool,
-    #[serde(rename = "oneTimeUntil", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "oneTimeUntil",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     one_time_until: Option<bson::DateTime>,
     /// See `accounts::totp`; only its presence matters here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,7 +210,10 @@ async fn keeping_an_admin(store: &Store, id: Uuid, change: Change) -> Result<(),
             store
                 .db()
                 .collection::<bson::Document>(GUARDS)
-                .update_one(doc! {"_id": ADMINS_GUARD}, doc! {"$inc": {"changes": 1_i64}})
+                .update_one(
+                    doc! {"_id": ADMINS_GUARD},
+                    doc! {"$inc": {"changes": 1_i64}},
+                )
                 .upsert(true)
                 .session(&mut session)
                 .await?;

@@ -156,8 +156,8 @@ mod tests {
             Resolution::Hour.floor(before_1970),
             Utc.with_ymd_and_hms(1969, 12, 31, 23, 0, 0).unwrap()
         );
-        let with_nanos = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-            + TimeDelta::nanoseconds(5);
+        let with_nanos =
+            Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + TimeDelta::nanoseconds(5);
         assert_eq!(
             Resolution::Minute.floor(with_nanos),
             Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()

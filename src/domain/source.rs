@@ -275,17 +275,23 @@ mod tests {
             Some(expected)
         );
         assert_eq!(
-            Source::from_utm(look_alike).map(Source::into_string).as_deref(),
+            Source::from_utm(look_alike)
+                .map(Source::into_string)
+                .as_deref(),
             Some(expected)
         );
         assert_eq!(
-            Source::from_utm("d\u{456}rect").map(Source::into_string).as_deref(),
+            Source::from_utm("d\u{456}rect")
+                .map(Source::into_string)
+                .as_deref(),
             Some("xn--drect-n2e")
         );
         // Not a valid international name: ignored.
         assert_eq!(Source::from_utm("\u{43e} \u{43e}"), None);
         assert_eq!(
-            Source::from_utm("Newsletter 2026").map(Source::into_string).as_deref(),
+            Source::from_utm("Newsletter 2026")
+                .map(Source::into_string)
+                .as_deref(),
             Some("newsletter 2026"),
             "ASCII names are kept as they are"
         );

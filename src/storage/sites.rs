@@ -51,8 +51,7 @@ impl Site {
 
     /// The hosts a hit may be attributed to by its Referer alone.
     pub fn confirmed_hosts(&self) -> impl Iterator<Item = &DomainName> {
-        self.hosts()
-            .filter(|h| !self.unconfirmed_hosts.contains(h))
+        self.hosts().filter(|h| !self.unconfirmed_hosts.contains(h))
     }
 }
 
@@ -198,7 +197,9 @@ where
         match attempt().await {
             Ok(()) => return Ok(()),
             Err(Outcome::Taken(host)) => return Err(holder_refusal(store, host).await),
-            Err(Outcome::Failed(e)) if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES => {
+            Err(Outcome::Failed(e))
+                if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES =>
+            {
                 tries += 1;
                 super::txn::pause(tries).await;
             }
@@ -218,7 +219,11 @@ async fn claim(
         host: host.to_owned(),
         site,
     };
-    match hosts_collection(store).insert_one(doc).session(&mut *session).await {
+    match hosts_collection(store)
+        .insert_one(doc)
+        .session(&mut *session)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if super::values::is_duplicate_key(&e) => {
             let _ = session.abort_transaction().await;
@@ -358,7 +363,11 @@ pub async fn update_as(
         .chain(hosts.iter().copied())
         .collect();
     let (kept, hosts, aliases, name, unconfirmed) = (&kept, &hosts, &aliases, &name, &unconfirmed);
-    let owners: Vec<bson::Uuid> = changes.owners.iter().map(|&u| bson::Uuid::from(u)).collect();
+    let owners: Vec<bson::Uuid> = changes
+        .owners
+        .iter()
+        .map(|&u| bson::Uuid::from(u))
+        .collect();
     let owners = &owners;
     retried(store, || async move {
         let mut session = super::txn::begin(store).await?;

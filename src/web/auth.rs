@@ -504,25 +504,24 @@ pub async fn change_password(req: HttpRequest, post: Post<PasswordForm>) -> Answ
             },
         )
     };
-    let attempt =
-        match check_own_password(&req, &state, &viewer.user, &form.current).await? {
-            OwnPassword::Right(attempt) => attempt,
-            OwnPassword::Wrong => {
-                return Ok(refuse(
-                    StatusCode::BAD_REQUEST,
-                    "The current password is wrong.",
-                ))
-            }
-            OwnPassword::Paused(wait) => {
-                return Ok(refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    &format!(
-                        "Too many wrong passwords. {}",
-                        super::fmt::try_again_in(wait)
-                    ),
-                ))
-            }
-        };
+    let attempt = match check_own_password(&req, &state, &viewer.user, &form.current).await? {
+        OwnPassword::Right(attempt) => attempt,
+        OwnPassword::Wrong => {
+            return Ok(refuse(
+                StatusCode::BAD_REQUEST,
+                "The current password is wrong.",
+            ))
+        }
+        OwnPassword::Paused(wait) => {
+            return Ok(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "Too many wrong passwords. {}",
+                    super::fmt::try_again_in(wait)
+                ),
+            ))
+        }
+    };
     attempt.succeeded();
     if form.new != form.confirm {
         return Ok(refuse(

@@ -212,7 +212,11 @@ async fn page(
     let now = state.clock.now();
     let mut rows = Vec::with_capacity(links.len());
     for link in &links {
-        rows.push(row(link, now, creator_has_access(state, link, &site).await?));
+        rows.push(row(
+            link,
+            now,
+            creator_has_access(state, link, &site).await?,
+        ));
     }
     Ok(render_form(
         typed.is_some(),

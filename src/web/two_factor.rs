@@ -13,10 +13,10 @@ use super::auth::{
     check_own_password, client_address, cookie, safe_next, OwnPassword, Post, Viewer,
     SECOND_FACTOR_COOKIE,
 };
-use crate::accounts::limiter::Attempt;
 use super::error::{see_other, Answer, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
+use crate::accounts::limiter::Attempt;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
 use crate::accounts::totp::{self, Secret};
 use crate::accounts::users;

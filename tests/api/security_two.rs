@@ -53,10 +53,7 @@ async fn item1_an_out_of_range_minute_is_a_400_everywhere() {
     ];
     for minute in minutes {
         let q = format!("path=/x&minute={minute}");
-        let page = w
-            .owner
-            .get(&format!("/sites/{}/page?{q}", w.site))
-            .await;
+        let page = w.owner.get(&format!("/sites/{}/page?{q}", w.site)).await;
         assert_eq!(page.status(), 400, "page report, {minute}");
         let csv = w
             .owner
@@ -77,10 +74,7 @@ async fn item1_an_out_of_range_minute_is_a_400_everywhere() {
     // The bounds themselves still read.
     for minute in ["2000-01-01T00:00", "2200-12-31T23:59", "2026-11-22T10:01"] {
         let q = format!("path=/x&minute={minute}");
-        let page = w
-            .owner
-            .get(&format!("/sites/{}/page?{q}", w.site))
-            .await;
+        let page = w.owner.get(&format!("/sites/{}/page?{q}", w.site)).await;
         assert_eq!(page.status(), 200, "page report, {minute}");
         let api = api_get(
             app,
@@ -142,7 +136,11 @@ async fn item2_a_password_change_or_reset_revokes_api_tokens_and_sessions() {
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("API tokens revoked"));
     assert_eq!(api_get(app, &stolen, "/api/v1/sites").await.status, 401);
-    assert_eq!(thief.get("/sites").await.status(), 303, "other session ended");
+    assert_eq!(
+        thief.get("/sites").await.status(),
+        303,
+        "other session ended"
+    );
     assert_eq!(w.owner.get("/sites").await.status(), 200, "this one stays");
 
     // The reset: every session and token of the user ends.
@@ -182,7 +180,11 @@ async fn item2_turning_two_factor_login_on_or_off_needs_the_password_and_ends_ot
         let r = user
             .post(
                 "/account/totp/enable",
-                &[("csrf", &user.csrf), ("password", password), ("code", &code)],
+                &[
+                    ("csrf", &user.csrf),
+                    ("password", password),
+                    ("code", &code),
+                ],
             )
             .await;
         assert_eq!(r.status(), 400, "password {password:?}");
@@ -191,11 +193,19 @@ async fn item2_turning_two_factor_login_on_or_off_needs_the_password_and_ends_ot
     let r = user
         .post(
             "/account/totp/enable",
-            &[("csrf", &user.csrf), ("password", PASSWORD), ("code", &code)],
+            &[
+                ("csrf", &user.csrf),
+                ("password", PASSWORD),
+                ("code", &code),
+            ],
         )
         .await;
     assert_eq!(r.status(), 200);
-    assert_eq!(other.get("/sites").await.status(), 303, "ended by turning on");
+    assert_eq!(
+        other.get("/sites").await.status(),
+        303,
+        "ended by turning on"
+    );
     assert_eq!(user.get("/sites").await.status(), 200);
 
     // Off: a new other session (password and code), then it ends too.
@@ -229,7 +239,11 @@ async fn item2_turning_two_factor_login_on_or_off_needs_the_password_and_ends_ot
         )
         .await;
     assert_eq!(r.status(), 303);
-    assert_eq!(status_of(&app, &http, "/sites").await, 303, "ended by turning off");
+    assert_eq!(
+        status_of(&app, &http, "/sites").await,
+        303,
+        "ended by turning off"
+    );
     assert_eq!(user.get("/sites").await.status(), 200);
 }
 
@@ -330,7 +344,10 @@ async fn item7_guessing_the_current_password_is_rate_limited() {
     .await
     .unwrap()
     .unwrap();
-    assert!(tickertape::accounts::password::verify(PASSWORD, &user.password_hash));
+    assert!(tickertape::accounts::password::verify(
+        PASSWORD,
+        &user.password_hash
+    ));
 }
 
 /// Item 7: the two-factor code on `/account/totp/disable` had no limit
@@ -426,7 +443,10 @@ async fn item14_a_busy_login_is_not_a_failed_attempt() {
         let (status, _) = login_from(&app, &busy, "a@example.com", "wrong").await;
         assert_eq!(status, 401, "attempt {i} from {busy}");
     }
-    assert_eq!(login_from(&app, &busy, "a@example.com", "wrong").await.0, 429);
+    assert_eq!(
+        login_from(&app, &busy, "a@example.com", "wrong").await.0,
+        429
+    );
 }
 
 /// Item 9: a reset (or first-run) password was called one-time but was
@@ -497,7 +517,11 @@ async fn item9_a_one_time_password_only_opens_the_password_form_and_expires() {
     let r = app
         .submit_login(&cookie_client(), "a@example.com", "my own password now")
         .await;
-    assert_eq!(r.headers()["location"], "/sites", "one's own does not expire");
+    assert_eq!(
+        r.headers()["location"],
+        "/sites",
+        "one's own does not expire"
+    );
 }
 
 /// Item 8: a share link kept working after its creator stopped being an
@@ -538,7 +562,11 @@ async fn item8_a_share_link_dies_with_its_creators_access() {
         )
         .await;
     assert_eq!(r.status(), 303);
-    assert_eq!(visitor.get(&admins_link).await.status(), 404, "creator deleted");
+    assert_eq!(
+        visitor.get(&admins_link).await.status(),
+        404,
+        "creator deleted"
+    );
 }
 
 /// Item 12: `scope=bogus` made a token for all sites.
@@ -626,7 +654,10 @@ async fn item12_the_pixel_answers_tracked_and_untracked_hosts_alike() {
         .into_iter()
         .map(|b| b.page)
         .collect();
-    assert!(pages.contains(&"tracked.example.com/a".to_owned()), "{pages:?}");
+    assert!(
+        pages.contains(&"tracked.example.com/a".to_owned()),
+        "{pages:?}"
+    );
     assert!(pages.iter().all(|p| p.starts_with("tracked.example.com/")));
 }
 
@@ -693,7 +724,10 @@ async fn item3_owners_add_only_public_hosts_a_bounded_number_and_unconfirmed() {
     assert_eq!(add("third.example.org").await, 303);
     assert_eq!(add("fourth.example.org").await, 400, "at most 3 per owner");
     assert_eq!(
-        tickertape::storage::sites::list(&app.store).await.unwrap().len(),
+        tickertape::storage::sites::list(&app.store)
+            .await
+            .unwrap()
+            .len(),
         3
     );
     // An alias an owner adds must be public too.
@@ -724,7 +758,10 @@ async fn item3_owners_add_only_public_hosts_a_bounded_number_and_unconfirmed() {
         .await;
     assert_eq!(r.status(), 200);
     app.settle().await;
-    assert_eq!(minute_pages(&app).await, vec!["www.bob-shop.com/by-id".to_owned()]);
+    assert_eq!(
+        minute_pages(&app).await,
+        vec!["www.bob-shop.com/by-id".to_owned()]
+    );
 
     // An admin's save confirms the hosts: now the Referer counts.
     app.add_user("admin@example.com", Role::Admin).await;
@@ -841,10 +878,7 @@ async fn item10_concurrent_claims_of_one_host_leave_it_to_one_site() {
                 owners: vec![],
                 time_zone: tickertape::domain::TimeZone::UTC,
             };
-            let (x, y) = tokio::join!(
-                alias(&one, &host),
-                sites::insert(&app.store, new, t0())
-            );
+            let (x, y) = tokio::join!(alias(&one, &host), sites::insert(&app.store, new, t0()));
             [x, y.is_ok()]
         };
         assert_eq!(won.iter().filter(|w| **w).count(), 1, "round {round}");
@@ -910,12 +944,20 @@ async fn item14_an_ipv6_client_is_limited_by_its_64() {
     app.add_user("a@example.com", Role::Owner).await;
     for i in 1..=5 {
         let from = format!("2001:db8:1:2::{i:x}");
-        assert_eq!(login_from(&app, &from, "a@example.com", "wrong").await.0, 401);
+        assert_eq!(
+            login_from(&app, &from, "a@example.com", "wrong").await.0,
+            401
+        );
     }
     assert_eq!(
-        login_from(&app, "2001:db8:1:2:dead:beef:0:1", "a@example.com", PASSWORD)
-            .await
-            .0,
+        login_from(
+            &app,
+            "2001:db8:1:2:dead:beef:0:1",
+            "a@example.com",
+            PASSWORD
+        )
+        .await
+        .0,
         429,
         "another address of the same /64"
     );

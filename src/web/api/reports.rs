@@ -76,9 +76,11 @@ impl ApiQuery {
     }
 
     fn minute(&self) -> Result<DateTime<Utc>, ApiError> {
-        let bad = || ApiError::BadParameter {
+        let bad = || {
+            ApiError::BadParameter {
             parameter: "minute",
             message: "The minute must be a UTC date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.".into(),
+        }
         };
         let raw = self
             .minute

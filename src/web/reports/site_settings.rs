@@ -264,11 +264,11 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         owners: vec![viewer.user.id],
         time_zone: crate::domain::TimeZone::UTC,
     };
-    let site = match crate::storage::sites::insert_as(&state.store, new, state.clock.now(), by).await
-    {
-        Ok(site) => site,
-        Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
-    };
+    let site =
+        match crate::storage::sites::insert_as(&state.store, new, state.clock.now(), by).await {
+            Ok(site) => site,
+            Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
+        };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
     Ok(see_other(&format!(
