@@ -304,8 +304,23 @@ pub fn classify_view(
         Ok(PageRef::Path(_)) => Err(PageError::NotAPathOrUrl),
         Err(e) => Err(e),
     });
-    // The page is read before any site is looked up, so that a bad page
-    // gets the same answer whether or not the Referer's host is tracked.
+    // A site named by its id is found (or refused) first, as it always
+    // was: its id tells nothing about other sites.
+    let by_id = match params.site {
+        Some(raw) => {
+            let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
+            Some(directory.by_id(&id).ok_or(PixelError::UnknownSite)?)
+        }
+        None => None,
+    };
+    let referer_host = match (&by_id, &referer) {
+        (None, Some(Ok((host, _)))) => Some(host.clone()),
+        (None, _) => return Err(PixelError::NoSite),
+        (Some(_), _) => None,
+    };
+    // Without an id, the page is read before the Referer's host is looked
+    // up, so that a bad page gets the same answer whether or not that host
+    // is tracked.
     let (page, utm) = match params.page {
         Some(raw) => {
             let raw = raw?;
@@ -324,19 +339,16 @@ pub fn classify_view(
             None => return Err(PixelError::NoPage),
         },
     };
-
     // Found by its id, a site may refuse a host plainly (the id is known
-    // to its owner anyway); found by the Referer alone, every miss is
+    // to its owners anyway); found by the Referer alone, every miss is
     // answered like a count (`NotTracked`).
-    let (site, by_referer): (std::sync::Arc<Site>, bool) = match params.site {
-        Some(raw) => {
-            let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
-            (directory.by_id(&id).ok_or(PixelError::UnknownSite)?, false)
-        }
-        None => match &referer {
-            Some(Ok((host, _))) => (directory.by_host(host).ok_or(PixelError::NotTracked)?, true),
-            _ => return Err(PixelError::NoSite),
-        },
+    let (site, by_referer) = match (by_id, referer_host) {
+        (Some(site), _) => (site, false),
+        (None, Some(host)) => (
+            directory.by_host(&host).ok_or(PixelError::NotTracked)?,
+            true,
+        ),
+        (None, None) => return Err(PixelError::NoSite),
     };
     let path = match page {
         PageRef::Path(path) => path,
