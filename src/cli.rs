@@ -475,7 +475,7 @@ async fn serve(mut settings: Settings) -> anyhow::Result<()> {
         announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
         if let Some((email, password)) = first_admin {
             announce(&format!(
-                "first run: log in at {public}/login as {email} with password {password} (shown once; change it under Account)"
+                "first run: log in at {public}/login as {email} with password {password} (shown once; it works for 7 days, only to choose your own)"
             ));
         }
         app.run_until_stopped().await
