@@ -208,32 +208,40 @@ where
     }
 }
 
-/// Claims `host` for `site` inside the session's transaction.
+/// Claims `host` for `site` inside the session's transaction (a host it
+/// already holds is kept: the caller's copy of the site may be a few
+/// seconds old).
 async fn claim(
     store: &Store,
     session: &mut mongodb::ClientSession,
     host: &str,
     site: bson::Uuid,
 ) -> Result<(), Outcome> {
-    let doc = HostDoc {
-        host: host.to_owned(),
-        site,
-    };
-    match hosts_collection(store)
-        .insert_one(doc)
+    let hosts = hosts_collection(store);
+    let held = hosts
+        .find_one(doc! {"_id": host})
         .session(&mut *session)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if super::values::is_duplicate_key(&e) => {
-            let _ = session.abort_transaction().await;
-            Err(Outcome::Taken(host.to_owned()))
-        }
-        Err(e) => {
-            let _ = session.abort_transaction().await;
-            Err(e.into())
+        .await?;
+    match held {
+        Some(h) if h.site == site => return Ok(()),
+        Some(_) => {}
+        None => {
+            let doc = HostDoc {
+                host: host.to_owned(),
+                site,
+            };
+            match hosts.insert_one(doc).session(&mut *session).await {
+                Ok(_) => return Ok(()),
+                Err(e) if super::values::is_duplicate_key(&e) => {}
+                Err(e) => {
+                    let _ = session.abort_transaction().await;
+                    return Err(e.into());
+                }
+            }
         }
     }
+    let _ = session.abort_transaction().await;
+    Err(Outcome::Taken(host.to_owned()))
 }
 
 /// Why `host` cannot be had: its site is being deleted, or it is taken.
@@ -375,7 +383,7 @@ pub async fn update_as(
             .delete_many(doc! {"siteId": id, "_id": {"$nin": kept}})
             .session(&mut session)
             .await?;
-        for host in aliases.iter().filter(|a| !site.owns_host(a.as_str())) {
+        for host in aliases.iter() {
             claim(store, &mut session, host.as_str(), id).await?;
         }
         collection(store)
