@@ -15,7 +15,6 @@ use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
 use crate::domain::{Page, PageError, PageRef, SiteId, Source};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
-use crate::storage::sites::Site;
 
 pub const REASON_HEADER: &str = "x-tickertape-reason";
 
