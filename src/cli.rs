@@ -485,7 +485,7 @@ async fn ensure_first_admin(store: &Store) -> anyhow::Result<Option<(Email, Stri
     .await
     {
         Ok(user) => {
-            users::require_password_change(store, user.id).await?;
+            users::require_password_change(store, user.id, chrono::Utc::now()).await?;
             Ok(Some((email, password.expose().to_owned())))
         }
         // Another process created it first.
@@ -555,7 +555,7 @@ async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()
         announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
         if let Some((email, password)) = first_admin {
             announce(&format!(
-                "first run: log in at {public}/login as {email} with password {password} (shown once; change it under Account)"
+                "first run: log in at {public}/login as {email} with password {password} (shown once; it works for 7 days, only to choose your own)"
             ));
         }
         app.run_until_stopped().await

@@ -20,6 +20,10 @@ pub fn all() -> Vec<IndexSpec> {
 }
 
 /// Creates every index (idempotent); run at start and by `tickertape setup`.
+/// Also writes the documents that make a site's hosts unique for sites
+/// from before them.
 pub async fn ensure(store: &Store) -> Result<SetupReport, mongodb::error::Error> {
-    create_indexes(store, &all()).await
+    let report = create_indexes(store, &all()).await?;
+    crate::storage::sites::backfill_hosts(store).await?;
+    Ok(report)
 }

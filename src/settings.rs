@@ -225,6 +225,10 @@ pub struct AccountSettings {
     /// Let owners add sites themselves (they become the new site's owner).
     #[arg(long, env = "TICKERTAPE_OWNERS_ADD_SITES", default_value_t = false, action = clap::ArgAction::Set)]
     pub owners_add_sites: bool,
+
+    /// Most sites an owner may own and still add another one.
+    #[arg(long, env = "TICKERTAPE_OWNER_MAX_SITES", default_value_t = 20)]
+    pub owner_max_sites: u64,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -129,6 +129,7 @@ impl Application {
             scheduler: prealloc.prealloc_schedule.then_some(scheduler),
             prealloc_threshold: prealloc.prealloc_threshold,
             owners_add_sites: accounts.owners_add_sites,
+            owner_max_sites: accounts.owner_max_sites,
             directory: ingest.directory.clone(),
             ingest: ingest.clone(),
             clock: ingest.clock.clone(),

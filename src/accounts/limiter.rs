@@ -1,13 +1,22 @@
-//! Login rate limiting: at most `max_failures` failed logins per account
-//! and per client address within `window`; further attempts are refused
-//! without checking the password until old failures age out. In memory: a
-//! restart forgets, which is acceptable for slowing guessing down.
+//! Login rate limiting, in memory (a restart forgets, which is acceptable
+//! for slowing guessing down).
+//!
+//! Per client address the limit is strict: after `max_failures` failed
+//! attempts within `window`, further attempts are refused without checking
+//! the password until old failures age out. Per account, failures from one
+//! address must not lock the account for everyone else (anyone could lock
+//! anyone out), so the account's own limit is [`ACCOUNT_FACTOR`] times
+//! higher, more than any one address can reach, and it does not refuse: it
+//! *guards* the account, which then opens only with a right password plus
+//! two-factor login (the code step has its own limits); an account without
+//! two-factor login is paused while it is guarded. That takes guesses from
+//! several addresses at once.
 //!
 //! An attempt is reserved (counted as a failure) *before* its password is
 //! checked, in the same critical section as the check of the limit. Checking
 //! first and recording after let any number of concurrent attempts through
 //! the check while the first ones were still hashing; now at most
-//! `max_failures` checks can be in flight for one account or one address.
+//! `max_failures` checks can be in flight for one address.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +54,14 @@ pub struct Attempt<'a> {
     account: String,
     client: String,
     id: u64,
+    /// The account has reached its own limit: how long until it is not.
+    guarded: Option<Duration>,
 }
+
+/// How many times the per-address limit an account takes, from all
+/// addresses together, before it is guarded: one address alone stays far
+/// below it.
+pub const ACCOUNT_FACTOR: usize = 4;
 
 impl LoginLimiter {
     pub fn new(max_failures: usize, window: Duration) -> Self {
@@ -60,12 +76,9 @@ impl LoginLimiter {
         }
     }
 
-    fn keys(account: &str, client: &str) -> [String; 2] {
-        [account_key(account), format!("client:{client}")]
-    }
-
     /// Reserves an attempt for this account from this client, or says how
-    /// long to wait when either has used up its attempts.
+    /// long to wait when the client has used up its attempts. A reserved
+    /// attempt says whether the account is guarded ([`Attempt::guarded`]).
     pub fn reserve(
         &self,
         account: &str,
@@ -82,27 +95,13 @@ impl LoginLimiter {
             failures.sweep_at = (failures.by_key.len() * 2).max(FIRST_SWEEP);
         }
         let map = &mut failures.by_key;
-        let keys = Self::keys(account, client);
-        let wait = keys
-            .iter()
-            .filter_map(|key| {
-                let times = map.get_mut(key)?;
-                while times
-                    .front()
-                    .is_some_and(|(t, _)| now.duration_since(*t) >= self.window)
-                {
-                    times.pop_front();
-                }
-                let (oldest, _) = *times.front()?;
-                (times.len() >= self.max_failures)
-                    .then(|| self.window.saturating_sub(now.duration_since(oldest)))
-            })
-            .max();
-        if let Some(wait) = wait {
+        let (account_key, client_key) = (account_key(account), client_key(client));
+        if let Some(wait) = self.wait(map, &client_key, self.max_failures, now) {
             return Err(wait);
         }
+        let guarded = self.wait(map, &account_key, self.max_failures * ACCOUNT_FACTOR, now);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        for key in keys {
+        for key in [account_key, client_key] {
             map.entry(key).or_default().push_back((now, id));
         }
         Ok(Attempt {
@@ -110,7 +109,32 @@ impl LoginLimiter {
             account: account.to_owned(),
             client: client.to_owned(),
             id,
+            guarded,
         })
+    }
+
+    /// How long until `key` has fewer than `limit` failures in the window,
+    /// if it has that many now; aged-out failures are dropped on the way.
+    fn wait(
+        &self,
+        map: &mut HashMap<String, VecDeque<(Instant, u64)>>,
+        key: &str,
+        limit: usize,
+        now: Instant,
+    ) -> Option<Duration> {
+        let times = map.get_mut(key)?;
+        while times
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) >= self.window)
+        {
+            times.pop_front();
+        }
+        if times.len() < limit {
+            return None;
+        }
+        // The failure whose ageing out brings the key under its limit.
+        let (oldest, _) = times[times.len() - limit];
+        Some(self.window.saturating_sub(now.duration_since(oldest)))
     }
 
     /// How many accounts and addresses are remembered.
@@ -127,7 +151,18 @@ fn account_key(account: &str) -> String {
     format!("account:{account}")
 }
 
+fn client_key(client: &str) -> String {
+    format!("client:{client}")
+}
+
 impl Attempt<'_> {
+    /// When the account has reached its own limit (guessed at from several
+    /// addresses), how long until it is under it again. A guarded account
+    /// opens only with two-factor login.
+    pub fn guarded(&self) -> Option<Duration> {
+        self.guarded
+    }
+
     /// The password was right: the account's failures are cleared, and this
     /// attempt no longer counts against the client address (its other
     /// failures stay: one good password must not reset guessing at other
@@ -136,8 +171,20 @@ impl Attempt<'_> {
         let mut failures = self.limiter.failures.lock().expect("limiter lock poisoned");
         let map = &mut failures.by_key;
         map.remove(&account_key(&self.account));
-        if let Some(times) = map.get_mut(&format!("client:{}", self.client)) {
+        if let Some(times) = map.get_mut(&client_key(&self.client)) {
             times.retain(|(_, id)| *id != self.id);
+        }
+    }
+
+    /// Nothing was checked (the server was too busy, or the account is
+    /// paused): the attempt gives its place back, as if never made.
+    pub fn released(self) {
+        let mut failures = self.limiter.failures.lock().expect("limiter lock poisoned");
+        let map = &mut failures.by_key;
+        for key in [account_key(&self.account), client_key(&self.client)] {
+            if let Some(times) = map.get_mut(&key) {
+                times.retain(|(_, id)| *id != self.id);
+            }
         }
     }
 }
@@ -154,8 +201,9 @@ mod tests {
             assert!(l.reserve("a", "1.1.1.1", t).is_ok(), "attempt {i}");
         }
         assert!(l.reserve("a", "1.1.1.1", t).is_err());
-        assert!(l.reserve("a", "2.2.2.2", t).is_err(), "per account");
         assert!(l.reserve("b", "1.1.1.1", t).is_err(), "per client");
+        let other = l.reserve("a", "2.2.2.2", t).expect("another address");
+        assert_eq!(other.guarded(), None, "one address does not guard it");
         assert!(l.reserve("b", "2.2.2.2", t).is_ok());
         let wait = l
             .reserve("a", "1.1.1.1", t + Duration::from_secs(20))
@@ -183,6 +231,61 @@ mod tests {
             l.reserve("a", "c", t).is_err(),
             "dropped attempts stay failures"
         );
+    }
+
+    #[test]
+    fn failures_from_one_address_never_guard_the_account() {
+        // Issue 24, item 6: five wrong passwords from one address paused
+        // the account for every address, the right password included.
+        let l = LoginLimiter::new(5, Duration::from_secs(60));
+        let t = Instant::now();
+        for _ in 0..5 {
+            assert_eq!(l.reserve("a", "evil", t).unwrap().guarded(), None);
+        }
+        assert!(l.reserve("a", "evil", t).is_err(), "that address waits");
+        let mine = l.reserve("a", "mine", t).expect("others are not refused");
+        assert_eq!(mine.guarded(), None);
+        mine.succeeded();
+    }
+
+    #[test]
+    fn guesses_from_several_addresses_guard_the_account() {
+        let l = LoginLimiter::new(5, Duration::from_secs(60));
+        let t = Instant::now();
+        for client in 0..ACCOUNT_FACTOR {
+            for s in 0..5 {
+                let at = t + Duration::from_secs(client as u64 * 5 + s);
+                let a = l.reserve("a", &format!("10.0.0.{client}"), at).unwrap();
+                assert_eq!(a.guarded(), None);
+            }
+        }
+        // 20 failures from four addresses: the fifth address may try, but
+        // the account is guarded until the first failure ages out.
+        let later = t + Duration::from_secs(30);
+        let a = l.reserve("a", "10.0.0.9", later).expect("not refused");
+        assert_eq!(a.guarded(), Some(Duration::from_secs(30)));
+        a.released();
+        assert!(l
+            .reserve("b", "10.0.0.9", later)
+            .unwrap()
+            .guarded()
+            .is_none());
+        let after = t + Duration::from_secs(61);
+        assert_eq!(l.reserve("a", "10.0.0.9", after).unwrap().guarded(), None);
+    }
+
+    #[test]
+    fn a_released_attempt_gives_its_place_back() {
+        // Issue 24, item 14: a login answered 503 (no password checked)
+        // counted as a failure.
+        let l = LoginLimiter::new(2, Duration::from_secs(60));
+        let t = Instant::now();
+        for _ in 0..10 {
+            l.reserve("a", "c", t).unwrap().released();
+        }
+        let _ = l.reserve("a", "c", t).unwrap();
+        let _ = l.reserve("a", "c", t).unwrap();
+        assert!(l.reserve("a", "c", t).is_err());
     }
 
     #[test]

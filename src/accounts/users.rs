@@ -1,7 +1,7 @@
 //! The `users` collection.
 
 use bson::doc;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -53,8 +53,10 @@ pub struct User {
     pub password_hash: String,
     pub created_at: DateTime<Utc>,
     /// Signed in with a one-time password (the first admin's, or one an
-    /// admin reset): asked to choose their own at login.
+    /// admin reset): every page but the password form sends them there.
     pub must_change_password: bool,
+    /// When that one-time password stops working.
+    pub one_time_until: Option<DateTime<Utc>>,
     /// Two-factor login (TOTP) is on.
     pub two_factor: bool,
 }
@@ -63,7 +65,19 @@ impl User {
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
     }
+
+    /// The password is a one-time password past its time: it no longer
+    /// logs in. (One without a recorded time, set before they expired,
+    /// counts as expired too.)
+    pub fn one_time_password_expired(&self, now: DateTime<Utc>) -> bool {
+        self.must_change_password && self.one_time_until.is_none_or(|until| until <= now)
+    }
 }
+
+/// How long a one-time password (the first admin's, an admin's reset)
+/// works: long enough to pass it on, short enough that one left lying in
+/// a mail or a console log stops working.
+pub const ONE_TIME_PASSWORD_LIFETIME: TimeDelta = TimeDelta::days(7);
 
 #[derive(Debug, Serialize, Deserialize)]
 struct UserDoc {
@@ -81,6 +95,12 @@ struct UserDoc {
         skip_serializing_if = "std::ops::Not::not"
     )]
     must_change_password: bool,
+    #[serde(
+        rename = "oneTimeUntil",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    one_time_until: Option<bson::DateTime>,
     /// See `accounts::totp`; only its presence matters here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     totp: Option<bson::Document>,
@@ -95,6 +115,7 @@ impl From<UserDoc> for User {
             password_hash: d.password_hash,
             created_at: d.created_at.to_chrono(),
             must_change_password: d.must_change_password,
+            one_time_until: d.one_time_until.map(|t| t.to_chrono()),
             two_factor: d.totp.is_some(),
         }
     }
@@ -106,6 +127,8 @@ pub enum UserError {
     EmailTaken(Email),
     #[error("no such user")]
     NotFound,
+    #[error("the last admin cannot stop being one: make another user admin first")]
+    LastAdmin,
     #[error("database error")]
     Database(#[from] mongodb::error::Error),
 }
@@ -128,6 +151,7 @@ pub async fn create(
         password_hash: password.hash(),
         created_at: bson::DateTime::from_chrono(now),
         must_change_password: false,
+        one_time_until: None,
         totp: None,
     };
     match collection(store).insert_one(&doc).await {
@@ -168,17 +192,86 @@ pub async fn count(store: &Store) -> Result<u64, mongodb::error::Error> {
     collection(store).count_documents(doc! {}).await
 }
 
-pub async fn set_role(store: &Store, id: Uuid, role: Role) -> Result<(), UserError> {
-    let r = collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"role": role.as_str()}},
-        )
-        .await?;
-    if r.matched_count == 0 {
-        return Err(UserError::NotFound);
+/// The document every change that could remove an admin writes, in its
+/// transaction: two such changes then conflict and run one after the
+/// other, so each sees the other's result (counting admins alone would
+/// let two demotions each see the other admin and leave none).
+const ADMINS_GUARD: &str = "admins";
+const GUARDS: &str = "guards";
+
+/// Runs `change` on `id` in a transaction that keeps at least one admin:
+/// `LastAdmin` (and nothing changed) when none would be left.
+async fn keeping_an_admin(store: &Store, id: Uuid, change: Change) -> Result<(), UserError> {
+    use crate::storage::txn;
+    let mut tries = 0;
+    loop {
+        let result = async {
+            let mut session = txn::begin(store).await?;
+            store
+                .db()
+                .collection::<bson::Document>(GUARDS)
+                .update_one(
+                    doc! {"_id": ADMINS_GUARD},
+                    doc! {"$inc": {"changes": 1_i64}},
+                )
+                .upsert(true)
+                .session(&mut session)
+                .await?;
+            let users = collection(store);
+            let filter = doc! {"_id": bson::Uuid::from(id)};
+            let found = match change {
+                Change::Role(role) => {
+                    users
+                        .update_one(filter, doc! {"$set": {"role": role.as_str()}})
+                        .session(&mut session)
+                        .await?
+                        .matched_count
+                }
+                Change::Delete => {
+                    users
+                        .delete_one(filter)
+                        .session(&mut session)
+                        .await?
+                        .deleted_count
+                }
+            };
+            if found == 0 {
+                let _ = session.abort_transaction().await;
+                return Ok(Err(UserError::NotFound));
+            }
+            let admins = users
+                .count_documents(doc! {"role": Role::Admin.as_str()})
+                .session(&mut session)
+                .await?;
+            if admins == 0 {
+                let _ = session.abort_transaction().await;
+                return Ok(Err(UserError::LastAdmin));
+            }
+            txn::commit(&mut session).await?;
+            Ok::<_, mongodb::error::Error>(Ok(()))
+        }
+        .await;
+        match result {
+            Ok(outcome) => return outcome,
+            Err(e) if txn::should_retry(&e) && tries < txn::MAX_TRIES => {
+                tries += 1;
+                txn::pause(tries).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Change {
+    Role(Role),
+    Delete,
+}
+
+/// Sets a user's role; the last admin stays one (`LastAdmin`), even
+/// against concurrent changes.
+pub async fn set_role(store: &Store, id: Uuid, role: Role) -> Result<(), UserError> {
+    keeping_an_admin(store, id, Change::Role(role)).await
 }
 
 pub async fn set_password(
@@ -189,7 +282,10 @@ pub async fn set_password(
     let r = collection(store)
         .update_one(
             doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"passwordHash": password.hash()}, "$unset": {"mustChangePassword": ""}},
+            doc! {
+                "$set": {"passwordHash": password.hash()},
+                "$unset": {"mustChangePassword": "", "oneTimeUntil": ""},
+            },
         )
         .await?;
     if r.matched_count == 0 {
@@ -198,21 +294,11 @@ pub async fn set_password(
     Ok(())
 }
 
-/// Admins left if `id` stopped being one: the last admin may not be demoted.
-pub async fn other_admins(store: &Store, id: Uuid) -> Result<u64, mongodb::error::Error> {
-    collection(store)
-        .count_documents(doc! {"role": "admin", "_id": {"$ne": bson::Uuid::from(id)}})
-        .await
-}
-
-/// Deletes a user, their sessions and API tokens, and their place among sites' owners.
+/// Deletes a user, their sessions and API tokens, and their place among
+/// sites' owners. The last admin is never deleted (`LastAdmin`), even by
+/// concurrent deletions of two admins by each other.
 pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
-    let r = collection(store)
-        .delete_one(doc! {"_id": bson::Uuid::from(id)})
-        .await?;
-    if r.deleted_count == 0 {
-        return Err(UserError::NotFound);
-    }
+    keeping_an_admin(store, id, Change::Delete).await?;
     super::sessions::delete_for_user(store, id, None).await?;
     super::api_tokens::delete_for_user(store, id).await?;
     store
@@ -226,13 +312,44 @@ pub async fn delete(store: &Store, id: Uuid) -> Result<(), UserError> {
     Ok(())
 }
 
-/// Marks a password as one-time: the user is asked for their own at the
-/// next login.
-pub async fn require_password_change(store: &Store, id: Uuid) -> Result<(), UserError> {
+/// Gives a user a one-time password (an admin's reset), working until
+/// `now` plus [`ONE_TIME_PASSWORD_LIFETIME`]: every page then sends them to
+/// choose their own.
+pub async fn set_one_time_password(
+    store: &Store,
+    id: Uuid,
+    password: &NewPassword,
+    now: DateTime<Utc>,
+) -> Result<(), UserError> {
+    let until = bson::DateTime::from_chrono(now + ONE_TIME_PASSWORD_LIFETIME);
     let r = collection(store)
         .update_one(
             doc! {"_id": bson::Uuid::from(id)},
-            doc! {"$set": {"mustChangePassword": true}},
+            doc! {"$set": {
+                "passwordHash": password.hash(),
+                "mustChangePassword": true,
+                "oneTimeUntil": until,
+            }},
+        )
+        .await?;
+    if r.matched_count == 0 {
+        return Err(UserError::NotFound);
+    }
+    Ok(())
+}
+
+/// Marks a user's current password as one-time (the first admin's printed
+/// one), working until `now` plus [`ONE_TIME_PASSWORD_LIFETIME`].
+pub async fn require_password_change(
+    store: &Store,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), UserError> {
+    let until = bson::DateTime::from_chrono(now + ONE_TIME_PASSWORD_LIFETIME);
+    let r = collection(store)
+        .update_one(
+            doc! {"_id": bson::Uuid::from(id)},
+            doc! {"$set": {"mustChangePassword": true, "oneTimeUntil": until}},
         )
         .await?;
     if r.matched_count == 0 {

@@ -100,6 +100,36 @@ impl DomainName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether this is a name anyone could register a site under: not an
+    /// IP address, not `localhost` nor another name outside the public
+    /// suffix list's known suffixes (`.test`, `.local`, `.internal`, …),
+    /// and not a public suffix itself (`com`, `co.uk`, `github.io`). Hosts
+    /// an owner adds must pass; an admin may add any host (an intranet).
+    pub fn check_public(&self) -> Result<(), NotPublic> {
+        let host = self.0.as_str();
+        if host.parse::<std::net::Ipv4Addr>().is_ok() {
+            return Err(NotPublic::IpAddress);
+        }
+        if !psl::suffix(host.as_bytes()).is_some_and(|s| s.is_known()) {
+            return Err(NotPublic::UnknownSuffix);
+        }
+        match psl::domain(host.as_bytes()) {
+            Some(_) => Ok(()),
+            None => Err(NotPublic::Suffix),
+        }
+    }
+}
+
+/// Why a host is not a public, registrable domain name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NotPublic {
+    #[error("an IP address is not a public domain name")]
+    IpAddress,
+    #[error("a public suffix (like com, co.uk or github.io) is shared by many sites, not one")]
+    Suffix,
+    #[error("it does not end in a public top-level domain (localhost, .test, .local and the like are private)")]
+    UnknownSuffix,
 }
 
 impl fmt::Display for DomainName {
@@ -131,6 +161,33 @@ mod tests {
             DomainName::parse(" Example.COM. ").unwrap().as_str(),
             "example.com"
         );
+    }
+
+    #[test]
+    fn only_registrable_public_names_are_public() {
+        let public = |h: &str| DomainName::parse(h).unwrap().check_public();
+        for ok in [
+            "example.com",
+            "www.bob.co.uk",
+            "alice.github.io",
+            "xn--bcher-kva.de",
+        ] {
+            assert_eq!(public(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(public("127.0.0.1"), Err(NotPublic::IpAddress));
+        assert_eq!(public("10.1.2.3"), Err(NotPublic::IpAddress));
+        for suffix in ["com", "co.uk", "github.io"] {
+            assert_eq!(public(suffix), Err(NotPublic::Suffix), "{suffix}");
+        }
+        for private in [
+            "localhost",
+            "www.bob.test",
+            "printer.local",
+            "db.internal",
+            "app.localhost",
+        ] {
+            assert_eq!(public(private), Err(NotPublic::UnknownSuffix), "{private}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod source;
 mod time_zone;
 
 pub use access_token::{AccessToken, AccessTokenError, TokenKind};
-pub use domain_name::{DomainName, DomainNameError};
+pub use domain_name::{DomainName, DomainNameError, NotPublic};
 pub use email::{Email, EmailError};
 pub use expiry_days::{ExpiryDays, ExpiryDaysError, MAX_EXPIRY_DAYS};
 pub use label::{Label, LabelError, MAX_LABEL_CHARS};

@@ -3,7 +3,7 @@
 //! Storage keeps one collection per level and reports show a series at
 //! one of them, so both use this one type.
 
-use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 
 /// Ordered from finest to coarsest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,18 +62,24 @@ impl Resolution {
         }
     }
 
-    /// The start of the bucket holding `t` (UTC).
+    /// The start of the bucket holding `t` (UTC). Whole seconds, so it is
+    /// defined for every `DateTime` (chrono's `duration_trunc` fails past
+    /// the nanosecond range, years beyond 1677 to 2262); at the very first
+    /// representable instants it answers `t` itself.
     pub fn floor(self, t: DateTime<Utc>) -> DateTime<Utc> {
-        t.duration_trunc(self.step())
-            .expect("UTC timestamps in range truncate")
+        let step = self.step().num_seconds();
+        let start = t.timestamp().div_euclid(step) * step;
+        DateTime::from_timestamp(start, 0).unwrap_or(t)
     }
 
+    /// The end of the bucket holding `t`, or `t` when it is a start; `t`
+    /// itself at the last representable instants.
     pub fn ceil(self, t: DateTime<Utc>) -> DateTime<Utc> {
         let f = self.floor(t);
         if f == t {
             t
         } else {
-            f + self.step()
+            f.checked_add_signed(self.step()).unwrap_or(t)
         }
     }
 
@@ -131,5 +137,34 @@ mod tests {
         assert_eq!(Resolution::Day.slot(t), 10);
         assert!(Resolution::Minute.aligned(at(10, 1, 0)));
         assert!(!Resolution::Hour.aligned(at(10, 1, 0)));
+    }
+
+    #[test]
+    fn any_instant_floors_without_panicking() {
+        // Issue 24, item 1: `duration_trunc` panicked past 2262.
+        let far = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 30).unwrap();
+        assert_eq!(
+            Resolution::Minute.floor(far),
+            Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 0).unwrap()
+        );
+        assert_eq!(
+            Resolution::Day.floor(far),
+            Utc.with_ymd_and_hms(9999, 12, 31, 0, 0, 0).unwrap()
+        );
+        let before_1970 = Utc.with_ymd_and_hms(1969, 12, 31, 23, 59, 59).unwrap();
+        assert_eq!(
+            Resolution::Hour.floor(before_1970),
+            Utc.with_ymd_and_hms(1969, 12, 31, 23, 0, 0).unwrap()
+        );
+        let with_nanos =
+            Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + TimeDelta::nanoseconds(5);
+        assert_eq!(
+            Resolution::Minute.floor(with_nanos),
+            Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+        );
+        for r in Resolution::ALL {
+            assert_eq!(r.floor(DateTime::<Utc>::MIN_UTC), DateTime::<Utc>::MIN_UTC);
+            assert!(r.ceil(DateTime::<Utc>::MAX_UTC) <= DateTime::<Utc>::MAX_UTC);
+        }
     }
 }

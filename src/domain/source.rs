@@ -14,11 +14,34 @@
 //!    character) is ignored for the source; it never rejects the view.
 //!
 //! Only the host is ever kept, never a path or query string of the referrer.
+//!
+//! No source may pose as a row the reports make themselves ([`RESERVED`]:
+//! `direct`, `(other)`…) nor as another name in look-alike letters: a
+//! referring host must be letters, digits, `.`, `-` and `_` (or an IP
+//! address) in its IDNA ASCII form (`xn--…`), as the URL parser writes it,
+//! and a `utm_source` with letters outside ASCII is kept in that form too
+//! (or ignored when it is no valid international name).
 
 use std::fmt;
 
 pub const MAX_SOURCE_CHARS: usize = 64;
 pub const MAX_REFERRER_BYTES: usize = 2048;
+
+/// Names of the reports' own rows and words they use for them: never a
+/// source's name (a `utm_source` or a referring host with one is ignored).
+pub const RESERVED: [&str; 7] = [
+    Source::DIRECT,
+    "(direct)",
+    "other",
+    "(other)",
+    "(other sources)",
+    "(none)",
+    "none",
+];
+
+fn reserved(name: &str) -> bool {
+    RESERVED.contains(&name)
+}
 
 /// A source as stored in the source buckets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,8 +72,18 @@ impl Source {
         let value = raw.trim().to_lowercase();
         let allowed = |c: char| c.is_alphanumeric() || " .-_+:@~/".contains(c);
         let chars = value.chars().count();
-        ((1..=MAX_SOURCE_CHARS).contains(&chars) && value.chars().all(allowed))
-            .then_some(Self(value))
+        if !(1..=MAX_SOURCE_CHARS).contains(&chars) || !value.chars().all(allowed) {
+            return None;
+        }
+        // Letters outside ASCII could spell a look-alike of another name
+        // (Cyrillic `о` in `gооgle.com`): shown in IDNA form, as a browser
+        // would send that host.
+        let value = if value.is_ascii() {
+            value
+        } else {
+            idna::domain_to_ascii_strict(&value).ok()?
+        };
+        (!reserved(&value)).then_some(Self(value))
     }
 
     /// Rule 2: the referring host, or `None` for an unusable referrer or
@@ -69,6 +102,12 @@ impl Source {
         };
         let host = host.strip_prefix("www.").unwrap_or(&host).to_owned();
         if host.is_empty() || host.chars().count() > 253 {
+            return None;
+        }
+        // The URL parser already wrote an international name in IDNA
+        // form; it lets through punctuation a host never has (`(other)`).
+        let host_char = |c: char| c.is_ascii_alphanumeric() || ".-_[]:".contains(c);
+        if !host.chars().all(host_char) || reserved(&host) {
             return None;
         }
         if own_host(&host) || own_host(&format!("www.{host}")) {
@@ -200,6 +239,62 @@ mod tests {
         assert_eq!(of(None, Some("https://example.com/a")), "direct");
         assert_eq!(of(None, Some("garbage")), "direct");
         assert_eq!(of(None, None), "direct");
+    }
+
+    #[test]
+    fn no_source_poses_as_a_row_of_the_report() {
+        // Issue 24, item 11.
+        for forged in [
+            "https://(other)/",
+            "https://(other%20sources)/",
+            "https://direct/",
+            "https://www.direct/",
+            "https://DIRECT./",
+            "http://none/x",
+            "https://a!b.com/",
+        ] {
+            assert_eq!(referrer(forged), None, "{forged}");
+        }
+        for forged in ["direct", " Direct ", "other", "none"] {
+            assert_eq!(Source::from_utm(forged), None, "{forged}");
+        }
+        assert_eq!(
+            Source::of_view(Some("direct"), Some("https://news.example/"), own).into_string(),
+            "news.example"
+        );
+        assert_eq!(referrer("http://[::1]:8080/").as_deref(), Some("[::1]"));
+    }
+
+    #[test]
+    fn look_alike_letters_are_kept_in_idna_form() {
+        // `gооgle.com` with two Cyrillic `о`.
+        let look_alike = "g\u{43e}\u{43e}gle.com";
+        let expected = "xn--ggle-55da.com";
+        assert_eq!(
+            referrer(&format!("https://{look_alike}/")).as_deref(),
+            Some(expected)
+        );
+        assert_eq!(
+            Source::from_utm(look_alike)
+                .map(Source::into_string)
+                .as_deref(),
+            Some(expected)
+        );
+        assert_eq!(
+            Source::from_utm("d\u{456}rect")
+                .map(Source::into_string)
+                .as_deref(),
+            Some("xn--drect-n2e")
+        );
+        // Not a valid international name: ignored.
+        assert_eq!(Source::from_utm("\u{43e} \u{43e}"), None);
+        assert_eq!(
+            Source::from_utm("Newsletter 2026")
+                .map(Source::into_string)
+                .as_deref(),
+            Some("newsletter 2026"),
+            "ASCII names are kept as they are"
+        );
     }
 
     #[test]

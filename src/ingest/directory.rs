@@ -35,7 +35,9 @@ impl SiteDirectory {
         };
         for site in all {
             let site = Arc::new(site);
-            for host in site.hosts() {
+            // Only confirmed hosts: a hit found by its Referer alone must
+            // not count for a host an owner merely claimed.
+            for host in site.confirmed_hosts() {
                 next.by_host.insert(host.to_string(), site.clone());
             }
             next.by_id.insert(site.id, site);

@@ -13,9 +13,8 @@ use percent_encoding::percent_decode;
 use super::bots;
 use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
-use crate::domain::{Page, PageError, PagePath, PageRef, SiteId, Source};
+use crate::domain::{Page, PageError, PageRef, SiteId, Source};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
-use crate::storage::sites::Site;
 
 pub const REASON_HEADER: &str = "x-tickertape-reason";
 
@@ -111,6 +110,11 @@ pub enum PixelError {
     Page(#[from] PageError),
     #[error("the page's host does not belong to the site")]
     ForeignHost,
+    /// No `site`, and the Referer (or the page) names no confirmed host of
+    /// a site: not counted, but answered like a counted view, so that
+    /// nobody learns which hosts the instance tracks.
+    #[error("no site was found by the Referer's host")]
+    NotTracked,
     #[error("no `page` parameter and no Referer to take the page from")]
     NoPage,
     #[error("too many hits are waiting for the journal")]
@@ -138,6 +142,7 @@ impl PixelError {
             PixelError::Page(PageError::InvalidUtf8) => Outcome::InvalidUtf8,
             PixelError::Page(PageError::ControlCharacter) => Outcome::ControlCharacter,
             PixelError::ForeignHost => Outcome::ForeignHost,
+            PixelError::NotTracked => Outcome::UnknownSite,
             PixelError::NoPage => Outcome::NoPage,
             PixelError::QueueFull => Outcome::QueueFull,
             PixelError::JournalFull => Outcome::JournalFull,
@@ -154,6 +159,7 @@ impl ResponseError for PixelError {
                 StatusCode::FORBIDDEN
             }
             PixelError::UnknownSite => StatusCode::NOT_FOUND,
+            PixelError::NotTracked => StatusCode::OK,
             PixelError::InvalidSite
             | PixelError::NoSite
             | PixelError::Page(_)
@@ -167,6 +173,9 @@ impl ResponseError for PixelError {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = gif(self.status_code());
+        if *self == PixelError::NotTracked {
+            return response;
+        }
         response.headers_mut().insert(
             header::HeaderName::from_static(REASON_HEADER),
             HeaderValue::from_static(self.outcome().reason()),
@@ -300,42 +309,57 @@ pub fn classify_view(
         Ok(PageRef::Path(_)) => Err(PageError::NotAPathOrUrl),
         Err(e) => Err(e),
     });
-
-    let site: std::sync::Arc<Site> = match params.site {
+    // A site named by its id is found (or refused) first, as it always
+    // was: its id tells nothing about other sites.
+    let by_id = match params.site {
         Some(raw) => {
             let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
-            directory.by_id(&id).ok_or(PixelError::UnknownSite)?
+            Some(directory.by_id(&id).ok_or(PixelError::UnknownSite)?)
         }
-        None => match &referer {
-            Some(Ok((host, _))) => directory.by_host(host).ok_or(PixelError::UnknownSite)?,
-            _ => return Err(PixelError::NoSite),
-        },
+        None => None,
     };
-
-    let owned_path = |host: &str, path: PagePath| -> Result<PagePath, PixelError> {
-        if site.owns_host(host) {
-            Ok(path)
-        } else {
-            Err(PixelError::ForeignHost)
-        }
+    let referer_host = match (&by_id, &referer) {
+        (None, Some(Ok((host, _)))) => Some(host.clone()),
+        (None, _) => return Err(PixelError::NoSite),
+        (Some(_), _) => None,
     };
-    let (path, utm) = match params.page {
+    // Without an id, the page is read before the Referer's host is looked
+    // up, so that a bad page gets the same answer whether or not that host
+    // is tracked.
+    let (page, utm) = match params.page {
         Some(raw) => {
             let raw = raw?;
             let utm = utm_source(&raw);
-            match PageRef::parse(&raw)? {
-                PageRef::Path(path) => (path, utm),
-                PageRef::Url { host, path } => (owned_path(&host, path)?, utm),
-            }
+            (PageRef::parse(&raw)?, utm)
         }
-        None => match referer {
+        None => match &referer {
             Some(Ok((host, path))) => (
-                owned_path(&host, path)?,
+                PageRef::Url {
+                    host: host.clone(),
+                    path: path.clone(),
+                },
                 header_str("referer").and_then(utm_source),
             ),
-            Some(Err(e)) => return Err(e.into()),
+            Some(Err(e)) => return Err((*e).into()),
             None => return Err(PixelError::NoPage),
         },
+    };
+    // Found by its id, a site may refuse a host plainly (the id is known
+    // to its owners anyway); found by the Referer alone, every miss is
+    // answered like a count (`NotTracked`).
+    let (site, by_referer) = match (by_id, referer_host) {
+        (Some(site), _) => (site, false),
+        (None, Some(host)) => (
+            directory.by_host(&host).ok_or(PixelError::NotTracked)?,
+            true,
+        ),
+        (None, None) => return Err(PixelError::NoSite),
+    };
+    let path = match page {
+        PageRef::Path(path) => path,
+        PageRef::Url { host, path } if site.owns_host(&host) => path,
+        PageRef::Url { .. } if by_referer => return Err(PixelError::NotTracked),
+        PageRef::Url { .. } => return Err(PixelError::ForeignHost),
     };
     let source = match (utm.as_deref().and_then(Source::from_utm), params.referrer) {
         (Some(campaign), _) => Some(campaign),

@@ -604,6 +604,7 @@ mod tests {
             time_zone: crate::domain::TimeZone::UTC,
             totals_complete: true,
             page_cap: crate::domain::PageCapSetting::Default,
+            unconfirmed_hosts: vec![],
         })]
     }
 

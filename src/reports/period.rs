@@ -360,6 +360,22 @@ impl Period {
     }
 }
 
+/// The years a typed time may fall in. Far beyond them chrono's
+/// arithmetic and nanosecond timestamps overflow (past 2262 truncating to
+/// a bucket panics), so a time is checked against them before anything is
+/// computed from it.
+pub const YEARS: std::ops::RangeInclusive<i32> = 2000..=2200;
+
+/// `YYYY-MM-DDTHH:MM` within [`YEARS`], as typed: no time zone applied.
+pub fn parse_local_minute(raw: &str) -> Option<NaiveDateTime> {
+    if raw.len() > 32 {
+        return None;
+    }
+    NaiveDateTime::parse_from_str(raw.trim(), "%Y-%m-%dT%H:%M")
+        .ok()
+        .filter(|t| YEARS.contains(&chrono::Datelike::year(t)))
+}
+
 fn parse_time(
     raw: Option<&str>,
     which: &'static str,

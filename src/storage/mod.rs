@@ -13,6 +13,7 @@ pub mod site_totals;
 pub mod sites;
 pub mod sources;
 pub mod system;
+pub mod txn;
 pub mod update;
 pub mod values;
 

@@ -1,6 +1,8 @@
 //! Read-only share links to a site's reports. A link belongs to its site:
 //! any owner of the site (or an admin) lists and revokes it, whoever made
-//! it. The database keeps only the SHA-256 of the link's secret.
+//! it. It works only while whoever made it may still see the site (checked
+//! on every use, `web::share`). The database keeps only the SHA-256 of the
+//! link's secret.
 
 use bson::doc;
 use chrono::{DateTime, TimeDelta, Utc};

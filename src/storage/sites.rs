@@ -1,5 +1,15 @@
 //! Sites: a canonical domain (the prefix of every page key), aliases that
 //! also count as the site's host, a name and owners.
+//!
+//! A host names one site only, including sites being deleted: each host is
+//! the `_id` of a document in [`HOSTS`], written in the same transaction as
+//! the site, so two concurrent adds of one host cannot both succeed.
+//!
+//! Hosts an owner added (a site of their own, an alias) are *unconfirmed*
+//! until an admin saves the site: page views naming the site by its id
+//! count on them (the id in the snippet is the owner's proof), but a hit
+//! found only through its Referer does not, so nobody collects another
+//! site's addresses by registering its host.
 
 use bson::doc;
 use chrono::{DateTime, Utc};
@@ -27,6 +37,8 @@ pub struct Site {
     pub totals_complete: bool,
     /// Its own new-page cap, set by an admin (issue 29).
     pub page_cap: PageCapSetting,
+    /// Hosts an owner added that no admin has confirmed yet.
+    pub unconfirmed_hosts: Vec<DomainName>,
 }
 
 impl Site {
@@ -37,6 +49,11 @@ impl Site {
 
     pub fn hosts(&self) -> impl Iterator<Item = &DomainName> {
         std::iter::once(&self.domain).chain(self.aliases.iter())
+    }
+
+    /// The hosts a hit may be attributed to by its Referer alone.
+    pub fn confirmed_hosts(&self) -> impl Iterator<Item = &DomainName> {
+        self.hosts().filter(|h| !self.unconfirmed_hosts.contains(h))
     }
 }
 
@@ -62,6 +79,12 @@ struct SiteDoc {
     /// Absent on sites created before site totals existed.
     #[serde(rename = "siteTotals", default)]
     totals_complete: bool,
+    #[serde(
+        rename = "unconfirmedHosts",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    unconfirmed_hosts: Vec<DomainName>,
     /// Absent: the instance's budgets; `"none"`; or new pages per hour.
     #[serde(rename = "pageCap", default, skip_serializing_if = "Option::is_none")]
     page_cap: Option<bson::Bson>,
@@ -103,6 +126,7 @@ impl From<SiteDoc> for Site {
                 .unwrap_or_default(),
             totals_complete: d.totals_complete,
             page_cap: cap_from_stored(d.page_cap),
+            unconfirmed_hosts: d.unconfirmed_hosts,
         }
     }
 }
@@ -120,6 +144,7 @@ impl From<&Site> for SiteDoc {
             time_zone: Some(s.time_zone.name().to_owned()),
             totals_complete: s.totals_complete,
             page_cap: cap_to_stored(s.page_cap),
+            unconfirmed_hosts: s.unconfirmed_hosts.clone(),
         }
     }
 }
@@ -149,7 +174,131 @@ fn collection(store: &Store) -> mongodb::Collection<SiteDoc> {
     store.db().collection(COLLECTION)
 }
 
+/// One document per host of every site (deleted ones too, until purged):
+/// `{_id: host, siteId}`.
+pub const HOSTS: &str = "site_hosts";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct HostDoc {
+    #[serde(rename = "_id")]
+    host: String,
+    #[serde(rename = "siteId")]
+    site: bson::Uuid,
+}
+
+fn hosts_collection(store: &Store) -> mongodb::Collection<HostDoc> {
+    store.db().collection(HOSTS)
+}
+
+/// Who adds or changes a site: an admin (or the command line) vouches for
+/// its hosts; an owner's new hosts stay unconfirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangedBy {
+    Admin,
+    Owner,
+}
+
+/// How one try of a transaction on hosts ended.
+enum Outcome {
+    /// Another site holds this host.
+    Taken(String),
+    Failed(mongodb::error::Error),
+}
+
+impl From<mongodb::error::Error> for Outcome {
+    fn from(e: mongodb::error::Error) -> Self {
+        Outcome::Failed(e)
+    }
+}
+
+/// Runs `attempt` until it commits, is refused, or fails for a reason
+/// other than a race with another transaction.
+async fn retried<F, Fut>(store: &Store, mut attempt: F) -> Result<(), SiteError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Outcome>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Ok(()) => return Ok(()),
+            Err(Outcome::Taken(host)) => return Err(holder_refusal(store, host).await),
+            Err(Outcome::Failed(e))
+                if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES =>
+            {
+                tries += 1;
+                super::txn::pause(tries).await;
+            }
+            Err(Outcome::Failed(e)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Claims `host` for `site` inside the session's transaction (a host it
+/// already holds is kept: the caller's copy of the site may be a few
+/// seconds old).
+async fn claim(
+    store: &Store,
+    session: &mut mongodb::ClientSession,
+    host: &str,
+    site: bson::Uuid,
+) -> Result<(), Outcome> {
+    let hosts = hosts_collection(store);
+    let held = hosts
+        .find_one(doc! {"_id": host})
+        .session(&mut *session)
+        .await?;
+    match held {
+        Some(h) if h.site == site => return Ok(()),
+        Some(_) => {}
+        None => {
+            let doc = HostDoc {
+                host: host.to_owned(),
+                site,
+            };
+            match hosts.insert_one(doc).session(&mut *session).await {
+                Ok(_) => return Ok(()),
+                Err(e) if super::values::is_duplicate_key(&e) => {}
+                Err(e) => {
+                    let _ = session.abort_transaction().await;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    let _ = session.abort_transaction().await;
+    Err(Outcome::Taken(host.to_owned()))
+}
+
+/// Why `host` cannot be had: its site is being deleted, or it is taken.
+async fn holder_refusal(store: &Store, host: String) -> SiteError {
+    let holder = match hosts_collection(store).find_one(doc! {"_id": &host}).await {
+        Ok(Some(h)) => collection(store).find_one(doc! {"_id": h.site}).await,
+        Ok(None) => Ok(None),
+        Err(e) => return e.into(),
+    };
+    match holder {
+        Ok(Some(site)) if site.deleted_at.is_some() => {
+            SiteError::BeingDeleted(site.domain.to_string())
+        }
+        Ok(_) => SiteError::HostTaken(host),
+        Err(e) => e.into(),
+    }
+}
+
+/// Adds a site whose hosts an admin (or the command line) vouches for.
 pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
+    insert_as(store, new, now, ChangedBy::Admin).await
+}
+
+/// Adds a site as `by` does: an owner's site starts with every host
+/// unconfirmed.
+pub async fn insert_as(
+    store: &Store,
+    new: NewSite,
+    now: DateTime<Utc>,
+    by: ChangedBy,
+) -> Result<Site, SiteError> {
     let name = new.name.unwrap_or_else(|| new.domain.to_string());
     if name.chars().count() > 100 {
         return Err(SiteError::NameTooLong);
@@ -158,24 +307,7 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
     aliases.sort();
     aliases.dedup();
     aliases.retain(|a| *a != new.domain);
-    let hosts: Vec<&str> = std::iter::once(new.domain.as_str())
-        .chain(aliases.iter().map(DomainName::as_str))
-        .collect();
-    let clash = collection(store)
-        .find_one(doc! {"$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}]})
-        .await?;
-    if let Some(other) = clash {
-        if other.deleted_at.is_some() {
-            return Err(SiteError::BeingDeleted(other.domain.to_string()));
-        }
-        let other = Site::from(other);
-        let taken = hosts
-            .iter()
-            .find(|h| other.owns_host(h))
-            .map_or_else(|| new.domain.to_string(), |h| h.to_string());
-        return Err(SiteError::HostTaken(taken));
-    }
-    let site = Site {
+    let mut site = Site {
         id: SiteId::new(),
         name,
         domain: new.domain,
@@ -186,14 +318,36 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
         // A new site has no page buckets: its totals start complete.
         totals_complete: true,
         page_cap: PageCapSetting::Default,
+        unconfirmed_hosts: Vec::new(),
     };
-    match collection(store).insert_one(SiteDoc::from(&site)).await {
-        Ok(_) => Ok(site),
-        Err(e) if super::values::is_duplicate_key(&e) => {
-            Err(SiteError::HostTaken(site.domain.to_string()))
-        }
-        Err(e) => Err(e.into()),
+    if by == ChangedBy::Owner {
+        site.unconfirmed_hosts = site.hosts().cloned().collect();
     }
+    let id = bson::Uuid::from(site.id.as_uuid());
+    let site_ref = &site;
+    retried(store, || async move {
+        let site = site_ref;
+        let mut session = super::txn::begin(store).await?;
+        for host in site.hosts() {
+            claim(store, &mut session, host.as_str(), id).await?;
+        }
+        if let Err(e) = collection(store)
+            .insert_one(SiteDoc::from(site))
+            .session(&mut session)
+            .await
+        {
+            let _ = session.abort_transaction().await;
+            return Err(if super::values::is_duplicate_key(&e) {
+                Outcome::Taken(site.domain.to_string())
+            } else {
+                e.into()
+            });
+        }
+        super::txn::commit(&mut session).await?;
+        Ok(())
+    })
+    .await?;
+    Ok(site)
 }
 
 /// What an admin may change on a site. The domain is fixed: it is the
@@ -205,7 +359,19 @@ pub struct SiteChanges {
     pub owners: Vec<Uuid>,
 }
 
+/// An admin's change: every host of the site is confirmed with it.
 pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<(), SiteError> {
+    update_as(store, site, changes, ChangedBy::Admin).await
+}
+
+/// Changes a site as `by` does: an owner's new aliases stay unconfirmed
+/// (and so do the hosts that were).
+pub async fn update_as(
+    store: &Store,
+    site: &Site,
+    changes: SiteChanges,
+    by: ChangedBy,
+) -> Result<(), SiteError> {
     if changes.name.chars().count() > 100 {
         return Err(SiteError::NameTooLong);
     }
@@ -213,38 +379,98 @@ pub async fn update(store: &Store, site: &Site, changes: SiteChanges) -> Result<
     aliases.sort();
     aliases.dedup();
     aliases.retain(|a| *a != site.domain);
-    let hosts: Vec<&str> = aliases.iter().map(DomainName::as_str).collect();
-    if !hosts.is_empty() {
-        let clash = collection(store)
-            .find_one(doc! {
-                "_id": {"$ne": bson::Uuid::from(site.id.as_uuid())},
-                "$or": [{"domain": {"$in": &hosts}}, {"aliases": {"$in": &hosts}}],
-            })
-            .await?;
-        if let Some(other) = clash {
-            let other = Site::from(other);
-            let taken = hosts
-                .iter()
-                .find(|h| other.owns_host(h))
-                .map_or_else(String::new, |h| h.to_string());
-            return Err(SiteError::HostTaken(taken));
-        }
-    }
+    let unconfirmed: Vec<DomainName> = match by {
+        ChangedBy::Admin => Vec::new(),
+        ChangedBy::Owner => std::iter::once(&site.domain)
+            .chain(aliases.iter())
+            .filter(|h| site.unconfirmed_hosts.contains(h) || !site.owns_host(h.as_str()))
+            .cloned()
+            .collect(),
+    };
     let name = if changes.name.trim().is_empty() {
         site.domain.to_string()
     } else {
         changes.name.trim().to_owned()
     };
+    let id = bson::Uuid::from(site.id.as_uuid());
+    let hosts: Vec<&str> = aliases.iter().map(DomainName::as_str).collect();
+    let kept: Vec<&str> = std::iter::once(site.domain.as_str())
+        .chain(hosts.iter().copied())
+        .collect();
+    let (kept, hosts, aliases, name, unconfirmed) = (&kept, &hosts, &aliases, &name, &unconfirmed);
+    let owners: Vec<bson::Uuid> = changes
+        .owners
+        .iter()
+        .map(|&u| bson::Uuid::from(u))
+        .collect();
+    let owners = &owners;
+    retried(store, || async move {
+        let mut session = super::txn::begin(store).await?;
+        hosts_collection(store)
+            .delete_many(doc! {"siteId": id, "_id": {"$nin": kept}})
+            .session(&mut session)
+            .await?;
+        for host in aliases.iter() {
+            claim(store, &mut session, host.as_str(), id).await?;
+        }
+        collection(store)
+            .update_one(
+                doc! {"_id": id},
+                doc! {"$set": {
+                    "name": name,
+                    "aliases": hosts,
+                    "owners": owners,
+                    "unconfirmedHosts": unconfirmed.iter().map(DomainName::as_str).collect::<Vec<_>>(),
+                }},
+            )
+            .session(&mut session)
+            .await?;
+        super::txn::commit(&mut session).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// How many sites (not deleted) list `owner` among their owners.
+pub async fn count_owned(store: &Store, owner: Uuid) -> Result<u64, mongodb::error::Error> {
     collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(site.id.as_uuid())},
-            doc! {"$set": {
-                "name": name,
-                "aliases": hosts,
-                "owners": changes.owners.iter().map(|&u| bson::Uuid::from(u)).collect::<Vec<_>>(),
-            }},
-        )
-        .await?;
+        .count_documents(doc! {
+            "owners": bson::Uuid::from(owner),
+            "deletedAt": {"$exists": false},
+        })
+        .await
+}
+
+/// Writes the host documents of sites from before they existed (run with
+/// the indexes at every start; a no-op once done). Two old sites sharing a
+/// host (possible before) keep working; the first claims it and the clash
+/// is logged for an admin to resolve.
+pub async fn backfill_hosts(store: &Store) -> Result<(), mongodb::error::Error> {
+    let held: std::collections::HashSet<String> = hosts_collection(store)
+        .find(doc! {})
+        .await?
+        .try_collect::<Vec<_>>()
+        .await?
+        .into_iter()
+        .map(|h| h.host)
+        .collect();
+    let sites: Vec<SiteDoc> = collection(store).find(doc! {}).await?.try_collect().await?;
+    for site in sites {
+        let hosts = std::iter::once(&site.domain).chain(site.aliases.iter());
+        for host in hosts.filter(|h| !held.contains(h.as_str())) {
+            let doc = HostDoc {
+                host: host.to_string(),
+                site: site.id,
+            };
+            match hosts_collection(store).insert_one(doc).await {
+                Ok(_) => {}
+                Err(e) if super::values::is_duplicate_key(&e) => {
+                    tracing::warn!(host = %host, site = %site.domain, "two sites share this host; the other keeps it for hits found by their Referer");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
     Ok(())
 }
 
@@ -328,16 +554,38 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
             .await?
             .deleted_count;
     }
+    let id = bson::Uuid::from(site.id.as_uuid());
     // Its share links would open nothing; a new site never reuses the id.
     store
         .db()
         .collection::<bson::Document>(super::share_links::COLLECTION)
-        .delete_many(doc! {"siteId": bson::Uuid::from(site.id.as_uuid())})
+        .delete_many(doc! {"siteId": id})
         .await?;
-    collection(store)
-        .delete_one(doc! {"_id": bson::Uuid::from(site.id.as_uuid())})
-        .await?;
-    Ok(removed)
+    // The mark and the hosts go together: a host is free exactly when the
+    // site is gone.
+    let mut tries = 0;
+    loop {
+        let result = async {
+            let mut session = super::txn::begin(store).await?;
+            hosts_collection(store)
+                .delete_many(doc! {"siteId": id})
+                .session(&mut session)
+                .await?;
+            collection(store)
+                .delete_one(doc! {"_id": id})
+                .session(&mut session)
+                .await?;
+            super::txn::commit(&mut session).await
+        }
+        .await;
+        match result {
+            Err(e) if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES => {
+                tries += 1;
+                super::txn::pause(tries).await;
+            }
+            other => return other.map(|()| removed),
+        }
+    }
 }
 
 /// Records that the site's totals are complete (see `site_totals`).
@@ -419,6 +667,7 @@ mod tests {
             time_zone: TimeZone::UTC,
             totals_complete: true,
             page_cap: PageCapSetting::Default,
+            unconfirmed_hosts: vec![],
         };
         assert!(site.owns_host("example.com"));
         assert!(site.owns_host("www.example.com"));

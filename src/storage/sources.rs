@@ -87,9 +87,11 @@ type Key = (String, DateTime<Utc>);
 /// [`Self::is_full`], which bounds both its memory and its transaction.
 #[derive(Debug, Default)]
 pub struct SourceCounts {
-    // Hashed for speed, not against floods: the keys are pages and sources
-    // that passed the pixel's rules, and a batch is bounded (`is_full`).
-    views: rustc_hash::FxHashMap<(String, DateTime<Utc>), rustc_hash::FxHashMap<String, u32>>,
+    // The keys are made up by whoever sends hits (pages, `utm_source`):
+    // hashed with the standard, per-map keyed SipHash, so nobody can craft
+    // names that collide (with an unkeyed hash a batch of them turns every
+    // lookup into a scan).
+    views: HashMap<(String, DateTime<Utc>), HashMap<String, u32>>,
     entries: usize,
 }
 
@@ -378,6 +380,26 @@ mod tests {
             ]
         );
         assert!(!counts.is_full());
+    }
+
+    #[test]
+    fn the_counts_are_hashed_with_a_key_of_their_own() {
+        // Issue 24, item 14: with an unkeyed hash (FxHash) every batch
+        // placed the same names the same way, so colliding names could be
+        // computed once and sent to any instance. Keyed per map, two
+        // batches of the same 1,000 names keep them in different orders.
+        let names: Vec<String> = (0..1000).map(|i| format!("source-{i}")).collect();
+        let order = || {
+            let mut counts = SourceCounts::default();
+            for name in &names {
+                counts.add("example.com/".into(), at(1), name.clone());
+            }
+            counts
+                .iter()
+                .map(|(_, _, source, _)| source.to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_ne!(order(), order());
     }
 
     #[test]

@@ -140,22 +140,30 @@ pub async fn tokens_page(
 struct CreateForm {
     csrf: String,
     name: String,
-    chosen: bool,
+    /// `scope` as sent (the first one); anything but `all` and `chosen`
+    /// is refused, never read as the widest scope.
+    scope: Option<String>,
     sites: Vec<String>,
+}
+
+impl CreateForm {
+    fn chosen(&self) -> bool {
+        self.scope.as_deref() == Some("chosen")
+    }
 }
 
 fn parse_create_form(body: &[u8]) -> CreateForm {
     let mut form = CreateForm {
         csrf: String::new(),
         name: String::new(),
-        chosen: false,
+        scope: None,
         sites: Vec::new(),
     };
     for (key, value) in url::form_urlencoded::parse(body) {
         match key.as_ref() {
             "csrf" => form.csrf = value.into_owned(),
             "name" => form.name = value.into_owned(),
-            "scope" => form.chosen = value == "chosen",
+            "scope" if form.scope.is_none() => form.scope = Some(value.into_owned()),
             "site" => form.sites.push(value.into_owned()),
             _ => {}
         }
@@ -179,7 +187,7 @@ pub async fn create(
     viewer.check_csrf(&form.csrf)?;
     let again = |field: &'static str, message: String| Typed {
         name: form.name.clone(),
-        chosen: form.chosen,
+        chosen: form.chosen(),
         sites: form.sites.clone(),
         error: FormError::new(field, message),
     };
@@ -188,30 +196,14 @@ pub async fn create(
         Ok(n) => n,
         Err(e) => return refuse(again("name", e.to_string())).await,
     };
-    let scope = if form.chosen {
-        // Only sites this user may see: anything else is refused, not
-        // silently dropped, so the token is what the form said.
-        let mut ids = Vec::new();
-        for raw in &form.sites {
-            let site = SiteId::parse(raw)
-                .ok()
-                .and_then(|id| state.directory.by_id(&id))
-                .filter(|s| viewer.can_see(s));
-            match site {
-                Some(s) if !ids.contains(&s.id) => ids.push(s.id),
-                Some(_) => {}
-                None => {
-                    return refuse(again(
-                        "sites",
-                        "One of the chosen sites is not yours".into(),
-                    ))
-                    .await
-                }
-            }
-        }
-        TokenScope::Sites(ids)
-    } else {
-        TokenScope::AllSites
+    let scope = match form.scope.as_deref() {
+        Some("all") => Ok(TokenScope::AllSites),
+        Some("chosen") => chosen_sites(&state, &viewer, &form.sites),
+        _ => Err("Choose all your sites or only some of them".to_owned()),
+    };
+    let scope = match scope {
+        Ok(scope) => scope,
+        Err(message) => return refuse(again("sites", message)).await,
     };
     match api_tokens::create(
         &state.store,
@@ -240,6 +232,24 @@ pub async fn create(
         Err(e @ ApiTokenError::NoSites) => refuse(again("sites", e.to_string())).await,
         Err(e @ ApiTokenError::TooMany) => refuse(again("name", e.to_string())).await,
     }
+}
+
+/// The sites a token limited to `raw` ids reads. Only sites this user may
+/// see: anything else is refused, not silently dropped, so the token is
+/// what the form said.
+fn chosen_sites(state: &WebState, viewer: &Viewer, raw: &[String]) -> Result<TokenScope, String> {
+    let mut ids = Vec::new();
+    for raw in raw {
+        let site = SiteId::parse(raw)
+            .ok()
+            .and_then(|id| state.directory.by_id(&id))
+            .filter(|s| viewer.can_see(s))
+            .ok_or_else(|| "One of the chosen sites is not yours".to_owned())?;
+        if !ids.contains(&site.id) {
+            ids.push(site.id);
+        }
+    }
+    Ok(TokenScope::Sites(ids))
 }
 
 /// Revokes one of the viewer's tokens. Another user's token id, or an

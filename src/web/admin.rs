@@ -40,7 +40,7 @@ fn confirmation(q: &DoneQuery) -> Option<&'static str> {
         }
         "user-added" => "The user was added.",
         "role-set" => "The role was changed.",
-        "password-reset" => "The password was reset; the user's sessions were ended.",
+        "password-reset" => "The password was reset: for 7 days it logs in only to choose a new one; the user's sessions and API tokens were ended.",
         "user-deleted" => "The user was deleted.",
         _ => return None,
     })
@@ -504,15 +504,17 @@ pub async fn set_role(post: AdminPost<RoleForm>, id: web::Path<String>) -> Answe
         Ok(r) => r,
         Err(e) => return refuse(FormError { field: "rows", ..e }).await,
     };
-    if role == Role::Owner && users::other_admins(&state.store, id).await? == 0 {
-        return refuse(FormError::new(
-            "rows",
-            "The last admin cannot become an owner: make another user admin first",
-        ))
-        .await;
+    match users::set_role(&state.store, id, role).await {
+        Ok(()) => Ok(see_other("/admin/users?done=role-set")),
+        Err(users::UserError::LastAdmin) => {
+            refuse(FormError::new(
+                "rows",
+                "The last admin cannot become an owner: make another user admin first",
+            ))
+            .await
+        }
+        Err(e) => Err(e.into()),
     }
-    users::set_role(&state.store, id, role).await?;
-    Ok(see_other("/admin/users?done=role-set"))
 }
 
 #[derive(Deserialize)]
@@ -527,14 +529,18 @@ pub async fn reset_password(post: AdminPost<ResetForm>, id: web::Path<String>) -
         Ok(p) => p,
         Err(e) => return users_table_refusal(&state, &viewer, e).await,
     };
-    users::set_password(&state.store, id, &password).await?;
-    // The admin knows this one: the user is asked for their own.
-    users::require_password_change(&state.store, id).await?;
+    // The admin knows this one: it works for a week and only to choose
+    // the user's own.
+    users::set_one_time_password(&state.store, id, &password, state.clock.now()).await?;
     // A reset is how a user who lost both their phone and their recovery
     // codes gets back in: two-factor login is turned off with it, to be
     // set up again.
     crate::accounts::totp::disable(&state.store, id).await?;
+    // Whoever held the account before the reset is out: every session and
+    // every API token ends.
     sessions::delete_for_user(&state.store, id, None).await?;
+    crate::accounts::api_tokens::delete_for_user(&state.store, id).await?;
+    tracing::info!(admin = %viewer.user.email, user = %id, "password reset; sessions and API tokens ended");
     Ok(see_other("/admin/users?done=password-reset"))
 }
 
@@ -551,7 +557,13 @@ pub async fn delete_user(post: AdminPost<Confirmed>, id: web::Path<String>) -> A
         )
         .await;
     }
-    users::delete(&state.store, id).await?;
+    match users::delete(&state.store, id).await {
+        Ok(()) => {}
+        Err(e @ users::UserError::LastAdmin) => {
+            return users_table_refusal(&state, &viewer, FormError::new("rows", e)).await
+        }
+        Err(e) => return Err(e.into()),
+    }
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, user = %id, "user deleted");
     Ok(see_other("/admin/users?done=user-deleted"))

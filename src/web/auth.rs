@@ -12,9 +12,10 @@ use std::pin::Pin;
 use std::time::Instant;
 
 pub use super::error::WebError;
-use super::error::{see_other, Answer, TOTP_SETUP};
+use super::error::{see_other, Answer, PASSWORD_PAGE, TOTP_SETUP};
 use super::pages::{render, Nav};
 use super::state::WebState;
+use crate::accounts::limiter::Attempt;
 use crate::accounts::password::{self, random_token, NewPassword};
 use crate::accounts::sessions::{self, tokens_match, Session, COOKIE};
 use crate::accounts::{users, User};
@@ -69,8 +70,10 @@ impl FromRequest for Viewer {
             .path_and_query()
             .map_or_else(|| "/".to_owned(), |p| p.to_string());
         // Turning two-factor login on, and leaving, stay open to an admin
-        // who must turn it on.
+        // who must turn it on; choosing a password and leaving, to a user
+        // signed in with a one-time password.
         let setup_page = req.path().starts_with(TOTP_SETUP) || req.path() == "/logout";
+        let password_page = req.path() == PASSWORD_PAGE || req.path() == "/logout";
         let req = req.clone();
         Box::pin(async move {
             let state = state.ok_or_else(|| internal(anyhow::anyhow!("web state missing")))?;
@@ -83,6 +86,9 @@ impl FromRequest for Viewer {
             let user = users::find(&state.store, session.user_id.into())
                 .await?
                 .ok_or_else(login)?;
+            if user.must_change_password && !password_page {
+                return Err(WebError::PasswordChangeRequired);
+            }
             if state.require_admin_totp && user.is_admin() && !user.two_factor && !setup_page {
                 return Err(WebError::SecondFactorRequired);
             }
@@ -230,6 +236,46 @@ pub(super) fn client_address(req: &HttpRequest, state: &WebState) -> String {
     )
 }
 
+/// What re-checking a signed-in user's own password found.
+pub(super) enum OwnPassword<'a> {
+    /// Right; the attempt is to be marked succeeded once the whole form is.
+    Right(Attempt<'a>),
+    Wrong,
+    /// This address has used up its attempts: how long to wait.
+    Paused(std::time::Duration),
+}
+
+/// Checks the signed-in user's password (to change it, or to turn
+/// two-factor login on or off) under the login limiter, with the same keys
+/// as a login: an open session must not be a way to guess it at full speed.
+pub(super) async fn check_own_password<'a>(
+    req: &HttpRequest,
+    state: &'a WebState,
+    user: &User,
+    password: &str,
+) -> Result<OwnPassword<'a>, WebError> {
+    let client = client_address(req, state);
+    let attempt = match state
+        .limiter
+        .reserve(user.email.as_str(), &client, Instant::now())
+    {
+        Ok(attempt) => attempt,
+        Err(wait) => return Ok(OwnPassword::Paused(wait)),
+    };
+    match state
+        .password_checks
+        .verify(password, &user.password_hash)
+        .await
+    {
+        Ok(true) => Ok(OwnPassword::Right(attempt)),
+        Ok(false) => Ok(OwnPassword::Wrong),
+        Err(_) => {
+            attempt.released();
+            Err(WebError::Busy)
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "login.html")]
 struct LoginPage {
@@ -325,23 +371,45 @@ pub async fn login(
         Ok(email) => users::find_by_email(&state.store, &email).await?,
         Err(_) => None,
     };
+    // Guessed at from several addresses: only two-factor login opens it
+    // now, and without it nothing is checked (a right password must not
+    // answer differently from a wrong one).
+    if let Some(wait) = attempt.guarded() {
+        if !user.as_ref().is_some_and(|u| u.two_factor) {
+            attempt.released();
+            return Ok(again(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "Too many failed logins for this account from several addresses. {} An account with two-factor login can log in meanwhile.",
+                    super::fmt::try_again_in(wait)
+                ),
+            ));
+        }
+    }
     // Verify against a decoy hash when there is no such user, so both
     // failures take the same time and say the same thing.
     let hash = user.as_ref().map_or_else(
         || password::decoy_hash().to_owned(),
         |u| u.password_hash.clone(),
     );
-    let matches = state
-        .password_checks
-        .verify(&form.password, &hash)
-        .await
-        .map_err(|_| WebError::Busy)?;
+    let Ok(matches) = state.password_checks.verify(&form.password, &hash).await else {
+        // Nothing was checked: not a failure.
+        attempt.released();
+        return Err(WebError::Busy);
+    };
     let Some(user) = user.filter(|_| matches) else {
         return Ok(again(
             StatusCode::UNAUTHORIZED,
             "Wrong e-mail or password.".into(),
         ));
     };
+    // Right, but a one-time password past its week: it stays a failure.
+    if user.one_time_password_expired(state.clock.now()) {
+        return Ok(again(
+            StatusCode::UNAUTHORIZED,
+            "This one-time password has expired: ask an administrator for a new one.".into(),
+        ));
+    }
     attempt.succeeded();
     let next = safe_next(form.next.as_deref());
     if user.two_factor {
@@ -368,7 +436,7 @@ pub async fn login(
     let max_age = CookieDuration::seconds(state.session_lifetime.num_seconds());
     // A one-time password is replaced before anything else.
     let location = if user.must_change_password {
-        "/account/password".to_owned()
+        PASSWORD_PAGE.to_owned()
     } else {
         next
     };
@@ -454,11 +522,11 @@ pub struct PasswordForm {
     confirm: String,
 }
 
-pub async fn change_password(post: Post<PasswordForm>) -> Answer {
+pub async fn change_password(req: HttpRequest, post: Post<PasswordForm>) -> Answer {
     let (state, viewer, form) = post.into_parts();
-    let refuse = |message: &str| {
+    let refuse = |status: StatusCode, message: &str| {
         render(
-            StatusCode::BAD_REQUEST,
+            status,
             &PasswordPage {
                 nav: Some(viewer.nav().in_section("account")),
                 error: Some(message.to_owned()),
@@ -467,20 +535,34 @@ pub async fn change_password(post: Post<PasswordForm>) -> Answer {
             },
         )
     };
-    if !state
-        .password_checks
-        .verify(&form.current, &viewer.user.password_hash)
-        .await
-        .map_err(|_| WebError::Busy)?
-    {
-        return Ok(refuse("The current password is wrong."));
-    }
+    let attempt = match check_own_password(&req, &state, &viewer.user, &form.current).await? {
+        OwnPassword::Right(attempt) => attempt,
+        OwnPassword::Wrong => {
+            return Ok(refuse(
+                StatusCode::BAD_REQUEST,
+                "The current password is wrong.",
+            ))
+        }
+        OwnPassword::Paused(wait) => {
+            return Ok(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "Too many wrong passwords. {}",
+                    super::fmt::try_again_in(wait)
+                ),
+            ))
+        }
+    };
+    attempt.succeeded();
     if form.new != form.confirm {
-        return Ok(refuse("The new password and its confirmation differ."));
+        return Ok(refuse(
+            StatusCode::BAD_REQUEST,
+            "The new password and its confirmation differ.",
+        ));
     }
     let new = match NewPassword::parse(&form.new) {
         Ok(p) => p,
-        Err(e) => return Ok(refuse(&format!("{e}."))),
+        Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, &format!("{e}."))),
     };
     users::set_password(&state.store, viewer.user.id, &new)
         .await
@@ -488,13 +570,11 @@ pub async fn change_password(post: Post<PasswordForm>) -> Answer {
             users::UserError::Database(e) => e.into(),
             other => internal(other),
         })?;
-    // Other sessions of this user end; this one stays.
-    sessions::delete_for_user(
-        &state.store,
-        viewer.user.id,
-        Some(&viewer.session.token_hash),
-    )
-    .await?;
+    // Whoever else knew the old password is out: other sessions end and
+    // every API token is revoked (a token made during a takeover would
+    // outlive the recovery otherwise). This session stays.
+    end_other_access(&state, viewer.user.id, &viewer.session.token_hash).await?;
+    tracing::info!(user = %viewer.user.email, "password changed; other sessions and API tokens ended");
     // The one-time password stood between a new user and the sites: go on
     // to them.
     if viewer.user.must_change_password {
@@ -509,6 +589,18 @@ pub async fn change_password(post: Post<PasswordForm>) -> Answer {
             one_time: false,
         },
     ))
+}
+
+/// Ends a user's other sessions and revokes their API tokens: what a
+/// password change does.
+pub(super) async fn end_other_access(
+    state: &WebState,
+    user: uuid::Uuid,
+    keep_session: &str,
+) -> Result<(), WebError> {
+    sessions::delete_for_user(&state.store, user, Some(keep_session)).await?;
+    crate::accounts::api_tokens::delete_for_user(&state.store, user).await?;
+    Ok(())
 }
 
 #[cfg(test)]

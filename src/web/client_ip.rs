@@ -1,4 +1,9 @@
-//! The client address that login rate limiting counts by.
+//! The client address that login rate limiting (and the share links'
+//! limit) counts by.
+//!
+//! An IPv6 client counts by its /64: one subscriber or host is usually
+//! handed a whole /64, so counting each address apart would give one
+//! client 2^64 fresh limits.
 //!
 //! Behind a reverse proxy every peer address is the proxy's, so all users
 //! would share one counter. `X-Forwarded-For` names the real client, but
@@ -31,7 +36,7 @@ impl TrustedProxies {
             return String::new();
         };
         if !self.trusts(peer) {
-            return peer.to_string();
+            return limit_key(peer);
         }
         let hops: Vec<&str> = forwarded_for
             .into_iter()
@@ -41,13 +46,24 @@ impl TrustedProxies {
         for hop in hops.iter().rev() {
             match hop.parse::<IpAddr>().map(canonical) {
                 Ok(ip) if self.trusts(ip) => continue,
-                Ok(ip) => return ip.to_string(),
+                Ok(ip) => return limit_key(ip),
                 // A hop we cannot read could be anything the client wrote:
                 // count by the last address a trusted proxy vouched for.
                 Err(_) => break,
             }
         }
-        peer.to_string()
+        limit_key(peer)
+    }
+}
+
+/// What a client is counted as: an IPv4 address, or an IPv6 address's /64.
+fn limit_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            let network = u128::from(v6) & !((1u128 << 64) - 1);
+            format!("{}/64", std::net::Ipv6Addr::from(network))
+        }
     }
 }
 
@@ -103,5 +119,22 @@ mod tests {
         );
         // An untrusted peer's header is not believed.
         assert_eq!(proxies.client(ip("10.9.9.9"), ["1.2.3.4"]), "10.9.9.9");
+    }
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_64() {
+        // Issue 24, item 14: each of a /64's 2^64 addresses had its own
+        // limit.
+        let none = TrustedProxies::default();
+        let key = |peer: &str| none.client(ip(peer), []);
+        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64");
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
+        assert_eq!(key("::ffff:1.2.3.4"), "1.2.3.4");
+        let proxies = TrustedProxies::new(vec!["10.0.0.1".parse().unwrap()]);
+        assert_eq!(
+            proxies.client(ip("10.0.0.1"), ["2001:db8:a:b:c:d:e:f"]),
+            "2001:db8:a:b::/64"
+        );
     }
 }

@@ -12,6 +12,9 @@ use crate::telemetry::chain;
 /// Where an admin without two-factor login is sent when it is required.
 pub const TOTP_SETUP: &str = "/account/totp";
 
+/// Where a user signed in with a one-time password is sent.
+pub const PASSWORD_PAGE: &str = "/account/password";
+
 /// What an HTML route answers.
 pub type Answer = Result<actix_web::HttpResponse, WebError>;
 
@@ -27,6 +30,8 @@ pub enum WebError {
     LoginRequired { next: String },
     #[error("admins must turn on two-factor login first")]
     SecondFactorRequired,
+    #[error("choose your own password first: you signed in with a one-time password")]
+    PasswordChangeRequired,
     #[error("this is for administrators")]
     Forbidden,
     #[error("the form's CSRF token is missing or wrong")]
@@ -55,6 +60,7 @@ impl WebError {
             WebError::Invalid(_) => "invalid",
             WebError::LoginRequired { .. } => "login_required",
             WebError::SecondFactorRequired => "second_factor_required",
+            WebError::PasswordChangeRequired => "password_change_required",
             WebError::Forbidden => "forbidden",
             WebError::BadCsrf => "bad_csrf",
             WebError::Busy => "busy",
@@ -67,7 +73,9 @@ impl WebError {
     fn json_status(&self) -> StatusCode {
         match self {
             WebError::LoginRequired { .. } => StatusCode::UNAUTHORIZED,
-            WebError::SecondFactorRequired => StatusCode::FORBIDDEN,
+            WebError::SecondFactorRequired | WebError::PasswordChangeRequired => {
+                StatusCode::FORBIDDEN
+            }
             other => other.status_code(),
         }
     }
@@ -121,9 +129,9 @@ impl ResponseError for WebError {
         match self {
             WebError::NotFound => StatusCode::NOT_FOUND,
             WebError::Invalid(_) => StatusCode::BAD_REQUEST,
-            WebError::LoginRequired { .. } | WebError::SecondFactorRequired => {
-                StatusCode::SEE_OTHER
-            }
+            WebError::LoginRequired { .. }
+            | WebError::SecondFactorRequired
+            | WebError::PasswordChangeRequired => StatusCode::SEE_OTHER,
             WebError::Forbidden | WebError::BadCsrf => StatusCode::FORBIDDEN,
             WebError::Busy | WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -138,6 +146,7 @@ impl ResponseError for WebError {
                 return see_other(&format!("/login?next={}", super::fmt::query(next)))
             }
             WebError::SecondFactorRequired => return see_other(TOTP_SETUP),
+            WebError::PasswordChangeRequired => return see_other(PASSWORD_PAGE),
             WebError::NotFound => error_page(
                 status,
                 "Not found",
@@ -196,6 +205,9 @@ impl ResponseError for JsonError {
             WebError::LoginRequired { .. } => "Sign in first.".to_owned(),
             WebError::SecondFactorRequired => {
                 "Turn on two-factor login first (under Account).".to_owned()
+            }
+            WebError::PasswordChangeRequired => {
+                "Choose your own password first (under Account).".to_owned()
             }
             other => super::fmt::sentence(&other.to_string()),
         };

@@ -32,6 +32,23 @@ pub fn parse_hosts(raw: &str) -> Result<Vec<DomainName>, FormError> {
         .collect()
 }
 
+/// Refuses the first host that is not a public, registrable name (what
+/// an owner may add; see `DomainName::check_public`).
+pub fn check_public<'a>(
+    hosts: impl IntoIterator<Item = &'a DomainName>,
+    field: &'static str,
+) -> Result<(), FormError> {
+    for host in hosts {
+        host.check_public().map_err(|e| {
+            FormError::new(
+                field,
+                format!("“{host}” cannot be added by an owner: {e}. An administrator can add it"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// A site refused by storage, as the field to mark: the name when it is too
 /// long, else `hosts_field` (the domain or aliases that clash). A database
 /// failure is no refusal but an error.

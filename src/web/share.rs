@@ -76,7 +76,18 @@ async fn open(
         return Ok(Err(refused()));
     };
     match share_links::open(&state.store, &secret, state.clock.now()).await? {
-        Lookup::Live(link) => Ok(state.directory.by_id(&link.site()).ok_or_else(refused)),
+        Lookup::Live(link) => {
+            let Some(site) = state.directory.by_id(&link.site()) else {
+                return Ok(Err(refused()));
+            };
+            // A link dies with its creator's access (removed as an owner,
+            // demoted, deleted): it never shows more than they may see.
+            if creator_has_access(state, &link, &site).await? {
+                Ok(Ok(site))
+            } else {
+                Ok(Err(refused()))
+            }
+        }
         Lookup::Expired => Ok(Err(error_page(
             StatusCode::GONE,
             "This link has expired",
@@ -84,6 +95,16 @@ async fn open(
         ))),
         Lookup::Unknown => Ok(Err(refused())),
     }
+}
+
+/// Whether the user who made `link` may still see its site.
+async fn creator_has_access(
+    state: &WebState,
+    link: &ShareLink,
+    site: &Site,
+) -> Result<bool, WebError> {
+    let creator = crate::accounts::users::find(&state.store, link.created_by.into()).await?;
+    Ok(creator.is_some_and(|u| u.is_admin() || site.owners.contains(&u.id)))
 }
 
 fn audience(token: &str) -> Audience {
@@ -151,7 +172,7 @@ struct SharePage {
     expires: String,
 }
 
-fn row(link: &ShareLink, now: chrono::DateTime<chrono::Utc>) -> LinkRow {
+fn row(link: &ShareLink, now: chrono::DateTime<chrono::Utc>, creator_has_access: bool) -> LinkRow {
     let utc = |t: &bson::DateTime| super::fmt::utc(&t.to_chrono());
     LinkRow {
         revoke: format!(
@@ -162,6 +183,9 @@ fn row(link: &ShareLink, now: chrono::DateTime<chrono::Utc>) -> LinkRow {
         label: link.label.clone(),
         created: utc(&link.created_at),
         expires: match &link.expires_at {
+            _ if !creator_has_access => {
+                "stopped: whoever made it no longer has access to this site".to_owned()
+            }
             None => "never".to_owned(),
             Some(t) if link.expired(now) => format!("expired {}", utc(t)),
             Some(t) => utc(t),
@@ -186,11 +210,19 @@ async fn page(
 ) -> Result<HttpResponse, WebError> {
     let links = share_links::list_for_site(&state.store, &site.id).await?;
     let now = state.clock.now();
+    let mut rows = Vec::with_capacity(links.len());
+    for link in &links {
+        rows.push(row(
+            link,
+            now,
+            creator_has_access(state, link, &site).await?,
+        ));
+    }
     Ok(render_form(
         typed.is_some(),
         &SharePage {
             nav: Some(viewer.nav()),
-            rows: links.iter().map(|l| row(l, now)).collect(),
+            rows,
             site,
             created,
             done,

@@ -31,6 +31,8 @@ pub struct WebState {
     pub prealloc_threshold: i64,
     /// Owners may add sites (`TICKERTAPE_OWNERS_ADD_SITES`).
     pub owners_add_sites: bool,
+    /// Most sites an owner may own and still add one (`TICKERTAPE_OWNER_MAX_SITES`).
+    pub owner_max_sites: u64,
     /// The bound on concurrent argon2id checks.
     pub password_checks: crate::accounts::password::PasswordChecks,
     /// Whose `X-Forwarded-For` is believed for the client address.

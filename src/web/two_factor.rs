@@ -9,10 +9,14 @@ use askama::Template;
 use serde::Deserialize;
 use std::time::Instant;
 
-use super::auth::{client_address, cookie, safe_next, Post, Viewer, SECOND_FACTOR_COOKIE};
+use super::auth::{
+    check_own_password, client_address, cookie, safe_next, OwnPassword, Post, Viewer,
+    SECOND_FACTOR_COOKIE,
+};
 use super::error::{see_other, Answer, WebError};
 use super::pages::{render, Nav};
 use super::state::WebState;
+use crate::accounts::limiter::Attempt;
 use crate::accounts::sessions::{self, tokens_match, COOKIE};
 use crate::accounts::totp::{self, Secret};
 use crate::accounts::users;
@@ -106,6 +110,18 @@ pub async fn submit_code(
         format!("2fa:{client}"),
     );
     let attempt = match state.limiter.reserve(&account, &client, Instant::now()) {
+        Ok(attempt) => match attempt.guarded() {
+            // Codes guessed from several addresses: only someone holding
+            // the password gets here, so the account itself is paused.
+            Some(wait) => {
+                attempt.released();
+                Err(wait)
+            }
+            None => Ok(attempt),
+        },
+        Err(wait) => Err(wait),
+    };
+    let attempt = match attempt {
         Ok(attempt) => attempt,
         Err(wait) => {
             return Ok(again(
@@ -206,12 +222,42 @@ pub async fn account(state: web::Data<WebState>, viewer: Viewer) -> Answer {
 
 #[derive(Deserialize)]
 pub struct EnableForm {
+    password: String,
     code: String,
 }
 
-/// `POST /account/totp/enable`: a code from the new secret proves the app
-/// has it; then the recovery codes are shown, once.
-pub async fn enable(post: Post<EnableForm>) -> Answer {
+/// Checks a form's password under the login limiter: its attempt when it
+/// is the user's (the caller marks it succeeded once the code is right
+/// too), else the page refusing it.
+async fn refuse_password<'a>(
+    req: &HttpRequest,
+    state: &'a WebState,
+    viewer: &Viewer,
+    password: &str,
+) -> Result<Result<Attempt<'a>, actix_web::HttpResponse>, WebError> {
+    let refusal = match check_own_password(req, state, &viewer.user, password).await? {
+        OwnPassword::Right(attempt) => return Ok(Ok(attempt)),
+        OwnPassword::Wrong => (
+            StatusCode::BAD_REQUEST,
+            "The password or the code is wrong.".to_owned(),
+        ),
+        OwnPassword::Paused(wait) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "Too many wrong passwords or codes. {}",
+                super::fmt::try_again_in(wait)
+            ),
+        ),
+    };
+    Ok(Err(
+        account_page(state, viewer, refusal.0, Some(refusal.1)).await?
+    ))
+}
+
+/// `POST /account/totp/enable`: the password, and a code from the new
+/// secret that proves the app has it; then the recovery codes are shown,
+/// once, and the user's other sessions end.
+pub async fn enable(req: HttpRequest, post: Post<EnableForm>) -> Answer {
     let (state, viewer, form) = post.into_parts();
     if viewer.user.two_factor {
         return account_page(
@@ -222,9 +268,15 @@ pub async fn enable(post: Post<EnableForm>) -> Answer {
         )
         .await;
     }
+    let attempt = match refuse_password(&req, &state, &viewer, &form.password).await? {
+        Ok(attempt) => attempt,
+        Err(refused) => return Ok(refused),
+    };
     let secret: Secret = totp::pending(&state.store, viewer.user.id).await?;
     let now = state.clock.now().timestamp().max(0) as u64;
     let Some(step) = secret.matching_step(&form.code, now) else {
+        // The password was right: only the code is wrong (a typo, a clock).
+        attempt.succeeded();
         return account_page(
             &state,
             &viewer,
@@ -233,8 +285,15 @@ pub async fn enable(post: Post<EnableForm>) -> Answer {
         )
         .await;
     };
+    attempt.succeeded();
     let codes = totp::enable(&state.store, viewer.user.id, &secret, step).await?;
-    tracing::info!(user = %viewer.user.email, "two-factor login turned on");
+    sessions::delete_for_user(
+        &state.store,
+        viewer.user.id,
+        Some(&viewer.session.token_hash),
+    )
+    .await?;
+    tracing::info!(user = %viewer.user.email, "two-factor login turned on; other sessions ended");
     Ok(render(
         StatusCode::OK,
         &AccountPage {
@@ -255,8 +314,9 @@ pub struct DisableForm {
 }
 
 /// `POST /account/totp/disable`: needs the password and a second factor,
-/// so a session left open is not enough to remove it.
-pub async fn disable(post: Post<DisableForm>) -> Answer {
+/// so a session left open is not enough to remove it; both are guesses
+/// under the login limiter. The user's other sessions end.
+pub async fn disable(req: HttpRequest, post: Post<DisableForm>) -> Answer {
     let (state, viewer, form) = post.into_parts();
     let Some(secret) = totp::active(&state.store, viewer.user.id).await? else {
         return account_page(
@@ -267,15 +327,14 @@ pub async fn disable(post: Post<DisableForm>) -> Answer {
         )
         .await;
     };
-    let password_right = state
-        .password_checks
-        .verify(&form.password, &viewer.user.password_hash)
-        .await
-        .map_err(|_| WebError::Busy)?;
+    let attempt = match refuse_password(&req, &state, &viewer, &form.password).await? {
+        Ok(attempt) => attempt,
+        Err(refused) => return Ok(refused),
+    };
     let now = state.clock.now().timestamp().max(0) as u64;
-    let code_right = password_right
-        && totp::verify(&state.store, viewer.user.id, &secret, &form.code, now).await?;
-    if !code_right {
+    // A wrong code leaves the attempt a failure: the code is what a
+    // session thief who knows the password would guess.
+    if !totp::verify(&state.store, viewer.user.id, &secret, &form.code, now).await? {
         return account_page(
             &state,
             &viewer,
@@ -284,7 +343,14 @@ pub async fn disable(post: Post<DisableForm>) -> Answer {
         )
         .await;
     }
+    attempt.succeeded();
     totp::disable(&state.store, viewer.user.id).await?;
-    tracing::info!(user = %viewer.user.email, "two-factor login turned off");
+    sessions::delete_for_user(
+        &state.store,
+        viewer.user.id,
+        Some(&viewer.session.token_hash),
+    )
+    .await?;
+    tracing::info!(user = %viewer.user.email, "two-factor login turned off; other sessions ended");
     Ok(see_other("/account/totp"))
 }

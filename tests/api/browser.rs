@@ -792,3 +792,157 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     browser.screenshot("issue14-back-after-logout").await;
     browser.quit().await;
 }
+
+/// Issue 24, item 4: whatever the addresses hold, `tt.js` sends no query
+/// string nor fragment but `utm_source`, and of a referrer only its
+/// origin: after a single-page navigation away from
+/// `/start?reset_token=…#access_token=…`, after a full in-app navigation
+/// (whose `document.referrer` is the previous page's whole address), and
+/// from another site whose `Referrer-Policy: unsafe-url` hands over its
+/// own query. The script talks to a recording stand-in for Tickertape, so
+/// every byte it sends is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let page = |extra: &str| {
+        format!(
+            "<!doctype html><html><head><title>Tracked</title></head><body>\
+             <script async src=\"/tt.js\" data-site=\"6f1c2d3e-1111-4222-8333-444455556666\"></script>\
+             {extra}</body></html>"
+        )
+    };
+    let start = page(
+        "<script>\
+         setTimeout(function(){history.pushState({},'','/next?q=QSECRET#FRAGSECRET');},300);\
+         setTimeout(function(){location.href='/full?z=ZSECRET#HASHSECRET';},700);\
+         </script>",
+    );
+    let plain = page("");
+    let recorder = seen.clone();
+    let server = HttpServer::new(move || {
+        let recorder = recorder.clone();
+        let (start, plain) = (start.clone(), plain.clone());
+        App::new()
+            .route(
+                "/tt.js",
+                web::get().to(|| async {
+                    HttpResponse::Ok()
+                        .content_type("text/javascript")
+                        .body(tickertape::web::assets::TRACKING_SCRIPT)
+                }),
+            )
+            .route(
+                "/pixel.gif",
+                web::get().to(move |req: actix_web::HttpRequest| {
+                    recorder.lock().unwrap().push(req.uri().to_string());
+                    async {
+                        HttpResponse::Ok()
+                            .content_type("image/gif")
+                            .body(tickertape::ingest::pixel::GIF.as_slice())
+                    }
+                }),
+            )
+            .route(
+                "/start",
+                web::get().to(move || {
+                    let body = start.clone();
+                    async move { HttpResponse::Ok().content_type("text/html").body(body) }
+                }),
+            )
+            .default_service(web::to(move || {
+                let body = plain.clone();
+                async move { HttpResponse::Ok().content_type("text/html").body(body) }
+            }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let port = server.addrs()[0].port();
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let origin = format!("http://127.0.0.1:{port}");
+
+    // Another site, handing its whole address over as the referrer.
+    let link = format!(
+        "<!doctype html><html><head><title>Elsewhere</title>\
+         <meta name=\"referrer\" content=\"unsafe-url\"></head><body>\
+         <a id=\"go\" href=\"{origin}/landing?token=LSECRET#LFRAG\">a link</a>\
+         <script>setTimeout(function(){{document.getElementById('go').click();}},100);</script>\
+         </body></html>"
+    );
+    let (other_port, other_handle) = site_server(vec![], Some(link));
+    let other_origin = format!("http://localhost:{other_port}");
+
+    // Through WebDriver: headless Chromium's `--dump-dom` never finishes a
+    // page that navigates within its own origin.
+    let browser = crate::webdriver::Browser::start(BROWSER_UA).await;
+    let sent_for = |page: &'static str| {
+        let seen = seen.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|u| u.contains(&format!("page=%2F{page}&")))
+            {
+                assert!(Instant::now() < deadline, "no view of /{page} was sent");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    browser
+        .goto(&format!(
+            "{origin}/start?reset_token=SECRET123#access_token=XYZ"
+        ))
+        .await;
+    sent_for("next").await;
+    sent_for("full").await;
+    browser
+        .goto(&format!("{other_origin}/links.html?k=REFSECRET#RFRAG"))
+        .await;
+    sent_for("landing").await;
+    browser.quit().await;
+
+    let seen = seen.lock().unwrap().clone();
+    let mut pages = Vec::new();
+    for uri in &seen {
+        for secret in [
+            "SECRET", "XYZ", "FRAG", "HASH", "token", "%3F", "%23", "?q=", "?z=",
+        ] {
+            assert!(!uri.contains(secret), "{secret} sent: {uri}");
+        }
+        let query = uri.split_once('?').map_or("", |(_, q)| q);
+        let params: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect();
+        let referrer = params.get("ref").expect("ref is always sent");
+        assert!(
+            [String::new(), origin.clone(), other_origin.clone()].contains(referrer),
+            "ref {referrer:?} is no origin: {uri}"
+        );
+        let sent: std::collections::BTreeSet<&str> = params.keys().map(String::as_str).collect();
+        assert_eq!(
+            sent,
+            ["page", "ref", "site", "t"].into_iter().collect(),
+            "{uri}"
+        );
+        pages.push((params["page"].clone(), referrer.clone()));
+    }
+    pages.sort();
+    assert_eq!(
+        pages,
+        vec![
+            ("/full".to_owned(), origin.clone()),
+            ("/landing".to_owned(), other_origin.clone()),
+            ("/next".to_owned(), origin.clone()),
+            ("/start".to_owned(), String::new()),
+        ],
+        "every view sent once: {seen:?}"
+    );
+    handle.stop(true).await;
+    other_handle.stop(true).await;
+}

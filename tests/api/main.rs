@@ -21,6 +21,7 @@ mod reports;
 mod retention;
 mod schemathesis;
 mod security;
+mod security_two;
 mod serve;
 mod share_links;
 mod site_owner;

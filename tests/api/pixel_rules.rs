@@ -102,13 +102,6 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
             "no-site",
         ),
         case(
-            "no site, referer of an unknown host",
-            "page=/".into(),
-            vec![("referer", "https://other.org/x".into())],
-            404,
-            "unknown-site",
-        ),
-        case(
             "foreign host in a full URL",
             format!("site={id}&page=https%3A%2F%2Fevil.com%2Fx"),
             vec![],
@@ -223,6 +216,15 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
         assert_eq!(r.headers()["cache-control"], "no-store", "{}", c.name);
         assert_eq!(r.bytes().await.unwrap().len(), 43, "{}", c.name);
     }
+    // Found by the Referer alone, an untracked host is answered like a
+    // counted view (issue 24, item 12: nobody learns which hosts are
+    // tracked), and nothing is written.
+    let r = app
+        .pixel_with("page=/", &[("referer", "https://other.org/x")])
+        .await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("x-tickertape-reason").is_none());
+    assert_eq!(r.bytes().await.unwrap().len(), 43);
     // A HEAD request (link checkers) is answered like a GET, without the
     // body, but is not a view.
     let head = app

@@ -40,7 +40,7 @@ async fn world() -> World {
 }
 
 /// Creates a link on the site's share page; returns its path (`/share/…`).
-async fn create_link(login: &Login, site: &str, label: &str, expires: &str) -> String {
+pub(crate) async fn create_link(login: &Login, site: &str, label: &str, expires: &str) -> String {
     let r = login
         .post(
             &format!("/sites/{site}/share"),

@@ -442,7 +442,7 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
 async fn a_one_time_password_is_replaced_at_first_login() {
     let app = spawn_app().await;
     let admin = app.add_user("first@example.com", Role::Admin).await;
-    tickertape::accounts::users::require_password_change(&app.store, admin.id)
+    tickertape::accounts::users::require_password_change(&app.store, admin.id, t0())
         .await
         .unwrap();
     let http = cookie_client();
@@ -634,7 +634,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
             "/sites/new",
             &[
                 ("csrf", &owner.csrf),
-                ("domain", "https://Mine.test/"),
+                ("domain", "https://Mine-Site.org/"),
                 ("name", "Mine"),
                 ("time_zone", "Europe/Berlin"),
             ],
@@ -648,7 +648,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
         .unwrap();
     assert_eq!(
         (site.domain.as_str(), site.owners.clone()),
-        ("mine.test", vec![user.id])
+        ("mine-site.org", vec![user.id])
     );
     assert_eq!(site.time_zone.name(), "Europe/Berlin");
     app.ingest.directory.reload(&app.store).await.unwrap();
@@ -678,7 +678,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
             &[
                 ("csrf", &owner.csrf),
                 ("name", "Renamed"),
-                ("aliases", "www.mine.test"),
+                ("aliases", "www.mine-site.org"),
             ],
         )
         .await;
@@ -692,7 +692,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
         .pop()
         .unwrap();
     assert_eq!(site.name, "Renamed");
-    assert_eq!(site.aliases[0].as_str(), "www.mine.test");
+    assert_eq!(site.aliases[0].as_str(), "www.mine-site.org");
     assert_eq!(site.owners, vec![user.id], "owners unchanged");
     // Another owner cannot touch it.
     let other = app.login("other@example.com").await;

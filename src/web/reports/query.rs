@@ -1,6 +1,6 @@
 //! The query string every report page and export accepts, parsed.
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use crate::domain::PagePath;
@@ -72,13 +72,12 @@ impl ReportQuery {
         use chrono::TimeZone;
         match self.minute.as_deref().filter(|m| !m.is_empty()) {
             None => Ok(None),
-            Some(raw) => NaiveDateTime::parse_from_str(raw, "%Y-%m-%dT%H:%M")
-                .ok()
+            Some(raw) => crate::reports::period::parse_local_minute(raw)
                 .and_then(|t| zone.from_local_datetime(&t).earliest())
                 .map(|t| Some(t.with_timezone(&Utc)))
                 .ok_or_else(|| {
                     WebError::Invalid(format!(
-                        "The minute must be a date and time (YYYY-MM-DDTHH:MM) that exists in {}.",
+                        "The minute must be a date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200 that exists in {}.",
                         zone.name()
                     ))
                 }),

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 
 use super::*;
-use crate::storage::sites::Site;
+use crate::storage::sites::{ChangedBy, Site};
 use crate::web::auth::{Post, Viewer};
 use crate::web::error::{see_other, Answer, WebError};
 use crate::web::pages::{render, Nav};
@@ -228,6 +228,15 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
         Ok(a) => a,
         Err(e) => return Ok(again(e).await),
     };
+    let by = changed_by(&viewer);
+    // An owner's new aliases must be public names; the ones the site has
+    // (an admin may have set an intranet host) stay.
+    if by == ChangedBy::Owner {
+        let added = aliases.iter().filter(|a| !site.owns_host(a.as_str()));
+        if let Err(e) = crate::web::forms::check_public(added, "aliases") {
+            return Ok(again(e).await);
+        }
+    }
     // An empty field (a form from before zones) keeps the zone.
     let zone = if form.time_zone.trim().is_empty() {
         site.time_zone
@@ -242,7 +251,7 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
         aliases,
         owners: site.owners.clone(),
     };
-    if let Err(e) = crate::storage::sites::update(&state.store, &site, changes).await {
+    if let Err(e) = crate::storage::sites::update_as(&state.store, &site, changes, by).await {
         return Ok(again(crate::web::forms::site_refusal(e, "aliases")?).await);
     }
     if zone != site.time_zone {
@@ -265,6 +274,15 @@ pub(super) struct NewSitePage {
     time_zone: String,
     time_zones: Vec<&'static str>,
     error: Option<crate::web::forms::FormError>,
+}
+
+/// An admin vouches for the hosts they set; an owner's stay unconfirmed.
+fn changed_by(viewer: &Viewer) -> ChangedBy {
+    if viewer.user.is_admin() {
+        ChangedBy::Admin
+    } else {
+        ChangedBy::Owner
+    }
 }
 
 pub(super) fn may_add_sites(state: &WebState, viewer: &Viewer) -> Result<(), WebError> {
@@ -329,6 +347,23 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
             Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e))),
         }
     };
+    let by = changed_by(&viewer);
+    if by == ChangedBy::Owner {
+        if let Err(e) = crate::web::forms::check_public([&domain], "domain") {
+            return Ok(again(e));
+        }
+        // A bound on what one owner can make the instance keep (and on
+        // hosts claimed in bulk).
+        let owned = crate::storage::sites::count_owned(&state.store, viewer.user.id).await?;
+        if owned >= state.owner_max_sites {
+            return Ok(again(crate::web::forms::FormError::new(
+                "domain",
+                format!(
+                    "You already own {owned} sites, the most an owner may add: ask an administrator"
+                ),
+            )));
+        }
+    }
     let new = crate::storage::sites::NewSite {
         domain,
         aliases: vec![],
@@ -336,10 +371,11 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         owners: vec![viewer.user.id],
         time_zone,
     };
-    let site = match crate::storage::sites::insert(&state.store, new, state.clock.now()).await {
-        Ok(site) => site,
-        Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
-    };
+    let site =
+        match crate::storage::sites::insert_as(&state.store, new, state.clock.now(), by).await {
+            Ok(site) => site,
+            Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
+        };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
     Ok(see_other(&format!(
