@@ -32,7 +32,7 @@ struct Cli {
 enum Command {
     /// Serve the pixel and the web app; the only command that creates the
     /// embedded database.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create indexes and apply the retention (TTL indexes); with --shard,
     /// shard the bucket collections (mongos only).
     Setup(SetupArgs),
@@ -109,7 +109,13 @@ pub fn main() -> ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => serve(args.settings, args.demo_if_empty).await,
+        Command::Serve(args) => {
+            let ServeArgs {
+                settings,
+                demo_if_empty,
+            } = *args;
+            serve(settings, demo_if_empty).await
+        }
         Command::Setup(args) => setup(args).await,
         Command::Site(SiteCommand::Add(args)) => add_site(args).await,
         Command::User(UserCommand::Add(args)) => add_user(args).await,

@@ -154,7 +154,7 @@ pub struct IngestSettings {
     pub apply_window_ms: u64,
 
     /// Most hits in one applied minutes batch (a batch this large is
-    /// applied at once; it also ends at 25,000 buckets).
+    /// applied at once; it also ends at TICKERTAPE_APPLY_MAX_BUCKETS buckets).
     #[arg(long, env = "TICKERTAPE_APPLY_MAX_HITS", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub apply_max_hits: u64,
 
@@ -171,7 +171,7 @@ pub struct IngestSettings {
     /// Most buckets in one minutes or rollups batch (a batch this large is
     /// applied at once): bounds a transaction and the appliers' memory
     /// (about 300 bytes a bucket) whatever the pages a backlog touches.
-    #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 25_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub apply_max_buckets: u64,
 
     /// How long the sources applier gathers hits before applying their

@@ -296,16 +296,19 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     // The bare HTTP ceiling, in this run.
     let ceiling = roles::scenario(db, &Spec::parse("ceiling", connections)?, options).await?;
     println!(
-        "HTTP ceiling (bench-only server, no database work): {:.0} hits/s\n",
+        "HTTP ceiling (bench-only server, no database work): {:.0} hits/s",
         ceiling.wrk.rate()
     );
+    print_header();
     let mut outcomes = Vec::new();
+    let mut summary = Vec::new();
     for spec in &runs {
         let saturating = run_one(db, spec, None, seconds, connections, options).await?;
         eprintln!(
             "sustained {}: acked {:.0}/s applied {:.0}/s lag p99 {:.1} s",
             spec.label, saturating.acked_rate, saturating.applied_rate, saturating.lag_p99
         );
+        print_row(&saturating);
         let mut sustained = saturating.keeps_up().then_some(saturating.applied_rate);
         let mut rate = saturating.applied_rate * 0.9;
         outcomes.push(saturating);
@@ -319,13 +322,14 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
                 "sustained {} paced {:.0}: applied {:.0}/s lag p99 {:.1} s",
                 spec.label, rate, paced.applied_rate, paced.lag_p99
             );
+            print_row(&paced);
             if paced.keeps_up() {
                 sustained = Some(paced.acked_rate);
             }
             outcomes.push(paced);
             rate *= 0.75;
         }
-        println!(
+        let line = format!(
             "- **{}**: sustained rate {}",
             spec.label,
             sustained.map_or(
@@ -336,8 +340,13 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
                 )
             )
         );
+        eprintln!("{line}");
+        summary.push(line);
     }
-    print_table(&outcomes);
+    println!();
+    for line in &summary {
+        println!("{line}");
+    }
     print_over_time(&outcomes);
     let bad: Vec<&Outcome> = outcomes
         .iter()
@@ -351,10 +360,15 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_table(outcomes: &[Outcome]) {
+fn print_header() {
     println!("\n| run | paced at | acked hits/s | applied hits/s (during the load) | p99 answer ms | minutes lag p50 / p99 / max s | hours+days lag p99 s | sources lag p99 s | backlog at the end (hits, lag s) | drain s | statements per hit | µs per statement (in transactions) | peak RSS MiB | peak journal MiB | keeps up | stored − 200s (minute/hour/day) |");
     println!("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|");
-    for o in outcomes {
+}
+
+/// One row of the table, printed as soon as its run is over (a long bench
+/// that is stopped keeps what it measured).
+fn print_row(o: &Outcome) {
+    {
         println!(
             "| {} | {} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} / {:.1} | {:.1} | {:.1} | {:.0}, {:.1} | {:.1} | {:.3} | {:.0} | {:.0} | {:.0} | {} | {} |",
             o.label,

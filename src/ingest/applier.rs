@@ -78,6 +78,9 @@ impl ApplyConfig {
 /// batch can pass its bounds before it is applied.
 const READ_CHUNK: usize = 4_096;
 
+/// The fewest buckets a batch is shrunk to after failures.
+const MIN_BOUND: usize = 500;
+
 pub struct Appliers {
     handles: Vec<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
@@ -98,6 +101,11 @@ struct Applier {
     window: Duration,
     max_hits: usize,
     max_buckets: usize,
+    /// The buckets a batch may touch now: `max_buckets`, halved after a
+    /// batch the database could not take (too slow for the attempt's time
+    /// limit, or too large for its cache), grown back by a quarter after
+    /// each batch that went in.
+    bound: usize,
     /// The lane's position in the database: everything before it is applied.
     applied: u64,
     stats: Arc<IngestStats>,
@@ -170,6 +178,7 @@ impl Appliers {
                 window,
                 max_hits: max_hits.max(1),
                 max_buckets: config.max_buckets.max(1),
+                bound: config.max_buckets.max(1),
                 applied: 0,
                 stats: stats.clone(),
                 journal_stats: journal_stats.clone(),
@@ -374,7 +383,7 @@ impl Applier {
         let mut deadline: Option<Instant> = None;
         loop {
             let closing = *shutdown.borrow();
-            if batch.is_full(self.max_hits, self.max_buckets) {
+            if batch.is_full(self.max_hits, self.bound) {
                 break;
             }
             // In memory, right where we are?
@@ -594,7 +603,21 @@ impl Applier {
                     }
                     break;
                 }
-                Some(Some(p)) if p == batch.from => {}
+                Some(Some(p)) if p == batch.from => {
+                    // Not in. A batch the database failed to take (not a
+                    // conflict) is gathered again, smaller: retried as it
+                    // is, a batch too slow for the time limit or too large
+                    // for the server's cache would fail for ever. Nothing
+                    // of it committed, so its hits are simply read again.
+                    let buckets = batch.buckets();
+                    if !transient && buckets > MIN_BOUND {
+                        self.bound = (buckets / 2).max(MIN_BOUND);
+                        tracing::warn!(lane = self.lane.index, stream = self.stream.as_str(),
+                            buckets, bound = self.bound,
+                            "batch not taken by the database; gathering it again in smaller batches");
+                        return true;
+                    }
+                }
                 Some(found) => {
                     tracing::error!(lane = self.lane.index, expected = batch.from, ?found,
                         "the journal progress moved elsewhere (another process on a copy of this journal, \
@@ -618,6 +641,7 @@ impl Applier {
             }
         }
         self.applied = batch.to;
+        self.bound = (self.bound + self.bound / 4 + 1).min(self.max_buckets);
         let n = batch.hits as u64;
         self.applied_records().fetch_add(n, Relaxed);
         let caught_up = self.lane.committed() <= batch.to;

@@ -29,7 +29,7 @@
 
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -160,10 +160,8 @@ impl PageCap {
     }
 
     fn key(&self, page: &str) -> u64 {
-        let mut h = self.keys.build_hasher();
-        page.hash(&mut h);
         // 0 marks an empty candidate slot.
-        h.finish().max(1)
+        self.keys.hash_one(page).max(1)
     }
 
     /// The first-sight and repeat budgets of a site with `setting`.
@@ -245,7 +243,8 @@ impl PageCap {
                 return true;
             }
             let first = b.first_sight < first_limit;
-            if !first && !(b.repeat < repeat_limit && self.seen_before(key)) {
+            let second_view = || b.repeat < repeat_limit && self.seen_before(key);
+            if !(first || second_view()) {
                 b.overflowed += 1;
                 return false;
             }
