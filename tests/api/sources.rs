@@ -182,11 +182,11 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
     let table = &html[html.find("id=\"sources\"").expect("a sources table")..];
     let table = &table[..table.find("</table>").unwrap()];
     assert!(
-        table.contains("<td>google.com</td><td class=\"num\">3</td><td class=\"num\">75.0%</td><td class=\"num\">+50.0%</td>"),
+        table.contains("<td>google.com</td><td class=\"num\">3</td><td class=\"num hide-small\">75.0%</td><td class=\"num\">+50.0%</td>"),
         "{table}"
     );
     assert!(
-        table.contains("<td>duckduckgo.com</td><td class=\"num\">1</td><td class=\"num\">25.0%</td><td class=\"num\">new</td>"),
+        table.contains("<td>duckduckgo.com</td><td class=\"num\">1</td><td class=\"num hide-small\">25.0%</td><td class=\"num\">new</td>"),
         "{table}"
     );
     // Filtered.
@@ -201,9 +201,9 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
         .text(&format!("/sites/{}/page?path=/b&range=24h", site.id))
         .await;
     let table = &html[html.find("id=\"sources\"").unwrap()..];
-    assert!(
-        table.contains("<td>google.com</td><td class=\"num\">1</td><td class=\"num\">50.0%</td>")
-    );
+    assert!(table.contains(
+        "<td>google.com</td><td class=\"num\">1</td><td class=\"num hide-small\">50.0%</td>"
+    ));
     // CSV.
     let r = admin
         .get(&format!("/sites/{}/sources.csv?range=24h", site.id))

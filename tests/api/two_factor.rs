@@ -260,7 +260,10 @@ async fn an_admin_password_reset_also_turns_it_off() {
     turn_on(&app, &login).await;
     let admin = app.login("admin@example.com").await;
     let (_, html) = admin.text("/admin/users").await;
-    assert!(html.contains("<td>on</td>"), "the users page shows it");
+    assert!(
+        html.contains("<td data-label=\"Two-factor\">on</td>"),
+        "the users page shows it"
+    );
     let r = admin
         .post(
             &format!("/admin/users/{}/password", user.id),
