@@ -496,3 +496,36 @@ async fn many_pages_in_small_batches_drain_exact_on_every_level() {
         "{statements} rollups statements"
     );
 }
+
+#[tokio::test]
+async fn over_the_page_cap_the_pixel_never_waits_on_the_database() {
+    // Issue 24 item 13: new pages beyond the first-sight budget used to
+    // cost a database lookup each (up to 2 s with the database away). The
+    // admission is decided in memory now: with the database down, thirty
+    // new pages over the cap are answered at once from the journal (the
+    // old lookup would have taken about a minute).
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.security.new_pages_per_hour = 2;
+    settings.ingest.ready_max_backlog_secs = 3600;
+    let app = spawn_app_on(&proxy.uri(), settings).await;
+    let site = app.add_site("away.test", &[]).await;
+    proxy.set(Mode::Down);
+    let started = std::time::Instant::now();
+    let mut overflowed = 0;
+    for i in 0..32 {
+        let r = app.pixel(&format!("site={}&page=/new/{i}", site.id)).await;
+        assert_eq!(r.status(), 200, "answered from the journal");
+        if r.headers().get("x-tickertape-reason").is_some() {
+            overflowed += 1;
+        }
+    }
+    assert_eq!(overflowed, 30, "beyond the budget, under /(other)");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "no lookup per new page: {:?}",
+        started.elapsed()
+    );
+    proxy.set(Mode::Pass);
+    assert_eq!(app.total_views(Resolution::Day).await, 32);
+}
