@@ -19,7 +19,6 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
-use mongodb::options::{ReadConcern, TransactionOptions};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -207,16 +206,7 @@ async fn recompute_once(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<u64, mongodb::error::Error> {
-    let mut session = store.client().start_session().await?;
-    session
-        .start_transaction()
-        .with_options(
-            TransactionOptions::builder()
-                .write_concern(store.commit_write_concern())
-                .read_concern(ReadConcern::majority())
-                .build(),
-        )
-        .await?;
+    let mut session = super::txn::begin(store).await?;
     let field = g.slots_field();
     let time =
         doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)};
