@@ -205,6 +205,17 @@ pub struct IngestSettings {
     /// re-creates a bucket.
     #[arg(long, env = "TICKERTAPE_SITE_PURGE_AFTER_SECS", default_value_t = 600)]
     pub site_purge_after_secs: u64,
+
+    /// Most open visits the pixel keeps in memory (a visitor's last hit,
+    /// for 30 minutes); beyond it the least recently seen are forgotten
+    /// first, and their next hit starts a new visit.
+    #[arg(long, env = "TICKERTAPE_OPEN_VISITS", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub open_visits: u64,
+
+    /// Most memory the open visits may take, in MiB (about: the entries
+    /// and the pages they name).
+    #[arg(long, env = "TICKERTAPE_OPEN_VISITS_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub open_visits_mb: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -457,6 +468,13 @@ impl DatabaseSettings {
 }
 
 impl IngestSettings {
+    pub fn visits_config(&self) -> crate::ingest::visits::VisitsConfig {
+        crate::ingest::visits::VisitsConfig {
+            max_open: self.open_visits as usize,
+            max_bytes: (self.open_visits_mb as usize) << 20,
+        }
+    }
+
     pub fn apply_config(&self) -> crate::ingest::applier::ApplyConfig {
         crate::ingest::applier::ApplyConfig {
             window: Duration::from_millis(self.apply_window_ms),

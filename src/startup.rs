@@ -27,6 +27,8 @@ pub struct Application {
     drain: Duration,
     refresher: JoinHandle<()>,
     purger: JoinHandle<()>,
+    /// Keeps the visitor salts (`ingest::visitor::Salts::keep`).
+    salts: (tokio::sync::watch::Sender<bool>, JoinHandle<()>),
     scheduler: Option<JoinHandle<()>>,
     ingest: IngestState,
 }
@@ -95,6 +97,18 @@ impl Application {
             page_cap: Arc::new(crate::ingest::page_cap::PageCap::new(
                 settings.security.page_cap_config(),
             )),
+            visitors: Arc::new(crate::ingest::visitor::Visitors::new(
+                settings.ingest.visits_config(),
+                crate::domain::client_ip::TrustedProxies::new(
+                    settings.security.trusted_proxies.clone(),
+                ),
+            )),
+        };
+        let (salts_stop, salts_stopped) = tokio::sync::watch::channel(false);
+        let salts_keeper = {
+            let (visitors, store, clock) =
+                (ingest.visitors.clone(), store.clone(), ingest.clock.clone());
+            tokio::spawn(async move { visitors.salts.keep(store, clock, salts_stopped).await })
         };
 
         {
@@ -187,6 +201,7 @@ impl Application {
             drain: Duration::from_secs(settings.ingest.shutdown_drain_secs),
             refresher,
             purger,
+            salts: (salts_stop, salts_keeper),
             scheduler: scheduler_task,
             ingest,
         })
@@ -217,6 +232,8 @@ impl Application {
         let served = self.server.await;
         self.refresher.abort();
         self.purger.abort();
+        let _ = self.salts.0.send(true);
+        let _ = self.salts.1.await;
         if let Some(task) = self.scheduler {
             task.abort();
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tickertape::accounts::password::NewPassword;
 use tickertape::accounts::{users, Role};
 use tickertape::domain::{Email, TimeZone};
-use tickertape::journal::record::{Record, FORMAT_V2};
+use tickertape::journal::record::{Record, FORMAT_V3};
 use tickertape::reports::Resolution;
 use tickertape::storage::bucket_writer::{BucketWriter, Hit};
 use tickertape::storage::progress::{self, Advance, Stream};
@@ -312,6 +312,7 @@ async fn ingestion_with_and_without_sources(
                         page: names[p].as_str(),
                         at,
                         source: with_sources.then(|| sources[s].as_str()),
+                        visit: None,
                     })
                     .collect();
                 // The minutes, then the hours and days, each with its
@@ -330,6 +331,7 @@ async fn ingestion_with_and_without_sources(
                             page: hit.page.to_owned(),
                             at: hit.at,
                             source: hit.source.map(str::to_owned),
+                            visit: None,
                         }
                         .encode_into(&mut journaled);
                     }
@@ -413,7 +415,7 @@ fn sources_every() -> usize {
 fn decode_all(mut bytes: &[u8]) -> anyhow::Result<Vec<Record>> {
     let mut records = Vec::new();
     while !bytes.is_empty() {
-        let (record, len) = Record::decode(bytes, FORMAT_V2)?;
+        let (record, len) = Record::decode(bytes, FORMAT_V3)?;
         records.push(record);
         bytes = &bytes[len..];
     }

@@ -2,6 +2,7 @@
 //! rules, so code holding one never re-checks it.
 
 mod access_token;
+pub mod client_ip;
 mod domain_name;
 mod email;
 mod expiry_days;
@@ -11,6 +12,7 @@ mod page_cap;
 mod resolution;
 mod retention;
 mod site_id;
+pub mod sketch;
 mod source;
 mod time_zone;
 

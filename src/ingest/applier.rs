@@ -489,7 +489,7 @@ impl Applier {
             Stream::Views | Stream::Rollups => {
                 for r in &records {
                     for inc in &mut batch.levels {
-                        inc.add(&r.page, r.at);
+                        inc.add_hit(&r.page, r.at, r.visit.as_ref());
                     }
                 }
             }

@@ -10,6 +10,8 @@ pub mod directory;
 pub mod page_cap;
 pub mod pixel;
 pub mod stats;
+pub mod visitor;
+pub mod visits;
 
 use std::sync::Arc;
 
@@ -27,4 +29,6 @@ pub struct IngestState {
     pub stats: Arc<IngestStats>,
     /// New pages per site per hour (see `page_cap`).
     pub page_cap: Arc<page_cap::PageCap>,
+    /// Visitor ids and open visits (see `visitor`, `visits`).
+    pub visitors: Arc<visitor::Visitors>,
 }

@@ -255,11 +255,22 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError>
             other
         }
     };
+    let visitor = state.visitors.id_of(req, at, page.domain());
+    let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), at);
     let record = Record {
         page: page.into_string(),
         at,
         source: source.map(Source::into_string),
+        visit: Some(visit),
     };
+    let counted = journal(state, record).await;
+    if counted.is_err() {
+        state.visitors.open.forget(touch);
+    }
+    counted
+}
+
+async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> {
     match state.journal.submit(record) {
         Ok(Accepted::Queued) => Ok(()),
         Ok(Accepted::Pending(synced)) => match synced.await {

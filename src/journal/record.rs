@@ -2,15 +2,25 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
+//! payload v3 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
+//!              page_len:u16le  source_len:u16le  entry_len:u16le
+//!              page[page_len]  source[source_len]  entry[entry_len]  previous[rest]
 //! payload v2 = at_ms:i64le  page_len:u16le  page:utf8[page_len]  source:utf8[rest]
 //! payload v1 = at_ms:i64le  page:utf8[len - 8]
 //! crc        = CRC32C(len bytes ++ payload)
+//! flags      = bit 0: the hit carries a visit (the fields after it mean
+//!              something); bit 1: it starts a visit; bit 2: it is the
+//!              visit's second view (its bounce becomes a non-bounce)
 //! ```
 //!
 //! Format 2 (issue 10) adds the view's source; an empty source means none
-//! was known (a pixel without the script). Segments say their format in
-//! their header, and a journal written by the previous version is still
-//! replayed: its format-1 records decode with no source.
+//! was known (a pixel without the script). Format 3 (visitors) adds what
+//! the hit changes of its visit: the visitor id (a keyed hash, never an
+//! address), whether it starts a visit, the seconds since the visit's
+//! previous hit, and the visit's entry and previous pages (empty when it
+//! starts one). Segments say their format in their header, and a journal
+//! written by a previous version is still replayed: format-1 records decode
+//! with no source, format-1 and format-2 records with no visit.
 //!
 //! The checksum covers the length too, so a flipped length bit is caught
 //! rather than read as a record boundary somewhere else. A record never spans
@@ -21,22 +31,62 @@ use chrono::{DateTime, Utc};
 /// Bytes before the payload: length and checksum.
 pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
-/// plus a 512-byte path, a source at most 253 bytes); anything longer on
-/// disk is damage, not data.
-pub const MAX_PAYLOAD: usize = 8 + 2 + 1024 + 512;
+/// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
+/// three pages); anything longer on disk is damage, not data.
+pub const MAX_PAYLOAD: usize = V3_FIXED + 3 * 1024 + 512;
+
+/// Bounds one page of a record (a domain plus a path, with room).
+const MAX_PAGE: usize = 1024;
 
 /// The record format of format-1 segments: no source.
 pub const FORMAT_V1: u32 = 1;
-/// The record format this build writes.
+/// The record format of format-2 segments: a source, no visit.
 pub const FORMAT_V2: u32 = 2;
+/// The record format this build writes.
+pub const FORMAT_V3: u32 = 3;
 
-/// A hit as journaled: which page, when it happened, and where it came
-/// from when that is known.
+/// Bytes of a format-3 payload before its strings.
+const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
+
+const HAS_VISIT: u8 = 1;
+const STARTS: u8 = 2;
+const SECOND_VIEW: u8 = 4;
+
+/// A hit as journaled: which page, when it happened, where it came from
+/// when that is known, and what it changes of its visit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub page: String,
     pub at: DateTime<Utc>,
     pub source: Option<String>,
+    /// `None` for hits from before visitors (formats 1 and 2) and writers
+    /// that have no visitor (imports of views alone).
+    pub visit: Option<Visit>,
+}
+
+/// What one hit changes of its visit, decided at the pixel (see
+/// `ingest::visits`): every report metric is a sum of these, so the
+/// write-behind's `$inc` applies each exactly once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Visit {
+    /// The day's keyed hash of the visitor (`ingest::visitor`).
+    pub visitor: u64,
+    /// Seconds since the visit's previous hit (0 when it starts one):
+    /// added to the visit's duration, credited to its entry page.
+    pub duration_secs: u32,
+    /// The visit's entry page, and the page of its previous hit (which
+    /// loses the exit this hit takes); both `None` when it starts a visit.
+    pub entry: Option<String>,
+    pub previous: Option<String>,
+    /// The visit's second view: its entry page's bounce is undone.
+    pub second_view: bool,
+}
+
+impl Visit {
+    /// Whether this hit starts a visit (its page is the entry).
+    pub fn starts(&self) -> bool {
+        self.entry.is_none()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -60,7 +110,12 @@ impl Record {
     }
 
     fn payload_len(&self) -> usize {
-        8 + 2 + self.page.len() + self.source.as_ref().map_or(0, String::len)
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let visit = self.visit.as_ref();
+        V3_FIXED
+            + self.page.len()
+            + text(&self.source)
+            + visit.map_or(0, |v| text(&v.entry) + text(&v.previous))
     }
 
     /// Appends the encoded record to `out`. Pages longer than the codec
@@ -69,15 +124,59 @@ impl Record {
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let payload_len = self.payload_len();
         assert!(payload_len <= MAX_PAYLOAD, "page too long for the journal");
-        let len = (payload_len as u32).to_le_bytes();
+        fn text(s: &Option<String>) -> &[u8] {
+            s.as_deref().unwrap_or_default().as_bytes()
+        }
+        let (flags, visitor, duration, entry, previous) = match &self.visit {
+            None => (0, 0, 0, &[][..], &[][..]),
+            Some(v) => {
+                let mut flags = HAS_VISIT;
+                if v.starts() {
+                    flags |= STARTS;
+                }
+                if v.second_view {
+                    flags |= SECOND_VIEW;
+                }
+                let (entry, previous) = (text(&v.entry), text(&v.previous));
+                (flags, v.visitor, v.duration_secs, entry, previous)
+            }
+        };
+        let source = text(&self.source);
+        for part in [self.page.as_bytes(), source, entry] {
+            assert!(part.len() <= MAX_PAGE, "page too long for the journal");
+        }
+        let start = out.len();
+        out.extend_from_slice(&(payload_len as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.at.timestamp_millis().to_le_bytes());
+        out.push(flags);
+        out.extend_from_slice(&visitor.to_le_bytes());
+        out.extend_from_slice(&duration.to_le_bytes());
+        for len in [self.page.len(), source.len(), entry.len()] {
+            out.extend_from_slice(&(len as u16).to_le_bytes());
+        }
+        for part in [self.page.as_bytes(), source, entry, previous] {
+            out.extend_from_slice(part);
+        }
+        let crc = crc32c::crc32c_append(
+            crc32c::crc32c(&out[start..start + 4]),
+            &out[start + HEADER_LEN..],
+        );
+        out[start + 4..start + HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Writes a record as format 2 did (a source, no visit): only for tests
+    /// that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v2_into(&self, out: &mut Vec<u8>) {
+        let source = self.source.as_deref().unwrap_or_default().as_bytes();
+        let len = ((10 + self.page.len() + source.len()) as u32).to_le_bytes();
         let at = self.at.timestamp_millis().to_le_bytes();
         let page_len = (self.page.len() as u16).to_le_bytes();
-        let source = self.source.as_deref().unwrap_or_default().as_bytes();
         let mut crc = crc32c::crc32c(&len);
-        crc = crc32c::crc32c_append(crc, &at);
-        crc = crc32c::crc32c_append(crc, &page_len);
-        crc = crc32c::crc32c_append(crc, self.page.as_bytes());
-        crc = crc32c::crc32c_append(crc, source);
+        for part in [&at[..], &page_len[..], self.page.as_bytes(), source] {
+            crc = crc32c::crc32c_append(crc, part);
+        }
         out.extend_from_slice(&len);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&at);
@@ -108,7 +207,11 @@ impl Record {
             return Err(DecodeError::Truncated);
         }
         let len = u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes"));
-        let min = if format == FORMAT_V1 { 8 } else { 10 };
+        let min = match format {
+            FORMAT_V1 => 8,
+            FORMAT_V2 => 10,
+            _ => V3_FIXED as u32,
+        };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
         }
@@ -129,21 +232,75 @@ impl Record {
                 .map(str::to_owned)
                 .map_err(|_| DecodeError::BadPayload)
         };
-        let (page, source) = if format == FORMAT_V1 {
-            (text(&payload[8..])?, None)
-        } else {
-            let page_len = u16::from_le_bytes(payload[8..10].try_into().expect("2 bytes")) as usize;
-            let rest = &payload[10..];
-            if page_len > rest.len() {
-                return Err(DecodeError::BadPayload);
+        let optional = |bytes: &[u8]| text(bytes).map(|s| (!s.is_empty()).then_some(s));
+        let u16_at = |i: usize| u16::from_le_bytes(payload[i..i + 2].try_into().expect("2 bytes"));
+        let record = match format {
+            FORMAT_V1 => Record {
+                page: text(&payload[8..])?,
+                at,
+                source: None,
+                visit: None,
+            },
+            FORMAT_V2 => {
+                let page_len = u16_at(8) as usize;
+                let rest = &payload[10..];
+                if page_len > rest.len() {
+                    return Err(DecodeError::BadPayload);
+                }
+                Record {
+                    page: text(&rest[..page_len])?,
+                    at,
+                    source: optional(&rest[page_len..])?,
+                    visit: None,
+                }
             }
-            let source = text(&rest[page_len..])?;
-            (
-                text(&rest[..page_len])?,
-                (!source.is_empty()).then_some(source),
-            )
+            _ => {
+                let flags = payload[8];
+                let visitor = u64::from_le_bytes(payload[9..17].try_into().expect("8 bytes"));
+                let duration = u32::from_le_bytes(payload[17..21].try_into().expect("4 bytes"));
+                let lens = [u16_at(21), u16_at(23), u16_at(25)].map(usize::from);
+                let rest = &payload[V3_FIXED..];
+                if lens.iter().sum::<usize>() > rest.len() || flags & !7 != 0 {
+                    return Err(DecodeError::BadPayload);
+                }
+                let (page, rest) = rest.split_at(lens[0]);
+                let (source, rest) = rest.split_at(lens[1]);
+                let (entry, previous) = rest.split_at(lens[2]);
+                let (entry, previous) = (optional(entry)?, optional(previous)?);
+                let visit = if flags & HAS_VISIT == 0 {
+                    if flags != 0
+                        || visitor != 0
+                        || duration != 0
+                        || entry.is_some()
+                        || previous.is_some()
+                    {
+                        return Err(DecodeError::BadPayload);
+                    }
+                    None
+                } else {
+                    // A visit starts exactly when it names no entry page.
+                    if (flags & STARTS != 0) != entry.is_none()
+                        || entry.is_some() != previous.is_some()
+                    {
+                        return Err(DecodeError::BadPayload);
+                    }
+                    Some(Visit {
+                        visitor,
+                        duration_secs: duration,
+                        entry,
+                        previous,
+                        second_view: flags & SECOND_VIEW != 0,
+                    })
+                };
+                Record {
+                    page: text(page)?,
+                    at,
+                    source: optional(source)?,
+                    visit,
+                }
+            }
         };
-        Ok((Record { page, at, source }, total))
+        Ok((record, total))
     }
 }
 
@@ -158,6 +315,7 @@ mod tests {
             page: page.to_owned(),
             at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
             source: None,
+            visit: None,
         }
     }
 
@@ -167,12 +325,62 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V2), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
         r.source = Some("news.ycombinator.com".into());
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
+        assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
+        for visit in [
+            Visit {
+                visitor: u64::MAX,
+                ..Visit::default()
+            },
+            Visit {
+                visitor: 7,
+                duration_secs: 95,
+                entry: Some("example.com/".into()),
+                previous: Some("example.com/a".into()),
+                second_view: true,
+            },
+        ] {
+            r.visit = Some(visit);
+            let mut buf = Vec::new();
+            r.encode_into(&mut buf);
+            assert_eq!(buf.len(), r.encoded_len());
+            assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
+        }
+    }
+
+    #[test]
+    fn a_format_2_record_decodes_with_its_source_and_no_visit() {
+        let mut r = record("example.com/old");
+        r.source = Some("google.com".into());
+        let mut buf = Vec::new();
+        r.encode_v2_into(&mut buf);
         assert_eq!(Record::decode(&buf, FORMAT_V2), Ok((r, buf.len())));
+    }
+
+    #[test]
+    fn a_visit_that_names_only_one_of_its_pages_is_damage() {
+        let mut r = record("example.com/a");
+        r.visit = Some(Visit {
+            visitor: 1,
+            entry: Some("example.com/".into()),
+            previous: Some("example.com/".into()),
+            ..Visit::default()
+        });
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        // Cut the entry's length to zero (and fix the checksum): a visit
+        // that continues but names no entry.
+        buf[HEADER_LEN + 25..HEADER_LEN + 27].copy_from_slice(&0u16.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Record::decode(&buf, FORMAT_V3).unwrap_err(),
+            DecodeError::BadPayload
+        );
     }
 
     #[test]
@@ -180,13 +388,14 @@ mod tests {
         let r = record("example.com/old");
         let mut buf = Vec::new();
         r.encode_v1_into(&mut buf);
+        assert_eq!(r.visit, None);
         assert_eq!(Record::decode(&buf, FORMAT_V1), Ok((r, buf.len())));
     }
 
     #[test]
     fn zeros_are_not_a_record() {
         assert_eq!(
-            Record::decode(&[0; 64], FORMAT_V2).unwrap_err(),
+            Record::decode(&[0; 64], FORMAT_V3).unwrap_err(),
             DecodeError::BadLength(0)
         );
     }
@@ -197,11 +406,29 @@ mod tests {
             // Any millisecond chrono can represent in the years we may see.
             -62_000_000_000_000i64..253_000_000_000_000i64,
             proptest::option::of("[a-z0-9.]{1,60}"),
+            proptest::option::of((
+                any::<u64>(),
+                any::<u32>(),
+                proptest::option::of(("\\PC{0,100}", "\\PC{0,100}")),
+                any::<bool>(),
+            )),
         )
-            .prop_map(|(page, ms, source)| Record {
+            .prop_map(|(page, ms, source, visit)| Record {
                 page,
                 at: DateTime::<Utc>::from_timestamp_millis(ms).unwrap(),
                 source,
+                // An empty page name reads back as none: the pixel never
+                // journals one.
+                visit: visit.map(|(visitor, duration_secs, pages, second_view)| {
+                    let pages = pages.map(|(e, p)| (format!("e{e}"), format!("p{p}")));
+                    Visit {
+                        visitor,
+                        duration_secs,
+                        entry: pages.as_ref().map(|p| p.0.clone()),
+                        previous: pages.map(|p| p.1),
+                        second_view,
+                    }
+                }),
             })
     }
 
@@ -214,7 +441,7 @@ mod tests {
             }
             let mut at = 0;
             for r in &records {
-                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V2).unwrap();
+                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V3).unwrap();
                 prop_assert_eq!(&decoded, r);
                 at += len;
             }
@@ -226,7 +453,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             let cut = cut % buf.len();
-            prop_assert!(Record::decode(&buf[..cut], FORMAT_V2).is_err());
+            prop_assert!(Record::decode(&buf[..cut], FORMAT_V3).is_err());
         }
 
         #[test]
@@ -238,7 +465,7 @@ mod tests {
             // A flip may make the record look longer than the buffer
             // (truncated) or fail the length, checksum or payload checks:
             // never may it decode as a record.
-            prop_assert!(Record::decode(&buf, FORMAT_V2).is_err());
+            prop_assert!(Record::decode(&buf, FORMAT_V3).is_err());
         }
     }
 }

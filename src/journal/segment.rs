@@ -17,15 +17,17 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{
-    DecodeError, Record, FORMAT_V1, FORMAT_V2, HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
+    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, HEADER_LEN as RECORD_HEADER_LEN,
+    MAX_PAYLOAD,
 };
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";
 /// The record format this build writes (see `record`).
-pub const FORMAT: u32 = FORMAT_V2;
+pub const FORMAT: u32 = FORMAT_V3;
 /// The formats this build reads: segments written before sources were
-/// journaled (format 1) are replayed, their hits without a source.
-pub const READABLE: [u32; 2] = [FORMAT_V1, FORMAT_V2];
+/// journaled (format 1) are replayed, their hits without a source, and
+/// those before visitors (format 2) without a visit.
+pub const READABLE: [u32; 3] = [FORMAT_V1, FORMAT_V2, FORMAT_V3];
 pub const HEADER_LEN: u64 = 48;
 pub const EXTENSION: &str = "seg";
 
@@ -297,6 +299,7 @@ mod tests {
                 page: format!("example.com/{i}"),
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
                 source: Some("google.com".to_owned()),
+                visit: None,
             }
             .encode_into(&mut buf);
         }
@@ -379,6 +382,7 @@ mod tests {
                 page: format!("example.com/{i}"),
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
                 source: None,
+                visit: None,
             }
             .encode_v1_into(&mut body);
         }

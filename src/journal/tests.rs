@@ -17,6 +17,10 @@ fn hit(i: usize) -> Record {
         page: format!("example.com/page/{i}"),
         at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
         source: (i % 3 == 0).then(|| format!("source{i}.example")),
+        visit: (i % 2 == 0).then(|| record::Visit {
+            visitor: i as u64,
+            ..Default::default()
+        }),
     }
 }
 
@@ -307,6 +311,7 @@ async fn a_format_1_journal_with_records_replays_them_and_goes_on_in_format_2() 
     let old_hits: Vec<Record> = (0..5)
         .map(|i| Record {
             source: None,
+            visit: None,
             ..hit(i)
         })
         .collect();
@@ -375,6 +380,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         page: "x".repeat(record::MAX_PAYLOAD + 1),
         at: hit(0).at,
         source: None,
+        visit: None,
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

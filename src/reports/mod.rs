@@ -11,6 +11,7 @@ pub mod period;
 pub mod queries;
 pub mod retention;
 pub mod sources;
+pub mod visits;
 pub mod wall_clock;
 
 pub use period::{Period, PeriodError, RangeQuery, Resolution};

@@ -237,6 +237,65 @@ async fn read_units(
     by_page: bool,
     freshness: Freshness,
 ) -> Result<Units, mongodb::error::Error> {
+    read_units_of(store, scope, period, by_page, freshness, VIEWS).await
+}
+
+/// Which slot maps of the hour and day buckets a read adds up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slots {
+    pub hour: &'static str,
+    pub day: &'static str,
+}
+
+/// The views: `minutes` of hour buckets, `hours` of day buckets.
+pub const VIEWS: Slots = Slots {
+    hour: "minutes",
+    day: "hours",
+};
+
+impl Slots {
+    /// A visit counter (`storage::buckets::VisitFields`): the same name at
+    /// both levels, its slots minutes in hour buckets and hours in day
+    /// buckets like the views'.
+    pub const fn counter(name: &'static str) -> Self {
+        Slots {
+            hour: name,
+            day: name,
+        }
+    }
+}
+
+/// A counter's units over a period, as [`read_series`] reads the views.
+pub async fn read_counter(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    slots: Slots,
+) -> Result<Vec<Point>, mongodb::error::Error> {
+    let units = read_units_of(store, scope, period, false, Freshness::Report, slots).await?;
+    Ok(Units::points(units.by_time))
+}
+
+/// A counter per page of a site (the site's page buckets) over a period.
+pub async fn counter_by_page(
+    store: &Store,
+    domain: &DomainName,
+    period: &Period,
+    slots: Slots,
+) -> Result<HashMap<String, i64>, mongodb::error::Error> {
+    let site = Scope::Site(domain);
+    let units = read_units_of(store, &site, period, true, Freshness::Report, slots).await?;
+    Ok(units.by_page)
+}
+
+async fn read_units_of(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    by_page: bool,
+    freshness: Freshness,
+    fields: Slots,
+) -> Result<Units, mongodb::error::Error> {
     let (from, to) = (period.from, period.to);
     let hour = Resolution::Hour;
     let (h0, h1) = (hour.floor(from), hour.ceil(to));
@@ -268,7 +327,7 @@ async fn read_units(
             doc! {"$in": list}
         };
         let keep = |start, at| (all_minutes || cut.contains(&start)) && at >= from && at < to;
-        let slots = ("minutes", TimeDelta::minutes(1));
+        let slots = (fields.hour, TimeDelta::minutes(1));
         let buckets = BucketFind::new(store, freshness, scope, Resolution::Hour, times);
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }
@@ -277,7 +336,7 @@ async fn read_units(
     if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
         let times = time_filter(Resolution::Day.floor(first), last);
         let keep = |_, at| at >= first && at < last && !cut.contains(&at);
-        let slots = ("hours", TimeDelta::hours(1));
+        let slots = (fields.day, TimeDelta::hours(1));
         let buckets = BucketFind::new(store, freshness, scope, Resolution::Day, times);
         add_slots(store, buckets, slots, key_field, keep, &mut units).await?;
     }

@@ -28,6 +28,7 @@ use super::sources::{self, SourceCounts, SourceIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
 use crate::domain::Source;
+use crate::journal::Visit;
 use futures::TryStreamExt;
 
 /// Most statements in one `update` command: a flush normally fits in one
@@ -50,6 +51,8 @@ pub struct Hit<'a> {
     pub at: DateTime<Utc>,
     /// Where it came from, when known (the script, or `utm_source`).
     pub source: Option<&'a str>,
+    /// What it changed of its visit, when it has a visitor.
+    pub visit: Option<&'a Visit>,
 }
 
 impl<'a> From<(&'a str, DateTime<Utc>)> for Hit<'a> {
@@ -58,13 +61,19 @@ impl<'a> From<(&'a str, DateTime<Utc>)> for Hit<'a> {
             page,
             at,
             source: None,
+            visit: None,
         }
     }
 }
 
 impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
     fn from((page, at, source): (&'a str, DateTime<Utc>, Option<&'a str>)) -> Self {
-        Hit { page, at, source }
+        Hit {
+            page,
+            at,
+            source,
+            visit: None,
+        }
     }
 }
 
@@ -151,7 +160,7 @@ impl BucketWriter {
         for hit in hits {
             count += 1;
             for inc in &mut increments {
-                inc.add(hit.page, hit.at);
+                inc.add_hit(hit.page, hit.at, hit.visit);
             }
             if let Some(source) = hit.source.filter(|_| with_sources) {
                 sourced.add(hit.page.to_owned(), hit.at, source.to_owned());

@@ -4,7 +4,9 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 
+use crate::domain::sketch::Sketch;
 use crate::domain::{DomainName, Resolution};
+use crate::journal::Visit;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -190,10 +192,52 @@ impl Target {
 
 /// Hits merged per bucket: for each (page, bucket start) the count per slot.
 /// N hits on one page-minute become one statement.
+///
+/// At hour and day level a bucket also gathers what the hits changed of
+/// their visits (see [`VisitFields`]): counters added with `$inc` like the
+/// views, and the visitors' sketch raised with `$max`, all in the same
+/// statement, so visits cost no statement of their own.
 #[derive(Debug)]
 pub struct Increments {
     target: Target,
-    buckets: HashMap<(String, DateTime<Utc>), Vec<u32>>,
+    buckets: HashMap<(String, DateTime<Utc>), BucketIncrement>,
+}
+
+#[derive(Debug, Default)]
+struct BucketIncrement {
+    views: Vec<u32>,
+    visits: Option<Box<VisitIncrement>>,
+}
+
+#[derive(Debug, Default)]
+struct VisitIncrement {
+    /// Per slot, the four counters in [`VisitFields::COUNTERS`] order.
+    slots: BTreeMap<u16, [i64; 4]>,
+    visitors: Sketch,
+}
+
+/// The visit counters of an hour or day bucket, each a map of slot to
+/// count like the views' (`minutes` of an hour bucket, `hours` of a day
+/// bucket), and the visitors' sketch:
+///
+/// - `visits`: visits started (on a page: visits that entered there);
+/// - `nonBounces`: visits that went on to a second view, credited to the
+///   entry page, in the slot of that second view;
+/// - `duration`: seconds between a visit's hits, credited to its entry
+///   page, in the slot of the later hit;
+/// - `exits` (pages only): +1 on each viewed page, −1 on the visit's
+///   previous page, so over a visit only its last page keeps one;
+/// - `visitors`: the HyperLogLog registers of the visitor ids seen
+///   (`domain::sketch`), merged with `$max`.
+pub struct VisitFields;
+
+impl VisitFields {
+    pub const VISITS: usize = 0;
+    pub const NON_BOUNCES: usize = 1;
+    pub const DURATION: usize = 2;
+    pub const EXITS: usize = 3;
+    pub const COUNTERS: [&'static str; 4] = ["visits", "nonBounces", "duration", "exits"];
+    pub const VISITORS: &'static str = "visitors";
 }
 
 impl Increments {
@@ -214,18 +258,79 @@ impl Increments {
         }
     }
 
+    fn bucket(&mut self, page: &str, at: DateTime<Utc>) -> &mut BucketIncrement {
+        let g = self.target.resolution;
+        self.buckets
+            .entry(self.target.bucket_of(page, at))
+            .or_insert_with(|| BucketIncrement {
+                views: vec![0; g.slot_count()],
+                visits: None,
+            })
+    }
+
     /// Counts a view of `page` (the site's bucket is keyed by its domain).
     pub fn add(&mut self, page: &str, at: DateTime<Utc>) {
         self.add_n(page, at, 1);
     }
 
     pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
-        let g = self.target.resolution;
-        let slots = self
-            .buckets
-            .entry(self.target.bucket_of(page, at))
-            .or_insert_with(|| vec![0; g.slot_count()]);
-        slots[g.slot(at)] += n;
+        let slot = self.target.resolution.slot(at);
+        self.bucket(page, at).views[slot] += n;
+    }
+
+    /// Counts a view of `page` and, at hour and day level, what it changed
+    /// of its visit (minute buckets hold views only).
+    pub fn add_hit(&mut self, page: &str, at: DateTime<Utc>, visit: Option<&Visit>) {
+        self.add(page, at);
+        let Some(visit) = visit else {
+            return;
+        };
+        if self.target.resolution == Resolution::Minute {
+            return;
+        }
+        let slot = self.target.resolution.slot(at) as u16;
+        let pages = self.target.subject == Subject::Page;
+        let credit = |inc: &mut Self, page: &str, counter: usize, n: i64| {
+            if n != 0 {
+                inc.bucket(page, at)
+                    .visits_mut()
+                    .slots
+                    .entry(slot)
+                    .or_default()[counter] += n;
+            }
+        };
+        match (&visit.entry, &visit.previous) {
+            (Some(entry), previous) => {
+                credit(
+                    self,
+                    entry,
+                    VisitFields::NON_BOUNCES,
+                    i64::from(visit.second_view),
+                );
+                credit(
+                    self,
+                    entry,
+                    VisitFields::DURATION,
+                    i64::from(visit.duration_secs),
+                );
+                if pages {
+                    credit(self, page, VisitFields::EXITS, 1);
+                    if let Some(previous) = previous {
+                        credit(self, previous, VisitFields::EXITS, -1);
+                    }
+                }
+            }
+            (None, _) => {
+                credit(self, page, VisitFields::VISITS, 1);
+                if pages {
+                    credit(self, page, VisitFields::EXITS, 1);
+                }
+            }
+        }
+        self.bucket(page, at)
+            .visits_mut()
+            .visitors
+            .insert(visit.visitor);
     }
 
     pub fn resolution(&self) -> Resolution {
@@ -249,7 +354,7 @@ impl Increments {
     pub fn views(&self) -> u64 {
         self.buckets
             .values()
-            .flat_map(|slots| slots.iter().map(|&n| u64::from(n)))
+            .flat_map(|b| b.views.iter().map(|&n| u64::from(n)))
             .sum()
     }
 
@@ -266,24 +371,45 @@ impl Increments {
     }
 
     /// One upsert statement per bucket for an `update` command:
-    /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...}}, upsert: true}`.
+    /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...,
+    /// "visits.<i>"...}, $max: {"visitors.<register>"...}}, upsert: true}`.
     pub fn statements(&self) -> Vec<Document> {
         let field = self.target.resolution.slots_field();
         self.buckets
             .iter()
-            .map(|((key, start), slots)| {
-                let total: i64 = slots.iter().map(|&n| i64::from(n)).sum();
+            .map(|((key, start), bucket)| {
+                let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
-                for (slot, &n) in slots.iter().enumerate().filter(|(_, &n)| n > 0) {
+                for (slot, &n) in bucket.views.iter().enumerate().filter(|(_, &n)| n > 0) {
                     inc.insert(format!("{field}.{slot}"), Bson::Int32(n as i32));
                 }
+                let mut update = Document::new();
+                if let Some(visits) = &bucket.visits {
+                    for (slot, counters) in &visits.slots {
+                        for (name, &n) in VisitFields::COUNTERS.iter().zip(counters) {
+                            if n != 0 {
+                                inc.insert(format!("{name}.{slot}"), Bson::Int64(n));
+                            }
+                        }
+                    }
+                    if !visits.visitors.is_empty() {
+                        update.insert("$max", visits.visitors.max_fields(VisitFields::VISITORS));
+                    }
+                }
+                update.insert("$inc", inc);
                 doc! {
                     "q": self.target.bucket_query(key, *start),
-                    "u": { "$inc": inc },
+                    "u": update,
                     "upsert": true,
                 }
             })
             .collect()
+    }
+}
+
+impl BucketIncrement {
+    fn visits_mut(&mut self) -> &mut VisitIncrement {
+        self.visits.get_or_insert_with(Default::default)
     }
 }
 

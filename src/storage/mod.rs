@@ -6,6 +6,7 @@ pub mod last_use;
 pub mod page_days;
 pub mod progress;
 pub mod retention;
+pub mod salts;
 pub mod schema;
 pub mod sharding;
 pub mod share_links;

@@ -7,7 +7,7 @@ pub mod admin;
 pub mod api;
 pub mod assets;
 pub mod auth;
-pub mod client_ip;
+pub use crate::domain::client_ip;
 pub mod error;
 pub mod fmt;
 pub mod forms;

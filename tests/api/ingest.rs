@@ -321,6 +321,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
                 page: format!("example.com/r/{i}"),
                 at: t0(),
                 source: None,
+                visit: None,
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -341,6 +342,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         page: "example.com/r/0".into(),
         at: t0(),
         source: None,
+        visit: None,
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

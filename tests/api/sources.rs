@@ -252,6 +252,7 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             page: format!("old.test/p{}", i % 2),
             at: t0(),
             source: None,
+            visit: None,
         }
         .encode_v1_into(&mut body);
     }

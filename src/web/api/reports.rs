@@ -383,3 +383,90 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         sources,
     }))
 }
+
+// --------------------------------------------------------------- visits
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VisitsBody {
+    site: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    period: PeriodBody,
+    /// Unique visitors (a sum over UTC days; null where the stored data
+    /// cannot say).
+    visitors: Option<i64>,
+    /// Visits started (of a page: visits that entered there).
+    visits: i64,
+    views: i64,
+    bounces: i64,
+    /// Seconds between the hits of those visits, in all.
+    duration_seconds: i64,
+    /// Visits that left from the page (with `path` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exits: Option<i64>,
+    views_per_visit: Option<f64>,
+    /// Bounces per visit, 0 to 1.
+    bounce_rate: Option<f64>,
+    /// Average seconds per visit.
+    visit_duration: Option<f64>,
+    /// The first UTC day with visitors (views before it have none).
+    counted_since: Option<DateTime<Utc>>,
+}
+
+/// `GET /api/v1/sites/{id}/visits`: the dashboard's (or, with `path`, the
+/// page report's) first line: visitors, visits, views, bounce rate and
+/// visit duration over the period.
+pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    use crate::reports::visits as v;
+    let site = client.site(&state, &id)?;
+    let (period, coarsened) = q.period(&state, &site)?;
+    let path = q.optional_path()?;
+    let page = match &path {
+        Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
+        _ => None,
+    };
+    let scope = match (&path, &page) {
+        (_, Some(page)) => Scope::Page(page),
+        (None, _) => Scope::of_site(&site),
+        // Not a page of this site: nothing, as the other endpoints answer.
+        (Some(NamedPath::Nowhere(_)), None) | (Some(NamedPath::Page(_)), None) => {
+            return Ok(ok(&VisitsBody {
+                site: site.id.to_string(),
+                path: path.as_ref().map(|p| p.shown().to_owned()),
+                period: PeriodBody::new(&period, coarsened.as_ref()),
+                visitors: Some(0),
+                visits: 0,
+                views: 0,
+                bounces: 0,
+                duration_seconds: 0,
+                exits: Some(0),
+                views_per_visit: None,
+                bounce_rate: None,
+                visit_duration: None,
+                counted_since: None,
+            }))
+        }
+    };
+    let (views, figures, since) = tokio::try_join!(
+        queries::read_series(&state.store, &scope, &period),
+        v::figures(&state.store, &scope, &period),
+        v::counted_since(&state.store, &scope),
+    )?;
+    let views = queries::total(&views);
+    Ok(ok(&VisitsBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period: PeriodBody::new(&period, coarsened.as_ref()),
+        visitors: figures.visitors,
+        visits: figures.visits,
+        views,
+        bounces: figures.bounces(),
+        duration_seconds: figures.duration_secs,
+        exits: figures.exits,
+        views_per_visit: figures.views_per_visit(views),
+        bounce_rate: figures.bounce_rate(),
+        visit_duration: figures.average_duration(),
+        counted_since: since,
+    }))
+}

@@ -43,6 +43,7 @@ pub(super) struct DashboardPage {
     site: Arc<Site>,
     controls: Controls,
     series: SeriesView,
+    visits: super::visit_line::VisitLine,
     headline: Headline,
     pages: Vec<PageRow>,
     pages_count: i64,
@@ -135,6 +136,15 @@ pub async fn show_dashboard(
             &period
         ),
     )?;
+    let visits = super::visit_line::line(
+        &state.store,
+        &scope,
+        &period,
+        (&current, &previous),
+        now,
+        comparable(&before, &state.retention, now),
+    )
+    .await?;
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
         None => 1,
@@ -197,6 +207,7 @@ pub async fn show_dashboard(
             now,
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
+        visits,
         headline: Headline::new(&period, &current, &previous, now).unless_expired(
             &before,
             &state.retention,

@@ -12,6 +12,7 @@ mod site_settings;
 mod sites;
 pub(crate) mod sources;
 mod view;
+mod visit_line;
 
 pub use dashboard::{dashboard, show_dashboard, status_json};
 pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv};

@@ -26,6 +26,7 @@ pub(super) struct PageReport {
     path: String,
     controls: Controls,
     series: SeriesView,
+    visits: super::visit_line::VisitLine,
     headline: Headline,
     minute: String,
     minute_label: String,
@@ -106,6 +107,15 @@ pub async fn show_page_report(
         queries::realtime_seconds(&state.store, &page, this_minute),
         sources,
     )?;
+    let visits = super::visit_line::line(
+        &state.store,
+        &scope,
+        &period,
+        (&current, &previous),
+        now,
+        comparable(&before, &state.retention, now),
+    )
+    .await?;
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
     let params = if range_error.is_some() {
@@ -142,6 +152,7 @@ pub async fn show_page_report(
             now,
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
+        visits,
         headline: Headline::new(&period, &current, &previous, now).unless_expired(
             &before,
             &state.retention,

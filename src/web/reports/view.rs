@@ -280,6 +280,19 @@ pub(super) fn period_view(
 /// counting, the change covers only its complete buckets and the same
 /// stretch of the previous period (e.g. 23 complete hours of "last 24
 /// hours" against the first 23 hours of the 24 before).
+/// Whether the period before can be compared with: not when it reaches
+/// past the retention of the level it is read at (its figures would be
+/// missing the expired buckets, not lower).
+pub(super) fn comparable(
+    before: &Period,
+    retention: &crate::domain::Retention,
+    now: DateTime<Utc>,
+) -> bool {
+    retention
+        .kept(before.read)
+        .is_none_or(|kept| before.from >= now - kept)
+}
+
 pub(super) struct Headline {
     pub(super) previous: i64,
     pub(super) change: String,

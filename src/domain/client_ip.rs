@@ -1,5 +1,6 @@
 //! The client address that login rate limiting (and the share links'
-//! limit) counts by.
+//! limit) counts by, and that the pixel hashes into a visitor id (never
+//! keeping it).
 //!
 //! An IPv6 client counts by its /64: one subscriber or host is usually
 //! handed a whole /64, so counting each address apart would give one

@@ -1,0 +1,331 @@
+//! The open visits: what the pixel needs to know of a visitor's previous
+//! hit to say what a new hit changes of its visit.
+//!
+//! A visit is a visitor's hits with gaps under [`GAP`] (30 minutes), within
+//! one UTC day (the id changes with the day's salt). The table is bounded in
+//! entries and in bytes; beyond either, the visits touched longest ago are
+//! forgotten first (their next hit, if any, starts a new visit), and visits
+//! idle for a whole gap are dropped as they can only end. A restart starts
+//! with an empty table: visits open at that moment end there, and a visitor
+//! who comes back within the gap starts a second visit (one more visit, one
+//! more bounce when it has a single view).
+//!
+//! Each hit takes away only what it changes (`journal::Visit`), so every
+//! report metric stays a sum the write-behind applies exactly once.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use crate::journal::Visit;
+
+/// Longest gap between two hits of one visit.
+pub const GAP: TimeDelta = TimeDelta::minutes(30);
+
+#[derive(Debug, Clone, Copy)]
+pub struct VisitsConfig {
+    /// Most open visits kept.
+    pub max_open: usize,
+    /// Most bytes they may take (entries and their pages), about.
+    pub max_bytes: usize,
+}
+
+impl Default for VisitsConfig {
+    fn default() -> Self {
+        Self {
+            max_open: 200_000,
+            max_bytes: 64 << 20,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct OpenVisits {
+    config: VisitsConfig,
+    inner: Mutex<Inner>,
+    pub evicted: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    visits: HashMap<u64, Open>,
+    /// Visitors in the order they were last touched, with the stamp of
+    /// that touch; a stale pair (touched again since) is skipped.
+    order: VecDeque<(u64, u64)>,
+    next_stamp: u64,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Open {
+    last_at: DateTime<Utc>,
+    entry: Box<str>,
+    previous: Box<str>,
+    views: u32,
+    stamp: u64,
+}
+
+impl Open {
+    fn bytes(&self) -> usize {
+        ENTRY_OVERHEAD + self.entry.len() + self.previous.len()
+    }
+}
+
+/// What an entry costs besides its pages: the map's slot and the queue's.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Says which touch a hit made, so that a hit that could not be journaled
+/// can be taken back ([`OpenVisits::forget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Touch {
+    visitor: u64,
+    stamp: u64,
+}
+
+impl OpenVisits {
+    pub fn new(config: VisitsConfig) -> Self {
+        Self {
+            config,
+            inner: Mutex::default(),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    /// What a hit of `visitor` on `page` at `at` changes of its visit,
+    /// recorded as the visit's latest hit.
+    pub fn hit(&self, visitor: u64, page: &str, at: DateTime<Utc>) -> (Visit, Touch) {
+        let mut inner = self.inner.lock().expect("visits lock");
+        inner.expire(at);
+        inner.next_stamp += 1;
+        let stamp = inner.next_stamp;
+        let continued = match inner.visits.get_mut(&visitor) {
+            Some(open) if at - open.last_at < GAP => {
+                let gap = (at - open.last_at).num_seconds().max(0) as u32;
+                let visit = Visit {
+                    visitor,
+                    duration_secs: gap,
+                    entry: Some(open.entry.to_string()),
+                    previous: Some(open.previous.to_string()),
+                    second_view: open.views == 1,
+                };
+                let before = open.bytes();
+                open.views = open.views.saturating_add(1);
+                open.last_at = open.last_at.max(at);
+                open.previous = page.into();
+                open.stamp = stamp;
+                let after = open.bytes();
+                inner.bytes = inner.bytes - before + after;
+                Some(visit)
+            }
+            _ => None,
+        };
+        let visit = match continued {
+            Some(visit) => visit,
+            None => {
+                let open = Open {
+                    last_at: at,
+                    entry: page.into(),
+                    previous: page.into(),
+                    views: 1,
+                    stamp,
+                };
+                inner.bytes += open.bytes();
+                if let Some(old) = inner.visits.insert(visitor, open) {
+                    inner.bytes -= old.bytes();
+                }
+                Visit {
+                    visitor,
+                    ..Visit::default()
+                }
+            }
+        };
+        inner.order.push_back((visitor, stamp));
+        let evicted = inner.bound(self.config);
+        if evicted > 0 {
+            self.evicted.fetch_add(evicted, Relaxed);
+        }
+        inner.compact();
+        (visit, Touch { visitor, stamp })
+    }
+
+    /// Takes back a touch whose hit was not journaled: its visit is
+    /// forgotten (unless a later hit touched it since), so no later hit
+    /// credits a visit that was never counted.
+    pub fn forget(&self, touch: Touch) {
+        let mut inner = self.inner.lock().expect("visits lock");
+        if inner
+            .visits
+            .get(&touch.visitor)
+            .is_some_and(|o| o.stamp == touch.stamp)
+        {
+            if let Some(old) = inner.visits.remove(&touch.visitor) {
+                inner.bytes -= old.bytes();
+            }
+        }
+    }
+
+    /// Open visits, and the bytes they take (about).
+    pub fn size(&self) -> (usize, usize) {
+        let inner = self.inner.lock().expect("visits lock");
+        (inner.visits.len(), inner.bytes)
+    }
+
+    pub fn config(&self) -> VisitsConfig {
+        self.config
+    }
+}
+
+impl Inner {
+    /// Drops the visits idle for a whole gap before `now`: they can only
+    /// end. The queue is in touch order, so it stops at the first live one.
+    fn expire(&mut self, now: DateTime<Utc>) {
+        while let Some(&(visitor, stamp)) = self.order.front() {
+            match self.visits.get(&visitor) {
+                Some(open) if open.stamp == stamp => {
+                    if now - open.last_at < GAP {
+                        return;
+                    }
+                    let bytes = open.bytes();
+                    self.visits.remove(&visitor);
+                    self.bytes -= bytes;
+                }
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+    }
+
+    /// Forgets the least recently touched visits while over a bound;
+    /// returns how many.
+    fn bound(&mut self, config: VisitsConfig) -> u64 {
+        let mut evicted = 0;
+        while self.visits.len() > config.max_open.max(1) || self.bytes > config.max_bytes {
+            let Some((visitor, stamp)) = self.order.pop_front() else {
+                break;
+            };
+            if self.visits.get(&visitor).is_some_and(|o| o.stamp == stamp) {
+                if let Some(old) = self.visits.remove(&visitor) {
+                    self.bytes -= old.bytes();
+                }
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    /// Rebuilds the queue from the live entries once stale pairs
+    /// outnumber them, so it stays within twice the table.
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * self.visits.len() + 1024 {
+            return;
+        }
+        let mut live: Vec<(u64, u64)> = self.visits.iter().map(|(&v, o)| (v, o.stamp)).collect();
+        live.sort_unstable_by_key(|&(_, stamp)| stamp);
+        self.order = live.into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 25, h, m, 0).unwrap()
+    }
+
+    fn table() -> OpenVisits {
+        OpenVisits::new(VisitsConfig::default())
+    }
+
+    #[test]
+    fn a_first_hit_starts_a_visit_and_the_second_ends_its_bounce() {
+        let t = table();
+        let (first, _) = t.hit(1, "a.com/", at(10, 0));
+        assert!(first.starts());
+        assert_eq!(first.duration_secs, 0);
+        let (second, _) = t.hit(1, "a.com/b", at(10, 2));
+        assert_eq!(second.entry.as_deref(), Some("a.com/"));
+        assert_eq!(second.previous.as_deref(), Some("a.com/"));
+        assert!(second.second_view);
+        assert_eq!(second.duration_secs, 120);
+        let (third, _) = t.hit(1, "a.com/c", at(10, 3));
+        assert_eq!(third.entry.as_deref(), Some("a.com/"));
+        assert_eq!(third.previous.as_deref(), Some("a.com/b"));
+        assert!(!third.second_view);
+        assert_eq!(third.duration_secs, 60);
+    }
+
+    #[test]
+    fn a_gap_of_30_minutes_starts_another_visit() {
+        let t = table();
+        t.hit(1, "a.com/", at(10, 0));
+        assert!(!t.hit(1, "a.com/", at(10, 29)).0.starts());
+        assert!(t.hit(1, "a.com/", at(10, 59)).0.starts());
+        // Another visitor is another visit.
+        assert!(t.hit(2, "a.com/", at(10, 59)).0.starts());
+    }
+
+    #[test]
+    fn idle_visits_are_dropped_and_the_table_keeps_its_bounds() {
+        let t = OpenVisits::new(VisitsConfig {
+            max_open: 100,
+            max_bytes: 1 << 20,
+        });
+        for v in 0..1000 {
+            t.hit(v, "a.com/", at(10, 0));
+        }
+        assert_eq!(t.size().0, 100);
+        assert_eq!(t.evicted.load(Relaxed), 900);
+        // The newest are kept: the 999th continues its visit.
+        assert!(!t.hit(999, "a.com/", at(10, 1)).0.starts());
+        assert!(t.hit(0, "a.com/", at(10, 1)).0.starts());
+        // An hour later every visit has ended.
+        t.hit(5000, "a.com/", at(11, 5));
+        assert_eq!(t.size().0, 1);
+        let by_bytes = OpenVisits::new(VisitsConfig {
+            max_open: 1000,
+            max_bytes: 10 * (ENTRY_OVERHEAD + 12),
+        });
+        for v in 0..100 {
+            by_bytes.hit(v, "a.com/", at(10, 0));
+        }
+        let (open, bytes) = by_bytes.size();
+        assert!(
+            open <= 10 && bytes <= 10 * (ENTRY_OVERHEAD + 12),
+            "{open} {bytes}"
+        );
+    }
+
+    #[test]
+    fn the_queue_stays_within_twice_the_table() {
+        let t = OpenVisits::new(VisitsConfig {
+            max_open: 10,
+            max_bytes: 1 << 20,
+        });
+        for i in 0..100_000 {
+            t.hit(
+                i % 5,
+                "a.com/",
+                at(10, 0) + TimeDelta::milliseconds(i as i64),
+            );
+        }
+        let inner = t.inner.lock().unwrap();
+        assert!(inner.order.len() <= 2 * inner.visits.len() + 1025);
+        assert_eq!(inner.visits.len(), 5);
+    }
+
+    #[test]
+    fn a_forgotten_touch_leaves_no_visit_to_credit() {
+        let t = table();
+        let (_, touch) = t.hit(1, "a.com/", at(10, 0));
+        t.forget(touch);
+        assert!(t.hit(1, "a.com/b", at(10, 1)).0.starts());
+        // A later touch is not undone by an older one.
+        let (_, old) = t.hit(2, "a.com/", at(10, 0));
+        t.hit(2, "a.com/b", at(10, 1));
+        t.forget(old);
+        assert!(!t.hit(2, "a.com/c", at(10, 2)).0.starts());
+    }
+}

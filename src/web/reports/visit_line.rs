@@ -1,0 +1,283 @@
+//! The first line of a report: visitors, visits, views, views per visit,
+//! bounce rate and visit duration, each with its change against the
+//! previous period under the same honest-change rules as the views'
+//! headline (only the complete part of a running period is compared).
+
+use chrono::{DateTime, Utc};
+
+use crate::reports::queries::{self, Point, Scope};
+use crate::reports::visits::{self, VisitFigures};
+use crate::reports::Period;
+use crate::storage::Store;
+use crate::web::fmt;
+
+pub struct Figure {
+    /// The element id (tests and the CSV use the same names).
+    pub id: &'static str,
+    pub label: &'static str,
+    pub value: String,
+    pub change: String,
+    /// `up`, `down` or empty.
+    pub class: &'static str,
+}
+
+pub struct VisitLine {
+    pub figures: Vec<Figure>,
+    /// From when visitors are counted, when the period reaches before it.
+    pub note: Option<String>,
+}
+
+/// The figures of one range, views included.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Totals {
+    pub views: i64,
+    pub visits: VisitFigures,
+}
+
+pub async fn totals(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    views: i64,
+) -> Result<Totals, mongodb::error::Error> {
+    Ok(Totals {
+        views,
+        visits: visits::figures(store, scope, period).await?,
+    })
+}
+
+/// Reads what the line compares and builds it. `current` and `previous`
+/// are the views' units of the period and of the one before it.
+pub async fn line(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    (current, previous): (&[Point], &[Point]),
+    now: DateTime<Utc>,
+    comparable: bool,
+) -> Result<VisitLine, mongodb::error::Error> {
+    let before = period.previous();
+    let cut = period.complete_until(now);
+    let views = queries::total(current);
+    let shown = totals(store, scope, period, views);
+    let since = visits::counted_since(store, scope);
+    let (shown, since, compared) = if cut >= period.to {
+        let prev = totals(store, scope, &before, queries::total(previous));
+        let (shown, since, prev) = tokio::try_join!(shown, since, prev)?;
+        (shown, since, Some((shown, prev)))
+    } else if cut <= period.from || !comparable {
+        let (shown, since) = tokio::try_join!(shown, since)?;
+        (shown, since, None)
+    } else {
+        let offset = period.shift();
+        let part = Period::aligned_in(period.from, cut, period.resolution, period.zone);
+        let part_before =
+            Period::aligned_in(before.from, cut - offset, before.resolution, before.zone);
+        let views_part: i64 = current.iter().filter(|p| p.at < cut).map(|p| p.views).sum();
+        let views_before: i64 = previous
+            .iter()
+            .filter(|p| p.at + offset < cut)
+            .map(|p| p.views)
+            .sum();
+        let (shown, since, a, b) = tokio::try_join!(
+            shown,
+            since,
+            totals(store, scope, &part, views_part),
+            totals(store, scope, &part_before, views_before),
+        )?;
+        (shown, since, Some((a, b)))
+    };
+    let compared = compared.filter(|_| comparable);
+    let page = matches!(scope, Scope::Page(_));
+    Ok(build(&shown, compared.as_ref(), since, period, page))
+}
+
+/// The line of a site, or of a page (`page`), where a visit is counted on
+/// its entry page: "Entries" and its exits instead of views per visit.
+fn build(
+    shown: &Totals,
+    compared: Option<&(Totals, Totals)>,
+    since: Option<DateTime<Utc>>,
+    period: &Period,
+    page: bool,
+) -> VisitLine {
+    let counted = since.is_some();
+    let dash = || "—".to_owned();
+    let f = &shown.visits;
+    let pair = |get: &dyn Fn(&Totals) -> Option<f64>| compared.map(|(a, b)| (get(a), get(b)));
+    let count_change = |get: &dyn Fn(&Totals) -> Option<i64>| match compared {
+        Some((a, b)) => match (get(a), get(b)) {
+            (Some(a), Some(b)) => (fmt::change(a, b), direction(a as f64, b as f64)),
+            _ => (dash(), ""),
+        },
+        None => (dash(), ""),
+    };
+    let ratio_change = |values: Option<(Option<f64>, Option<f64>)>| match values {
+        Some((Some(a), Some(b))) if b > 0.0 => (relative(a, b), direction(a, b)),
+        Some((Some(_), None)) => ("new".to_owned(), "up"),
+        _ => (dash(), ""),
+    };
+    let figure = |id, label, value: String, (change, class): (String, &'static str)| Figure {
+        id,
+        label,
+        value,
+        change,
+        class,
+    };
+    let visitors_of = |t: &Totals| t.visits.visitors;
+    let mut figures = vec![
+        figure(
+            "visitors",
+            "Visitors",
+            match f.visitors {
+                Some(v) if counted => fmt::thousands(&v),
+                _ => dash(),
+            },
+            if counted {
+                count_change(&visitors_of)
+            } else {
+                (dash(), "")
+            },
+        ),
+        figure(
+            "visits",
+            if page { "Entries" } else { "Visits" },
+            if counted {
+                fmt::thousands(&f.visits)
+            } else {
+                dash()
+            },
+            if counted {
+                count_change(&|t| Some(t.visits.visits))
+            } else {
+                (dash(), "")
+            },
+        ),
+        figure(
+            "views",
+            "Views",
+            fmt::thousands(&shown.views),
+            count_change(&|t| Some(t.views)),
+        ),
+    ];
+    let per_visit = |t: &Totals| t.visits.views_per_visit(t.views);
+    let bounce = |t: &Totals| t.visits.bounce_rate();
+    let duration = |t: &Totals| t.visits.average_duration();
+    if page {
+        let exits = |t: &Totals| t.visits.exits;
+        figures.push(figure(
+            "exits",
+            "Exits",
+            match f.exits {
+                Some(n) if counted => fmt::thousands(&n),
+                _ => dash(),
+            },
+            if counted {
+                count_change(&exits)
+            } else {
+                (dash(), "")
+            },
+        ));
+    } else {
+        figures.push(figure(
+            "views-per-visit",
+            "Views per visit",
+            per_visit(shown).map_or_else(dash, |v| format!("{v:.2}")),
+            ratio_change(pair(&per_visit)),
+        ));
+    }
+    figures.push(figure(
+        "bounce-rate",
+        "Bounce rate",
+        bounce(shown).map_or_else(dash, |r| format!("{:.0}%", r * 100.0)),
+        match pair(&bounce) {
+            Some((Some(a), Some(b))) => (points(a, b), direction(a, b)),
+            _ => (dash(), ""),
+        },
+    ));
+    figures.push(figure(
+        "visit-duration",
+        "Visit duration",
+        duration(shown).map_or_else(dash, minutes_seconds),
+        ratio_change(pair(&duration)),
+    ));
+    let note = match since {
+        None => Some(
+            "Visitors and visits are counted from the first view after the upgrade that brought them: this site has none yet."
+                .to_owned(),
+        ),
+        Some(since) if since > period.from => Some(format!(
+            "Visitors and visits are counted since {} (UTC); the views before that have none.",
+            since.format("%Y-%m-%d")
+        )),
+        Some(_) => None,
+    };
+    VisitLine { figures, note }
+}
+
+fn direction(a: f64, b: f64) -> &'static str {
+    if a > b {
+        "up"
+    } else if a < b {
+        "down"
+    } else {
+        ""
+    }
+}
+
+/// A relative change of two positive figures, as `fmt::change` words it.
+fn relative(a: f64, b: f64) -> String {
+    let pct = (a - b) * 100.0 / b;
+    if pct.abs() < 0.05 {
+        "±0%".into()
+    } else if pct > 0.0 {
+        format!("+{pct:.1}%")
+    } else {
+        format!("−{:.1}%", -pct)
+    }
+}
+
+/// The change of a rate in percentage points.
+fn points(a: f64, b: f64) -> String {
+    let d = (a - b) * 100.0;
+    if d.abs() < 0.5 {
+        "±0 pts".into()
+    } else if d > 0.0 {
+        format!("+{d:.0} pts")
+    } else {
+        format!("−{:.0} pts", -d)
+    }
+}
+
+/// Seconds as "1m 05s" (or "42s").
+pub fn minutes_seconds(secs: f64) -> String {
+    let s = secs.round() as i64;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_minutes_and_seconds() {
+        assert_eq!(minutes_seconds(42.4), "42s");
+        assert_eq!(minutes_seconds(65.0), "1m 05s");
+        assert_eq!(minutes_seconds(3725.0), "1h 02m");
+    }
+
+    #[test]
+    fn rates_change_in_points_and_ratios_relatively() {
+        assert_eq!(points(0.55, 0.5), "+5 pts");
+        assert_eq!(points(0.5, 0.55), "−5 pts");
+        assert_eq!(points(0.5, 0.501), "±0 pts");
+        assert_eq!(relative(3.0, 2.0), "+50.0%");
+        assert_eq!(direction(1.0, 2.0), "down");
+    }
+}
