@@ -104,6 +104,11 @@ impl Application {
                 ),
             )),
         };
+        ingest
+            .visitors
+            .salts
+            .load(&store, ingest.clock.now())
+            .await;
         let (salts_stop, salts_stopped) = tokio::sync::watch::channel(false);
         let salts_keeper = {
             let (visitors, store, clock) =

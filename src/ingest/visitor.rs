@@ -165,6 +165,16 @@ impl Salts {
         }
     }
 
+    /// Loads today's and tomorrow's salts once, before the pixel serves, so
+    /// that a restarted instance goes on with the ids it made before. When
+    /// the database cannot be asked, provisional salts count meanwhile.
+    pub async fn load(&self, store: &Store, now: DateTime<Utc>) {
+        if let Err(e) = self.rotate(store, now.date_naive()).await {
+            tracing::warn!(error = %crate::telemetry::chain(&e),
+                "cannot load the visitor salts at start; provisional ones count visitors until the database answers");
+        }
+    }
+
     async fn rotate(&self, store: &Store, today: NaiveDate) -> Result<(), mongodb::error::Error> {
         let yesterday = today.pred_opt().unwrap_or(today);
         for day in [today, today.succ_opt().unwrap_or(today)] {

@@ -386,6 +386,32 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "Slots remembering pages seen once (fixed: TICKERTAPE_PAGE_CANDIDATES).",
         state.ingest.page_cap.config().candidates as u64,
     );
+    let visitors = &state.ingest.visitors;
+    let (open, open_bytes) = visitors.open.size();
+    metrics::gauge(
+        &mut out,
+        "tickertape_open_visits",
+        "Visits the pixel keeps open (a visitor's last hit within 30 minutes; bounded by TICKERTAPE_OPEN_VISITS).",
+        open as u64,
+    );
+    metrics::gauge(
+        &mut out,
+        "tickertape_open_visits_bytes",
+        "Memory the open visits take, about (bounded by TICKERTAPE_OPEN_VISITS_MB).",
+        open_bytes as u64,
+    );
+    metrics::counter(
+        &mut out,
+        "tickertape_open_visits_evicted_total",
+        "Open visits forgotten to stay within the bounds (their next hit starts a new visit).",
+        visitors.open.evicted.load(Relaxed),
+    );
+    metrics::gauge(
+        &mut out,
+        "tickertape_visitor_salts_provisional",
+        "Days whose visitor salt is made here because the database could not be asked (visitors may count twice across instances meanwhile).",
+        visitors.salts.provisional() as u64,
+    );
     let counters: [(&str, &str, u64); 10] = [
         ("tickertape_write_path_panics_total", "Panics caught in journal writers and appliers (each logged; the lane went on).", js.writer_panics.load(Relaxed)),
         ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),

@@ -1,7 +1,8 @@
 //! Real processes, killed for real: the release binary and the database
 //! server are spawned, sent SIGKILL in the middle of a load, and restarted on
 //! the same files. Afterwards every hit answered 200 must be in all three
-//! bucket collections exactly once, and its source with it.
+//! bucket collections exactly once, and its source and its visit's
+//! counters with it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,10 +97,23 @@ struct AppProcess {
     child: Option<Child>,
     port: u16,
     env: Vec<(String, String)>,
+    /// Where its output goes (inherited when `None`).
+    log: Option<PathBuf>,
 }
 
 impl AppProcess {
     async fn start(db_uri: &str, database: &str, journal: &Path) -> Self {
+        Self::start_with(db_uri, database, journal, &[], None).await
+    }
+
+    /// With more settings, and its output (stdout and stderr) in `log`.
+    async fn start_with(
+        db_uri: &str,
+        database: &str,
+        journal: &Path,
+        extra: &[(&str, &str)],
+        log: Option<&Path>,
+    ) -> Self {
         let port = free_port();
         let env = vec![
             ("MONGODB_URI".into(), db_uri.to_owned()),
@@ -120,22 +134,39 @@ impl AppProcess {
             ("TICKERTAPE_WRITE_TIMEOUT_MS".into(), "2000".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
+        let mut env = env;
+        for (k, v) in extra {
+            env.retain(|(name, _)| name != k);
+            env.push(((*k).to_owned(), (*v).to_owned()));
+        }
         let mut app = Self {
             child: None,
             port,
             env,
+            log: log.map(Path::to_owned),
         };
         app.restart().await;
         app
     }
 
     async fn restart(&mut self) {
+        let (stdout, stderr) = match &self.log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap();
+                (Stdio::from(file.try_clone().unwrap()), Stdio::from(file))
+            }
+            None => (Stdio::null(), Stdio::inherit()),
+        };
         let child = Command::new(binary())
             .arg("serve")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stdout(stdout)
+            .stderr(stderr)
             .spawn()
             .expect("spawn tickertape serve");
         self.child = Some(child);
@@ -199,6 +230,9 @@ impl Drop for AppProcess {
     }
 }
 
+/// Distinct visitors in the load.
+const VISITORS: usize = 50;
+
 /// What the load saw, per page.
 #[derive(Default, Debug)]
 struct Tally {
@@ -248,10 +282,16 @@ fn load(
                     // Every hit has a source (60 referring hosts, more than
                     // a bucket's cap), so sources are checked like views.
                     let referrer = format!("https%3A%2F%2Fs{}.example%2F", i % 60);
+                    // Fifty visitors, told apart by their User-Agent (the
+                    // address is the same): their hits make visits.
                     let sent = http
                         .get(format!(
                             "{url}/pixel.gif?site={site}&page={path}&ref={referrer}"
                         ))
+                        .header(
+                            "user-agent",
+                            format!("{BROWSER_UA} visitor/{}", i % VISITORS),
+                        )
                         .send()
                         .await;
                     {
@@ -372,6 +412,7 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
             .sum();
         assert_eq!(total, site_views, "{g:?}: site totals equal the pages");
     }
+    check_visits(uri, database, tally).await;
     for g in [Resolution::Hour, Resolution::Day] {
         let (by_page, most) = source_totals(uri, database, Subject::Page, g).await;
         assert_eq!(&by_page, stored, "{g:?}: every view's source, once");
@@ -384,6 +425,97 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
         );
         assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
     }
+}
+
+/// Per key (page or site), the visit counters a level's buckets hold:
+/// visits, nonBounces, duration, exits; and per UTC day, the visitors of
+/// the site's sketches.
+async fn visit_totals(
+    uri: &str,
+    database: &str,
+    subject: Subject,
+    g: Resolution,
+) -> (
+    HashMap<String, [i64; 4]>,
+    HashMap<bson::DateTime, tickertape::domain::sketch::Sketch>,
+) {
+    let docs: Vec<bson::Document> = all(uri, database, subject.collection(g)).await;
+    let mut counters: HashMap<String, [i64; 4]> = HashMap::new();
+    let mut sketches: HashMap<bson::DateTime, tickertape::domain::sketch::Sketch> = HashMap::new();
+    for d in docs {
+        let key = d.get_str(subject.key_field()).unwrap().to_owned();
+        let entry = counters.entry(key).or_default();
+        for (i, name) in ["visits", "nonBounces", "duration", "exits"]
+            .iter()
+            .enumerate()
+        {
+            if let Ok(slots) = d.get_document(name) {
+                entry[i] += slots.iter().map(|(_, v)| v.as_i64().unwrap()).sum::<i64>();
+            }
+        }
+        if let Ok(stored) = d.get_document("visitors") {
+            let day = Resolution::Day.floor(d.get_datetime("timestamp").unwrap().to_chrono());
+            sketches
+                .entry(bson::DateTime::from_chrono(day))
+                .or_default()
+                .merge_stored(stored)
+                .unwrap();
+        }
+    }
+    (counters, sketches)
+}
+
+/// Every hit's visit counters were applied with it, once: the pages'
+/// entries equal the site's visits on every level, hours equal days, and
+/// the visitors are the load's.
+///
+/// Each journaled hit carries its own counters (a start: +1 visit on its
+/// page and site, +1 exit on its page; a later view: its duration and the
+/// undone bounce on the entry page and site, +1 exit on its page and −1 on
+/// the previous one), applied in the same transaction as its views, so
+/// these sums hold whatever was killed. What a crash may change is a
+/// visit's shape: a hit whose answer was lost in the kill may be missing
+/// while a later hit of its visit, on another lane, is not; so bounces are
+/// bounded by the lost answers rather than exact.
+async fn check_visits(uri: &str, database: &str, tally: &Tally) {
+    let mut by_level = Vec::new();
+    for g in [Resolution::Hour, Resolution::Day] {
+        let (pages, _) = visit_totals(uri, database, Subject::Page, g).await;
+        let (site, visitors) = visit_totals(uri, database, Subject::Site, g).await;
+        let site = site.get("crash.test").copied().unwrap_or_default();
+        let mut summed = [0i64; 4];
+        for counters in pages.values() {
+            for i in 0..4 {
+                summed[i] += counters[i];
+            }
+        }
+        assert!(site[0] > 0, "{g:?}: visits were counted");
+        assert_eq!(summed[0], site[0], "{g:?}: entries equal visits");
+        assert_eq!(summed[1], site[1], "{g:?}: non-bounces, pages and site");
+        assert_eq!(summed[2], site[2], "{g:?}: durations, pages and site");
+        assert_eq!(summed[3], site[0], "{g:?}: every visit exits once");
+        let lost = tally.unknown.values().sum::<i64>();
+        assert!(
+            site[1] <= site[0] + lost,
+            "{g:?}: non-bounces {} of {} visits",
+            site[1],
+            site[0]
+        );
+        if g == Resolution::Day {
+            // The load's fifty visitors, once per UTC day it ran on.
+            let days = visitors.len() as u64;
+            let counted: u64 = visitors.values().map(|s| s.estimate_count()).sum();
+            assert!(
+                (VISITORS as u64..=VISITORS as u64 * days).contains(&counted),
+                "{counted} visitors over {days} days"
+            );
+        }
+        by_level.push(pages);
+    }
+    assert_eq!(
+        by_level[0], by_level[1],
+        "hours and days agree, page by page"
+    );
 }
 
 struct Scenario {
@@ -555,4 +687,153 @@ async fn both_killed_at_once_while_a_large_backlog_drains_lose_and_double_nothin
         "both SIGKILLed during a drain of {backlog} hits: {acked} answered 200, {} answers lost in the kill",
         tally.unknown.values().sum::<i64>()
     );
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_address_nor_user_agent_reaches_the_journal_the_database_or_the_logs() {
+    let dirs = tempfile::tempdir().unwrap();
+    let db = Db::start(&dirs.path().join("db")).await;
+    let database = format!("privacy_{}", uuid::Uuid::new_v4().simple());
+    let mut settings = test_settings();
+    settings.database.name = database.clone();
+    let store = connect(&db.uri(), &settings).await;
+    tickertape::indexes::ensure(&store).await.unwrap();
+    let site = sites::insert(
+        &store,
+        NewSite {
+            domain: DomainName::parse("privacy.test").unwrap(),
+            aliases: vec![],
+            name: None,
+            owners: vec![],
+            time_zone: tickertape::domain::TimeZone::UTC,
+        },
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let journal = dirs.path().join("journal");
+    let log = dirs.path().join("app.log");
+    // The most talkative logs, behind a trusted proxy that names clients,
+    // and fewer open visits than the run has visitors.
+    let mut app = AppProcess::start_with(
+        &db.uri(),
+        &database,
+        &journal,
+        &[
+            ("RUST_LOG", "debug"),
+            ("TICKERTAPE_TRUSTED_PROXIES", "127.0.0.1"),
+            ("TICKERTAPE_OPEN_VISITS", "1000"),
+        ],
+        Some(&log),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let (mut addresses, mut agents) = (Vec::new(), Vec::new());
+    for i in 0..3000 {
+        let address = format!("203.0.113.{}", i % 250);
+        let ipv6 = format!("2001:db8:{:x}::7", i);
+        let agent = format!("Mozilla/5.0 (X11; Linux x86_64) PrivacyProbe/{i}.{i} Firefox/133.0");
+        let client = if i % 2 == 0 { &address } else { &ipv6 };
+        let r = http
+            .get(app.url(&format!("/pixel.gif?site={}&page=/p/{}", site.id, i % 40)))
+            .header("user-agent", &agent)
+            .header("x-forwarded-for", format!("198.51.100.9, {client}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        if i < 300 {
+            addresses.push(address);
+            addresses.push(ipv6);
+            agents.push(agent);
+        }
+    }
+    // A report and the metrics, so every logging path has run.
+    let _ = http.get(app.url("/metrics")).send().await.unwrap();
+    app.drained(Duration::from_secs(60)).await;
+    let open = app.metric("tickertape_open_visits").await.unwrap();
+    assert!(open <= 1000.0, "the open visits keep their bound: {open}");
+    let evicted = app
+        .metric("tickertape_open_visits_evicted_total")
+        .await
+        .unwrap();
+    assert!(evicted >= 2000.0, "{evicted}");
+    let pid = app.child.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(rss_kb < 200 * 1024, "RSS {rss_kb} kB");
+    // The visitors were counted (the addresses did their work)...
+    let visitors = visit_totals(&db.uri(), &database, Subject::Site, Resolution::Day)
+        .await
+        .1;
+    let counted: u64 = visitors.values().map(|s| s.estimate_count()).sum();
+    assert!(
+        (2900..=3100).contains(&counted),
+        "{counted} visitors of 3,000"
+    );
+    app.kill();
+    // ...and neither they nor the User-Agents are anywhere.
+    let mut haystacks: Vec<(String, Vec<u8>)> = files_under(&journal)
+        .into_iter()
+        .chain([log.clone()])
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    let client = mongodb::Client::with_uri_str(db.uri()).await.unwrap();
+    let names = client
+        .database(&database)
+        .list_collection_names()
+        .await
+        .unwrap();
+    assert!(names.len() > 10, "{names:?}");
+    for name in names {
+        let docs: Vec<bson::Document> = all(&db.uri(), &database, &name).await;
+        let mut dump = Vec::new();
+        for d in docs {
+            dump.extend(format!("{d}").into_bytes());
+            dump.extend(bson::to_vec(&d).unwrap());
+        }
+        haystacks.push((format!("collection {name}"), dump));
+    }
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("DEBUG"),
+        "the logs are debug: {} bytes",
+        log_text.len()
+    );
+    for (name, bytes) in &haystacks {
+        assert!(!contains(bytes, "PrivacyProbe"), "a User-Agent in {name}");
+        assert!(!contains(bytes, "Firefox/133"), "a User-Agent in {name}");
+        for a in &addresses {
+            assert!(!contains(bytes, a), "{a} in {name}");
+        }
+        assert!(
+            !contains(bytes, "198.51.100.9"),
+            "the proxy chain in {name}"
+        );
+    }
 }

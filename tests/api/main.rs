@@ -30,3 +30,4 @@ mod sources;
 mod storage;
 mod time_zones;
 mod two_factor;
+mod visits;

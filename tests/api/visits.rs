@@ -1,0 +1,467 @@
+//! Visitors and visits: a scripted set of visitors with known answers on
+//! every level (buckets, pages, API), the daily salts' rotation, the open
+//! visits' bound, and a journal written by the release before visitors.
+
+use bson::{doc, Document};
+use chrono::{DateTime, TimeZone, Utc};
+use futures::TryStreamExt;
+use std::collections::HashMap;
+use tickertape::accounts::Role;
+use tickertape::domain::sketch::Sketch;
+
+use crate::helpers::*;
+use crate::json_api::{create_token, get};
+
+fn at(d: u32, h: u32, m: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, d, h, m, 0).unwrap()
+}
+
+const ALICE: &str = "Mozilla/5.0 (X11; Linux x86_64; Alice) Gecko/20100101 Firefox/133.0";
+const BOB: &str = "Mozilla/5.0 (Macintosh; Bob) AppleWebKit/605.1.15 Version/18.1 Safari/605.1.15";
+
+/// Sends one view of `path` by the visitor with `user_agent` at `when`.
+async fn view(app: &TestApp, site: &str, path: &str, user_agent: &str, when: DateTime<Utc>) {
+    app.clock.set(when);
+    let r = app
+        .pixel_with(
+            &format!("site={site}&page={path}"),
+            &[("user-agent", user_agent)],
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{path} at {when}");
+}
+
+/// Sums of the visit counters of the documents of `collection` matching
+/// `filter`: visits, nonBounces, duration, exits, totalViews; and the union
+/// of their visitor sketches.
+async fn sums(app: &TestApp, collection: &str, filter: Document) -> ([i64; 5], Sketch) {
+    let docs: Vec<Document> = app
+        .store
+        .db()
+        .collection::<Document>(collection)
+        .find(filter)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = [0; 5];
+    let mut sketch = Sketch::default();
+    for d in &docs {
+        for (i, name) in ["visits", "nonBounces", "duration", "exits"]
+            .iter()
+            .enumerate()
+        {
+            if let Ok(slots) = d.get_document(name) {
+                out[i] += slots.iter().map(|(_, v)| v.as_i64().unwrap()).sum::<i64>();
+            }
+        }
+        out[4] += d.get_i64("totalViews").unwrap_or(0);
+        if let Ok(stored) = d.get_document("visitors") {
+            sketch.merge_stored(stored).unwrap();
+        }
+    }
+    (out, sketch)
+}
+
+fn day(d: u32) -> Document {
+    doc! {"timestamp": bson::DateTime::from_chrono(at(d, 0, 0))}
+}
+
+fn hour(d: u32, h: u32) -> Document {
+    doc! {"timestamp": bson::DateTime::from_chrono(at(d, h, 0))}
+}
+
+fn with(mut filter: Document, key: &str, value: &str) -> Document {
+    filter.insert(key, value);
+    filter
+}
+
+#[tokio::test]
+async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level() {
+    let mut app = spawn_app().await;
+    let site = app.add_site("visits.test", &[]).await;
+    let id = site.id.to_string();
+    // Visit 1 (Alice): / → /b → /c, 20 minutes, not a bounce.
+    view(&app, &id, "/", ALICE, at(22, 10, 0)).await;
+    view(&app, &id, "/b", ALICE, at(22, 10, 5)).await;
+    view(&app, &id, "/c", ALICE, at(22, 10, 20)).await;
+    // Visit 3 (Bob): /b alone, a bounce.
+    view(&app, &id, "/b", BOB, at(22, 10, 30)).await;
+    // Visit 2 (Alice again, 31 minutes later: a new visit): / → /b,
+    // across the hour boundary.
+    view(&app, &id, "/", ALICE, at(22, 10, 51)).await;
+    view(&app, &id, "/b", ALICE, at(22, 11, 10)).await;
+    // Alice on the next UTC day: a new visitor (another salt).
+    view(&app, &id, "/", ALICE, at(23, 9, 0)).await;
+    app.settle().await;
+
+    // The buckets, level by level: [visits, nonBounces, duration, exits, views].
+    let site_day = |d| with(day(d), "site", "visits.test");
+    let (s22, v22) = sums(&app, "site_views_day", site_day(22)).await;
+    assert_eq!(s22, [3, 2, 1200 + 1140, 0, 6], "site, 22nd, by day");
+    assert_eq!(v22.estimate_count(), 2, "Alice and Bob");
+    let (s23, v23) = sums(&app, "site_views_day", site_day(23)).await;
+    assert_eq!(s23, [1, 0, 0, 0, 1], "site, 23rd");
+    assert_eq!(v23.estimate_count(), 1);
+    let site_hour = |h| with(hour(22, h), "site", "visits.test");
+    let (h10, v10) = sums(&app, "site_views_hour", site_hour(10)).await;
+    assert_eq!(h10, [3, 1, 300 + 900, 0, 5], "site, 10:00");
+    assert_eq!(v10.estimate_count(), 2);
+    let (h11, v11) = sums(&app, "site_views_hour", site_hour(11)).await;
+    assert_eq!(h11, [0, 1, 1140, 0, 1], "site, 11:00");
+    assert_eq!(v11.estimate_count(), 1);
+    // Pages: a visit counts on its entry page; exits on the last page.
+    let page_day = |p: &str| with(day(22), "page", p);
+    let (root, vr) = sums(&app, "views_day", page_day("visits.test/")).await;
+    assert_eq!(root, [2, 2, 2340, 0, 2], "/: entered twice, left never");
+    assert_eq!(vr.estimate_count(), 1);
+    let (b, vb) = sums(&app, "views_day", page_day("visits.test/b")).await;
+    assert_eq!(b, [1, 0, 0, 2, 3], "/b: Bob's bounce, two exits");
+    assert_eq!(vb.estimate_count(), 2);
+    let (c, _) = sums(&app, "views_day", page_day("visits.test/c")).await;
+    assert_eq!(c, [0, 0, 0, 1, 1], "/c: one exit");
+    // Hours add up to days, page by page.
+    for page in ["visits.test/", "visits.test/b", "visits.test/c"] {
+        let (hours, _) = sums(
+            &app,
+            "views_hour",
+            doc! {"page": page, "timestamp": {"$lt": bson::DateTime::from_chrono(at(23, 0, 0))}},
+        )
+        .await;
+        let (days, _) = sums(&app, "views_day", page_day(page)).await;
+        assert_eq!(hours, days, "{page}");
+    }
+
+    // The API, over the day, an hour, and both days.
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let token = create_token(&login, "visits", None).await;
+    let api = |q: &str| format!("/api/v1/sites/{id}/visits?{q}");
+    let a = get(
+        &app,
+        &token,
+        &api("range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let j = &a.json;
+    assert_eq!(
+        (
+            j["visitors"].as_i64(),
+            j["visits"].as_i64(),
+            j["views"].as_i64(),
+            j["bounces"].as_i64(),
+            j["durationSeconds"].as_i64()
+        ),
+        (Some(2), Some(3), Some(6), Some(1), Some(2340)),
+        "{j}"
+    );
+    assert_eq!(j["bounceRate"].as_f64(), Some(1.0 / 3.0));
+    assert_eq!(j["visitDuration"].as_f64(), Some(780.0));
+    assert_eq!(j["viewsPerVisit"].as_f64(), Some(2.0));
+    assert_eq!(j["countedSince"].as_str(), Some("2026-11-22T00:00:00Z"));
+    let a = get(
+        &app,
+        &token,
+        &api("range=custom&from=2026-11-22T00:00&to=2026-11-24T00:00"),
+    )
+    .await;
+    assert_eq!(
+        (a.json["visitors"].as_i64(), a.json["visits"].as_i64()),
+        (Some(3), Some(4)),
+        "a visitor per UTC day: Alice twice, Bob once"
+    );
+    let a = get(
+        &app,
+        &token,
+        &api("range=custom&from=2026-11-22T11:00&to=2026-11-22T12:00&res=hour"),
+    )
+    .await;
+    assert_eq!(
+        (
+            a.json["visitors"].as_i64(),
+            a.json["visits"].as_i64(),
+            a.json["views"].as_i64()
+        ),
+        (Some(1), Some(0), Some(1)),
+        "11:00 alone: Alice's second view of visit 2"
+    );
+    let a = get(
+        &app,
+        &token,
+        &api("path=/b&range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"),
+    )
+    .await;
+    let j = &a.json;
+    assert_eq!(
+        (
+            j["visitors"].as_i64(),
+            j["visits"].as_i64(),
+            j["bounces"].as_i64(),
+            j["exits"].as_i64()
+        ),
+        (Some(2), Some(1), Some(1), Some(2)),
+        "{j}"
+    );
+
+    // The dashboard's first line says the same.
+    let (status, html) = login
+        .text(&format!(
+            "/sites/{id}?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    for (figure, value) in [
+        ("visitors", "2"),
+        ("visits", "3"),
+        ("views", "6"),
+        ("views-per-visit", "2.00"),
+        ("bounce-rate", "33%"),
+        ("visit-duration", "13m 00s"),
+    ] {
+        let at = html
+            .find(&format!("id=\"fig-{figure}\""))
+            .unwrap_or_else(|| panic!("{figure} shown"));
+        let shown = &html[at..at + 200];
+        assert!(
+            shown.contains(&format!("<span class=\"big\">{value}</span>")),
+            "{figure}: {shown}"
+        );
+    }
+    let (_, page) = login
+        .text(&format!(
+            "/sites/{id}/page?path=/b&range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"
+        ))
+        .await;
+    let at = page
+        .find("id=\"fig-exits\"")
+        .expect("exits on the page report");
+    assert!(page[at..at + 200].contains("<span class=\"big\">2</span>"));
+    // Stopped before its database is dropped: an applier's open
+    // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn before_visitors_were_counted_the_pages_say_so_instead_of_zeros() {
+    let mut app = spawn_app().await;
+    let site = app.add_site("old-views.test", &[]).await;
+    // Views written as before visitors: no visit counters.
+    let hits: Vec<(&str, _)> = (0..5).map(|_| ("old-views.test/", t0())).collect();
+    app.write_hits(&hits).await;
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let (_, html) = login.text(&format!("/sites/{}?range=today", site.id)).await;
+    assert!(html.contains("id=\"visitors-since\""), "the note is shown");
+    let at = html.find("id=\"fig-visitors\"").unwrap();
+    assert!(html[at..at + 200].contains("<span class=\"big\">—</span>"));
+    // Stopped before its database is dropped: an applier's open
+    // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn salts_rotate_at_the_utc_day_and_are_deleted_two_days_later() {
+    let mut app = spawn_app().await;
+    let salts = app.store.db().collection::<Document>("salts");
+    let days = || async {
+        let mut d: Vec<String> = salts
+            .find(doc! {})
+            .await
+            .unwrap()
+            .try_collect::<Vec<Document>>()
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.get_str("_id").unwrap().to_owned())
+            .collect();
+        d.sort();
+        d
+    };
+    let wait_for = |want: Vec<&'static str>| {
+        let days = &days;
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let got = days().await;
+                if got == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "salts {got:?}, want {want:?}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_for(vec!["2026-11-22", "2026-11-23"]).await;
+    let visitors = &app.ingest.visitors;
+    let salt_22 = visitors.salts.of(at(22, 12, 0));
+    assert_eq!(salt_22, visitors.salts.of(at(22, 23, 59)), "one salt a day");
+    assert_ne!(salt_22, visitors.salts.of(at(23, 0, 0)), "another the next");
+    // The stored salt is the one in use (every instance shares it).
+    let stored = salts
+        .find_one(doc! {"_id": "2026-11-22"})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.get_binary_generic("salt").unwrap().as_slice(),
+        salt_22
+    );
+    app.clock.set(at(24, 0, 30));
+    // The 22nd's salt is gone two days later; the 23rd's stays a day more.
+    wait_for(vec!["2026-11-23", "2026-11-24", "2026-11-25"]).await;
+    // Stopped before its database is dropped: an applier's open
+    // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_open_visits_stay_within_their_bound() {
+    let mut app = spawn_app_with(|s| s.ingest.open_visits = 50).await;
+    let site = app.add_site("bound.test", &[]).await;
+    for i in 0..200 {
+        let ua = format!("{BROWSER_UA} visitor/{i}");
+        view(&app, &site.id.to_string(), "/", &ua, t0()).await;
+    }
+    let (open, _) = app.ingest.visitors.open.size();
+    assert_eq!(open, 50);
+    let m = app.metrics().await;
+    assert!(m.contains("tickertape_open_visits 50"), "{m}");
+    assert!(
+        m.contains("tickertape_open_visits_evicted_total 150"),
+        "{m}"
+    );
+    app.stop().await;
+}
+
+/// The visitor ids of every record of a journal directory's files.
+fn journal_visitors(dir: &std::path::Path) -> Vec<Option<u64>> {
+    use tickertape::journal::record::{Record, FORMAT_V3};
+    let mut out = Vec::new();
+    for lane in std::fs::read_dir(dir).unwrap().flatten() {
+        if !lane.path().is_dir() {
+            continue;
+        }
+        for seg in std::fs::read_dir(lane.path()).unwrap().flatten() {
+            let bytes = std::fs::read(seg.path()).unwrap();
+            let mut at = 48;
+            while let Ok((record, len)) = Record::decode(&bytes[at..], FORMAT_V3) {
+                out.push(record.visit.map(|v| v.visitor));
+                at += len;
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_visitor_has_one_id_a_day_and_another_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    let mut app = spawn_app_with(move |s| {
+        s.ingest.journal_dir = Some(path);
+        s.ingest.journal_lanes = 1;
+    })
+    .await;
+    let site = app.add_site("ids.test", &[]).await;
+    let id = site.id.to_string();
+    view(&app, &id, "/", ALICE, at(22, 10, 0)).await;
+    view(&app, &id, "/", ALICE, at(22, 23, 0)).await;
+    view(&app, &id, "/", BOB, at(22, 23, 0)).await;
+    view(&app, &id, "/", ALICE, at(23, 0, 1)).await;
+    let ids = journal_visitors(dir.path());
+    assert_eq!(ids.len(), 4);
+    let ids: Vec<u64> = ids.into_iter().map(Option::unwrap).collect();
+    assert_eq!(ids[0], ids[1], "Alice, same day");
+    assert_ne!(ids[0], ids[2], "Bob");
+    assert_ne!(ids[0], ids[3], "Alice, the next UTC day");
+    // Stopped before its database is dropped: an applier's open
+    // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_journal_written_by_the_release_before_visitors_replays_after_the_upgrade() {
+    // tests/fixtures/journal-v2: seven hits journaled (format 2) by the
+    // release build before this one, never applied (see its README).
+    let fixture = repo_root().join("tests/fixtures/journal-v2");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture.join("journal.meta"),
+        dir.path().join("journal.meta"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("lane-0")).unwrap();
+    for f in std::fs::read_dir(fixture.join("lane-0")).unwrap().flatten() {
+        std::fs::copy(f.path(), dir.path().join("lane-0").join(f.file_name())).unwrap();
+    }
+    let site_id = "66f18ff5-8964-4e3e-ac9b-e31a27aebd8b";
+    // The site as that release stored it, before the app starts (its
+    // directory is loaded at start, and the appliers skip unknown sites'
+    // hits only when deleted).
+    let mut settings = test_settings();
+    let path = dir.path().to_owned();
+    settings.ingest.journal_dir = Some(path);
+    let direct = connect(database_uri(), &settings).await;
+    direct
+        .db()
+        .collection::<Document>("sites")
+        .insert_one(doc! {
+            "_id": bson::Uuid::parse_str(site_id).unwrap(),
+            "domain": "fixture.test", "name": "fixture.test",
+            "aliases": [], "owners": [], "timeZone": "UTC",
+            "createdAt": bson::DateTime::now(), "siteTotals": true,
+        })
+        .await
+        .unwrap();
+    let mut app = spawn_app_on(database_uri(), settings).await;
+    app.settle().await;
+    let views: HashMap<String, i64> = app
+        .buckets(tickertape::storage::Resolution::Day)
+        .await
+        .into_iter()
+        .map(|b| (b.page, b.total_views))
+        .collect();
+    assert_eq!(views.get("fixture.test/p1"), Some(&3), "{views:?}");
+    assert_eq!(views.get("fixture.test/p0"), Some(&2));
+    assert_eq!(views.get("fixture.test/old"), Some(&1));
+    assert_eq!(views.get("fixture.test/plain"), Some(&1));
+    // Their sources came through; they had no visitor, so no visits.
+    let (counters, sketch) = sums(&app, "site_views_day", doc! {"site": "fixture.test"}).await;
+    assert_eq!(counters, [0, 0, 0, 0, 7]);
+    assert!(sketch.is_empty());
+    let sources: Vec<Document> = app
+        .store
+        .db()
+        .collection::<Document>("site_sources_day")
+        .find(doc! {"site": "fixture.test"})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let named: i64 = sources
+        .iter()
+        .flat_map(|d| {
+            d.get_document("sources")
+                .unwrap()
+                .iter()
+                .map(|(_, v)| v.as_i64().unwrap())
+        })
+        .sum();
+    assert_eq!(named, 6, "five from news.ycombinator.com, one newsletter");
+    // New hits go on in format 3 behind them, with visits.
+    let r = app.pixel(&format!("site={site_id}&page=/p0")).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let (counters, _) = sums(&app, "site_views_day", doc! {"site": "fixture.test"}).await;
+    assert_eq!(counters[0], 1, "a visit");
+    assert_eq!(counters[4], 8);
+    // Stopped before its database is dropped: an applier's open
+    // transaction would hold the drop for a minute.
+    app.stop().await;
+}
