@@ -1,13 +1,17 @@
 //! Synthetic traffic for a demo site, written through the same
 //! `BucketWriter` as real hits: a daily and weekly rhythm, and a long tail
-//! of pages with Zipf-like popularity. Deterministic for a given seed.
+//! of pages with Zipf-like popularity. Views come in visits, as the pixel
+//! makes them (`ingest::visits`): each carries its [`Visit`], so visitors,
+//! visits, bounces, durations, entries and exits agree with the views.
+//! Deterministic for a given seed.
 
 use chrono::{DateTime, Datelike, TimeDelta, Timelike, Utc, Weekday};
 use std::f64::consts::PI;
 use tokio::time::{Duration, Instant};
 
 use crate::domain::{DomainName, Page, PagePath, Resolution};
-use crate::storage::bucket_writer::BucketWriter;
+use crate::journal::Visit;
+use crate::storage::bucket_writer::{BucketWriter, Hit};
 use crate::storage::sites::{self, NewSite, Site};
 use crate::storage::Store;
 
@@ -91,6 +95,163 @@ fn rate(at: DateTime<Utc>, daily_views: f64) -> f64 {
     daily_views / 1440.0 * daily * weekly
 }
 
+/// Weights of a visit's number of views, 1 to 5: half the visits are
+/// single-view bounces, as on a small blog.
+const VISIT_VIEWS: [u64; 5] = [50, 20, 14, 9, 7];
+
+/// Views per visit on average, so that visits started at `rate / this`
+/// keep the views the demo has always written.
+fn mean_visit_views() -> f64 {
+    let total: u64 = VISIT_VIEWS.iter().sum();
+    let views: u64 = (1..).zip(VISIT_VIEWS).map(|(n, w)| n * w).sum();
+    views as f64 / total as f64
+}
+
+/// Share of a day's visits made by someone who already came that day (and
+/// left more than [`VISIT_GAP`] ago): visitors are fewer than visits.
+const RETURNING: f64 = 0.2;
+
+/// The pixel's rule: a gap this long ends a visit.
+const VISIT_GAP: TimeDelta = TimeDelta::minutes(30);
+
+/// Seconds between two views of a visit: 10 s to 5 min, short ones more
+/// often.
+fn view_gap(rng: &mut Rng) -> TimeDelta {
+    let u = rng.unit();
+    TimeDelta::seconds(10 + (u * u * 290.0) as i64)
+}
+
+/// Pages drawn by Zipf weights 1/(rank+1), from a cumulative table.
+struct Popularity {
+    cumulative: Vec<f64>,
+    sum: f64,
+}
+
+impl Popularity {
+    fn new(pages: usize) -> Self {
+        let mut cumulative = Vec::with_capacity(pages);
+        let mut sum = 0.0;
+        for rank in 0..pages {
+            sum += 1.0 / (rank as f64 + 1.0);
+            cumulative.push(sum);
+        }
+        Self { cumulative, sum }
+    }
+
+    fn pick(&self, rng: &mut Rng) -> usize {
+        let pick = rng.unit() * self.sum;
+        self.cumulative
+            .partition_point(|c| *c < pick)
+            .min(self.cumulative.len() - 1)
+    }
+}
+
+/// One planned view: its page (an index into the demo's pages), when, and
+/// what it changes of its visit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PlannedView {
+    page: usize,
+    at: DateTime<Utc>,
+    visit: Visit,
+}
+
+/// The views of one visit by `visitor` starting at `start`, as the pixel
+/// would describe them: the first starts the visit, the second undoes its
+/// bounce, each later one adds the seconds since the one before and moves
+/// the exit from the previous page to its own. Views at or after `limit`
+/// are not made (the present, or the next UTC day, whose salt makes the
+/// same person another visitor).
+fn plan_visit(
+    rng: &mut Rng,
+    popularity: &Popularity,
+    pages: &[Page],
+    visitor: u64,
+    start: DateTime<Utc>,
+    limit: DateTime<Utc>,
+) -> Vec<PlannedView> {
+    let mut roll = rng.next() % VISIT_VIEWS.iter().sum::<u64>();
+    let views = 1 + VISIT_VIEWS
+        .iter()
+        .position(|w| {
+            let hit = roll < *w;
+            roll = roll.saturating_sub(*w);
+            hit
+        })
+        .unwrap_or(0);
+    let entry = popularity.pick(rng);
+    let mut planned = vec![PlannedView {
+        page: entry,
+        at: start,
+        visit: Visit {
+            visitor,
+            ..Visit::default()
+        },
+    }];
+    let (mut previous, mut at) = (entry, start);
+    for view in 1..views {
+        let gap = view_gap(rng);
+        if at + gap >= limit {
+            break;
+        }
+        at += gap;
+        // A reader seldom reloads the page they are on: the next one along.
+        let mut page = popularity.pick(rng);
+        if page == previous {
+            page = (page + 1) % pages.len();
+        }
+        planned.push(PlannedView {
+            page,
+            at,
+            visit: Visit {
+                visitor,
+                duration_secs: gap.num_seconds() as u32,
+                entry: Some(pages[entry].as_str().to_owned()),
+                previous: Some(pages[previous].as_str().to_owned()),
+                second_view: view == 1,
+            },
+        });
+        previous = page;
+    }
+    planned
+}
+
+/// The visitors of one UTC day and when each was last seen, to let some
+/// come back.
+#[derive(Default)]
+struct DayVisitors {
+    day: Option<DateTime<Utc>>,
+    seen: Vec<(u64, DateTime<Utc>)>,
+}
+
+impl DayVisitors {
+    /// Who starts a visit at `start`: now and then someone seen earlier
+    /// that day whose last visit is over, otherwise a new visitor. Returns
+    /// the index into `seen`, for [`Self::saw`].
+    fn visitor_at(&mut self, rng: &mut Rng, start: DateTime<Utc>) -> usize {
+        let day = Resolution::Day.floor(start);
+        if self.day != Some(day) {
+            self.day = Some(day);
+            self.seen.clear();
+        }
+        if !self.seen.is_empty() && rng.unit() < RETURNING {
+            let i = (rng.next() % self.seen.len() as u64) as usize;
+            if start - self.seen[i].1 >= VISIT_GAP {
+                return i;
+            }
+        }
+        self.seen.push((rng.next(), start));
+        self.seen.len() - 1
+    }
+
+    fn id(&self, i: usize) -> u64 {
+        self.seen[i].0
+    }
+
+    fn saw(&mut self, i: usize, last: DateTime<Utc>) {
+        self.seen[i].1 = last;
+    }
+}
+
 /// Creates the demo site if needed and fills `days` days up to `now`.
 /// With `if_empty`, does nothing when the site already has views.
 pub async fn generate(
@@ -141,17 +302,12 @@ pub async fn generate(
             )
         })
         .collect();
-    // Zipf weights 1/(rank+1), as a cumulative table.
-    let mut cumulative = Vec::with_capacity(pages.len());
-    let mut sum = 0.0;
-    for rank in 0..pages.len() {
-        sum += 1.0 / (rank as f64 + 1.0);
-        cumulative.push(sum);
-    }
+    let popularity = Popularity::new(pages.len());
     let mut rng = Rng(options.seed.max(1));
     let writer = BucketWriter::new(store);
-    // Where the demo's visitors come from: a third typed the address,
-    // the rest followed links (weights roughly as for a small blog).
+    // Where the demo's visits come from: a third typed the address, the
+    // rest followed links (weights roughly as for a small blog). Every
+    // view of a visit is given its entry's source.
     const SOURCES: [(&str, u64); 7] = [
         ("direct", 34),
         ("google.com", 30),
@@ -162,20 +318,23 @@ pub async fn generate(
         ("github.com", 5),
     ];
     let source_total: u64 = SOURCES.iter().map(|(_, w)| w).sum();
-    let mut batch: Vec<(usize, DateTime<Utc>, usize)> = Vec::with_capacity(20_000);
+    // A visit's views are planned when it starts, later ones minutes
+    // ahead: every figure is a sum, so the order they are written in does
+    // not matter.
+    let mut batch: Vec<(PlannedView, usize)> = Vec::with_capacity(20_100);
+    let mut visitors = DayVisitors::default();
     let mut hits = 0u64;
+    let per_visit = mean_visit_views();
     let end = Resolution::Minute.floor(now);
     let mut minute =
         Resolution::Day.floor(now) - TimeDelta::days(i64::from(options.days.max(1)) - 1);
     while minute <= end {
-        let n = rng.poisson(rate(minute, f64::from(options.daily_views)));
+        let n = rng.poisson(rate(minute, f64::from(options.daily_views)) / per_visit);
         let last_second = if minute == end { now.second() } else { 59 };
+        let limit = (Resolution::Day.floor(minute) + TimeDelta::days(1)).min(now);
         for _ in 0..n {
-            let pick = rng.unit() * sum;
-            let page = cumulative
-                .partition_point(|c| *c < pick)
-                .min(pages.len() - 1);
             let second = (rng.next() % (u64::from(last_second) + 1)) as i64;
+            let start = minute + TimeDelta::seconds(second);
             let mut roll = rng.next() % source_total;
             let source = SOURCES
                 .iter()
@@ -185,16 +344,32 @@ pub async fn generate(
                     hit
                 })
                 .unwrap_or(0);
-            batch.push((page, minute + TimeDelta::seconds(second), source));
+            let who = visitors.visitor_at(&mut rng, start);
+            let visit = plan_visit(
+                &mut rng,
+                &popularity,
+                &pages,
+                visitors.id(who),
+                start,
+                limit,
+            );
+            visitors.saw(who, visit.last().map_or(start, |v| v.at));
+            batch.extend(visit.into_iter().map(|v| (v, source)));
         }
         if batch.len() >= 20_000 || (minute == end && !batch.is_empty()) {
             hits += batch.len() as u64;
             let deadline = Instant::now() + Duration::from_secs(60);
-            let hits: Vec<_> = batch
-                .drain(..)
-                .map(|(p, at, s)| (pages[p].as_str(), at, Some(SOURCES[s].0)))
+            let hits: Vec<Hit> = batch
+                .iter()
+                .map(|(v, s)| Hit {
+                    page: pages[v.page].as_str(),
+                    at: v.at,
+                    source: Some(SOURCES[*s].0),
+                    visit: Some(&v.visit),
+                })
                 .collect();
             writer.apply_direct(&hits, deadline).await?;
+            batch.clear();
         }
         minute += TimeDelta::minutes(1);
     }
@@ -225,6 +400,105 @@ mod tests {
         let n = 20_000;
         let mean = (0..n).map(|_| f64::from(rng.poisson(2.5))).sum::<f64>() / f64::from(n);
         assert!((mean - 2.5).abs() < 0.1, "{mean}");
+    }
+
+    fn demo_pages() -> Vec<Page> {
+        let domain = DomainName::parse("demo.test").unwrap();
+        demo_paths()
+            .iter()
+            .map(|p| Page::new(&domain, &PagePath::parse(p).unwrap()))
+            .collect()
+    }
+
+    /// Each planned view describes its visit as the pixel would: the first
+    /// starts it, the second undoes the bounce, each later one carries the
+    /// entry, the page before and the seconds since it.
+    #[test]
+    fn planned_visits_read_as_the_pixel_writes_them() {
+        let pages = demo_pages();
+        let popularity = Popularity::new(pages.len());
+        let mut rng = Rng(3);
+        let start = Utc.with_ymd_and_hms(2026, 11, 18, 14, 0, 0).unwrap();
+        let limit = start + TimeDelta::hours(1);
+        let (mut visits, mut views, mut bounces) = (0u32, 0u32, 0u32);
+        for visitor in 0..20_000u64 {
+            let planned = plan_visit(&mut rng, &popularity, &pages, visitor, start, limit);
+            assert!((1..=VISIT_VIEWS.len()).contains(&planned.len()));
+            visits += 1;
+            views += planned.len() as u32;
+            bounces += u32::from(planned.len() == 1);
+            let first = &planned[0];
+            assert_eq!(first.at, start);
+            assert!(first.visit.starts());
+            assert_eq!(first.visit.duration_secs, 0);
+            assert!(!first.visit.second_view);
+            for (i, pair) in planned.windows(2).enumerate() {
+                let (before, view) = (&pair[0], &pair[1]);
+                let v = &view.visit;
+                assert_eq!(v.visitor, visitor);
+                assert_eq!(v.entry.as_deref(), Some(pages[first.page].as_str()));
+                assert_eq!(v.previous.as_deref(), Some(pages[before.page].as_str()));
+                assert_eq!(v.second_view, i == 0);
+                let gap = (view.at - before.at).num_seconds();
+                assert_eq!(i64::from(v.duration_secs), gap);
+                assert!((10..=300).contains(&gap), "{gap}");
+                assert_ne!(view.page, before.page);
+            }
+        }
+        let bounce_rate = f64::from(bounces) / f64::from(visits);
+        assert!((0.45..0.55).contains(&bounce_rate), "{bounce_rate}");
+        // Visits start at the views' rate over this: the demo writes the
+        // views it always did.
+        let per_visit = f64::from(views) / f64::from(visits);
+        assert!(
+            (per_visit / mean_visit_views() - 1.0).abs() < 0.03,
+            "{per_visit}"
+        );
+    }
+
+    /// A visit stops before the next UTC day (another salt, another
+    /// visitor) and before the present.
+    #[test]
+    fn a_visit_ends_at_its_limit() {
+        let pages = demo_pages();
+        let popularity = Popularity::new(pages.len());
+        let mut rng = Rng(9);
+        let start = Utc.with_ymd_and_hms(2026, 11, 18, 23, 59, 50).unwrap();
+        let midnight = Utc.with_ymd_and_hms(2026, 11, 19, 0, 0, 0).unwrap();
+        for visitor in 0..1000 {
+            let planned = plan_visit(&mut rng, &popularity, &pages, visitor, start, midnight);
+            assert_eq!(planned.len(), 1, "the shortest gap is 10 s");
+        }
+    }
+
+    /// Some visitors come back later the same day, never while their last
+    /// visit could still be open, and never on another day.
+    #[test]
+    fn visitors_return_after_their_visit_and_only_the_same_day() {
+        let mut rng = Rng(5);
+        let mut visitors = DayVisitors::default();
+        let day = Utc.with_ymd_and_hms(2026, 11, 18, 0, 0, 0).unwrap();
+        let mut last_seen = std::collections::HashMap::new();
+        let mut visits = 0;
+        for minute in 0..2 * 1440 {
+            let start = day + TimeDelta::minutes(minute);
+            let who = visitors.visitor_at(&mut rng, start);
+            let id = visitors.id(who);
+            if let Some((seen_day, last)) = last_seen.get(&id) {
+                assert_eq!(
+                    *seen_day,
+                    Resolution::Day.floor(start),
+                    "returns the same day"
+                );
+                assert!(start - *last >= VISIT_GAP, "after the visit is over");
+            }
+            let last = start + TimeDelta::minutes(minute % 20);
+            visitors.saw(who, last);
+            last_seen.insert(id, (Resolution::Day.floor(start), last));
+            visits += 1;
+        }
+        let share = 1.0 - last_seen.len() as f64 / f64::from(visits);
+        assert!((0.1..RETURNING).contains(&share), "{share}");
     }
 
     #[test]
