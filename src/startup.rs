@@ -104,11 +104,7 @@ impl Application {
                 ),
             )),
         };
-        ingest
-            .visitors
-            .salts
-            .load(&store, ingest.clock.now())
-            .await;
+        ingest.visitors.salts.load(&store, ingest.clock.now()).await;
         let (salts_stop, salts_stopped) = tokio::sync::watch::channel(false);
         let salts_keeper = {
             let (visitors, store, clock) =

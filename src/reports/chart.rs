@@ -207,8 +207,32 @@ pub fn bars(bars: &[Bar], unit: Unit, title: &str, id: &str) -> String {
     bars_in(bars, unit, chrono_tz::Tz::UTC, title, id)
 }
 
+/// What a chart's bars count, in words: "view" and "views".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Noun {
+    pub one: &'static str,
+    pub many: &'static str,
+}
+
+pub const VIEWS: Noun = Noun {
+    one: "view",
+    many: "views",
+};
+
 /// [`bars`] with times in the site's zone.
 pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &str) -> String {
+    bars_of(bars, unit, tz, title, id, VIEWS)
+}
+
+/// [`bars_in`] of something other than views (visitors, visits).
+pub fn bars_of(
+    bars: &[Bar],
+    unit: Unit,
+    tz: chrono_tz::Tz,
+    title: &str,
+    id: &str,
+    noun: Noun,
+) -> String {
     let max = bars.iter().map(|p| p.views).max().unwrap_or(0);
     let step = tick_step(max);
     let top = (step * GRIDLINES) as f64;
@@ -228,10 +252,11 @@ pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &st
     }
     let _ = write!(
         out,
-        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="group" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} views in all, at most {} in one {}.{}</desc>"#,
+        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="group" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} {} in all, at most {} in one {}.{}</desc>"#,
         escape(title),
         thousands(&(bars.len() as i64)),
         thousands(&total),
+        noun.many,
         thousands(&max),
         unit.as_str(),
         if partial > 0 {
@@ -264,7 +289,7 @@ pub fn bars_in(bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, title: &str, id: &st
             label_in(p.at, unit, tz),
             p.at.with_timezone(&tz).format("%Z"),
             thousands(&p.views),
-            if p.views == 1 { "view" } else { "views" },
+            if p.views == 1 { noun.one } else { noun.many },
             if p.partial { " (partial)" } else { "" }
         );
         let _ = write!(

@@ -753,6 +753,9 @@ pub struct SiteSummary {
     pub last_30_days: i64,
     /// Views per day, oldest first, 30 values ending today.
     pub daily: Vec<i64>,
+    /// Unique visitors over the 30 days (a sum over UTC days); `None`
+    /// where the stored data cannot say.
+    pub visitors_30_days: Option<i64>,
 }
 
 pub async fn site_summary(
@@ -766,12 +769,18 @@ pub async fn site_summary(
     };
     let period = Period::resolve_in(&q, now, site.time_zone.tz())
         .expect("the 30-day preset always resolves");
-    let points = series(store, &Scope::of_site(site), &period).await?;
+    let scope = Scope::of_site(site);
+    let whole = [(period.from, period.to)];
+    let (points, visitors) = tokio::try_join!(
+        series(store, &scope, &period),
+        super::visits::visitors(store, &scope, &whole),
+    )?;
     let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
     Ok(SiteSummary {
         today: *daily.last().unwrap_or(&0),
         last_7_days: daily.iter().rev().take(7).sum(),
         last_30_days: daily.iter().sum(),
         daily,
+        visitors_30_days: visitors.map(|v| v[0]),
     })
 }

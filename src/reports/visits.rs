@@ -95,6 +95,28 @@ pub async fn figures(
     })
 }
 
+/// A page's visitors, entries and exits over a period (a top-pages row).
+pub async fn page_row(
+    store: &Store,
+    page: &crate::domain::Page,
+    period: &Period,
+) -> Result<VisitFigures, mongodb::error::Error> {
+    let scope = Scope::Page(page);
+    let sum = |points: Vec<Point>| points.iter().map(|p| p.views).sum::<i64>();
+    let whole = [(period.from, period.to)];
+    let (visits, exits, visitors) = tokio::try_join!(
+        queries::read_counter(store, &scope, period, VISITS),
+        queries::read_counter(store, &scope, period, EXITS),
+        visitors(store, &scope, &whole),
+    )?;
+    Ok(VisitFigures {
+        visitors: visitors.map(|v| v[0]),
+        visits: sum(visits),
+        exits: Some(sum(exits)),
+        ..VisitFigures::default()
+    })
+}
+
 /// A counter per shown bucket of the period (as `queries::series`).
 pub async fn counter_series(
     store: &Store,

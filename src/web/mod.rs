@@ -110,6 +110,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::get().to(reports::status_json),
     )
     .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
+    .route("/sites/{id}/visits.csv", web::get().to(reports::visits_csv))
     .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))
     .route(
         "/sites/{id}/sources.csv",

@@ -59,6 +59,8 @@ fn site_routes(id: &str) -> Vec<String> {
         "/series.csv?range=24h",
         "/series.csv?range=24h&path=/secret-page",
         "/pages.csv?range=24h",
+        "/visits.csv?range=24h",
+        "/visits.csv?range=24h&path=/secret-page",
         "/seconds.csv?path=/secret-page&minute=2026-11-22T10:01",
         "/realtime.csv?path=/secret-page",
     ]

@@ -238,6 +238,92 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
         .find("id=\"fig-exits\"")
         .expect("exits on the page report");
     assert!(page[at..at + 200].contains("<span class=\"big\">2</span>"));
+    // Top pages: visitors, entries and exits per page.
+    let row = |html: &str, path: &str| {
+        let at = html
+            .find(&format!(">{path}</a></td>"))
+            .unwrap_or_else(|| panic!("{path} listed"));
+        let end = at + html[at..].find("</tr>").unwrap();
+        let cells: Vec<String> = html[at..end]
+            .split("<td class=\"num\" data-label=\"")
+            .skip(1)
+            .map(|c| {
+                c.split('>')
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        cells
+    };
+    assert_eq!(
+        row(&html, "/b"),
+        ["2", "3", "1", "2", "50.0%"],
+        "visitors, views, entries, exits, share"
+    );
+    assert_eq!(row(&html, "/"), ["1", "2", "2", "0", "33.3%"]);
+    // The chart shows visitors per hour when asked.
+    let (_, chart) = login
+        .text(&format!(
+            "/sites/{id}?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00&res=hour&metric=visitors"
+        ))
+        .await;
+    assert!(
+        chart.contains("aria-current=\"true\" class=\"current\" id=\"chart-visitors\""),
+        "the visitors tab is current"
+    );
+    let cell = |html: &str, row: &str| {
+        let at = html.find(&format!("id=\"{row}\"")).unwrap();
+        let end = at + html[at..].find("</tr>").unwrap();
+        html[at..end]
+            .rsplit("<td class=\"num\">")
+            .next()
+            .unwrap()
+            .split('<')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(cell(&chart, "series-r10"), "2", "two visitors at 10:00");
+    assert_eq!(cell(&chart, "series-r11"), "1");
+    let (status, _) = login.text(&format!("/sites/{id}?metric=bounces")).await;
+    assert_eq!(status, 400, "an unknown chart metric is refused");
+    // visits.csv: by hour over the day.
+    let (status, csv) = login
+        .text(&format!(
+            "/sites/{id}/visits.csv?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00&res=hour"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "timestamp,visitors,visits,views,bounces,visit_duration_seconds"
+    );
+    assert_eq!(lines[11], "2026-11-22T10:00:00Z,2,3,5,2,1200");
+    assert_eq!(lines[12], "2026-11-22T11:00:00Z,1,0,1,0,1140");
+    assert_eq!(lines.len(), 25);
+    let (_, csv) = login
+        .text(&format!(
+            "/sites/{id}/visits.csv?path=/b&range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00&res=day"
+        ))
+        .await;
+    assert_eq!(csv.lines().nth(1), Some("2026-11-22T00:00:00Z,2,1,3,1,0"));
+    // The sites list: visitors over the last 30 days (the clock is on the
+    // 23rd): Alice and Bob on the 22nd, Alice on the 23rd.
+    let (_, list) = login.text("/sites").await;
+    let at = list.find("visits.test").unwrap();
+    let end = at + list[at..].find("</tr>").unwrap();
+    assert!(
+        list[at..end].contains("<td class=\"num\">3</td>"),
+        "{}",
+        &list[at..end]
+    );
+    let a = get(&app, &token, "/api/v1/sites").await;
+    assert_eq!(a.json["sites"][0]["visitors30Days"].as_i64(), Some(3));
     // Stopped before its database is dropped: an applier's open
     // transaction would hold the drop for a minute.
     app.stop().await;

@@ -42,6 +42,8 @@ struct SiteEntry {
     time_zone: &'static str,
     /// The figures of the sites list.
     views: SiteViews,
+    /// Unique visitors over the last 30 days (null where unknown).
+    visitors30_days: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +79,7 @@ pub async fn sites(
                 last7_days: s.last_7_days,
                 last30_days: s.last_30_days,
             },
+            visitors30_days: s.visitors_30_days,
         })
         .collect();
     Ok(ok(&SitesBody { sites }))

@@ -18,6 +18,11 @@ pub(super) const PAGES_PER_SCREEN: usize = 25;
 pub struct PageRow {
     pub path: String,
     pub views: i64,
+    /// Unique visitors ("—" where unknown), visits that entered on the
+    /// page, visits that left from it.
+    pub visitors: String,
+    pub entries: i64,
+    pub exits: i64,
     /// Share of the period's total, in percent.
     pub share: String,
     pub href: String,
@@ -43,6 +48,7 @@ pub(super) struct DashboardPage {
     site: Arc<Site>,
     controls: Controls,
     series: SeriesView,
+    chart: super::visit_line::ChartView,
     visits: super::visit_line::VisitLine,
     headline: Headline,
     pages: Vec<PageRow>,
@@ -136,13 +142,47 @@ pub async fn show_dashboard(
             &period
         ),
     )?;
-    let visits = super::visit_line::line(
+    let mut visits = super::visit_line::line(
         &state.store,
         &scope,
         &period,
         (&current, &previous),
         now,
         comparable(&before, &state.retention, now),
+    )
+    .await?;
+    visits.csv = audience.export(join(
+        &format!("{}/visits.csv", audience.base),
+        &if range_error.is_some() {
+            String::new()
+        } else {
+            q.range_params()
+        },
+        &[],
+    ));
+    let metric =
+        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let chart_params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
+    let chart = super::visit_line::chart_view(
+        &state.store,
+        &scope,
+        &period,
+        metric,
+        &current,
+        now,
+        site.domain.as_str(),
+        false,
+        |m| {
+            join(
+                &audience.base,
+                &chart_params,
+                &[("metric", m.key()), ("q", q.q.as_deref().unwrap_or(""))],
+            )
+        },
     )
     .await?;
     let filter = q.page_filter()?;
@@ -165,13 +205,31 @@ pub async fn show_dashboard(
         q.range_params()
     };
     let matching = matching_pages(&top, &filter);
-    let pages = matching
+    let shown: Vec<&(crate::domain::Page, i64)> = matching
         .iter()
         .skip((page_no - 1) * PAGES_PER_SCREEN)
         .take(PAGES_PER_SCREEN)
-        .map(|(page, views)| PageRow {
+        .copied()
+        .collect();
+    // The shown rows' visit figures: one small read per page (its own key
+    // range), not a scan of every page of the site.
+    let figures = futures::future::try_join_all(
+        shown
+            .iter()
+            .map(|(page, _)| crate::reports::visits::page_row(&state.store, page, &period)),
+    )
+    .await?;
+    let pages = shown
+        .into_iter()
+        .zip(figures)
+        .map(|((page, views), f)| PageRow {
             path: page.path().to_owned(),
             views: *views,
+            visitors: f
+                .visitors
+                .map_or_else(|| "—".to_owned(), |v| fmt::thousands(&v)),
+            entries: f.visits,
+            exits: f.exits.unwrap_or(0),
             share: fmt::share(*views, total),
             href: join(&format!("{base}/page"), &params, &[("path", page.path())]),
         })
@@ -208,6 +266,7 @@ pub async fn show_dashboard(
             &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
         ),
         visits,
+        chart,
         headline: Headline::new(&period, &current, &previous, now).unless_expired(
             &before,
             &state.retention,

@@ -86,6 +86,72 @@ pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
     ))
 }
 
+/// Visitors, visits, views, bounces and the visits' duration per shown
+/// bucket, of the dashboard (no `path`) or of a page report (`path`: its
+/// visits are those that entered there).
+pub async fn visits_csv(r: SiteRequest, q: Query) -> Answer {
+    use crate::reports::visits;
+    let state = r.state;
+    let site = r.site;
+    let started = r.started;
+    let period = resolve_kept(&q, &state, site.time_zone.tz())?;
+    let path = q.path.as_ref().map(|_| q.path()).transpose()?;
+    let page = path.as_ref().map(|p| Page::new(&site.domain, p));
+    let scope = match &page {
+        Some(page) => Scope::Page(page),
+        None => Scope::of_site(&site),
+    };
+    let store = &state.store;
+    let (views, visitors, started_visits, non_bounces, duration) = tokio::try_join!(
+        queries::series(store, &scope, &period),
+        visits::visitors_series(store, &scope, &period),
+        visits::counter_series(store, &scope, &period, visits::VISITS),
+        visits::counter_series(store, &scope, &period, visits::NON_BOUNCES),
+        visits::counter_series(store, &scope, &period, visits::DURATION),
+    )?;
+    let tz = site.time_zone.tz();
+    let rows = views.iter().enumerate().map(|(i, p)| {
+        let n = |points: &[crate::reports::Point]| points.get(i).map_or(0, |p| p.views);
+        let visits = n(&started_visits);
+        vec![
+            p.at.with_timezone(&tz)
+                .format(if tz == chrono_tz::Tz::UTC {
+                    "%Y-%m-%dT%H:%M:%SZ"
+                } else {
+                    "%Y-%m-%dT%H:%M:%S%:z"
+                })
+                .to_string(),
+            visitors
+                .as_deref()
+                .map_or_else(String::new, |v| n(v).to_string()),
+            visits.to_string(),
+            p.views.to_string(),
+            (visits - n(&non_bounces)).max(0).to_string(),
+            n(&duration).to_string(),
+        ]
+    });
+    let body = csv::table(
+        &[
+            "timestamp",
+            "visitors",
+            "visits",
+            "views",
+            "bounces",
+            "visit_duration_seconds",
+        ],
+        rows,
+    );
+    timed(&state, started);
+    Ok(csv_response(
+        &format!(
+            "{}_{}_visits.csv",
+            file_stem(&site, path.as_ref(), period.from, period.to),
+            period.resolution.as_str()
+        ),
+        body,
+    ))
+}
+
 pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     let state = r.state;
     let site = r.site;

@@ -26,6 +26,7 @@ pub(super) struct PageReport {
     path: String,
     controls: Controls,
     series: SeriesView,
+    chart: super::visit_line::ChartView,
     visits: super::visit_line::VisitLine,
     headline: Headline,
     minute: String,
@@ -107,7 +108,7 @@ pub async fn show_page_report(
         queries::realtime_seconds(&state.store, &page, this_minute),
         sources,
     )?;
-    let visits = super::visit_line::line(
+    let mut visits = super::visit_line::line(
         &state.store,
         &scope,
         &period,
@@ -116,8 +117,39 @@ pub async fn show_page_report(
         comparable(&before, &state.retention, now),
     )
     .await?;
+    let metric =
+        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let chart_params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
+    let page_name = page.to_string();
+    let chart = super::visit_line::chart_view(
+        &state.store,
+        &scope,
+        &period,
+        metric,
+        &current,
+        now,
+        &page_name,
+        true,
+        |m| {
+            join(
+                &format!("{}/page", audience.base),
+                &chart_params,
+                &[("path", path.as_str()), ("metric", m.key())],
+            )
+        },
+    )
+    .await?;
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
+    visits.csv = audience.export(join(
+        &format!("{site_base}/visits.csv"),
+        &chart_params,
+        &[("path", path.as_str())],
+    ));
     let params = if range_error.is_some() {
         String::new()
     } else {
@@ -153,6 +185,7 @@ pub async fn show_page_report(
             &format!("Views of {page} by {}", period.resolution.as_str()),
         ),
         visits,
+        chart,
         headline: Headline::new(&period, &current, &previous, now).unless_expired(
             &before,
             &state.retention,

@@ -26,6 +26,9 @@ pub struct ReportQuery {
     pub(super) waiting: Option<String>,
     /// Dashboard and page report: filter for top sources (part of a name).
     pub(super) src: Option<String>,
+    /// Dashboard and page report: what the chart shows (`views`,
+    /// `visitors`, `visits`).
+    pub(super) metric: Option<String>,
 }
 
 impl ReportQuery {

@@ -22,6 +22,8 @@ pub struct SiteRow {
     pub today: i64,
     pub week: i64,
     pub month: i64,
+    /// Unique visitors over the 30 days ("—" where unknown).
+    pub visitors: String,
     pub sparkline: String,
 }
 
@@ -81,6 +83,9 @@ pub async fn sites(
             today: s.today,
             week: s.last_7_days,
             month: s.last_30_days,
+            visitors: s
+                .visitors_30_days
+                .map_or_else(|| "—".to_owned(), |v| crate::web::fmt::thousands(&v)),
             sparkline: chart::sparkline(
                 &s.daily,
                 &format!(

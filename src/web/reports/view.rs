@@ -224,6 +224,8 @@ pub struct SeriesView {
     pub total: i64,
     /// The zone its times are in.
     pub zone: &'static str,
+    /// What it counts, as its table's column says ("Views").
+    pub column: &'static str,
 }
 
 pub(super) fn series_view(
@@ -233,6 +235,19 @@ pub(super) fn series_view(
     zone: chrono_tz::Tz,
     title: &str,
     partial: impl Fn(DateTime<Utc>) -> bool,
+) -> SeriesView {
+    series_view_of(id, points, unit, zone, title, partial, chart::VIEWS)
+}
+
+/// [`series_view`] of something other than views.
+pub(super) fn series_view_of(
+    id: &str,
+    points: &[Point],
+    unit: chart::Unit,
+    zone: chrono_tz::Tz,
+    title: &str,
+    partial: impl Fn(DateTime<Utc>) -> bool,
+    noun: chart::Noun,
 ) -> SeriesView {
     let bars: Vec<chart::Bar> = points
         .iter()
@@ -244,13 +259,24 @@ pub(super) fn series_view(
         .collect();
     SeriesView {
         id: id.to_owned(),
-        chart: chart::bars_in(&bars, unit, zone, title, id),
+        chart: chart::bars_of(&bars, unit, zone, title, id, noun),
         rows: bars
             .iter()
             .map(|b| (chart::label_in(b.at, unit, zone), b.views, b.partial))
             .collect(),
         total: queries::total(points),
         zone: zone.name(),
+        column: capitalized(noun.many),
+    }
+}
+
+fn capitalized(word: &'static str) -> &'static str {
+    match word {
+        "views" => "Views",
+        "visitors" => "Visitors",
+        "visits" => "Visits",
+        "entries" => "Entries",
+        other => other,
     }
 }
 
@@ -273,13 +299,6 @@ pub(super) fn period_view(
     )
 }
 
-/// The period's total against the previous period's, shown atop the
-/// dashboard and the page report (`partials/headline.html`).
-///
-/// Like is compared with like: while the period's last bucket is still
-/// counting, the change covers only its complete buckets and the same
-/// stretch of the previous period (e.g. 23 complete hours of "last 24
-/// hours" against the first 23 hours of the 24 before).
 /// Whether the period before can be compared with: not when it reaches
 /// past the retention of the level it is read at (its figures would be
 /// missing the expired buckets, not lower).
@@ -293,6 +312,13 @@ pub(super) fn comparable(
         .is_none_or(|kept| before.from >= now - kept)
 }
 
+/// The period's total against the previous period's, shown atop the
+/// dashboard and the page report (`partials/headline.html`).
+///
+/// Like is compared with like: while the period's last bucket is still
+/// counting, the change covers only its complete buckets and the same
+/// stretch of the previous period (e.g. 23 complete hours of "last 24
+/// hours" against the first 23 hours of the 24 before).
 pub(super) struct Headline {
     pub(super) previous: i64,
     pub(super) change: String,

@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::reports::chart;
 use crate::reports::queries::{self, Point, Scope};
 use crate::reports::visits::{self, VisitFigures};
 use crate::reports::Period;
@@ -25,6 +26,8 @@ pub struct VisitLine {
     pub figures: Vec<Figure>,
     /// From when visitors are counted, when the period reaches before it.
     pub note: Option<String>,
+    /// `visits.csv` of the same range (empty through a share link).
+    pub csv: String,
 }
 
 /// The figures of one range, views included.
@@ -212,7 +215,11 @@ fn build(
         )),
         Some(_) => None,
     };
-    VisitLine { figures, note }
+    VisitLine {
+        figures,
+        note,
+        csv: String::new(),
+    }
 }
 
 fn direction(a: f64, b: f64) -> &'static str {
@@ -261,9 +268,159 @@ pub fn minutes_seconds(secs: f64) -> String {
     }
 }
 
+/// The chart of a report with its tabs (visitors, visits, views).
+pub struct ChartView {
+    pub series: super::SeriesView,
+    /// Label, address, and whether it is the one shown.
+    pub tabs: Vec<(&'static str, String, bool)>,
+    /// What it shows, in words ("Visitors").
+    pub caption: &'static str,
+    pub empty: String,
+    /// Why it shows views although something else was asked for.
+    pub note: Option<&'static str>,
+}
+
+/// Builds the chart: `href(metric)` is the address of the same report
+/// showing `metric`; `views` the period's views as read units; `of` what
+/// the report is about ("example.com", a page), for the chart's title,
+/// and `of_page` whether it is a page.
+#[allow(clippy::too_many_arguments)]
+pub async fn chart_view(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    asked: ChartMetric,
+    views: &[Point],
+    now: DateTime<Utc>,
+    of: &str,
+    of_page: bool,
+    href: impl Fn(ChartMetric) -> String,
+) -> Result<ChartView, mongodb::error::Error> {
+    let (shown, points, note) = chart_points(store, scope, period, asked, views).await?;
+    let noun = shown.noun();
+    let caption = match shown {
+        ChartMetric::Views => "Views",
+        ChartMetric::Visitors => "Visitors",
+        ChartMetric::Visits => "Visits",
+    };
+    let series = super::series_view_of(
+        "series",
+        &points,
+        period.resolution.into(),
+        period.zone,
+        &format!("{caption} of {of} by {}", period.resolution.as_str()),
+        |at| period.is_partial(at, now),
+        noun,
+    );
+    Ok(ChartView {
+        series,
+        tabs: ChartMetric::ALL
+            .into_iter()
+            .map(|m| {
+                let label = match m {
+                    ChartMetric::Views => "Views",
+                    ChartMetric::Visitors => "Visitors",
+                    ChartMetric::Visits => "Visits",
+                };
+                (label, href(m), m == shown)
+            })
+            .collect(),
+        caption,
+        empty: format!(
+            "No {}{} in this period.",
+            noun.many,
+            if of_page { " of this page" } else { "" }
+        ),
+        note,
+    })
+}
+
+/// What the chart shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartMetric {
+    Views,
+    Visitors,
+    Visits,
+}
+
+impl ChartMetric {
+    pub const ALL: [ChartMetric; 3] = [Self::Visitors, Self::Visits, Self::Views];
+
+    /// `metric=` of a report's address (views when absent).
+    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
+        match raw.filter(|r| !r.is_empty()) {
+            None => Ok(Self::Views),
+            Some(raw) => Self::ALL
+                .into_iter()
+                .find(|m| m.key() == raw)
+                .ok_or_else(|| "The chart shows visitors, visits or views.".to_owned()),
+        }
+    }
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Views => "views",
+            Self::Visitors => "visitors",
+            Self::Visits => "visits",
+        }
+    }
+
+    pub fn noun(self) -> chart::Noun {
+        match self {
+            Self::Views => chart::VIEWS,
+            Self::Visitors => chart::Noun {
+                one: "visitor",
+                many: "visitors",
+            },
+            Self::Visits => chart::Noun {
+                one: "visit",
+                many: "visits",
+            },
+        }
+    }
+}
+
+/// The chart's points for `metric`, one per shown bucket, and why they are
+/// views instead when the stored data cannot give visitors. `views` are
+/// the period's views as read units.
+pub async fn chart_points(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+    metric: ChartMetric,
+    views: &[Point],
+) -> Result<(ChartMetric, Vec<Point>, Option<&'static str>), mongodb::error::Error> {
+    match metric {
+        ChartMetric::Views => Ok((metric, queries::rollup(period, views), None)),
+        ChartMetric::Visits => {
+            let points = visits::counter_series(store, scope, period, visits::VISITS).await?;
+            Ok((metric, points, None))
+        }
+        ChartMetric::Visitors => match visits::visitors_series(store, scope, period).await? {
+            Some(points) => Ok((metric, points, None)),
+            None => Ok((
+                ChartMetric::Views,
+                queries::rollup(period, views),
+                Some("Visitors are shown once the site's totals are computed (a few minutes after an upgrade); views meanwhile."),
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chart_shows_views_visitors_or_visits() {
+        assert_eq!(ChartMetric::parse(None), Ok(ChartMetric::Views));
+        assert_eq!(ChartMetric::parse(Some("")), Ok(ChartMetric::Views));
+        assert_eq!(
+            ChartMetric::parse(Some("visitors")),
+            Ok(ChartMetric::Visitors)
+        );
+        assert!(ChartMetric::parse(Some("bounces")).is_err());
+    }
 
     #[test]
     fn durations_read_as_minutes_and_seconds() {
