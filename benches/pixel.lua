@@ -5,6 +5,9 @@
 -- Usage: wrk ... -s benches/pixel.lua URL -- <site-id>[,...] <pages> [interval-ms] [zipf|uniform|junk]
 -- The interval is only read by benches/pace.lua, which the bench appends
 -- for paced runs.
+-- Each request comes from one of BENCH_VISITORS visitors (default 100,000),
+-- told apart by their User-Agent (wrk has one address), so the server makes
+-- visitor ids and visits as it would for real traffic.
 local threads = {}
 local counter = 0
 
@@ -21,6 +24,12 @@ local junk = false
 local sites = {}
 local cdf = {}
 local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+local visitors = tonumber(os.getenv("BENCH_VISITORS") or "100000")
+
+-- One visitor's headers, picked at random.
+local function headers()
+  return { ["User-Agent"] = ua .. " v/" .. math.random(visitors) }
+end
 
 function init(args)
   site = args[1]
@@ -45,10 +54,10 @@ end
 function request()
   if junk then
     local path = string.format("/junk/%08x%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
-    return wrk.format("GET", "/pixel.gif?site=" .. sites[math.random(#sites)] .. "&page=" .. path, { ["User-Agent"] = ua })
+    return wrk.format("GET", "/pixel.gif?site=" .. sites[math.random(#sites)] .. "&page=" .. path, headers())
   end
   if uniform then
-    return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. math.random(pages), { ["User-Agent"] = ua })
+    return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. math.random(pages), headers())
   end
   local r = math.random()
   local lo, hi = 1, pages
@@ -56,7 +65,7 @@ function request()
     local mid = math.floor((lo + hi) / 2)
     if cdf[mid] < r then lo = mid + 1 else hi = mid end
   end
-  return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. lo, { ["User-Agent"] = ua })
+  return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. lo, headers())
 end
 
 function done(summary, latency, requests)

@@ -139,9 +139,20 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
                 )
             })
             .collect();
-        let hits: Vec<(&str, DateTime<Utc>, Option<&str>)> = batch
+        let visits = if with_visits() {
+            visits_of(&batch, daily, &names, &mut rng)
+        } else {
+            vec![None; batch.len()]
+        };
+        let hits: Vec<Hit<'_>> = batch
             .iter()
-            .map(|&(p, at, s)| (names[p].as_str(), at, Some(sources[s].as_str())))
+            .zip(&visits)
+            .map(|(&(p, at, s), visit)| Hit {
+                page: names[p].as_str(),
+                at,
+                source: Some(sources[s].as_str()),
+                visit: visit.as_ref(),
+            })
             .collect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
         writer.apply_direct(&hits, deadline).await?;
@@ -164,6 +175,36 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    // What the hour and day buckets take per view, with or without
+    // visitors and visits (BENCH_YEAR_VISITS=0 for the before).
+    let mut storage = Vec::new();
+    for coll in [
+        "views_hour",
+        "views_day",
+        "site_views_hour",
+        "site_views_day",
+    ] {
+        let stats = store
+            .db()
+            .run_command(bson::doc! {"collStats": coll})
+            .await?;
+        let size = tickertape::storage::values::count(stats.get("size"));
+        let on_disk = tickertape::storage::values::count(stats.get("storageSize"));
+        storage.push(format!(
+            "{coll}: {:.1} B/view ({:.1} on disk)",
+            size as f64 / total as f64,
+            on_disk as f64 / total as f64
+        ));
+    }
+    println!(
+        "\nYear data storage ({}): {}\n",
+        if with_visits() {
+            "with visitors and visits"
+        } else {
+            "views only (BENCH_YEAR_VISITS=0)"
+        },
+        storage.join("; ")
+    );
     if !loaded {
         users::create(
             &store,
@@ -222,6 +263,18 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
                 format!("{base}/sources.csv?range=12mo"),
             ),
             ("sites list".into(), "/sites".into()),
+            (
+                "visitors chart, 12 months (target < 50 ms)".into(),
+                format!("{base}?range=12mo&metric=visitors"),
+            ),
+            (
+                "visitors chart, 30 days (target < 50 ms)".into(),
+                format!("{base}?range=30d&metric=visitors"),
+            ),
+            (
+                "visits CSV, 30 days by day".into(),
+                format!("{base}/visits.csv?range=30d"),
+            ),
         ];
         for (label, key) in presets {
             cases.push((
@@ -402,6 +455,57 @@ async fn ingestion_with_and_without_sources(
 /// (600,000 hits, or 30 s of traffic) over the views applier's (20,000
 /// hits, or 1 s). BENCH_SOURCES_EVERY=n sets another, to see the trade-off.
 const SOURCES_EVERY: usize = 30;
+
+/// Whether the year data carries visitors and visits (BENCH_YEAR_VISITS,
+/// default 1).
+fn with_visits() -> bool {
+    std::env::var("BENCH_YEAR_VISITS").map_or(true, |v| v != "0")
+}
+
+/// Visits for a day's hits as the pixel would make them: the day's views
+/// come from about a third as many visitors; a visitor's hits in time
+/// order make visits, a gap of 30 minutes or more starting a new one.
+fn visits_of(
+    batch: &[(usize, DateTime<Utc>, usize)],
+    daily: u64,
+    names: &[String],
+    rng: &mut Rng,
+) -> Vec<Option<tickertape::journal::Visit>> {
+    let pool = (daily / 3).max(1);
+    let day = batch.first().map_or(0, |h| h.1.timestamp() / 86_400) as u64;
+    let who: Vec<u64> = batch.iter().map(|_| rng.next() % pool).collect();
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by_key(|&i| (who[i], batch[i].1));
+    let mut out = vec![None; batch.len()];
+    let mut open: Option<(u64, DateTime<Utc>, usize, usize, u32)> = None;
+    for i in order {
+        let (page, at, _) = batch[i];
+        let visitor = (day << 32) ^ who[i].wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let visit = match open {
+            Some((v, last, entry, previous, views))
+                if v == who[i] && at - last < TimeDelta::minutes(30) =>
+            {
+                open = Some((v, at, entry, page, views + 1));
+                tickertape::journal::Visit {
+                    visitor,
+                    duration_secs: (at - last).num_seconds().max(0) as u32,
+                    entry: Some(names[entry].clone()),
+                    previous: Some(names[previous].clone()),
+                    second_view: views == 1,
+                }
+            }
+            _ => {
+                open = Some((who[i], at, page, page, 1));
+                tickertape::journal::Visit {
+                    visitor,
+                    ..Default::default()
+                }
+            }
+        };
+        out[i] = Some(visit);
+    }
+    out
+}
 
 fn sources_every() -> usize {
     std::env::var("BENCH_SOURCES_EVERY")

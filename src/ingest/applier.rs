@@ -112,6 +112,9 @@ struct Applier {
     journal_stats: Arc<JournalStats>,
     /// Knows the sites marked deleted, whose hits are not applied.
     directory: SiteDirectory,
+    /// Held by a rollups applier while its transaction runs (see
+    /// [`Appliers::start`]).
+    rollups_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct Batch {
@@ -164,6 +167,15 @@ impl Appliers {
         directory: SiteDirectory,
     ) -> Self {
         let (shutdown, _) = watch::channel(false);
+        // The lanes' rollups take turns. A lane writes the page buckets of
+        // its own pages, so lanes never conflict, except that a visit's
+        // later hit credits its entry page (non-bounce, duration) and its
+        // previous page (the exit it loses), which may be another lane's:
+        // two rollups transactions of this process would then write the
+        // same bucket and one would abort, all its statements wasted. In
+        // turns they never do (other instances' conflicts are retried, as
+        // before).
+        let rollups_turn = Arc::new(tokio::sync::Mutex::new(()));
         let applier = |lane: Arc<Lane>, stream, committed| {
             let (window, max_hits) = config.for_stream(stream);
             Applier {
@@ -183,6 +195,7 @@ impl Appliers {
                 stats: stats.clone(),
                 journal_stats: journal_stats.clone(),
                 directory: directory.clone(),
+                rollups_turn: rollups_turn.clone(),
             }
         };
         let mut handles = Vec::new();
@@ -532,6 +545,10 @@ impl Applier {
                     for inc in &mut batch.levels {
                         inc.drop_where(|page| directory.is_deleted_page(page));
                     }
+                    let _turn = match self.stream {
+                        Stream::Rollups => Some(self.rollups_turn.lock().await),
+                        _ => None,
+                    };
                     self.writer
                         .apply_merged(&batch.levels, batch.hits, &advance)
                         .await

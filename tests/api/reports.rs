@@ -212,12 +212,21 @@ async fn dashboard_and_page_report_agree(grouping: &str) {
         "chart and table"
     );
     assert!(html.contains("2026-11-22 10:00 UTC: 6 views"), "bar title");
-    let a = html
-        .find(">/a</a></td><td class=\"num\">7</td><td class=\"num\">77.8%")
-        .expect("/a row");
-    let b = html
-        .find(">/b</a></td><td class=\"num\">2</td><td class=\"num\">22.2%")
-        .expect("/b row");
+    // Path, visitors, views, entries, exits, share.
+    let row = |path: &str, views: &str, share: &str| {
+        let at = html
+            .find(&format!(">{path}</a></td>"))
+            .unwrap_or_else(|| panic!("{path} row"));
+        let row = &html[at..at + html[at..].find("</tr>").unwrap()];
+        assert!(
+            row.contains(&format!("data-label=\"Views\">{views}</td>"))
+                && row.contains(&format!("data-label=\"Share\">{share}</td>")),
+            "{row}"
+        );
+        at
+    };
+    let a = row("/a", "7", "77.8%");
+    let b = row("/b", "2", "22.2%");
     assert!(a < b, "most viewed first");
     assert!(
         html.contains("These figures include every view stored so far."),

@@ -318,7 +318,7 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     let at = list.find("visits.test").unwrap();
     let end = at + list[at..].find("</tr>").unwrap();
     assert!(
-        list[at..end].contains("<td class=\"num\">3</td>"),
+        list[at..end].contains("data-label=\"Visitors, 30 days\">3</td>"),
         "{}",
         &list[at..end]
     );
@@ -549,5 +549,159 @@ async fn a_journal_written_by_the_release_before_visitors_replays_after_the_upgr
     assert_eq!(counters[4], 8);
     // Stopped before its database is dropped: an applier's open
     // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+/// splitmix64: a well-mixed id per (day, visitor), like the keyed hash.
+fn mixed(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[tokio::test]
+async fn unique_visitors_are_within_two_percent_at_p95_over_ranges_from_an_hour_to_a_year() {
+    // A year of generated traffic with a known exact count: on day d,
+    // n(d) visitors (20 to 2,000) each view /a at 12:xx UTC, and every
+    // second one /b as well.
+    let mut app = spawn_app().await;
+    let site = app.add_site("accuracy.test", &[]).await;
+    let first = at(1, 0, 0) - chrono::TimeDelta::days(364);
+    let n = |d: i64| 20 + (d * 7919 % 1981) as u64;
+    let days = 365;
+    let mut batch: Vec<(String, DateTime<Utc>, tickertape::journal::Visit)> = Vec::new();
+    for d in 0..days {
+        for v in 0..n(d) {
+            let when = first
+                + chrono::TimeDelta::days(d)
+                + chrono::TimeDelta::hours(12)
+                + chrono::TimeDelta::seconds((v % 3600) as i64);
+            let visit = tickertape::journal::Visit {
+                visitor: mixed(((d as u64) << 32) | v),
+                ..Default::default()
+            };
+            batch.push(("accuracy.test/a".into(), when, visit.clone()));
+            if v % 2 == 0 {
+                batch.push(("accuracy.test/b".into(), when, visit));
+            }
+        }
+        if d % 30 == 29 || d == days - 1 {
+            let hits: Vec<tickertape::storage::bucket_writer::Hit<'_>> = batch
+                .iter()
+                .map(
+                    |(page, at, visit)| tickertape::storage::bucket_writer::Hit {
+                        page,
+                        at: *at,
+                        source: None,
+                        visit: Some(visit),
+                    },
+                )
+                .collect();
+            app.write_hits(&hits).await;
+            batch.clear();
+        }
+    }
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let token = create_token(&login, "accuracy", None).await;
+    let fmt = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M").to_string();
+    let mut errors = Vec::new();
+    for anchor in [3_i64, 40, 77, 150, 200, 251, 300, 333] {
+        let day0 = first + chrono::TimeDelta::days(anchor);
+        // (from, to, the exact count of /a and of /b: each UTC day's
+        // visitors, summed over the days the range touches at 12:xx).
+        let span = |from_day: i64, to_day: i64| -> (u64, u64) {
+            (from_day..to_day)
+                .filter(|d| (0..days).contains(d))
+                .map(|d| (n(d), n(d).div_ceil(2)))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let noon = chrono::TimeDelta::hours(12);
+        let ranges = [
+            // One hour, the hour of the day's views.
+            (
+                day0 + noon,
+                day0 + noon + chrono::TimeDelta::hours(1),
+                span(anchor, anchor + 1),
+            ),
+            // 24 hours across UTC midnight: the next day's views only.
+            (
+                day0 + chrono::TimeDelta::hours(13),
+                day0 + chrono::TimeDelta::hours(37),
+                span(anchor + 1, anchor + 2),
+            ),
+            (
+                day0,
+                day0 + chrono::TimeDelta::days(1),
+                span(anchor, anchor + 1),
+            ),
+            (
+                day0,
+                day0 + chrono::TimeDelta::days(7),
+                span(anchor, anchor + 7),
+            ),
+            (
+                day0 + noon,
+                day0 + chrono::TimeDelta::days(30),
+                span(anchor, anchor + 30),
+            ),
+            (
+                day0,
+                day0 + chrono::TimeDelta::days(90),
+                span(anchor, anchor + 90),
+            ),
+        ];
+        for (from, to, (exact_a, exact_b)) in ranges {
+            let to = to.min(first + chrono::TimeDelta::days(days));
+            for (path, exact) in [
+                (None, exact_a),
+                (Some("/a"), exact_a),
+                (Some("/b"), exact_b),
+            ] {
+                let q = format!(
+                    "/api/v1/sites/{}/visits?range=custom&from={}&to={}{}",
+                    site.id,
+                    fmt(from),
+                    fmt(to),
+                    path.map_or(String::new(), |p| format!("&path={p}"))
+                );
+                let a = get(&app, &token, &q).await;
+                assert_eq!(a.status, 200, "{q}: {}", a.json);
+                let got = a.json["visitors"].as_f64().unwrap();
+                if exact > 0 {
+                    errors.push(((got - exact as f64) / exact as f64).abs());
+                }
+            }
+        }
+    }
+    // The whole year, site and pages.
+    let year = format!(
+        "range=custom&from={}&to={}",
+        fmt(first),
+        fmt(first + chrono::TimeDelta::days(days))
+    );
+    let (all_a, all_b) = (0..days).fold((0u64, 0u64), |s, d| (s.0 + n(d), s.1 + n(d).div_ceil(2)));
+    for (path, exact) in [("", all_a), ("&path=/a", all_a), ("&path=/b", all_b)] {
+        let a = get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{}/visits?{year}{path}", site.id),
+        )
+        .await;
+        let got = a.json["visitors"].as_f64().unwrap();
+        errors.push(((got - exact as f64) / exact as f64).abs());
+    }
+    errors.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p95 = errors[(errors.len() * 95).div_ceil(100) - 1];
+    let p50 = errors[errors.len() / 2];
+    eprintln!(
+        "visitors over {} ranges: relative error p50 {:.3} %, p95 {:.3} %, max {:.3} %",
+        errors.len(),
+        p50 * 100.0,
+        p95 * 100.0,
+        errors.last().unwrap() * 100.0
+    );
+    assert!(p95 <= 0.02, "p95 {p95}");
     app.stop().await;
 }
