@@ -152,13 +152,23 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
         &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day"),
     )
     .await;
-    assert_eq!(rows, ["path,views,share_percent", "/a,8,53.3", "/b,7,46.7"]);
+    assert_eq!(
+        rows,
+        [
+            "path,views,share_percent,entries,exits",
+            "/a,8,53.3,0,0",
+            "/b,7,46.7,0,0"
+        ]
+    );
     let rows = csv(
         &admin,
         &format!("{base}/pages.csv?range=custom&from=2026-11-20&to=2026-11-22&res=day&q=B"),
     )
     .await;
-    assert_eq!(rows, ["path,views,share_percent", "/b,7,46.7"]);
+    assert_eq!(
+        rows,
+        ["path,views,share_percent,entries,exits", "/b,7,46.7,0,0"]
+    );
 
     // The seconds of one minute.
     let rows = csv(

@@ -312,6 +312,21 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
         ))
         .await;
     assert_eq!(csv.lines().nth(1), Some("2026-11-22T00:00:00Z,2,1,3,1,0"));
+    // pages.csv: entries and exits after the views and the share.
+    let (_, csv) = login
+        .text(&format!(
+            "/sites/{id}/pages.csv?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"
+        ))
+        .await;
+    assert_eq!(
+        csv.lines().collect::<Vec<_>>(),
+        [
+            "path,views,share_percent,entries,exits",
+            "/b,3,50.0,1,2",
+            "/,2,33.3,2,0",
+            "/c,1,16.7,0,1"
+        ]
+    );
     // The sites list: visitors over the last 30 days (the clock is on the
     // 23rd): Alice and Bob on the 22nd, Alice on the 23rd.
     let (_, list) = login.text("/sites").await;

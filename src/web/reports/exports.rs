@@ -157,9 +157,21 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     let site = r.site;
     let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
-    let top = queries::top_pages(&state.store, &Scope::of_site(&site), &period).await?;
+    use crate::reports::visits;
+    let store = &state.store;
+    let scope = Scope::of_site(&site);
+    let (top, entries, exits) = tokio::try_join!(
+        queries::top_pages(store, &scope, &period),
+        queries::counter_by_page(store, &site.domain, &period, visits::VISITS),
+        queries::counter_by_page(store, &site.domain, &period, visits::EXITS),
+    )?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;
+    let of = |counts: &std::collections::HashMap<String, i64>, page: &Page| {
+        counts.get(page.as_str()).copied().unwrap_or(0).to_string()
+    };
+    // Entries and exits after the columns this file always had, so that
+    // scripts reading those by position go on working.
     let rows = matching_pages(&top, &filter)
         .into_iter()
         .map(|(page, views)| {
@@ -167,9 +179,14 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
                 page.path().to_owned(),
                 views.to_string(),
                 fmt::percent(*views, total),
+                of(&entries, page),
+                of(&exits, page),
             ]
         });
-    let body = csv::table(&["path", "views", "share_percent"], rows);
+    let body = csv::table(
+        &["path", "views", "share_percent", "entries", "exits"],
+        rows,
+    );
     timed(&state, started);
     Ok(csv_response(
         &format!(
