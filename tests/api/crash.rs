@@ -502,11 +502,14 @@ async fn check_visits(uri: &str, database: &str, tally: &Tally) {
             site[0]
         );
         if g == Resolution::Day {
-            // The load's fifty visitors, once per UTC day it ran on.
+            // The load's fifty visitors, once per UTC day it ran on, give
+            // or take the sketch's error (two of fifty ids share a register
+            // about one time in thirteen, which reads as 49).
             let days = visitors.len() as u64;
             let counted: u64 = visitors.values().map(|s| s.estimate_count()).sum();
+            let (low, high) = (VISITORS as u64 - 3, VISITORS as u64 * days + 3);
             assert!(
-                (VISITORS as u64..=VISITORS as u64 * days).contains(&counted),
+                (low..=high).contains(&counted),
                 "{counted} visitors over {days} days"
             );
         }
