@@ -14,7 +14,13 @@ pub fn change(current: i64, previous: i64) -> String {
             "new".into()
         };
     }
-    let pct = (current - previous) as f64 * 100.0 / previous as f64;
+    relative_change(current as f64, previous as f64)
+}
+
+/// [`change`] of two figures that need not be whole (a rate, an average),
+/// `previous` above 0.
+pub fn relative_change(current: f64, previous: f64) -> String {
+    let pct = (current - previous) * 100.0 / previous;
     if pct.abs() < 0.05 {
         "±0%".into()
     } else if pct > 0.0 {

@@ -116,7 +116,7 @@ fn build(
         None => (dash(), ""),
     };
     let ratio_change = |values: Option<(Option<f64>, Option<f64>)>| match values {
-        Some((Some(a), Some(b))) if b > 0.0 => (relative(a, b), direction(a, b)),
+        Some((Some(a), Some(b))) if b > 0.0 => (fmt::relative_change(a, b), direction(a, b)),
         Some((Some(_), None)) => ("new".to_owned(), "up"),
         _ => (dash(), ""),
     };
@@ -229,18 +229,6 @@ fn direction(a: f64, b: f64) -> &'static str {
         "down"
     } else {
         ""
-    }
-}
-
-/// A relative change of two positive figures, as `fmt::change` words it.
-fn relative(a: f64, b: f64) -> String {
-    let pct = (a - b) * 100.0 / b;
-    if pct.abs() < 0.05 {
-        "±0%".into()
-    } else if pct > 0.0 {
-        format!("+{pct:.1}%")
-    } else {
-        format!("−{:.1}%", -pct)
     }
 }
 
@@ -434,7 +422,7 @@ mod tests {
         assert_eq!(points(0.55, 0.5), "+5 pts");
         assert_eq!(points(0.5, 0.55), "−5 pts");
         assert_eq!(points(0.5, 0.501), "±0 pts");
-        assert_eq!(relative(3.0, 2.0), "+50.0%");
+        assert_eq!(fmt::relative_change(3.0, 2.0), "+50.0%");
         assert_eq!(direction(1.0, 2.0), "down");
     }
 }
