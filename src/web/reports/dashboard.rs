@@ -133,6 +133,13 @@ pub async fn show_dashboard(
     let scope = Scope::of_site(&site);
     let before = period.previous();
     let source_filter = q.source_filter()?;
+    let metric =
+        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
     let ((current, top), previous, (sources_now, sources_before)) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
@@ -142,31 +149,14 @@ pub async fn show_dashboard(
             &period
         ),
     )?;
-    let mut visits = super::visit_line::line(
+    let line = super::visit_line::line(
         &state.store,
         &scope,
         &period,
         (&current, &previous),
         now,
         comparable(&before, &state.retention, now),
-    )
-    .await?;
-    visits.csv = audience.export(join(
-        &format!("{}/visits.csv", audience.base),
-        &if range_error.is_some() {
-            String::new()
-        } else {
-            q.range_params()
-        },
-        &[],
-    ));
-    let metric =
-        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
-    let chart_params = if range_error.is_some() {
-        String::new()
-    } else {
-        q.range_params()
-    };
+    );
     let chart = super::visit_line::chart_view(
         &state.store,
         &scope,
@@ -179,12 +169,13 @@ pub async fn show_dashboard(
         |m| {
             join(
                 &audience.base,
-                &chart_params,
+                &params,
                 &[("metric", m.key()), ("q", q.q.as_deref().unwrap_or(""))],
             )
         },
-    )
-    .await?;
+    );
+    let (mut visits, chart) = tokio::try_join!(line, chart)?;
+    visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
         None => 1,
@@ -199,11 +190,6 @@ pub async fn show_dashboard(
     let total = queries::total(&current);
     let overflow = overflow_note(&site, &top, total, audience.shared);
     let base = audience.base.clone();
-    let params = if range_error.is_some() {
-        String::new()
-    } else {
-        q.range_params()
-    };
     let matching = matching_pages(&top, &filter);
     let shown: Vec<&(crate::domain::Page, i64)> = matching
         .iter()

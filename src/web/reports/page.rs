@@ -95,6 +95,13 @@ pub async fn show_page_report(
         Ok::<_, mongodb::error::Error>((minute, seconds))
     };
     let source_filter = q.source_filter()?;
+    let metric =
+        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
     let sources = super::sources::read(
         state,
         crate::reports::sources::SourceScope::Page(&page),
@@ -108,22 +115,14 @@ pub async fn show_page_report(
         queries::realtime_seconds(&state.store, &page, this_minute),
         sources,
     )?;
-    let mut visits = super::visit_line::line(
+    let line = super::visit_line::line(
         &state.store,
         &scope,
         &period,
         (&current, &previous),
         now,
         comparable(&before, &state.retention, now),
-    )
-    .await?;
-    let metric =
-        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
-    let chart_params = if range_error.is_some() {
-        String::new()
-    } else {
-        q.range_params()
-    };
+    );
     let page_name = page.to_string();
     let chart = super::visit_line::chart_view(
         &state.store,
@@ -137,24 +136,19 @@ pub async fn show_page_report(
         |m| {
             join(
                 &format!("{}/page", audience.base),
-                &chart_params,
+                &params,
                 &[("path", path.as_str()), ("metric", m.key())],
             )
         },
-    )
-    .await?;
+    );
+    let (mut visits, chart) = tokio::try_join!(line, chart)?;
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
     visits.csv = audience.export(join(
         &format!("{site_base}/visits.csv"),
-        &chart_params,
+        &params,
         &[("path", path.as_str())],
     ));
-    let params = if range_error.is_some() {
-        String::new()
-    } else {
-        q.range_params()
-    };
     let minute_value = fmt::input_minute_in(&minute, zone);
     let csv = |name: &str, extra: &[(&str, &str)]| {
         audience.export(join(&format!("{site_base}/{name}"), "", extra))
