@@ -12,14 +12,15 @@
 //! as at +05:30, counts that whole hour's visitors).
 
 use bson::{doc, Document};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use futures::TryStreamExt;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use super::queries::{self, Point, Scope, Slots};
 use crate::domain::sketch::Sketch;
 use crate::storage::buckets::VisitFields;
+use crate::storage::day_visitors::{Hours, WHOLE_DAY};
 use crate::storage::{Store, Subject};
 
 pub const VISITS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::VISITS]);
@@ -63,58 +64,186 @@ impl VisitFigures {
     }
 }
 
+/// A scope's visit counters over a period as read units (as
+/// `queries::read_series` reads the views): a range's figures, and those
+/// of any part of it cut at a shown bucket's start, add up from them.
+#[derive(Debug, Default)]
+pub struct CounterUnits {
+    visits: Vec<Point>,
+    non_bounces: Vec<Point>,
+    duration: Vec<Point>,
+    /// A page's only.
+    exits: Option<Vec<Point>>,
+}
+
+impl CounterUnits {
+    /// The units of two ranges that do not overlap, together.
+    pub fn joined(mut self, other: CounterUnits) -> CounterUnits {
+        self.visits.extend(other.visits);
+        self.non_bounces.extend(other.non_bounces);
+        self.duration.extend(other.duration);
+        self.exits = match (self.exits, other.exits) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+        self
+    }
+
+    /// The figures of the units before `until` (all of them with `None`),
+    /// with the visitors read for the same range.
+    pub fn figures(&self, until: Option<DateTime<Utc>>, visitors: Option<i64>) -> VisitFigures {
+        let sum = |points: &[Point]| {
+            points
+                .iter()
+                .filter(|p| until.is_none_or(|u| p.at < u))
+                .map(|p| p.views)
+                .sum::<i64>()
+        };
+        VisitFigures {
+            visitors,
+            visits: sum(&self.visits),
+            non_bounces: sum(&self.non_bounces),
+            duration_secs: sum(&self.duration),
+            exits: self.exits.as_deref().map(sum),
+        }
+    }
+}
+
+/// Reads a scope's visit counters over a period, in one pass over its
+/// buckets.
+pub async fn read_units(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<CounterUnits, mongodb::error::Error> {
+    let page = matches!(scope, Scope::Page(_));
+    let fields: &[Slots] = if page {
+        &[VISITS, NON_BOUNCES, DURATION, EXITS]
+    } else {
+        &[VISITS, NON_BOUNCES, DURATION]
+    };
+    let mut read = queries::read_counters(store, scope, period, fields)
+        .await?
+        .into_iter();
+    let mut next = || read.next().unwrap_or_default();
+    Ok(CounterUnits {
+        visits: next(),
+        non_bounces: next(),
+        duration: next(),
+        exits: page.then(next),
+    })
+}
+
 /// The visit figures of a scope over a period.
 pub async fn figures(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
 ) -> Result<VisitFigures, mongodb::error::Error> {
-    let sum = |points: Vec<Point>| points.iter().map(|p| p.views).sum::<i64>();
     let whole = [(period.from, period.to)];
-    let exits = async {
-        match scope {
-            Scope::Page(_) => queries::read_counter(store, scope, period, EXITS)
-                .await
-                .map(Some),
-            _ => Ok(None),
-        }
-    };
-    let (visits, non_bounces, duration, visitors, exits) = tokio::try_join!(
-        queries::read_counter(store, scope, period, VISITS),
-        queries::read_counter(store, scope, period, NON_BOUNCES),
-        queries::read_counter(store, scope, period, DURATION),
+    let (units, visitors) = tokio::try_join!(
+        read_units(store, scope, period),
         visitors(store, scope, &whole),
-        exits,
     )?;
-    Ok(VisitFigures {
-        visitors: visitors.map(|v| v[0]),
-        visits: sum(visits),
-        non_bounces: sum(non_bounces),
-        duration_secs: sum(duration),
-        exits: exits.map(sum),
-    })
+    Ok(units.figures(None, visitors.map(|v| v[0])))
 }
 
-/// A page's visitors, entries and exits over a period (a top-pages row).
-pub async fn page_row(
+/// The visitors, entries and exits of each page named (a screen of top
+/// pages) over a period, in their order. A site whose totals are complete
+/// takes its whole UTC days from the kept page-days (the same ones its top
+/// pages come from); the rest, and every range of other sites, is one read
+/// of the named pages' buckets per level, whatever their number.
+pub async fn page_rows(
     store: &Store,
-    page: &crate::domain::Page,
+    scope: &Scope<'_>,
+    pages: &[&crate::domain::Page],
     period: &Period,
-) -> Result<VisitFigures, mongodb::error::Error> {
-    let scope = Scope::Page(page);
-    let sum = |points: Vec<Point>| points.iter().map(|p| p.views).sum::<i64>();
-    let whole = [(period.from, period.to)];
-    let (visits, exits, visitors) = tokio::try_join!(
-        queries::read_counter(store, &scope, period, VISITS),
-        queries::read_counter(store, &scope, period, EXITS),
-        visitors(store, &scope, &whole),
-    )?;
-    Ok(VisitFigures {
-        visitors: visitors.map(|v| v[0]),
-        visits: sum(visits),
-        exits: Some(sum(exits)),
+) -> Result<Vec<VisitFigures>, mongodb::error::Error> {
+    let blank = VisitFigures {
+        visitors: Some(0),
+        exits: Some(0),
         ..VisitFigures::default()
-    })
+    };
+    let mut rows: HashMap<&str, VisitFigures> = pages.iter().map(|p| (p.as_str(), blank)).collect();
+    let day = Resolution::Day;
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
+    let mut rest = vec![(period.from, period.to)];
+    if let Scope::SiteTotals(site) = scope {
+        if first_day < last_day && !pages.is_empty() {
+            for kept in queries::kept_days(store, site, (first_day, last_day)).await? {
+                for p in &kept.pages {
+                    if let Some(row) = rows.get_mut(p.page.as_str()) {
+                        row.visits += p.entries;
+                        row.exits = row.exits.map(|e| e + p.exits);
+                        row.visitors = row.visitors.map(|v| v + p.visitors);
+                    }
+                }
+            }
+            rest = vec![(period.from, first_day), (last_day, period.to)];
+        }
+    }
+    for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
+        // Totals only: read as UTC hours, minutes only where an edge cuts one.
+        let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+        let (counters, visitors) = tokio::try_join!(
+            queries::counters_of_pages(store, pages, &edge, &[VISITS, EXITS]),
+            visitors_of_pages(store, pages, (from, to)),
+        )?;
+        for (page, row) in rows.iter_mut() {
+            row.visits += counters[0].get(*page).copied().unwrap_or(0);
+            row.exits = row
+                .exits
+                .map(|e| e + counters[1].get(*page).copied().unwrap_or(0));
+            row.visitors = row
+                .visitors
+                .map(|v| v + visitors.get(*page).copied().unwrap_or(0));
+        }
+    }
+    Ok(pages
+        .iter()
+        .map(|p| rows.get(p.as_str()).copied().unwrap_or(blank))
+        .collect())
+}
+
+/// Entries and exits of every page of a site over a period (`pages.csv`):
+/// whole UTC days from the kept page-days when its totals are complete,
+/// the rest from its page buckets.
+pub async fn entries_and_exits(
+    store: &Store,
+    site: &crate::storage::sites::Site,
+    period: &Period,
+) -> Result<[HashMap<String, i64>; 2], mongodb::error::Error> {
+    let mut out = [HashMap::new(), HashMap::new()];
+    let day = Resolution::Day;
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
+    let mut rest = vec![(period.from, period.to)];
+    if let Scope::SiteTotals(site) = Scope::of_site(site) {
+        if first_day < last_day {
+            for kept in queries::kept_days(store, site, (first_day, last_day)).await? {
+                for p in &kept.pages {
+                    for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
+                        if n != 0 {
+                            *counts.entry(p.page.clone()).or_default() += n;
+                        }
+                    }
+                }
+            }
+            rest = vec![(period.from, first_day), (last_day, period.to)];
+        }
+    }
+    for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
+        let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+        let read = queries::counters_by_page(store, &site.domain, &edge, &[VISITS, EXITS]).await?;
+        for (counts, read) in out.iter_mut().zip(read) {
+            for (page, n) in read {
+                *counts.entry(page).or_default() += n;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A counter per shown bucket of the period (as `queries::series`).
@@ -192,33 +321,51 @@ pub async fn visitors(
     scope: &Scope<'_>,
     ranges: &[(DateTime<Utc>, DateTime<Utc>)],
 ) -> Result<Option<Vec<i64>>, mongodb::error::Error> {
-    if matches!(scope, Scope::Site(_)) {
-        return Ok(None);
-    }
-    let mut plan = Plan::default();
-    let split: Vec<_> = ranges.iter().map(|&(a, b)| pieces(a, b)).collect();
-    for (day, hours) in split.iter().flatten() {
-        match hours {
-            None => {
-                plan.days.insert(*day);
-            }
-            Some(hours) => plan.hours.extend(hours.iter().copied()),
-        }
-    }
-    let (by_day, by_hour) = tokio::try_join!(
-        sketches(store, scope, Resolution::Day, &plan.days),
-        sketches(store, scope, Resolution::Hour, &plan.hours),
-    )?;
-    let count = |(day, hours): &Piece| match hours {
-        None => by_day.get(day).map_or(0, Sketch::estimate_count),
-        Some(hours) => {
-            let mut union = Sketch::default();
-            for sketch in hours.iter().filter_map(|h| by_hour.get(h)) {
-                union.merge(sketch);
-            }
-            union.estimate_count()
-        }
+    let key = match scope {
+        Scope::Site(_) => return Ok(None),
+        Scope::SiteTotals(site) => format!("site:{}", site.domain),
+        Scope::Page(page) => format!("page:{page}"),
     };
+    let split: Vec<_> = ranges.iter().map(|&(a, b)| pieces(a, b)).collect();
+    let days: BTreeSet<DateTime<Utc>> = split.iter().flatten().map(|(d, _)| *d).collect();
+    let totals = day_totals(store, scope, &days).await?;
+    // Each distinct part once: kept, nothing that day, or to be read.
+    let kept = store.day_visitors();
+    let mut known: HashMap<(DateTime<Utc>, Hours), u64> = HashMap::new();
+    let mut missing: Vec<&Piece> = Vec::new();
+    for piece in split.iter().flatten() {
+        let part = (piece.0, hours_of(piece));
+        if known.contains_key(&part) || missing.iter().any(|p| (p.0, hours_of(p)) == part) {
+            continue;
+        }
+        let total = totals.get(&piece.0).copied().unwrap_or(0);
+        let found = if total == 0 {
+            Some(0)
+        } else {
+            kept.get(&key, part.0, part.1, total)
+        };
+        match found {
+            Some(n) => {
+                known.insert(part, n);
+            }
+            None => missing.push(piece),
+        }
+    }
+    if !missing.is_empty() {
+        let plan = plan_of(&[missing.iter().map(|p| (*p).clone()).collect()]);
+        let (by_day, by_hour) = tokio::try_join!(
+            sketches(store, Whose::Scope(scope), Resolution::Day, &plan.days),
+            sketches(store, Whose::Scope(scope), Resolution::Hour, &plan.hours),
+        )?;
+        for piece in missing {
+            let n = count_piece("", piece, &by_day, &by_hour);
+            let (day, hours) = (piece.0, hours_of(piece));
+            let total = totals.get(&day).copied().unwrap_or(0);
+            kept.keep(&key, day, hours, total, n);
+            known.insert((day, hours), n);
+        }
+    }
+    let count = |p: &Piece| known.get(&(p.0, hours_of(p))).copied().unwrap_or(0);
     Ok(Some(
         split
             .iter()
@@ -227,46 +374,189 @@ pub async fn visitors(
     ))
 }
 
-/// The sketches of a scope's buckets at `g` starting at `times`, merged per
-/// start (a site's parts, one per writer).
-async fn sketches(
+/// The hours of its UTC day a piece covers.
+fn hours_of((_, hours): &Piece) -> Hours {
+    match hours {
+        None => WHOLE_DAY,
+        Some(hours) => hours.iter().fold(0, |mask, h| mask | 1 << h.hour()),
+    }
+}
+
+/// A scope's views on each of `days` (UTC day starts): what guards the kept
+/// visitor estimates of those days (see `storage::day_visitors`).
+async fn day_totals(
     store: &Store,
     scope: &Scope<'_>,
-    g: Resolution,
-    times: &BTreeSet<DateTime<Utc>>,
-) -> Result<BTreeMap<DateTime<Utc>, Sketch>, mongodb::error::Error> {
-    let mut out: BTreeMap<DateTime<Utc>, Sketch> = BTreeMap::new();
-    let (Some(first), Some(last)) = (times.first(), times.last()) else {
+    days: &BTreeSet<DateTime<Utc>>,
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
+    let mut out = HashMap::new();
+    let (Some(first), Some(last)) = (days.first(), days.last()) else {
         return Ok(out);
     };
     let (coll, mut matcher) = match scope {
         Scope::SiteTotals(site) => (
-            Subject::Site.collection(g),
+            Subject::Site.collection(Resolution::Day),
             doc! {"site": site.domain.as_str()},
         ),
-        Scope::Page(page) => (g.collection(), doc! {"page": page.as_str()}),
+        Scope::Page(page) => (Resolution::Day.collection(), doc! {"page": page.as_str()}),
         Scope::Site(_) => return Ok(out),
     };
-    // A dense list (a chart's every hour) is read as a range; a sparse one
-    // (the two edges of a long range) point by point.
-    let span = (*last - *first).num_seconds() / g.step().num_seconds() + 1;
+    matcher.insert(
+        "timestamp",
+        times_filter(days, *first, *last, Resolution::Day),
+    );
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(coll)
+        .find(matcher)
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
+        .max_time(store.report_max_time())
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(at) = d.get_datetime("timestamp") {
+            *out.entry(at.to_chrono()).or_default() += queries::number(d.get("totalViews"));
+        }
+    }
+    Ok(out)
+}
+
+/// A filter on `timestamp` for `times` at `g`: a dense list (a chart's
+/// every day) as a range, a sparse one (the two edges of a long range)
+/// point by point.
+fn times_filter(
+    times: &BTreeSet<DateTime<Utc>>,
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+    g: Resolution,
+) -> Document {
+    let span = (last - first).num_seconds() / g.step().num_seconds() + 1;
     if times.len() as i64 * 4 > span {
-        matcher.insert(
-            "timestamp",
-            doc! {"$gte": bson::DateTime::from_chrono(*first), "$lte": bson::DateTime::from_chrono(*last)},
-        );
+        doc! {"$gte": bson::DateTime::from_chrono(first), "$lte": bson::DateTime::from_chrono(last)}
     } else {
         let list: Vec<bson::DateTime> = times
             .iter()
             .map(|t| bson::DateTime::from_chrono(*t))
             .collect();
-        matcher.insert("timestamp", doc! {"$in": list});
+        doc! {"$in": list}
+    }
+}
+
+/// Unique visitors of each page named over a range.
+async fn visitors_of_pages(
+    store: &Store,
+    pages: &[&crate::domain::Page],
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<HashMap<String, i64>, mongodb::error::Error> {
+    let split = pieces(from, to);
+    let plan = plan_of(std::slice::from_ref(&split));
+    let (by_day, by_hour) = tokio::try_join!(
+        sketches(store, Whose::Pages(pages), Resolution::Day, &plan.days),
+        sketches(store, Whose::Pages(pages), Resolution::Hour, &plan.hours),
+    )?;
+    Ok(pages
+        .iter()
+        .map(|p| {
+            let count = |piece: &Piece| count_piece(p.as_str(), piece, &by_day, &by_hour);
+            (
+                p.as_str().to_owned(),
+                split.iter().map(count).sum::<u64>() as i64,
+            )
+        })
+        .collect())
+}
+
+/// The days and hours the pieces of some ranges read.
+fn plan_of(split: &[Vec<Piece>]) -> Plan {
+    let mut plan = Plan::default();
+    for (day, hours) in split.iter().flatten() {
+        match hours {
+            None => {
+                plan.days.insert(*day);
+            }
+            Some(hours) => plan.hours.extend(hours.iter().copied()),
+        }
+    }
+    plan
+}
+
+/// Sketches read, by page (`""` for a scope's own) and bucket start.
+type Read = HashMap<String, HashMap<DateTime<Utc>, Sketch>>;
+
+/// The visitors of one piece of a range: its day's sketch when it covers
+/// the day whole, else the union of its hours'.
+fn count_piece(page: &str, (day, hours): &Piece, by_day: &Read, by_hour: &Read) -> u64 {
+    match hours {
+        None => by_day
+            .get(page)
+            .and_then(|days| days.get(day))
+            .map_or(0, Sketch::estimate_count),
+        Some(hours) => {
+            let Some(read) = by_hour.get(page) else {
+                return 0;
+            };
+            let mut union = Sketch::default();
+            for sketch in hours.iter().filter_map(|h| read.get(h)) {
+                union.merge(sketch);
+            }
+            union.estimate_count()
+        }
+    }
+}
+
+/// The estimate of one stored sketch (0, with a warning, for one of a
+/// format this build does not read).
+pub fn estimate_stored(stored: &Document) -> i64 {
+    let mut sketch = Sketch::default();
+    match sketch.merge_stored(stored) {
+        Ok(()) => sketch.estimate_count() as i64,
+        Err(e) => {
+            tracing::warn!(error = %e, "a visitors sketch of an unknown format is skipped");
+            0
+        }
+    }
+}
+
+/// Whose sketches a read merges: a scope's own, or each named page's.
+#[derive(Clone, Copy)]
+enum Whose<'a> {
+    Scope(&'a Scope<'a>),
+    Pages(&'a [&'a crate::domain::Page]),
+}
+
+/// The sketches at `g` starting at `times` of a scope (merged per start:
+/// a site's parts, one per writer) or of each named page.
+async fn sketches(
+    store: &Store,
+    whose: Whose<'_>,
+    g: Resolution,
+    times: &BTreeSet<DateTime<Utc>>,
+) -> Result<Read, mongodb::error::Error> {
+    let mut out = Read::new();
+    let (Some(first), Some(last)) = (times.first(), times.last()) else {
+        return Ok(out);
+    };
+    let (coll, mut matcher) = match whose {
+        Whose::Scope(Scope::SiteTotals(site)) => (
+            Subject::Site.collection(g),
+            doc! {"site": site.domain.as_str()},
+        ),
+        Whose::Scope(Scope::Page(page)) => (g.collection(), doc! {"page": page.as_str()}),
+        Whose::Scope(Scope::Site(_)) => return Ok(out),
+        Whose::Pages([]) => return Ok(out),
+        Whose::Pages(_) => (g.collection(), Document::new()),
+    };
+    let by_page = matches!(whose, Whose::Pages(_));
+    matcher.insert("timestamp", times_filter(times, *first, *last, g));
+    if let Whose::Pages(pages) = whose {
+        let times = matcher.remove("timestamp").unwrap_or_default();
+        let times = times.as_document().cloned().unwrap_or_default();
+        matcher = queries::pages_at(pages, times);
     }
     let mut cursor = store
         .reports()
         .collection::<Document>(coll)
         .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, VisitFields::VISITORS: 1})
+        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, VisitFields::VISITORS: 1})
         .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
@@ -280,7 +570,12 @@ async fn sketches(
         if !times.contains(&at) {
             continue;
         }
-        let sketch = out.entry(at).or_default();
+        let page = match (by_page, d.get_str("page")) {
+            (false, _) => String::new(),
+            (true, Ok(page)) => page.to_owned(),
+            (true, Err(_)) => continue,
+        };
+        let sketch = out.entry(page).or_default().entry(at).or_default();
         if let Err(e) = sketch.merge_stored(stored) {
             tracing::warn!(error = %e, at = %at, "a visitors sketch of an unknown format is skipped");
         }

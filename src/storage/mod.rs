@@ -2,6 +2,7 @@
 
 pub mod bucket_writer;
 pub mod buckets;
+pub mod day_visitors;
 pub mod last_use;
 pub mod page_days;
 pub mod progress;
@@ -203,6 +204,8 @@ pub struct Store {
     secantus: bool,
     /// Top pages of whole past days, shared by every clone of the store.
     page_days: std::sync::Arc<page_days::PageDays>,
+    /// Visitor estimates of parts of days, shared likewise.
+    day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -282,6 +285,7 @@ impl Store {
             grouping,
             secantus: build_info.contains_key("secantusVersion"),
             page_days: Default::default(),
+            day_visitors: Default::default(),
         })
     }
 
@@ -293,6 +297,10 @@ impl Store {
     /// Views per page of whole days, kept for the top pages.
     pub fn page_days(&self) -> &page_days::PageDays {
         &self.page_days
+    }
+
+    pub fn day_visitors(&self) -> &day_visitors::DayVisitors {
+        &self.day_visitors
     }
 
     pub fn grouping(&self) -> Grouping {

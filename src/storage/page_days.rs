@@ -1,5 +1,6 @@
-//! Views per page of whole UTC days, kept in memory so that the top pages
-//! of a long range do not read every page-day bucket of it on every request
+//! Views, entries, exits and visitors per page of whole UTC days, kept in
+//! memory so that the top pages of a long range do not read every
+//! page-day bucket of it on every request
 //! (a year of 1,000 pages is over 100,000 buckets: 1.6 s a dashboard in the
 //! year bench). A kept day is only used while the site's own total for that
 //! day, read from its site-day buckets with every request, still equals
@@ -17,18 +18,33 @@ use std::sync::{Arc, Mutex};
 /// bounded; a dashboard fills it again in one read), and a day larger than
 /// a quarter of it is never kept.
 const MAX_BYTES: usize = 64 << 20;
-const ENTRY_OVERHEAD: usize = 48;
+const ENTRY_OVERHEAD: usize = 72;
 
 /// Kept days this close to their page buckets' expiry are read again: the
 /// TTL monitor runs on the server's clock, which may be ahead of ours.
 const EXPIRY_MARGIN: TimeDelta = TimeDelta::hours(1);
 
-/// One site's views per page on one UTC day.
+/// One site's pages on one UTC day.
 #[derive(Debug)]
 pub struct Day {
     /// The site's total that day when it was read: the pages add up to it.
     pub total: i64,
-    pub pages: Vec<(String, i64)>,
+    pub pages: Vec<PageDay>,
+}
+
+/// One page's figures on one UTC day. Every change to them comes with a
+/// view of the site that day in the same transaction (a visit's credits
+/// ride on the hit that made them), so the site's total guards them all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageDay {
+    pub page: String,
+    pub views: i64,
+    /// Visits that entered on the page.
+    pub entries: i64,
+    pub exits: i64,
+    /// The estimate of the page-day bucket's visitors sketch (visitors of
+    /// whole UTC days add up: an id is one day's).
+    pub visitors: i64,
 }
 
 #[derive(Debug, Default)]
@@ -49,7 +65,7 @@ impl Day {
     fn bytes(&self) -> usize {
         self.pages
             .iter()
-            .map(|(page, _)| page.len() + ENTRY_OVERHEAD)
+            .map(|p| p.page.len() + ENTRY_OVERHEAD)
             .sum()
     }
 }
@@ -94,11 +110,13 @@ impl PageDays {
     }
 
     /// Keeps the pages of `site` on `day`; the caller checked that they add
-    /// up to `day.total`, the site's total read before them.
-    pub fn keep(&self, site: &str, day_start: DateTime<Utc>, day: Day) {
+    /// up to `day.total`, the site's total read before them. Returns them,
+    /// shared with the cache.
+    pub fn keep(&self, site: &str, day_start: DateTime<Utc>, day: Day) -> Arc<Day> {
         let size = day.bytes();
+        let day = Arc::new(day);
         if size > MAX_BYTES / 4 {
-            return;
+            return day;
         }
         let mut inner = self.lock();
         if let Some(old) = inner.days.remove(&(site.to_owned(), day_start)) {
@@ -109,9 +127,8 @@ impl PageDays {
             inner.bytes = 0;
         }
         inner.bytes += size;
-        inner
-            .days
-            .insert((site.to_owned(), day_start), Arc::new(day));
+        inner.days.insert((site.to_owned(), day_start), day.clone());
+        day
     }
 }
 
@@ -127,7 +144,11 @@ mod tests {
     fn pages(total: i64) -> Day {
         Day {
             total,
-            pages: vec![("s.test/a".into(), total)],
+            pages: vec![PageDay {
+                page: "s.test/a".into(),
+                views: total,
+                ..PageDay::default()
+            }],
         }
     }
 
@@ -135,7 +156,7 @@ mod tests {
     fn a_kept_day_serves_only_while_the_sites_total_is_unchanged() {
         let kept = PageDays::default();
         kept.keep("s.test", day(1), pages(5));
-        assert_eq!(kept.get("s.test", day(1), 5).unwrap().pages[0].1, 5);
+        assert_eq!(kept.get("s.test", day(1), 5).unwrap().pages[0].views, 5);
         assert!(kept.get("s.test", day(1), 6).is_none(), "a late view");
         assert!(kept.get("s.test", day(2), 5).is_none());
         assert!(kept.get("other.test", day(1), 5).is_none());
@@ -164,7 +185,13 @@ mod tests {
         let kept = PageDays::default();
         let many = |total, n: usize| Day {
             total,
-            pages: (0..n).map(|i| (format!("s.test/{i:0>200}"), 1)).collect(),
+            pages: (0..n)
+                .map(|i| PageDay {
+                    page: format!("s.test/{i:0>200}"),
+                    views: 1,
+                    ..PageDay::default()
+                })
+                .collect(),
         };
         let quarter = MAX_BYTES / 4 / (200 + 7 + ENTRY_OVERHEAD);
         // A day larger than a quarter of the bound is not kept.

@@ -160,10 +160,9 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     use crate::reports::visits;
     let store = &state.store;
     let scope = Scope::of_site(&site);
-    let (top, entries, exits) = tokio::try_join!(
+    let (top, [entries, exits]) = tokio::try_join!(
         queries::top_pages(store, &scope, &period),
-        queries::counter_by_page(store, &site.domain, &period, visits::VISITS),
-        queries::counter_by_page(store, &site.domain, &period, visits::EXITS),
+        visits::entries_and_exits(store, &site, &period),
     )?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let filter = q.page_filter()?;

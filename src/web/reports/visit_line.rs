@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use crate::reports::chart;
 use crate::reports::queries::{self, Point, Scope};
 use crate::reports::visits::{self, VisitFigures};
-use crate::reports::Period;
+use crate::reports::{Period, Resolution};
 use crate::storage::Store;
 use crate::web::fmt;
 
@@ -37,20 +37,12 @@ pub struct Totals {
     pub visits: VisitFigures,
 }
 
-pub async fn totals(
-    store: &Store,
-    scope: &Scope<'_>,
-    period: &Period,
-    views: i64,
-) -> Result<Totals, mongodb::error::Error> {
-    Ok(Totals {
-        views,
-        visits: visits::figures(store, scope, period).await?,
-    })
-}
-
 /// Reads what the line compares and builds it. `current` and `previous`
 /// are the views' units of the period and of the one before it.
+///
+/// The counters of each period are read once, as units, and the complete
+/// part of a running period is summed from them; the visitors of every
+/// range compared are read together (one plan of day and hour sketches).
 pub async fn line(
     store: &Store,
     scope: &Scope<'_>,
@@ -61,36 +53,83 @@ pub async fn line(
 ) -> Result<VisitLine, mongodb::error::Error> {
     let before = period.previous();
     let cut = period.complete_until(now);
-    let views = queries::total(current);
-    let shown = totals(store, scope, period, views);
-    let since = visits::counted_since(store, scope);
-    let (shown, since, compared) = if cut >= period.to {
-        let prev = totals(store, scope, &before, queries::total(previous));
-        let (shown, since, prev) = tokio::try_join!(shown, since, prev)?;
-        (shown, since, Some((shown, prev)))
-    } else if cut <= period.from || !comparable {
-        let (shown, since) = tokio::try_join!(shown, since)?;
-        (shown, since, None)
-    } else {
-        let offset = period.shift();
-        let part = Period::aligned_in(period.from, cut, period.resolution, period.zone);
-        let part_before =
-            Period::aligned_in(before.from, cut - offset, before.resolution, before.zone);
-        let views_part: i64 = current.iter().filter(|p| p.at < cut).map(|p| p.views).sum();
-        let views_before: i64 = previous
-            .iter()
-            .filter(|p| p.at + offset < cut)
-            .map(|p| p.views)
-            .sum();
-        let (shown, since, a, b) = tokio::try_join!(
-            shown,
-            since,
-            totals(store, scope, &part, views_part),
-            totals(store, scope, &part_before, views_before),
-        )?;
-        (shown, since, Some((a, b)))
+    let offset = period.shift();
+    let complete = cut >= period.to;
+    let partial = !complete && cut > period.from;
+    let compare = comparable && (complete || partial);
+    let mut ranges = vec![(period.from, period.to)];
+    if compare && complete {
+        ranges.push((before.from, before.to));
+    } else if compare {
+        ranges.push((period.from, cut));
+        ranges.push((before.from, cut - offset));
+    }
+    // Totals only: each range read as UTC hours, so that only its own
+    // edges are read by minute (not every local bucket's start, as a
+    // Europe/Berlin year's 365 cut hours would be).
+    let read = |from: DateTime<Utc>, to: DateTime<Utc>| async move {
+        if from >= to {
+            return Ok(visits::CounterUnits::default());
+        }
+        let hours = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+        visits::read_units(store, scope, &hours).await
     };
-    let compared = compared.filter(|_| comparable);
+    // The shown period in two parts (before and after `cut`) when its
+    // complete part is compared, else whole; and what it is compared with.
+    let split = if compare && !complete { cut } else { period.to };
+    let earlier = if !compare {
+        None
+    } else if complete {
+        Some(before.to)
+    } else {
+        Some(cut - offset)
+    };
+    let read_earlier = async {
+        match earlier {
+            Some(until) => read(before.from, until).await,
+            None => Ok(visits::CounterUnits::default()),
+        }
+    };
+    let (head, tail, units_before, visitors, since) = tokio::try_join!(
+        read(period.from, split),
+        read(split, period.to),
+        read_earlier,
+        visits::visitors(store, scope, &ranges),
+        visits::counted_since(store, scope),
+    )?;
+    let units = head.joined(tail);
+    let visitors = |i: usize| visitors.as_ref().and_then(|v| v.get(i).copied());
+    let views_until = |points: &[Point], until: DateTime<Utc>| -> i64 {
+        points
+            .iter()
+            .filter(|p| p.at < until)
+            .map(|p| p.views)
+            .sum()
+    };
+    let shown = Totals {
+        views: queries::total(current),
+        visits: units.figures(None, visitors(0)),
+    };
+    let compared = if !compare {
+        None
+    } else if complete {
+        let prev = Totals {
+            views: queries::total(previous),
+            visits: units_before.figures(None, visitors(1)),
+        };
+        Some((shown, prev))
+    } else {
+        let part = Totals {
+            views: views_until(current, cut),
+            visits: units.figures(Some(cut), visitors(1)),
+        };
+        // `units_before` holds only the part before `cut - offset`.
+        let part_before = Totals {
+            views: views_until(previous, cut - offset),
+            visits: units_before.figures(Some(cut - offset), visitors(2)),
+        };
+        Some((part, part_before))
+    };
     let page = matches!(scope, Scope::Page(_));
     Ok(build(&shown, compared.as_ref(), since, period, page))
 }
