@@ -327,6 +327,36 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
             "/c,1,16.7,0,1"
         ]
     );
+    // The API's top pages carry the same per page.
+    let a = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/pages?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"),
+    )
+    .await;
+    let rows: Vec<_> = a.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["visitors"].as_i64(),
+                p["entries"].as_i64(),
+                p["exits"].as_i64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("/b".to_owned(), Some(2), Some(1), Some(2)),
+            ("/".to_owned(), Some(1), Some(2), Some(0)),
+            ("/c".to_owned(), Some(1), Some(0), Some(1)),
+        ],
+        "{}",
+        a.json
+    );
     // The sites list: visitors over the last 30 days (the clock is on the
     // 23rd): Alice and Bob on the 22nd, Alice on the 23rd.
     let (_, list) = login.text("/sites").await;

@@ -257,6 +257,13 @@ struct PageEntry {
     views: i64,
     /// Percent of `total`, one decimal (as in `pages.csv`).
     share: f64,
+    /// Unique visitors of the page (`None` where the stored data cannot
+    /// say, as for the site).
+    visitors: Option<i64>,
+    /// Visits that entered on the page.
+    entries: i64,
+    /// Visits that left from it.
+    exits: i64,
 }
 
 /// `GET /api/v1/sites/{id}/pages`: the dashboard's top pages, most viewed
@@ -267,17 +274,23 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let needle = q.page_filter()?;
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
-    let top = queries::top_pages(&state.store, &Scope::of_site(&site), &period).await?;
+    let scope = Scope::of_site(&site);
+    let top = queries::top_pages(&state.store, &scope, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let matching = filter::matching(&top, &needle);
-    let pages = matching
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|(page, views)| PageEntry {
+    let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();
+    let names: Vec<&Page> = shown.iter().map(|(page, _)| page).collect();
+    let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period).await?;
+    let pages = shown
+        .into_iter()
+        .zip(figures)
+        .map(|((page, views), f)| PageEntry {
             path: page.path().to_owned(),
             views: *views,
             share: share(*views, total),
+            visitors: f.visitors,
+            entries: f.visits,
+            exits: f.exits.unwrap_or(0),
         })
         .collect();
     Ok(ok(&PagesBody {
