@@ -361,6 +361,10 @@ pub async fn counters_of_pages(
     Ok(units.into_iter().map(|u| u.by_page).collect())
 }
 
+/// At most this many whole hours of a UTC day are read from its hour
+/// buckets instead of its day buckets (see `read_units_of`).
+const FEW_HOURS: usize = 6;
+
 /// Whose buckets a read adds up: a scope's (`true`: kept apart by page),
 /// or those of the pages named.
 #[derive(Clone, Copy)]
@@ -396,6 +400,26 @@ async fn read_units_of(
         Target::Scope(scope, _) => BucketFind::new(store, freshness, scope, g, times),
         Target::Pages(pages) => BucketFind::of_pages(store, freshness, pages, g, times),
     };
+    // A UTC day of which a range wants only a few whole hours (the hour
+    // before a Europe/Berlin midnight, the first hours of today) is read
+    // from those hours' buckets, a page-hour each, rather than from the
+    // day's buckets, one per page active at any time that day.
+    let (first, last) = (hour.ceil(from), hour.floor(to));
+    if !all_minutes {
+        let mut day = Resolution::Day.floor(first);
+        while day < last {
+            let next = day + TimeDelta::days(1);
+            let (a, b) = (first.max(day), last.min(next));
+            let wanted: Vec<DateTime<Utc>> = (0..(b - a).num_hours())
+                .map(|h| a + TimeDelta::hours(h))
+                .filter(|h| !cut.contains(h))
+                .collect();
+            if wanted.len() <= FEW_HOURS {
+                cut.extend(wanted);
+            }
+            day = next;
+        }
+    }
     let mut units: Vec<Units> = fields.iter().map(|_| Units::default()).collect();
     let hours = (h1 - h0).num_hours();
     if all_minutes || !cut.is_empty() {
@@ -416,10 +440,14 @@ async fn read_units_of(
         let width = TimeDelta::minutes(1);
         add_slots(store, buckets, (&slots, width), key_field, keep, &mut units).await?;
     }
-    let (first, last) = (hour.ceil(from), hour.floor(to));
-    let whole = (last - first).num_hours();
-    if !all_minutes && whole > 0 && (whole as usize) > cut.range(first..last).count() {
-        let times = time_filter(Resolution::Day.floor(first), last);
+    // The days whose hours are not all cut: the first and last may be.
+    let day = Resolution::Day;
+    let mut left = std::iter::successors(Some(first), |h| Some(*h + TimeDelta::hours(1)))
+        .take_while(|h| *h < last)
+        .filter(|h| !cut.contains(h));
+    if let (false, Some(a)) = (all_minutes, left.next()) {
+        let b = left.last().unwrap_or(a);
+        let times = time_filter(day.floor(a), (day.floor(b) + TimeDelta::days(1)).min(last));
         let keep = |_, at| at >= first && at < last && !cut.contains(&at);
         let slots: Vec<&str> = fields.iter().map(|f| f.day).collect();
         let buckets = find(Resolution::Day, times);
