@@ -161,6 +161,7 @@ pub async fn page_rows(
     scope: &Scope<'_>,
     pages: &[&crate::domain::Page],
     period: &Period,
+    now: DateTime<Utc>,
 ) -> Result<Vec<VisitFigures>, mongodb::error::Error> {
     let blank = VisitFigures {
         visitors: Some(0),
@@ -169,8 +170,9 @@ pub async fn page_rows(
     };
     let mut rows: HashMap<&str, VisitFigures> = pages.iter().map(|p| (p.as_str(), blank)).collect();
     let day = Resolution::Day;
-    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
-    let mut rest = vec![(period.from, period.to)];
+    let to = reach(period.to, now);
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(to));
+    let mut rest = vec![(period.from, to)];
     if let Scope::SiteTotals(site) = scope {
         if first_day < last_day && !pages.is_empty() {
             for kept in queries::kept_days(store, site, (first_day, last_day)).await? {
@@ -182,7 +184,7 @@ pub async fn page_rows(
                     }
                 }
             }
-            rest = vec![(period.from, first_day), (last_day, period.to)];
+            rest = vec![(period.from, first_day), (last_day, to)];
         }
     }
     for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
@@ -206,6 +208,19 @@ pub async fn page_rows(
         .iter()
         .map(|p| rows.get(p.as_str()).copied().unwrap_or(blank))
         .collect())
+}
+
+/// Where reading a range that ends at `to` may stop instead: nothing is
+/// stored after `now` (a hit is stamped when it arrives), so a range that
+/// reaches past it may be read to the end of the current UTC day, which
+/// makes today one whole day (its day buckets, its kept figures) rather
+/// than its hours, as a Europe/Berlin "today" ending at 23:00 UTC would be.
+pub fn reach(to: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    if to >= now {
+        to.max(Resolution::Day.ceil(now))
+    } else {
+        to
+    }
 }
 
 /// Entries and exits of every page of a site over a period (`pages.csv`):
@@ -642,6 +657,18 @@ mod tests {
             vec![(t(24, 0, 0), Some(vec![t(24, 18, 0), t(24, 19, 0)]))]
         );
         assert!(pieces(t(24, 0, 0), t(24, 0, 0)).is_empty());
+    }
+
+    #[test]
+    fn a_range_past_now_is_read_to_the_end_of_today() {
+        let now = t(25, 8, 10);
+        // Berlin's today ends at 23:00 UTC: read as the whole UTC day.
+        assert_eq!(reach(t(25, 23, 0), now), t(26, 0, 0));
+        // Already past the end of today: unchanged.
+        assert_eq!(reach(t(27, 0, 0), now), t(27, 0, 0));
+        // Ending before now: what comes after it is stored, unchanged.
+        assert_eq!(reach(t(25, 8, 0), now), t(25, 8, 0));
+        assert_eq!(reach(t(24, 23, 0), now), t(24, 23, 0));
     }
 
     #[test]

@@ -275,12 +275,14 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
     let scope = Scope::of_site(&site);
+    let now = state.clock.now();
     let top = queries::top_pages(&state.store, &scope, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let matching = filter::matching(&top, &needle);
     let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();
     let names: Vec<&Page> = shown.iter().map(|(page, _)| page).collect();
-    let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period).await?;
+    let figures =
+        crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
     let pages = shown
         .into_iter()
         .zip(figures)

@@ -200,7 +200,8 @@ pub async fn show_dashboard(
     // The shown rows' visit figures: whole days from the kept page-days,
     // the rest one read of these pages' buckets, not a scan of the site.
     let names: Vec<&crate::domain::Page> = shown.iter().map(|(page, _)| page).collect();
-    let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period).await?;
+    let figures =
+        crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
     let pages = shown
         .into_iter()
         .zip(figures)

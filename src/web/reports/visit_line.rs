@@ -57,7 +57,10 @@ pub async fn line(
     let complete = cut >= period.to;
     let partial = !complete && cut > period.from;
     let compare = comparable && (complete || partial);
-    let mut ranges = vec![(period.from, period.to)];
+    // Nothing is stored after `now`: the shown range may be read to the
+    // end of today (a whole day for the visitors) whatever its zone.
+    let end = visits::reach(period.to, now);
+    let mut ranges = vec![(period.from, end)];
     if compare && complete {
         ranges.push((before.from, before.to));
     } else if compare {
@@ -76,7 +79,7 @@ pub async fn line(
     };
     // The shown period in two parts (before and after `cut`) when its
     // complete part is compared, else whole; and what it is compared with.
-    let split = if compare && !complete { cut } else { period.to };
+    let split = if compare && !complete { cut } else { end };
     let earlier = if !compare {
         None
     } else if complete {
@@ -92,7 +95,7 @@ pub async fn line(
     };
     let (head, tail, units_before, visitors, since) = tokio::try_join!(
         read(period.from, split),
-        read(split, period.to),
+        read(split, end),
         read_earlier,
         visits::visitors(store, scope, &ranges),
         visits::counted_since(store, scope),
