@@ -889,6 +889,22 @@ pub async fn latest_minute(
     Ok(None)
 }
 
+/// How many minutes "right now" covers: this one and the four before.
+pub const NOW_MINUTES: i64 = 5;
+
+/// A scope's views of the last [`NOW_MINUTES`] minutes, the current one
+/// included, read from the primary like the realtime panels.
+pub async fn views_now(
+    store: &Store,
+    scope: &Scope<'_>,
+    now: DateTime<Utc>,
+) -> Result<i64, mongodb::error::Error> {
+    let from = Resolution::Minute.floor(now) - TimeDelta::minutes(NOW_MINUTES - 1);
+    let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
+    let period = Period::aligned_in(from, to, Resolution::Minute, chrono_tz::Tz::UTC);
+    Ok(total(&realtime_series(store, scope, &period).await?))
+}
+
 /// Headline numbers for the sites list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SiteSummary {

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 pub const STYLESHEET: &str = include_str!("../../static/style.css");
 pub const TRACKING_SCRIPT: &str = include_str!("../../static/tt.js");
 pub const WAITING_SCRIPT: &str = include_str!("../../static/waiting.js");
+pub const NOW_SCRIPT: &str = include_str!("../../static/now.js");
 
 /// FNV-1a, enough to tell versions of one file apart.
 fn fingerprint(text: &str) -> String {
@@ -30,10 +31,24 @@ pub fn waiting_script_url() -> &'static str {
 }
 
 pub async fn waiting_script() -> HttpResponse {
+    script(WAITING_SCRIPT)
+}
+
+pub fn now_script_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| format!("/static/now.js?v={}", fingerprint(NOW_SCRIPT)))
+}
+
+pub async fn now_script() -> HttpResponse {
+    script(NOW_SCRIPT)
+}
+
+/// One of the app's own scripts, cached for ever under its fingerprinted URL.
+fn script(body: &'static str) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/javascript; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "public, max-age=31536000, immutable"))
-        .body(WAITING_SCRIPT)
+        .body(body)
 }
 
 pub async fn stylesheet() -> HttpResponse {

@@ -65,6 +65,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/static/waiting.js", web::get().to(assets::waiting_script))
+    .route("/static/now.js", web::get().to(assets::now_script))
     .route("/healthz", web::get().to(ops::healthz))
     .route("/readyz", web::get().to(ops::readyz))
     .route("/metrics", web::get().to(ops::prometheus))
@@ -109,6 +110,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/sites/{id}/status.json",
         web::get().to(reports::status_json),
     )
+    .route("/sites/{id}/now.json", web::get().to(reports::now_json))
     .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
     .route("/sites/{id}/visits.csv", web::get().to(reports::visits_csv))
     .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))

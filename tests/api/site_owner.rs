@@ -785,3 +785,56 @@ async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
         .unwrap();
     assert!(!html.contains("<nav aria-label=\"Main\">"));
 }
+
+/// Issue 23, item 9: the dashboard says how many views came in the last
+/// five minutes, as a plain figure in the page and at `now.json`, which
+/// the page's script polls; only for those who may see the site.
+#[tokio::test]
+async fn the_dashboard_says_how_many_views_came_in_the_last_five_minutes() {
+    let (app, admin, base) = world().await;
+    // The clock is at 10:01:07: the four views at 10:00:30 count, those
+    // at 09:30 do not.
+    let (_, html) = admin.text(&base).await;
+    assert!(
+        html.contains("<strong id=\"now-views\">4</strong> <span id=\"now-noun\">views</span> in the last 5 minutes"),
+        "{html}"
+    );
+    assert!(html.contains("/static/now.js?v="), "refreshes by itself");
+    assert!(html.contains(&format!("data-now=\"{base}/now.json\"")));
+    let url = format!("{base}/now.json");
+    let (status, body) = now_json(&admin, &url).await;
+    assert_eq!(
+        (status, &body["views"], &body["minutes"]),
+        (200, &4.into(), &5.into())
+    );
+    // One more this minute; one six minutes ago, outside the window.
+    app.write_hits(&[
+        ("o.test/a", at(22, 10, 1, 0)),
+        ("o.test/a", at(22, 9, 55, 59)),
+    ])
+    .await;
+    assert_eq!(now_json(&admin, &url).await.1["views"], 5);
+    let (_, html) = admin.text(&base).await;
+    assert!(html.contains("<strong id=\"now-views\">5</strong>"));
+    // Without a session, JSON 401; another owner's site, 404; and the
+    // script is served.
+    let (status, body) = now_json(&app.anonymous(), &url).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &"login_required".into())
+    );
+    app.add_user("other@example.com", Role::Owner).await;
+    let other = app.login("other@example.com").await;
+    assert_eq!(now_json(&other, &url).await.0, 404);
+    let script = app
+        .anonymous()
+        .get(tickertape::web::assets::now_script_url())
+        .await;
+    assert_eq!(script.status(), 200);
+    assert!(script.text().await.unwrap().contains("now-views"));
+}
+
+async fn now_json(login: &Login, url: &str) -> (u16, serde_json::Value) {
+    let (status, body) = login.text(url).await;
+    (status, serde_json::from_str(&body).unwrap())
+}

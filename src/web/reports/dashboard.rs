@@ -75,6 +75,10 @@ pub(super) struct DashboardPage {
     snippet: String,
     /// Why the snippets cannot count visitors' views, if they cannot.
     url_warning: Option<String>,
+    /// Views of the last few minutes, and where the page asks for them
+    /// again (none through a share link, which has no session to ask with).
+    now_views: i64,
+    now_href: Option<String>,
     /// Where the waiting page asks, and where it goes once the first view
     /// has arrived.
     status_href: String,
@@ -140,7 +144,7 @@ pub async fn show_dashboard(
     } else {
         q.range_params()
     };
-    let ((current, top), previous, (sources_now, sources_before)) = tokio::try_join!(
+    let ((current, top), previous, (sources_now, sources_before), now_views) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         super::sources::read(
@@ -148,6 +152,7 @@ pub async fn show_dashboard(
             crate::reports::sources::SourceScope::Site(&site.domain),
             &period
         ),
+        async { Ok(queries::views_now(&state.store, &scope, now).await?) },
     )?;
     let line = super::visit_line::line(
         &state.store,
@@ -291,6 +296,8 @@ pub async fn show_dashboard(
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,
         url_warning: snippets::url_warning(&state.public_url),
+        now_views,
+        now_href: (!audience.shared).then(|| format!("{base}/now.json")),
         status_href: format!("{base}/status.json"),
         refresh_href: join(&base, &params, &[("waiting", "1")]),
         empty,
@@ -298,6 +305,18 @@ pub async fn show_dashboard(
     };
     timed(state, started);
     Ok(render(status, &page))
+}
+
+/// `GET /sites/<id>/now.json`: `{"views": n, "minutes": 5}`, the views of
+/// the last five minutes (polled by the dashboard's "right now" figure).
+/// JSON errors, 401 without a session.
+pub async fn now_json(r: Result<SiteRequest, WebError>) -> Result<HttpResponse, JsonError> {
+    let r = r?;
+    let now = r.state.clock.now();
+    let views = queries::views_now(&r.state.store, &Scope::of_site(&r.site), now).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(crate::web::pages::no_store())
+        .json(serde_json::json!({ "views": views, "minutes": queries::NOW_MINUTES })))
 }
 
 /// `GET /sites/<id>/status.json`: `{"seen": true}` once the site has had a
