@@ -2,8 +2,17 @@
 //! through `<title>`/`<desc>`, with a table beside them.
 //!
 //! The SVG holds only shapes and is stretched to the width of its box; all
-//! text (axis values, first and last time) is HTML around it, so it keeps
-//! the page's font size on a phone instead of shrinking with the drawing.
+//! text (axis values, first and last time, each bar's tooltip) is HTML
+//! around it, so it keeps the page's font size on a phone instead of
+//! shrinking with the drawing.
+//!
+//! Each bar's tooltip lives in a column of an HTML row laid over the plot
+//! (`.tips`, one flex item per bar, so the columns line up with the bars
+//! without a per-bar position, which the page's style policy would refuse
+//! inline). A column is focusable and shows its tooltip on hover and focus
+//! with CSS alone, so a click or a tap keeps the reader on the chart; the
+//! tooltip's link leads to the bar's row of the table, which is highlighted
+//! as the page's target.
 
 use std::fmt::Write;
 
@@ -38,12 +47,14 @@ pub fn axis_number(v: i64) -> String {
     }
 }
 
-/// Bars above this count get no `<title>` (the page would grow by a
-/// tooltip per bar); their values stay one tap away in the table.
-const MAX_TITLED_BARS: usize = 400;
+/// Bars above this count get no tooltip (the page would grow by one per
+/// bar, and a bar is then under two pixels wide); their values stay one tap
+/// away in the table.
+const MAX_TIPPED_BARS: usize = 400;
 
-/// Bars above this count are not Tab stops: the table right below the
-/// chart is the keyboard route to their values.
+/// Bars above this count are not Tab stops (a click or tap still focuses
+/// one): the table right below the chart is the keyboard route to their
+/// values.
 const MAX_FOCUSABLE_BARS: usize = 60;
 
 fn escape(text: &str) -> String {
@@ -252,7 +263,7 @@ pub fn bars_of(
     }
     let _ = write!(
         out,
-        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="group" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} {} in all, at most {} in one {}.{}</desc>"#,
+        r#"</div><svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="none"><title id="{id}-title">{}</title><desc id="{id}-desc">{} bars, {} {} in all, at most {} in one {}.{}</desc>"#,
         escape(title),
         thousands(&(bars.len() as i64)),
         thousands(&total),
@@ -273,39 +284,25 @@ pub fn bars_of(
             r#"<line class="grid" x1="0" x2="{WIDTH}" y1="{y:.1}" y2="{y:.1}" vector-effect="non-scaling-stroke"/>"#
         );
     }
-    let titled = bars.len() <= MAX_TITLED_BARS;
-    let focusable = bars.len() <= MAX_FOCUSABLE_BARS;
     for (i, p) in bars.iter().enumerate() {
         if p.views == 0 {
             continue;
         }
         let h = HEIGHT * p.views as f64 / top;
         let x = bar_w * i as f64;
-        // A bar is a link to its row of the table: a tap shows the value
-        // on a phone, whatever the number of bars; the link's name says it
-        // to assistive technology.
-        let value = format!(
-            "{} {}: {} {}{}",
-            label_in(p.at, unit, tz),
-            p.at.with_timezone(&tz).format("%Z"),
-            thousands(&p.views),
-            if p.views == 1 { noun.one } else { noun.many },
-            if p.partial { " (partial)" } else { "" }
-        );
         let _ = write!(
             out,
-            r##"<a href="#{id}-r{i}" aria-label="{value}"{}><rect class="bar{}" x="{x:.2}" y="{:.2}" width="{:.2}" height="{h:.2}">"##,
-            if focusable { "" } else { r#" tabindex="-1""# },
+            r#"<rect class="bar{}" x="{x:.2}" y="{:.2}" width="{:.2}" height="{h:.2}"/>"#,
             if p.partial { " partial" } else { "" },
             HEIGHT - h,
             (bar_w * 0.85).max(0.5)
         );
-        if titled {
-            let _ = write!(out, "<title>{value}</title>");
-        }
-        out.push_str("</rect></a>");
     }
-    out.push_str("</svg></div>");
+    out.push_str("</svg>");
+    if bars.len() <= MAX_TIPPED_BARS {
+        tips(&mut out, bars, unit, tz, id, noun);
+    }
+    out.push_str("</div>");
     if !bars.is_empty() {
         // Positioned by class (x0..x20, 5% apart): the page's style policy
         // allows no inline style. Every second label is `alt`: a phone
@@ -325,6 +322,47 @@ pub fn bars_of(
     }
     out.push_str("</div>");
     out
+}
+
+/// The tooltips' row over the plot: one column per bar (those without
+/// views too, so the columns match the bars' places), each a group named
+/// by its tooltip. The tooltip opens towards the middle of the plot (from
+/// a column's left edge in the first third, centred in the second, from
+/// its right edge in the last), so it never runs past the plot's sides
+/// and widens no phone's page.
+fn tips(out: &mut String, bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, id: &str, noun: Noun) {
+    let focusable = bars.len() <= MAX_FOCUSABLE_BARS;
+    out.push_str(r#"<div class="tips">"#);
+    for (i, p) in bars.iter().enumerate() {
+        // A bar without views is no Tab stop (as few as there are bars to
+        // read), but a click, a tap or the pointer still shows its tooltip.
+        let tab = if focusable && p.views > 0 { "0" } else { "-1" };
+        let value = format!(
+            "{} {}: {} {}{}",
+            label_in(p.at, unit, tz),
+            p.at.with_timezone(&tz).format("%Z"),
+            thousands(&p.views),
+            if p.views == 1 { noun.one } else { noun.many },
+            if p.partial { " (partial)" } else { "" }
+        );
+        let centre = (i as f64 + 0.5) / bars.len() as f64;
+        let side = if centre < 1.0 / 3.0 {
+            ""
+        } else if centre <= 2.0 / 3.0 {
+            " mid"
+        } else {
+            " end"
+        };
+        // The link is no Tab stop of its own: a keyboard reaches every
+        // row through "Show as a table" right below, and one stop per bar
+        // is enough to pass the chart.
+        let _ = write!(
+            out,
+            r##"<div class="col{side}" tabindex="{tab}" role="group" aria-labelledby="{id}-t{i}"><div class="tip"><span id="{id}-t{i}">{}</span> <a href="#{id}-r{i}" tabindex="-1">Row in the table</a></div></div>"##,
+            escape(&value)
+        );
+    }
+    out.push_str("</div>");
 }
 
 /// A small line for the sites list; with `partial_last` the last segment
@@ -384,11 +422,46 @@ mod tests {
         assert!(svg.contains("<title id=\"c1-title\">Views &lt;per&gt; hour</title>"));
         assert!(svg.contains("aria-labelledby=\"c1-title c1-desc\""));
         assert_eq!(svg.matches("<rect").count(), 2);
-        assert!(svg.contains("2026-11-22 10:00 UTC: 3 views</title>"));
-        assert!(svg.contains("2026-11-22 10:00 UTC: 6 views (partial)"));
         assert_eq!(svg.matches("class=\"bar partial\"").count(), 1);
         assert!(svg.contains("9 views in all"));
-        assert!(svg.contains("href=\"#c1-r2\""), "a bar links to its row");
+    }
+
+    #[test]
+    fn every_bar_has_a_focusable_tooltip_that_leads_to_its_row() {
+        // Issue 23, item 10: the value shows on the chart (hover, focus, a
+        // tap), and only the tooltip's link leaves it for the table.
+        let at = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+        let bar = |views, partial| Bar { at, views, partial };
+        let points = [bar(3, false), bar(0, false), bar(6, true)];
+        let html = bars(&points, Unit::Hour, "x", "c1");
+        let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+        assert!(
+            !svg.contains("<a "),
+            "the bars themselves lead nowhere: {svg}"
+        );
+        assert_eq!(html.matches("<div class=\"col").count(), 3, "{html}");
+        assert!(html.contains(
+            r##"<div class="col" tabindex="0" role="group" aria-labelledby="c1-t0"><div class="tip"><span id="c1-t0">2026-11-22 10:00 UTC: 3 views</span> <a href="#c1-r0" tabindex="-1">Row in the table</a></div></div>"##
+        ), "{html}");
+        // No views: no Tab stop, but still a tooltip where the pointer is.
+        assert!(html.contains(r#"<div class="col mid" tabindex="-1" role="group" aria-labelledby="c1-t1"><div class="tip"><span id="c1-t1">2026-11-22 10:00 UTC: 0 views</span>"#), "{html}");
+        assert!(html.contains(r##"<div class="col end" tabindex="0" role="group" aria-labelledby="c1-t2"><div class="tip"><span id="c1-t2">2026-11-22 10:00 UTC: 6 views (partial)</span> <a href="#c1-r2""##), "{html}");
+        // The tooltips sit in the plot box, after the SVG, before the axis.
+        let plot = html.find("<div class=\"plot\">").unwrap();
+        let tips = html.find("<div class=\"tips\">").unwrap();
+        assert!(plot < tips && tips < html.find("x-axis").unwrap());
+        // Past the Tab-stop limit a bar is focused only by a click or tap;
+        // past the tooltip limit the table alone holds the values.
+        let many = |n: usize| -> String {
+            let b: Vec<Bar> = (0..n).map(|_| bar(1, false)).collect();
+            bars(&b, Unit::Hour, "x", "m")
+        };
+        assert_eq!(many(60).matches("tabindex=\"0\"").count(), 60);
+        let tapped = many(61);
+        assert_eq!(tapped.matches("tabindex=\"0\"").count(), 0);
+        assert_eq!(tapped.matches("tabindex=\"-1\" role=\"group\"").count(), 61);
+        assert_eq!(many(400).matches("class=\"tip\"").count(), 400);
+        assert!(!many(401).contains("class=\"tips\""));
     }
 
     #[test]
@@ -402,7 +475,7 @@ mod tests {
             })
             .collect();
         let svg = bars(&points, Unit::Second, "x", "s");
-        assert!(svg.contains("2026-11-21 14:05:07 UTC: 1 view</title>"));
+        assert!(svg.contains("2026-11-21 14:05:07 UTC: 1 view</span>"));
         assert!(svg.contains("at most 1 in one second"));
         // Ticks every 15 seconds, in the zone.
         assert!(

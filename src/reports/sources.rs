@@ -6,25 +6,31 @@
 //! hour (a last-hour preset, a zone with a :30 or :45 offset) counts that
 //! whole hour's sources: [`SourceTotals::from`]/`to` say which stretch was
 //! read, and the reports say so. View totals stay exact to the minute.
+//!
+//! Views without a known source (the pixel's alone) write no source
+//! bucket: [`SourceShares`] adds every view of the same whole hours, so the
+//! panel's rows, with a "(none)" row for the difference, add up to them.
 
 use bson::{doc, Document};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use std::collections::HashMap;
 
-use super::queries::number;
-use crate::domain::{DomainName, Page, Source};
+use super::queries::{self, number, Scope};
+use super::Period;
+use crate::domain::{Page, Source};
+use crate::storage::sites::Site;
 use crate::storage::sources::collection;
 use crate::storage::{Resolution, Store, Subject};
 
 /// What a sources report covers.
 #[derive(Debug, Clone, Copy)]
 pub enum SourceScope<'a> {
-    Site(&'a DomainName),
+    Site(&'a Site),
     Page(&'a Page),
 }
 
-impl SourceScope<'_> {
+impl<'a> SourceScope<'a> {
     fn subject(&self) -> Subject {
         match self {
             SourceScope::Site(_) => Subject::Site,
@@ -34,8 +40,16 @@ impl SourceScope<'_> {
 
     fn key(&self) -> &str {
         match self {
-            SourceScope::Site(d) => d.as_str(),
+            SourceScope::Site(s) => s.domain.as_str(),
             SourceScope::Page(p) => p.as_str(),
+        }
+    }
+
+    /// The same site or page for reading its views.
+    pub fn views(&self) -> Scope<'a> {
+        match *self {
+            SourceScope::Site(s) => Scope::of_site(s),
+            SourceScope::Page(p) => Scope::Page(p),
         }
     }
 }
@@ -58,9 +72,7 @@ impl SourceTotals {
     /// No views, over the whole hours [`top_sources`] reads for `[from, to)`:
     /// the answer for a page that cannot exist.
     pub fn none(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
-        let (hours, days) = plan(from, to);
-        let read = hours.iter().copied().chain(days);
-        let (from, to) = read.fold((to, from), |(f, t), (a, b)| (f.min(a), t.max(b)));
+        let (from, to) = covered(from, to);
         SourceTotals {
             from,
             to,
@@ -73,6 +85,35 @@ impl SourceTotals {
             .iter()
             .find(|(s, _)| s == source)
             .map_or(0, |(_, v)| *v)
+    }
+}
+
+/// The name of the row of views without a known source, in the pages,
+/// `sources.csv` and the API's words: reserved, so no source is called so.
+pub const NONE_ROW: &str = "(none)";
+
+/// The sources of a stretch of time and every view of the same whole
+/// hours: the named sources, `other` and the views without a known source
+/// add up to [`SourceShares::views`], which the shares are of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceShares {
+    pub sources: SourceTotals,
+    /// Every view of the covered hours, with a known source or not.
+    pub views: i64,
+}
+
+impl SourceShares {
+    pub fn new(sources: SourceTotals, views: i64) -> Self {
+        // Never below the sources: a page's view buckets may have expired
+        // under retention where its source buckets (kept for ever) have not.
+        let views = views.max(sources.total);
+        SourceShares { sources, views }
+    }
+
+    /// Views of the covered hours without a known source: counted by the
+    /// pixel alone, or so new that their sources are not written yet.
+    pub fn without_source(&self) -> i64 {
+        self.views - self.sources.total
     }
 }
 
@@ -144,6 +185,26 @@ pub fn plan(from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<Span>, Option<Span>)
     } else {
         (vec![(start, end)], None)
     }
+}
+
+/// The whole hours [`top_sources`] reads for `[from, to)`.
+pub fn covered(from: DateTime<Utc>, to: DateTime<Utc>) -> Span {
+    let (hours, days) = plan(from, to);
+    let read = hours.iter().copied().chain(days);
+    read.fold((to, from), |(f, t), (a, b)| (f.min(a), t.max(b)))
+}
+
+/// Every view of `scope` in the whole UTC hours `[from, to)` (from the day
+/// buckets' hour slots: one document per day).
+pub async fn covered_views(
+    store: &Store,
+    scope: &Scope<'_>,
+    (from, to): Span,
+) -> Result<i64, mongodb::error::Error> {
+    let hours = Period::aligned(from, to, Resolution::Hour);
+    Ok(queries::total(
+        &queries::read_series(store, scope, &hours).await?,
+    ))
 }
 
 pub async fn top_sources(
@@ -243,6 +304,36 @@ mod tests {
 
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn views_without_a_source_are_the_rest_of_the_covered_hours() {
+        let at = chrono::DateTime::UNIX_EPOCH;
+        let sources = |total, other| SourceTotals {
+            sources: vec![(Source::direct(), total - other)],
+            other,
+            total,
+            from: at,
+            to: at,
+        };
+        let shares = SourceShares::new(sources(6, 1), 10);
+        assert_eq!((shares.views, shares.without_source()), (10, 4));
+        // View buckets gone under retention while the sources are kept:
+        // never a negative "(none)".
+        let shares = SourceShares::new(sources(6, 0), 2);
+        assert_eq!((shares.views, shares.without_source()), (6, 0));
+    }
+
+    #[test]
+    fn the_covered_hours_are_the_whole_hours_read() {
+        assert_eq!(
+            covered(at(22, 9, 2), at(22, 10, 2)),
+            (at(22, 9, 0), at(22, 11, 0))
+        );
+        assert_eq!(
+            covered(at(20, 22, 30), at(23, 2, 0)),
+            (at(20, 22, 0), at(23, 2, 0))
+        );
+    }
 
     fn at(d: u32, h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 11, d, h, m, 0).unwrap()

@@ -608,49 +608,31 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                         "{size}: axis text heights {heights:?}"
                     );
                 }
-                "dashboard" if size == "phone" => {
-                    // Item 7: the folded custom form leaves the chart in view.
-                    let top = browser
-                        .execute(
-                            "return document.querySelector('svg.chart').getBoundingClientRect().top < window.innerHeight;",
-                            json!([]),
-                        )
-                        .await;
-                    assert_eq!(top, true, "the chart starts above the fold");
-                    // Item 5: tapping a bar shows its value in the table.
-                    // A tap is a click event on the bar's link.
-                    browser
-                        .execute(
-                            "const a = document.querySelector('svg.chart a'); \
-                             a.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, view: window})); \
-                             return a.getAttribute('href');",
-                            json!([]),
-                        )
-                        .await;
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    let shown = browser
-                        .execute(
-                            "const r = document.querySelector(location.hash); \
-                             return [location.hash, r.closest('details').open, r.textContent];",
-                            json!([]),
-                        )
-                        .await;
-                    assert!(
-                        shown[0]
-                            .as_str()
-                            .is_some_and(|h| h.starts_with("#series-r")),
-                        "{shown}"
-                    );
-                    assert_eq!(shown[1], true, "the table opened at the bar's row: {shown}");
-                    // Issue 21: the sources' Change column is in view.
-                    let change = browser
-                        .execute(
-                            "const th = document.querySelector('#sources thead th:last-child'); \
-                             return [th.textContent, th.getBoundingClientRect().right <= document.documentElement.clientWidth];",
-                            json!([]),
-                        )
-                        .await;
-                    assert_eq!(change, json!(["Change", true]), "{change}");
+                "dashboard" => {
+                    if size == "phone" {
+                        // Item 7: the folded custom form leaves the chart in view.
+                        let top = browser
+                            .execute(
+                                "return document.querySelector('svg.chart').getBoundingClientRect().top < window.innerHeight;",
+                                json!([]),
+                            )
+                            .await;
+                        assert_eq!(top, true, "the chart starts above the fold");
+                        // Issue 21: the sources' Change column is in view.
+                        let change = browser
+                            .execute(
+                                "const th = document.querySelector('#sources thead th:last-child'); \
+                                 return [th.textContent, th.getBoundingClientRect().right <= document.documentElement.clientWidth];",
+                                json!([]),
+                            )
+                            .await;
+                        assert_eq!(change, json!(["Change", true]), "{change}");
+                    }
+                    for v in bar_tooltips_keep_the_reader_on_the_chart(&browser, size).await {
+                        violations.push(format!(
+                            "{size} {name} with a tooltip and a target row: {v}"
+                        ));
+                    }
                 }
                 "dashboard-24h-by-day" => {
                     // Item 3: the range is kept; both days are partial.
@@ -791,6 +773,135 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     );
     browser.screenshot("issue14-back-after-logout").await;
     browser.quit().await;
+}
+
+/// Issue 23, item 10, on the dashboard's chart as it is loaded: pointing
+/// at a bar, or reaching it with Tab, shows its time and value over the
+/// chart; clicking it keeps the page where it is; the tooltip's link opens
+/// the table at the bar's row, highlighted as the target. Returns axe-core's
+/// serious violations with a tooltip open and the row targeted.
+async fn bar_tooltips_keep_the_reader_on_the_chart(
+    browser: &crate::webdriver::Browser,
+    size: &str,
+) -> Vec<String> {
+    use serde_json::json;
+    let bars = browser
+        .execute(
+            "return [...document.querySelectorAll('.tips .col[tabindex=\"0\"]')].map(c => c.getAttribute('aria-labelledby'));",
+            json!([]),
+        )
+        .await;
+    let bars: Vec<&str> = bars
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    assert!(bars.len() >= 2, "{size}: bars with views {bars:?}");
+    let (first, last) = (bars[0], bars[bars.len() - 1]);
+    let col = |label: &str| format!(".tips .col[aria-labelledby='{label}']");
+    // What the reader sees: the shown tooltips (text, whether inside the
+    // window and above its column), and the row of that bar in the table.
+    let shown = |label: &str| {
+        let script = format!(
+            "const shown = [...document.querySelectorAll('.tips .tip')].filter(t => getComputedStyle(t).display !== 'none'); \
+             const col = document.querySelector(\"{}\"), row = document.getElementById('{}'.replace('-t', '-r')); \
+             return [shown.map(t => {{ const r = t.getBoundingClientRect(); \
+               return [t.querySelector('span').textContent, r.left >= 0 && r.right <= document.documentElement.clientWidth, r.bottom <= col.getBoundingClientRect().top + 1]; }}), \
+               [...row.cells].map(c => c.textContent)];",
+            col(label),
+            label
+        );
+        async move { browser.execute(&script, json!([])).await }
+    };
+    let check = |what: &str, seen: &serde_json::Value| {
+        let tips = seen[0].as_array().unwrap();
+        assert_eq!(tips.len(), 1, "{size} {what}: one tooltip shown: {seen}");
+        let text = tips[0][0].as_str().unwrap();
+        let (time, views) = (
+            seen[1][0].as_str().unwrap().trim_end_matches(" (partial)"),
+            seen[1][1].as_str().unwrap(),
+        );
+        assert!(
+            text.starts_with(time) && text.contains(&format!(": {views} view")),
+            "{size} {what}: the tooltip says the row's time and value: {seen}"
+        );
+        assert_eq!(tips[0][1], true, "{size} {what}: inside the window: {seen}");
+        assert_eq!(tips[0][2], true, "{size} {what}: above the bar: {seen}");
+    };
+    // Nothing shown until the reader asks.
+    browser.hover("h1").await;
+    let none = browser
+        .execute(
+            "return [...document.querySelectorAll('.tips .tip')].filter(t => getComputedStyle(t).display !== 'none').length;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(none, 0, "{size}: no tooltip before pointing or focusing");
+    browser.hover(&col(last)).await;
+    check("hover", &shown(last).await);
+    browser.hover("h1").await;
+    // The keyboard: Tab from the chart's last tab reaches the first bar
+    // with views.
+    browser
+        .execute(
+            "document.querySelector('nav.tabs a:last-of-type').focus(); return null;",
+            json!([]),
+        )
+        .await;
+    browser.press_tab().await;
+    let focused = browser
+        .execute(
+            "return document.activeElement.getAttribute('aria-labelledby');",
+            json!([]),
+        )
+        .await;
+    assert_eq!(focused, first, "{size}: Tab reaches the first bar");
+    check("focus", &shown(first).await);
+    // A click (a tap) shows the value and stays on the chart.
+    let before = browser
+        .execute("return [location.hash, window.scrollY];", json!([]))
+        .await;
+    browser.click(&col(last)).await;
+    check("click", &shown(last).await);
+    let after = browser
+        .execute("return [location.hash, window.scrollY];", json!([]))
+        .await;
+    assert_eq!(
+        before, after,
+        "{size}: a click on a bar keeps the page still"
+    );
+    browser.screenshot(&format!("issue23-tooltip-{size}")).await;
+    // The tooltip's link: the table opens at the bar's row, highlighted.
+    browser.click(&format!("{} .tip a", col(last))).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let target = browser
+        .execute(
+            "const row = document.querySelector(location.hash), other = row.parentElement.querySelector('tr:not(:target)'); \
+             const bg = r => getComputedStyle(r.cells[0]).backgroundColor; \
+             const tint = getComputedStyle(document.documentElement).getPropertyValue('--target').trim(); \
+             const probe = document.createElement('i'); probe.style.color = tint; document.body.append(probe); \
+             const want = getComputedStyle(probe).color; probe.remove(); \
+             return [location.hash, row.matches(':target'), row.closest('details').open, bg(row), want, bg(other)];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        target[0],
+        format!("#{}", last.replace("-t", "-r")),
+        "{size}: {target}"
+    );
+    assert_eq!(target[1], true, "{size}: {target}");
+    assert_eq!(
+        target[2], true,
+        "{size}: the table opened at the row: {target}"
+    );
+    assert_eq!(
+        target[3], target[4],
+        "{size}: the row is highlighted: {target}"
+    );
+    assert_ne!(target[3], target[5], "{size}: only that row: {target}");
+    browser.axe_violations().await
 }
 
 /// Issue 24, item 4: whatever the addresses hold, `tt.js` sends no query

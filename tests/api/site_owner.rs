@@ -41,7 +41,7 @@ async fn the_second_by_second_breakdown_labels_every_second() {
         .await;
     assert_eq!(status, 200);
     assert!(html.contains("<td>2026-11-21 14:05:07</td><td class=\"num\">2</td>"));
-    assert!(html.contains("2026-11-21 14:05:31 UTC: 1 view</title>"));
+    assert!(html.contains("2026-11-21 14:05:31 UTC: 1 view</span>"));
     assert!(html.contains("at most 2 in one second"));
     // Axis labels every 15 seconds (issue 10, item 4).
     assert!(

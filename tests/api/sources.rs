@@ -226,6 +226,162 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
     assert_eq!(r.status(), 400);
 }
 
+/// The rows of the `#sources` table as (source, views, share, change).
+fn source_rows(html: &str) -> Vec<[String; 4]> {
+    let table = &html[html.find("id=\"sources\"").expect("a sources table")..];
+    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .split("<td")
+                .skip(1)
+                .map(|c| {
+                    let c = &c[c.find('>').unwrap() + 1..];
+                    c[..c.find("</td>").unwrap()].to_owned()
+                })
+                .collect();
+            [0, 1, 2, 3].map(|i| cells[i].clone())
+        })
+        .collect()
+}
+
+/// Percent values that should add up to 100, each rounded to one decimal.
+fn adds_up(shares: &[f64]) -> bool {
+    (shares.iter().sum::<f64>() - 100.0).abs() <= 0.05 * shares.len() as f64
+}
+
+#[tokio::test]
+async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
+    // Issue 23, item 8: pixel-only views write no source bucket; the
+    // panel, sources.csv and the API count them as "(none)", over exactly
+    // the whole hours the sources cover, and the shares are of every view.
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("none.test", &[]).await;
+    let at = |h: u32, m: u32, s: u32| {
+        chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 22, h, m, s).unwrap()
+    };
+    // Now is 10:01:07. "Last hour" is 09:02 to 10:02, its sources cover
+    // 09:00 to 11:00: the pixel-only view at 09:01 is outside the range
+    // but inside those hours; the period before covers 08:00 to 10:00.
+    let mut hits = Vec::new();
+    for (page, when, source, n) in [
+        ("none.test/a", at(10, 0, 30), Some("google.com"), 4),
+        ("none.test/a", at(10, 0, 40), Some("direct"), 2),
+        ("none.test/b", at(10, 0, 45), Some("news.example"), 2),
+        ("none.test/b", at(10, 0, 50), None, 1),
+        ("none.test/b", at(9, 1, 0), None, 1),
+    ] {
+        hits.extend(std::iter::repeat_n((page, when, source), n));
+    }
+    app.write_hits(&hits).await;
+    let admin = app.login("admin@example.com").await;
+    let base = format!("/sites/{}", site.id);
+    let token = crate::json_api::create_token(&admin, "none", None).await;
+    let api = |path: String| {
+        let (http, address, token) = (app.http.clone(), app.address.clone(), token.clone());
+        async move {
+            let r = http
+                .get(format!("{address}/api/v1/sites/{}/sources?{path}", site.id))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let row =
+        |s: &str, v: &str, share: &str, change: &str| [s, v, share, change].map(str::to_owned);
+    for (range, none_before, none_change) in [("1h", 1, "+100.0%"), ("24h", 0, "new")] {
+        let (status, html) = admin.text(&format!("{base}?range={range}")).await;
+        assert_eq!(status, 200);
+        let rows = source_rows(&html);
+        assert_eq!(
+            rows,
+            [
+                row("google.com", "4", "40.0%", "new"),
+                row("direct", "2", "20.0%", "new"),
+                row("news.example", "2", "20.0%", "new"),
+                row("(none)", "2", "20.0%", none_change),
+            ],
+            "{range}"
+        );
+        let shares: Vec<f64> = rows
+            .iter()
+            .map(|r| r[2].trim_end_matches('%').parse().unwrap())
+            .collect();
+        assert!(adds_up(&shares), "{range}: {shares:?}");
+        assert!(
+            html.contains("id=\"sources-count\">10 views, 8 with a known source"),
+            "{range}"
+        );
+        // The whole hours are said where they are more than the range.
+        assert_eq!(
+            html.contains("Sources are kept by the hour: these figures cover 2026-11-22 09:00 UTC to 2026-11-22 11:00 UTC."),
+            range == "1h",
+            "{range}"
+        );
+        let (_, csv) = admin
+            .text(&format!("{base}/sources.csv?range={range}"))
+            .await;
+        assert_eq!(
+            csv,
+            format!(
+                "source,views,share_percent,previous_period_views\r\ngoogle.com,4,40.0,0\r\ndirect,2,20.0,0\r\nnews.example,2,20.0,0\r\n(none),2,20.0,{none_before}\r\n"
+            ),
+            "{range}"
+        );
+        let json = api(format!("range={range}")).await;
+        assert_eq!(
+            (&json["views"], &json["total"], &json["other"]),
+            (&10.into(), &8.into(), &0.into()),
+            "{range}: {json}"
+        );
+        assert_eq!(
+            json["none"],
+            serde_json::json!({"views": 2, "share": 20.0, "previousPeriodViews": none_before}),
+            "{range}"
+        );
+        let mut shares: Vec<f64> = json["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["share"].as_f64().unwrap())
+            .collect();
+        shares.push(json["none"]["share"].as_f64().unwrap());
+        assert!(adds_up(&shares), "{range}: {shares:?}");
+    }
+    // The page report of /b: its own views, half of them without a source.
+    let (_, html) = admin.text(&format!("{base}/page?path=/b&range=1h")).await;
+    assert_eq!(
+        source_rows(&html),
+        [
+            row("news.example", "2", "50.0%", "new"),
+            row("(none)", "2", "50.0%", "+100.0%"),
+        ]
+    );
+    let (_, csv) = admin
+        .text(&format!("{base}/sources.csv?range=1h&path=/b"))
+        .await;
+    assert!(
+        csv.ends_with("news.example,2,50.0,0\r\n(none),2,50.0,1\r\n"),
+        "{csv}"
+    );
+    let json = api("range=1h&path=/b".into()).await;
+    assert_eq!((&json["views"], &json["total"]), (&4.into(), &2.into()));
+    assert_eq!(json["none"]["share"], 50.0);
+    // A filter picks sources by name; the row without one is not among
+    // them, and like every row it links nowhere.
+    let (_, html) = admin.text(&format!("{base}?range=1h&src=goo")).await;
+    assert_eq!(source_rows(&html), [row("google.com", "4", "40.0%", "new")]);
+    let (_, csv) = admin
+        .text(&format!("{base}/sources.csv?range=1h&src=goo"))
+        .await;
+    assert!(!csv.contains("(none)"), "{csv}");
+}
+
 #[tokio::test]
 async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
     // Hits journaled by the version before sources (format 1), not yet

@@ -199,6 +199,23 @@ impl Browser {
         }
     }
 
+    /// Moves the mouse over the middle of the first element matching
+    /// `css`, as a reader pointing at it.
+    pub async fn hover(&self, css: &str) {
+        let e = self.element(css).await;
+        let reply = self
+            .call(
+                reqwest::Method::POST,
+                "/actions",
+                json!({"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [
+                    {"type": "pointerMove", "duration": 0, "x": 0, "y": 0,
+                     "origin": {"element-6066-11e4-a52e-4f735466cecf": e}}
+                ]}]}),
+            )
+            .await;
+        assert!(reply.get("error").is_none(), "hovering {css}: {reply}");
+    }
+
     pub async fn text(&self, css: &str) -> String {
         let e = self.element(css).await;
         self.call(

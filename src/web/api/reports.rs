@@ -9,7 +9,7 @@ use super::query::{ApiQuery, NamedPath};
 use super::{ApiClient, ApiError};
 use crate::domain::Page;
 use crate::reports::retention::Coarsened;
-use crate::reports::sources::{self, SourceScope, SourceTotals};
+use crate::reports::sources::{self, SourceScope, SourceShares, SourceTotals};
 use crate::reports::{filter, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
@@ -321,10 +321,15 @@ struct SourcesBody {
     /// The whole hours the sources were read from (sources are kept by the
     /// hour, so a range that starts or ends inside one is widened).
     covered: Covered,
-    /// Views with a known source in `covered` (the share's denominator).
+    /// Every view in `covered`, with a known source or not (the share's
+    /// denominator).
+    views: i64,
+    /// Views with a known source in `covered` (the sources and `other`).
     total: i64,
     /// Views of sources beyond a bucket's cap, not named.
     other: i64,
+    /// Views in `covered` without a known source.
+    none: NoSource,
     /// Sources matching the filter, before `limit` and `offset`.
     matching: usize,
     sources: Vec<SourceEntry>,
@@ -341,9 +346,18 @@ struct Covered {
 struct SourceEntry {
     source: String,
     views: i64,
-    /// Percent of `total`, one decimal (as in `sources.csv`).
+    /// Percent of `views`, one decimal (as in `sources.csv`).
     share: f64,
     /// The same source's views in the period just before.
+    previous_period_views: i64,
+}
+
+/// `sources.csv`'s "(none)" row.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NoSource {
+    views: i64,
+    share: f64,
     previous_period_views: i64,
 }
 
@@ -359,23 +373,23 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let offset = q.offset()?;
     let (current, previous) = match &path {
         None => {
-            let scope = SourceScope::Site(&site.domain);
-            crate::web::reports::sources::read(&state, scope, &period).await?
+            let scope = SourceScope::Site(&site);
+            crate::web::reports::sources::read_shares(&state, scope, &period).await?
         }
         Some(NamedPath::Page(p)) => {
             let page = Page::new(&site.domain, p);
             let scope = SourceScope::Page(&page);
-            crate::web::reports::sources::read(&state, scope, &period).await?
+            crate::web::reports::sources::read_shares(&state, scope, &period).await?
         }
         Some(NamedPath::Nowhere(_)) => {
             let before = period.previous();
             (
-                SourceTotals::none(period.from, period.to),
-                SourceTotals::none(before.from, before.to),
+                SourceShares::new(SourceTotals::none(period.from, period.to), 0),
+                SourceShares::new(SourceTotals::none(before.from, before.to), 0),
             )
         }
     };
-    let matching = sources::matching(&current, &filter);
+    let matching = sources::matching(&current.sources, &filter);
     let sources = matching
         .iter()
         .skip(offset)
@@ -383,8 +397,8 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         .map(|(source, views)| SourceEntry {
             source: source.to_string(),
             views: *views,
-            share: share(*views, current.total),
-            previous_period_views: previous.views_of(source),
+            share: share(*views, current.views),
+            previous_period_views: previous.sources.views_of(source),
         })
         .collect();
     Ok(ok(&SourcesBody {
@@ -392,11 +406,17 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         path: path.as_ref().map(|p| p.shown().to_owned()),
         period: PeriodBody::new(&period, coarsened.as_ref()),
         covered: Covered {
-            from: current.from,
-            to: current.to,
+            from: current.sources.from,
+            to: current.sources.to,
         },
-        total: current.total,
-        other: current.other,
+        views: current.views,
+        total: current.sources.total,
+        other: current.sources.other,
+        none: NoSource {
+            views: current.without_source(),
+            share: share(current.without_source(), current.views),
+            previous_period_views: previous.without_source(),
+        },
         matching: matching.len(),
         sources,
     }))

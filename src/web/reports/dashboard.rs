@@ -144,15 +144,12 @@ pub async fn show_dashboard(
     } else {
         q.range_params()
     };
-    let ((current, top), previous, (sources_now, sources_before), now_views) = tokio::try_join!(
+    let source_scope = crate::reports::sources::SourceScope::Site(&site);
+    let ((current, top), previous, source_buckets, now_views) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
-        super::sources::read(
-            state,
-            crate::reports::sources::SourceScope::Site(&site.domain),
-            &period
-        ),
-        async { Ok(queries::views_now(&state.store, &scope, now).await?) },
+        super::sources::read(state, source_scope, &period),
+        queries::views_now(&state.store, &scope, now),
     )?;
     let line = super::visit_line::line(
         &state.store,
@@ -179,7 +176,15 @@ pub async fn show_dashboard(
             )
         },
     );
-    let (mut visits, chart) = tokio::try_join!(line, chart)?;
+    let sources = super::sources::shares(
+        state,
+        source_scope,
+        &period,
+        source_buckets,
+        Some((queries::total(&current), queries::total(&previous))),
+    );
+    let (mut visits, chart, (sources_now, sources_before)) =
+        tokio::try_join!(line, chart, sources)?;
     visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {

@@ -102,11 +102,8 @@ pub async fn show_page_report(
     } else {
         q.range_params()
     };
-    let sources = super::sources::read(
-        state,
-        crate::reports::sources::SourceScope::Page(&page),
-        &period,
-    );
+    let source_scope = crate::reports::sources::SourceScope::Page(&page);
+    let sources = super::sources::read(state, source_scope, &period);
     let (current, previous, (minute, seconds), realtime, current_seconds, sources) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
@@ -141,7 +138,14 @@ pub async fn show_page_report(
             )
         },
     );
-    let (mut visits, chart) = tokio::try_join!(line, chart)?;
+    let sources = super::sources::shares(
+        state,
+        source_scope,
+        &period,
+        sources,
+        Some((queries::total(&current), queries::total(&previous))),
+    );
+    let (mut visits, chart, sources) = tokio::try_join!(line, chart, sources)?;
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
     visits.csv = audience.export(join(
