@@ -757,6 +757,19 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     browser.screenshot("issue14-first-view").await;
+    // Issue 23, item 9: the "right now" figure follows new views without
+    // a reload.
+    assert_eq!(browser.text("#now-views").await, "1");
+    assert_eq!(browser.text("#now-noun").await, "view");
+    app.write_hits(&[("fresh.test/", t0()), ("fresh.test/", t0())])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while browser.text("#now-views").await != "3" {
+        assert!(Instant::now() < deadline, "the now figure did not follow");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(browser.text("#now-noun").await, "views");
+    assert!(browser.count("#first-view").await == 1, "not reloaded");
 
     // Item 9: after logging out, Back does not show the dashboard from cache.
     browser.goto(&format!("{base}{dash}")).await;
