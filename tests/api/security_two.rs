@@ -929,6 +929,10 @@ async fn item11_sources_cannot_pose_as_the_reports_own_rows() {
     assert_eq!(
         rows,
         vec![
+            // The referrer naming "(other sources)" gave its view no
+            // source: it is counted in the report's own row of views
+            // without one, and no source took that row's name.
+            ("(none)".to_owned(), "1".to_owned()),
             ("direct".to_owned(), "4".to_owned()),
             ("google.com".to_owned(), "1".to_owned()),
             ("xn--ggle-55da.com".to_owned(), "2".to_owned()),
