@@ -168,10 +168,15 @@ impl Application {
                 settings.security.share_requests_per_minute,
                 Duration::from_secs(60),
             ),
+            bucket_sizes: Default::default(),
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
             apply: settings.ingest.apply_config(),
         });
+        // The system page's sizes are measured now, not on its first view.
+        web_state
+            .bucket_sizes
+            .refresh(web_state.store.clone(), web_state.clock.clone());
         let ingest_data = web::Data::new(ingest.clone());
         let https = web_state.secure_cookies;
         let server = HttpServer::new(move || {

@@ -583,6 +583,8 @@ struct SystemPage {
     topology: system::TopologyView,
     read_preference: String,
     freshness: String,
+    /// When the collections' sizes were measured.
+    sizes_at: String,
     /// Per collection: its figures, the retention in force and its TTL index.
     collections: Vec<(system::CollectionStats, String, String)>,
     writer: Vec<Figure>,
@@ -597,10 +599,11 @@ struct SystemPage {
 fn retention_row(
     retention: &crate::domain::Retention,
     c: &system::CollectionStats,
+    ttl: Option<crate::storage::retention::TtlState>,
 ) -> (String, String) {
     use crate::storage::retention::TtlState;
     let kept = c.level.map_or_else(String::new, |l| retention.describe(l));
-    let ttl = match c.ttl {
+    let ttl = match ttl {
         None => "could not be read".to_owned(),
         Some(TtlState::Absent) => "none".to_owned(),
         Some(TtlState::ExpireAfter(secs)) => {
@@ -610,10 +613,14 @@ fn retention_row(
     (kept, ttl)
 }
 
+/// `GET /admin/system`. Its reads run at once; the collections' sizes come
+/// from [`system::SizeCache`] (see there why).
 pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> Answer {
-    let (topology, collections) = tokio::join!(
+    let (topology, sizes, ttls, runs) = tokio::join!(
         system::topology(&state.store),
-        system::bucket_stats(&state.store)
+        state.bucket_sizes.read(&state.store, &state.clock),
+        system::ttl_states(&state.store),
+        crate::preallocation::runs::recent(&state.store, 1),
     );
     let write_behind = super::ops::WriteBehind::read(&state);
     let writer = write_behind
@@ -631,10 +638,13 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         read_preference: crate::storage::read_preference_name(state.store.read_preference())
             .to_owned(),
         freshness: super::reports::freshness(&state),
-        collections: collections
+        sizes_at: super::fmt::utc(&sizes.at),
+        collections: sizes
+            .collections
             .into_iter()
-            .map(|c| {
-                let (kept, ttl) = retention_row(&state.retention, &c);
+            .zip(ttls)
+            .map(|(c, ttl)| {
+                let (kept, ttl) = retention_row(&state.retention, &c, ttl);
                 (c, kept, ttl)
             })
             .collect(),
@@ -644,10 +654,7 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
             .iter()
             .map(|o| (o.reason(), stats.count(*o)))
             .collect(),
-        last_run: crate::preallocation::runs::recent(&state.store, 1)
-            .await?
-            .first()
-            .map(super::prealloc_runs::RunRow::from),
+        last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),
     };
     Ok(render(StatusCode::OK, &page))

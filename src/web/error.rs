@@ -215,6 +215,47 @@ impl ResponseError for JsonError {
     }
 }
 
+/// The same errors for the CSV exports: the reason as plain text (a script
+/// reads it as it is; a browser following an export link shows it rather
+/// than saving an HTML page as `.csv`). Signing in and the required setup
+/// steps stay redirects, as on the pages.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct CsvError(#[from] pub WebError);
+
+impl From<mongodb::error::Error> for CsvError {
+    fn from(e: mongodb::error::Error) -> Self {
+        CsvError(e.into())
+    }
+}
+
+impl From<crate::reports::PeriodError> for CsvError {
+    fn from(e: crate::reports::PeriodError) -> Self {
+        CsvError(e.into())
+    }
+}
+
+impl ResponseError for CsvError {
+    fn status_code(&self) -> StatusCode {
+        self.0.status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if self.0.status_code().is_redirection() {
+            return self.0.error_response();
+        }
+        self.0.log();
+        let mut answer = HttpResponse::build(self.status_code());
+        answer
+            .content_type("text/plain; charset=utf-8")
+            .insert_header(no_store());
+        if matches!(self.0, WebError::Busy) {
+            answer.insert_header((header::RETRY_AFTER, "2"));
+        }
+        answer.body(format!("{}\n", super::fmt::sentence(&self.0.to_string())))
+    }
+}
+
 /// A JSON error body with its stable code.
 pub fn json_error(status: StatusCode, code: &str, message: &str) -> HttpResponse {
     HttpResponse::build(status)

@@ -15,6 +15,7 @@ pub mod ops;
 pub mod pages;
 pub mod prealloc_runs;
 pub mod preallocation;
+pub mod qr;
 pub mod rate_limit;
 pub mod reports;
 pub mod security;
@@ -111,21 +112,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::get().to(reports::status_json),
     )
     .route("/sites/{id}/now.json", web::get().to(reports::now_json))
-    .route("/sites/{id}/series.csv", web::get().to(reports::series_csv))
-    .route("/sites/{id}/visits.csv", web::get().to(reports::visits_csv))
-    .route("/sites/{id}/pages.csv", web::get().to(reports::pages_csv))
-    .route(
-        "/sites/{id}/sources.csv",
-        web::get().to(reports::sources_csv),
-    )
-    .route(
-        "/sites/{id}/seconds.csv",
-        web::get().to(reports::seconds_csv),
-    )
-    .route(
-        "/sites/{id}/realtime.csv",
-        web::get().to(reports::realtime_csv),
-    )
+    .service(csv("/sites/{id}/series.csv", reports::series_csv))
+    .service(csv("/sites/{id}/visits.csv", reports::visits_csv))
+    .service(csv("/sites/{id}/pages.csv", reports::pages_csv))
+    .service(csv("/sites/{id}/sources.csv", reports::sources_csv))
+    .service(csv("/sites/{id}/seconds.csv", reports::seconds_csv))
+    .service(csv("/sites/{id}/realtime.csv", reports::realtime_csv))
     .route(
         "/admin",
         web::get().to(|| async { error::see_other("/admin/sites") }),
@@ -165,6 +157,19 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::get().to(preallocation::api_run),
     )
     .default_service(web::route().to(not_found));
+}
+
+/// A CSV export: its malformed query strings are refused in plain text,
+/// like its other errors.
+fn csv<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .app_data(reports::csv_query_config())
+        .route(web::get().to(handler))
 }
 
 async fn home() -> HttpResponse {

@@ -44,4 +44,7 @@ pub struct WebState {
     pub retention: crate::domain::Retention,
     /// Requests to share links, per client address.
     pub share_limit: super::rate_limit::RateLimit,
+    /// The bucket collections' sizes for the system page, measured at most
+    /// once a minute.
+    pub bucket_sizes: std::sync::Arc<crate::storage::system::SizeCache>,
 }

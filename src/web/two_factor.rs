@@ -173,6 +173,9 @@ pub async fn submit_code(
 pub struct Setup {
     pub secret: String,
     pub url: String,
+    /// The link as an inline SVG QR code, when it could be drawn (the key
+    /// and the link are shown either way).
+    pub qr: Option<String>,
 }
 
 #[derive(Template)]
@@ -197,15 +200,19 @@ async fn account_page(
         None
     } else {
         let secret = totp::pending(&state.store, viewer.user.id).await?;
+        let url = secret.otpauth_url(viewer.user.email.as_str());
         Some(Setup {
-            url: secret.otpauth_url(viewer.user.email.as_str()),
+            qr: Some(&url)
+                .filter(|url| !url.is_empty())
+                .and_then(|url| super::qr::svg(url, "QR code of the setup link")),
+            url,
             secret: secret.as_str().to_owned(),
         })
     };
     Ok(render(
         status,
         &AccountPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error,
             required: state.require_admin_totp && viewer.user.is_admin() && !enabled,
             enabled,
@@ -297,7 +304,7 @@ pub async fn enable(req: HttpRequest, post: Post<EnableForm>) -> Answer {
     Ok(render(
         StatusCode::OK,
         &AccountPage {
-            nav: Some(viewer.nav()),
+            nav: Some(viewer.nav().in_section("account")),
             error: None,
             required: false,
             enabled: true,

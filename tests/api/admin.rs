@@ -325,3 +325,46 @@ async fn admins_manage_users_and_the_last_admin_stays() {
         303
     );
 }
+
+/// Issue 23: the links between the admin pages, and between the account
+/// pages, mark the page shown (`aria-current`), exactly one of them; an
+/// admin site's own page marks Sites as its section.
+#[tokio::test]
+async fn section_links_mark_the_page_shown() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("nav.test", &[]).await;
+    let admin = app.login("admin@example.com").await;
+    let site_page = format!("/admin/sites/{}", site.id);
+    for (path, section, current, how) in [
+        ("/admin/sites", "Admin", "Sites", "page"),
+        ("/admin/users", "Admin", "Users", "page"),
+        ("/admin/preallocation", "Admin", "Preallocation", "page"),
+        ("/admin/system", "Admin", "System", "page"),
+        (site_page.as_str(), "Admin", "Sites", "true"),
+        ("/account/password", "Account", "Password", "page"),
+        ("/account/totp", "Account", "Two-factor login", "page"),
+        ("/account/tokens", "Account", "API tokens", "page"),
+    ] {
+        let (status, html) = admin.text(path).await;
+        assert_eq!(status, 200, "{path}");
+        let start = format!("<nav class=\"subnav\" aria-label=\"{section}\">");
+        assert_eq!(html.matches(&start).count(), 1, "{path}");
+        let at = html.find(&start).unwrap() + start.len();
+        let nav = &html[at..at + html[at..].find("</nav>").unwrap()];
+        let marked: Vec<&str> = nav
+            .split("<a ")
+            .skip(1)
+            .filter(|a| a.contains("aria-current="))
+            .collect();
+        assert_eq!(marked.len(), 1, "{path}: {nav}");
+        assert!(
+            marked[0].contains(&format!("aria-current=\"{how}\">{current}</a>")),
+            "{path}: {nav}"
+        );
+        assert_eq!(
+            nav.matches("<a ").count(),
+            if section == "Admin" { 4 } else { 3 }
+        );
+    }
+}

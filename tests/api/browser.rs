@@ -695,6 +695,62 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                 "waiting-site" => {
                     assert_eq!(browser.count("#waiting pre").await, 1, "{size}");
                 }
+                "two-factor" => {
+                    // Issue 23, item 11: the QR code is drawn square and
+                    // whole within the window, the key beside it; the bar
+                    // marks Account and the account links this page.
+                    let qr = browser
+                        .execute(
+                            "const s = document.querySelector('#totp-qr svg.qr'), r = s.getBoundingClientRect(); \
+                             return [s instanceof SVGSVGElement, Math.round(r.width), Math.round(r.height), \
+                                     r.left >= 0 && r.right <= document.documentElement.clientWidth, \
+                                     document.querySelector('nav[aria-label=Main] a[aria-current=page]').textContent, \
+                                     document.querySelector('nav.subnav a[aria-current=page]').textContent, \
+                                     document.querySelector('#totp-secret').textContent.length > 0];",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(qr[0], true, "{size}: {qr}");
+                    assert!(qr[1].as_f64().unwrap() >= 150.0, "{size}: {qr}");
+                    assert_eq!(qr[1], qr[2], "{size}: {qr}");
+                    assert_eq!(
+                        qr.as_array().unwrap()[3..],
+                        [
+                            json!(true),
+                            json!("Account"),
+                            json!("Two-factor login"),
+                            json!(true)
+                        ],
+                        "{size}: {qr}"
+                    );
+                }
+                "admin-sites" | "admin-users" | "admin-preallocation" | "admin-system" => {
+                    // Issue 23: the admin links mark the page shown and
+                    // read as tabs, unlike the range presets' pills.
+                    let links = browser
+                        .execute(
+                            "const all = [...document.querySelectorAll('nav.subnav[aria-label=Admin] a')]; \
+                             const cur = all.filter(a => a.getAttribute('aria-current') === 'page'); \
+                             const s = getComputedStyle(cur[0]), other = getComputedStyle(all.find(a => !a.hasAttribute('aria-current'))); \
+                             return [cur.length, cur[0].textContent.toLowerCase(), s.borderTopLeftRadius, s.borderBottomWidth, \
+                                     s.fontWeight, other.fontWeight, s.backgroundColor];",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(
+                        links,
+                        json!([
+                            1,
+                            name.trim_start_matches("admin-"),
+                            "0px",
+                            "3px",
+                            "700",
+                            "400",
+                            "rgba(0, 0, 0, 0)"
+                        ]),
+                        "{size} {name}"
+                    );
+                }
                 "not-found" => {
                     assert_eq!(browser.count("nav[aria-label=Main] a").await, 3, "{size}");
                 }

@@ -321,6 +321,67 @@ async fn malformed_report_parameters_get_a_clear_400() {
     );
 }
 
+/// Issue 23: an export's refusal is the reason in plain text (not an
+/// HTML page a browser would save as `.csv`), for every export and every
+/// kind of refusal; signing in stays a redirect.
+#[tokio::test]
+async fn csv_exports_refuse_in_plain_text() {
+    let (app, admin, base) = reports_world().await;
+    let long = "x".repeat(300);
+    let refusals = [
+        (
+            "/seconds.csv?path=/a",
+            400,
+            "Choose a minute (minute=YYYY-MM-DDTHH:MM, UTC time).",
+        ),
+        (
+            "/seconds.csv?path=/a&minute=noon",
+            400,
+            "The minute must be",
+        ),
+        (
+            "/realtime.csv?path=relative",
+            400,
+            "That page cannot be shown",
+        ),
+        ("/series.csv?range=2y", 400, "Unknown range"),
+        (
+            "/visits.csv?range=custom",
+            400,
+            "needs both a start and an end",
+        ),
+        ("/sources.csv?range=12mo&res=minute", 400, "more than 1,500"),
+        (&format!("/pages.csv?q={long}"), 400, "at most"),
+        ("/series.csv?range=24h&range=7d", 400, "malformed parameter"),
+    ];
+    let unknown = "/sites/00000000-0000-0000-0000-000000000000/pages.csv".to_owned();
+    let mut cases: Vec<(String, u16, &str)> = refusals
+        .iter()
+        .map(|(q, status, says)| (format!("{base}{q}"), *status, *says))
+        .collect();
+    cases.push((unknown, 404, "There is no such thing among yours."));
+    for (path, status, says) in cases {
+        let r = admin.get(&path).await;
+        assert_eq!(r.status(), status, "{path}");
+        let headers = r.headers().clone();
+        assert_eq!(
+            headers["content-type"], "text/plain; charset=utf-8",
+            "{path}"
+        );
+        assert_eq!(headers["cache-control"], "no-store", "{path}");
+        assert!(headers.get("content-disposition").is_none(), "{path}");
+        let body = r.text().await.unwrap();
+        assert!(body.contains(says) && !body.contains('<'), "{path}: {body}");
+    }
+    // Signed out, an export link still leads to the login.
+    let r = app.anonymous().get(&format!("{base}/pages.csv")).await;
+    assert_eq!(r.status(), 303);
+    assert!(r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .starts_with("/login?next="));
+}
+
 #[tokio::test]
 async fn report_handles_carry_the_configured_read_preference_and_writes_do_not() {
     let mut settings = test_settings();
@@ -366,6 +427,12 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
         html.contains("views_minute")
             && html.contains("Backlog (hits not yet in the database)")
             && html.contains("Topology")
+    );
+    // Issue 23: the sizes say when they were measured (at most once a
+    // minute, see `storage::...collection_sizes_are_kept_a_minute...`).
+    assert!(
+        html.contains("<span id=\"sizes-at\">measured 2026-11-22 10:01 UTC</span>"),
+        "{html}"
     );
 }
 

@@ -262,6 +262,23 @@ async fn csv_files_are_named_after_page_and_range() {
         body.starts_with("path,views,share_percent,entries,exits\r\n/b,27,90.0,0,0\r\n"),
         "{body}"
     );
+    // Issue 23: the last 60 minutes by minute are named as realtime, not
+    // like a minute series of a chosen range.
+    let r = admin
+        .get(&format!(
+            "{base}/seconds.csv?path=/a&minute=2026-11-21T10:00"
+        ))
+        .await;
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"o_test_a_2026-11-21T1000_2026-11-21T1001_seconds.csv\""
+    );
+    let r = admin.get(&format!("{base}/realtime.csv?path=/a")).await;
+    let name = r.headers()["content-disposition"].to_str().unwrap();
+    assert!(
+        name.starts_with("attachment; filename=\"o_test_a_") && name.ends_with("_realtime.csv\""),
+        "{name}"
+    );
 }
 
 #[tokio::test]

@@ -340,12 +340,12 @@ async fn failed_stats_are_reported_as_failures_not_zeros() {
     let mut settings = test_settings();
     settings.database.db_timeout_ms = 300;
     let store = connect(&proxy.uri(), &settings).await;
-    let up = system::bucket_stats(&store).await;
+    let up = system::bucket_sizes(&store).await;
     assert!(up.iter().all(|c| c.error.is_none()), "{up:?}");
     assert!(up.iter().all(|c| c.count == 0), "not created yet: zeros");
 
     proxy.set(Mode::Down);
-    let down = system::bucket_stats(&store).await;
+    let down = system::bucket_sizes(&store).await;
     assert_eq!(down.len(), 3);
     for c in &down {
         assert_eq!(
@@ -361,5 +361,84 @@ async fn failed_stats_are_reported_as_failures_not_zeros() {
     } else {
         assert!(topology.error.is_some(), "{topology:?}");
         assert!(topology.members.is_empty());
+    }
+}
+
+/// Issue 23: `collStats` scans every document on the embedded server, so
+/// the system page shows sizes measured at most once a minute: a view
+/// within the minute reads no size, one after it shows the last sizes and
+/// measures again in the background, and a failed measurement is tried
+/// again at the next view.
+#[tokio::test]
+async fn collection_sizes_are_kept_a_minute_and_measured_again_in_the_background() {
+    use crate::proxy::{write_target, Mode, Proxy};
+    use std::sync::Arc;
+    use tickertape::clock::SharedClock;
+    use tickertape::storage::system::{SizeCache, Sizes};
+    let minute = |s: &Sizes| {
+        let c = &s.collections[0];
+        assert_eq!(c.level, Some(Resolution::Minute));
+        c.count
+    };
+    let app = spawn_app().await;
+    let clock: SharedClock = app.clock.clone();
+    let site = app.add_site("sizes.test", &[]).await;
+    let view = |page: &'static str| {
+        let app = &app;
+        let query = format!("site={}&page={page}", site.id);
+        async move {
+            assert_eq!(app.pixel(&query).await.status(), 200);
+            app.settle().await;
+        }
+    };
+    view("/a").await;
+
+    let kept = Arc::new(SizeCache::default());
+    let first = kept.read(&app.store, &clock).await;
+    assert_eq!(minute(&first), 1);
+    view("/b").await;
+    let again = kept.read(&app.store, &clock).await;
+    assert_eq!((minute(&again), again.at), (1, first.at), "kept a minute");
+
+    // Past its freshness: the view gets the last sizes at once, and the
+    // next measurement arrives in the background.
+    let stale = Arc::new(SizeCache::new(std::time::Duration::ZERO));
+    assert_eq!(minute(&stale.read(&app.store, &clock).await), 2);
+    view("/c").await;
+    assert_eq!(
+        minute(&stale.read(&app.store, &clock).await),
+        2,
+        "last sizes"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while minute(&stale.read(&app.store, &clock).await) != 3 {
+        assert!(Instant::now() < deadline, "no new measurement");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A failure is shown once and measured again at the next view, however
+    // fresh.
+    let proxy = Proxy::start(write_target(database_uri()).await).await;
+    let mut settings = test_settings();
+    settings.database.name = app.store.db().name().to_owned();
+    settings.database.db_timeout_ms = 300;
+    let store = connect(&proxy.uri(), &settings).await;
+    let failing = Arc::new(SizeCache::default());
+    proxy.set(Mode::Down);
+    let down = failing.read(&store, &clock).await;
+    assert!(
+        down.collections.iter().all(|c| c.error.is_some()),
+        "{down:?}"
+    );
+    proxy.set(Mode::Pass);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sizes = failing.read(&store, &clock).await;
+        if sizes.collections.iter().all(|c| c.error.is_none()) {
+            assert_eq!(minute(&sizes), 3);
+            break;
+        }
+        assert!(Instant::now() < deadline, "not measured again: {sizes:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -2,6 +2,7 @@
 //! enforcement for admins.
 
 use chrono::TimeDelta;
+use std::collections::BTreeSet;
 use tickertape::accounts::totp::Secret;
 use tickertape::accounts::Role;
 
@@ -284,4 +285,146 @@ async fn an_admin_password_reset_also_turns_it_off() {
     );
     // Signed in, but only to choose a password (issue 24, item 9).
     assert_eq!(sites_status(&app, &http).await, 303);
+}
+
+/// The page's HTML-escaped attribute or text as it reads.
+fn unescape(html: &str) -> String {
+    html.replace("&#34;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#60;", "<")
+        .replace("&#62;", ">")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#38;", "&")
+        .replace("&amp;", "&")
+}
+
+/// The dark modules an SVG from `qrcode`'s renderer draws (one unit each:
+/// `M{x} {y}h1v1H{x}V{y}`), and its width in units.
+fn drawn_modules(svg: &roxmltree::Document) -> (usize, BTreeSet<(usize, usize)>) {
+    let root = svg.root_element();
+    let view_box: Vec<usize> = root
+        .attribute("viewBox")
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(view_box[0..2], [0, 0]);
+    assert_eq!(view_box[2], view_box[3], "square");
+    let path = root
+        .descendants()
+        .find(|n| n.has_tag_name("path"))
+        .expect("the modules' path");
+    assert_eq!(path.attribute("fill"), Some("#000"));
+    let d = path.attribute("d").unwrap();
+    let dark = d
+        .split('M')
+        .skip(1)
+        .map(|m| {
+            let (x, rest) = m.split_once(' ').unwrap();
+            let (y, rest) = rest.split_once('h').unwrap();
+            assert_eq!(rest, format!("1v1H{x}V{y}"), "one module: {m}");
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect();
+    (view_box[2], dark)
+}
+
+/// Issue 23, item 11: the setup page shows the `otpauth://` link as a QR
+/// code drawn on the server (inline SVG) beside the key, which stays for
+/// typing; the code holds exactly the link, whose secret is the key shown.
+/// The bar marks Account, and the page links to the other account pages.
+#[tokio::test]
+async fn the_setup_page_shows_the_link_as_a_qr_code_beside_the_key() {
+    let app = spawn_app().await;
+    app.add_user("qr@example.com", Role::Owner).await;
+    let user = app.login("qr@example.com").await;
+    let (status, html) = user.text("/account/totp").await;
+    assert_eq!(status, 200);
+    let secret = between(&html, "id=\"totp-secret\">", "<").unwrap();
+    assert!(Secret::parse(secret).is_ok(), "{secret}");
+    let link = between(&html, "<a href=\"", "\" id=\"totp-link\">")
+        .map(|a| a.rsplit("href=\"").next().unwrap())
+        .unwrap();
+    let uri = unescape(link);
+    let parsed = url::Url::parse(&uri).unwrap();
+    assert_eq!(parsed.scheme(), "otpauth");
+    let query: std::collections::HashMap<_, _> = parsed.query_pairs().into_owned().collect();
+    assert_eq!(query["secret"], secret, "{uri}");
+    assert_eq!(query["issuer"], "Tickertape");
+    assert!(
+        uri.contains("qr%40example.com") || uri.contains("qr@example.com"),
+        "{uri}"
+    );
+
+    let figure = between(&html, "<figure class=\"qr\" id=\"totp-qr\">", "</figure>").unwrap();
+    let svg = roxmltree::Document::parse(figure).expect("well-formed SVG");
+    let root = svg.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    assert_eq!(root.attribute("role"), Some("img"));
+    assert!(!root.attribute("aria-label").unwrap_or("").is_empty());
+
+    // What the code holds: the link, module for module as the crate
+    // encodes it, inside the four-module quiet zone.
+    let code = qrcode::QrCode::new(uri.as_bytes()).unwrap();
+    let width = code.width();
+    let expected: BTreeSet<(usize, usize)> = code
+        .to_colors()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c == qrcode::Color::Dark)
+        .map(|(i, _)| (i % width + 4, i / width + 4))
+        .collect();
+    let (units, dark) = drawn_modules(&svg);
+    assert_eq!(units, width + 8);
+    assert_eq!(dark, expected);
+    // And the drawing is the crate's own for that link.
+    let own = code
+        .render::<qrcode::render::svg::Color>()
+        .quiet_zone(true)
+        .module_dimensions(1, 1)
+        .build();
+    let own = roxmltree::Document::parse(&own).unwrap();
+    assert_eq!(drawn_modules(&own), (units, dark));
+
+    // The bar marks Account, not Sites; the account pages link to each other.
+    assert!(html.contains("<a href=\"/account/password\" aria-current=\"page\">Account</a>"));
+    assert!(!html.contains("<a href=\"/sites\" aria-current"));
+    let links = between(
+        &html,
+        "<nav class=\"subnav\" aria-label=\"Account\">",
+        "</nav>",
+    )
+    .unwrap();
+    for (href, text) in [
+        ("/account/password", "Password"),
+        ("/account/tokens", "API tokens"),
+    ] {
+        assert!(
+            links.contains(&format!("<a href=\"{href}\">{text}</a>")),
+            "{links}"
+        );
+    }
+    assert!(links.contains("<a href=\"/account/totp\" aria-current=\"page\">Two-factor login</a>"));
+
+    // The same page after a refused code keeps all of it.
+    let r = user
+        .post(
+            "/account/totp/enable",
+            &[
+                ("csrf", &user.csrf),
+                ("password", PASSWORD),
+                ("code", "000000"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let again = r.text().await.unwrap();
+    assert!(again.contains(figure), "the same code for the same key");
+    assert!(again.contains("<a href=\"/account/password\" aria-current=\"page\">Account</a>"));
 }

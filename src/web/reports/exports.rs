@@ -1,4 +1,6 @@
-//! CSV exports of the series, top pages, a minute's seconds and the last hour.
+//! CSV exports of the series, top pages, a minute's seconds and the last
+//! hour (`sources.csv` is beside its panel). Their refusals are plain text
+//! ([`CsvError`]).
 
 use actix_web::http::header;
 use actix_web::HttpResponse;
@@ -8,8 +10,34 @@ use super::*;
 use crate::domain::{Page, PagePath};
 use crate::reports::{csv, queries, Resolution, Scope};
 use crate::storage::sites::Site;
-use crate::web::error::WebError;
+use crate::web::error::{CsvError, WebError};
 use crate::web::fmt;
+
+/// What an export answers: the file, or the reason in plain text.
+pub type CsvAnswer = Result<HttpResponse, CsvError>;
+
+/// A [`SiteRequest`] for an export: an unknown site, like every other
+/// refusal, is answered in plain text.
+pub struct CsvRequest(pub SiteRequest);
+
+impl FromRequest for CsvRequest {
+    type Error = CsvError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let site = SiteRequest::from_request(req, payload);
+        Box::pin(async move { Ok(CsvRequest(site.await?)) })
+    }
+}
+
+/// The exports' query strings: one that cannot be read (a parameter given
+/// twice) is refused in plain text too, not with the pages' HTML.
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err, _| {
+        let message = format!("The address has a malformed parameter: {err}.");
+        CsvError(WebError::Invalid(message)).into()
+    })
+}
 
 pub(super) fn csv_response(filename: &str, body: String) -> HttpResponse {
     HttpResponse::Ok()
@@ -62,7 +90,7 @@ pub(super) fn file_stem(
 }
 
 /// The series of the dashboard (no `path`) or of a page report (`path`).
-pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
@@ -89,7 +117,7 @@ pub async fn series_csv(r: SiteRequest, q: Query) -> Answer {
 /// Visitors, visits, views, bounces and the visits' duration per shown
 /// bucket, of the dashboard (no `path`) or of a page report (`path`: its
 /// visits are those that entered there).
-pub async fn visits_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn visits_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     use crate::reports::visits;
     let state = r.state;
     let site = r.site;
@@ -152,7 +180,7 @@ pub async fn visits_csv(r: SiteRequest, q: Query) -> Answer {
     ))
 }
 
-pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
@@ -196,13 +224,16 @@ pub async fn pages_csv(r: SiteRequest, q: Query) -> Answer {
     ))
 }
 
-pub async fn seconds_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let (path, page) = q.page_of(&site)?;
-    let minute = q
-        .minute(site.time_zone.tz())?
-        .ok_or_else(|| WebError::Invalid("Choose a minute (YYYY-MM-DDTHH:MM, UTC).".into()))?;
+    let minute = q.minute(site.time_zone.tz())?.ok_or_else(|| {
+        WebError::Invalid(format!(
+            "Choose a minute (minute=YYYY-MM-DDTHH:MM, {} time).",
+            site.time_zone.name()
+        ))
+    })?;
     let seconds = queries::seconds_of(&state.store, &page, minute).await?;
     let minute = Resolution::Minute.floor(minute);
     Ok(csv_response(
@@ -214,7 +245,7 @@ pub async fn seconds_csv(r: SiteRequest, q: Query) -> Answer {
     ))
 }
 
-pub async fn realtime_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn realtime_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let (path, page) = q.page_of(&site)?;
@@ -223,7 +254,7 @@ pub async fn realtime_csv(r: SiteRequest, q: Query) -> Answer {
     let points = queries::rollup(&period, &read);
     Ok(csv_response(
         &format!(
-            "{}_minute.csv",
+            "{}_realtime.csv",
             file_stem(&site, Some(&path), period.from, period.to)
         ),
         csv::series_in(&points, site.time_zone.tz()),

@@ -1,6 +1,6 @@
 //! "Top sources" on the dashboard and the page report, and its CSV.
 
-use super::exports::{csv_response, file_stem};
+use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
 use crate::reports::sources::{
@@ -184,7 +184,7 @@ pub(super) fn view(
 
 /// `GET /sites/{id}/sources.csv` (site, or page with `path`): every
 /// source of the range, with share and the previous period's views.
-pub async fn sources_csv(r: SiteRequest, q: Query) -> Answer {
+pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
