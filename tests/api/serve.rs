@@ -287,3 +287,43 @@ async fn a_second_process_on_the_same_journal_refuses_to_start() {
     assert!(stderr.contains(&std::process::id().to_string()), "{stderr}");
     drop(first);
 }
+
+/// `make run` is `serve --demo-if-empty`: its default demo (30 days of
+/// 4,000 views with visits and sources) must fit the embedded database's
+/// cache, and the report must show it. Batches of 20,000 views did not
+/// fit, and a new user's first `make run` stopped with "Transaction is too
+/// large".
+#[tokio::test]
+async fn make_runs_demo_loads_on_the_embedded_database_and_serves_a_report() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = tickertape()
+        .args(["serve", "--demo-if-empty"])
+        .env("TICKERTAPE_DATA_DIR", data.path())
+        .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut wrote, mut address) = (None, None);
+    for line in stdout.by_ref() {
+        let line = line.unwrap();
+        if line.starts_with("wrote ") {
+            wrote = Some(line.clone());
+        }
+        if let Some(url) = line.strip_prefix("tickertape listening on ") {
+            address = Some(url.to_owned());
+            break;
+        }
+    }
+    std::thread::spawn(move || stdout.for_each(drop));
+    let wrote = wrote.expect("the demo was written");
+    assert!(wrote.contains("over 30 days"), "{wrote}");
+    let views: u64 = wrote.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(views > 100_000, "{wrote}");
+    let address = address.expect("serve came up after the demo");
+    let health = reqwest::get(format!("{address}/healthz")).await;
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(health.is_ok_and(|r| r.status().is_success()), "{status:?}");
+}
