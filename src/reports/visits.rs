@@ -348,9 +348,10 @@ pub async fn visitors(
     let kept = store.day_visitors();
     let mut known: HashMap<(DateTime<Utc>, Hours), u64> = HashMap::new();
     let mut missing: Vec<&Piece> = Vec::new();
+    let mut queued: std::collections::HashSet<(DateTime<Utc>, Hours)> = Default::default();
     for piece in split.iter().flatten() {
         let part = (piece.0, hours_of(piece));
-        if known.contains_key(&part) || missing.iter().any(|p| (p.0, hours_of(p)) == part) {
+        if known.contains_key(&part) || queued.contains(&part) {
             continue;
         }
         let total = totals.get(&piece.0).copied().unwrap_or(0);
@@ -363,7 +364,10 @@ pub async fn visitors(
             Some(n) => {
                 known.insert(part, n);
             }
-            None => missing.push(piece),
+            None => {
+                queued.insert(part);
+                missing.push(piece);
+            }
         }
     }
     if !missing.is_empty() {
