@@ -511,3 +511,15 @@ impl TestApp {
         writer.apply_direct(hits, deadline).await.unwrap();
     }
 }
+
+/// The values of the numeric cells (`<td class="num" data-label="…">`) in
+/// a piece of a page, in order.
+pub fn num_cells(html: &str) -> Vec<String> {
+    html.split("<td class=\"num\" data-label=\"")
+        .skip(1)
+        .map(|c| {
+            let value = c.split('>').nth(1).unwrap_or("");
+            value.split('<').next().unwrap_or("").to_owned()
+        })
+        .collect()
+}

@@ -244,20 +244,7 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
             .find(&format!(">{path}</a></td>"))
             .unwrap_or_else(|| panic!("{path} listed"));
         let end = at + html[at..].find("</tr>").unwrap();
-        let cells: Vec<String> = html[at..end]
-            .split("<td class=\"num\" data-label=\"")
-            .skip(1)
-            .map(|c| {
-                c.split('>')
-                    .nth(1)
-                    .unwrap()
-                    .split('<')
-                    .next()
-                    .unwrap()
-                    .to_owned()
-            })
-            .collect();
-        cells
+        num_cells(&html[at..end])
     };
     assert_eq!(
         row(&html, "/b"),
@@ -764,13 +751,9 @@ fn figure(html: &str, id: &str) -> String {
 fn top_row(html: &str, path: &str) -> Option<[String; 3]> {
     let at = html.find(&format!(">{path}</a></td>"))?;
     let end = at + html[at..].find("</tr>").unwrap();
-    let cells: Vec<String> = html[at..end]
-        .split("<td class=\"num\" data-label=\"")
-        .skip(1)
-        .map(|c| {
-            let value = c.split('>').nth(1).unwrap();
-            value.split('<').next().unwrap().replace(',', "")
-        })
+    let cells: Vec<String> = num_cells(&html[at..end])
+        .into_iter()
+        .map(|c| c.replace(',', ""))
         .collect();
     Some([cells[0].clone(), cells[2].clone(), cells[3].clone()])
 }

@@ -137,8 +137,7 @@ pub async fn show_dashboard(
     let scope = Scope::of_site(&site);
     let before = period.previous();
     let source_filter = q.source_filter()?;
-    let metric =
-        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let metric = q.chart_metric()?;
     let params = if range_error.is_some() {
         String::new()
     } else {

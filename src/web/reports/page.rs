@@ -95,8 +95,7 @@ pub async fn show_page_report(
         Ok::<_, mongodb::error::Error>((minute, seconds))
     };
     let source_filter = q.source_filter()?;
-    let metric =
-        super::visit_line::ChartMetric::parse(q.metric.as_deref()).map_err(WebError::Invalid)?;
+    let metric = q.chart_metric()?;
     let params = if range_error.is_some() {
         String::new()
     } else {

@@ -53,6 +53,11 @@ impl ReportQuery {
             .map_err(|e| WebError::Invalid(e.to_string()))
     }
 
+    /// What the chart shows (views when absent).
+    pub(super) fn chart_metric(&self) -> Result<super::visit_line::ChartMetric, WebError> {
+        super::visit_line::ChartMetric::parse(self.metric.as_deref()).map_err(WebError::Invalid)
+    }
+
     pub(super) fn path(&self) -> Result<PagePath, WebError> {
         let raw = self.path.as_deref().unwrap_or("/");
         PagePath::parse(raw)
