@@ -24,7 +24,7 @@ SCHEMATHESIS := $(SCHEMATHESIS_VENV)/bin/schemathesis
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
-.PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick
+.PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick bench-big
 
 setup: $(SECANTUS) rust-components
 
@@ -82,6 +82,10 @@ bench: setup
 
 bench-quick:
 	BENCH_QUICK=1 $(MAKE) bench
+
+# Only the big-site reports (issue 22): BENCH_BIG=PAGESxDAYS,... to choose.
+bench-big:
+	BENCH_BIG_ONLY=1 $(MAKE) bench
 
 fmt:
 	cargo fmt --all

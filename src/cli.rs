@@ -48,6 +48,12 @@ enum Command {
     /// buckets predate them; idempotent and exact, safe while serving.
     /// `serve` runs it at start for every site not done yet.
     BackfillSiteTotals(BackfillArgs),
+    /// Make and store the page summaries (each page's figures over aligned
+    /// spans of whole past days) that long-range reports read, for sites
+    /// whose totals are complete; idempotent, safe while serving. `serve`
+    /// runs it at start and every hour; reports make missing ones as
+    /// they need them.
+    BackfillPageSummaries(SummariesArgs),
     /// Create a demo site and fill it with synthetic traffic.
     Demo(DemoArgs),
 }
@@ -125,6 +131,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Site(SiteCommand::SetTimeZone(args)) => set_time_zone(args).await,
         Command::Site(SiteCommand::SetPageCap(args)) => set_page_cap(args).await,
         Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
+        Command::BackfillPageSummaries(args) => backfill_page_summaries(args).await,
     }
 }
 
@@ -198,6 +205,39 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
                 r.buckets[2],
                 r.buckets[1],
                 r.buckets[0],
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn backfill_page_summaries(args: SummariesArgs) -> anyhow::Result<()> {
+    let SummariesArgs { site, db } = args;
+    with_store(&db, |store| async move {
+        crate::indexes::ensure(&store).await?;
+        let chosen: Vec<_> = sites::list(&store)
+            .await?
+            .into_iter()
+            .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
+            .collect();
+        if let (Some(d), true) = (&site, chosen.is_empty()) {
+            anyhow::bail!("no site has the domain {d:?}");
+        }
+        for s in chosen {
+            if !s.totals_complete {
+                println!(
+                    "{}: skipped, its site totals are not complete yet (run backfill-site-totals)",
+                    s.domain
+                );
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let days = crate::reports::page_totals::backfill(&store, &s).await?;
+            println!(
+                "{}: {days} days with views summarised ({:.1} s)",
+                s.domain,
                 started.elapsed().as_secs_f64()
             );
         }
@@ -698,6 +738,15 @@ struct SetPageCap {
     /// `default` (the instance's budgets), `none`, or new pages per hour.
     #[arg(long)]
     page_cap: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct SummariesArgs {
+    /// Only this site (its domain); default: every site.
+    #[arg(long)]
+    site: Option<String>,
     #[command(flatten)]
     db: DatabaseArgs,
 }

@@ -9,6 +9,7 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::buckets::indexes(),
         crate::storage::buckets::site_indexes(),
         crate::storage::sources::indexes(),
+        crate::storage::page_summaries::indexes(),
         crate::storage::sites::indexes(),
         crate::accounts::users::indexes(),
         crate::accounts::sessions::indexes(),

@@ -56,8 +56,8 @@ impl Application {
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
         store
-            .page_days()
-            .set_day_retention(retention.kept(crate::domain::Resolution::Day));
+            .day_retention()
+            .set(retention.kept(crate::domain::Resolution::Day));
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);
@@ -80,6 +80,16 @@ impl Application {
             if let Err(e) = crate::storage::site_totals::backfill_missing(&backfill_store).await {
                 tracing::error!(error = %format!("{e:#}"),
                     "site totals backfill failed; run `tickertape backfill-site-totals`");
+            }
+            // Then the page summaries of the days that ended since the
+            // last run, so that no report waits to make them; at start
+            // and every hour (cheap when they are there).
+            loop {
+                if let Err(e) = crate::reports::page_totals::backfill_all(&backfill_store).await {
+                    tracing::warn!(error = %format!("{e:#}"),
+                        "page summaries backfill failed; reports make them as they need them");
+                }
+                tokio::time::sleep(Duration::from_secs(3600)).await;
             }
         });
         let refresh = settings.ingest.site_refresh_secs.max(1);

@@ -19,7 +19,9 @@
 //! skip the sustained rate (see `sustained.rs` for its
 //! options), BENCH_YEAR_REUSE=1 keeps target/bench-db and the year's data from the
 //! last run when it holds the same number of views, to time reports again
-//! without the 11-minute load).
+//! without the 11-minute load), BENCH_BIG=PAGESxDAYS,… for the big-site
+//! reports (default `1000x365,10000x365`; 0 skips; see `big_site.rs`),
+//! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those.
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000
@@ -33,6 +35,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod big_site;
 mod page_cap;
 mod report_latency;
 mod roles;
@@ -374,6 +377,12 @@ async fn run(options: Options) -> anyhow::Result<()> {
     );
     let mut db = roles::Database::start().await?;
     println!("database: {}\n", db.describe);
+    let big = std::env::var("BENCH_BIG").map_or(true, |v| v != "0");
+    if std::env::var("BENCH_BIG_ONLY").is_ok_and(|v| v == "1") {
+        big_site::run(&db).await?;
+        db.stop();
+        return Ok(());
+    }
 
     let mut rows = Vec::new();
     for label in &options.scenarios {
@@ -410,6 +419,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if options.year {
         site_year::run(&db, &options).await?;
+    }
+    if big {
+        big_site::run(&db).await?;
     }
     println!(
         "\ntotal bench time: {:.0} s",

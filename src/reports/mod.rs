@@ -7,6 +7,7 @@ pub mod csv;
 pub mod filter;
 pub mod local;
 pub mod numbers;
+pub mod page_totals;
 pub mod period;
 pub mod queries;
 pub mod retention;

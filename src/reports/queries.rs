@@ -7,13 +7,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 use mongodb::options::Hint;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
 use crate::storage::buckets::site_pages;
 use crate::storage::buckets::VisitFields;
-use crate::storage::page_days::{Day as KeptDay, PageDay as KeptPage};
+use crate::storage::page_summaries::PageFigures;
 use crate::storage::{Bucket, Grouping, Store, Subject};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -581,9 +580,9 @@ pub fn total(points: &[Point]) -> i64 {
 /// days inside the range are read as the day buckets' `totalViews`, and
 /// only the edges before the first and after the last whole day as units.
 /// With the site's totals complete ([`Scope::SiteTotals`]) the whole days
-/// come from the kept page-days where the site's day totals still match
-/// ([`crate::storage::page_days`]); else they are summed by `$group` on
-/// MongoDB and in the app on secantusd-rs (see `Grouping`).
+/// come from the page summaries ([`super::page_totals`]), checked against
+/// the site's day totals; else they are summed by `$group` on MongoDB and
+/// in the app on secantusd-rs (see `Grouping`).
 #[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", from = %period.from, to = %period.to))]
 pub async fn top_pages(
     store: &Store,
@@ -627,10 +626,9 @@ pub async fn top_pages(
     }
     match scope {
         Scope::SiteTotals(site) => {
-            for day in kept_days(store, site, (first_day, last_day)).await? {
-                for p in &day.pages {
-                    add_views(&mut by_page, &p.page, p.views);
-                }
+            let pages = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+            for (page, f) in &pages {
+                add_views(&mut by_page, page, f.views);
             }
         }
         _ => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
@@ -692,18 +690,14 @@ async fn whole_days(
     Ok(())
 }
 
-/// The pages of the whole UTC days `[first, last)` of a site whose totals
-/// are complete: each day with views is taken from the kept page-days when
-/// the site's total that day still matches; the others are read from the
-/// day buckets (one query) and kept when their pages add up to the site's
-/// total. Days past the day retention are left out (their page buckets
-/// are gone).
-pub async fn kept_days(
+/// The site's views per UTC day over `[first, last)` (its writer parts
+/// added up; days without a document left out): what page summaries are
+/// checked against.
+pub async fn site_day_totals(
     store: &Store,
-    site: &crate::storage::sites::Site,
+    domain: &DomainName,
     (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<Vec<Arc<KeptDay>>, mongodb::error::Error> {
-    let domain = &site.domain;
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
     let mut totals: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut cursor = store
         .reports()
@@ -717,41 +711,55 @@ pub async fn kept_days(
             *totals.entry(day.to_chrono()).or_default() += number(d.get("totalViews"));
         }
     }
-    // Kept by the site's id, never reused: a domain deleted and added
-    // again is another site.
-    let (kept, key) = (store.page_days(), site.id.to_string());
-    let mut days = Vec::with_capacity(totals.len());
-    let mut missing: BTreeSet<DateTime<Utc>> = BTreeSet::new();
-    for (&day, &total) in totals.iter().filter(|(_, t)| **t != 0) {
-        // Past the day retention the page buckets are gone (site totals
-        // have no TTL): nothing to read, nothing to serve.
-        if kept.expired(day) {
-            continue;
-        }
-        match kept.get(&key, day, total) {
-            Some(pages) => days.push(pages),
-            None => {
-                missing.insert(day);
-            }
+    Ok(totals)
+}
+
+/// The first and last UTC day of the site's day totals, if any.
+pub async fn site_day_range(
+    store: &Store,
+    domain: &DomainName,
+) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
+    let coll = store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Resolution::Day));
+    let mut ends = Vec::with_capacity(2);
+    for order in [1, -1] {
+        let found = coll
+            .find_one(doc! {"site": domain.as_str()})
+            .sort(doc! {"site": 1, "timestamp": order})
+            .projection(doc! {"_id": 0, "timestamp": 1})
+            .await?;
+        if let Some(at) = found.and_then(|d| d.get_datetime("timestamp").ok().copied()) {
+            ends.push(at.to_chrono());
         }
     }
-    if missing.is_empty() {
-        return Ok(days);
-    }
-    // Exactly the missing days (a few when the rest are kept, all of them
-    // on the first read): `$in` of day starts is a point lookup each.
-    let list: Vec<bson::DateTime> = missing
+    Ok(match ends[..] {
+        [first, last] => Some((first, last)),
+        _ => None,
+    })
+}
+
+/// Each page's figures on each of the UTC days numbered `days` (days
+/// since 1970-01-01), from the page-day buckets, sorted by page: views,
+/// visits entered there, exits, and the estimate of the bucket's visitors
+/// sketch. `$in` of day starts is a point lookup per day.
+pub async fn page_days(
+    store: &Store,
+    domain: &DomainName,
+    days: &[i64],
+) -> Result<HashMap<i64, Vec<(String, PageFigures)>>, mongodb::error::Error> {
+    use crate::storage::page_summaries::{day_number, day_start};
+    let list: Vec<bson::DateTime> = days
         .iter()
-        .map(|d| bson::DateTime::from_chrono(*d))
+        .map(|d| bson::DateTime::from_chrono(day_start(*d)))
         .collect();
     let pages_of_site = Scope::Site(domain);
-    let times = doc! {"$in": list};
     let find = BucketFind::new(
         store,
         Freshness::Report,
         &pages_of_site,
         Resolution::Day,
-        times,
+        doc! {"$in": list},
     );
     let visits = VisitFields::COUNTERS[VisitFields::VISITS];
     let exits = VisitFields::COUNTERS[VisitFields::EXITS];
@@ -760,7 +768,7 @@ pub async fn kept_days(
         visits: 1, exits: 1, VisitFields::VISITORS: 1,
     };
     let (mut cursor, prefix) = find.cursor(store, projection).await?;
-    let mut read: HashMap<DateTime<Utc>, Vec<KeptPage>> = HashMap::new();
+    let mut read: HashMap<i64, Vec<(String, PageFigures)>> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
         let (true, Ok(page), Ok(day)) = (
             wanted(&d, prefix.as_deref()),
@@ -769,31 +777,25 @@ pub async fn kept_days(
         ) else {
             continue;
         };
-        let day = day.to_chrono();
         let views = number(d.get("totalViews"));
-        if missing.contains(&day) && views != 0 {
-            read.entry(day).or_default().push(KeptPage {
-                page: page.to_owned(),
-                views,
-                entries: slots_sum(d.get_document(visits).ok()),
-                exits: slots_sum(d.get_document(exits).ok()),
-                visitors: d
-                    .get_document(VisitFields::VISITORS)
-                    .map_or(0, super::visits::estimate_stored),
-            });
+        if views != 0 {
+            read.entry(day_number(day.to_chrono())).or_default().push((
+                page.to_owned(),
+                PageFigures {
+                    views,
+                    entries: slots_sum(d.get_document(visits).ok()),
+                    exits: slots_sum(d.get_document(exits).ok()),
+                    visitors: d
+                        .get_document(VisitFields::VISITORS)
+                        .map_or(0, super::visits::estimate_stored),
+                },
+            ));
         }
     }
-    for (day, pages) in read {
-        let total = totals.get(&day).copied().unwrap_or(0);
-        let complete = pages.iter().map(|p| p.views).sum::<i64>() == total;
-        let found = KeptDay { total, pages };
-        if complete {
-            days.push(kept.keep(&key, day, found));
-        } else {
-            days.push(Arc::new(found));
-        }
+    for pages in read.values_mut() {
+        pages.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     }
-    Ok(days)
+    Ok(read)
 }
 
 /// The sum of a slot map's values (0 where it is absent).

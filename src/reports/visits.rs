@@ -153,7 +153,7 @@ pub async fn figures(
 
 /// The visitors, entries and exits of each page named (a screen of top
 /// pages) over a period, in their order. A site whose totals are complete
-/// takes its whole UTC days from the kept page-days (the same ones its top
+/// takes its whole UTC days from the page summaries (the same ones its top
 /// pages come from); the rest, and every range of other sites, is one read
 /// of the named pages' buckets per level, whatever their number.
 pub async fn page_rows(
@@ -175,13 +175,12 @@ pub async fn page_rows(
     let mut rest = vec![(period.from, to)];
     if let Scope::SiteTotals(site) = scope {
         if first_day < last_day && !pages.is_empty() {
-            for kept in queries::kept_days(store, site, (first_day, last_day)).await? {
-                for p in &kept.pages {
-                    if let Some(row) = rows.get_mut(p.page.as_str()) {
-                        row.visits += p.entries;
-                        row.exits = row.exits.map(|e| e + p.exits);
-                        row.visitors = row.visitors.map(|v| v + p.visitors);
-                    }
+            let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+            for (page, row) in rows.iter_mut() {
+                if let Some(p) = whole.get(*page) {
+                    row.visits += p.entries;
+                    row.exits = row.exits.map(|e| e + p.exits);
+                    row.visitors = row.visitors.map(|v| v + p.visitors);
                 }
             }
             rest = vec![(period.from, first_day), (last_day, to)];
@@ -224,7 +223,7 @@ pub fn reach(to: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// Entries and exits of every page of a site over a period (`pages.csv`):
-/// whole UTC days from the kept page-days when its totals are complete,
+/// whole UTC days from the page summaries when its totals are complete,
 /// the rest from its page buckets.
 pub async fn entries_and_exits(
     store: &Store,
@@ -237,12 +236,11 @@ pub async fn entries_and_exits(
     let mut rest = vec![(period.from, period.to)];
     if let Scope::SiteTotals(site) = Scope::of_site(site) {
         if first_day < last_day {
-            for kept in queries::kept_days(store, site, (first_day, last_day)).await? {
-                for p in &kept.pages {
-                    for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
-                        if n != 0 {
-                            *counts.entry(p.page.clone()).or_default() += n;
-                        }
+            let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+            for (page, p) in whole {
+                for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
+                    if n != 0 {
+                        *counts.entry(page.clone()).or_default() += n;
                     }
                 }
             }

@@ -4,7 +4,7 @@ pub mod bucket_writer;
 pub mod buckets;
 pub mod day_visitors;
 pub mod last_use;
-pub mod page_days;
+pub mod page_summaries;
 pub mod progress;
 pub mod retention;
 pub mod salts;
@@ -202,8 +202,8 @@ pub struct Store {
     /// Connected to secantusd-rs (its `buildInfo` says so), whose query
     /// planner deviates from mongod where noted at each use.
     secantus: bool,
-    /// Top pages of whole past days, shared by every clone of the store.
-    page_days: std::sync::Arc<page_days::PageDays>,
+    /// How long page-day buckets are kept, which page summaries follow.
+    day_retention: std::sync::Arc<page_summaries::DayRetention>,
     /// Visitor estimates of parts of days, shared likewise.
     day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
 }
@@ -284,7 +284,7 @@ impl Store {
             report_max_time: config.report_max_time.max(Duration::from_millis(1)),
             grouping,
             secantus: build_info.contains_key("secantusVersion"),
-            page_days: Default::default(),
+            day_retention: Default::default(),
             day_visitors: Default::default(),
         })
     }
@@ -294,9 +294,9 @@ impl Store {
         self.secantus
     }
 
-    /// Views per page of whole days, kept for the top pages.
-    pub fn page_days(&self) -> &page_days::PageDays {
-        &self.page_days
+    /// The day buckets' retention, which page summaries follow.
+    pub fn day_retention(&self) -> &page_summaries::DayRetention {
+        &self.day_retention
     }
 
     pub fn day_visitors(&self) -> &day_visitors::DayVisitors {

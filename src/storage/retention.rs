@@ -23,11 +23,15 @@ pub enum TtlState {
 
 /// The `retention` index of `level`'s collection, as the server lists it.
 pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongodb::error::Error> {
+    current_of(store, level.collection()).await
+}
+
+async fn current_of(store: &Store, name: &str) -> Result<TtlState, mongodb::error::Error> {
     // The raw listing: `expireAfterSeconds` as the server stores it, of
     // whatever numeric type. A handful of indexes fit in the first batch.
     let reply = match store
         .db()
-        .run_command(doc! {"listIndexes": level.collection()})
+        .run_command(doc! {"listIndexes": name})
         .await
     {
         Ok(reply) => reply,
@@ -55,18 +59,23 @@ pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongo
         }))
 }
 
-/// Makes each bucket collection's TTL index match `retention`; returns
-/// what was done, one line per collection.
+/// Makes each bucket collection's TTL index match `retention`, and the
+/// page summaries' the day buckets' (a summary stands for its days' page
+/// buckets, so it goes with its first day's); returns what was done, one
+/// line per collection.
 pub async fn apply(
     store: &Store,
     retention: &Retention,
 ) -> Result<Vec<String>, mongodb::error::Error> {
     let mut report = Vec::new();
-    for level in Resolution::ALL {
-        let name = level.collection();
+    let collections = Resolution::ALL
+        .map(|level| (level.collection(), level))
+        .into_iter()
+        .chain([(super::page_summaries::COLLECTION, Resolution::Day)]);
+    for (name, level) in collections {
         let coll = store.db().collection::<Document>(name);
         let wanted = retention.expire_after_secs(level);
-        let line = match (current(store, level).await?, wanted) {
+        let line = match (current_of(store, name).await?, wanted) {
             (TtlState::Absent, None) => format!("{name}: kept for ever (no TTL index)"),
             (TtlState::ExpireAfter(_), None) => {
                 coll.drop_index(INDEX).await?;

@@ -554,6 +554,7 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
             .await?
             .deleted_count;
     }
+    removed += super::page_summaries::delete_site(store, &site.id.to_string()).await?;
     let id = bson::Uuid::from(site.id.as_uuid());
     // Its share links would open nothing; a new site never reuses the id.
     store

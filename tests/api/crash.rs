@@ -16,6 +16,7 @@ use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::sites::{self, NewSite};
+use tickertape::storage::page_summaries;
 use tickertape::storage::sources::{self, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
@@ -413,6 +414,7 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
         assert_eq!(total, site_views, "{g:?}: site totals equal the pages");
     }
     check_visits(uri, database, tally).await;
+    check_summaries(uri, database, stored).await;
     for g in [Resolution::Hour, Resolution::Day] {
         let (by_page, most) = source_totals(uri, database, Subject::Page, g).await;
         assert_eq!(&by_page, stored, "{g:?}: every view's source, once");
@@ -521,11 +523,119 @@ async fn check_visits(uri: &str, database: &str, tally: &Tally) {
     );
 }
 
+/// Page summaries (issue 22) made while the load runs and across every
+/// kill, as reports make them: each one kept whose total is still the
+/// site's must hold exactly the page buckets' views, and summaries made
+/// after the drain give every page's count.
+async fn check_summaries(uri: &str, database: &str, stored: &HashMap<String, i64>) {
+    let days: Vec<tickertape::storage::Bucket> = all(uri, database, "views_day").await;
+    let mut by_day: HashMap<(i64, String), i64> = HashMap::new();
+    for b in &days {
+        let day = page_summaries::day_number(b.timestamp.to_chrono());
+        *by_day.entry((day, b.page.clone())).or_default() += b.total_views;
+    }
+    let site_days: Vec<bson::Document> = all(uri, database, "site_views_day").await;
+    let mut site_total: HashMap<i64, i64> = HashMap::new();
+    for d in &site_days {
+        let day = page_summaries::day_number(d.get_datetime("timestamp").unwrap().to_chrono());
+        *site_total.entry(day).or_default() += d.get_i64("totalViews").unwrap();
+    }
+    let summaries: Vec<bson::Document> = all(uri, database, page_summaries::COLLECTION).await;
+    let mut checked = 0;
+    for d in &summaries {
+        let (level, index) = (d.get_i32("level").unwrap(), d.get_i64("index").unwrap());
+        if level != 0 || site_total.get(&index) != Some(&d.get_i64("total").unwrap()) {
+            continue;
+        }
+        for (page, f) in page_summaries::decode(d.get_binary_generic("data").unwrap()).unwrap() {
+            assert_eq!(
+                Some(&f.views),
+                by_day.get(&(index, page.clone())),
+                "{page}: a kept summary of day {index} holds the buckets' views"
+            );
+        }
+        checked += 1;
+    }
+    let store = store_of(uri, database).await;
+    let site = crash_site(&store).await;
+    let first = days.iter().map(|b| b.timestamp.to_chrono()).min().unwrap();
+    let last = days.iter().map(|b| b.timestamp.to_chrono()).max().unwrap();
+    let made = tickertape::reports::page_totals::summarise(
+        &store,
+        &site,
+        (first, last + chrono::TimeDelta::days(1)),
+    )
+    .await
+    .unwrap();
+    let made: HashMap<String, i64> = made.into_iter().map(|(p, f)| (p, f.views)).collect();
+    let viewed: HashMap<String, i64> = stored
+        .iter()
+        .filter(|(_, v)| **v != 0)
+        .map(|(p, v)| (p.clone(), *v))
+        .collect();
+    assert_eq!(made, viewed, "summaries made after the drain");
+    eprintln!(
+        "page summaries: {} stored during the run, {checked} still right and checked",
+        summaries.len()
+    );
+}
+
+async fn store_of(uri: &str, database: &str) -> tickertape::storage::Store {
+    let mut settings = test_settings();
+    settings.database.name = database.to_owned();
+    connect(uri, &settings).await
+}
+
+async fn crash_site(store: &tickertape::storage::Store) -> sites::Site {
+    sites::list(store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.domain.as_str() == "crash.test")
+        .unwrap()
+}
+
+/// Makes today's page summaries again and again while the load runs, as
+/// dashboards would, through every kill (errors while the database is
+/// away are expected and skipped).
+struct Summariser(tokio::task::JoinHandle<()>);
+
+impl Summariser {
+    async fn start(uri: &str, database: &str) -> Self {
+        let store = store_of(uri, database).await;
+        Summariser(tokio::spawn(async move {
+            loop {
+                let today = Resolution::Day.floor(Utc::now());
+                let made = async {
+                    let site = sites::list(&store)
+                        .await?
+                        .into_iter()
+                        .find(|s| s.domain.as_str() == "crash.test");
+                    if let Some(site) = site {
+                        let span = (today - chrono::TimeDelta::days(1), today + chrono::TimeDelta::days(1));
+                        tickertape::reports::page_totals::summarise(&store, &site, span).await?;
+                    }
+                    Ok::<_, mongodb::error::Error>(())
+                };
+                let _ = made.await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Summariser {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct Scenario {
     db: Db,
     app: AppProcess,
     database: String,
     site: String,
+    _summariser: Summariser,
     _dirs: tempfile::TempDir,
 }
 
@@ -551,11 +661,13 @@ async fn scenario() -> Scenario {
     .await
     .unwrap();
     let app = AppProcess::start(&db.uri(), &database, &dirs.path().join("journal")).await;
+    let summariser = Summariser::start(&db.uri(), &database).await;
     Scenario {
         db,
         app,
         database,
         site: site.id.to_string(),
+        _summariser: summariser,
         _dirs: dirs,
     }
 }

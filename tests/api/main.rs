@@ -15,6 +15,7 @@ mod deployment;
 mod ingest;
 mod json_api;
 mod metrics;
+mod page_summaries;
 mod pixel_rules;
 mod preallocation;
 mod reports;

@@ -66,6 +66,11 @@ async fn ttl_indexes_have_the_configured_values_and_follow_a_change() {
         expire_after(&ttl_index(&app, "views_day").await.unwrap()),
         3650 * 86_400
     );
+    // Page summaries stand for their days' page buckets: they go with them.
+    assert_eq!(
+        expire_after(&ttl_index(&app, "page_summaries").await.unwrap()),
+        3650 * 86_400
+    );
     // Applying it again changes nothing; "for ever" drops the index.
     let again = retention::apply(&app.store, &changed).await.unwrap();
     assert!(again.iter().all(|l| l.contains("already")), "{again:?}");
@@ -74,6 +79,7 @@ async fn ttl_indexes_have_the_configured_values_and_follow_a_change() {
         .unwrap();
     assert!(ttl_index(&app, "views_hour").await.is_none());
     assert!(ttl_index(&app, "views_day").await.is_none());
+    assert!(ttl_index(&app, "page_summaries").await.is_none());
     assert_eq!(
         expire_after(&ttl_index(&app, "views_minute").await.unwrap()),
         30 * 86_400

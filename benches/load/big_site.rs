@@ -1,0 +1,231 @@
+//! Issue 22: reports of big sites. A site of P pages with D days of
+//! traffic (BENCH_BIG, default `1000x365,10000x365`; e.g. `100000x30`),
+//! Zipf views (BENCH_BIG_DAILY a day over all pages, default 190,000: the
+//! 69.5 million views a year of the issue's measurement), loaded as the
+//! issue measured it: page-day buckets written directly (one per page and
+//! day with views, with their `hours` slots) and the site's day and hour
+//! totals beside them. Then `tickertape backfill-page-summaries` (timed),
+//! the first request after a start, every dashboard preset, the page
+//! report, `pages.csv` and the 20th screen of top pages, p50 and p99, in
+//! UTC and Europe/Berlin, and the app's peak RSS.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use std::process::Command;
+use std::time::Instant;
+use tickertape::accounts::password::NewPassword;
+use tickertape::accounts::{users, Role};
+use tickertape::domain::{Email, TimeZone};
+use tickertape::reports::Resolution;
+use tickertape::storage::buckets::PART_DIRECT;
+use tickertape::storage::sites;
+
+use crate::report_latency::{login, measure};
+use crate::roles::Database;
+use crate::{repo, Server, SITE_DOMAIN};
+
+const DATABASE: &str = "bench_big";
+
+pub async fn run(db: &Database) -> anyhow::Result<()> {
+    let specs = std::env::var("BENCH_BIG").unwrap_or_else(|_| "1000x365,10000x365".into());
+    let daily: u64 = crate::env_or("BENCH_BIG_DAILY", 190_000);
+    println!(
+        "\n## Big sites: top pages from page summaries (issue 22; {daily} views a day, Zipf over the pages; page-day buckets loaded directly; 50 sequential requests each after one warm-up, loopback)\n"
+    );
+    for spec in specs.split(',').filter(|s| !s.trim().is_empty()) {
+        let (pages, days) = spec
+            .trim()
+            .split_once('x')
+            .and_then(|(p, d)| Some((p.parse::<usize>().ok()?, d.parse::<i64>().ok()?)))
+            .ok_or_else(|| anyhow::anyhow!("BENCH_BIG: {spec:?} is not PAGESxDAYS"))?;
+        one(db, pages, days, daily).await?;
+    }
+    Ok(())
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn hours_of(views: i64) -> Document {
+    (0..24)
+        .filter_map(|h| {
+            let n = views / 24 + i64::from(h < views % 24);
+            (n > 0).then(|| (h.to_string(), Bson::Int64(n)))
+        })
+        .collect()
+}
+
+async fn insert(store: &tickertape::storage::Store, coll: &str, docs: Vec<Document>) -> anyhow::Result<()> {
+    if !docs.is_empty() {
+        store
+            .db()
+            .collection::<Document>(coll)
+            .insert_many(docs)
+            .ordered(false)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let (store, site_id) = db.fresh(DATABASE).await?;
+    let now = Utc::now();
+    let first = Resolution::Day.floor(now) - TimeDelta::days(days - 1);
+    let harmonic: f64 = (1..=pages).map(|k| 1.0 / k as f64).sum();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut total, mut buckets) = (0_i64, 0_u64);
+    for d in 0..days {
+        let day: DateTime<Utc> = first + TimeDelta::days(d);
+        let mut docs = Vec::with_capacity(pages);
+        let mut site_hours = [0_i64; 24];
+        for k in 1..=pages {
+            let expected = daily as f64 / harmonic / k as f64;
+            let views = (expected * (0.5 + rng.unit())).round() as i64;
+            if views == 0 {
+                continue;
+            }
+            for (h, n) in site_hours.iter_mut().enumerate() {
+                *n += views / 24 + i64::from((h as i64) < views % 24);
+            }
+            total += views;
+            docs.push(doc! {
+                "page": format!("{SITE_DOMAIN}/p/{k}"),
+                "timestamp": bson::DateTime::from_chrono(day),
+                "totalViews": views,
+                "hours": hours_of(views),
+            });
+            if docs.len() == 10_000 {
+                buckets += docs.len() as u64;
+                insert(&store, "views_day", std::mem::take(&mut docs)).await?;
+            }
+        }
+        buckets += docs.len() as u64;
+        insert(&store, "views_day", docs).await?;
+        let day_total: i64 = site_hours.iter().sum();
+        let hours: Document = site_hours
+            .iter()
+            .enumerate()
+            .map(|(h, n)| (h.to_string(), Bson::Int64(*n)))
+            .collect();
+        insert(
+            &store,
+            "site_views_day",
+            vec![doc! {"site": SITE_DOMAIN, "timestamp": bson::DateTime::from_chrono(day), "part": PART_DIRECT, "totalViews": day_total, "hours": hours}],
+        )
+        .await?;
+        let site_hour_docs = site_hours
+            .iter()
+            .enumerate()
+            .map(|(h, n)| {
+                doc! {"site": SITE_DOMAIN, "timestamp": bson::DateTime::from_chrono(day + TimeDelta::hours(h as i64)), "part": PART_DIRECT, "totalViews": *n}
+            })
+            .collect();
+        insert(&store, "site_views_hour", site_hour_docs).await?;
+    }
+    let site = sites::list(&store).await?.into_iter().next().expect("bench site");
+    sites::mark_totals_complete(&store, &site).await?;
+    users::create(
+        &store,
+        Email::parse("bench@localhost")?,
+        &NewPassword::parse("bench password 123")?,
+        Role::Admin,
+        now,
+    )
+    .await?;
+    eprintln!(
+        "big site {pages} pages × {days} days: {total} views in {buckets} page-day buckets, loaded in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let status = Command::new(repo().join("target/release/tickertape"))
+        .arg("backfill-page-summaries")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", DATABASE)
+        .env("RUST_LOG", "warn")
+        .status()?;
+    anyhow::ensure!(status.success(), "backfill-page-summaries failed");
+    let backfill = t.elapsed().as_secs_f64();
+    let stats = store
+        .db()
+        .run_command(doc! {"collStats": tickertape::storage::page_summaries::COLLECTION})
+        .await?;
+    let size = tickertape::storage::values::count(stats.get("size"));
+    let count = tickertape::storage::values::count(stats.get("count"));
+    let day_stats = store.db().run_command(doc! {"collStats": "views_day"}).await?;
+    let day_size = tickertape::storage::values::count(day_stats.get("size"));
+    println!(
+        "\n### {pages} pages × {days} days: {total} views, {buckets} page-day buckets\n\n\
+         - `tickertape backfill-page-summaries`: {backfill:.1} s; {count} summaries, {:.1} MiB ({:.2} B per view; the page-day buckets: {:.1} MiB)\n",
+        size as f64 / 1048576.0,
+        size as f64 / total as f64,
+        day_size as f64 / 1048576.0
+    );
+
+    let base = format!("/sites/{site_id}");
+    let presets = [
+        "1h", "24h", "today", "yesterday", "7d", "30d", "month", "lastmonth", "12mo",
+    ];
+    for zone in ["UTC", "Europe/Berlin"] {
+        sites::set_time_zone(&store, &site, TimeZone::parse(zone)?).await?;
+        let server = start(db)?;
+        let http = login(&server.address).await?;
+        // The first request after a start: nothing of the app's is warm.
+        let t = Instant::now();
+        let r = http
+            .get(format!("{}{base}?range=12mo", server.address))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status() == 200, "first request: {}", r.status());
+        r.bytes().await?;
+        let first_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let mut cases: Vec<(String, String)> = presets
+            .iter()
+            .map(|p| (format!("dashboard {p}"), format!("{base}?range={p}")))
+            .collect();
+        cases.push((
+            "page report /p/1, 12 months".into(),
+            format!("{base}/page?path=/p/1&range=12mo"),
+        ));
+        cases.push((
+            "pages.csv, 12 months".into(),
+            format!("{base}/pages.csv?range=12mo"),
+        ));
+        cases.push((
+            "dashboard 12 months, top pages screen 20".into(),
+            format!("{base}?range=12mo&p=20"),
+        ));
+        println!("#### {pages} pages × {days} days, site in {zone}\n");
+        println!("first request after a start (dashboard, 12 months): {first_ms:.0} ms\n");
+        println!("| report | p50 ms | p99 ms | bytes |");
+        println!("|---|---:|---:|---:|");
+        for (name, path) in &cases {
+            let (p50, p99, bytes) = measure(&http, &server.address, name, path).await?;
+            println!("| {name} | {p50:.1} | {p99:.1} | {bytes} |");
+        }
+        println!("\napp peak RSS: {:.0} MiB\n", server.peak_rss_mib());
+        server.stop()?;
+    }
+    store.db().drop().await?;
+    Ok(())
+}
+
+fn start(db: &Database) -> anyhow::Result<Server> {
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", DATABASE)
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("RUST_LOG", "warn");
+    Server::start(cmd)
+}

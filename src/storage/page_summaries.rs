@@ -1,0 +1,580 @@
+//! Page summaries: each page's views, entries, exits and visitors over an
+//! aligned span of whole UTC days, one document per site and span, so that
+//! a long range's top pages read a few documents instead of one bucket per
+//! page and day (a year of 10,000 pages is 3.65 million page-day buckets:
+//! 13–21 s a dashboard, issue 22).
+//!
+//! **Spans.** A span is 2^level UTC days starting at a day number (days
+//! since 1970-01-01) that is a multiple of 2^level, for levels 0 to
+//! [`MAX_LEVEL`]. Any run of whole days is covered by at most two spans per
+//! level ([`Span::cover`]): a year by about 14, thirty days by about 8,
+//! whatever the site's pages. A span of level L is the sum of its two
+//! halves of level L − 1, and a span of level 0 is one day's page-day
+//! buckets.
+//!
+//! **Exact without being written by the write path.** A summary carries
+//! `total`, the site's views over its days when it was made (the site's
+//! day totals, `site_views_day`), and is used only while that total is
+//! still the site's. Every view reaches the site's totals in the same
+//! transaction as its page buckets, and a visit's credits (entries, exits,
+//! durations, visitor registers) ride on a view of that site and day, so
+//! an unchanged total means unchanged pages; a late view (a journal
+//! replayed after an outage) changes it, and the summary is made again
+//! from its halves. Views are never taken back, so equal totals are
+//! proof; the write path keeps its rate (it writes nothing more).
+//!
+//! **Compact.** The pages travel as one binary field (`data`): sorted by
+//! name, each name stored as the length it shares with the previous one
+//! and the rest, each figure a zigzag varint. A day of 10,000 pages is
+//! about 150 KB, and decoding it costs no BSON parsing per page.
+
+use bson::spec::BinarySubtype;
+use bson::{doc, Binary, Bson, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use futures::TryStreamExt;
+use std::sync::Mutex;
+
+use super::schema::IndexSpec;
+use super::Store;
+
+pub const COLLECTION: &str = "page_summaries";
+
+/// The longest span: 2^9 = 512 days, so a year is a handful of spans.
+pub const MAX_LEVEL: u32 = 9;
+
+/// A summary larger than this is not stored (its halves are read
+/// instead): well inside MongoDB's 16 MiB document limit.
+const MAX_DATA_BYTES: usize = 12 << 20;
+
+/// The codec's version, the first byte of `data`.
+const FORMAT: u8 = 1;
+
+/// Summaries this close to their first day's expiry are not used: the TTL
+/// monitor runs on the server's clock, which may be ahead of ours.
+const EXPIRY_MARGIN: TimeDelta = TimeDelta::hours(1);
+
+/// One page's figures over a span (or a range): views; visits that
+/// entered on it; exits; and visitors, the sum of each UTC day's estimate
+/// (a visitor id is one day's, so days add up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageFigures {
+    pub views: i64,
+    pub entries: i64,
+    pub exits: i64,
+    pub visitors: i64,
+}
+
+impl PageFigures {
+    pub fn add(&mut self, other: &PageFigures) {
+        self.views += other.views;
+        self.entries += other.entries;
+        self.exits += other.exits;
+        self.visitors += other.visitors;
+    }
+}
+
+/// 2^level UTC days from day number `index << level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub level: u32,
+    pub index: i64,
+}
+
+/// The day number of a UTC midnight (days since 1970-01-01).
+pub fn day_number(day: DateTime<Utc>) -> i64 {
+    day.timestamp().div_euclid(86_400)
+}
+
+pub fn day_start(number: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(number * 86_400, 0).unwrap_or_default()
+}
+
+impl Span {
+    pub fn first_day(self) -> i64 {
+        self.index << self.level
+    }
+
+    /// The day after its last.
+    pub fn end_day(self) -> i64 {
+        (self.index + 1) << self.level
+    }
+
+    pub fn start(self) -> DateTime<Utc> {
+        day_start(self.first_day())
+    }
+
+    pub fn halves(self) -> Option<[Span; 2]> {
+        (self.level > 0).then(|| {
+            let level = self.level - 1;
+            [
+                Span {
+                    level,
+                    index: self.index * 2,
+                },
+                Span {
+                    level,
+                    index: self.index * 2 + 1,
+                },
+            ]
+        })
+    }
+
+    /// The fewest aligned spans that cover days `[first, end)` exactly,
+    /// oldest first: from each day, the longest span that starts there
+    /// and fits.
+    pub fn cover(first: i64, end: i64) -> Vec<Span> {
+        let mut spans = Vec::new();
+        let mut day = first;
+        while day < end {
+            let mut level = 0;
+            while level < MAX_LEVEL
+                && day.rem_euclid(1 << (level + 1)) == 0
+                && day + (1 << (level + 1)) <= end
+            {
+                level += 1;
+            }
+            spans.push(Span {
+                level,
+                index: day >> level,
+            });
+            day += 1 << level;
+        }
+        spans
+    }
+
+    fn id(self, site: &str) -> String {
+        format!("{site}/{}/{}", self.level, self.index)
+    }
+}
+
+/// A site's pages over a span, sorted by page, and the site's total over
+/// the span they add up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub span: Span,
+    pub total: i64,
+    pub pages: Vec<(String, PageFigures)>,
+}
+
+impl Summary {
+    /// The summary of a span from its two halves' (each sorted by page).
+    pub fn merged(span: Span, a: &Summary, b: &Summary) -> Summary {
+        let (mut i, mut j) = (0, 0);
+        let (x, y) = (&a.pages, &b.pages);
+        let mut pages = Vec::with_capacity(x.len().max(y.len()));
+        while i < x.len() || j < y.len() {
+            let order = match (x.get(i), y.get(j)) {
+                (Some(p), Some(q)) => p.0.cmp(&q.0),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    pages.push(x[i].clone());
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    pages.push(y[j].clone());
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let mut f = x[i].1;
+                    f.add(&y[j].1);
+                    pages.push((x[i].0.clone(), f));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Summary {
+            span,
+            total: a.total + b.total,
+            pages,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("a page summary's data is damaged or of another format")]
+pub struct DecodeError;
+
+/// `pages` (sorted by page) as the `data` field's bytes.
+pub fn encode(pages: &[(String, PageFigures)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + pages.len() * 16);
+    out.push(FORMAT);
+    put_varint(&mut out, pages.len() as u64);
+    let mut previous: &[u8] = &[];
+    for (page, f) in pages {
+        let name = page.as_bytes();
+        let shared = name
+            .iter()
+            .zip(previous)
+            .take_while(|(a, b)| a == b)
+            .count();
+        put_varint(&mut out, shared as u64);
+        put_varint(&mut out, (name.len() - shared) as u64);
+        out.extend_from_slice(&name[shared..]);
+        for n in [f.views, f.entries, f.exits, f.visitors] {
+            put_varint(&mut out, zigzag(n));
+        }
+        previous = name;
+    }
+    out
+}
+
+pub fn decode(data: &[u8]) -> Result<Vec<(String, PageFigures)>, DecodeError> {
+    let mut r = Reader { data, at: 0 };
+    if r.byte()? != FORMAT {
+        return Err(DecodeError);
+    }
+    let count = r.varint()? as usize;
+    // Each page takes at least six bytes: a count beyond that is damage.
+    if count > data.len() {
+        return Err(DecodeError);
+    }
+    let mut pages: Vec<(String, PageFigures)> = Vec::with_capacity(count);
+    let mut name: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let shared = r.varint()? as usize;
+        let rest = r.varint()? as usize;
+        if shared > name.len() {
+            return Err(DecodeError);
+        }
+        name.truncate(shared);
+        name.extend_from_slice(r.bytes(rest)?);
+        let mut f = [0_i64; 4];
+        for n in &mut f {
+            *n = unzigzag(r.varint()?);
+        }
+        let page = std::str::from_utf8(&name).map_err(|_| DecodeError)?;
+        pages.push((
+            page.to_owned(),
+            PageFigures {
+                views: f[0],
+                entries: f[1],
+                exits: f[2],
+                visitors: f[3],
+            },
+        ));
+    }
+    if r.at != data.len() {
+        return Err(DecodeError);
+    }
+    Ok(pages)
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.data.get(self.at).ok_or(DecodeError)?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.at.checked_add(n).ok_or(DecodeError)?;
+        let out = self.data.get(self.at..end).ok_or(DecodeError)?;
+        self.at = end;
+        Ok(out)
+    }
+
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut n = 0_u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            n |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(n);
+            }
+        }
+        Err(DecodeError)
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn unzigzag(n: u64) -> i64 {
+    ((n >> 1) as i64) ^ -((n & 1) as i64)
+}
+
+/// `{site, timestamp}`: a site's summaries are one range (the purge, and
+/// the shard key, see docs/architecture.md); reads go by `_id`.
+pub fn indexes() -> Vec<IndexSpec> {
+    vec![IndexSpec::new(
+        COLLECTION,
+        "site_timestamp",
+        doc! {"site": 1, "timestamp": 1},
+    )]
+}
+
+/// The stored summaries of `spans` of site `site` (its id), as stored:
+/// whether each is still right is for the caller to check against the
+/// site's totals. A summary that does not decode is left out (made again).
+pub async fn read(
+    store: &Store,
+    site: &str,
+    spans: &[Span],
+) -> Result<Vec<Summary>, mongodb::error::Error> {
+    if spans.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = spans.iter().map(|s| s.id(site)).collect();
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(COLLECTION)
+        .find(doc! {"_id": {"$in": ids}})
+        .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "data": 1})
+        .max_time(store.report_max_time())
+        .await?;
+    let mut out = Vec::with_capacity(spans.len());
+    while let Some(d) = cursor.try_next().await? {
+        let (Ok(level), Ok(index), Ok(total), Ok(data)) = (
+            d.get_i32("level"),
+            d.get_i64("index"),
+            d.get_i64("total"),
+            d.get_binary_generic("data"),
+        ) else {
+            continue;
+        };
+        let span = Span {
+            level: level as u32,
+            index,
+        };
+        match decode(data) {
+            Ok(pages) => out.push(Summary { span, total, pages }),
+            Err(e) => tracing::warn!(site, ?span, "{e}: it will be made again"),
+        }
+    }
+    Ok(out)
+}
+
+/// Stores `summary` for site `site` (replacing what was there). Two
+/// readers may store the same span at once: each stores a summary that is
+/// right for the total it carries, and a reader uses only the one whose
+/// total is the site's.
+pub async fn write(store: &Store, site: &str, summary: &Summary) -> Result<bool, mongodb::error::Error> {
+    let data = encode(&summary.pages);
+    if data.len() > MAX_DATA_BYTES {
+        return Ok(false);
+    }
+    let span = summary.span;
+    let id = span.id(site);
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .replace_one(
+            doc! {"_id": &id},
+            doc! {
+                "_id": &id,
+                "site": site,
+                "level": span.level as i32,
+                "index": span.index,
+                "timestamp": bson::DateTime::from_chrono(span.start()),
+                "days": 1_i32 << span.level,
+                "total": summary.total,
+                "pages": summary.pages.len() as i64,
+                "data": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: data }),
+            },
+        )
+        .upsert(true)
+        .await?;
+    Ok(true)
+}
+
+/// Removes every summary of a site (its id): a deleted site's purge.
+pub async fn delete_site(store: &Store, site: &str) -> Result<u64, mongodb::error::Error> {
+    Ok(store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .delete_many(doc! {"site": site})
+        .await?
+        .deleted_count)
+}
+
+/// How long page-day buckets are kept, which bounds what a summary may
+/// stand for: a span whose first day's buckets are gone (or about to go)
+/// is not used, since its figures could no longer be read from them. The
+/// summaries' own TTL index expires them with the day buckets
+/// (`retention::apply`).
+#[derive(Debug, Default)]
+pub struct DayRetention {
+    kept: Mutex<Option<TimeDelta>>,
+}
+
+impl DayRetention {
+    /// Follows the day buckets' retention (`None`: kept for ever).
+    pub fn set(&self, kept: Option<TimeDelta>) {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+    }
+
+    fn kept(&self) -> Option<TimeDelta> {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the page buckets of `day` are past the day retention: the
+    /// TTL index deletes a bucket once its `timestamp` (the day's start)
+    /// is that old.
+    pub fn expired(&self, day: DateTime<Utc>) -> bool {
+        self.kept().is_some_and(|kept| day + kept <= Utc::now())
+    }
+
+    /// The first day whose buckets are safely kept (none: every day).
+    pub fn first_usable_day(&self) -> Option<DateTime<Utc>> {
+        self.kept().map(|kept| {
+            super::Resolution::Day.ceil(Utc::now() - kept + EXPIRY_MARGIN)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn figures(views: i64) -> PageFigures {
+        PageFigures {
+            views,
+            entries: views / 2,
+            exits: -1,
+            visitors: views,
+        }
+    }
+
+    #[test]
+    fn a_span_of_level_l_holds_2_to_the_l_days_aligned() {
+        let s = Span { level: 3, index: 5 };
+        assert_eq!((s.first_day(), s.end_day()), (40, 48));
+        let [a, b] = s.halves().unwrap();
+        assert_eq!((a.first_day(), a.end_day(), b.end_day()), (40, 44, 48));
+        assert!(Span { level: 0, index: 7 }.halves().is_none());
+        let day = Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap();
+        assert_eq!(day_start(day_number(day)), day);
+    }
+
+    #[test]
+    fn a_year_is_covered_by_a_handful_of_spans() {
+        let first = day_number(Utc.with_ymd_and_hms(2025, 11, 26, 0, 0, 0).unwrap());
+        let spans = Span::cover(first, first + 365);
+        assert!(spans.len() <= 2 * MAX_LEVEL as usize + 2, "{spans:?}");
+        assert!(Span::cover(5, 5).is_empty());
+        assert_eq!(Span::cover(8, 16), [Span { level: 3, index: 1 }]);
+    }
+
+    proptest! {
+        #[test]
+        fn a_cover_is_exact_aligned_and_short(first in -2000_i64..2000, len in 0_i64..3000) {
+            let spans = Span::cover(first, first + len);
+            let mut day = first;
+            for s in &spans {
+                prop_assert_eq!(s.first_day(), day);
+                prop_assert!(s.level <= MAX_LEVEL);
+                day = s.end_day();
+            }
+            prop_assert_eq!(day, first + len);
+            // At most two per level, plus full spans of the top level.
+            let top = len >> MAX_LEVEL;
+            prop_assert!(spans.len() as i64 <= 2 * (MAX_LEVEL as i64 + 1) + top);
+        }
+
+        #[test]
+        fn pages_round_trip(mut names in proptest::collection::btree_set("[a-z./é%]{0,40}", 0..50),
+                            n in any::<i64>()) {
+            names.insert(String::new());
+            let pages: Vec<(String, PageFigures)> = names
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (p, PageFigures { views: n.wrapping_add(i as i64), entries: -n, exits: i as i64, visitors: n / 3 }))
+                .collect();
+            prop_assert_eq!(decode(&encode(&pages)).unwrap(), pages);
+        }
+
+        #[test]
+        fn damaged_data_never_panics(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode(&data);
+        }
+    }
+
+    #[test]
+    fn a_truncated_or_extended_summary_is_refused() {
+        let pages = vec![
+            ("s.test/a".to_owned(), figures(3)),
+            ("s.test/ab".to_owned(), figures(300)),
+        ];
+        let data = encode(&pages);
+        for cut in 0..data.len() {
+            assert_eq!(decode(&data[..cut]), Err(DecodeError), "cut at {cut}");
+        }
+        let mut longer = data.clone();
+        longer.push(0);
+        assert_eq!(decode(&longer), Err(DecodeError));
+        let mut other = data;
+        other[0] = FORMAT + 1;
+        assert_eq!(decode(&other), Err(DecodeError));
+    }
+
+    #[test]
+    fn names_share_their_prefix_so_a_day_of_10_000_pages_is_small() {
+        let pages: Vec<(String, PageFigures)> = (0..10_000)
+            .map(|i| (format!("example.com/blog/post-{i:05}"), figures(i)))
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .collect();
+        let data = encode(&pages);
+        assert!(data.len() < 200_000, "{}", data.len());
+    }
+
+    #[test]
+    fn halves_merge_by_page() {
+        let span = Span { level: 1, index: 0 };
+        let [a, b] = span.halves().unwrap();
+        let left = Summary {
+            span: a,
+            total: 5,
+            pages: vec![("s/a".into(), figures(2)), ("s/c".into(), figures(3))],
+        };
+        let right = Summary {
+            span: b,
+            total: 4,
+            pages: vec![("s/b".into(), figures(1)), ("s/c".into(), figures(3))],
+        };
+        let both = Summary::merged(span, &left, &right);
+        assert_eq!(both.total, 9);
+        let mut c = figures(3);
+        c.add(&figures(3));
+        assert_eq!(
+            both.pages,
+            vec![
+                ("s/a".to_owned(), figures(2)),
+                ("s/b".to_owned(), figures(1)),
+                ("s/c".to_owned(), c)
+            ]
+        );
+    }
+
+    #[test]
+    fn days_past_the_day_retention_are_not_used() {
+        let kept = DayRetention::default();
+        assert!(kept.first_usable_day().is_none());
+        kept.set(Some(TimeDelta::days(5)));
+        let first = kept.first_usable_day().unwrap();
+        assert!(first > Utc::now() - TimeDelta::days(5));
+        assert!(first <= Utc::now() - TimeDelta::days(3));
+        assert!(kept.expired(Utc::now() - TimeDelta::days(6)));
+        assert!(!kept.expired(Utc::now() - TimeDelta::days(4)));
+    }
+}

@@ -1,0 +1,255 @@
+//! The big-site read model (issue 22): top pages of long ranges come from
+//! page summaries over aligned spans of days, and give exactly what
+//! reading every page bucket gives, in every zone, for every preset and a
+//! matrix of custom ranges, before and after a late view.
+
+use bson::{doc, Document};
+use chrono::{DateTime, TimeDelta, Utc};
+use tickertape::domain::Page;
+use tickertape::reports::page_totals;
+use tickertape::reports::queries::{self, Scope};
+use tickertape::reports::{Period, RangeQuery};
+use tickertape::storage::page_summaries::{self, COLLECTION};
+use tickertape::storage::sites::{self, Site};
+use tickertape::storage::Resolution;
+
+use crate::helpers::*;
+
+const PATHS: [&str; 5] = ["/", "/a", "/b", "/c", "/deep/x"];
+
+/// A few views a day for `days` days before t0, shaped so that every page
+/// has its own total and some days have none.
+fn hits_of(domain: &str, days: i64) -> Vec<(String, DateTime<Utc>)> {
+    let mut hits = Vec::new();
+    for d in 0..days {
+        if d % 11 == 5 {
+            continue;
+        }
+        for (i, path) in PATHS.iter().enumerate() {
+            let n = (d as usize * (i + 3)) % (i + 2);
+            for k in 0..n {
+                // Spread over the day, some right before or after midnight
+                // so zone edges cut days.
+                let at = Resolution::Day.floor(t0()) - TimeDelta::days(d)
+                    + TimeDelta::minutes(((k * 617 + i * 211 + d as usize * 37) % 1440) as i64);
+                hits.push((format!("{domain}{path}"), at));
+            }
+        }
+    }
+    hits
+}
+
+async fn write(app: &TestApp, hits: &[(String, DateTime<Utc>)]) {
+    let borrowed: Vec<(&str, DateTime<Utc>)> = hits.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+    for chunk in borrowed.chunks(2_000) {
+        app.write_hits(chunk).await;
+    }
+}
+
+fn periods(zone: chrono_tz::Tz) -> Vec<(String, Period)> {
+    let presets = ["24h", "today", "yesterday", "7d", "30d", "month", "lastmonth", "12mo"]
+        .map(|r| RangeQuery {
+            range: Some(r.into()),
+            ..Default::default()
+        });
+    let customs = [
+        ("2025-10-30T23:00", "2026-11-22T05:00"),
+        ("2025-12-01", "2026-11-01"),
+        ("2026-02-27T13:00", "2026-03-30T02:00"),
+        ("2026-03-28", "2026-10-26"),
+        ("2026-06-15T05:30", "2026-06-18T00:00"),
+        ("2025-11-20", "2026-11-23"),
+    ]
+    .map(|(from, to)| RangeQuery {
+        range: Some("custom".into()),
+        from: Some(from.into()),
+        to: Some(to.into()),
+        res: None,
+    });
+    presets
+        .into_iter()
+        .chain(customs)
+        .map(|q| {
+            let label = format!("{:?} {:?}-{:?}", q.range, q.from, q.to);
+            (label, Period::resolve_in(&q, t0(), zone).unwrap())
+        })
+        .collect()
+}
+
+async fn top(app: &TestApp, scope: &Scope<'_>, period: &Period) -> Vec<(Page, i64)> {
+    queries::top_pages(&app.store, scope, period).await.unwrap()
+}
+
+async fn summaries(app: &TestApp) -> Vec<Document> {
+    use futures::TryStreamExt;
+    app.store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+async fn site_of(app: &TestApp, domain: &str) -> Site {
+    sites::list(&app.store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.domain.as_str() == domain)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follow_late_views() {
+    let app = spawn_app().await;
+    let zones = ["UTC", "Europe/Berlin", "Asia/Kolkata"];
+    let mut all_sites = Vec::new();
+    for (i, zone) in zones.iter().enumerate() {
+        let domain = format!("sum{i}.test");
+        app.add_site_in(&domain, &[], zone).await;
+        write(&app, &hits_of(&domain, 400)).await;
+        let site = site_of(&app, &domain).await;
+        assert!(site.totals_complete);
+        all_sites.push(site);
+    }
+    let compare = |label: &'static str| {
+        let (app, all_sites) = (&app, &all_sites);
+        async move {
+            let mut compared = 0;
+            for site in all_sites {
+                for (range, period) in periods(site.time_zone.tz()) {
+                    let from_summaries = top(app, &Scope::of_site(site), &period).await;
+                    let every_bucket = top(app, &Scope::Site(&site.domain), &period).await;
+                    assert_eq!(
+                        from_summaries, every_bucket,
+                        "{label}: {} {range}",
+                        site.domain
+                    );
+                    compared += from_summaries.len();
+                }
+            }
+            assert!(compared > 100, "{compared} rows compared");
+        }
+    };
+    compare("first read").await;
+    let stored = summaries(&app).await;
+    assert!(
+        stored.iter().any(|d| d.get_i32("level").unwrap() >= 7),
+        "long spans are summarised: {} documents",
+        stored.len()
+    );
+    // Every stored summary is right for the total it carries: its pages
+    // add up to it.
+    for d in &stored {
+        let pages = page_summaries::decode(d.get_binary_generic("data").unwrap()).unwrap();
+        let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
+        assert_eq!(views, d.get_i64("total").unwrap(), "{d}");
+    }
+    compare("from stored summaries").await;
+    assert_eq!(summaries(&app).await.len(), stored.len(), "nothing made again");
+
+    // The page buckets change behind the totals' back (no product write
+    // does this): the summaries still answer, proving they are what is
+    // read...
+    let site = &all_sites[0];
+    // A day on which /b has views (its bucket exists).
+    let day = Resolution::Day.floor(t0()) - TimeDelta::days(201);
+    let year = Period::resolve(
+        &RangeQuery {
+            range: Some("12mo".into()),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .unwrap();
+    let before = top(&app, &Scope::of_site(site), &year).await;
+    let tampered = app
+        .store
+        .db()
+        .collection::<Document>("views_day")
+        .update_one(
+            doc! {"page": "sum0.test/b", "timestamp": bson::DateTime::from_chrono(day)},
+            doc! {"$inc": {"totalViews": 100_i64}},
+        )
+        .await
+        .unwrap();
+    assert_eq!(tampered.modified_count, 1);
+    assert_eq!(top(&app, &Scope::of_site(site), &year).await, before);
+    // ...and a late view through the writer, which moves the site's total
+    // for that day, makes that day's spans again (the tampering included).
+    app.write_hits(&[("sum0.test/a", day + TimeDelta::hours(3))])
+        .await;
+    let after = top(&app, &Scope::of_site(site), &year).await;
+    let views = |list: &[(Page, i64)], path: &str| {
+        list.iter()
+            .find(|(p, _)| p.path() == path)
+            .map_or(0, |(_, v)| *v)
+    };
+    assert_eq!(views(&after, "/a"), views(&before, "/a") + 1);
+    assert_eq!(views(&after, "/b"), views(&before, "/b") + 100);
+    assert_eq!(after, top(&app, &Scope::Site(&site.domain), &year).await);
+    // Late views on other sites and days too, then every range again.
+    for (i, site) in all_sites.iter().enumerate() {
+        let late = format!("{}/c", site.domain);
+        let at = Resolution::Day.floor(t0()) - TimeDelta::days(3 + 50 * i as i64);
+        app.write_hits(&[(late.as_str(), at)]).await;
+    }
+    compare("after late views").await;
+}
+
+#[tokio::test]
+async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
+    let app = spawn_app().await;
+    app.add_site("fill.test", &[]).await;
+    app.add_site("other.test", &[]).await;
+    let hits = hits_of("fill.test", 300);
+    write(&app, &hits).await;
+    write(&app, &hits_of("other.test", 20)).await;
+    let site = site_of(&app, "fill.test").await;
+    let days = page_totals::backfill(&app.store, &site).await.unwrap();
+    let with_views: std::collections::BTreeSet<_> = hits
+        .iter()
+        .map(|(_, at)| Resolution::Day.floor(*at))
+        .collect();
+    assert_eq!(days, with_views.len() as u64);
+    let made = summaries(&app).await;
+    assert!(!made.is_empty());
+    let site_key = site.id.to_string();
+    assert!(made.iter().all(|d| d.get_str("site") == Ok(site_key.as_str())));
+    // Idempotent: a second run finds them all right and writes nothing.
+    let stamp = |docs: &[Document]| {
+        let mut ids: Vec<String> = docs
+            .iter()
+            .map(|d| format!("{}={}", d.get_str("_id").unwrap(), d.get_i64("total").unwrap()))
+            .collect();
+        ids.sort();
+        ids
+    };
+    page_totals::backfill(&app.store, &site).await.unwrap();
+    assert_eq!(stamp(&summaries(&app).await), stamp(&made));
+    // What the backfill made is what reading every bucket gives.
+    let year = Period::resolve(
+        &RangeQuery {
+            range: Some("12mo".into()),
+            ..Default::default()
+        },
+        t0(),
+    )
+    .unwrap();
+    assert_eq!(
+        top(&app, &Scope::of_site(&site), &year).await,
+        top(&app, &Scope::Site(&site.domain), &year).await
+    );
+    // A deleted site's purge takes its summaries with its buckets.
+    sites::mark_deleted(&app.store, &site, t0()).await.unwrap();
+    sites::purge_due(&app.store, t0(), TimeDelta::zero())
+        .await
+        .unwrap();
+    assert!(summaries(&app)
+        .await
+        .iter()
+        .all(|d| d.get_str("site") != Ok(site_key.as_str())));
+}
