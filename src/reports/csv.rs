@@ -57,9 +57,44 @@ pub fn table<'a>(header: &[&str], rows: impl IntoIterator<Item = Vec<String>> + 
     out
 }
 
+/// A table as CSV in pieces of `per_piece` rows after the header line, for
+/// an answer that is sent as it is made rather than held whole.
+pub fn table_pieces(
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+    per_piece: usize,
+) -> impl Iterator<Item = String> {
+    let mut rows = rows.peekable();
+    let mut head = Some(format!("{}\r\n", header.join(",")));
+    std::iter::from_fn(move || {
+        if let Some(head) = head.take() {
+            return Some(head);
+        }
+        rows.peek()?;
+        let mut out = String::new();
+        for row in rows.by_ref().take(per_piece.max(1)) {
+            let fields: Vec<String> = row.iter().map(|f| field(f)).collect();
+            out.push_str(&fields.join(","));
+            out.push_str("\r\n");
+        }
+        Some(out)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_in_pieces_is_the_whole_table() {
+        let rows = || (0..7).map(|i| vec![format!("/p,{i}"), i.to_string()]);
+        let whole = table(&["path", "views"], rows());
+        let pieces: Vec<String> = table_pieces(&["path", "views"], rows(), 3).collect();
+        assert_eq!(pieces.len(), 4, "the header, then 3 + 3 + 1 rows");
+        assert_eq!(pieces.concat(), whole);
+        let empty: Vec<String> = table_pieces(&["a"], std::iter::empty(), 3).collect();
+        assert_eq!(empty, ["a\r\n"]);
+    }
 
     #[test]
     fn quotes_and_defuses_formulas() {

@@ -23,9 +23,13 @@ pub fn parse(raw: Option<&str>) -> Result<String, FilterTooLong> {
 /// The pages whose path contains `filter`, ignoring case, in their order.
 pub fn matching<'a>(top: &'a [(Page, i64)], filter: &str) -> Vec<&'a (Page, i64)> {
     let needle = filter.to_lowercase();
-    top.iter()
-        .filter(|(page, _)| needle.is_empty() || page.path().to_lowercase().contains(&needle))
-        .collect()
+    top.iter().filter(|(page, _)| matches(page, &needle)).collect()
+}
+
+/// Whether `page`'s path contains `needle` (already lower case), ignoring
+/// case; an empty needle matches every page.
+pub fn matches(page: &Page, needle: &str) -> bool {
+    needle.is_empty() || page.path().to_lowercase().contains(needle)
 }
 
 #[cfg(test)]

@@ -244,9 +244,9 @@ async fn site_reports_read_the_totals_once_complete() {
     assert_eq!(sum, 1002, "{csv}");
 }
 
-/// The top pages of whole past days come from memory while the site's day
-/// totals are unchanged, and are read again when a late view changes one:
-/// always the same list as reading every page-day bucket.
+/// The top pages of whole past days come from page summaries while the
+/// site's day totals are unchanged, and are made again when a late view
+/// changes one: always the same list as reading every page-day bucket.
 #[tokio::test]
 async fn kept_page_days_give_the_buckets_numbers_and_follow_late_views() {
     use tickertape::reports::queries::{self, Scope};
@@ -285,10 +285,10 @@ async fn kept_page_days_give_the_buckets_numbers_and_follow_late_views() {
         (1..=40).map(|d| d % 3 + 1).sum::<i64>()
     );
     assert_eq!(views(&first, "/c"), 1);
-    // Read again from memory: the same.
+    // Read again from the stored summaries: the same.
     assert_eq!(read(&kept).await.unwrap(), first);
     // The page buckets change behind the totals' back (no product write
-    // does this): the kept days still answer, proving they are used...
+    // does this): the summaries still answer, proving they are used...
     app.store
         .db()
         .collection::<Document>("views_day")
