@@ -589,7 +589,8 @@ struct SystemPage {
     collections: Vec<(system::CollectionStats, String, String)>,
     writer: Vec<Figure>,
     corrupt_segments: Vec<String>,
-    outcomes: Vec<(&'static str, u64)>,
+    /// Pixel outcomes since start, each count as the pages say numbers.
+    outcomes: Vec<(&'static str, i64)>,
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
 }
@@ -652,7 +653,12 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         corrupt_segments: write_behind.corrupt,
         outcomes: Outcome::ALL
             .iter()
-            .map(|o| (o.reason(), stats.count(*o)))
+            .map(|o| {
+                (
+                    o.reason(),
+                    i64::try_from(stats.count(*o)).unwrap_or(i64::MAX),
+                )
+            })
             .collect(),
         last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),

@@ -42,6 +42,9 @@ pub(super) struct SettingsPage {
     cap_input: String,
     cap_error: Option<String>,
     overflow_path: &'static str,
+    /// How long each level of the site's figures is kept (the instance's
+    /// retention, in force for every site): minutes, hours, days.
+    retention: [String; 3],
 }
 
 #[derive(Deserialize)]
@@ -137,6 +140,12 @@ pub(super) async fn settings_page(
             cap_input,
             cap_error,
             overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
+            retention: [
+                crate::domain::Resolution::Minute,
+                crate::domain::Resolution::Hour,
+                crate::domain::Resolution::Day,
+            ]
+            .map(|level| state.retention.describe(level)),
         },
     )
 }
