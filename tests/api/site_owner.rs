@@ -79,9 +79,14 @@ async fn the_change_compares_complete_buckets_and_a_coarser_resolution_keeps_the
     for html in [&by_hour, &by_day] {
         assert!(html.contains("id=\"total\">30<"), "{html}");
         // Only the 23 complete hours are compared, with the same 23 hours
-        // of the day before (no views then).
-        assert!(html.contains("in the same 23 hours of the previous period"));
-        assert!(html.contains("the current hour is still counting"));
+        // of the day before (no views then), said as times.
+        assert!(html.contains(
+            "The current hour is still counting and left out: each change compares the complete part, \
+             2026-11-21 11:00 to 2026-11-22 10:00"
+        ));
+        assert!(html.contains(
+            "with the same stretch of the previous period, 2026-11-20 11:00 to 2026-11-21 10:00."
+        ));
     }
     // By day: two bars, both partial (the range cuts both days).
     assert!(by_day.contains("2 points by day"));

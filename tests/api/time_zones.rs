@@ -224,10 +224,23 @@ async fn presets_and_pages_say_the_zone_and_count_the_local_day() {
     assert_eq!(status, 200);
     assert!(html.contains("(Asia/Kolkata)"), "the zone is said");
     assert!(html.contains("From (Asia/Kolkata)"));
+    // Issue 23: the zone said once in the range line (no abbreviation
+    // beside each time), and not repeated as the chart's caption.
     assert!(
-        html.contains("2026-11-22 00:00 IST"),
+        html.contains("2026-11-22 00:00 to 2026-11-23 00:00 (Asia/Kolkata), 24 points by hour"),
         "{}",
         &html[..2000.min(html.len())]
+    );
+    assert!(html.contains("<figcaption class=\"muted\">Views by hour"));
+    // Across a clock change each end says its offset.
+    let (_, html) = admin
+        .text(&format!(
+            "{berlin}?range=custom&from=2026-10-25&to=2026-10-25"
+        ))
+        .await;
+    assert!(
+        html.contains("2026-10-25 00:00 CEST to 2026-10-26 00:00 CET (Europe/Berlin)"),
+        "{html}"
     );
     let csv = rows(&admin, &format!("{kolkata}/series.csv?range=today")).await;
     assert_eq!(csv.iter().map(|(_, v)| v).sum::<i64>(), 3);

@@ -187,14 +187,14 @@ fn build(
         },
         None => none(),
     };
-    let ratio_change =
-        |values: Option<(Option<f64>, Option<f64>)>, show: &dyn Fn(f64) -> String| match values {
-            Some((Some(a), Some(b))) if b > 0.0 => {
-                (fmt::relative_change(a, b), direction(a, b), show(b))
-            }
-            Some((Some(_), None)) => ("new".to_owned(), "up", dash()),
-            _ => none(),
-        };
+    let ratio_change = |values: Option<(Option<f64>, Option<f64>)>,
+                        show: &dyn Fn(f64) -> String| match values {
+        Some((Some(a), Some(b))) if b > 0.0 => {
+            (fmt::relative_change(a, b), direction(a, b), show(b))
+        }
+        Some((Some(_), None)) => ("new".to_owned(), "up", dash()),
+        _ => none(),
+    };
     let figure =
         |id, label, value: String, (change, class, before): (String, &'static str, String)| {
             Figure {
