@@ -678,7 +678,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
     app.ingest.directory.reload(&app.store).await.unwrap();
     let (_, list) = owner.text("/sites").await;
     assert!(
-        list.contains("mine-site.org · Europe/Berlin"),
+        list.contains("mine-site.org · <span class=\"zone\">Europe/Berlin</span>"),
         "the sites list says the zone"
     );
     // Rename and aliases; a bad alias is answered on the page.
