@@ -282,6 +282,57 @@ async fn owners_set_the_zone_and_a_bad_one_changes_nothing() {
         let html = r.text().await.unwrap();
         assert!(html.contains("id=\"time_zone-error\""), "{bad}");
     }
+    // Issue 23: a bad alias and a bad zone are both marked in one answer,
+    // on the settings page and on the forms that add a site.
+    let r = admin
+        .post(
+            &settings,
+            &[
+                ("csrf", &admin.csrf),
+                ("name", "Zone"),
+                ("aliases", "not a host/x"),
+                ("time_zone", "Mars/Olympus"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    for field in ["aliases", "time_zone"] {
+        assert!(
+            html.contains(&format!("id=\"{field}-error\"")),
+            "{field}: {html}"
+        );
+    }
+    for (path, form) in [
+        (
+            "/sites/new",
+            vec![
+                ("domain", "https://x.org/blog"),
+                ("time_zone", "Mars/Olympus"),
+            ],
+        ),
+        (
+            "/admin/sites",
+            vec![
+                ("domain", "https://x.org/blog"),
+                ("aliases", "not a host/x"),
+                ("time_zone", "Mars/Olympus"),
+                ("owners", "ghost@example.com"),
+            ],
+        ),
+    ] {
+        let mut f = form.clone();
+        f.push(("csrf", &admin.csrf));
+        let r = admin.post(path, &f).await;
+        assert_eq!(r.status(), 400, "{path}");
+        let html = r.text().await.unwrap();
+        for (field, _) in &form {
+            assert!(
+                html.contains(&format!("id=\"{field}-error\"")),
+                "{path} {field}: {html}"
+            );
+        }
+    }
     let stored = |app: &TestApp| {
         let store = app.store.clone();
         async move {
