@@ -86,7 +86,7 @@ struct DatabaseArgs {
 enum SiteCommand {
     /// Add a site and print its id and the snippets to embed.
     Add(AddSite),
-    /// List sites.
+    /// List sites: id, domain, name, time zone and aliases, tab-separated.
     List(ListSites),
     /// Set the IANA time zone a site's reports are in.
     SetTimeZone(SetTimeZone),
@@ -431,11 +431,14 @@ async fn list_sites(args: ListSites) -> anyhow::Result<()> {
     with_store(&db, |store| async move {
         for site in sites::list(&store).await? {
             let aliases: Vec<_> = site.aliases.iter().map(|a| a.to_string()).collect();
+            // The zone before the aliases: every site has one, and its
+            // reports (days, "today") are counted in it.
             println!(
-                "{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}",
                 site.id,
                 site.domain,
                 site.name,
+                site.time_zone,
                 aliases.join(",")
             );
         }

@@ -6,7 +6,7 @@ pub struct ExpiryDays(Option<u16>);
 pub const MAX_EXPIRY_DAYS: u16 = 3650;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("the expiry is a whole number of days from 1 to {MAX_EXPIRY_DAYS}, or empty for never")]
+#[error("the expiry is a whole number of days from 1 to {}, or empty for never", super::numbers::thousands(&i64::from(MAX_EXPIRY_DAYS)))]
 pub struct ExpiryDaysError;
 
 impl ExpiryDays {

@@ -7,6 +7,7 @@ mod domain_name;
 mod email;
 mod expiry_days;
 mod label;
+pub mod numbers;
 mod page;
 mod page_cap;
 mod resolution;

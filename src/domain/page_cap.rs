@@ -22,7 +22,7 @@ pub enum PageCapSetting {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PageCapError {
-    #[error("the page cap is `default`, `none` or a whole number of new pages per hour from 1 to {MAX_PAGES_PER_HOUR}")]
+    #[error("the page cap is `default`, `none` or a whole number of new pages per hour from 1 to {}", super::numbers::thousands(&(MAX_PAGES_PER_HOUR as i64)))]
     Invalid,
 }
 
@@ -85,6 +85,10 @@ mod tests {
             PageCapSetting::parse("99999999999999999999"),
             Err(PageCapError::Invalid)
         );
+        // The limit is said as the pages say numbers.
+        assert!(PageCapError::Invalid
+            .to_string()
+            .ends_with("from 1 to 10,000,000"));
     }
 
     #[test]

@@ -22,7 +22,8 @@ pub const MAX_RETENTION_DAYS: u32 = 36_500;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RetentionError {
     #[error(
-        "the retention of {0} buckets is at most {MAX_RETENTION_DAYS} days (0 keeps them for ever)"
+        "the retention of {0} buckets is at most {max} days (0 keeps them for ever)",
+        max = super::numbers::thousands(&i64::from(MAX_RETENTION_DAYS))
     )]
     TooLong(&'static str),
     #[error("{coarser} buckets must be kept at least as long as {finer} buckets")]
@@ -103,7 +104,11 @@ impl Retention {
                 let years = d / 365;
                 format!("{years} year{}", if years == 1 { "" } else { "s" })
             }
-            Some(d) => format!("{d} day{}", if d == 1 { "" } else { "s" }),
+            Some(d) => format!(
+                "{} day{}",
+                super::numbers::thousands(&i64::from(d)),
+                if d == 1 { "" } else { "s" }
+            ),
         }
     }
 }
@@ -122,6 +127,9 @@ mod tests {
             [Resolution::Minute, Resolution::Hour, Resolution::Day].map(|l| r.describe(l)),
             ["90 days", "2 years", "for ever"]
         );
+        // Thousands separated, like every figure on the pages.
+        let long = Retention::parse(1000, 1000, 0).unwrap();
+        assert_eq!(long.describe(Resolution::Hour), "1,000 days");
     }
 
     #[test]

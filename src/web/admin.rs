@@ -199,26 +199,34 @@ pub async fn create_site(post: AdminPost<NewSiteForm>) -> Answer {
         owners: form.owners.clone(),
         time_zone: form.time_zone.clone(),
     };
+    // Every field is checked before a refusal is shown, so each wrong one
+    // is marked at once.
     let checked = async {
-        let domain =
-            DomainName::from_input(&form.domain).map_err(|e| FormError::new("domain", e))?;
-        let aliases = parse_hosts(&form.aliases)?;
-        let time_zone = if form.time_zone.trim().is_empty() {
-            TimeZone::UTC
+        let mut refusals = super::forms::Refusals::default();
+        let domain = refusals
+            .check(DomainName::from_input(&form.domain).map_err(|e| FormError::new("domain", e)));
+        let aliases = refusals.check(parse_hosts(&form.aliases));
+        let time_zone = refusals.check(if form.time_zone.trim().is_empty() {
+            Ok(TimeZone::UTC)
         } else {
-            TimeZone::parse(&form.time_zone).map_err(|e| FormError::new("time_zone", e))?
-        };
+            TimeZone::parse(&form.time_zone).map_err(|e| FormError::new("time_zone", e))
+        });
         let owners = match parse_owners(&state, &form.owners).await {
-            Ok(result) => result?,
+            Ok(result) => refusals.check(result),
             Err(e) => return Ok(Err(e)),
         };
-        Ok::<_, FormError>(Ok(NewSite {
-            domain,
-            aliases,
-            name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
-            owners,
-            time_zone,
-        }))
+        match (domain, aliases, time_zone, owners) {
+            (Some(domain), Some(aliases), Some(time_zone), Some(owners)) => {
+                Ok::<_, FormError>(Ok(NewSite {
+                    domain,
+                    aliases,
+                    name: Some(form.name.trim().to_owned()).filter(|n| !n.is_empty()),
+                    owners,
+                    time_zone,
+                }))
+            }
+            _ => Err(refusals.into_error().expect("a field was refused")),
+        }
     };
     let new = match checked.await {
         Ok(Ok(new)) => new,
@@ -589,7 +597,8 @@ struct SystemPage {
     collections: Vec<(system::CollectionStats, String, String)>,
     writer: Vec<Figure>,
     corrupt_segments: Vec<String>,
-    outcomes: Vec<(&'static str, u64)>,
+    /// Pixel outcomes since start, each count as the pages say numbers.
+    outcomes: Vec<(&'static str, i64)>,
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
 }
@@ -652,7 +661,12 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         corrupt_segments: write_behind.corrupt,
         outcomes: Outcome::ALL
             .iter()
-            .map(|o| (o.reason(), stats.count(*o)))
+            .map(|o| {
+                (
+                    o.reason(),
+                    i64::try_from(stats.count(*o)).unwrap_or(i64::MAX),
+                )
+            })
             .collect(),
         last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),

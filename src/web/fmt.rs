@@ -5,11 +5,13 @@ use chrono::{DateTime, Utc};
 /// 1234567 → "1,234,567": the charts and the reports' messages use it too.
 pub use crate::reports::numbers::thousands;
 
-/// Change against the previous period: "+12.5%", "−3.0%", "new" or "±0%".
+/// Change against the previous period: "+12.5%", "−3.0%", "±0%", "new"
+/// (none before), or "—" when neither has any (nothing to compare; "±0%"
+/// there would claim a steady figure).
 pub fn change(current: i64, previous: i64) -> String {
     if previous == 0 {
         return if current == 0 {
-            "±0%".into()
+            "—".into()
         } else {
             "new".into()
         };
@@ -104,6 +106,12 @@ pub fn local(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
     t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
 }
 
+/// A time in a site's zone without the zone ("2026-03-29 03:00"), where
+/// the zone is said once nearby.
+pub fn local_short(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%d %H:%M").to_string()
+}
+
 /// [`input_minute`] in a site's zone.
 pub fn input_minute_in(t: &DateTime<Utc>, tz: chrono_tz::Tz) -> String {
     t.with_timezone(&tz).format("%Y-%m-%dT%H:%M").to_string()
@@ -114,12 +122,23 @@ pub fn input_minute(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M").to_string()
 }
 
-/// "no user has …" → "No user has ….": messages read as sentences.
+/// "no user has …" → "No user has ….": messages read as sentences. A
+/// message that starts with a name as typed (a domain, an e-mail address:
+/// "example.com already belongs to a site") keeps it as it is, since
+/// "Example.com" is not what the owner typed.
 pub fn sentence(text: &str) -> String {
-    let mut chars = text.chars();
-    let mut out: String = match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => return String::new(),
+    if text.is_empty() {
+        return String::new();
+    }
+    let first_word = text.split_whitespace().next().unwrap_or_default();
+    let mut out: String = if first_word.contains(['.', '@']) {
+        text.to_owned()
+    } else {
+        let mut chars = text.chars();
+        match chars.next() {
+            Some(c) => c.to_uppercase().chain(chars).collect(),
+            None => return String::new(),
+        }
     };
     if !out.ends_with(['.', '!', '?']) {
         out.push('.');
@@ -141,13 +160,22 @@ mod tests {
         assert_eq!(change(150, 100), "+50.0%");
         assert_eq!(change(50, 100), "−50.0%");
         assert_eq!(change(5, 0), "new");
-        assert_eq!(change(0, 0), "±0%");
+        assert_eq!(change(0, 0), "—");
+        assert_eq!(change(7, 7), "±0%");
         assert_eq!(share(1, 3), "33.3%");
         assert_eq!(share(1, 0), "0.0%");
         assert_eq!(query("/a b&c"), "%2Fa%20b%26c");
         assert_eq!(sentence("no user has it"), "No user has it.");
         assert_eq!(sentence("done!"), "Done!");
         assert_eq!(sentence(""), "");
+        assert_eq!(
+            sentence("newsite.example already belongs to a site"),
+            "newsite.example already belongs to a site."
+        );
+        assert_eq!(
+            sentence("admin@example.com already has an account"),
+            "admin@example.com already has an account."
+        );
         assert_eq!(duration(chrono::TimeDelta::hours(23)), "23 hours");
         assert_eq!(duration(chrono::TimeDelta::days(1)), "1 day");
         assert_eq!(duration(chrono::TimeDelta::minutes(59)), "59 minutes");

@@ -5,10 +5,12 @@ use super::fmt::sentence;
 use crate::domain::DomainName;
 
 /// A refused form field: which one (its `id`), and what to do about it,
-/// shown next to the field on the same page.
+/// shown next to the field on the same page; and the form's other refused
+/// fields (`also`), so that every one is marked at once, not one per post.
 pub struct FormError {
     pub field: &'static str,
     pub message: String,
+    pub also: Vec<FormError>,
 }
 
 impl FormError {
@@ -16,7 +18,63 @@ impl FormError {
         FormError {
             field,
             message: sentence(&message.to_string()),
+            also: Vec::new(),
         }
+    }
+
+    /// What is wrong with `field`, if it was refused.
+    pub fn about(&self, field: &str) -> Option<&str> {
+        std::iter::once(self)
+            .chain(&self.also)
+            .find(|e| e.field == field)
+            .map(|e| e.message.as_str())
+    }
+}
+
+/// The refusals of a form's fields, gathered while each is checked.
+#[derive(Default)]
+pub struct Refusals(Vec<FormError>);
+
+impl Refusals {
+    /// The checked value, or `None` with its refusal kept.
+    pub fn check<T>(&mut self, checked: Result<T, FormError>) -> Option<T> {
+        match checked {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.0.push(e);
+                None
+            }
+        }
+    }
+
+    /// Every refusal as one error (the first, the others `also`), or
+    /// `None` when all fields passed.
+    pub fn into_error(self) -> Option<FormError> {
+        let mut all = self.0.into_iter();
+        let mut first = all.next()?;
+        first.also.extend(all);
+        Some(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refused_field_is_kept() {
+        let mut refusals = Refusals::default();
+        assert_eq!(refusals.check(Ok::<_, FormError>(1)), Some(1));
+        assert_eq!(
+            refusals.check(Err::<i32, _>(FormError::new("aliases", "bad alias"))),
+            None
+        );
+        let _ = refusals.check(Err::<i32, _>(FormError::new("time_zone", "no zone")));
+        let e = refusals.into_error().unwrap();
+        assert_eq!(e.about("aliases"), Some("Bad alias."));
+        assert_eq!(e.about("time_zone"), Some("No zone."));
+        assert_eq!(e.about("name"), None);
+        assert!(Refusals::default().into_error().is_none());
     }
 }
 

@@ -91,6 +91,7 @@ async fn page_with(
         error: error.map(|e| super::forms::FormError {
             field: e.field(),
             message: e.to_string(),
+            also: Vec::new(),
         }),
         next_run: next_run_text(state),
         threshold: state.prealloc_threshold,

@@ -576,6 +576,17 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                 )
                 .await;
             assert_eq!(overlapping, json!([]), "{size} {name}: x labels collide");
+            if matches!(
+                *name,
+                "dashboard"
+                    | "dashboard-7d"
+                    | "dashboard-12mo"
+                    | "dashboard-bad-range"
+                    | "page-report"
+                    | "waiting-site"
+            ) {
+                period_and_changes_read_right(&browser, size, name).await;
+            }
             match *name {
                 "page-report" => {
                     // Item 1: seconds are labelled with the second.
@@ -637,10 +648,19 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                 "dashboard-24h-by-day" => {
                     // Item 3: the range is kept; both days are partial.
                     assert_eq!(browser.count("rect.bar.partial").await, 2, "{size}");
-                    assert!(browser
-                        .text("#change-basis")
-                        .await
-                        .contains("still counting"));
+                    // Issue 23, item 7: what the changes compare is said
+                    // on demand, as times (never "8,749 hours").
+                    let basis = browser
+                        .execute(
+                            "const d = document.querySelector('details#compare'); \
+                             return [d.open, document.querySelector('#change-basis').textContent];",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(basis[0], false, "{size}: folded until asked: {basis}");
+                    let basis = basis[1].as_str().unwrap();
+                    assert!(basis.contains("still counting"), "{basis}");
+                    assert!(!basis.contains(" hours of"), "{basis}");
                 }
                 "dashboard-7d" | "dashboard-7d-by-hour" | "dashboard-12mo" => {
                     // Issue 23, item 3: 7 days by day, dated labels; 12
@@ -691,6 +711,30 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
                         browser.text("#range-error").await,
                         "The end must be after the start. Showing the last 24 hours instead."
                     );
+                    // Issue 23: the period shown instead is marked, in the
+                    // pills and in the phone's select.
+                    let marked = browser
+                        .execute(
+                            "return [[...document.querySelectorAll('nav.presets a[aria-current=true]')].map(a => a.textContent), \
+                                     document.querySelector('select#period').value];",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(marked, json!([["Last 24 hours"], "24h"]), "{size}");
+                }
+                "sites" => {
+                    // Issue 23, item 6: the sparkline is shown whole on
+                    // every screen (in its card on a phone), and each site
+                    // says its zone.
+                    let spark = browser
+                        .execute(
+                            "const s = document.querySelector('svg.spark'), r = s.getBoundingClientRect(); \
+                             return [r.width > 50, r.left >= 0 && r.right <= document.documentElement.clientWidth, \
+                                     document.querySelector('td .zone').textContent];",
+                            json!([]),
+                        )
+                        .await;
+                    assert_eq!(spark, json!([true, true, "UTC"]), "{size}: {spark}");
                 }
                 "waiting-site" => {
                     assert_eq!(browser.count("#waiting pre").await, 1, "{size}");
@@ -813,6 +857,16 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     browser.screenshot("issue14-first-view").await;
+    // Issue 23, item 7: a new site's first views are "new" beside the
+    // total, as in the sources panel, never "±0%".
+    assert_eq!(browser.text("#total").await, "1");
+    assert_eq!(browser.text("#change").await, "new");
+    assert!(!browser
+        .execute("return document.body.textContent;", json!([]))
+        .await
+        .as_str()
+        .unwrap()
+        .contains('±'));
     // Issue 23, item 9: the "right now" figure follows new views without
     // a reload.
     assert_eq!(browser.text("#now-views").await, "1");
@@ -842,6 +896,80 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
     );
     browser.screenshot("issue14-back-after-logout").await;
     browser.quit().await;
+}
+
+/// Issue 23, items 6 and 7, on a report page as it is loaded: the period
+/// is one compact control (pills on a desktop, a select on a phone), so
+/// the total comes high on a phone; every figure's change is compact
+/// ("+12.5%", "−3.0%", "±0%", "new" or "—"), and what it compares is
+/// folded below the figures. No footer repeats the zones.
+async fn period_and_changes_read_right(
+    browser: &crate::webdriver::Browser,
+    size: &str,
+    name: &str,
+) {
+    use serde_json::json;
+    let seen = browser
+        .execute(
+            "const shown = e => !!e && e.offsetParent !== null; \
+             const total = document.querySelector('#total'); \
+             return [shown(document.querySelector('nav.presets')), shown(document.querySelector('select#period')), \
+                     Math.round(total.getBoundingClientRect().top), \
+                     [...document.querySelectorAll('.figures .change')].map(c => c.textContent), \
+                     document.querySelector('details#compare').open, \
+                     document.querySelector('#change-basis').textContent.length > 20, \
+                     document.querySelectorAll('footer').length, \
+                     Math.round(document.querySelector('.figures').getBoundingClientRect().top) < \
+                       Math.round((document.querySelector('svg.chart, p.empty') || document.body).getBoundingClientRect().top)];",
+            json!([]),
+        )
+        .await;
+    let phone = size == "phone";
+    assert_eq!(
+        seen[0], !phone,
+        "{size} {name}: pills only on a wide screen: {seen}"
+    );
+    assert_eq!(
+        seen[1], phone,
+        "{size} {name}: the select only on a phone: {seen}"
+    );
+    let top = seen[2].as_i64().unwrap();
+    // A refused custom range keeps its form open, the error in view; a
+    // site without views shows its tracking code first.
+    if phone && !matches!(name, "dashboard-bad-range" | "waiting-site") {
+        assert!(
+            top < 300,
+            "{size} {name}: the total starts at y={top}: {seen}"
+        );
+    }
+    let compact = |c: &str| {
+        c == "new"
+            || c == "—"
+            || c == "±0%"
+            || c.ends_with(" pts")
+            || ((c.starts_with('+') || c.starts_with('−'))
+                && c.ends_with('%')
+                && c[c.char_indices().nth(1).unwrap().0..c.len() - 1]
+                    .parse::<f64>()
+                    .is_ok())
+    };
+    for c in seen[3].as_array().unwrap() {
+        let c = c.as_str().unwrap();
+        assert!(
+            compact(c),
+            "{size} {name}: {c:?} is no compact change: {seen}"
+        );
+    }
+    assert_eq!(
+        seen[4], false,
+        "{size} {name}: the basis is on demand: {seen}"
+    );
+    assert_eq!(seen[5], true, "{size} {name}: the basis is said: {seen}");
+    assert_eq!(seen[6], 0, "{size} {name}: no footer sentence: {seen}");
+    assert_eq!(
+        seen[7], true,
+        "{size} {name}: the figures come before the chart: {seen}"
+    );
 }
 
 /// Issue 23, item 10, on the dashboard's chart as it is loaded: pointing

@@ -211,11 +211,18 @@ async fn dashboard_and_page_report_agree(grouping: &str) {
     assert_eq!(status, 200);
     assert!(html.contains("id=\"total\">9<"), "total");
     // The 22nd is still running at 10:01:07: its 10 complete hours (3
-    // views) are compared with the first 10 hours of the 21st (none).
+    // views) are compared with the first 10 hours of the 21st (none): a
+    // compact "new" beside the total, the stretches on demand below.
     assert!(
-        html.contains("id=\"change\" class=\"up\">new<")
-            && html.contains("vs. 0 in the same 10 hours of the previous period"),
-        "change"
+        html.contains("class=\"change up\" id=\"change\" title=\"Before: 0\">new<"),
+        "change: {html}"
+    );
+    assert!(
+        html.contains(
+            "the complete part, 2026-11-22 00:00 to 2026-11-22 10:00 (3 views so far), \
+             with the same stretch of the previous period, 2026-11-21 00:00 to 2026-11-21 10:00."
+        ),
+        "basis"
     );
     assert!(
         html.contains("<svg class=\"chart\"") && html.contains("<table"),

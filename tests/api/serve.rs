@@ -116,8 +116,9 @@ async fn serve_starts_and_stops_the_embedded_database() {
     // With `serve` stopped, a command starts serve's database, not a new one.
     let listed = cli(&["site", "list"]);
     assert!(listed.status.success(), "{listed:?}");
+    // Issue 23: each site with its zone (id, domain, name, zone, aliases).
     assert!(
-        String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\t"),
+        String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\tbeside.test\tUTC\t"),
         "{listed:?}"
     );
 }

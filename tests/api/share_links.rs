@@ -275,9 +275,9 @@ async fn bad_links_and_bad_forms_are_refused_and_change_nothing() {
     for (label, expires, field_says) in [
         ("", "", "a name is needed"),
         (long.as_str(), "", "at most 80"),
-        ("x", "0", "from 1 to 3650"),
-        ("x", "3651", "from 1 to 3650"),
-        ("x", "soon", "from 1 to 3650"),
+        ("x", "0", "from 1 to 3,650"),
+        ("x", "3651", "from 1 to 3,650"),
+        ("x", "soon", "from 1 to 3,650"),
     ] {
         let r = a
             .post(

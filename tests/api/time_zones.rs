@@ -224,10 +224,23 @@ async fn presets_and_pages_say_the_zone_and_count_the_local_day() {
     assert_eq!(status, 200);
     assert!(html.contains("(Asia/Kolkata)"), "the zone is said");
     assert!(html.contains("From (Asia/Kolkata)"));
+    // Issue 23: the zone said once in the range line (no abbreviation
+    // beside each time), and not repeated as the chart's caption.
     assert!(
-        html.contains("2026-11-22 00:00 IST"),
+        html.contains("2026-11-22 00:00 to 2026-11-23 00:00 (Asia/Kolkata), 24 points by hour"),
         "{}",
         &html[..2000.min(html.len())]
+    );
+    assert!(html.contains("<figcaption class=\"muted\">Views by hour"));
+    // Across a clock change each end says its offset.
+    let (_, html) = admin
+        .text(&format!(
+            "{berlin}?range=custom&from=2026-10-25&to=2026-10-25"
+        ))
+        .await;
+    assert!(
+        html.contains("2026-10-25 00:00 CEST to 2026-10-26 00:00 CET (Europe/Berlin)"),
+        "{html}"
     );
     let csv = rows(&admin, &format!("{kolkata}/series.csv?range=today")).await;
     assert_eq!(csv.iter().map(|(_, v)| v).sum::<i64>(), 3);
@@ -268,6 +281,57 @@ async fn owners_set_the_zone_and_a_bad_one_changes_nothing() {
         assert_eq!(r.status(), 400, "{bad}");
         let html = r.text().await.unwrap();
         assert!(html.contains("id=\"time_zone-error\""), "{bad}");
+    }
+    // Issue 23: a bad alias and a bad zone are both marked in one answer,
+    // on the settings page and on the forms that add a site.
+    let r = admin
+        .post(
+            &settings,
+            &[
+                ("csrf", &admin.csrf),
+                ("name", "Zone"),
+                ("aliases", "not a host/x"),
+                ("time_zone", "Mars/Olympus"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let html = r.text().await.unwrap();
+    for field in ["aliases", "time_zone"] {
+        assert!(
+            html.contains(&format!("id=\"{field}-error\"")),
+            "{field}: {html}"
+        );
+    }
+    for (path, form) in [
+        (
+            "/sites/new",
+            vec![
+                ("domain", "https://x.org/blog"),
+                ("time_zone", "Mars/Olympus"),
+            ],
+        ),
+        (
+            "/admin/sites",
+            vec![
+                ("domain", "https://x.org/blog"),
+                ("aliases", "not a host/x"),
+                ("time_zone", "Mars/Olympus"),
+                ("owners", "ghost@example.com"),
+            ],
+        ),
+    ] {
+        let mut f = form.clone();
+        f.push(("csrf", &admin.csrf));
+        let r = admin.post(path, &f).await;
+        assert_eq!(r.status(), 400, "{path}");
+        let html = r.text().await.unwrap();
+        for (field, _) in &form {
+            assert!(
+                html.contains(&format!("id=\"{field}-error\"")),
+                "{path} {field}: {html}"
+            );
+        }
     }
     let stored = |app: &TestApp| {
         let store = app.store.clone();

@@ -1,4 +1,5 @@
-//! A site's dashboard: its series, the change, and its top pages.
+//! A site's dashboard: its first line with the changes, its chart, and its
+//! top pages.
 
 use actix_web::HttpResponse;
 use askama::Template;
@@ -47,10 +48,8 @@ pub(super) struct DashboardPage {
     base: String,
     site: Arc<Site>,
     controls: Controls,
-    series: SeriesView,
     chart: super::visit_line::ChartView,
     visits: super::visit_line::VisitLine,
-    headline: Headline,
     pages: Vec<PageRow>,
     pages_count: i64,
     filter: String,
@@ -184,6 +183,7 @@ pub async fn show_dashboard(
     );
     let (mut visits, chart, (sources_now, sources_before)) =
         tokio::try_join!(line, chart, sources)?;
+    visits.basis = change_basis(&period, &current, now, &state.retention);
     visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
     let filter = q.page_filter()?;
     let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
@@ -250,20 +250,8 @@ pub async fn show_dashboard(
             coarsened: coarsened.map(|c| c.to_string()),
             ..controls(&base, &hidden, q, &period, range_error.as_ref())
         },
-        series: period_view(
-            "series",
-            &period,
-            &current,
-            now,
-            &format!("Views of {} by {}", site.domain, period.resolution.as_str()),
-        ),
         visits,
         chart,
-        headline: Headline::new(&period, &current, &previous, now).unless_expired(
-            &before,
-            &state.retention,
-            now,
-        ),
         pages_count: matching.len() as i64,
         page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
         pages,

@@ -25,10 +25,8 @@ pub(super) struct PageReport {
     sources_hidden: Vec<(&'static str, String)>,
     path: String,
     controls: Controls,
-    series: SeriesView,
     chart: super::visit_line::ChartView,
     visits: super::visit_line::VisitLine,
-    headline: Headline,
     minute: String,
     minute_label: String,
     seconds: SeriesView,
@@ -145,6 +143,7 @@ pub async fn show_page_report(
         Some((queries::total(&current), queries::total(&previous))),
     );
     let (mut visits, chart, sources) = tokio::try_join!(line, chart, sources)?;
+    visits.basis = change_basis(&period, &current, now, &state.retention);
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
     visits.csv = audience.export(join(
@@ -174,20 +173,8 @@ pub async fn show_page_report(
                 range_error.as_ref(),
             )
         },
-        series: period_view(
-            "series",
-            &period,
-            &current,
-            now,
-            &format!("Views of {page} by {}", period.resolution.as_str()),
-        ),
         visits,
         chart,
-        headline: Headline::new(&period, &current, &previous, now).unless_expired(
-            &before,
-            &state.retention,
-            now,
-        ),
         minute_label: fmt::local(&minute, zone),
         seconds: series_view(
             "seconds",

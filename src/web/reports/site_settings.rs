@@ -42,6 +42,9 @@ pub(super) struct SettingsPage {
     cap_input: String,
     cap_error: Option<String>,
     overflow_path: &'static str,
+    /// How long each level of the site's figures is kept (the instance's
+    /// retention, in force for every site): minutes, hours, days.
+    retention: [String; 3],
 }
 
 #[derive(Deserialize)]
@@ -137,6 +140,12 @@ pub(super) async fn settings_page(
             cap_input,
             cap_error,
             overflow_path: crate::ingest::page_cap::OVERFLOW_PATH,
+            retention: [
+                crate::domain::Resolution::Minute,
+                crate::domain::Resolution::Hour,
+                crate::domain::Resolution::Day,
+            ]
+            .map(|level| state.retention.describe(level)),
         },
     )
 }
@@ -224,27 +233,31 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
             )),
         )
     };
-    let aliases = match crate::web::forms::parse_hosts(&form.aliases) {
-        Ok(a) => a,
-        Err(e) => return Ok(again(e).await),
-    };
+    // Every field is checked before any refusal is shown, so each wrong
+    // one is marked at once.
+    let mut refusals = crate::web::forms::Refusals::default();
     let by = changed_by(&viewer);
     // An owner's new aliases must be public names; the ones the site has
     // (an admin may have set an intranet host) stay.
-    if by == ChangedBy::Owner {
-        let added = aliases.iter().filter(|a| !site.owns_host(a.as_str()));
-        if let Err(e) = crate::web::forms::check_public(added, "aliases") {
-            return Ok(again(e).await);
-        }
-    }
+    let aliases = refusals.check(crate::web::forms::parse_hosts(&form.aliases).and_then(
+        |aliases| {
+            if by == ChangedBy::Owner {
+                let added = aliases.iter().filter(|a| !site.owns_host(a.as_str()));
+                crate::web::forms::check_public(added, "aliases")?;
+            }
+            Ok(aliases)
+        },
+    ));
     // An empty field (a form from before zones) keeps the zone.
-    let zone = if form.time_zone.trim().is_empty() {
-        site.time_zone
+    let zone = refusals.check(if form.time_zone.trim().is_empty() {
+        Ok(site.time_zone)
     } else {
-        match crate::domain::TimeZone::parse(&form.time_zone) {
-            Ok(z) => z,
-            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e)).await),
-        }
+        crate::domain::TimeZone::parse(&form.time_zone)
+            .map_err(|e| crate::web::forms::FormError::new("time_zone", e))
+    });
+    let (Some(aliases), Some(zone)) = (aliases, zone) else {
+        let refused = refusals.into_error().expect("a field was refused");
+        return Ok(again(refused).await);
     };
     let changes = crate::storage::sites::SiteChanges {
         name: form.name.clone(),
@@ -334,24 +347,30 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
             },
         )
     };
-    let domain = match crate::domain::DomainName::from_input(&form.domain) {
-        Ok(d) => d,
-        Err(e) => return Ok(again(crate::web::forms::FormError::new("domain", e))),
-    };
-    // Empty is UTC, as on the admin's form; anything else must be a zone.
-    let time_zone = if form.time_zone.trim().is_empty() {
-        crate::domain::TimeZone::UTC
-    } else {
-        match crate::domain::TimeZone::parse(&form.time_zone) {
-            Ok(zone) => zone,
-            Err(e) => return Ok(again(crate::web::forms::FormError::new("time_zone", e))),
-        }
-    };
+    // Both fields are checked before a refusal is shown (each marked).
+    let mut refusals = crate::web::forms::Refusals::default();
     let by = changed_by(&viewer);
+    let domain = refusals.check(
+        crate::domain::DomainName::from_input(&form.domain)
+            .map_err(|e| crate::web::forms::FormError::new("domain", e))
+            .and_then(|domain| {
+                if by == ChangedBy::Owner {
+                    crate::web::forms::check_public([&domain], "domain")?;
+                }
+                Ok(domain)
+            }),
+    );
+    // Empty is UTC, as on the admin's form; anything else must be a zone.
+    let time_zone = refusals.check(if form.time_zone.trim().is_empty() {
+        Ok(crate::domain::TimeZone::UTC)
+    } else {
+        crate::domain::TimeZone::parse(&form.time_zone)
+            .map_err(|e| crate::web::forms::FormError::new("time_zone", e))
+    });
+    let (Some(domain), Some(time_zone)) = (domain, time_zone) else {
+        return Ok(again(refusals.into_error().expect("a field was refused")));
+    };
     if by == ChangedBy::Owner {
-        if let Err(e) = crate::web::forms::check_public([&domain], "domain") {
-            return Ok(again(e));
-        }
         // A bound on what one owner can make the instance keep (and on
         // hosts claimed in bulk).
         let owned = crate::storage::sites::count_owned(&state.store, viewer.user.id).await?;

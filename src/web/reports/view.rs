@@ -1,5 +1,5 @@
 //! What every report page shows: the range controls, a series as chart
-//! and table, the headline change, and how fresh the figures are.
+//! and table, what the changes compare, and how fresh the figures are.
 
 use chrono::{DateTime, Utc};
 
@@ -82,12 +82,17 @@ pub struct Controls {
     pub hidden: Vec<(String, String)>,
     /// The current range, for other forms on the page to keep it.
     pub range_hidden: Vec<(String, String)>,
-    pub presets: Vec<(String, String, bool)>,
+    /// Key (`range=`), label, address and whether it is shown: as pills
+    /// on a wide screen, as a select on a phone.
+    pub presets: Vec<(&'static str, &'static str, String, bool)>,
     pub custom: bool,
     pub from: String,
     pub to: String,
     pub res: String,
     pub summary: String,
+    /// What a bar covers ("hour"), for the chart's caption (the range
+    /// and its zone are said once, in `summary`).
+    pub resolution: &'static str,
     /// The site's zone, which every time of the form is in.
     pub zone: &'static str,
     /// A refused range: the message, and the field it is about.
@@ -175,10 +180,13 @@ pub(super) fn controls(
             .map(|p| {
                 let mut extra = hidden_params.clone();
                 extra.insert(0, ("range", p.key()));
+                // A refused range shows the default preset instead, and
+                // its pill says so.
                 (
-                    p.label().to_owned(),
+                    p.key(),
+                    p.label(),
                     join(action, "", &extra),
-                    error.is_none() && period.preset == Some(*p),
+                    period.preset == Some(*p),
                 )
             })
             .collect(),
@@ -199,19 +207,37 @@ pub(super) fn controls(
             .clone()
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "auto".into()),
-        summary: format!(
-            "{} to {} ({}), {} by {}",
-            fmt::local(&period.from, period.zone),
-            fmt::local(&period.to, period.zone),
-            period.zone.name(),
-            fmt::plural(&period.point_count(), "point"),
-            period.resolution.as_str()
-        ),
+        summary: summary(period),
+        resolution: period.resolution.as_str(),
         zone: period.zone.name(),
         error: error.map(|e| e.to_string()),
         error_field: error.map_or("", PeriodError::field),
         coarsened: None,
     }
+}
+
+/// The range in words, its zone said once: "2026-11-21 10:00 to
+/// 2026-11-22 10:00 (Europe/Berlin), 24 points by hour". The zone's
+/// abbreviations are added only where the range crosses a clock change
+/// (then they tell which offset each end is at).
+fn summary(period: &Period) -> String {
+    let offset = |t: &DateTime<Utc>| {
+        use chrono::Offset;
+        t.with_timezone(&period.zone).offset().fix()
+    };
+    let time = if offset(&period.from) == offset(&period.to) {
+        fmt::local_short
+    } else {
+        fmt::local
+    };
+    format!(
+        "{} to {} ({}), {} by {}",
+        time(&period.from, period.zone),
+        time(&period.to, period.zone),
+        period.zone.name(),
+        fmt::plural(&period.point_count(), "point"),
+        period.resolution.as_str()
+    )
 }
 
 /// A series as its chart and its table.
@@ -312,95 +338,58 @@ pub(super) fn comparable(
         .is_none_or(|kept| before.from >= now - kept)
 }
 
-/// The period's total against the previous period's, shown atop the
-/// dashboard and the page report (`partials/headline.html`).
+/// What the changes of a report's first line compare, in words: shown
+/// once, on demand, under the line (`partials/visits.html`), the same on
+/// the dashboard, the page report and a shared view.
 ///
 /// Like is compared with like: while the period's last bucket is still
-/// counting, the change covers only its complete buckets and the same
+/// counting, the changes cover only its complete buckets and the same
 /// stretch of the previous period (e.g. 23 complete hours of "last 24
-/// hours" against the first 23 hours of the 24 before).
-pub(super) struct Headline {
-    pub(super) previous: i64,
-    pub(super) change: String,
-    /// CSS class: `up`, `down`, or empty when equal.
-    pub(super) class: &'static str,
-    /// What the previous figure covers, in words.
-    pub(super) basis: String,
-}
-
-impl Headline {
-    pub(super) fn new(
-        period: &Period,
-        current: &[Point],
-        previous: &[Point],
-        now: DateTime<Utc>,
-    ) -> Self {
-        let cut = period.complete_until(now);
-        let (total, previous) = if cut < period.to {
-            let offset = period.shift();
-            (
-                current.iter().filter(|p| p.at < cut).map(|p| p.views).sum(),
-                previous
-                    .iter()
-                    .filter(|p| p.at + offset < cut)
-                    .map(|p| p.views)
-                    .sum(),
-            )
-        } else {
-            (queries::total(current), queries::total(previous))
-        };
-        let basis = if cut >= period.to {
-            "in the previous period".to_owned()
-        } else if cut <= period.from {
-            format!(
-                "(no complete {} in this period yet, so no change to show)",
-                period.read.as_str()
-            )
-        } else {
-            format!(
-                "in the same {} of the previous period (the current {} is still counting and left out of the change; {} views so far in the complete part)",
-                fmt::duration(cut - period.from),
-                period.read.as_str(),
-                fmt::thousands(&total)
-            )
-        };
-        Headline {
-            previous,
-            change: if cut <= period.from && cut < period.to {
-                "—".to_owned()
-            } else {
-                fmt::change(total, previous)
-            },
-            class: match total.cmp(&previous) {
-                std::cmp::Ordering::Greater => "up",
-                std::cmp::Ordering::Less => "down",
-                std::cmp::Ordering::Equal => "",
-            },
-            basis,
-        }
-    }
-
-    /// No change is shown against a previous period that reaches past the
-    /// retention of the level it is read at: its figures would be missing
-    /// the expired buckets, not lower.
-    pub(super) fn unless_expired(
-        mut self,
-        before: &Period,
-        retention: &crate::domain::Retention,
-        now: DateTime<Utc>,
-    ) -> Self {
-        if let Some(kept) = retention.kept(before.read) {
-            if before.from < now - kept {
-                self.change = "—".to_owned();
-                self.class = "";
-                self.basis = format!(
-                    "(the previous period starts more than {} ago, and {} buckets are kept only that long, so no change to show)",
-                    retention.describe(before.read),
-                    before.read.as_str()
-                );
-            }
-        }
-        self
+/// hours" against the first 23 hours of the 24 before). The stretches are
+/// said as times, never as a count of hours ("8,749 hours" of a year). No
+/// change is shown against a previous period that reaches past the
+/// retention of the level it is read at: its figures would be missing the
+/// expired buckets, not lower.
+pub(super) fn change_basis(
+    period: &Period,
+    current: &[Point],
+    now: DateTime<Utc>,
+    retention: &crate::domain::Retention,
+) -> String {
+    let cut = period.complete_until(now);
+    let before = period.previous();
+    let span = |from: &DateTime<Utc>, to: &DateTime<Utc>| {
+        format!(
+            "{} to {}",
+            fmt::local_short(from, period.zone),
+            fmt::local_short(to, period.zone)
+        )
+    };
+    if !comparable(&before, retention, now) {
+        format!(
+            "No change is shown: the previous period starts more than {} ago, and {} buckets are kept only that long.",
+            retention.describe(before.read),
+            before.read.as_str()
+        )
+    } else if cut >= period.to {
+        format!(
+            "Each change compares this period with the one before it, {}.",
+            span(&before.from, &before.to)
+        )
+    } else if cut <= period.from {
+        format!(
+            "No {} of this period is complete yet (the current one is still counting), so no change is shown.",
+            period.read.as_str()
+        )
+    } else {
+        let done: i64 = current.iter().filter(|p| p.at < cut).map(|p| p.views).sum();
+        format!(
+            "The current {} is still counting and left out: each change compares the complete part, {} ({} so far), with the same stretch of the previous period, {}.",
+            period.read.as_str(),
+            span(&period.from, &cut),
+            fmt::plural(&done, "view"),
+            span(&before.from, &(cut - period.shift()))
+        )
     }
 }
 
@@ -427,37 +416,34 @@ mod tests {
                 })
                 .collect()
         };
-        // 10 a complete hour now; the running hour has 500 so far. The
-        // previous 24 hours: 5 an hour, and 1,000 in their last hour.
+        // 10 a complete hour now; the running hour has 500 so far.
         let current = points(&period, &|i| if i == 23 { 500 } else { 10 });
-        let previous = points(&period.previous(), &|i| if i == 23 { 1000 } else { 5 });
-        let h = Headline::new(&period, &current, &previous, now);
-        assert_eq!((h.previous, h.change.as_str()), (115, "+100.0%"));
-        assert!(h
-            .basis
-            .starts_with("in the same 23 hours of the previous period"));
+        let kept = crate::domain::Retention::parse(400, 400, 0).unwrap();
+        assert_eq!(
+            change_basis(&period, &current, now, &kept),
+            "The current hour is still counting and left out: each change compares the complete part, \
+             2026-11-21 11:00 to 2026-11-22 10:00 (230 views so far), with the same stretch of the \
+             previous period, 2026-11-20 11:00 to 2026-11-21 10:00."
+        );
         // Once the period is over, all of both count.
         let later = period.to + TimeDelta::hours(1);
-        let h = Headline::new(&period, &current, &previous, later);
-        assert_eq!((h.previous, h.change.as_str()), (1115, "−34.5%"));
-        assert_eq!(h.basis, "in the previous period");
+        assert_eq!(
+            change_basis(&period, &current, later, &kept),
+            "Each change compares this period with the one before it, 2026-11-20 11:00 to 2026-11-21 11:00."
+        );
         // A previous period past the retention of its level: no change.
         let retention = crate::domain::Retention::parse(1, 1, 0).unwrap();
-        let h = Headline::new(&period, &current, &previous, now).unless_expired(
-            &period.previous(),
-            &retention,
+        let basis = change_basis(&period, &current, now, &retention);
+        assert!(basis.contains("more than 1 day ago"), "{basis}");
+        let basis = change_basis(
+            &period,
+            &current,
             now,
-        );
-        assert_eq!((h.change.as_str(), h.class), ("—", ""));
-        assert!(h.basis.contains("more than 1 day ago"), "{}", h.basis);
-        let h = Headline::new(&period, &current, &previous, now).unless_expired(
-            &period.previous(),
             &crate::domain::Retention::parse(2, 2, 0).unwrap(),
-            now,
         );
-        assert_eq!(h.change, "+100.0%", "within 2 days: compared");
+        assert!(basis.contains("still counting"), "within 2 days: {basis}");
         // Before its first bucket is complete there is nothing to compare.
-        let h = Headline::new(&period, &current, &previous, period.from);
-        assert_eq!(h.change, "—");
+        assert!(change_basis(&period, &current, period.from, &kept)
+            .starts_with("No hour of this period is complete yet"));
     }
 }

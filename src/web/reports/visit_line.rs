@@ -20,14 +20,33 @@ pub struct Figure {
     pub change: String,
     /// `up`, `down` or empty.
     pub class: &'static str,
+    /// The figure compared with, formatted ("1,234"), or empty when there
+    /// is no change to show: the details the change line holds on demand.
+    pub before: String,
 }
 
 pub struct VisitLine {
     pub figures: Vec<Figure>,
+    /// What the changes compare, in words (set by the page from
+    /// [`super::Headline`]): one explanation for the whole line.
+    pub basis: String,
     /// From when visitors are counted, when the period reaches before it.
     pub note: Option<String>,
     /// `visits.csv` of the same range (empty through a share link).
     pub csv: String,
+}
+
+impl VisitLine {
+    /// The figures compared with, "Visitors 1,200 · Views 3,400", or
+    /// empty when nothing is compared.
+    pub fn before(&self) -> String {
+        self.figures
+            .iter()
+            .filter(|f| !f.before.is_empty())
+            .map(|f| format!("{} {}", f.label, f.before))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
 }
 
 /// The figures of one range, views included.
@@ -148,27 +167,45 @@ fn build(
 ) -> VisitLine {
     let counted = since.is_some();
     let dash = || "—".to_owned();
+    let none = || (dash(), "", String::new());
     let f = &shown.visits;
     let pair = |get: &dyn Fn(&Totals) -> Option<f64>| compared.map(|(a, b)| (get(a), get(b)));
+    // A count against a previous part with none: "new" as soon as the
+    // shown period has any (even only in its still-counting part), the
+    // wording of every panel; nothing against nothing is no change ("—").
     let count_change = |get: &dyn Fn(&Totals) -> Option<i64>| match compared {
         Some((a, b)) => match (get(a), get(b)) {
-            (Some(a), Some(b)) => (fmt::change(a, b), direction(a as f64, b as f64)),
-            _ => (dash(), ""),
+            (Some(_), Some(0)) if get(shown).is_some_and(|n| n > 0) => {
+                ("new".to_owned(), "up", "0".to_owned())
+            }
+            (Some(a), Some(b)) => (
+                fmt::change(a, b),
+                direction(a as f64, b as f64),
+                fmt::thousands(&b),
+            ),
+            _ => none(),
         },
-        None => (dash(), ""),
+        None => none(),
     };
-    let ratio_change = |values: Option<(Option<f64>, Option<f64>)>| match values {
-        Some((Some(a), Some(b))) if b > 0.0 => (fmt::relative_change(a, b), direction(a, b)),
-        Some((Some(_), None)) => ("new".to_owned(), "up"),
-        _ => (dash(), ""),
+    let ratio_change = |values: Option<(Option<f64>, Option<f64>)>,
+                        show: &dyn Fn(f64) -> String| match values {
+        Some((Some(a), Some(b))) if b > 0.0 => {
+            (fmt::relative_change(a, b), direction(a, b), show(b))
+        }
+        Some((Some(_), None)) => ("new".to_owned(), "up", dash()),
+        _ => none(),
     };
-    let figure = |id, label, value: String, (change, class): (String, &'static str)| Figure {
-        id,
-        label,
-        value,
-        change,
-        class,
-    };
+    let figure =
+        |id, label, value: String, (change, class, before): (String, &'static str, String)| {
+            Figure {
+                id,
+                label,
+                value,
+                change,
+                class,
+                before,
+            }
+        };
     let visitors_of = |t: &Totals| t.visits.visitors;
     let mut figures = vec![
         figure(
@@ -181,7 +218,7 @@ fn build(
             if counted {
                 count_change(&visitors_of)
             } else {
-                (dash(), "")
+                none()
             },
         ),
         figure(
@@ -195,7 +232,7 @@ fn build(
             if counted {
                 count_change(&|t| Some(t.visits.visits))
             } else {
-                (dash(), "")
+                none()
             },
         ),
         figure(
@@ -220,7 +257,7 @@ fn build(
             if counted {
                 count_change(&exits)
             } else {
-                (dash(), "")
+                none()
             },
         ));
     } else {
@@ -228,7 +265,7 @@ fn build(
             "views-per-visit",
             "Views per visit",
             per_visit(shown).map_or_else(dash, |v| format!("{v:.2}")),
-            ratio_change(pair(&per_visit)),
+            ratio_change(pair(&per_visit), &|v| format!("{v:.2}")),
         ));
     }
     figures.push(figure(
@@ -236,15 +273,17 @@ fn build(
         "Bounce rate",
         bounce(shown).map_or_else(dash, |r| format!("{:.0}%", r * 100.0)),
         match pair(&bounce) {
-            Some((Some(a), Some(b))) => (points(a, b), direction(a, b)),
-            _ => (dash(), ""),
+            Some((Some(a), Some(b))) => {
+                (points(a, b), direction(a, b), format!("{:.0}%", b * 100.0))
+            }
+            _ => none(),
         },
     ));
     figures.push(figure(
         "visit-duration",
         "Visit duration",
         duration(shown).map_or_else(dash, minutes_seconds),
-        ratio_change(pair(&duration)),
+        ratio_change(pair(&duration), &minutes_seconds),
     ));
     let note = match since {
         None => Some(
@@ -259,6 +298,7 @@ fn build(
     };
     VisitLine {
         figures,
+        basis: String::new(),
         note,
         csv: String::new(),
     }
