@@ -17,9 +17,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::queries;
-use crate::storage::page_summaries::{self, day_number, day_start, PageFigures, Span, Summary};
+use crate::storage::page_summaries::{
+    self, day_number, day_start, Answer, PageFigures, Span, Summary,
+};
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
@@ -35,26 +38,42 @@ pub async fn whole_days(
     store: &Store,
     site: &Site,
     (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<String, PageFigures>, mongodb::error::Error> {
+) -> Result<Arc<Answer>, mongodb::error::Error> {
     let first = match store.day_retention().first_usable_day() {
         Some(usable) => first.max(usable),
         None => first,
     };
-    let mut out: HashMap<String, PageFigures> = HashMap::new();
     if first >= last {
-        return Ok(out);
+        return Ok(Arc::default());
+    }
+    let totals = Totals::read(store, site, (first, last)).await?;
+    let key = (
+        site.id.to_string(),
+        day_number(first),
+        day_number(last),
+        totals.fingerprint(),
+    );
+    if let Some(kept) = store.kept_answers().get(&key) {
+        return Ok(kept);
     }
     let settled = crate::storage::Resolution::Day.floor(Utc::now() - SETTLING);
     let cover_end = last.min(settled).max(first);
-    let totals = Totals::read(store, site, (first, last)).await?;
+    let mut out = Answer::new();
     summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
     let recent: Vec<i64> = (day_number(cover_end)..day_number(last))
         .filter(|d| totals.by_day.get(d).copied().unwrap_or(0) != 0)
         .collect();
+    let mut whole = true;
     if !recent.is_empty() {
-        for (_, pages) in queries::page_days(store, &site.domain, &recent).await? {
+        for (day, pages) in queries::page_days(store, &site.domain, &recent).await? {
+            let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
+            whole &= Some(&views) == totals.by_day.get(&day);
             add_all(&mut out, &pages);
         }
+    }
+    let out = Arc::new(out);
+    if whole {
+        store.kept_answers().keep(key, out.clone());
     }
     Ok(out)
 }
@@ -131,6 +150,15 @@ impl Totals {
                 .map(|(day, n)| (day_number(day), n))
                 .collect(),
         })
+    }
+
+    /// Tells the totals apart: equal fingerprints, equal totals (but for
+    /// a 64-bit collision).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.by_day.hash(&mut h);
+        h.finish()
     }
 
     /// The site's views over a span's days.

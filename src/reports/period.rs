@@ -149,7 +149,11 @@ pub enum PeriodError {
     UnknownResolution(String),
     #[error("The {} must be a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.", if *.0 == "from" { "start" } else { "end" })]
     BadTime(&'static str),
-    /// `from` or `to`, whichever is missing (`from` when both are).
+    /// Both `from` and `to` are malformed: both are marked.
+    #[error("The start and the end must be dates (YYYY-MM-DD) or dates and times (YYYY-MM-DDTHH:MM) between the years 2000 and 2200.")]
+    BadTimes,
+    /// `from` or `to`, whichever is missing (`from` when both are, and
+    /// then both are marked: [`PeriodError::fields`]).
     #[error("A custom range needs both a start and an end.")]
     MissingBound(&'static str),
     #[error("The end must be after the start.")]
@@ -168,7 +172,19 @@ impl PeriodError {
             PeriodError::UnknownRange(_) => "range",
             PeriodError::UnknownResolution(_) | PeriodError::TooManyPoints { .. } => "res",
             PeriodError::BadTime(which) | PeriodError::MissingBound(which) => which,
+            PeriodError::BadTimes => "from",
             PeriodError::Empty => "to",
+        }
+    }
+
+    /// Every form field the error is about, so that a form marks them all
+    /// at once: both ends when both are malformed or both missing.
+    pub fn fields(&self, q: &RangeQuery) -> Vec<&'static str> {
+        let given = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+        match self {
+            PeriodError::BadTimes => vec!["from", "to"],
+            PeriodError::MissingBound(_) if !given(&q.from) && !given(&q.to) => vec!["from", "to"],
+            other => vec![other.field()],
         }
     }
 }
@@ -221,8 +237,13 @@ impl Period {
         };
         // Checked with a preset too, where they are unused: a malformed
         // value is a mistake whichever range it comes with.
-        let from = parse_time(q.from.as_deref(), "from", false, zone)?;
-        let to = parse_time(q.to.as_deref(), "to", true, zone)?;
+        let (from, to) = match (
+            parse_time(q.from.as_deref(), "from", false, zone),
+            parse_time(q.to.as_deref(), "to", true, zone),
+        ) {
+            (Err(_), Err(_)) => return Err(PeriodError::BadTimes),
+            (from, to) => (from?, to?),
+        };
         let (from, to, auto) = match preset {
             None => {
                 let from = from.ok_or(PeriodError::MissingBound("from"))?;
@@ -653,5 +674,17 @@ mod tests {
         assert_eq!(Period::resolve(&c, now()), Err(PeriodError::BadTime("to")));
         c.to = Some("1900-01-01".into());
         assert_eq!(Period::resolve(&c, now()), Err(PeriodError::BadTime("to")));
+        // Both ends wrong, or both missing: both are marked at once.
+        c.from = Some("soon".into());
+        let both = Period::resolve(&c, now()).unwrap_err();
+        assert_eq!(both, PeriodError::BadTimes);
+        assert_eq!(both.fields(&c), ["from", "to"]);
+        let none = q("custom");
+        assert_eq!(
+            Period::resolve(&none, now()).unwrap_err().fields(&none),
+            ["from", "to"]
+        );
+        c.from = Some("2026-11-02".into());
+        assert_eq!(Period::resolve(&c, now()).unwrap_err().fields(&c), ["to"]);
     }
 }

@@ -627,7 +627,7 @@ pub async fn top_pages(
     match scope {
         Scope::SiteTotals(site) => {
             let pages = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            for (page, f) in &pages {
+            for (page, f) in pages.iter() {
                 add_views(&mut by_page, page, f.views);
             }
         }

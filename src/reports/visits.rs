@@ -237,7 +237,7 @@ pub async fn entries_and_exits(
     if let Scope::SiteTotals(site) = Scope::of_site(site) {
         if first_day < last_day {
             let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            for (page, p) in whole {
+            for (page, p) in whole.iter() {
                 for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
                     if n != 0 {
                         *counts.entry(page.clone()).or_default() += n;

@@ -204,6 +204,8 @@ pub struct Store {
     secantus: bool,
     /// How long page-day buckets are kept, which page summaries follow.
     day_retention: std::sync::Arc<page_summaries::DayRetention>,
+    /// The last answers of long-range top pages, shared likewise.
+    kept_answers: std::sync::Arc<page_summaries::KeptAnswers>,
     /// Visitor estimates of parts of days, shared likewise.
     day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
 }
@@ -285,6 +287,7 @@ impl Store {
             grouping,
             secantus: build_info.contains_key("secantusVersion"),
             day_retention: Default::default(),
+            kept_answers: Default::default(),
             day_visitors: Default::default(),
         })
     }
@@ -297,6 +300,10 @@ impl Store {
     /// The day buckets' retention, which page summaries follow.
     pub fn day_retention(&self) -> &page_summaries::DayRetention {
         &self.day_retention
+    }
+
+    pub fn kept_answers(&self) -> &page_summaries::KeptAnswers {
+        &self.kept_answers
     }
 
     pub fn day_visitors(&self) -> &day_visitors::DayVisitors {

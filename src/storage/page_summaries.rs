@@ -440,6 +440,59 @@ impl DayRetention {
     }
 }
 
+/// The last answers of the top pages' whole days, kept in memory by site,
+/// days and the site's day totals over them: a dashboard asks twice (its
+/// top pages, then the shown rows' visit figures), `pages.csv` likewise,
+/// and a reader who pages through the list or reloads asks again. Equal
+/// day totals mean equal pages (see the module's note), so a kept answer
+/// is the buckets' own; today's pages, read from their buckets, are only
+/// kept when they add up to today's total (read as of one state).
+#[derive(Debug, Default)]
+pub struct KeptAnswers {
+    inner: Mutex<Vec<(AnswerKey, std::sync::Arc<Answer>)>>,
+}
+
+/// Site (its id), first and end day, and a fingerprint of the site's day
+/// totals over them.
+pub type AnswerKey = (String, i64, i64, u64);
+
+pub type Answer = std::collections::HashMap<String, PageFigures>;
+
+/// Most answers kept, and most page entries over all of them (about 100
+/// bytes each): a few dashboards of sites of 100,000 pages.
+const MAX_ANSWERS: usize = 16;
+const MAX_ANSWER_PAGES: usize = 400_000;
+
+impl KeptAnswers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(AnswerKey, std::sync::Arc<Answer>)>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, key: &AnswerKey) -> Option<std::sync::Arc<Answer>> {
+        let mut kept = self.lock();
+        let i = kept.iter().position(|(k, _)| k == key)?;
+        // The most recently used last, so the oldest goes first.
+        let entry = kept.remove(i);
+        let answer = entry.1.clone();
+        kept.push(entry);
+        Some(answer)
+    }
+
+    pub fn keep(&self, key: AnswerKey, answer: std::sync::Arc<Answer>) {
+        if answer.len() > MAX_ANSWER_PAGES {
+            return;
+        }
+        let mut kept = self.lock();
+        kept.retain(|(k, _)| k != &key);
+        kept.push((key, answer));
+        while kept.len() > MAX_ANSWERS
+            || kept.iter().map(|(_, a)| a.len()).sum::<usize>() > MAX_ANSWER_PAGES
+        {
+            kept.remove(0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,6 +617,32 @@ mod tests {
                 ("s/c".to_owned(), c)
             ]
         );
+    }
+
+    #[test]
+    fn kept_answers_are_found_by_their_totals_and_bounded() {
+        let kept = KeptAnswers::default();
+        let answer = |n: usize| {
+            std::sync::Arc::new(
+                (0..n)
+                    .map(|i| (format!("s/{i}"), figures(1)))
+                    .collect::<Answer>(),
+            )
+        };
+        let key = |totals: u64| ("site".to_owned(), 1, 9, totals);
+        kept.keep(key(5), answer(3));
+        assert_eq!(kept.get(&key(5)).unwrap().len(), 3);
+        assert!(kept.get(&key(6)).is_none(), "a late view moved the totals");
+        for t in 0..MAX_ANSWERS as u64 {
+            kept.keep(key(100 + t), answer(1));
+        }
+        assert!(kept.get(&key(5)).is_none(), "the oldest went first");
+        kept.keep(key(7), answer(MAX_ANSWER_PAGES / 2 + 1));
+        kept.keep(key(8), answer(MAX_ANSWER_PAGES / 2 + 1));
+        assert!(kept.get(&key(7)).is_none(), "bounded by pages");
+        assert!(kept.get(&key(8)).is_some());
+        kept.keep(key(9), answer(MAX_ANSWER_PAGES + 1));
+        assert!(kept.get(&key(9)).is_none(), "too large to keep");
     }
 
     #[test]

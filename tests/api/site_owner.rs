@@ -111,6 +111,20 @@ async fn a_refused_range_is_shown_next_to_the_form_with_the_input_kept() {
         "input kept"
     );
     assert!(html.contains("name=\"to\" value=\"2026-11-21T10:00\" required aria-invalid=\"true\""));
+    // Both ends malformed: both are marked in one answer.
+    let (status, both) = admin
+        .text(&format!("{base}?range=custom&from=soon&to=later"))
+        .await;
+    assert_eq!(status, 400);
+    assert!(both.contains("The start and the end must be dates"), "{both}");
+    for (name, value) in [("from", "soon"), ("to", "later")] {
+        assert!(
+            both.contains(&format!(
+                "name=\"{name}\" value=\"{value}\" required aria-invalid=\"true\""
+            )),
+            "{name} marked"
+        );
+    }
     assert!(
         html.contains("<nav aria-label=\"Main\">"),
         "navigation present"

@@ -194,10 +194,10 @@ pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     use crate::reports::visits;
     let store = &state.store;
     let scope = Scope::of_site(&site);
-    let (top, [entries, exits]) = tokio::try_join!(
-        queries::top_pages(store, &scope, &period),
-        visits::entries_and_exits(store, &site, &period),
-    )?;
+    // One after the other: the second finds the first's whole days kept
+    // (`page_totals`) instead of reading them again.
+    let top = queries::top_pages(store, &scope, &period).await?;
+    let [entries, exits] = visits::entries_and_exits(store, &site, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let needle = q.page_filter()?.to_lowercase();
     let of = move |counts: &std::collections::HashMap<String, i64>, page: &Page| {

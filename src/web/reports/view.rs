@@ -97,9 +97,17 @@ pub struct Controls {
     pub zone: &'static str,
     /// A refused range: the message, and the field it is about.
     pub error: Option<String>,
-    pub error_field: &'static str,
+    /// The form fields the refusal is about (each marked invalid).
+    pub error_fields: Vec<&'static str>,
     /// Why the range is shown coarser than asked (retention).
     pub coarsened: Option<String>,
+}
+
+impl Controls {
+    /// Whether the refusal is about form field `field`.
+    pub fn marks(&self, field: &str) -> bool {
+        self.error_fields.contains(&field)
+    }
 }
 
 /// A page shown with a refused range says so in its status.
@@ -211,7 +219,7 @@ pub(super) fn controls(
         resolution: period.resolution.as_str(),
         zone: period.zone.name(),
         error: error.map(|e| e.to_string()),
-        error_field: error.map_or("", PeriodError::field),
+        error_fields: error.map_or_else(Vec::new, |e| e.fields(&q.range())),
         coarsened: None,
     }
 }
