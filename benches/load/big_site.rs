@@ -63,7 +63,11 @@ fn hours_of(views: i64) -> Document {
         .collect()
 }
 
-async fn insert(store: &tickertape::storage::Store, coll: &str, docs: Vec<Document>) -> anyhow::Result<()> {
+async fn insert(
+    store: &tickertape::storage::Store,
+    coll: &str,
+    docs: Vec<Document>,
+) -> anyhow::Result<()> {
     if !docs.is_empty() {
         store
             .db()
@@ -131,7 +135,11 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
             .collect();
         insert(&store, "site_views_hour", site_hour_docs).await?;
     }
-    let site = sites::list(&store).await?.into_iter().next().expect("bench site");
+    let site = sites::list(&store)
+        .await?
+        .into_iter()
+        .next()
+        .expect("bench site");
     sites::mark_totals_complete(&store, &site).await?;
     users::create(
         &store,
@@ -161,7 +169,10 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         .await?;
     let size = tickertape::storage::values::count(stats.get("size"));
     let count = tickertape::storage::values::count(stats.get("count"));
-    let day_stats = store.db().run_command(doc! {"collStats": "views_day"}).await?;
+    let day_stats = store
+        .db()
+        .run_command(doc! {"collStats": "views_day"})
+        .await?;
     let day_size = tickertape::storage::values::count(day_stats.get("size"));
     println!(
         "\n### {pages} pages × {days} days: {total} views, {buckets} page-day buckets\n\n\
@@ -173,7 +184,15 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
 
     let base = format!("/sites/{site_id}");
     let presets = [
-        "1h", "24h", "today", "yesterday", "7d", "30d", "month", "lastmonth", "12mo",
+        "1h",
+        "24h",
+        "today",
+        "yesterday",
+        "7d",
+        "30d",
+        "month",
+        "lastmonth",
+        "12mo",
     ];
     for zone in ["UTC", "Europe/Berlin"] {
         sites::set_time_zone(&store, &site, TimeZone::parse(zone)?).await?;

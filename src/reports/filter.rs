@@ -23,7 +23,9 @@ pub fn parse(raw: Option<&str>) -> Result<String, FilterTooLong> {
 /// The pages whose path contains `filter`, ignoring case, in their order.
 pub fn matching<'a>(top: &'a [(Page, i64)], filter: &str) -> Vec<&'a (Page, i64)> {
     let needle = filter.to_lowercase();
-    top.iter().filter(|(page, _)| matches(page, &needle)).collect()
+    top.iter()
+        .filter(|(page, _)| matches(page, &needle))
+        .collect()
 }
 
 /// Whether `page`'s path contains `needle` (already lower case), ignoring

@@ -366,7 +366,11 @@ pub async fn read(
 /// readers may store the same span at once: each stores a summary that is
 /// right for the total it carries, and a reader uses only the one whose
 /// total is the site's.
-pub async fn write(store: &Store, site: &str, summary: &Summary) -> Result<bool, mongodb::error::Error> {
+pub async fn write(
+    store: &Store,
+    site: &str,
+    summary: &Summary,
+) -> Result<bool, mongodb::error::Error> {
     let data = encode(&summary.pages);
     if data.len() > MAX_DATA_BYTES {
         return Ok(false);
@@ -434,9 +438,8 @@ impl DayRetention {
 
     /// The first day whose buckets are safely kept (none: every day).
     pub fn first_usable_day(&self) -> Option<DateTime<Utc>> {
-        self.kept().map(|kept| {
-            super::Resolution::Day.ceil(Utc::now() - kept + EXPIRY_MARGIN)
-        })
+        self.kept()
+            .map(|kept| super::Resolution::Day.ceil(Utc::now() - kept + EXPIRY_MARGIN))
     }
 }
 

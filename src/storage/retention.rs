@@ -29,11 +29,7 @@ pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongo
 async fn current_of(store: &Store, name: &str) -> Result<TtlState, mongodb::error::Error> {
     // The raw listing: `expireAfterSeconds` as the server stores it, of
     // whatever numeric type. A handful of indexes fit in the first batch.
-    let reply = match store
-        .db()
-        .run_command(doc! {"listIndexes": name})
-        .await
-    {
+    let reply = match store.db().run_command(doc! {"listIndexes": name}).await {
         Ok(reply) => reply,
         // A collection that does not exist yet has no index.
         Err(e) if matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 26) => {

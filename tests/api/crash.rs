@@ -15,8 +15,8 @@ use chrono::Utc;
 use futures::TryStreamExt;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
-use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::page_summaries;
+use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::sources::{self, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
@@ -612,7 +612,10 @@ impl Summariser {
                         .into_iter()
                         .find(|s| s.domain.as_str() == "crash.test");
                     if let Some(site) = site {
-                        let span = (today - chrono::TimeDelta::days(1), today + chrono::TimeDelta::days(1));
+                        let span = (
+                            today - chrono::TimeDelta::days(1),
+                            today + chrono::TimeDelta::days(1),
+                        );
                         tickertape::reports::page_totals::summarise(&store, &site, span).await?;
                     }
                     Ok::<_, mongodb::error::Error>(())

@@ -47,11 +47,20 @@ async fn write(app: &TestApp, hits: &[(String, DateTime<Utc>)]) {
 }
 
 fn periods(zone: chrono_tz::Tz) -> Vec<(String, Period)> {
-    let presets = ["24h", "today", "yesterday", "7d", "30d", "month", "lastmonth", "12mo"]
-        .map(|r| RangeQuery {
-            range: Some(r.into()),
-            ..Default::default()
-        });
+    let presets = [
+        "24h",
+        "today",
+        "yesterday",
+        "7d",
+        "30d",
+        "month",
+        "lastmonth",
+        "12mo",
+    ]
+    .map(|r| RangeQuery {
+        range: Some(r.into()),
+        ..Default::default()
+    });
     let customs = [
         ("2025-10-30T23:00", "2026-11-22T05:00"),
         ("2025-12-01", "2026-11-01"),
@@ -149,7 +158,11 @@ async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follo
         assert_eq!(views, d.get_i64("total").unwrap(), "{d}");
     }
     compare("from stored summaries").await;
-    assert_eq!(summaries(&app).await.len(), stored.len(), "nothing made again");
+    assert_eq!(
+        summaries(&app).await.len(),
+        stored.len(),
+        "nothing made again"
+    );
 
     // The page buckets change behind the totals' back (no product write
     // does this): the summaries still answer, proving they are what is
@@ -218,12 +231,20 @@ async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
     let made = summaries(&app).await;
     assert!(!made.is_empty());
     let site_key = site.id.to_string();
-    assert!(made.iter().all(|d| d.get_str("site") == Ok(site_key.as_str())));
+    assert!(made
+        .iter()
+        .all(|d| d.get_str("site") == Ok(site_key.as_str())));
     // Idempotent: a second run finds them all right and writes nothing.
     let stamp = |docs: &[Document]| {
         let mut ids: Vec<String> = docs
             .iter()
-            .map(|d| format!("{}={}", d.get_str("_id").unwrap(), d.get_i64("total").unwrap()))
+            .map(|d| {
+                format!(
+                    "{}={}",
+                    d.get_str("_id").unwrap(),
+                    d.get_i64("total").unwrap()
+                )
+            })
             .collect();
         ids.sort();
         ids

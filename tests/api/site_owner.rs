@@ -116,7 +116,10 @@ async fn a_refused_range_is_shown_next_to_the_form_with_the_input_kept() {
         .text(&format!("{base}?range=custom&from=soon&to=later"))
         .await;
     assert_eq!(status, 400);
-    assert!(both.contains("The start and the end must be dates"), "{both}");
+    assert!(
+        both.contains("The start and the end must be dates"),
+        "{both}"
+    );
     for (name, value) in [("from", "soon"), ("to", "later")] {
         assert!(
             both.contains(&format!(
