@@ -238,7 +238,10 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         println!("| report | p50 ms | p99 ms |");
         println!("|---|---:|---:|");
         for (name, path) in cases.iter().filter(|(n, _)| {
-            n.ends_with(" 7d") || n.ends_with(" 12mo") || n.ends_with("yesterday") || n.starts_with("pages.csv")
+            n.ends_with(" 7d")
+                || n.ends_with(" 12mo")
+                || n.ends_with("yesterday")
+                || n.starts_with("pages.csv")
         }) {
             let (p50, p99) = under_traffic(&http, &server.address, path, &store, pages).await?;
             println!("| {name} | {p50:.1} | {p99:.1} |");
