@@ -183,15 +183,11 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
     let BackfillArgs { site, all, db } = args;
     with_store(&db, |store| async move {
         crate::indexes::ensure(&store).await?;
-        let chosen: Vec<_> = sites::list(&store)
+        let chosen: Vec<_> = sites_named(&store, site.as_deref())
             .await?
             .into_iter()
-            .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
             .filter(|s| all || site.is_some() || !s.totals_complete)
             .collect();
-        if let (Some(d), true) = (&site, chosen.is_empty()) {
-            anyhow::bail!("no site has the domain {d:?}");
-        }
         if chosen.is_empty() {
             eprintln!("Every site's totals are complete; nothing to do (--all recomputes them).");
         }
@@ -213,19 +209,24 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
     .await
 }
 
+/// Every site, or the one with domain `site` (an error when there is none).
+async fn sites_named(store: &Store, site: Option<&str>) -> anyhow::Result<Vec<sites::Site>> {
+    let chosen: Vec<_> = sites::list(store)
+        .await?
+        .into_iter()
+        .filter(|s| site.is_none_or(|d| s.domain.as_str() == d))
+        .collect();
+    if let (Some(d), true) = (site, chosen.is_empty()) {
+        anyhow::bail!("no site has the domain {d:?}");
+    }
+    Ok(chosen)
+}
+
 async fn backfill_page_summaries(args: SummariesArgs) -> anyhow::Result<()> {
     let SummariesArgs { site, db } = args;
     with_store(&db, |store| async move {
         crate::indexes::ensure(&store).await?;
-        let chosen: Vec<_> = sites::list(&store)
-            .await?
-            .into_iter()
-            .filter(|s| site.as_deref().is_none_or(|d| s.domain.as_str() == d))
-            .collect();
-        if let (Some(d), true) = (&site, chosen.is_empty()) {
-            anyhow::bail!("no site has the domain {d:?}");
-        }
-        for s in chosen {
+        for s in sites_named(&store, site.as_deref()).await? {
             if !s.totals_complete {
                 println!(
                     "{}: skipped, its site totals are not complete yet (run backfill-site-totals)",

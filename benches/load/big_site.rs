@@ -281,12 +281,5 @@ async fn under_traffic(
 }
 
 fn start(db: &Database) -> anyhow::Result<Server> {
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
-    cmd.arg("serve")
-        .env("MONGODB_URI", &db.uri)
-        .env("TICKERTAPE_DATABASE", DATABASE)
-        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
-        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
-        .env("RUST_LOG", "warn");
-    Server::start(cmd)
+    crate::serve_release(db, DATABASE)
 }

@@ -169,6 +169,19 @@ impl Spec {
     }
 }
 
+/// The release `tickertape serve` on `db`'s database `database`, on a free
+/// port, without the preallocation schedule (the report benches).
+pub fn serve_release(db: &roles::Database, database: &str) -> anyhow::Result<Server> {
+    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    cmd.arg("serve")
+        .env("MONGODB_URI", &db.uri)
+        .env("TICKERTAPE_DATABASE", database)
+        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
+        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
+        .env("RUST_LOG", "warn");
+    Server::start(cmd)
+}
+
 /// wrk threads: one per core of this machine's two, sharing them with the
 /// app and the database.
 pub const WRK_THREADS: u32 = 2;

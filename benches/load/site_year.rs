@@ -6,7 +6,6 @@
 //! Zipf over 1,000 pages, sources Zipf over 40 names (a third "direct").
 
 use chrono::{DateTime, TimeDelta, Utc};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tickertape::accounts::password::NewPassword;
 use tickertape::accounts::{users, Role};
@@ -20,7 +19,7 @@ use tickertape::storage::sources::SourceCounts;
 
 use crate::report_latency::{login, measure};
 use crate::roles::{stored, Database};
-use crate::{repo, Options, Server, SITE_DOMAIN};
+use crate::{Options, Server, SITE_DOMAIN};
 
 const PAGES: usize = 1000;
 const DATABASE: &str = "bench_year";
@@ -76,14 +75,7 @@ fn source_names() -> Vec<String> {
 }
 
 fn start(db: &Database) -> anyhow::Result<Server> {
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
-    cmd.arg("serve")
-        .env("MONGODB_URI", &db.uri)
-        .env("TICKERTAPE_DATABASE", DATABASE)
-        .env("TICKERTAPE_LISTEN", "127.0.0.1:0")
-        .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
-        .env("RUST_LOG", "warn");
-    Server::start(cmd)
+    crate::serve_release(db, DATABASE)
 }
 
 pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {

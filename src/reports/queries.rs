@@ -719,24 +719,12 @@ pub async fn site_day_range(
     store: &Store,
     domain: &DomainName,
 ) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
-    let coll = store
-        .db()
-        .collection::<Document>(Subject::Site.collection(Resolution::Day));
-    let mut ends = Vec::with_capacity(2);
-    for order in [1, -1] {
-        let found = coll
-            .find_one(doc! {"site": domain.as_str()})
-            .sort(doc! {"site": 1, "timestamp": order})
-            .projection(doc! {"_id": 0, "timestamp": 1})
-            .await?;
-        if let Some(at) = found.and_then(|d| d.get_datetime("timestamp").ok().copied()) {
-            ends.push(at.to_chrono());
-        }
-    }
-    Ok(match ends[..] {
-        [first, last] => Some((first, last)),
-        _ => None,
-    })
+    crate::storage::site_totals::first_and_last_of(
+        store,
+        Subject::Site.collection(Resolution::Day),
+        doc! {"site": domain.as_str()},
+    )
+    .await
 }
 
 /// Each page's figures on each of the UTC days numbered `days` (days

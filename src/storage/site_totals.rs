@@ -101,11 +101,21 @@ async fn first_and_last(
     domain: &DomainName,
     g: Resolution,
 ) -> anyhow::Result<Option<(DateTime<Utc>, DateTime<Utc>)>> {
-    let coll = store.db().collection::<Document>(g.collection());
-    let mut ends = Vec::new();
+    Ok(first_and_last_of(store, g.collection(), doc! {"page": site_pages(domain)}).await?)
+}
+
+/// The first and last `timestamp` of the documents of `collection` that
+/// match `filter`, if any (two sorted `find_one`s on its index).
+pub async fn first_and_last_of(
+    store: &Store,
+    collection: &str,
+    filter: Document,
+) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
+    let coll = store.db().collection::<Document>(collection);
+    let mut ends = Vec::with_capacity(2);
     for order in [1, -1] {
         let found = coll
-            .find_one(doc! {"page": site_pages(domain)})
+            .find_one(filter.clone())
             .sort(doc! {"timestamp": order})
             .projection(doc! {"_id": 0, "timestamp": 1})
             .await?;

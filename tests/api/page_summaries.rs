@@ -85,6 +85,14 @@ fn periods(zone: chrono_tz::Tz) -> Vec<(String, Period)> {
         .collect()
 }
 
+fn twelve_months() -> Period {
+    let q = RangeQuery {
+        range: Some("12mo".into()),
+        ..Default::default()
+    };
+    Period::resolve(&q, t0()).unwrap()
+}
+
 async fn top(app: &TestApp, scope: &Scope<'_>, period: &Period) -> Vec<(Page, i64)> {
     queries::top_pages(&app.store, scope, period).await.unwrap()
 }
@@ -170,14 +178,7 @@ async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follo
     let site = &all_sites[0];
     // A day on which /b has views (its bucket exists).
     let day = Resolution::Day.floor(t0()) - TimeDelta::days(201);
-    let year = Period::resolve(
-        &RangeQuery {
-            range: Some("12mo".into()),
-            ..Default::default()
-        },
-        t0(),
-    )
-    .unwrap();
+    let year = twelve_months();
     let before = top(&app, &Scope::of_site(site), &year).await;
     let tampered = app
         .store
@@ -252,14 +253,7 @@ async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
     page_totals::backfill(&app.store, &site).await.unwrap();
     assert_eq!(stamp(&summaries(&app).await), stamp(&made));
     // What the backfill made is what reading every bucket gives.
-    let year = Period::resolve(
-        &RangeQuery {
-            range: Some("12mo".into()),
-            ..Default::default()
-        },
-        t0(),
-    )
-    .unwrap();
+    let year = twelve_months();
     assert_eq!(
         top(&app, &Scope::of_site(&site), &year).await,
         top(&app, &Scope::Site(&site.domain), &year).await
