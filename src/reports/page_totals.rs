@@ -59,11 +59,12 @@ pub async fn whole_days(
     let settled = crate::storage::Resolution::Day.floor(Utc::now() - SETTLING);
     let cover_end = last.min(settled).max(first);
     let mut out = Answer::new();
-    summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
+    // Kept only when every part was read as of one state (the totals'):
+    // a day read while a batch committed serves this request alone.
+    let mut whole = summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
     let recent: Vec<i64> = (day_number(cover_end)..day_number(last))
         .filter(|d| totals.by_day.get(d).copied().unwrap_or(0) != 0)
         .collect();
-    let mut whole = true;
     if !recent.is_empty() {
         for (day, pages) in queries::page_days(store, &site.domain, &recent).await? {
             let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
@@ -94,13 +95,15 @@ pub async fn summarise(
     Ok(out)
 }
 
+/// Adds the summaries of `[first, end)` to `out`; whether every one was
+/// exact for the totals (stored, or made from a consistent read).
 async fn summarise_with(
     store: &Store,
     site: &Site,
     totals: &Totals,
     (first, end): (DateTime<Utc>, DateTime<Utc>),
     out: &mut HashMap<String, PageFigures>,
-) -> Result<(), mongodb::error::Error> {
+) -> Result<bool, mongodb::error::Error> {
     let builder = Builder {
         store,
         site,
@@ -112,13 +115,18 @@ async fn summarise_with(
         .filter(|s| totals.over(*s) != 0)
         .collect();
     let stored = builder.stored(&spans).await?;
+    let mut exact = true;
     for span in spans {
         match stored.get(&span) {
             Some(s) => add_all(out, &s.pages),
-            None => add_all(out, &builder.make(span).await?.summary.pages),
+            None => {
+                let made = builder.make(span).await?;
+                exact &= made.exact;
+                add_all(out, &made.summary.pages);
+            }
         }
     }
-    Ok(())
+    Ok(exact)
 }
 
 fn add_all(out: &mut HashMap<String, PageFigures>, pages: &[(String, PageFigures)]) {
