@@ -13,9 +13,7 @@ use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::process::Command;
 use std::time::Instant;
-use tickertape::accounts::password::NewPassword;
-use tickertape::accounts::{users, Role};
-use tickertape::domain::{Email, TimeZone};
+use tickertape::domain::TimeZone;
 use tickertape::reports::Resolution;
 use tickertape::storage::buckets::PART_DIRECT;
 use tickertape::storage::sites;
@@ -141,14 +139,7 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         .next()
         .expect("bench site");
     sites::mark_totals_complete(&store, &site).await?;
-    users::create(
-        &store,
-        Email::parse("bench@localhost")?,
-        &NewPassword::parse("bench password 123")?,
-        Role::Admin,
-        now,
-    )
-    .await?;
+    crate::report_latency::create_admin(&store, now).await?;
     eprintln!(
         "big site {pages} pages × {days} days: {total} views in {buckets} page-day buckets, loaded in {:.0} s",
         started.elapsed().as_secs_f64()

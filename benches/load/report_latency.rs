@@ -69,15 +69,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         "report data incomplete"
     );
 
-    let password = NewPassword::parse("bench password 123")?;
-    users::create(
-        &store,
-        Email::parse("bench@localhost")?,
-        &password,
-        Role::Admin,
-        now,
-    )
-    .await?;
+    create_admin(&store, now).await?;
     let server = start_server(db, "auto")?;
     let http = login(&server.address).await?;
     let day = |d: chrono::DateTime<Utc>| d.format("%Y-%m-%d").to_string();
@@ -177,6 +169,25 @@ pub(crate) fn start_server(db: &Database, grouping: &str) -> anyhow::Result<Serv
     Server::start(cmd)
 }
 
+/// The admin the report benches sign in as ([`login`]).
+pub(crate) async fn create_admin(
+    store: &tickertape::storage::Store,
+    now: chrono::DateTime<Utc>,
+) -> anyhow::Result<()> {
+    users::create(
+        store,
+        Email::parse(EMAIL)?,
+        &NewPassword::parse(PASSWORD)?,
+        Role::Admin,
+        now,
+    )
+    .await?;
+    Ok(())
+}
+
+const EMAIL: &str = "bench@localhost";
+const PASSWORD: &str = "bench password 123";
+
 pub(crate) async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
     let http = reqwest::Client::builder()
         .cookie_store(true)
@@ -195,11 +206,7 @@ pub(crate) async fn login(address: &str) -> anyhow::Result<reqwest::Client> {
         .unwrap_or_default();
     let r = http
         .post(format!("{}/login", address))
-        .form(&[
-            ("email", "bench@localhost"),
-            ("password", "bench password 123"),
-            ("csrf", &csrf),
-        ])
+        .form(&[("email", EMAIL), ("password", PASSWORD), ("csrf", &csrf)])
         .send()
         .await?;
     anyhow::ensure!(r.status() == 303, "bench login failed: {}", r.status());

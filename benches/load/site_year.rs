@@ -7,9 +7,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use std::time::{Duration, Instant};
-use tickertape::accounts::password::NewPassword;
-use tickertape::accounts::{users, Role};
-use tickertape::domain::{Email, TimeZone};
+use tickertape::domain::TimeZone;
 use tickertape::journal::record::{Record, FORMAT_V3};
 use tickertape::reports::Resolution;
 use tickertape::storage::bucket_writer::{BucketWriter, Hit};
@@ -198,14 +196,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         storage.join("; ")
     );
     if !loaded {
-        users::create(
-            &store,
-            Email::parse("bench@localhost")?,
-            &NewPassword::parse("bench password 123")?,
-            Role::Admin,
-            now,
-        )
-        .await?;
+        crate::report_latency::create_admin(&store, now).await?;
     }
 
     let base = format!("/sites/{site_id}");
