@@ -9,7 +9,7 @@ use chrono::{DateTime, Datelike, TimeDelta, Timelike, Utc, Weekday};
 use std::f64::consts::PI;
 use tokio::time::{Duration, Instant};
 
-use crate::domain::{DomainName, Page, PagePath, Resolution};
+use crate::domain::{Dimension, DomainName, Labels, Page, PagePath, Resolution};
 use crate::journal::Visit;
 use crate::storage::bucket_writer::{BucketWriter, Hit};
 use crate::storage::sites::{self, NewSite, Site};
@@ -321,10 +321,32 @@ pub async fn generate(
         ("github.com", 5),
     ];
     let source_total: u64 = SOURCES.iter().map(|(_, w)| w).sum();
+    // Who the visitors are (browser, system, device, country), and one
+    // visit in twenty signs up on its last page: the breakdown panels and
+    // the goals of a fresh `make run` have something to show.
+    let profiles: Vec<(Labels, u64)> = DEMO_PROFILES
+        .iter()
+        .map(|&(browser, os, device, country, w)| {
+            let labels = Labels::default()
+                .with(Dimension::Browser, browser)
+                .with(Dimension::Os, os)
+                .with(Dimension::Device, device)
+                .with(Dimension::Country, country);
+            (labels, w)
+        })
+        .collect();
+    let profile_total: u64 = profiles.iter().map(|(_, w)| w).sum();
+    let newsletter = |labels: &Labels| {
+        labels
+            .clone()
+            .with(Dimension::Medium, "email")
+            .with(Dimension::Campaign, "november")
+    };
+    let signup = Labels::default().with(Dimension::Event, "Signup");
     // A visit's views are planned when it starts, later ones minutes
     // ahead: every figure is a sum, so the order they are written in does
     // not matter.
-    let mut batch: Vec<(PlannedView, usize)> = Vec::with_capacity(DEMO_BATCH + 100);
+    let mut batch: Vec<(PlannedView, usize, Labels, bool)> = Vec::with_capacity(DEMO_BATCH + 100);
     let mut visitors = DayVisitors::default();
     let mut hits = 0u64;
     let per_visit = mean_visit_views();
@@ -357,7 +379,27 @@ pub async fn generate(
                 limit,
             );
             visitors.saw(who, visit.last().map_or(start, |v| v.at));
-            batch.extend(visit.into_iter().map(|v| (v, source)));
+            let mut roll = rng.next() % profile_total;
+            let (labels, _) = profiles
+                .iter()
+                .find(|(_, w)| {
+                    let hit = roll < *w;
+                    roll = roll.saturating_sub(*w);
+                    hit
+                })
+                .unwrap_or(&profiles[0]);
+            let labels = match SOURCES[source].0 {
+                "newsletter" => newsletter(labels),
+                _ => labels.clone(),
+            };
+            let signs_up = rng.next() % 20 == 0;
+            let last = visit.len().saturating_sub(1);
+            batch.extend(
+                visit
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (v, source, labels.clone(), signs_up && i == last)),
+            );
         }
         // Batches as small as the appliers' keep each transaction well
         // inside the embedded database's cache: 20,000 views with their
@@ -368,11 +410,20 @@ pub async fn generate(
             let deadline = Instant::now() + Duration::from_secs(60);
             let hits: Vec<Hit> = batch
                 .iter()
-                .map(|(v, s)| Hit {
-                    page: pages[v.page].as_str(),
-                    at: v.at,
-                    source: Some(SOURCES[*s].0),
-                    visit: Some(&v.visit),
+                .flat_map(|(v, s, labels, signs_up)| {
+                    let view = Hit {
+                        page: pages[v.page].as_str(),
+                        at: v.at,
+                        source: Some(SOURCES[*s].0),
+                        visit: Some(&v.visit),
+                        labels: Some(labels),
+                    };
+                    let event = signs_up.then_some(Hit {
+                        source: None,
+                        labels: Some(&signup),
+                        ..view
+                    });
+                    std::iter::once(view).chain(event)
                 })
                 .collect();
             writer.apply_direct(&hits, deadline).await?;
@@ -386,6 +437,19 @@ pub async fn generate(
         skipped: false,
     })
 }
+
+/// Browser, system, device, country and weight of the demo's visitors.
+const DEMO_PROFILES: [(&str, &str, &str, &str, u64); 9] = [
+    ("Chrome", "Windows", "desktop", "US", 22),
+    ("Chrome", "Android", "mobile", "IN", 14),
+    ("Safari", "iOS", "mobile", "US", 14),
+    ("Firefox", "Linux", "desktop", "DE", 10),
+    ("Safari", "macOS", "desktop", "GB", 10),
+    ("Edge", "Windows", "desktop", "FR", 8),
+    ("Samsung Internet", "Android", "mobile", "KR", 6),
+    ("Safari", "iPadOS", "tablet", "JP", 5),
+    ("Chrome", "macOS", "desktop", "BR", 11),
+];
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ pub fn all() -> Vec<IndexSpec> {
     [
         crate::storage::buckets::indexes(),
         crate::storage::buckets::site_indexes(),
-        crate::storage::sources::indexes(),
+        crate::storage::breakdowns::indexes(),
         crate::storage::page_summaries::indexes(),
         crate::storage::sites::indexes(),
         crate::accounts::users::indexes(),

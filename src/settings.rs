@@ -174,11 +174,19 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub apply_max_buckets: u64,
 
-    /// How long the sources applier gathers hits before applying their
-    /// sources, in ms: the longer, the fewer statements per hit, and the
-    /// longer sources trail views in the reports.
-    #[arg(long, env = "TICKERTAPE_SOURCES_WINDOW_MS", default_value_t = 30_000)]
+    /// How long the breakdowns applier (sources, devices, countries,
+    /// campaigns, events) gathers hits at light load before applying them,
+    /// in ms. Behind, a batch takes everything already journaled, so the
+    /// window only sets how fresh the breakdowns are when traffic is light.
+    #[arg(long, env = "TICKERTAPE_SOURCES_WINDOW_MS", default_value_t = 2_000)]
     pub sources_window_ms: u64,
+
+    /// A MaxMind-format country database (GeoLite2-Country, DB-IP, or the
+    /// ip-location-db file `make` installs into `.tools/geoip`, the
+    /// default). A missing or unreadable file counts countries as
+    /// "unknown", with a warning on the admin system page.
+    #[arg(long, env = "TICKERTAPE_GEOIP_DB")]
+    pub geoip_db: Option<PathBuf>,
 
     /// Most hits in one batch of sources (merged per page, hour and source
     /// as they are read, so the batch holds only the buckets it touches).

@@ -113,6 +113,10 @@ impl Application {
                     settings.security.trusted_proxies.clone(),
                 ),
             )),
+            classifier: Arc::new(crate::ingest::classifier::Classifier::load(
+                settings.ingest.geoip_db.clone(),
+            )),
+            event_cap: Default::default(),
         };
         ingest.visitors.salts.load(&store, ingest.clock.now()).await;
         let (salts_stop, salts_stopped) = tokio::sync::watch::channel(false);

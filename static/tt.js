@@ -1,24 +1,16 @@
-/* Tickertape: no cookie; sends the path, its utm_source and the referrer's origin, nothing else (README "Embedding") */
+/* Tickertape, no cookie: path with utm_ fields, referrer origin, screen width (README "Embedding") */
 (function(w,d,h,e){
 var s=d.currentScript,site=s&&s.getAttribute("data-site"),last,sent=[],push=h.pushState,r=d.referrer&&new URL(d.referrer).origin;
 if(!site)return;
 var base=s.src.replace(/\/tt\.js(\?.*)?$/,"");
-function off(){
- try{
-  var l=localStorage,k="tt-ignore",f=location.hash;
-  if(f=="#"+k)l.setItem(k,1);
-  if(f=="#tt-count")l.removeItem(k);
-  return l.getItem(k);
- }catch(x){}
-}
-function count(){
- var l=location,p=l.pathname,u=l.search.match(/[?&](utm_source=[^&]*)/),i;
- if(p==last||off())return;
- last=p;
- sent.push(i=new Image);
- i.src=base+"/pixel.gif?site="+e(site)+"&page="+e(u?p+"?"+u[1]:p)+"&ref="+e(r)+"&t="+ +new Date;
- r=l.origin;
-}
+function off(){try{var l=localStorage,k="tt-ignore",f=location.hash;
+if(f=="#"+k)l.setItem(k,1);if(f=="#tt-count")l.removeItem(k);return l.getItem(k)}catch(x){}}
+function send(q){var i=new Image;sent.push(i);i.src=base+"/pixel.gif?site="+e(site)+q+"&w="+screen.width+"&t="+ +new Date}
+function count(){var l=location,p=l.pathname,u=(l.search.match(/utm_(source|medium|campaign)=[^&]*/g)||[]).join("&");
+if(p==last||off())return;last=p;send("&page="+e(u?p+"?"+u:p)+"&ref="+e(r));r=l.origin}
+function track(n){n&&!off()&&send("&page="+e(location.pathname)+"&e="+e(n))}
+w.tickertape={track:track};
+d.addEventListener("click",function(v){v=v.target.closest&&v.target.closest("[data-tt-event]");v&&track(v.dataset.ttEvent)},1);
 h.pushState=function(){push.apply(h,arguments);count()};
 w.addEventListener("popstate",count);
 d.prerendering?d.addEventListener("prerenderingchange",count,{once:1}):count();

@@ -349,6 +349,7 @@ async fn ingestion_with_and_without_sources(
                         at,
                         source: with_sources.then(|| sources[s].as_str()),
                         visit: None,
+                        labels: Default::default(),
                     })
                     .collect();
                 // The minutes, then the hours and days, each with its
@@ -368,6 +369,7 @@ async fn ingestion_with_and_without_sources(
                             at: hit.at,
                             source: hit.source.map(str::to_owned),
                             visit: None,
+                            labels: Default::default(),
                         }
                         .encode_into(&mut journaled);
                     }

@@ -27,17 +27,27 @@ impl TrustedProxies {
     }
 
     /// The client address for a request from `peer` carrying these
-    /// `X-Forwarded-For` header values (in the order received).
+    /// `X-Forwarded-For` header values (in the order received), as it is
+    /// counted (an IPv6 client by its /64); empty without a peer.
     pub fn client<'a>(
         &self,
         peer: Option<IpAddr>,
         forwarded_for: impl IntoIterator<Item = &'a str>,
     ) -> String {
-        let Some(peer) = peer.map(canonical) else {
-            return String::new();
-        };
+        self.client_ip(peer, forwarded_for)
+            .map(limit_key)
+            .unwrap_or_default()
+    }
+
+    /// The client's own address (for the country lookup, which drops it).
+    pub fn client_ip<'a>(
+        &self,
+        peer: Option<IpAddr>,
+        forwarded_for: impl IntoIterator<Item = &'a str>,
+    ) -> Option<IpAddr> {
+        let peer = canonical(peer?);
         if !self.trusts(peer) {
-            return limit_key(peer);
+            return Some(peer);
         }
         let hops: Vec<&str> = forwarded_for
             .into_iter()
@@ -47,13 +57,13 @@ impl TrustedProxies {
         for hop in hops.iter().rev() {
             match hop.parse::<IpAddr>().map(canonical) {
                 Ok(ip) if self.trusts(ip) => continue,
-                Ok(ip) => return limit_key(ip),
+                Ok(ip) => return Some(ip),
                 // A hop we cannot read could be anything the client wrote:
                 // count by the last address a trusted proxy vouched for.
                 Err(_) => break,
             }
         }
-        limit_key(peer)
+        Some(peer)
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod access_token;
 pub mod client_ip;
+pub mod dimension;
 mod domain_name;
 mod email;
 mod expiry_days;
@@ -18,6 +19,7 @@ mod source;
 mod time_zone;
 
 pub use access_token::{AccessToken, AccessTokenError, TokenKind};
+pub use dimension::{Dimension, EventName, EventNameError, Labels};
 pub use domain_name::{DomainName, DomainNameError, NotPublic};
 pub use email::{Email, EmailError};
 pub use expiry_days::{ExpiryDays, ExpiryDaysError, MAX_EXPIRY_DAYS};

@@ -42,7 +42,7 @@ use crate::journal::lane::LaneReadError;
 use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
 use crate::storage::bucket_writer::{self, ApplyError, BucketWriter};
 use crate::storage::progress::{self, Advance, Stream};
-use crate::storage::sources::SourceCounts;
+use crate::storage::breakdowns::BreakdownCounts;
 use crate::storage::{Increments, Store};
 use chrono::{DateTime, Utc};
 
@@ -121,8 +121,8 @@ struct Batch {
     /// The views or rollups applier's hits, merged per bucket as they are
     /// read, so a large batch holds only the buckets it touches.
     levels: Vec<Increments>,
-    /// The sources applier's hits, merged the same way.
-    sources: SourceCounts,
+    /// The breakdowns applier's hits, merged the same way.
+    sources: BreakdownCounts,
     /// Journaled hits in the batch (with or without a source).
     hits: usize,
     /// The times of its oldest and newest hits (their lag).
@@ -137,7 +137,7 @@ impl Batch {
     fn new(from: u64, levels: Vec<Increments>) -> Self {
         Self {
             levels,
-            sources: SourceCounts::default(),
+            sources: BreakdownCounts::default(),
             hits: 0,
             first_at: None,
             last_at: None,
@@ -500,17 +500,16 @@ impl Applier {
         batch.hits += records.len();
         match self.stream {
             Stream::Views | Stream::Rollups => {
-                for r in &records {
+                // An event is not a view: only the breakdowns count it.
+                for r in records.iter().filter(|r| !r.is_event()) {
                     for inc in &mut batch.levels {
                         inc.add_hit(&r.page, r.at, r.visit.as_ref());
                     }
                 }
             }
             Stream::Sources => {
-                for r in records {
-                    if let Some(source) = r.source {
-                        batch.sources.add(r.page, r.at, source);
-                    }
+                for r in &records {
+                    batch.sources.add_record(r);
                 }
             }
         }
@@ -554,11 +553,13 @@ impl Applier {
                         .await
                 }
                 Stream::Sources => {
-                    let views = batch
+                    let counts = batch
                         .sources
                         .iter()
                         .filter(|(page, ..)| !directory.is_deleted_page(page));
-                    self.writer.apply_sources(views, batch.hits, &advance).await
+                    self.writer
+                        .apply_breakdowns(counts, batch.hits, &advance)
+                        .await
                 }
             };
             if let Ok(report) = &result {

@@ -6,7 +6,9 @@
 
 pub mod applier;
 pub mod bots;
+pub mod classifier;
 pub mod directory;
+pub mod event_cap;
 pub mod page_cap;
 pub mod pixel;
 pub mod stats;
@@ -31,4 +33,8 @@ pub struct IngestState {
     pub page_cap: Arc<page_cap::PageCap>,
     /// Visitor ids and open visits (see `visitor`, `visits`).
     pub visitors: Arc<visitor::Visitors>,
+    /// Browser, OS, device and country of a view (see `classifier`).
+    pub classifier: Arc<classifier::Classifier>,
+    /// Event names per site per day (see `event_cap`).
+    pub event_cap: Arc<event_cap::EventCap>,
 }

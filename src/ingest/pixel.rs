@@ -1,4 +1,7 @@
-//! `GET /pixel.gif?site=<uuid>&page=<path or URL>`
+//! `GET /pixel.gif?site=<uuid>&page=<path or URL>[&ref=<referrer>][&w=<screen width>][&e=<event>]`
+//!
+//! With `e`, the hit is a custom event of that name on the page (counted
+//! in the event breakdown and the goals, never as a view).
 //!
 //! Always answers the 43-byte transparent GIF. Whether the view was counted
 //! is in the status (200 counted, 4xx refused, 503 not stored) and, when not
@@ -13,7 +16,9 @@ use percent_encoding::percent_decode;
 use super::bots;
 use super::page_cap::Admission;
 use super::{IngestState, SiteDirectory};
-use crate::domain::{Page, PageError, PageRef, SiteId, Source};
+use crate::domain::{
+    Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, SiteId, Source,
+};
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 
 pub const REASON_HEADER: &str = "x-tickertape-reason";
@@ -46,10 +51,16 @@ pub enum Outcome {
     ShuttingDown,
     /// Counted, but under the site's overflow page (new-page cap).
     PageCap,
+    /// A custom event, counted.
+    Event,
+    /// `e` is not an event name.
+    InvalidEvent,
+    /// The site has as many event names as it may.
+    EventCap,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 20;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -68,6 +79,9 @@ impl Outcome {
         Outcome::StoreFailed,
         Outcome::ShuttingDown,
         Outcome::PageCap,
+        Outcome::Event,
+        Outcome::InvalidEvent,
+        Outcome::EventCap,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -90,6 +104,9 @@ impl Outcome {
             Outcome::StoreFailed => "store-failed",
             Outcome::ShuttingDown => "shutting-down",
             Outcome::PageCap => "page-cap",
+            Outcome::Event => "event",
+            Outcome::InvalidEvent => "invalid-event",
+            Outcome::EventCap => "event-cap",
         }
     }
 }
@@ -125,6 +142,10 @@ pub enum PixelError {
     StoreFailed,
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("invalid event name: {0}")]
+    Event(#[from] EventNameError),
+    #[error("the site has as many event names as it may")]
+    EventCap,
 }
 
 impl PixelError {
@@ -148,6 +169,8 @@ impl PixelError {
             PixelError::JournalFull => Outcome::JournalFull,
             PixelError::StoreFailed => Outcome::StoreFailed,
             PixelError::ShuttingDown => Outcome::ShuttingDown,
+            PixelError::Event(_) => Outcome::InvalidEvent,
+            PixelError::EventCap => Outcome::EventCap,
         }
     }
 }
@@ -155,14 +178,16 @@ impl PixelError {
 impl ResponseError for PixelError {
     fn status_code(&self) -> StatusCode {
         match self {
-            PixelError::Bot | PixelError::Prefetch | PixelError::ForeignHost => {
-                StatusCode::FORBIDDEN
-            }
+            PixelError::Bot
+            | PixelError::Prefetch
+            | PixelError::ForeignHost
+            | PixelError::EventCap => StatusCode::FORBIDDEN,
             PixelError::UnknownSite => StatusCode::NOT_FOUND,
             PixelError::NotTracked => StatusCode::OK,
             PixelError::InvalidSite
             | PixelError::NoSite
             | PixelError::Page(_)
+            | PixelError::Event(_)
             | PixelError::NoPage => StatusCode::BAD_REQUEST,
             PixelError::QueueFull
             | PixelError::JournalFull
@@ -210,11 +235,12 @@ pub async fn pixel(
     let result = count(&req, &state).await;
     let overflowed = req.extensions().contains::<Overflowed>();
     state.stats.record(match &result {
-        Ok(()) if overflowed => Outcome::PageCap,
-        Ok(()) => Outcome::Counted,
+        Ok(Counted::Event) => Outcome::Event,
+        Ok(Counted::View) if overflowed => Outcome::PageCap,
+        Ok(Counted::View) => Outcome::Counted,
         Err(e) => e.outcome(),
     });
-    result.map(|()| {
+    result.map(|_| {
         let mut response = gif(StatusCode::OK);
         if overflowed {
             response.headers_mut().insert(
@@ -229,6 +255,12 @@ pub async fn pixel(
 /// Marks a request whose hit went to the site's overflow page.
 struct Overflowed;
 
+/// What a counted hit was.
+enum Counted {
+    View,
+    Event,
+}
+
 /// `OPTIONS /pixel.gif`: which methods the pixel answers. It needs no CORS
 /// preflight (an image or a simple GET), so this only informs.
 pub async fn options() -> HttpResponse {
@@ -239,16 +271,23 @@ pub async fn options() -> HttpResponse {
         .finish()
 }
 
-async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError> {
+async fn count(req: &HttpRequest, state: &IngestState) -> Result<Counted, PixelError> {
     let at = state.clock.now();
-    let (page, source) = classify_view(req.headers(), req.query_string(), &state.directory)?;
+    let view = classify_view(req.headers(), req.query_string(), &state.directory)?;
     // The site's own cap setting (the page's domain is its canonical host).
     let setting = state
         .directory
-        .by_host(page.domain())
+        .by_host(view.page.domain())
         .map(|site| site.page_cap)
         .unwrap_or_default();
-    let page = match state.page_cap.admit(page, at, setting) {
+    if let Some(event) = &view.event {
+        state
+            .event_cap
+            .admit(view.page.domain(), event.as_str(), at)
+            .then_some(())
+            .ok_or(PixelError::EventCap)?;
+    }
+    let page = match state.page_cap.admit(view.page, at, setting) {
         Admission::Page(page) => page,
         Admission::Overflow(other) => {
             req.extensions_mut().insert(Overflowed);
@@ -256,18 +295,47 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<(), PixelError>
         }
     };
     let visitor = state.visitors.id_of(req, at, page.domain());
+    if let Some(event) = view.event {
+        // An event is not a view: it leaves the visit as it is, and is
+        // counted with its visitor for the goals' converting visitors.
+        let record = Record {
+            page: page.into_string(),
+            at,
+            source: None,
+            visit: Some(crate::journal::Visit {
+                visitor,
+                ..Default::default()
+            }),
+            labels: Labels::default().with(Dimension::Event, event.into_string()),
+        };
+        return journal(state, record).await.map(|()| Counted::Event);
+    }
     let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), at);
+    let mut labels = view.campaign;
+    let client = state.visitors.proxies.client_ip(
+        req.peer_addr().map(|a| a.ip()),
+        super::visitor::forwarded_for(req.headers()),
+    );
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    state
+        .classifier
+        .label(&mut labels, user_agent, view.screen_width, client);
     let record = Record {
         page: page.into_string(),
         at,
-        source: source.map(Source::into_string),
+        source: view.source.map(Source::into_string),
         visit: Some(visit),
+        labels,
     };
     let counted = journal(state, record).await;
     if counted.is_err() {
         state.visitors.open.forget(touch);
     }
-    counted
+    counted.map(|()| Counted::View)
 }
 
 async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> {
@@ -292,7 +360,20 @@ pub fn classify(
     query: &str,
     directory: &SiteDirectory,
 ) -> Result<Page, PixelError> {
-    classify_view(headers, query, directory).map(|(page, _)| page)
+    classify_view(headers, query, directory).map(|view| view.page)
+}
+
+/// A request the pixel counts, and what it says besides its page.
+#[derive(Debug)]
+pub struct View {
+    pub page: Page,
+    pub source: Option<Source>,
+    /// `utm_medium` and `utm_campaign` of the page address, when valid.
+    pub campaign: Labels,
+    /// `w`, the screen width tt.js sends.
+    pub screen_width: Option<u32>,
+    /// `e`: the hit is this custom event, not a view.
+    pub event: Option<EventName>,
 }
 
 /// [`classify`], plus the view's source when it can be known: with `ref`
@@ -303,7 +384,7 @@ pub fn classify_view(
     headers: &HeaderMap,
     query: &str,
     directory: &SiteDirectory,
-) -> Result<(Page, Option<Source>), PixelError> {
+) -> Result<View, PixelError> {
     let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     // Refuse bots and prefetches before looking anything up, so they learn
     // nothing about which sites exist.
@@ -314,6 +395,8 @@ pub fn classify_view(
         return Err(PixelError::Prefetch);
     }
     let params = PixelParams::parse(query)?;
+    // A bad event name is refused before any lookup, like a bad page.
+    let event = params.event.map(|raw| EventName::parse(&raw?)).transpose()?;
     // A Referer is always an absolute URL; anything else is unusable.
     let referer = header_str("referer").map(|r| match PageRef::parse(r) {
         Ok(PageRef::Url { host, path }) => Ok((host, path)),
@@ -337,11 +420,10 @@ pub fn classify_view(
     // Without an id, the page is read before the Referer's host is looked
     // up, so that a bad page gets the same answer whether or not that host
     // is tracked.
-    let (page, utm) = match params.page {
+    let (page, address) = match params.page {
         Some(raw) => {
             let raw = raw?;
-            let utm = utm_source(&raw);
-            (PageRef::parse(&raw)?, utm)
+            (PageRef::parse(&raw)?, raw)
         }
         None => match &referer {
             Some(Ok((host, path))) => (
@@ -349,7 +431,7 @@ pub fn classify_view(
                     host: host.clone(),
                     path: path.clone(),
                 },
-                header_str("referer").and_then(utm_source),
+                header_str("referer").unwrap_or_default().to_owned(),
             ),
             Some(Err(e)) => return Err((*e).into()),
             None => return Err(PixelError::NoPage),
@@ -372,7 +454,18 @@ pub fn classify_view(
         PageRef::Url { .. } if by_referer => return Err(PixelError::NotTracked),
         PageRef::Url { .. } => return Err(PixelError::ForeignHost),
     };
-    let source = match (utm.as_deref().and_then(Source::from_utm), params.referrer) {
+    let utm = |key| utm_value(&address, key);
+    let mut campaign = Labels::default();
+    for (key, dimension) in [
+        ("utm_medium", Dimension::Medium),
+        ("utm_campaign", Dimension::Campaign),
+    ] {
+        // The same rules as `utm_source` (`Source::from_utm`).
+        if let Some(value) = utm(key).as_deref().and_then(Source::from_utm) {
+            campaign.set(dimension, value.into_string());
+        }
+    }
+    let source = match (utm("utm_source").as_deref().and_then(Source::from_utm), params.referrer) {
         (Some(campaign), _) => Some(campaign),
         (None, Some(referrer)) => Some(
             referrer
@@ -382,21 +475,33 @@ pub fn classify_view(
         ),
         (None, None) => None,
     };
-    Ok((Page::new(&site.domain, &path), source))
+    Ok(View {
+        page: Page::new(&site.domain, &path),
+        source,
+        campaign,
+        screen_width: params.screen_width,
+        event,
+    })
 }
 
-/// The first `utm_source` of a page URL's query string, percent-decoded
-/// (invalid UTF-8: none). The rest of the query is never looked at.
-fn utm_source(page: &str) -> Option<String> {
+/// The first `key` (`utm_source`, `utm_medium`, `utm_campaign`) of a page
+/// URL's query string, percent-decoded (invalid UTF-8: none). The rest of
+/// the query is never looked at.
+fn utm_value(page: &str, wanted: &str) -> Option<String> {
     let without_fragment = page.split('#').next()?;
     let (_, query) = without_fragment.split_once('?')?;
     query.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=')?;
-        (key == "utm_source").then(|| decode(value).ok()).flatten()
+        (key == wanted).then(|| decode(value).ok()).flatten()
     })
 }
 
-/// The two parameters the pixel reads. The first occurrence of each wins;
+#[cfg(test)]
+fn utm_source(page: &str) -> Option<String> {
+    utm_value(page, "utm_source")
+}
+
+/// The parameters the pixel reads. The first occurrence of each wins;
 /// empty values count as absent; other parameters (cache busters) are
 /// ignored.
 #[derive(Debug, Default, PartialEq)]
@@ -407,6 +512,10 @@ struct PixelParams {
     /// `ref`, the referrer tt.js sends: present even when empty (no
     /// referrer: a direct visit); `Err` when it cannot be decoded.
     referrer: Option<Result<String, PageError>>,
+    /// `w`: the screen width; ignored unless a plain number in range.
+    screen_width: Option<u32>,
+    /// `e`: a custom event's name, decoded.
+    event: Option<Result<String, EventNameError>>,
 }
 
 impl PixelParams {
@@ -426,6 +535,12 @@ impl PixelParams {
                     params.site = Some(decode(value).map_err(|_| PixelError::InvalidSite)?);
                 }
                 "page" if params.page.is_none() => params.page = Some(decode(value)),
+                "w" if params.screen_width.is_none() => {
+                    params.screen_width = crate::classify::parse_screen_width(value);
+                }
+                "e" if params.event.is_none() => {
+                    params.event = Some(decode(value).map_err(|_| EventNameError::BadCharacter));
+                }
                 _ => {}
             }
         }

@@ -46,18 +46,23 @@ impl Visitors {
     /// address and the User-Agent go no further than this call.
     pub fn id_of(&self, req: &actix_web::HttpRequest, at: DateTime<Utc>, site: &str) -> u64 {
         let headers = req.headers();
-        let forwarded = headers
-            .get_all("x-forwarded-for")
-            .filter_map(|v| v.to_str().ok());
-        let client = self
-            .proxies
-            .client(req.peer_addr().map(|a| a.ip()), forwarded);
+        let client = self.proxies.client(
+            req.peer_addr().map(|a| a.ip()),
+            forwarded_for(headers),
+        );
         let user_agent = headers
             .get(actix_web::http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         visitor_id(&self.salts.of(at), site, &client, user_agent)
     }
+}
+
+/// The `X-Forwarded-For` values of a request, in the order received.
+pub fn forwarded_for(headers: &actix_web::http::header::HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
 }
 
 /// The salts of the days this instance counts in, as the database has

@@ -2,6 +2,10 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
+//! payload v4 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
+//!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
+//!              page  source  entry  previous  labels[rest]
+//! labels     = (dimension:u8  len:u8  name[len])*
 //! payload v3 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le
 //!              page[page_len]  source[source_len]  entry[entry_len]  previous[rest]
@@ -18,7 +22,10 @@
 //! the hit changes of its visit: the visitor id (a keyed hash, never an
 //! address), whether it starts a visit, the seconds since the visit's
 //! previous hit, and the visit's entry and previous pages (empty when it
-//! starts one). Segments say their format in their header, and a journal
+//! starts one). Format 4 (issue 20) adds the hit's breakdown labels
+//! (`domain::Labels`: medium, campaign, browser, OS, device, country, and
+//! the event's name for an event, which is not a view). Segments say their
+//! format in their header, and a journal
 //! written by a previous version is still replayed: format-1 records decode
 //! with no source, format-1 and format-2 records with no visit.
 //!
@@ -28,12 +35,14 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::domain::dimension::{Dimension, Labels, MAX_NAME_BYTES};
+
 /// Bytes before the payload: length and checksum.
 pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
 /// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
 /// three pages); anything longer on disk is damage, not data.
-pub const MAX_PAYLOAD: usize = V3_FIXED + 3 * 1024 + 512;
+pub const MAX_PAYLOAD: usize = V4_FIXED + 3 * 1024 + 512 + MAX_LABELS;
 
 /// Bounds one page of a record (a domain plus a path, with room).
 const MAX_PAGE: usize = 1024;
@@ -42,11 +51,17 @@ const MAX_PAGE: usize = 1024;
 pub const FORMAT_V1: u32 = 1;
 /// The record format of format-2 segments: a source, no visit.
 pub const FORMAT_V2: u32 = 2;
-/// The record format this build writes.
+/// The record format of format-3 segments: a visit, no labels.
 pub const FORMAT_V3: u32 = 3;
+/// The record format this build writes.
+pub const FORMAT_V4: u32 = 4;
 
 /// Bytes of a format-3 payload before its strings.
 const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
+/// Bytes of a format-4 payload before its strings.
+const V4_FIXED: usize = V3_FIXED + 2;
+/// Most bytes of a record's labels: one per dimension, each at most 255.
+const MAX_LABELS: usize = Dimension::ALL.len() * (2 + MAX_NAME_BYTES);
 
 const HAS_VISIT: u8 = 1;
 const STARTS: u8 = 2;
@@ -62,6 +77,9 @@ pub struct Record {
     /// `None` for hits from before visitors (formats 1 and 2) and writers
     /// that have no visitor (imports of views alone).
     pub visit: Option<Visit>,
+    /// Its names in the breakdowns other than the source (format 4). A
+    /// record with an [`Dimension::Event`] label is that event, not a view.
+    pub labels: Labels,
 }
 
 /// What one hit changes of its visit, decided at the pixel (see
@@ -104,25 +122,59 @@ pub enum DecodeError {
 }
 
 impl Record {
-    /// Bytes this record takes on disk.
-    pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.payload_len()
+    /// A view of `page` at `at`, with nothing else known.
+    pub fn view(page: impl Into<String>, at: DateTime<Utc>) -> Self {
+        Record {
+            page: page.into(),
+            at,
+            source: None,
+            visit: None,
+            labels: Labels::default(),
+        }
     }
 
-    fn payload_len(&self) -> usize {
+    /// Whether the record is a custom event (counted in the event
+    /// breakdown only), not a page view.
+    pub fn is_event(&self) -> bool {
+        self.labels.get(Dimension::Event).is_some()
+    }
+
+    /// Bytes this record takes on disk.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.payload_len(FORMAT_V4)
+    }
+
+    fn payload_len(&self, format: u32) -> usize {
         let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
         let visit = self.visit.as_ref();
-        V3_FIXED
-            + self.page.len()
+        let strings = self.page.len()
             + text(&self.source)
-            + visit.map_or(0, |v| text(&v.entry) + text(&v.previous))
+            + visit.map_or(0, |v| text(&v.entry) + text(&v.previous));
+        match format {
+            FORMAT_V3 => V3_FIXED + strings,
+            _ => {
+                let labels: usize = self.labels.iter().map(|(_, n)| 2 + n.len()).sum();
+                V4_FIXED + strings + labels
+            }
+        }
     }
 
     /// Appends the encoded record to `out`. Pages longer than the codec
     /// allows are a bug upstream (the pixel's rules bound them), so they
     /// panic here instead of writing a record that would read back as damage.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        let payload_len = self.payload_len();
+        self.encode_format_into(out, FORMAT_V4);
+    }
+
+    /// Writes a record as format 3 did (a visit, no labels): only for tests
+    /// that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v3_into(&self, out: &mut Vec<u8>) {
+        self.encode_format_into(out, FORMAT_V3);
+    }
+
+    fn encode_format_into(&self, out: &mut Vec<u8>, format: u32) {
+        let payload_len = self.payload_len(format);
         assert!(payload_len <= MAX_PAYLOAD, "page too long for the journal");
         fn text(s: &Option<String>) -> &[u8] {
             s.as_deref().unwrap_or_default().as_bytes()
@@ -142,7 +194,7 @@ impl Record {
             }
         };
         let source = text(&self.source);
-        for part in [self.page.as_bytes(), source, entry] {
+        for part in [self.page.as_bytes(), source, entry, previous] {
             assert!(part.len() <= MAX_PAGE, "page too long for the journal");
         }
         let start = out.len();
@@ -152,11 +204,22 @@ impl Record {
         out.push(flags);
         out.extend_from_slice(&visitor.to_le_bytes());
         out.extend_from_slice(&duration.to_le_bytes());
-        for len in [self.page.len(), source.len(), entry.len()] {
+        let mut lens = vec![self.page.len(), source.len(), entry.len()];
+        if format != FORMAT_V3 {
+            lens.push(previous.len());
+        }
+        for len in lens {
             out.extend_from_slice(&(len as u16).to_le_bytes());
         }
         for part in [self.page.as_bytes(), source, entry, previous] {
             out.extend_from_slice(part);
+        }
+        if format != FORMAT_V3 {
+            for (dimension, name) in self.labels.iter() {
+                out.push(dimension.code());
+                out.push(name.len() as u8);
+                out.extend_from_slice(name.as_bytes());
+            }
         }
         let crc = crc32c::crc32c_append(
             crc32c::crc32c(&out[start..start + 4]),
@@ -210,7 +273,8 @@ impl Record {
         let min = match format {
             FORMAT_V1 => 8,
             FORMAT_V2 => 10,
-            _ => V3_FIXED as u32,
+            FORMAT_V3 => V3_FIXED as u32,
+            _ => V4_FIXED as u32,
         };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
@@ -240,6 +304,7 @@ impl Record {
                 at,
                 source: None,
                 visit: None,
+                labels: Labels::default(),
             },
             FORMAT_V2 => {
                 let page_len = u16_at(8) as usize;
@@ -252,20 +317,31 @@ impl Record {
                     at,
                     source: optional(&rest[page_len..])?,
                     visit: None,
+                    labels: Labels::default(),
                 }
             }
             _ => {
                 let flags = payload[8];
                 let visitor = u64::from_le_bytes(payload[9..17].try_into().expect("8 bytes"));
                 let duration = u32::from_le_bytes(payload[17..21].try_into().expect("4 bytes"));
-                let lens = [u16_at(21), u16_at(23), u16_at(25)].map(usize::from);
-                let rest = &payload[V3_FIXED..];
+                let v3 = format == FORMAT_V3;
+                let lens: Vec<usize> = if v3 {
+                    [21, 23, 25].map(|i| usize::from(u16_at(i))).to_vec()
+                } else {
+                    [21, 23, 25, 27].map(|i| usize::from(u16_at(i))).to_vec()
+                };
+                let rest = &payload[if v3 { V3_FIXED } else { V4_FIXED }..];
                 if lens.iter().sum::<usize>() > rest.len() || flags & !7 != 0 {
                     return Err(DecodeError::BadPayload);
                 }
                 let (page, rest) = rest.split_at(lens[0]);
                 let (source, rest) = rest.split_at(lens[1]);
-                let (entry, previous) = rest.split_at(lens[2]);
+                let (entry, rest) = rest.split_at(lens[2]);
+                let (previous, labels) = match lens.get(3) {
+                    Some(&n) => rest.split_at(n),
+                    None => (rest, &[][..]),
+                };
+                let labels = decode_labels(labels)?;
                 let (entry, previous) = (optional(entry)?, optional(previous)?);
                 let visit = if flags & HAS_VISIT == 0 {
                     if flags != 0
@@ -297,10 +373,32 @@ impl Record {
                     at,
                     source: optional(source)?,
                     visit,
+                    labels,
                 }
             }
         };
         Ok((record, total))
+    }
+}
+
+/// A format-4 record's labels: each dimension at most once, each name
+/// non-empty UTF-8.
+fn decode_labels(mut bytes: &[u8]) -> Result<Labels, DecodeError> {
+    let mut labels = Labels::default();
+    while let [code, len, rest @ ..] = bytes {
+        let dimension = Dimension::from_code(*code).ok_or(DecodeError::BadPayload)?;
+        let len = usize::from(*len);
+        if len == 0 || len > rest.len() || labels.get(dimension).is_some() {
+            return Err(DecodeError::BadPayload);
+        }
+        let name = std::str::from_utf8(&rest[..len]).map_err(|_| DecodeError::BadPayload)?;
+        labels.set(dimension, name);
+        bytes = &rest[len..];
+    }
+    if bytes.is_empty() {
+        Ok(labels)
+    } else {
+        Err(DecodeError::BadPayload)
     }
 }
 
@@ -316,7 +414,55 @@ mod tests {
             at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
             source: None,
             visit: None,
+            labels: Labels::default(),
         }
+    }
+
+    #[test]
+    fn labels_round_trip_and_a_format_3_record_reads_without_them() {
+        let mut r = record("example.com/pricing");
+        r.labels = Labels::default()
+            .with(Dimension::Browser, "Firefox")
+            .with(Dimension::Country, "DE")
+            .with(Dimension::Campaign, "spring sale");
+        r.visit = Some(Visit {
+            visitor: 9,
+            duration_secs: 3,
+            entry: Some("example.com/".into()),
+            previous: Some("example.com/a".into()),
+            second_view: false,
+        });
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        assert_eq!(buf.len(), r.encoded_len());
+        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
+        assert!(!r.is_event());
+        let mut old = Vec::new();
+        r.encode_v3_into(&mut old);
+        let (decoded, _) = Record::decode(&old, FORMAT_V3).unwrap();
+        assert_eq!(decoded.labels, Labels::default());
+        assert_eq!(decoded.visit, r.visit);
+        let event = Record {
+            labels: Labels::default().with(Dimension::Event, "Signup"),
+            ..record("example.com/")
+        };
+        assert!(event.is_event());
+    }
+
+    #[test]
+    fn a_label_of_no_known_dimension_is_damage() {
+        let mut r = record("example.com/a");
+        r.labels = Labels::default().with(Dimension::Os, "Linux");
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        let code = buf.len() - 2 - "Linux".len();
+        buf[code] = 200;
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Record::decode(&buf, FORMAT_V4).unwrap_err(),
+            DecodeError::BadPayload
+        );
     }
 
     #[test]
@@ -325,12 +471,12 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
         r.source = Some("news.ycombinator.com".into());
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
         for visit in [
             Visit {
                 visitor: u64::MAX,
@@ -348,7 +494,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             assert_eq!(buf.len(), r.encoded_len());
-            assert_eq!(Record::decode(&buf, FORMAT_V3), Ok((r.clone(), buf.len())));
+            assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
         }
     }
 
@@ -378,7 +524,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V3).unwrap_err(),
+            Record::decode(&buf, FORMAT_V4).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -395,7 +541,7 @@ mod tests {
     #[test]
     fn zeros_are_not_a_record() {
         assert_eq!(
-            Record::decode(&[0; 64], FORMAT_V3).unwrap_err(),
+            Record::decode(&[0; 64], FORMAT_V4).unwrap_err(),
             DecodeError::BadLength(0)
         );
     }
@@ -414,6 +560,10 @@ mod tests {
             )),
         )
             .prop_map(|(page, ms, source, visit)| Record {
+                labels: match &source {
+                    Some(s) => Labels::default().with(Dimension::Medium, s.clone()),
+                    None => Labels::default(),
+                },
                 page,
                 at: DateTime::<Utc>::from_timestamp_millis(ms).unwrap(),
                 source,
@@ -441,7 +591,7 @@ mod tests {
             }
             let mut at = 0;
             for r in &records {
-                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V3).unwrap();
+                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V4).unwrap();
                 prop_assert_eq!(&decoded, r);
                 at += len;
             }
@@ -453,7 +603,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             let cut = cut % buf.len();
-            prop_assert!(Record::decode(&buf[..cut], FORMAT_V3).is_err());
+            prop_assert!(Record::decode(&buf[..cut], FORMAT_V4).is_err());
         }
 
         #[test]
@@ -465,7 +615,7 @@ mod tests {
             // A flip may make the record look longer than the buffer
             // (truncated) or fail the length, checksum or payload checks:
             // never may it decode as a record.
-            prop_assert!(Record::decode(&buf, FORMAT_V3).is_err());
+            prop_assert!(Record::decode(&buf, FORMAT_V4).is_err());
         }
     }
 }

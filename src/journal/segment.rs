@@ -17,17 +17,18 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{
-    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, HEADER_LEN as RECORD_HEADER_LEN,
+    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, HEADER_LEN as RECORD_HEADER_LEN,
     MAX_PAYLOAD,
 };
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";
 /// The record format this build writes (see `record`).
-pub const FORMAT: u32 = FORMAT_V3;
+pub const FORMAT: u32 = FORMAT_V4;
 /// The formats this build reads: segments written before sources were
 /// journaled (format 1) are replayed, their hits without a source, and
-/// those before visitors (format 2) without a visit.
-pub const READABLE: [u32; 3] = [FORMAT_V1, FORMAT_V2, FORMAT_V3];
+/// those before visitors (format 2) without a visit, and those before
+/// breakdowns (format 3) without labels.
+pub const READABLE: [u32; 4] = [FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4];
 pub const HEADER_LEN: u64 = 48;
 pub const EXTENSION: &str = "seg";
 
@@ -300,6 +301,7 @@ mod tests {
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
                 source: Some("google.com".to_owned()),
                 visit: None,
+                labels: Default::default(),
             }
             .encode_into(&mut buf);
         }
@@ -383,6 +385,7 @@ mod tests {
                 at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 1, 7).unwrap(),
                 source: None,
                 visit: None,
+                labels: Default::default(),
             }
             .encode_v1_into(&mut body);
         }

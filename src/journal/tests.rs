@@ -21,6 +21,12 @@ fn hit(i: usize) -> Record {
             visitor: i as u64,
             ..Default::default()
         }),
+        labels: match i % 4 {
+            0 => Default::default(),
+            _ => crate::domain::Labels::default()
+                .with(crate::domain::Dimension::Browser, "Firefox")
+                .with(crate::domain::Dimension::Country, format!("C{i}")),
+        },
     }
 }
 
@@ -381,6 +387,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         at: hit(0).at,
         source: None,
         visit: None,
+        labels: Default::default(),
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

@@ -1,5 +1,5 @@
 //! Top sources of a site or a page over a range, from the source buckets
-//! (`storage::sources`): whole UTC days from the day buckets, the edges
+//! (`storage::breakdowns`): whole UTC days from the day buckets, the edges
 //! from the hour buckets.
 //!
 //! Sources are kept by the hour, so a range that starts or ends inside an
@@ -20,7 +20,7 @@ use super::queries::{self, number, Scope};
 use super::Period;
 use crate::domain::{Page, Source};
 use crate::storage::sites::Site;
-use crate::storage::sources::collection;
+use crate::storage::breakdowns::collection;
 use crate::storage::{Resolution, Store, Subject};
 
 /// What a sources report covers.

@@ -6,8 +6,8 @@
 //!
 //! What a transaction writes follows its stream (`progress::Stream`,
 //! [`levels`]): the views stream writes the page and site minute buckets,
-//! the rollups stream the page and site hour and day buckets, the sources
-//! stream the four source collections. Writers outside the journal (demo
+//! the rollups stream the page and site hour and day buckets, the
+//! breakdowns stream (`Stream::Sources`) the four breakdown collections. Writers outside the journal (demo
 //! data, benchmarks, tests) write everything at once.
 //!
 //! The progress update matches only `position: from`, so a batch can commit
@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use super::buckets::PART_DIRECT;
 use super::progress::{self, Advance, Stream};
-use super::sources::{self, SourceCounts, SourceIncrements};
+use super::breakdowns::{self, BreakdownCounts, BreakdownIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
-use crate::domain::Source;
+use crate::domain::Labels;
 use crate::journal::Visit;
 use futures::TryStreamExt;
 
@@ -53,6 +53,16 @@ pub struct Hit<'a> {
     pub source: Option<&'a str>,
     /// What it changed of its visit, when it has a visitor.
     pub visit: Option<&'a Visit>,
+    /// Its breakdown labels; with an event's name it is that event, not
+    /// a view.
+    pub labels: Option<&'a Labels>,
+}
+
+impl Hit<'_> {
+    pub fn is_event(&self) -> bool {
+        self.labels
+            .is_some_and(|l| l.get(crate::domain::Dimension::Event).is_some())
+    }
 }
 
 impl<'a> From<(&'a str, DateTime<Utc>)> for Hit<'a> {
@@ -62,6 +72,7 @@ impl<'a> From<(&'a str, DateTime<Utc>)> for Hit<'a> {
             at,
             source: None,
             visit: None,
+            labels: None,
         }
     }
 }
@@ -73,6 +84,7 @@ impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
             at,
             source,
             visit: None,
+            labels: None,
         }
     }
 }
@@ -151,25 +163,30 @@ impl BucketWriter {
     ) -> Result<FlushReport, ApplyError> {
         let stream = advance.map(|a| a.stream);
         let mut increments = view_increments(stream, part_of(advance));
-        let with_sources = matches!(stream, None | Some(Stream::Sources));
-        // Sources are merged per page, hour and source first, as the
-        // sources applier merges them (only direct writers get here with
-        // sources: the appliers send views and sources apart).
-        let mut sourced = SourceCounts::default();
+        let with_breakdowns = matches!(stream, None | Some(Stream::Sources));
+        // Breakdowns are merged per page and hour first, as their applier
+        // merges them (only direct writers get here with them: the
+        // appliers send views and breakdowns apart).
+        let mut counted = BreakdownCounts::default();
+        let none = Labels::default();
         let mut count = 0;
         for hit in hits {
             count += 1;
-            for inc in &mut increments {
-                inc.add_hit(hit.page, hit.at, hit.visit);
+            if !hit.is_event() {
+                for inc in &mut increments {
+                    inc.add_hit(hit.page, hit.at, hit.visit);
+                }
             }
-            if let Some(source) = hit.source.filter(|_| with_sources) {
-                sourced.add(hit.page.to_owned(), hit.at, source.to_owned());
+            if with_breakdowns {
+                let labels = hit.labels.unwrap_or(&none);
+                let visitor = hit.visit.map(|v| v.visitor);
+                counted.add_hit(hit.page, hit.at, hit.source, labels, visitor);
             }
         }
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
-        let by_source = source_increments(part_of(advance), sourced.iter());
+        let by_source = breakdown_increments(part_of(advance), counted.iter());
         self.transact(&increments, &by_source, advance)
             .await
             .map(|outcomes| FlushReport {
@@ -192,16 +209,16 @@ impl BucketWriter {
             .map(|outcomes| FlushReport { hits, outcomes })
     }
 
-    /// Applies a sources batch of `hits` journaled hits, their views
-    /// already merged per page, hour and source (`sources::SourceCounts`),
+    /// Applies a breakdowns batch of `hits` journaled hits, already merged
+    /// per page and hour (`breakdowns::BreakdownCounts`),
     /// with its advance.
-    pub async fn apply_sources<'a>(
+    pub async fn apply_breakdowns<'a>(
         &self,
-        views: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a str, u32)>,
+        views: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a breakdowns::PageHour)>,
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        let by_source = source_increments(part_of(Some(advance)), views);
+        let by_source = breakdown_increments(part_of(Some(advance)), views);
         self.transact(&[], &by_source, Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
@@ -210,7 +227,7 @@ impl BucketWriter {
     async fn transact(
         &self,
         increments: &[Increments],
-        by_source: &[SourceIncrements],
+        by_source: &[BreakdownIncrements],
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -272,7 +289,7 @@ impl BucketWriter {
         &self,
         session: &mut ClientSession,
         increments: &[Increments],
-        by_source: &[SourceIncrements],
+        by_source: &[BreakdownIncrements],
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -439,23 +456,22 @@ pub fn part_of(advance: Option<&Advance<'_>>) -> i32 {
     advance.map_or(PART_DIRECT, |a| a.lane as i32)
 }
 
-/// The source buckets' increments, from views per page, hour and source.
-fn source_increments<'a>(
+/// The breakdown buckets' increments, from counts per page and hour.
+fn breakdown_increments<'a>(
     part: i32,
-    views: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a str, u32)>,
-) -> Vec<SourceIncrements> {
-    let mut by_source: Vec<SourceIncrements> = sources::LEVELS
-        .map(SourceIncrements::for_pages)
+    hours: impl Iterator<Item = (&'a str, DateTime<Utc>, &'a breakdowns::PageHour)>,
+) -> Vec<BreakdownIncrements> {
+    let mut by_bucket: Vec<BreakdownIncrements> = breakdowns::LEVELS
+        .map(BreakdownIncrements::for_pages)
         .into_iter()
-        .chain(sources::LEVELS.map(|g| SourceIncrements::for_site(g, part)))
+        .chain(breakdowns::LEVELS.map(|g| BreakdownIncrements::for_site(g, part)))
         .collect();
-    for (page, hour, source, n) in views {
-        let source = Source::from_stored(source.to_owned());
-        for inc in &mut by_source {
-            inc.add_views(page, hour, &source, n);
+    for (page, hour, counts) in hours {
+        for inc in &mut by_bucket {
+            inc.add_page_hour(page, hour, counts);
         }
     }
-    by_source
+    by_bucket
 }
 
 async fn timed<T>(

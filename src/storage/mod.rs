@@ -13,7 +13,7 @@ pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
-pub mod sources;
+pub mod breakdowns;
 pub mod system;
 pub mod txn;
 pub mod update;

@@ -540,7 +540,7 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
         targets.push((g.collection(), doc! {"page": pages.clone()}));
         targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
     }
-    for (subject, collection) in super::sources::collections() {
+    for (subject, collection) in super::breakdowns::collections() {
         targets.push(match subject {
             Subject::Page => (collection, doc! {"page": pages.clone()}),
             Subject::Site => (collection, doc! {"site": site_key}),

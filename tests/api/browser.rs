@@ -1102,7 +1102,8 @@ async fn bar_tooltips_keep_the_reader_on_the_chart(
 }
 
 /// Issue 24, item 4: whatever the addresses hold, `tt.js` sends no query
-/// string nor fragment but `utm_source`, and of a referrer only its
+/// string nor fragment but `utm_source` (and medium and campaign), and of
+/// a referrer only its
 /// origin: after a single-page navigation away from
 /// `/start?reset_token=…#access_token=…`, after a full in-app navigation
 /// (whose `document.referrer` is the previous page's whole address), and
@@ -1127,10 +1128,17 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
          </script>",
     );
     let plain = page("");
+    // Issue 20: an event from the API and one from a `data-tt-event`
+    // click (on an element inside the marked one).
+    let events = page(
+        "<button data-tt-event=\"Download PDF\"><span id=\"inner\">get</span></button>\
+         <script>setTimeout(function(){tickertape.track('Signup');\
+         document.getElementById('inner').click();},400);</script>",
+    );
     let recorder = seen.clone();
     let server = HttpServer::new(move || {
         let recorder = recorder.clone();
-        let (start, plain) = (start.clone(), plain.clone());
+        let (start, plain, events) = (start.clone(), plain.clone(), events.clone());
         App::new()
             .route(
                 "/tt.js",
@@ -1155,6 +1163,13 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
                 "/start",
                 web::get().to(move || {
                     let body = start.clone();
+                    async move { HttpResponse::Ok().content_type("text/html").body(body) }
+                }),
+            )
+            .route(
+                "/events",
+                web::get().to(move || {
+                    let body = events.clone();
                     async move { HttpResponse::Ok().content_type("text/html").body(body) }
                 }),
             )
@@ -1212,9 +1227,44 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
         .goto(&format!("{other_origin}/links.html?k=REFSECRET#RFRAG"))
         .await;
     sent_for("landing").await;
+    browser.goto(&format!("{origin}/events")).await;
+    sent_for("events").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.lock().unwrap().iter().filter(|u| u.contains("&e=")).count() < 2 {
+        assert!(Instant::now() < deadline, "events not sent: {:?}", seen.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     browser.quit().await;
 
     let seen = seen.lock().unwrap().clone();
+    let (events, seen): (Vec<String>, Vec<String>) =
+        seen.into_iter().partition(|u| u.contains("&e="));
+    let mut names: Vec<(String, String)> = events
+        .iter()
+        .map(|uri| {
+            let query = uri.split_once('?').map_or("", |(_, q)| q);
+            let params: std::collections::HashMap<String, String> =
+                url::form_urlencoded::parse(query.as_bytes())
+                    .into_owned()
+                    .collect();
+            let sent: std::collections::BTreeSet<&str> =
+                params.keys().map(String::as_str).collect();
+            assert_eq!(
+                sent,
+                ["e", "page", "site", "t", "w"].into_iter().collect(),
+                "{uri}"
+            );
+            (params["e"].clone(), params["page"].clone())
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("Download PDF".to_owned(), "/events".to_owned()),
+            ("Signup".to_owned(), "/events".to_owned())
+        ]
+    );
     let mut pages = Vec::new();
     for uri in &seen {
         for secret in [
@@ -1235,7 +1285,7 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
         let sent: std::collections::BTreeSet<&str> = params.keys().map(String::as_str).collect();
         assert_eq!(
             sent,
-            ["page", "ref", "site", "t"].into_iter().collect(),
+            ["page", "ref", "site", "t", "w"].into_iter().collect(),
             "{uri}"
         );
         pages.push((params["page"].clone(), referrer.clone()));
@@ -1244,6 +1294,7 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
     assert_eq!(
         pages,
         vec![
+            ("/events".to_owned(), String::new()),
             ("/full".to_owned(), origin.clone()),
             ("/landing".to_owned(), other_origin.clone()),
             ("/next".to_owned(), origin.clone()),

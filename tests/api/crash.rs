@@ -17,7 +17,7 @@ use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::page_summaries;
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::storage::sources::{self, MAX_SOURCES_PER_BUCKET};
+use tickertape::storage::breakdowns::{self as sources, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
 use crate::helpers::*;

@@ -329,6 +329,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
                 at: t0(),
                 source: None,
                 visit: None,
+                labels: Default::default(),
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -350,6 +351,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         at: t0(),
         source: None,
         visit: None,
+        labels: Default::default(),
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

@@ -7,7 +7,7 @@ use tickertape::accounts::Role;
 use tickertape::journal::record::FORMAT_V1;
 use tickertape::journal::segment::{self, SegmentHeader};
 use tickertape::journal::Record;
-use tickertape::storage::sources::MAX_SOURCES_PER_BUCKET;
+use tickertape::storage::breakdowns::MAX_SOURCES_PER_BUCKET;
 
 use crate::helpers::*;
 
@@ -409,6 +409,7 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             at: t0(),
             source: None,
             visit: None,
+            labels: Default::default(),
         }
         .encode_v1_into(&mut body);
     }

@@ -196,7 +196,7 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         let coll = app
             .store
             .db()
-            .collection::<Document>(tickertape::storage::sources::collection(
+            .collection::<Document>(tickertape::storage::breakdowns::collection(
                 subject,
                 Resolution::Day,
             ));

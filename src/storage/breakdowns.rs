@@ -1,0 +1,640 @@
+//! Breakdowns (issue 20): what views and events are counted under beside
+//! their page, in one bounded bucket document per page (and per site) and
+//! hour, and per day, holding every dimension (`domain::Dimension`):
+//!
+//! ```text
+//! sources_hour / sources_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other,
+//!                                        browser: {"Firefox": 2, ...}, other_browser, os: {...}, ...,
+//!                                        event: {"Signup": 1}, other_event}
+//! site_sources_hour / site_sources_day  {site, part, timestamp, ... the same ...,
+//!                                        converted: {"Signup": <visitors' sketch>}}
+//! ```
+//!
+//! The collections keep the names they had when they held sources alone,
+//! so the sources counted before breakdowns read on with no migration;
+//! `totalViews` is still the views with a known source. One statement per
+//! bucket carries every dimension, so a batch's statements do not grow with
+//! the number of dimensions (docs/architecture.md §7b has the measurements
+//! behind this choice).
+//!
+//! A bucket holds at most [`MAX_NAMES_PER_BUCKET`] distinct names per
+//! dimension; the counts of any further name go to the dimension's
+//! `other_*` field, so a flood of made-up values cannot grow a document
+//! without bound. Which names a bucket already has is read inside the
+//! applying transaction, so the cap is exact: the snapshot read and the
+//! write commit together or conflict and are retried whole. Site buckets
+//! are split by writer part like the site totals (`buckets::Subject`), so
+//! the cap holds per part.
+//!
+//! A site bucket also holds, per event name it counts, the sketch of the
+//! visitors who sent it (`converted`, raised with `$max` like the views'
+//! `visitors`): a goal's converting visitors.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, Utc};
+use std::collections::{HashMap, HashSet};
+
+use super::buckets::{Subject, Target};
+use crate::domain::dimension::{field_name, Dimension, Labels};
+use crate::domain::sketch::Sketch;
+use crate::domain::Resolution;
+use crate::journal::Record;
+
+pub const MAX_NAMES_PER_BUCKET: usize = 50;
+/// The name the cap had when sources were the only dimension.
+pub const MAX_SOURCES_PER_BUCKET: usize = MAX_NAMES_PER_BUCKET;
+
+/// The field of a site bucket holding each event's converting visitors.
+pub const CONVERTED: &str = "converted";
+
+/// The levels breakdowns are kept at: hours for the edges of a range, days
+/// for the rest of it.
+pub const LEVELS: [Resolution; 2] = [Resolution::Hour, Resolution::Day];
+
+pub fn collection(subject: Subject, g: Resolution) -> &'static str {
+    match (subject, g) {
+        (Subject::Page, Resolution::Day) => "sources_day",
+        (Subject::Page, _) => "sources_hour",
+        (Subject::Site, Resolution::Day) => "site_sources_day",
+        (Subject::Site, _) => "site_sources_hour",
+    }
+}
+
+/// Every breakdown collection, for indexes and site deletion.
+pub fn collections() -> impl Iterator<Item = (Subject, &'static str)> {
+    [Subject::Page, Subject::Site]
+        .into_iter()
+        .flat_map(|s| LEVELS.into_iter().map(move |g| (s, collection(s, g))))
+}
+
+/// One bucket per page (or site and writer part) and time; and by time
+/// first, for the writer's lookup on secantusd-rs (see
+/// [`BreakdownIncrements::lookup`]).
+pub fn indexes() -> Vec<super::schema::IndexSpec> {
+    let by_time = collections().map(|(subject, collection)| {
+        let (name, keys) = match subject {
+            Subject::Page => ("timestamp_page", doc! {"timestamp": 1, "page": 1}),
+            Subject::Site => ("timestamp_site", doc! {"timestamp": 1, "site": 1}),
+        };
+        super::schema::IndexSpec::new(collection, name, keys)
+    });
+    collections()
+        .map(|(subject, collection)| match subject {
+            Subject::Page => super::schema::IndexSpec::new(
+                collection,
+                "page_timestamp",
+                doc! {"page": 1, "timestamp": 1},
+            )
+            .unique(),
+            Subject::Site => super::schema::IndexSpec::new(
+                collection,
+                "site_timestamp_part",
+                doc! {"site": 1, "timestamp": 1, "part": 1},
+            )
+            .unique(),
+        })
+        .chain(by_time)
+        .collect()
+}
+
+type Key = (String, DateTime<Utc>);
+
+/// What one page's hour holds in a gathering batch: counts per dimension
+/// and name, and per event name the sketch of the visitors who sent it.
+#[derive(Debug, Default)]
+pub struct PageHour {
+    pub counts: HashMap<(Dimension, String), u32>,
+    pub converted: HashMap<String, Sketch>,
+}
+
+/// Counts per page, hour, dimension and name: what a batch of the
+/// breakdowns applier holds while it gathers, so a batch of many seconds
+/// stays as small as the buckets it touches. Breakdowns are kept by hour
+/// and day, so an hour's start stands for its hits. The applier ends a
+/// batch at [`Self::is_full`], which bounds both its memory and its
+/// transaction.
+#[derive(Debug, Default)]
+pub struct BreakdownCounts {
+    // The keys are made up by whoever sends hits (pages, `utm_source`):
+    // hashed with the standard, per-map keyed SipHash, so nobody can craft
+    // names that collide (with an unkeyed hash a batch of them turns every
+    // lookup into a scan).
+    hours: HashMap<Key, PageHour>,
+    entries: usize,
+}
+
+/// Most page-hours in one breakdowns batch (the applier may pass it by one
+/// read of 4,096 hits): with their days and the site's, at most about
+/// 16,000 statements (a views batch of 20,000 hits may write 60,000), and
+/// the lookup's list of pages (765 bytes at most each) stays under 7 MiB.
+pub const MAX_PAGE_HOURS_PER_BATCH: usize = 4_000;
+/// Most (page, hour, dimension, name) counts in one breakdowns batch,
+/// against a flood of made-up values: about 100 bytes each.
+pub const MAX_COUNTS_PER_BATCH: usize = 200_000;
+
+impl BreakdownCounts {
+    /// Every name a journaled hit is counted under: its source and labels
+    /// (an event, only its name), and an event's visitor.
+    pub fn add_record(&mut self, record: &Record) {
+        let visitor = record.visit.as_ref().map(|v| v.visitor);
+        let source = record.source.as_deref();
+        self.add_hit(&record.page, record.at, source, &record.labels, visitor);
+    }
+
+    /// [`Self::add_record`] for a hit in parts (writers outside the journal).
+    pub fn add_hit(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        source: Option<&str>,
+        labels: &Labels,
+        visitor: Option<u64>,
+    ) {
+        let hour = self
+            .hours
+            .entry((page.to_owned(), Resolution::Hour.floor(at)))
+            .or_default();
+        let mut count = |dimension: Dimension, name: &str| {
+            let n = hour
+                .counts
+                .entry((dimension, name.to_owned()))
+                .or_insert_with(|| {
+                    self.entries += 1;
+                    0
+                });
+            *n += 1;
+        };
+        if let Some(event) = labels.get(Dimension::Event) {
+            count(Dimension::Event, event);
+            if let Some(visitor) = visitor {
+                hour.converted
+                    .entry(event.to_owned())
+                    .or_default()
+                    .insert(visitor);
+            }
+            return;
+        }
+        if let Some(source) = source {
+            count(Dimension::Source, source);
+        }
+        for (dimension, name) in labels.iter() {
+            count(dimension, name);
+        }
+    }
+
+    /// `n` views of `page` at `at` under one dimension's name (writers
+    /// outside the journal, tests).
+    pub fn add(&mut self, page: String, at: DateTime<Utc>, dimension: Dimension, name: &str) {
+        let hour = self
+            .hours
+            .entry((page, Resolution::Hour.floor(at)))
+            .or_default();
+        let n = hour
+            .counts
+            .entry((dimension, name.to_owned()))
+            .or_insert_with(|| {
+                self.entries += 1;
+                0
+            });
+        *n += 1;
+    }
+
+    /// The batch should be applied now, whatever its window says.
+    pub fn is_full(&self) -> bool {
+        self.hours.len() >= MAX_PAGE_HOURS_PER_BATCH || self.entries >= MAX_COUNTS_PER_BATCH
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hours.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, DateTime<Utc>, &PageHour)> {
+        self.hours
+            .iter()
+            .map(|((page, hour), counts)| (page.as_str(), *hour, counts))
+    }
+}
+
+/// A bucket's share of a batch: counts per dimension and field name, and
+/// the converting visitors per event field name (site buckets only).
+#[derive(Debug, Default)]
+struct BucketCounts {
+    names: HashMap<(Dimension, String), u32>,
+    converted: HashMap<String, Sketch>,
+}
+
+/// A batch's counts per bucket, dimension and name (by field name).
+#[derive(Debug)]
+pub struct BreakdownIncrements {
+    target: Target,
+    buckets: HashMap<Key, BucketCounts>,
+}
+
+impl BreakdownIncrements {
+    /// Page buckets.
+    pub fn for_pages(resolution: Resolution) -> Self {
+        Self::to(Target::pages(resolution))
+    }
+
+    /// Site buckets, written as `part`.
+    pub fn for_site(resolution: Resolution, part: i32) -> Self {
+        Self::to(Target::site(resolution, part))
+    }
+
+    fn to(target: Target) -> Self {
+        Self {
+            target,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Everything one page's hour gathered.
+    pub fn add_page_hour(&mut self, page: &str, hour: DateTime<Utc>, counts: &PageHour) {
+        let bucket = self
+            .buckets
+            .entry(self.target.bucket_of(page, hour))
+            .or_default();
+        for ((dimension, name), n) in &counts.counts {
+            *bucket
+                .names
+                .entry((*dimension, field_name(name)))
+                .or_default() += n;
+        }
+        if self.target.subject == Subject::Site {
+            for (event, sketch) in &counts.converted {
+                bucket
+                    .converted
+                    .entry(field_name(event))
+                    .or_default()
+                    .merge(sketch);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    pub fn collection(&self) -> &'static str {
+        collection(self.target.subject, self.target.resolution)
+    }
+
+    /// The query that finds the buckets this batch touches (and perhaps a
+    /// few more of the same keys and times: the caller ignores those).
+    ///
+    /// On MongoDB by keys and times. secantusd-rs scans `{page: {$in}, timestamp:
+    /// {$in}}` over the unique key at a cost that grows with every bucket
+    /// the pages ever had (1.4 s for 1,000 pages with a year stored, probed
+    /// on the year bench's data), which halved the write path's rate with
+    /// sources; by the times alone, through the `timestamp_*` index, it
+    /// reads only this hour's and day's buckets. [`Self::existing`] keeps
+    /// the batch's own.
+    pub fn lookup(&self, by_time_only: bool) -> Document {
+        let times: HashSet<DateTime<Utc>> = self.buckets.keys().map(|(_, t)| *t).collect();
+        let mut q = doc! {
+            "timestamp": {"$in": times.into_iter().map(bson::DateTime::from_chrono).collect::<Vec<_>>()},
+        };
+        if !by_time_only {
+            let keys: HashSet<&str> = self.buckets.keys().map(|(k, _)| k.as_str()).collect();
+            q.insert(
+                self.target.subject.key_field(),
+                doc! {"$in": keys.into_iter().collect::<Vec<_>>()},
+            );
+            if let Some(part) = self.target.part {
+                q.insert("part", part);
+            }
+        }
+        q
+    }
+
+    /// The maps of the dimensions this batch counts in (a name's own
+    /// counter is decided on them), never the sketches.
+    pub fn projection(&self) -> Document {
+        let mut p = doc! {"_id": 0, self.target.subject.key_field(): 1, "timestamp": 1, "part": 1};
+        let counted: HashSet<Dimension> = self
+            .buckets
+            .values()
+            .flat_map(|b| b.names.keys().map(|(d, _)| *d))
+            .collect();
+        for dimension in counted {
+            p.insert(dimension.field(), 1);
+        }
+        p
+    }
+
+    /// The field names each found bucket already holds, per dimension.
+    pub fn existing(&self, found: &[Document]) -> HashMap<Key, HashMap<Dimension, HashSet<String>>> {
+        found
+            .iter()
+            .filter(|d| self.target.part.is_none_or(|p| d.get_i32("part") == Ok(p)))
+            .filter_map(|d| {
+                let key = d.get_str(self.target.subject.key_field()).ok()?.to_owned();
+                let at = d.get_datetime("timestamp").ok()?.to_chrono();
+                let names = Dimension::ALL
+                    .into_iter()
+                    .filter_map(|dimension| {
+                        let map = d.get_document(dimension.field()).ok()?;
+                        Some((dimension, map.keys().cloned().collect()))
+                    })
+                    .collect();
+                Some(((key, at), names))
+            })
+            .collect()
+    }
+
+    /// One upsert per bucket, every dimension in it. A name the bucket
+    /// already has, or that still fits under its dimension's cap, gets its
+    /// own counter; the rest go to the dimension's `other_*`. Within a
+    /// batch the most counted new names take the free places first (ties
+    /// by name, so a retry decides the same way).
+    pub fn statements(
+        &self,
+        existing: &HashMap<Key, HashMap<Dimension, HashSet<String>>>,
+    ) -> Vec<Document> {
+        let none = HashMap::new();
+        let no_names = HashSet::new();
+        self.buckets
+            .iter()
+            .map(|((key, start), counts)| {
+                let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
+                let mut inc = Document::new();
+                let mut max = Document::new();
+                for dimension in Dimension::ALL {
+                    let mut ordered: Vec<(&String, u32)> = counts
+                        .names
+                        .iter()
+                        .filter(|((d, _), _)| *d == dimension)
+                        .map(|((_, name), &n)| (name, n))
+                        .collect();
+                    if ordered.is_empty() {
+                        continue;
+                    }
+                    ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+                    let known = known.get(&dimension).unwrap_or(&no_names);
+                    let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
+                    if dimension == Dimension::Source {
+                        let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
+                        inc.insert("totalViews", total);
+                    }
+                    let mut other = 0i64;
+                    for (name, n) in ordered {
+                        let own = known.contains(name) || {
+                            let fits = room > 0;
+                            room = room.saturating_sub(1);
+                            fits
+                        };
+                        if own {
+                            inc.insert(
+                                format!("{}.{name}", dimension.field()),
+                                Bson::Int64(i64::from(n)),
+                            );
+                            if let Some(sketch) = counts.converted.get(name) {
+                                if dimension == Dimension::Event {
+                                    max.extend(sketch.max_fields(&format!("{CONVERTED}.{name}")));
+                                }
+                            }
+                        } else {
+                            other += i64::from(n);
+                        }
+                    }
+                    if other > 0 {
+                        inc.insert(dimension.other_field(), other);
+                    }
+                }
+                let mut update = doc! {"$inc": inc};
+                if !max.is_empty() {
+                    update.insert("$max", max);
+                }
+                doc! {
+                    "q": self.target.bucket_query(key, *start),
+                    "u": update,
+                    "upsert": true,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::record::Visit;
+    use chrono::TimeZone;
+
+    fn at(h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, h, 5, 0).unwrap()
+    }
+
+    fn hit(page: &str, h: u32, source: Option<&str>, labels: Labels) -> Record {
+        Record {
+            source: source.map(str::to_owned),
+            labels,
+            ..Record::view(page, at(h))
+        }
+    }
+
+    fn inc_of(statement: &Document) -> &Document {
+        statement
+            .get_document("u")
+            .unwrap()
+            .get_document("$inc")
+            .unwrap()
+    }
+
+    fn increments(inc: &mut BreakdownIncrements, counts: &BreakdownCounts) {
+        for (page, hour, c) in counts.iter() {
+            inc.add_page_hour(page, hour, c);
+        }
+    }
+
+    #[test]
+    fn site_buckets_merge_pages_and_every_dimension_rides_one_statement() {
+        let mut counts = BreakdownCounts::default();
+        let firefox = Labels::default()
+            .with(Dimension::Browser, "Firefox")
+            .with(Dimension::Country, "DE");
+        counts.add_record(&hit("example.com/a", 1, Some("google.com"), firefox.clone()));
+        counts.add_record(&hit("example.com/b", 2, Some("google.com"), firefox));
+        counts.add_record(&hit("example.com/b", 3, Some("direct"), Labels::default()));
+        let mut inc = BreakdownIncrements::for_site(Resolution::Day, 0);
+        increments(&mut inc, &counts);
+        let s = inc.statements(&HashMap::new());
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            inc_of(&s[0]),
+            &doc! {"totalViews": 3_i64, "sources.google%2Ecom": 2_i64, "sources.direct": 1_i64,
+            "browser.Firefox": 2_i64, "country.DE": 2_i64}
+        );
+        assert_eq!(inc.collection(), "site_sources_day");
+    }
+
+    #[test]
+    fn an_event_counts_only_its_name_and_its_converting_visitor() {
+        let mut counts = BreakdownCounts::default();
+        let mut event = hit(
+            "example.com/",
+            1,
+            None,
+            Labels::default().with(Dimension::Event, "Sign.up"),
+        );
+        event.visit = Some(Visit {
+            visitor: 42,
+            ..Visit::default()
+        });
+        counts.add_record(&event);
+        let mut site = BreakdownIncrements::for_site(Resolution::Hour, 0);
+        let mut pages = BreakdownIncrements::for_pages(Resolution::Hour);
+        increments(&mut site, &counts);
+        increments(&mut pages, &counts);
+        let s = site.statements(&HashMap::new());
+        assert_eq!(inc_of(&s[0]), &doc! {"event.Sign%2Eup": 1_i64});
+        let max = s[0].get_document("u").unwrap().get_document("$max").unwrap();
+        let mut sketch = Sketch::new();
+        sketch.insert(42);
+        assert_eq!(max, &sketch.max_fields("converted.Sign%2Eup"));
+        // Pages count the event, without sketches.
+        let s = pages.statements(&HashMap::new());
+        assert_eq!(inc_of(&s[0]), &doc! {"event.Sign%2Eup": 1_i64});
+        assert!(s[0].get_document("u").unwrap().get("$max").is_none());
+    }
+
+    #[test]
+    fn beyond_the_cap_new_names_count_as_other_per_dimension() {
+        let page = "example.com/a";
+        // The bucket already holds the cap less one sources: one new source
+        // fits, the most viewed one; a source it already has keeps
+        // counting. Its browsers have room of their own.
+        let mut known: HashSet<String> = (0..MAX_NAMES_PER_BUCKET - 1)
+            .map(|i| format!("s{i}"))
+            .collect();
+        known.insert("old".into());
+        known.remove("s0");
+        let mut counts = BreakdownCounts::default();
+        let with = |s: &str| hit(page, 1, Some(s), Labels::default().with(Dimension::Browser, s));
+        for _ in 0..3 {
+            counts.add_record(&with("big"));
+        }
+        for s in ["small", "tiny", "old"] {
+            counts.add_record(&with(s));
+        }
+        let mut inc = BreakdownIncrements::for_pages(Resolution::Hour);
+        increments(&mut inc, &counts);
+        let start = Resolution::Hour.floor(at(1));
+        let existing = HashMap::from([(
+            (page.to_owned(), start),
+            HashMap::from([(Dimension::Source, known)]),
+        )]);
+        let s = inc.statements(&existing);
+        assert_eq!(
+            inc_of(&s[0]),
+            &doc! {"totalViews": 6_i64, "sources.big": 3_i64, "sources.old": 1_i64, "other": 2_i64,
+            "browser.big": 3_i64, "browser.old": 1_i64, "browser.small": 1_i64, "browser.tiny": 1_i64}
+        );
+    }
+
+    #[test]
+    fn existing_reads_the_field_names_of_found_buckets_per_dimension() {
+        let inc = BreakdownIncrements::for_pages(Resolution::Hour);
+        let t = Resolution::Hour.floor(at(1));
+        let found = vec![doc! {
+            "page": "example.com/a",
+            "timestamp": bson::DateTime::from_chrono(t),
+            "sources": {"google%2Ecom": 1_i64, "direct": 2_i64},
+            "os": {"Linux": 1_i64},
+        }];
+        let e = inc.existing(&found);
+        let names = &e[&("example.com/a".to_owned(), t)];
+        assert_eq!(names[&Dimension::Source].len(), 2);
+        assert_eq!(names[&Dimension::Os].len(), 1);
+        assert!(!names.contains_key(&Dimension::Browser));
+    }
+
+    #[test]
+    fn a_lookup_by_time_alone_keeps_only_this_writers_part() {
+        let mut counts = BreakdownCounts::default();
+        counts.add("example.com/a".into(), at(1), Dimension::Source, "google.com");
+        let mut inc = BreakdownIncrements::for_site(Resolution::Hour, 1);
+        increments(&mut inc, &counts);
+        let lookup = inc.lookup(true);
+        assert_eq!(lookup.len(), 1, "the times alone: {lookup}");
+        let full = inc.lookup(false);
+        assert_eq!(full.get_i32("part"), Ok(1));
+        assert!(full.contains_key("site"));
+        assert_eq!(inc.projection().get_i32("sources"), Ok(1));
+        assert!(inc.projection().get("browser").is_none());
+        let t = Resolution::Hour.floor(at(1));
+        let bucket = |part: i32, name: &str| {
+            doc! {"site": "example.com", "timestamp": bson::DateTime::from_chrono(t), "part": part, "sources": {name: 1_i64}}
+        };
+        let e = inc.existing(&[bucket(0, "other%2Epart"), bucket(1, "mine")]);
+        let names = &e[&("example.com".to_owned(), t)][&Dimension::Source];
+        assert!(
+            names.contains("mine") && !names.contains("other%2Epart"),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn counts_merge_per_page_hour_dimension_and_name() {
+        let mut counts = BreakdownCounts::default();
+        let t = |h, m| Utc.with_ymd_and_hms(2026, 11, 22, h, m, 0).unwrap();
+        for (h, m, s) in [(10, 1, "x"), (10, 59, "x"), (11, 0, "x"), (10, 5, "y")] {
+            counts.add("a.test/".into(), t(h, m), Dimension::Source, s);
+        }
+        let mut got: Vec<_> = counts
+            .iter()
+            .flat_map(|(page, hour, c)| {
+                c.counts
+                    .iter()
+                    .map(move |((_, name), n)| (page, hour, name.clone(), *n))
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("a.test/", t(10, 0), "x".to_owned(), 2),
+                ("a.test/", t(10, 0), "y".to_owned(), 1),
+                ("a.test/", t(11, 0), "x".to_owned(), 1),
+            ]
+        );
+        assert!(!counts.is_full());
+    }
+
+    #[test]
+    fn the_counts_are_hashed_with_a_key_of_their_own() {
+        // Issue 24, item 14: with an unkeyed hash (FxHash) every batch
+        // placed the same names the same way, so colliding names could be
+        // computed once and sent to any instance. Keyed per map, two
+        // batches of the same 1,000 names keep them in different orders.
+        let names: Vec<String> = (0..1000).map(|i| format!("source-{i}")).collect();
+        let order = || {
+            let mut counts = BreakdownCounts::default();
+            for name in &names {
+                counts.add("example.com/".into(), at(1), Dimension::Source, name);
+            }
+            counts
+                .iter()
+                .flat_map(|(_, _, c)| c.counts.keys().map(|(_, n)| n.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_ne!(order(), order());
+    }
+
+    #[test]
+    fn a_batch_is_full_at_its_page_hours_or_its_counts() {
+        let mut pages = BreakdownCounts::default();
+        for i in 0..MAX_PAGE_HOURS_PER_BATCH {
+            assert!(!pages.is_full(), "{i}");
+            pages.add(format!("a.test/{i}"), at(1), Dimension::Source, "x");
+        }
+        assert!(pages.is_full());
+        // One page-hour and a flood of made-up names.
+        let mut names = BreakdownCounts::default();
+        for i in 0..MAX_COUNTS_PER_BATCH {
+            assert!(!names.is_full(), "{i}");
+            names.add("a.test/".into(), at(1), Dimension::Medium, &format!("s{i}"));
+        }
+        assert!(names.is_full());
+    }
+}
