@@ -2,6 +2,7 @@
 //! the store's report handle, so they honour the read preference), and the
 //! server-side chart and CSV renderings.
 
+pub mod breakdowns;
 pub mod chart;
 pub mod csv;
 pub mod filter;

@@ -11,16 +11,12 @@
 //! bucket: [`SourceShares`] adds every view of the same whole hours, so the
 //! panel's rows, with a "(none)" row for the difference, add up to them.
 
-use bson::{doc, Document};
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
-use std::collections::HashMap;
 
-use super::queries::{self, number, Scope};
+use super::queries::{self, Scope};
 use super::Period;
-use crate::domain::{Page, Source};
+use crate::domain::{Dimension, Page, Source};
 use crate::storage::sites::Site;
-use crate::storage::breakdowns::collection;
 use crate::storage::{Resolution, Store, Subject};
 
 /// What a sources report covers.
@@ -31,14 +27,14 @@ pub enum SourceScope<'a> {
 }
 
 impl<'a> SourceScope<'a> {
-    fn subject(&self) -> Subject {
+    pub(crate) fn subject(&self) -> Subject {
         match self {
             SourceScope::Site(_) => Subject::Site,
             SourceScope::Page(_) => Subject::Page,
         }
     }
 
-    fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         match self {
             SourceScope::Site(s) => s.domain.as_str(),
             SourceScope::Page(p) => p.as_str(),
@@ -213,54 +209,16 @@ pub async fn top_sources(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<SourceTotals, mongodb::error::Error> {
-    let (hours, days) = plan(from, to);
-    let mut reads: Vec<(Resolution, DateTime<Utc>, DateTime<Utc>)> = hours
-        .iter()
-        .map(|&(f, t)| (Resolution::Hour, f, t))
-        .collect();
-    if let Some((f, t)) = days {
-        reads.push((Resolution::Day, f, t));
-    }
-    let mut by_field: HashMap<String, i64> = HashMap::new();
-    let mut other = 0;
-    let mut total = 0;
-    for (g, f, t) in reads {
-        let subject = scope.subject();
-        let mut cursor = store
-            .reports()
-            .collection::<Document>(collection(subject, g))
-            .find(doc! {
-                subject.key_field(): scope.key(),
-                "timestamp": {"$gte": bson::DateTime::from_chrono(f), "$lt": bson::DateTime::from_chrono(t)},
-            })
-            .projection(doc! {"_id": 0, "sources": 1, "other": 1, "totalViews": 1})
-            .await?;
-        while let Some(d) = cursor.try_next().await? {
-            total += number(d.get("totalViews"));
-            other += number(d.get("other"));
-            if let Ok(sources) = d.get_document("sources") {
-                for (field, views) in sources {
-                    let views = number(Some(views));
-                    match by_field.get_mut(field) {
-                        Some(v) => *v += views,
-                        None => {
-                            by_field.insert(field.clone(), views);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let mut sources: Vec<(Source, i64)> = by_field
-        .into_iter()
-        .filter(|(_, v)| *v > 0)
-        .map(|(field, v)| (Source::from_field_name(&field), v))
-        .collect();
-    sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let read = super::breakdowns::read(store, scope, &[Dimension::Source], &[], from, to).await?;
+    let totals = read.of(Dimension::Source);
     Ok(SourceTotals {
-        sources,
-        other,
-        total,
+        sources: totals
+            .names
+            .into_iter()
+            .map(|(name, v)| (Source::from_stored(name), v))
+            .collect(),
+        other: totals.other,
+        total: totals.total,
         ..SourceTotals::none(from, to)
     })
 }

@@ -116,6 +116,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .service(csv("/sites/{id}/visits.csv", reports::visits_csv))
     .service(csv("/sites/{id}/pages.csv", reports::pages_csv))
     .service(csv("/sites/{id}/sources.csv", reports::sources_csv))
+    .service(csv("/sites/{id}/breakdown.csv", reports::breakdown_csv))
     .service(csv("/sites/{id}/seconds.csv", reports::seconds_csv))
     .service(csv("/sites/{id}/realtime.csv", reports::realtime_csv))
     .route(

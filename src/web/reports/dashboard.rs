@@ -60,6 +60,7 @@ pub(super) struct DashboardPage {
     csv_series: String,
     csv_pages: String,
     sources: super::sources::SourcesView,
+    breakdowns: super::breakdowns::BreakdownsView,
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     freshness: String,
@@ -143,10 +144,11 @@ pub async fn show_dashboard(
         q.range_params()
     };
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
-    let ((current, top), previous, source_buckets, now_views) = tokio::try_join!(
+    let ((current, top), previous, source_buckets, breakdowns, now_views) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         super::sources::read(state, source_scope, &period),
+        super::breakdowns::read(state, source_scope, &period, &[]),
         queries::views_now(&state.store, &scope, now),
     )?;
     let line = super::visit_line::line(
@@ -275,6 +277,19 @@ pub async fn show_dashboard(
                 &params,
                 &[("src", &source_filter)],
             )),
+        ),
+        breakdowns: super::breakdowns::view(
+            state,
+            (&breakdowns.0, &breakdowns.1),
+            &period,
+            sources_now.views,
+            |d| {
+                audience.export(join(
+                    &format!("{base}/breakdown.csv"),
+                    &params,
+                    &[("dimension", d.key())],
+                ))
+            },
         ),
         sources_action: base.clone(),
         sources_hidden: if filter.is_empty() {

@@ -10,6 +10,7 @@ mod page;
 mod query;
 mod site_settings;
 mod sites;
+pub(crate) mod breakdowns;
 pub(crate) mod sources;
 mod view;
 mod visit_line;
@@ -24,6 +25,7 @@ pub use site_settings::{
     add_site, new_site_form, save_page_cap, save_site_settings, site_settings,
 };
 pub use sites::{sites, summaries};
+pub use breakdowns::breakdown_csv;
 pub use sources::sources_csv;
 pub use view::{behind, freshness};
 

@@ -21,6 +21,7 @@ pub(super) struct PageReport {
     shared: bool,
     site: Arc<Site>,
     sources: super::sources::SourcesView,
+    breakdowns: super::breakdowns::BreakdownsView,
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     path: String,
@@ -101,13 +102,15 @@ pub async fn show_page_report(
     };
     let source_scope = crate::reports::sources::SourceScope::Page(&page);
     let sources = super::sources::read(state, source_scope, &period);
-    let (current, previous, (minute, seconds), realtime, current_seconds, sources) = tokio::try_join!(
+    let names = super::breakdowns::read(state, source_scope, &period, &[]);
+    let (current, previous, (minute, seconds), realtime, current_seconds, sources, names) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         breakdown,
         queries::realtime_series(&state.store, &scope, &last_hour),
         queries::realtime_seconds(&state.store, &page, this_minute),
         sources,
+        names,
     )?;
     let line = super::visit_line::line(
         &state.store,
@@ -229,6 +232,19 @@ pub async fn show_page_report(
                 &params,
                 &[("path", path.as_str()), ("src", &source_filter)],
             )),
+        ),
+        breakdowns: super::breakdowns::view(
+            state,
+            (&names.0, &names.1),
+            &period,
+            sources.0.views,
+            |d| {
+                audience.export(join(
+                    &format!("{site_base}/breakdown.csv"),
+                    &params,
+                    &[("path", path.as_str()), ("dimension", d.key())],
+                ))
+            },
         ),
         sources_action: base.clone(),
         sources_hidden: vec![("path", path.as_str().to_owned())],

@@ -29,6 +29,8 @@ pub struct ReportQuery {
     /// Dashboard and page report: what the chart shows (`views`,
     /// `visitors`, `visits`).
     pub(super) metric: Option<String>,
+    /// `breakdown.csv`: which dimension (`browser`, `country`, ...).
+    pub(super) dimension: Option<String>,
 }
 
 impl ReportQuery {
@@ -51,6 +53,23 @@ impl ReportQuery {
     pub(super) fn source_filter(&self) -> Result<String, WebError> {
         crate::reports::sources::parse_filter(self.src.as_deref())
             .map_err(|e| WebError::Invalid(e.to_string()))
+    }
+
+    /// The dimension of `breakdown.csv`: required, one of the keys.
+    pub(super) fn dimension(&self) -> Result<crate::domain::Dimension, WebError> {
+        self.dimension
+            .as_deref()
+            .and_then(crate::domain::Dimension::parse)
+            .ok_or_else(|| {
+                let keys: Vec<&str> = crate::domain::Dimension::ALL
+                    .iter()
+                    .map(|d| d.key())
+                    .collect();
+                WebError::Invalid(format!(
+                    "`dimension` must be one of: {}.",
+                    keys.join(", ")
+                ))
+            })
     }
 
     /// What the chart shows (views when absent).
