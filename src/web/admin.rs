@@ -601,6 +601,44 @@ struct SystemPage {
     outcomes: Vec<(&'static str, i64)>,
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
+    geoip: GeoIpView,
+}
+
+/// The country database the pixel uses, as the system page states it.
+struct GeoIpView {
+    /// Name, build date and file, or why there is none.
+    summary: String,
+    attribution: Option<String>,
+    /// Set when countries all count as "unknown".
+    warning: Option<String>,
+}
+
+impl GeoIpView {
+    fn of(classifier: &crate::ingest::classifier::Classifier) -> Self {
+        use crate::classify::CountryDbState;
+        match classifier.countries() {
+            CountryDbState::Loaded(db) => {
+                let info = db.info();
+                GeoIpView {
+                    summary: format!(
+                        "{}, built {}, from {}",
+                        info.name,
+                        info.built.format("%Y-%m-%d"),
+                        info.path.display()
+                    ),
+                    attribution: Some(info.attribution.clone()),
+                    warning: None,
+                }
+            }
+            CountryDbState::Missing { path, why } => GeoIpView {
+                summary: format!("none: {} could not be read ({why})", path.display()),
+                attribution: None,
+                warning: Some(
+                    "Every country counts as “unknown” until a country database is installed (make setup) or TICKERTAPE_GEOIP_DB names one (GeoLite2-Country or DB-IP, MaxMind format), and the app is restarted. Views are counted as always.".to_owned(),
+                ),
+            },
+        }
+    }
 }
 
 /// The configured retention of a bucket collection, and what its TTL
@@ -670,6 +708,7 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
             .collect(),
         last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),
+        geoip: GeoIpView::of(&state.ingest.classifier),
     };
     Ok(render(StatusCode::OK, &page))
 }

@@ -17,6 +17,7 @@ use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::storage::page_summaries;
 use tickertape::storage::sites::{self, NewSite};
+use tickertape::domain::Dimension;
 use tickertape::storage::breakdowns::{self as sources, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
@@ -241,6 +242,9 @@ struct Tally {
     acked: HashMap<String, i64>,
     /// Sent, but the answer was lost (the app died): counted at most once.
     unknown: HashMap<String, i64>,
+    /// Custom events (issue 20), per page, the same two ways: never views.
+    events_acked: HashMap<String, i64>,
+    events_unknown: HashMap<String, i64>,
     /// Refused with a status, or never connected: not counted.
     refused: i64,
     non_200_statuses: i64,
@@ -283,12 +287,24 @@ fn load(
                     // Every hit has a source (60 referring hosts, more than
                     // a bucket's cap), so sources are checked like views.
                     let referrer = format!("https%3A%2F%2Fs{}.example%2F", i % 60);
+                    // Every view has a medium (3) and a campaign (70, more
+                    // than the cap), so the campaigns are checked like the
+                    // sources; every eleventh hit is an event instead.
+                    let event = i % 11 == 0;
+                    let query = if event {
+                        format!("page={path}&e=Signup%20{}", i % 3)
+                    } else {
+                        format!(
+                            "page={path}%3Futm_medium%3Dm{}%26utm_campaign%3Dc{}&ref={referrer}&w={}",
+                            i % 3,
+                            i % 70,
+                            [390, 800, 1440][i % 3]
+                        )
+                    };
                     // Fifty visitors, told apart by their User-Agent (the
                     // address is the same): their hits make visits.
                     let sent = http
-                        .get(format!(
-                            "{url}/pixel.gif?site={site}&page={path}&ref={referrer}"
-                        ))
+                        .get(format!("{url}/pixel.gif?site={site}&{query}"))
                         .header(
                             "user-agent",
                             format!("{BROWSER_UA} visitor/{}", i % VISITORS),
@@ -296,15 +312,21 @@ fn load(
                         .send()
                         .await;
                     {
-                        let mut t = tally.lock().unwrap();
+                        let mut guard = tally.lock().unwrap();
+                        let t = &mut *guard;
+                        let (acked, unknown) = if event {
+                            (&mut t.events_acked, &mut t.events_unknown)
+                        } else {
+                            (&mut t.acked, &mut t.unknown)
+                        };
                         match sent {
-                            Ok(r) if r.status() == 200 => *t.acked.entry(page).or_default() += 1,
+                            Ok(r) if r.status() == 200 => *acked.entry(page).or_default() += 1,
                             Ok(_) => {
                                 t.refused += 1;
                                 t.non_200_statuses += 1;
                             }
                             Err(e) if e.is_connect() => t.refused += 1,
-                            Err(_) => *t.unknown.entry(page).or_default() += 1,
+                            Err(_) => *unknown.entry(page).or_default() += 1,
                         }
                     }
                     match pause {
@@ -349,29 +371,61 @@ async fn totals(uri: &str, database: &str, g: Resolution) -> HashMap<String, i64
     out
 }
 
-/// Per bucket key (page or site), the views its hour or day source
-/// buckets give a source (named or `other`), and the most names one holds.
-async fn source_totals(
+/// Per bucket key (page or site), what its hour or day breakdown buckets
+/// count under one dimension (named or `other`), and the most names one
+/// holds.
+async fn dimension_totals(
     uri: &str,
     database: &str,
     subject: Subject,
     g: Resolution,
+    dimension: Dimension,
 ) -> (HashMap<String, i64>, usize) {
     let buckets: Vec<bson::Document> = all(uri, database, sources::collection(subject, g)).await;
     let mut out = HashMap::new();
     let mut most_names = 0;
     for b in buckets {
-        let sources = b.get_document("sources").cloned().unwrap_or_default();
-        most_names = most_names.max(sources.len());
-        let views: i64 = sources
+        let names = b.get_document(dimension.field()).cloned().unwrap_or_default();
+        most_names = most_names.max(names.len());
+        let counted: i64 = names
             .iter()
             .map(|(_, v)| v.as_i64().unwrap())
             .sum::<i64>()
-            + b.get_i64("other").unwrap_or(0);
-        *out.entry(b.get_str(subject.key_field()).unwrap().to_owned())
-            .or_default() += views;
+            + b.get_i64(dimension.other_field()).unwrap_or(0);
+        if counted > 0 {
+            *out.entry(b.get_str(subject.key_field()).unwrap().to_owned())
+                .or_default() += counted;
+        }
     }
     (out, most_names)
+}
+
+/// Every acknowledged event is in the event breakdown once (an answer lost
+/// at most once), page and site, hour and day; none is a view.
+async fn check_events(uri: &str, database: &str, tally: &Tally) {
+    for g in [Resolution::Hour, Resolution::Day] {
+        let (by_page, most) =
+            dimension_totals(uri, database, Subject::Page, g, Dimension::Event).await;
+        assert!(most <= MAX_SOURCES_PER_BUCKET);
+        let mut pages: Vec<&String> = by_page.keys().chain(tally.events_acked.keys()).collect();
+        pages.sort();
+        pages.dedup();
+        for page in pages {
+            let acked = tally.events_acked.get(page).copied().unwrap_or(0);
+            let unknown = tally.events_unknown.get(page).copied().unwrap_or(0);
+            let got = by_page.get(page).copied().unwrap_or(0);
+            assert!(
+                acked <= got && got <= acked + unknown,
+                "{g:?} {page}: {got} events stored, answered 200 {acked}, answers lost {unknown}"
+            );
+        }
+        let (by_site, _) = dimension_totals(uri, database, Subject::Site, g, Dimension::Event).await;
+        assert_eq!(
+            by_site.get("crash.test").copied().unwrap_or(0),
+            by_page.values().sum::<i64>(),
+            "{g:?}: the site's events are its pages'"
+        );
+    }
 }
 
 /// Every acknowledged hit is in every level once; a hit whose answer was
@@ -415,18 +469,23 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
     }
     check_visits(uri, database, tally).await;
     check_summaries(uri, database, stored).await;
-    for g in [Resolution::Hour, Resolution::Day] {
-        let (by_page, most) = source_totals(uri, database, Subject::Page, g).await;
-        assert_eq!(&by_page, stored, "{g:?}: every view's source, once");
-        assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
-        let (by_site, most) = source_totals(uri, database, Subject::Site, g).await;
-        assert_eq!(
-            by_site.get("crash.test").copied(),
-            Some(site_views),
-            "{g:?}"
-        );
-        assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
+    // Every view carries every dimension but the event's: each one's
+    // counts equal the views, once, page and site, under the cap.
+    for dimension in Dimension::ALL.into_iter().filter(|d| *d != Dimension::Event) {
+        for g in [Resolution::Hour, Resolution::Day] {
+            let (by_page, most) = dimension_totals(uri, database, Subject::Page, g, dimension).await;
+            assert_eq!(&by_page, stored, "{g:?} {dimension}: every view, once");
+            assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
+            let (by_site, most) = dimension_totals(uri, database, Subject::Site, g, dimension).await;
+            assert_eq!(
+                by_site.get("crash.test").copied(),
+                Some(site_views),
+                "{g:?} {dimension}"
+            );
+            assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
+        }
     }
+    check_events(uri, database, tally).await;
 }
 
 /// Per key (page or site), the visit counters a level's buckets hold:

@@ -8,6 +8,7 @@ mod webdriver;
 
 mod accounts;
 mod admin;
+mod breakdowns;
 mod browser;
 mod browser_sharing;
 mod crash;

@@ -55,6 +55,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/page/series", reports::page_series))
             .service(get("/sites/{id}/page/seconds", reports::page_seconds))
             .service(get("/sites/{id}/sources", reports::top_sources))
+            .service(get("/sites/{id}/breakdown", reports::breakdown))
             .service(get("/sites/{id}/visits", reports::visits))
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );

@@ -30,6 +30,7 @@ pub struct ApiQuery {
     offset: Option<String>,
     minute: Option<String>,
     source: Option<String>,
+    dimension: Option<String>,
 }
 
 /// What `path` names: a page as the pixel stores it, or a path no page can
@@ -133,6 +134,22 @@ impl ApiQuery {
             parameter: "source",
             message: e.to_string(),
         })
+    }
+
+    /// The breakdown's `dimension`: required, one of the keys.
+    pub fn dimension(&self) -> Result<crate::domain::Dimension, ApiError> {
+        given(&self.dimension)
+            .and_then(crate::domain::Dimension::parse)
+            .ok_or_else(|| {
+                let keys: Vec<&str> = crate::domain::Dimension::ALL
+                    .iter()
+                    .map(|d| d.key())
+                    .collect();
+                ApiError::BadParameter {
+                    parameter: "dimension",
+                    message: format!("The dimension must be one of: {}.", keys.join(", ")),
+                }
+            })
     }
 
     pub fn limit(&self, default: usize, max: usize) -> Result<usize, ApiError> {

@@ -422,6 +422,104 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     }))
 }
 
+// ----------------------------------------------------------- breakdown
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BreakdownBody {
+    site: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    period: PeriodBody,
+    dimension: &'static str,
+    /// The whole hours the breakdown was read from.
+    covered: Covered,
+    /// What the shares are of: the dimension's own total where every view
+    /// has a name in it (device, browser, os, country) and for events;
+    /// every view of `covered` for source, medium and campaign.
+    of: i64,
+    /// Views (events, for `event`) counted in the dimension: `entries`
+    /// and `other`.
+    total: i64,
+    /// Counted under names beyond a bucket's cap, not named.
+    other: i64,
+    /// Names before `limit` and `offset`.
+    matching: usize,
+    entries: Vec<BreakdownEntry>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BreakdownEntry {
+    name: String,
+    count: i64,
+    /// Percent of `of`, one decimal (as in `breakdown.csv`).
+    share: f64,
+    previous_period_count: i64,
+}
+
+/// `GET /api/v1/sites/{id}/breakdown?dimension=<key>`: one dimension of
+/// the site, or of one page with `path`, most counted first, with the
+/// previous period's counts, paged with `limit` and `offset`.
+pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    use crate::reports::breakdowns::{self, Breakdown};
+    let site = client.site(&state, &id)?;
+    let (period, coarsened) = q.period(&state, &site)?;
+    let dimension = q.dimension()?;
+    let path = q.optional_path()?;
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    let before = period.previous();
+    let one = [dimension];
+    let read = |scope: SourceScope<'_>| {
+        let (state, one) = (&state, &one);
+        async move {
+            let views = scope.views();
+            let (from, to) = sources::covered(period.from, period.to);
+            tokio::try_join!(
+                breakdowns::read(&state.store, scope, one, &[], period.from, period.to),
+                breakdowns::read(&state.store, scope, one, &[], before.from, before.to),
+                sources::covered_views(&state.store, &views, (from, to)),
+            )
+        }
+    };
+    let (current, previous, views) = match &path {
+        None => read(SourceScope::Site(&site)).await?,
+        Some(NamedPath::Page(p)) => {
+            let page = Page::new(&site.domain, p);
+            read(SourceScope::Page(&page)).await?
+        }
+        Some(NamedPath::Nowhere(_)) => (Breakdown::default(), Breakdown::default(), 0),
+    };
+    let (now, was) = (current.of(dimension), previous.of(dimension));
+    let of = crate::web::reports::breakdowns::denominator(dimension, &now, views);
+    let entries = now
+        .names
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(name, count)| BreakdownEntry {
+            name: name.clone(),
+            count: *count,
+            share: share(*count, of),
+            previous_period_count: was.of(name),
+        })
+        .collect();
+    let (from, to) = sources::covered(period.from, period.to);
+    Ok(ok(&BreakdownBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period: PeriodBody::new(&period, coarsened.as_ref()),
+        dimension: dimension.key(),
+        covered: Covered { from, to },
+        of,
+        total: now.total,
+        other: now.other,
+        matching: now.names.len(),
+        entries,
+    }))
+}
+
 // --------------------------------------------------------------- visits
 
 #[derive(Serialize)]

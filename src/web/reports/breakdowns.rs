@@ -71,7 +71,7 @@ pub(crate) async fn read(
 /// The denominator of a name's share: its dimension's own total where
 /// every view has a name in it, else every view of the covered hours
 /// (`views`), so a campaign's share is of all views, as a source's is.
-fn denominator(dimension: Dimension, totals: &NameTotals, views: i64) -> i64 {
+pub(crate) fn denominator(dimension: Dimension, totals: &NameTotals, views: i64) -> i64 {
     if dimension.covers_every_view() || dimension == Dimension::Event {
         totals.total
     } else {

@@ -1,0 +1,421 @@
+//! Breakdowns (issue 20): classified at the pixel, counted in one bucket
+//! per page and hour (and day, and site) for every dimension, shown in the
+//! panels, `breakdown.csv` and the API.
+
+use bson::{doc, Document};
+use std::collections::BTreeMap;
+use tickertape::accounts::Role;
+use tickertape::domain::dimension::from_field_name;
+use tickertape::domain::Dimension;
+use tickertape::storage::breakdowns::MAX_NAMES_PER_BUCKET;
+
+use crate::helpers::*;
+
+const CHROME_WINDOWS: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+const SAFARI_IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1";
+const FIREFOX_LINUX: &str =
+    "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+
+/// One dimension's counts (decoded names, and `other`) over the buckets
+/// of `coll` matching `filter`.
+async fn counted(
+    app: &TestApp,
+    coll: &str,
+    filter: Document,
+    dimension: Dimension,
+) -> (BTreeMap<String, i64>, i64) {
+    app.settle().await;
+    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>(coll)
+            .find(filter)
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut by = BTreeMap::new();
+    let mut other = 0;
+    for d in docs {
+        other += d.get_i64(dimension.other_field()).unwrap_or(0);
+        if let Ok(names) = d.get_document(dimension.field()) {
+            for (k, v) in names {
+                *by.entry(from_field_name(k)).or_default() += v.as_i64().unwrap();
+            }
+        }
+    }
+    (by, other)
+}
+
+fn map(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+/// A scripted load: three browsers, two pages, campaigns, screen widths,
+/// countries through a trusted proxy, and events.
+async fn scripted(app: &TestApp, site: &str) {
+    let view = |page: &str, w: &str| format!("site={site}&page={page}&ref=&w={w}");
+    let loads: [(&str, &str, &str, &str, usize); 5] = [
+        (CHROME_WINDOWS, "8.8.8.8", "%2Fa%3Futm_medium%3DEmail%26utm_campaign%3Dspring", "1920", 4),
+        (SAFARI_IPHONE, "8.8.8.8", "%2Fa", "390", 3),
+        (FIREFOX_LINUX, "10.1.2.3", "%2Fb%3Futm_medium%3Dsocial", "", 2),
+        (CHROME_WINDOWS, "203.0.113.9", "%2Fb", "1920", 1),
+        // A bad width is ignored, never a refusal.
+        (FIREFOX_LINUX, "10.1.2.3", "%2Fb", "abc", 1),
+    ];
+    for (ua, ip, page, w, n) in loads {
+        for _ in 0..n {
+            let r = app
+                .pixel_with(
+                    &view(page, w),
+                    &[("user-agent", ua), ("x-forwarded-for", ip)],
+                )
+                .await;
+            assert_eq!(r.status(), 200);
+        }
+    }
+    for (page, name, n) in [("%2Fa", "Signup", 2), ("%2Fb", "Download%3A%20pdf", 1)] {
+        for _ in 0..n {
+            let r = app
+                .pixel_with(
+                    &format!("site={site}&page={page}&e={name}"),
+                    &[("user-agent", CHROME_WINDOWS)],
+                )
+                .await;
+            assert_eq!(r.status(), 200);
+        }
+    }
+}
+
+async fn app_behind_a_proxy() -> TestApp {
+    spawn_app_with(|s| s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()]).await
+}
+
+#[tokio::test]
+async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day() {
+    let app = app_behind_a_proxy().await;
+    let site = app.add_site("bd.test", &[]).await;
+    scripted(&app, &site.id.to_string()).await;
+    // Events are never views.
+    assert_eq!(
+        app.total_views(tickertape::storage::Resolution::Day).await,
+        11
+    );
+    for (coll, filter) in [
+        ("sources_hour", doc! {"page": "bd.test/a"}),
+        ("sources_day", doc! {"page": "bd.test/a"}),
+    ] {
+        let got = |d| counted(&app, coll, filter.clone(), d);
+        assert_eq!(
+            got(Dimension::Browser).await,
+            (map(&[("Chrome", 4), ("Safari", 3)]), 0)
+        );
+        assert_eq!(
+            got(Dimension::Os).await,
+            (map(&[("Windows", 4), ("iOS", 3)]), 0)
+        );
+        assert_eq!(
+            got(Dimension::Device).await,
+            (map(&[("desktop", 4), ("mobile", 3)]), 0)
+        );
+        assert_eq!(got(Dimension::Country).await, (map(&[("US", 7)]), 0));
+        assert_eq!(got(Dimension::Medium).await, (map(&[("email", 4)]), 0));
+        assert_eq!(got(Dimension::Campaign).await, (map(&[("spring", 4)]), 0));
+        assert_eq!(got(Dimension::Event).await, (map(&[("Signup", 2)]), 0));
+    }
+    for coll in ["site_sources_hour", "site_sources_day"] {
+        let got = |d| counted(&app, coll, doc! {"site": "bd.test"}, d);
+        assert_eq!(
+            got(Dimension::Browser).await,
+            (map(&[("Chrome", 5), ("Firefox", 3), ("Safari", 3)]), 0)
+        );
+        assert_eq!(
+            got(Dimension::Device).await,
+            (map(&[("desktop", 8), ("mobile", 3)]), 0)
+        );
+        // Private addresses have no country; 203.0.113.9 (documentation
+        // range) is in no database.
+        assert_eq!(
+            got(Dimension::Country).await,
+            (map(&[("US", 7), ("unknown", 4)]), 0)
+        );
+        assert_eq!(
+            got(Dimension::Medium).await,
+            (map(&[("email", 4), ("social", 2)]), 0)
+        );
+        assert_eq!(
+            got(Dimension::Event).await,
+            (map(&[("Download: pdf", 1), ("Signup", 2)]), 0)
+        );
+    }
+    // Nothing of the address or the User-Agent is stored.
+    let raw = format!(
+        "{:?}",
+        futures::TryStreamExt::try_collect::<Vec<Document>>(
+            app.store
+                .db()
+                .collection::<Document>("site_sources_day")
+                .find(doc! {})
+                .await
+                .unwrap()
+        )
+        .await
+        .unwrap()
+    );
+    for secret in ["8.8.8.8", "10.1.2.3", "Win64", "AppleWebKit"] {
+        assert!(!raw.contains(secret), "{secret} stored: {raw}");
+    }
+
+    // The panels, the CSV and the API say the same.
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let rows = table_rows(&html, "breakdown-browser");
+    assert_eq!(
+        rows[0],
+        ["Chrome", "5", "45.5%", "new"].map(String::from),
+        "{rows:?}"
+    );
+    let countries = table_rows(&html, "breakdown-country");
+    assert_eq!(countries[0][0], "\u{1F1FA}\u{1F1F8} US");
+    let events = table_rows(&html, "breakdown-event");
+    assert_eq!(events[0][..2], ["Signup".to_owned(), "2".to_owned()]);
+    let (_, page_html) = admin
+        .text(&format!("/sites/{}/page?path=/b&range=24h", site.id))
+        .await;
+    let rows = table_rows(&page_html, "breakdown-browser");
+    assert_eq!(rows[0][..2], ["Firefox".to_owned(), "3".to_owned()]);
+
+    let r = admin
+        .get(&format!(
+            "/sites/{}/breakdown.csv?range=24h&dimension=os",
+            site.id
+        ))
+        .await;
+    assert_eq!(r.status(), 200);
+    let cd = r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(cd.ends_with("_os.csv\""), "{cd}");
+    assert_eq!(
+        r.text().await.unwrap(),
+        "os,views,share_percent,previous_period_views\r\nWindows,5,45.5,0\r\nLinux,3,27.3,0\r\niOS,3,27.3,0\r\n"
+    );
+    let r = admin
+        .get(&format!(
+            "/sites/{}/breakdown.csv?range=24h&dimension=campaign&path=/a",
+            site.id
+        ))
+        .await;
+    // Campaign shares are of every view of the page's covered hours.
+    assert_eq!(
+        r.text().await.unwrap(),
+        "campaign,views,share_percent,previous_period_views\r\nspring,4,57.1,0\r\n"
+    );
+    for bad in ["", "&dimension=", "&dimension=planet", "&dimension=browser&dimension=os"] {
+        let r = admin
+            .get(&format!("/sites/{}/breakdown.csv?range=24h{bad}", site.id))
+            .await;
+        assert_eq!(r.status(), 400, "{bad}");
+        assert!(r.text().await.unwrap().contains("dimension"), "{bad}");
+    }
+
+    let token = crate::json_api::create_token(&admin, "breakdowns", None).await;
+    let a = crate::json_api::get(
+        &app,
+        &token,
+        &format!(
+            "/api/v1/sites/{}/breakdown?range=24h&dimension=device",
+            site.id
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert_eq!(a.json["total"], 11);
+    assert_eq!(a.json["entries"][0]["name"], "desktop");
+    assert_eq!(a.json["entries"][0]["count"], 8);
+    assert_eq!(a.json["entries"][1]["name"], "mobile");
+    let a = crate::json_api::get(
+        &app,
+        &token,
+        &format!(
+            "/api/v1/sites/{}/breakdown?range=24h&dimension=event&path=/b",
+            site.id
+        ),
+    )
+    .await;
+    assert_eq!(a.json["entries"][0]["name"], "Download: pdf");
+    let a = crate::json_api::get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/breakdown?range=24h&dimension=nope", site.id),
+    )
+    .await;
+    assert_eq!(a.status, 400);
+}
+
+/// The rows of the table `id` as its cells' text.
+fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
+    let start = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
+    let table = &html[start..];
+    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .split("<td")
+                .skip(1)
+                .map(|c| {
+                    let c = &c[c.find('>').unwrap() + 1..];
+                    c[..c.find("</td>").unwrap()].to_owned()
+                })
+                .collect();
+            [0, 1, 2, 3].map(|i| cells[i].clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_rest_as_other() {
+    let app = spawn_app().await;
+    let site = app.add_site("bdcap.test", &[]).await;
+    let n = MAX_NAMES_PER_BUCKET + 7;
+    for i in 0..n {
+        let r = app
+            .pixel(&format!(
+                "site={}&page=%2Fx%3Futm_campaign%3Dc{i}%26utm_medium%3Dm{}",
+                site.id,
+                i % 2
+            ))
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let (names, other) = counted(
+        &app,
+        "sources_hour",
+        doc! {"page": "bdcap.test/x"},
+        Dimension::Campaign,
+    )
+    .await;
+    assert_eq!(names.len(), MAX_NAMES_PER_BUCKET);
+    assert_eq!(other, 7);
+    assert_eq!(names.values().sum::<i64>() + other, n as i64);
+    // The other dimensions of the same bucket have room of their own.
+    let (media, other) = counted(
+        &app,
+        "sources_hour",
+        doc! {"page": "bdcap.test/x"},
+        Dimension::Medium,
+    )
+    .await;
+    assert_eq!((media.len(), other), (2, 0));
+}
+
+#[tokio::test]
+async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
+    let app = spawn_app().await;
+    let site = app.add_site("bdev.test", &[]).await;
+    let long = "e".repeat(65);
+    for (e, reason) in [
+        ("%20%20", "invalid-event"),
+        (long.as_str(), "invalid-event"),
+        ("%7B%22%24gt%22%3A1%7D", "invalid-event"),
+        ("a%0Ab", "invalid-event"),
+        ("%FF", "invalid-event"),
+    ] {
+        let r = app
+            .pixel(&format!("site={}&page=%2F&e={e}", site.id))
+            .await;
+        assert_eq!(r.status(), 400, "{e}");
+        assert_eq!(r.headers()["x-tickertape-reason"], reason, "{e}");
+        assert_eq!(r.headers()["content-type"], "image/gif");
+    }
+    // The site's daily budget of event names, then a clear refusal; its
+    // known names still count.
+    use tickertape::ingest::event_cap::MAX_EVENT_NAMES_PER_DAY;
+    for i in 0..MAX_EVENT_NAMES_PER_DAY {
+        let r = app
+            .pixel(&format!("site={}&page=%2F&e=n{i}", site.id))
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let r = app
+        .pixel(&format!("site={}&page=%2F&e=one-more", site.id))
+        .await;
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.headers()["x-tickertape-reason"], "event-cap");
+    let r = app
+        .pixel(&format!("site={}&page=%2F&e=n3", site.id))
+        .await;
+    assert_eq!(r.status(), 200);
+    let (events, other) = counted(
+        &app,
+        "site_sources_day",
+        doc! {"site": "bdev.test"},
+        Dimension::Event,
+    )
+    .await;
+    assert_eq!(
+        events.values().sum::<i64>() + other,
+        MAX_EVENT_NAMES_PER_DAY as i64 + 1
+    );
+    assert!(!events.contains_key("one-more"));
+    assert_eq!(
+        app.total_views(tickertape::storage::Resolution::Day).await,
+        0,
+        "no event, good or bad, is a view"
+    );
+}
+
+#[tokio::test]
+async fn without_a_country_database_hits_count_with_unknown_countries_and_a_warning() {
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+        s.ingest.geoip_db = Some("/nonexistent/countries.mmdb".into());
+    })
+    .await;
+    let site = app.add_site("nogeo.test", &[]).await;
+    let r = app
+        .pixel_with(
+            &format!("site={}&page=%2F", site.id),
+            &[("x-forwarded-for", "8.8.8.8")],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let (countries, _) = counted(
+        &app,
+        "site_sources_day",
+        doc! {"site": "nogeo.test"},
+        Dimension::Country,
+    )
+    .await;
+    assert_eq!(countries, map(&[("unknown", 1)]));
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text("/admin/system").await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("id=\"geoip\"") && html.contains("/nonexistent/countries.mmdb"),
+        "{html}"
+    );
+    assert!(html.contains("unknown"), "{html}");
+}
+
+#[tokio::test]
+async fn the_system_page_names_the_country_database_its_date_and_attribution() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text("/admin/system").await;
+    assert_eq!(status, 200);
+    let start = html.find("id=\"geoip\"").expect("a country database section");
+    let section = &html[start..];
+    let section = &section[..section.find("</section>").unwrap_or(section.len())];
+    assert!(section.contains("geo-whois-asn-country"), "{section}");
+    assert!(section.contains("CC0"), "{section}");
+}
