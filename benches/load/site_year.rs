@@ -13,7 +13,7 @@ use tickertape::reports::Resolution;
 use tickertape::storage::bucket_writer::{BucketWriter, Hit};
 use tickertape::storage::progress::{self, Advance, Stream};
 use tickertape::storage::sites;
-use tickertape::storage::sources::SourceCounts;
+use tickertape::storage::breakdowns::BreakdownCounts;
 
 use crate::report_latency::{login, measure};
 use crate::roles::{stored, Database};
@@ -142,6 +142,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
                 at,
                 source: Some(sources[s].as_str()),
                 visit: visit.as_ref(),
+                labels: None,
             })
             .collect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
@@ -377,16 +378,16 @@ async fn ingestion_with_and_without_sources(
                         let t = Instant::now();
                         let records = decode_all(&std::mem::take(&mut journaled))?;
                         let n = records.len();
-                        let mut counts = SourceCounts::default();
-                        for r in records {
-                            if let Some(source) = r.source {
-                                counts.add(r.page, r.at, source);
-                            }
+                        let mut counts = BreakdownCounts::default();
+                        for r in &records {
+                            counts.add_record(r);
                         }
                         // The applier would have cut a fuller batch short.
                         anyhow::ensure!(!counts.is_full(), "a sources batch past its bounds");
                         let step = advance(&journal, &mut positions[i], Stream::Sources, n);
-                        writers[i].apply_sources(counts.iter(), n, &step).await?;
+                        writers[i]
+                            .apply_breakdowns(counts.iter(), n, &step)
+                            .await?;
                         spent += t.elapsed();
                     }
                 }

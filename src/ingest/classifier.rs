@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use crate::classify::{CountryDb, CountryDbState, UserAgentClassifier};
+use crate::classify::{Country, CountryDb, CountryDbState, UserAgentClassifier};
 use crate::domain::{Dimension, Labels};
 
 pub struct Classifier {
@@ -20,12 +20,9 @@ impl Classifier {
     /// installed one by default). A database that cannot be read is logged
     /// and leaves every country "unknown"; the pixel counts on.
     pub fn load(geoip: Option<PathBuf>) -> Self {
-        let path = geoip.unwrap_or_else(crate::classify::default_db_path);
-        let countries = CountryDbState::open(&path);
-        if let CountryDbState::Missing { path, why } = &countries {
-            tracing::warn!(path = %path.display(), why = %why,
-                "no country database: every country counts as \"unknown\" (set TICKERTAPE_GEOIP_DB)");
-        }
+        let path = geoip.unwrap_or_else(crate::classify::country::default_db_path);
+        // Logs why, when it cannot be read.
+        let countries = CountryDbState::load(&path);
         Self {
             user_agents: UserAgentClassifier::new(),
             countries,
@@ -45,10 +42,7 @@ impl Classifier {
         labels.set(Dimension::Browser, device.browser);
         labels.set(Dimension::Os, device.os);
         labels.set(Dimension::Device, device.class.as_str());
-        let country = match (&self.countries, client) {
-            (CountryDbState::Loaded(db), Some(ip)) => db.lookup(ip),
-            _ => crate::classify::Country::unknown(),
-        };
+        let country = client.map_or(Country::UNKNOWN, |ip| self.countries.lookup(ip));
         labels.set(Dimension::Country, country.as_str());
     }
 

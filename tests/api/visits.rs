@@ -620,6 +620,7 @@ async fn unique_visitors_are_within_two_percent_at_p95_over_ranges_from_an_hour_
                         at: *at,
                         source: None,
                         visit: Some(visit),
+                        labels: None,
                     },
                 )
                 .collect();

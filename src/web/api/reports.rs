@@ -462,37 +462,21 @@ struct BreakdownEntry {
 /// the site, or of one page with `path`, most counted first, with the
 /// previous period's counts, paged with `limit` and `offset`.
 pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
-    use crate::reports::breakdowns::{self, Breakdown};
     let site = client.site(&state, &id)?;
     let (period, coarsened) = q.period(&state, &site)?;
     let dimension = q.dimension()?;
     let path = q.optional_path()?;
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
-    let before = period.previous();
-    let one = [dimension];
-    let read = |scope: SourceScope<'_>| {
-        let (state, one) = (&state, &one);
-        async move {
-            let views = scope.views();
-            let (from, to) = sources::covered(period.from, period.to);
-            tokio::try_join!(
-                breakdowns::read(&state.store, scope, one, &[], period.from, period.to),
-                breakdowns::read(&state.store, scope, one, &[], before.from, before.to),
-                sources::covered_views(&state.store, &views, (from, to)),
-            )
-        }
-    };
-    let (current, previous, views) = match &path {
+    let read = |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
+    let (now, was, of) = match &path {
         None => read(SourceScope::Site(&site)).await?,
         Some(NamedPath::Page(p)) => {
             let page = Page::new(&site.domain, p);
             read(SourceScope::Page(&page)).await?
         }
-        Some(NamedPath::Nowhere(_)) => (Breakdown::default(), Breakdown::default(), 0),
+        Some(NamedPath::Nowhere(_)) => Default::default(),
     };
-    let (now, was) = (current.of(dimension), previous.of(dimension));
-    let of = crate::web::reports::breakdowns::denominator(dimension, &now, views);
     let entries = now
         .names
         .iter()

@@ -68,6 +68,26 @@ pub(crate) async fn read(
     )
 }
 
+/// One dimension over the period and the previous one, and what its
+/// shares are of ([`denominator`]): `breakdown.csv` and the API.
+pub(crate) async fn read_one(
+    state: &WebState,
+    scope: SourceScope<'_>,
+    dimension: Dimension,
+    period: &Period,
+) -> Result<(NameTotals, NameTotals, i64), mongodb::error::Error> {
+    let before = period.previous();
+    let (one, views_scope) = ([dimension], scope.views());
+    let (current, previous, views) = tokio::try_join!(
+        breakdowns::read(&state.store, scope, &one, &[], period.from, period.to),
+        breakdowns::read(&state.store, scope, &one, &[], before.from, before.to),
+        covered_views(&state.store, &views_scope, covered(period.from, period.to)),
+    )?;
+    let (now, was) = (current.of(dimension), previous.of(dimension));
+    let of = denominator(dimension, &now, views);
+    Ok((now, was, of))
+}
+
 /// The denominator of a name's share: its dimension's own total where
 /// every view has a name in it, else every view of the covered hours
 /// (`views`), so a campaign's share is of all views, as a source's is.
@@ -194,15 +214,7 @@ pub async fn breakdown_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         Some(page) => SourceScope::Page(page),
         None => SourceScope::Site(&site),
     };
-    let before = period.previous();
-    let (one, views_scope) = ([dimension], scope.views());
-    let (current, previous, views) = tokio::try_join!(
-        breakdowns::read(&state.store, scope, &one, &[], period.from, period.to),
-        breakdowns::read(&state.store, scope, &one, &[], before.from, before.to),
-        covered_views(&state.store, &views_scope, covered(period.from, period.to)),
-    )?;
-    let (now, was) = (current.of(dimension), previous.of(dimension));
-    let of = denominator(dimension, &now, views);
+    let (now, was, of) = read_one(&state, scope, dimension, &period).await?;
     let named = now
         .names
         .iter()
