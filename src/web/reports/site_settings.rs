@@ -115,7 +115,7 @@ pub(super) async fn settings_page(
         Some(Typed::Settings(a, b, c, d)) => (site.page_cap.to_string(), None, Some((a, b, c, d))),
         _ => (site.page_cap.to_string(), None, None),
     };
-    let cap_refused = cap_error.is_some() || goal_error.is_some();
+    let other_refused = cap_error.is_some() || goal_error.is_some();
     let (name, aliases, time_zone, error, status) = match typed {
         Some((name, aliases, zone, error)) => {
             (name, aliases, zone, Some(error), StatusCode::BAD_REQUEST)
@@ -125,7 +125,7 @@ pub(super) async fn settings_page(
             aliases_text(&site),
             site.time_zone.name().to_owned(),
             None,
-            if cap_refused {
+            if other_refused {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::OK
