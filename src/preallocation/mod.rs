@@ -605,6 +605,7 @@ mod tests {
             totals_complete: true,
             page_cap: crate::domain::PageCapSetting::Default,
             unconfirmed_hosts: vec![],
+            goals: vec![],
         })]
     }
 

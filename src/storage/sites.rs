@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Store;
-use crate::domain::{DomainName, PageCapSetting, SiteId, TimeZone};
+use crate::domain::{DomainName, Goal, PageCapSetting, SiteId, TimeZone, MAX_GOALS_PER_SITE};
 
 pub const COLLECTION: &str = "sites";
 
@@ -39,6 +39,9 @@ pub struct Site {
     pub page_cap: PageCapSetting,
     /// Hosts an owner added that no admin has confirmed yet.
     pub unconfirmed_hosts: Vec<DomainName>,
+    /// The events and pages its owner marked as goals (issue 20), in the
+    /// order they were added; at most [`MAX_GOALS_PER_SITE`].
+    pub goals: Vec<Goal>,
 }
 
 impl Site {
@@ -88,6 +91,9 @@ struct SiteDoc {
     /// Absent: the instance's budgets; `"none"`; or new pages per hour.
     #[serde(rename = "pageCap", default, skip_serializing_if = "Option::is_none")]
     page_cap: Option<bson::Bson>,
+    /// Each goal's [`Goal::stored`] form; absent on sites without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    goals: Vec<String>,
 }
 
 fn cap_from_stored(v: Option<bson::Bson>) -> PageCapSetting {
@@ -127,6 +133,13 @@ impl From<SiteDoc> for Site {
             totals_complete: d.totals_complete,
             page_cap: cap_from_stored(d.page_cap),
             unconfirmed_hosts: d.unconfirmed_hosts,
+            // A kind a newer build added (or a name an older one allowed)
+            // is left out of reports rather than hiding the site.
+            goals: d
+                .goals
+                .iter()
+                .filter_map(|g| Goal::from_stored(g))
+                .collect(),
         }
     }
 }
@@ -145,6 +158,7 @@ impl From<&Site> for SiteDoc {
             totals_complete: s.totals_complete,
             page_cap: cap_to_stored(s.page_cap),
             unconfirmed_hosts: s.unconfirmed_hosts.clone(),
+            goals: s.goals.iter().map(Goal::stored).collect(),
         }
     }
 }
@@ -319,6 +333,7 @@ pub async fn insert_as(
         totals_complete: true,
         page_cap: PageCapSetting::Default,
         unconfirmed_hosts: Vec::new(),
+        goals: Vec::new(),
     };
     if by == ChangedBy::Owner {
         site.unconfirmed_hosts = site.hosts().cloned().collect();
@@ -631,6 +646,74 @@ pub async fn set_time_zone(
         .map(|_| ())
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum GoalChangeError {
+    #[error("a site has at most {MAX_GOALS_PER_SITE} goals: remove one before adding another")]
+    Full,
+    #[error("this goal is already there")]
+    AlreadyThere,
+    #[error("this goal is not there (it may have been removed already)")]
+    NotThere,
+    /// Deleted (or marked deleted) since the caller read it.
+    #[error("the site is gone")]
+    NoSite,
+    #[error("database error")]
+    Database(#[from] mongodb::error::Error),
+}
+
+/// The filter of a site in use: a goal change never revives a site being
+/// deleted.
+fn live_site(id: &SiteId) -> bson::Document {
+    doc! {"_id": bson::Uuid::from(id.as_uuid()), "deletedAt": {"$exists": false}}
+}
+
+/// Adds a goal to the site, in one update so that two owners adding at
+/// once can neither exceed [`MAX_GOALS_PER_SITE`] nor store one goal twice.
+pub async fn add_goal(store: &Store, site: &SiteId, goal: &Goal) -> Result<(), GoalChangeError> {
+    let stored = goal.stored();
+    let last = format!("goals.{}", MAX_GOALS_PER_SITE - 1);
+    let mut filter = live_site(site);
+    // A site that has the goal matches even when full, so that a duplicate
+    // is told apart from a full list by the one update's result.
+    filter.insert(
+        "$or",
+        vec![doc! {&last: {"$exists": false}}, doc! {"goals": &stored}],
+    );
+    let result = collection(store)
+        .update_one(filter, doc! {"$addToSet": {"goals": &stored}})
+        .await?;
+    if result.matched_count == 0 {
+        let exists = collection(store).count_documents(live_site(site)).await? > 0;
+        return Err(if exists {
+            GoalChangeError::Full
+        } else {
+            GoalChangeError::NoSite
+        });
+    }
+    if result.modified_count == 0 {
+        return Err(GoalChangeError::AlreadyThere);
+    }
+    Ok(())
+}
+
+/// Removes a goal from the site.
+pub async fn remove_goal(store: &Store, site: &SiteId, goal: &Goal) -> Result<(), GoalChangeError> {
+    let mut filter = live_site(site);
+    filter.insert("goals", goal.stored());
+    let result = collection(store)
+        .update_one(filter, doc! {"$pull": {"goals": goal.stored()}})
+        .await?;
+    if result.modified_count == 0 {
+        let exists = collection(store).count_documents(live_site(site)).await? > 0;
+        return Err(if exists {
+            GoalChangeError::NotThere
+        } else {
+            GoalChangeError::NoSite
+        });
+    }
+    Ok(())
+}
+
 /// The sites in use (not marked deleted).
 pub async fn list(store: &Store) -> Result<Vec<Site>, mongodb::error::Error> {
     let docs: Vec<SiteDoc> = collection(store)
@@ -669,6 +752,7 @@ mod tests {
             totals_complete: true,
             page_cap: PageCapSetting::Default,
             unconfirmed_hosts: vec![],
+            goals: vec![],
         };
         assert!(site.owns_host("example.com"));
         assert!(site.owns_host("www.example.com"));

@@ -107,6 +107,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/sites/{id}/page-cap",
         web::post().to(reports::save_page_cap),
     )
+    .route("/sites/{id}/goals", web::post().to(reports::add_goal))
+    .route(
+        "/sites/{id}/goals/remove",
+        web::post().to(reports::remove_goal),
+    )
     .route(
         "/sites/{id}/status.json",
         web::get().to(reports::status_json),

@@ -13,6 +13,7 @@ mod browser;
 mod browser_sharing;
 mod crash;
 mod deployment;
+mod goals;
 mod ingest;
 mod json_api;
 mod metrics;

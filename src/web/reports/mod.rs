@@ -22,7 +22,8 @@ pub use exports::{
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
 pub use site_settings::{
-    add_site, new_site_form, save_page_cap, save_site_settings, site_settings,
+    add_goal, add_site, new_site_form, remove_goal, save_page_cap, save_site_settings,
+    site_settings,
 };
 pub use sites::{sites, summaries};
 pub use breakdowns::breakdown_csv;

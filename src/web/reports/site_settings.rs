@@ -1,4 +1,5 @@
-//! A site's settings (name, aliases, snippets) and adding a site as its owner.
+//! A site's settings (name, aliases, snippets, goals) and adding a site as
+//! its owner.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -45,6 +46,11 @@ pub(super) struct SettingsPage {
     /// How long each level of the site's figures is kept (the instance's
     /// retention, in force for every site): minutes, hours, days.
     retention: [String; 3],
+    /// The goal form as typed (kind and name), and why it was refused.
+    goal_kind: String,
+    goal_name: String,
+    goal_error: Option<crate::web::forms::FormError>,
+    max_goals: usize,
 }
 
 #[derive(Deserialize)]
@@ -83,6 +89,8 @@ async fn overflow_today(state: &WebState, site: &Site) -> Option<i64> {
 pub(super) enum Typed {
     Settings(String, String, String, crate::web::forms::FormError),
     Cap(String, String),
+    /// The goal form's kind and name.
+    Goal(String, String, crate::web::forms::FormError),
 }
 
 pub(super) async fn settings_page(
@@ -98,12 +106,16 @@ pub(super) async fn settings_page(
         .page_cap
         .status(site.domain.as_str(), state.clock.now(), site.page_cap);
     let overflow_today = overflow_today(state, &site).await;
+    let (goal_kind, goal_name, goal_error, typed) = match typed {
+        Some(Typed::Goal(kind, name, error)) => (kind, name, Some(error), None),
+        other => ("event".to_owned(), String::new(), None, other),
+    };
     let (cap_input, cap_error, typed) = match typed {
         Some(Typed::Cap(input, error)) => (input, Some(error), None),
         Some(Typed::Settings(a, b, c, d)) => (site.page_cap.to_string(), None, Some((a, b, c, d))),
-        None => (site.page_cap.to_string(), None, None),
+        _ => (site.page_cap.to_string(), None, None),
     };
-    let cap_refused = cap_error.is_some();
+    let other_refused = cap_error.is_some() || goal_error.is_some();
     let (name, aliases, time_zone, error, status) = match typed {
         Some((name, aliases, zone, error)) => {
             (name, aliases, zone, Some(error), StatusCode::BAD_REQUEST)
@@ -113,7 +125,7 @@ pub(super) async fn settings_page(
             aliases_text(&site),
             site.time_zone.name().to_owned(),
             None,
-            if cap_refused {
+            if other_refused {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::OK
@@ -146,6 +158,10 @@ pub(super) async fn settings_page(
                 crate::domain::Resolution::Day,
             ]
             .map(|level| state.retention.describe(level)),
+            goal_kind,
+            goal_name,
+            goal_error,
+            max_goals: crate::domain::MAX_GOALS_PER_SITE,
         },
     )
 }
@@ -158,6 +174,8 @@ pub async fn site_settings(r: SiteRequest, q: web::Query<SettingsQuery>) -> Answ
         Some("site-added") => Some("The site was added. Embed one of these snippets; its dashboard then shows the views as they arrive."),
         Some("site-saved") => Some("The site was saved."),
         Some("cap-saved") => Some("The site's new-page cap was saved."),
+        Some("goal-added") => Some("The goal was added."),
+        Some("goal-removed") => Some("The goal was removed."),
         _ => None,
     };
     Ok(settings_page(&state, &viewer, site, done, None).await)
@@ -274,6 +292,89 @@ pub async fn save_site_settings(r: SiteRequest, form: web::Form<SiteSettingsForm
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site settings saved");
     Ok(see_other(&format!(
         "/sites/{}/settings?done=site-saved",
+        site.id
+    )))
+}
+
+#[derive(Deserialize)]
+pub struct GoalForm {
+    csrf: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// An owner (or admin) marks an event or a page path as one of the site's
+/// goals.
+pub async fn add_goal(r: SiteRequest, form: web::Form<GoalForm>) -> Answer {
+    let (state, viewer, site) = (r.state, r.viewer, r.site);
+    viewer.check_csrf(&form.csrf)?;
+    use crate::storage::sites::GoalChangeError;
+    use crate::web::forms::FormError;
+    let refused = |error: FormError| {
+        // What was typed comes back bounded: the page must stay small even
+        // when the post was not.
+        let name: String = form.name.chars().take(600).collect();
+        let kind = if form.kind == "page" { "page" } else { "event" };
+        settings_page(
+            &state,
+            &viewer,
+            site.clone(),
+            None,
+            Some(Typed::Goal(kind.to_owned(), name, error)),
+        )
+    };
+    let goal = match crate::domain::Goal::parse(&form.kind, &form.name) {
+        Ok(goal) => goal,
+        Err(e @ crate::domain::GoalError::UnknownKind) => {
+            return Ok(refused(FormError::new("goal_kind", e)).await)
+        }
+        Err(e) => return Ok(refused(FormError::new("goal_name", e)).await),
+    };
+    match crate::storage::sites::add_goal(&state.store, &site.id, &goal).await {
+        Ok(()) => {}
+        Err(GoalChangeError::Database(e)) => return Err(e.into()),
+        Err(GoalChangeError::NoSite) => return Err(WebError::NotFound),
+        Err(e) => return Ok(refused(FormError::new("goal_name", e)).await),
+    }
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, %goal, "goal added");
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=goal-added#goals",
+        site.id
+    )))
+}
+
+#[derive(Deserialize)]
+pub struct RemoveGoalForm {
+    csrf: String,
+    /// The goal's stored form, as the page's Remove button carries it.
+    #[serde(default)]
+    goal: String,
+}
+
+pub async fn remove_goal(r: SiteRequest, form: web::Form<RemoveGoalForm>) -> Answer {
+    let (state, viewer, site) = (r.state, r.viewer, r.site);
+    viewer.check_csrf(&form.csrf)?;
+    use crate::storage::sites::GoalChangeError;
+    let Some(goal) = crate::domain::Goal::from_stored(&form.goal) else {
+        return Err(WebError::invalid("That is not a goal of this site."));
+    };
+    match crate::storage::sites::remove_goal(&state.store, &site.id, &goal).await {
+        Ok(()) => {}
+        Err(GoalChangeError::Database(e)) => return Err(e.into()),
+        Err(GoalChangeError::NoSite) => return Err(WebError::NotFound),
+        Err(e) => {
+            let error = crate::web::forms::FormError::new("goals", e);
+            let typed = Typed::Goal("event".to_owned(), String::new(), error);
+            return Ok(settings_page(&state, &viewer, site, None, Some(typed)).await);
+        }
+    }
+    state.directory.reload(&state.store).await?;
+    tracing::info!(user = %viewer.user.email, site = %site.domain, %goal, "goal removed");
+    Ok(see_other(&format!(
+        "/sites/{}/settings?done=goal-removed#goals",
         site.id
     )))
 }
