@@ -7,14 +7,14 @@
 
 use std::fmt;
 
-use super::{PageError, PagePath, PageRef};
+use super::{EventName, EventNameError, PageError, PagePath, PageRef};
 
 /// The most goals a site may have: a dashboard panel row and a count per
 /// goal per report, so the bound is on the work of every report.
 pub const MAX_GOALS_PER_SITE: usize = 20;
 
 /// The longest event name (the rule of the events `tt.js` sends).
-pub const MAX_EVENT_NAME_CHARS: usize = 64;
+pub const MAX_EVENT_NAME_CHARS: usize = super::dimension::MAX_EVENT_CHARS;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Goal {
@@ -46,23 +46,16 @@ pub enum GoalError {
     Path(PageError),
 }
 
-/// The rules of an event name, the same as for the events the pixel
-/// counts: trimmed, 1 to [`MAX_EVENT_NAME_CHARS`] characters of letters,
-/// digits, spaces and `-_.:/`; case is kept ("Signup" and "signup" are two
-/// events, as the site's code names them).
+/// The rules of an event name, those of the events the pixel counts
+/// ([`EventName::parse`]), with the settings form's words.
 pub fn parse_event_name(raw: &str) -> Result<String, GoalError> {
-    let name = raw.trim();
-    if name.is_empty() {
-        return Err(GoalError::EmptyName);
-    }
-    if name.chars().count() > MAX_EVENT_NAME_CHARS {
-        return Err(GoalError::NameTooLong);
-    }
-    let allowed = |c: char| c.is_alphanumeric() || " -_.:/".contains(c);
-    if !name.chars().all(allowed) {
-        return Err(GoalError::NameCharacters);
-    }
-    Ok(name.to_owned())
+    EventName::parse(raw)
+        .map(EventName::into_string)
+        .map_err(|e| match e {
+            EventNameError::Empty => GoalError::EmptyName,
+            EventNameError::TooLong => GoalError::NameTooLong,
+            EventNameError::BadCharacter => GoalError::NameCharacters,
+        })
 }
 
 /// A page goal's path, normalised as the pixel normalises the pages it

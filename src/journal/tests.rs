@@ -318,6 +318,7 @@ async fn a_format_1_journal_with_records_replays_them_and_goes_on_in_format_2() 
         .map(|i| Record {
             source: None,
             visit: None,
+            labels: Default::default(),
             ..hit(i)
         })
         .collect();

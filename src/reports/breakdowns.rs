@@ -45,8 +45,9 @@ impl NameTotals {
 #[derive(Debug, Clone, Default)]
 pub struct Breakdown {
     pub by: HashMap<Dimension, NameTotals>,
-    /// Per event name, its converting visitors (site scopes only).
-    pub converted: HashMap<String, Sketch>,
+    /// Per event name and UTC day, its converting visitors (site scopes
+    /// only).
+    pub converted: HashMap<String, HashMap<DateTime<Utc>, Sketch>>,
     /// The whole hours read.
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
@@ -57,11 +58,12 @@ impl Breakdown {
         self.by.get(&dimension).cloned().unwrap_or_default()
     }
 
-    /// The unique visitors who sent the event `name`.
+    /// The unique visitors who sent the event `name`: each UTC day's, added
+    /// up, as the site's visitors are (a visitor id lives one UTC day).
     pub fn converting_visitors(&self, name: &str) -> i64 {
-        self.converted
-            .get(name)
-            .map_or(0, |s| s.estimate_count() as i64)
+        self.converted.get(name).map_or(0, |days| {
+            days.values().map(|s| s.estimate_count() as i64).sum()
+        })
     }
 }
 
@@ -83,7 +85,7 @@ pub async fn read(
     if let Some((f, t)) = days {
         reads.push((Resolution::Day, f, t));
     }
-    let mut projection = doc! {"_id": 0};
+    let mut projection = doc! {"_id": 0, "timestamp": 1};
     for d in dimensions {
         projection.insert(d.field(), 1);
         projection.insert(d.other_field(), 1);
@@ -96,7 +98,7 @@ pub async fn read(
         projection.insert(format!("{CONVERTED}.{field}"), 1);
     }
     let mut counts: HashMap<Dimension, (HashMap<String, i64>, i64)> = HashMap::new();
-    let mut sketches: HashMap<String, Sketch> = HashMap::new();
+    let mut sketches: HashMap<String, HashMap<DateTime<Utc>, Sketch>> = HashMap::new();
     let subject = scope.subject();
     for (g, f, t) in reads {
         let mut cursor = store
@@ -124,13 +126,18 @@ pub async fn read(
                     }
                 }
             }
-            if let Ok(stored) = d.get_document(CONVERTED) {
+            let day = d
+                .get_datetime("timestamp")
+                .map(|t| Resolution::Day.floor(t.to_chrono()));
+            if let (Ok(stored), Ok(day)) = (d.get_document(CONVERTED), day) {
                 for (field, name) in &converted_fields {
                     if let Ok(sketch) = stored.get_document(field) {
                         // A damaged sketch counts nobody rather than
                         // failing the report.
                         let _ = sketches
                             .entry((*name).to_owned())
+                            .or_default()
+                            .entry(day)
                             .or_default()
                             .merge_stored(sketch);
                     }

@@ -419,3 +419,67 @@ async fn the_system_page_names_the_country_database_its_date_and_attribution() {
     assert!(section.contains("geo-whois-asn-country"), "{section}");
     assert!(section.contains("CC0"), "{section}");
 }
+
+#[tokio::test]
+async fn goals_show_conversions_converting_visitors_and_their_rate() {
+    use tickertape::domain::Goal;
+    use tickertape::storage::sites;
+    let app = spawn_app().await;
+    let site = app.add_site("goal.test", &[]).await;
+    for goal in [Goal::parse("event", "Signup"), Goal::parse("page", "/thanks")] {
+        sites::add_goal(&app.store, &site.id, &goal.unwrap())
+            .await
+            .unwrap();
+    }
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    // Ten visitors (told apart by their User-Agent) view the home page;
+    // three sign up (one of them twice), two reach /thanks.
+    let ua = |i: usize| format!("{CHROME_WINDOWS} visitor/{i}");
+    for i in 0..10 {
+        let r = app
+            .pixel_with(
+                &format!("site={}&page=%2F", site.id),
+                &[("user-agent", &ua(i))],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    for i in [1, 2, 3, 3] {
+        let r = app
+            .pixel_with(
+                &format!("site={}&page=%2F&e=Signup", site.id),
+                &[("user-agent", &ua(i))],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    for i in [4, 5] {
+        let r = app
+            .pixel_with(
+                &format!("site={}&page=%2Fthanks", site.id),
+                &[("user-agent", &ua(i))],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let start = html.find("id=\"goals-table\"").expect("a goals table");
+    let table = &html[start..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(
+        table.contains("<td>Signup</td><td class=\"num\">4</td><td class=\"num hide-small\">new</td><td class=\"num\">3</td><td class=\"num\">30.0%</td>"),
+        "{table}"
+    );
+    assert!(
+        table.contains("<td>Visit /thanks</td><td class=\"num\">2</td><td class=\"num hide-small\">new</td><td class=\"num\">2</td><td class=\"num\">20.0%</td>"),
+        "{table}"
+    );
+    // A site without goals says where to set them.
+    let other = app.add_site("nogoal.test", &[]).await;
+    let (_, html) = admin.text(&format!("/sites/{}?range=24h", other.id)).await;
+    assert!(html.contains("id=\"no-goals\""));
+}

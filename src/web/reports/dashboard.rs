@@ -61,6 +61,7 @@ pub(super) struct DashboardPage {
     csv_pages: String,
     sources: super::sources::SourcesView,
     breakdowns: super::breakdowns::BreakdownsView,
+    goals: super::goals::GoalsView,
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     freshness: String,
@@ -144,11 +145,12 @@ pub async fn show_dashboard(
         q.range_params()
     };
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
+    let goal_events = super::goals::event_names(&site);
     let ((current, top), previous, source_buckets, breakdowns, now_views) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         super::sources::read(state, source_scope, &period),
-        super::breakdowns::read(state, source_scope, &period, &[]),
+        super::breakdowns::read(state, source_scope, &period, &goal_events),
         queries::views_now(&state.store, &scope, now),
     )?;
     let line = super::visit_line::line(
@@ -183,8 +185,15 @@ pub async fn show_dashboard(
         source_buckets,
         Some((queries::total(&current), queries::total(&previous))),
     );
-    let (mut visits, chart, (sources_now, sources_before)) =
-        tokio::try_join!(line, chart, sources)?;
+    let goals = super::goals::view(
+        state,
+        &site,
+        &period,
+        (&breakdowns.0, &breakdowns.1),
+        (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
+    );
+    let (mut visits, chart, (sources_now, sources_before), goals) =
+        tokio::try_join!(line, chart, sources, goals)?;
     visits.basis = change_basis(&period, &current, now, &state.retention);
     visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
     let filter = q.page_filter()?;
@@ -291,6 +300,7 @@ pub async fn show_dashboard(
                 ))
             },
         ),
+        goals,
         sources_action: base.clone(),
         sources_hidden: if filter.is_empty() {
             vec![]

@@ -11,6 +11,7 @@ mod query;
 mod site_settings;
 mod sites;
 pub(crate) mod breakdowns;
+pub(crate) mod goals;
 pub(crate) mod sources;
 mod view;
 mod visit_line;
