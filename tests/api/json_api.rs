@@ -109,6 +109,8 @@ fn site_paths(id: &str) -> Vec<String> {
         "/page/seconds?path=/secret-page&minute=2026-11-22T10:01",
         "/sources?range=24h",
         "/sources?path=/secret-page&range=24h",
+        "/breakdown?dimension=source&range=24h",
+        "/breakdown?dimension=source&path=/secret-page&range=24h",
         "/visits?range=24h",
         "/visits?path=/secret-page&range=24h",
     ]
