@@ -23,12 +23,34 @@ local uniform = false
 local junk = false
 local sites = {}
 local cdf = {}
-local ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+-- Real browsers' User-Agents, so the breakdowns classify as they would
+-- for real traffic (issue 20).
+local uas = {
+  "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0",
+  "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+  "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/26.0 Chrome/122.0.0.0 Mobile Safari/537.36",
+  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:133.0) Gecko/20100101 Firefox/133.0",
+}
 local visitors = tonumber(os.getenv("BENCH_VISITORS") or "100000")
 
 -- One visitor's headers, picked at random.
 local function headers()
-  return { ["User-Agent"] = ua .. " v/" .. math.random(visitors) }
+  local v = math.random(visitors)
+  return { ["User-Agent"] = uas[v % #uas + 1] .. " v/" .. v }
+end
+
+-- What tt.js sends besides the page: a referrer (one of 40 hosts), the
+-- screen width, and on one view in five a campaign, so every breakdown
+-- has names to count (issue 20).
+local widths = { "390", "820", "1440", "1920" }
+local function extra(page)
+  local n = math.random(200)
+  local q = page
+  if n <= 40 then
+    q = q .. "%3Futm_medium%3Dm" .. (n % 4) .. "%26utm_campaign%3Dc" .. (n % 20)
+  end
+  return q .. "&ref=https%3A%2F%2Fs" .. (n % 40) .. ".example%2F&w=" .. widths[n % 4 + 1]
 end
 
 function init(args)
@@ -57,7 +79,7 @@ function request()
     return wrk.format("GET", "/pixel.gif?site=" .. sites[math.random(#sites)] .. "&page=" .. path, headers())
   end
   if uniform then
-    return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. math.random(pages), headers())
+    return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=" .. extra("/p/" .. math.random(pages)), headers())
   end
   local r = math.random()
   local lo, hi = 1, pages
@@ -65,7 +87,7 @@ function request()
     local mid = math.floor((lo + hi) / 2)
     if cdf[mid] < r then lo = mid + 1 else hi = mid end
   end
-  return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=/p/" .. lo, headers())
+  return wrk.format("GET", "/pixel.gif?site=" .. site .. "&page=" .. extra("/p/" .. lo), headers())
 end
 
 function done(summary, latency, requests)

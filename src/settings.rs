@@ -188,6 +188,13 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_GEOIP_DB")]
     pub geoip_db: Option<PathBuf>,
 
+    /// Count views in the breakdowns (source, campaign, browser, OS,
+    /// device, country). `false` journals views with none of them: the
+    /// views-only path (benchmarks compare the two), or an operator who
+    /// wants no classification at all. Custom events are counted either way.
+    #[arg(long, env = "TICKERTAPE_BREAKDOWNS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub breakdowns: bool,
+
     /// Most hits in one batch of sources (merged per page, hour and source
     /// as they are read, so the batch holds only the buckets it touches).
     #[arg(long, env = "TICKERTAPE_SOURCES_MAX_HITS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]

@@ -117,6 +117,7 @@ impl Application {
                 settings.ingest.geoip_db.clone(),
             )),
             event_cap: Default::default(),
+            breakdowns: settings.ingest.breakdowns,
         };
         ingest.visitors.salts.load(&store, ingest.clock.now()).await;
         let (salts_stop, salts_stopped) = tokio::sync::watch::channel(false);

@@ -37,4 +37,6 @@ pub struct IngestState {
     pub classifier: Arc<classifier::Classifier>,
     /// Event names per site per day (see `event_cap`).
     pub event_cap: Arc<event_cap::EventCap>,
+    /// Views carry their breakdowns (`TICKERTAPE_BREAKDOWNS`).
+    pub breakdowns: bool,
 }

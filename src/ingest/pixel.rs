@@ -311,23 +311,28 @@ async fn count(req: &HttpRequest, state: &IngestState) -> Result<Counted, PixelE
         return journal(state, record).await.map(|()| Counted::Event);
     }
     let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), at);
-    let mut labels = view.campaign;
-    let client = state.visitors.proxies.client_ip(
-        req.peer_addr().map(|a| a.ip()),
-        super::visitor::forwarded_for(req.headers()),
-    );
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    state
-        .classifier
-        .label(&mut labels, user_agent, view.screen_width, client);
+    let (source, labels) = if state.breakdowns {
+        let mut labels = view.campaign;
+        let client = state.visitors.proxies.client_ip(
+            req.peer_addr().map(|a| a.ip()),
+            super::visitor::forwarded_for(req.headers()),
+        );
+        let user_agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        state
+            .classifier
+            .label(&mut labels, user_agent, view.screen_width, client);
+        (view.source.map(Source::into_string), labels)
+    } else {
+        (None, Labels::default())
+    };
     let record = Record {
         page: page.into_string(),
         at,
-        source: view.source.map(Source::into_string),
+        source,
         visit: Some(visit),
         labels,
     };

@@ -483,3 +483,39 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
     let (_, html) = admin.text(&format!("/sites/{}?range=24h", other.id)).await;
     assert!(html.contains("id=\"no-goals\""));
 }
+
+#[tokio::test]
+async fn with_breakdowns_off_views_carry_none_and_events_still_count() {
+    let app = spawn_app_with(|s| s.ingest.breakdowns = false).await;
+    let site = app.add_site("off.test", &[]).await;
+    for q in [
+        "page=%2Fa%3Futm_source%3Dnews%26utm_medium%3Demail&ref=&w=390",
+        "page=%2Fa&e=Signup",
+    ] {
+        let r = app
+            .pixel_with(
+                &format!("site={}&{q}", site.id),
+                &[("user-agent", CHROME_WINDOWS)],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(
+        app.total_views(tickertape::storage::Resolution::Day).await,
+        1
+    );
+    for dimension in Dimension::ALL {
+        let (names, other) = counted(
+            &app,
+            "site_sources_day",
+            doc! {"site": "off.test"},
+            dimension,
+        )
+        .await;
+        let expected = match dimension {
+            Dimension::Event => map(&[("Signup", 1)]),
+            _ => BTreeMap::new(),
+        };
+        assert_eq!((names, other), (expected, 0), "{dimension}");
+    }
+}
