@@ -94,6 +94,10 @@ pub const TABLET_MIN_WIDTH: u32 = 768;
 /// User-Agent says it is a phone or a tablet).
 pub const DESKTOP_MIN_WIDTH: u32 = 1024;
 const MAX_SCREEN_WIDTH: u32 = 10_000;
+/// Only this much of a User-Agent is read. Real ones stay under 512 bytes
+/// (in-app browsers' are the longest); a client sending megabytes must not
+/// buy megabytes of regex work per hit.
+pub const MAX_USER_AGENT_BYTES: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceClass {
@@ -190,6 +194,7 @@ impl UserAgentClassifier {
     }
 
     pub fn classify(&self, user_agent: &str, screen_width: Option<u32>) -> Device {
+        let user_agent = truncate(user_agent, MAX_USER_AGENT_BYTES);
         let found = self.inner.cache.get_or_insert(user_agent, || {
             Found::of(user_agent, &self.inner.browsers, &self.inner.systems)
         });
@@ -315,6 +320,17 @@ impl Found {
                 .unwrap_or(Form::Unknown),
         }
     }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let end = (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0);
+    &s[..end]
 }
 
 fn index_of(names: &[&str], name: &str) -> u8 {
@@ -632,6 +648,17 @@ mod tests {
             assert_eq!(parse_screen_width(bad), None, "{bad:?}");
         }
         assert_eq!(parse_screen_width("0390"), Some(390));
+    }
+
+    #[test]
+    fn only_the_start_of_a_huge_user_agent_is_read() {
+        let classifier = UserAgentClassifier::new();
+        let firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+        let huge = format!("{firefox} {}", "é".repeat(1_000_000));
+        let d = classifier.classify(&huge, None);
+        assert_eq!((d.browser, d.os), ("Firefox", "Linux"));
+        assert_eq!(truncate("aé", 2), "a");
+        assert_eq!(truncate("aé", 3), "aé");
     }
 
     #[test]
