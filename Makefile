@@ -14,6 +14,11 @@ CHROMEDRIVER ?= /usr/bin/chromedriver
 # The accessibility checker the browser tests inject into Chromium (npm).
 AXE_VERSION := 4.14.1
 AXE := $(CURDIR)/target/npm/node_modules/axe-core/axe.min.js
+# The IP-to-country database (npm, CC0 with NRO data under CC BY 4.0; see
+# docs/classification.md), IPv4 and IPv6 in one file. Not in git.
+GEOIP_VERSION := 2.3.2026061719
+GEOIP := $(TOOLS)/geoip/geo-whois-asn-country.mmdb
+GEOIP_STAMP := $(TOOLS)/geoip/.version-$(GEOIP_VERSION)
 # The API fuzzer (PyPI) in a virtual environment of its own; its
 # dependencies are pinned too (tests/api/schemathesis-constraints.txt), so a
 # seed generates the same cases everywhere.
@@ -26,7 +31,7 @@ export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
 .PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick bench-big
 
-setup: $(SECANTUS) rust-components
+setup: $(SECANTUS) rust-components $(GEOIP)
 
 $(SECANTUS):
 	@scripts/need cmake cmake
@@ -58,6 +63,17 @@ $(AXE):
 	@scripts/need npm npm
 	npm install --no-audit --no-fund --prefix $(CURDIR)/target/npm axe-core@$(AXE_VERSION)
 
+# The stamp names the version, so that bumping GEOIP_VERSION installs anew.
+$(GEOIP): $(GEOIP_STAMP)
+	@scripts/need npm npm
+	npm install --no-audit --no-fund --prefix $(CURDIR)/target/npm @ip-location-db/geo-whois-asn-country-mmdb@$(GEOIP_VERSION)
+	cp $(CURDIR)/target/npm/node_modules/@ip-location-db/geo-whois-asn-country-mmdb/geo-whois-asn-country.mmdb $@
+
+$(GEOIP_STAMP):
+	mkdir -p $(TOOLS)/geoip
+	rm -f $(TOOLS)/geoip/.version-*
+	touch $@
+
 # First start: a demo site with 30 days of synthetic traffic, and (printed
 # by serve) the first admin's one-time credentials.
 run: setup
@@ -79,6 +95,7 @@ bench: setup
 	@scripts/need wrk wrk
 	cargo build --release --bin tickertape
 	cargo bench --bench load
+	cargo bench --bench classify
 
 bench-quick:
 	BENCH_QUICK=1 $(MAKE) bench

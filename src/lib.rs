@@ -3,6 +3,7 @@
 //! the buckets.
 
 pub mod accounts;
+pub mod classify;
 pub mod cli;
 pub mod clock;
 pub mod demo;
