@@ -627,7 +627,11 @@ impl GeoIpView {
                         info.path.display()
                     ),
                     attribution: Some(info.attribution.clone()),
-                    warning: None,
+                    // Its own README says the registry's copy has wrong
+                    // entries and gets no more updates (docs/classification.md).
+                    warning: info.attribution.contains("ip-location-db").then(|| {
+                        "The database installed with Tickertape is free and is no longer updated on npm; some addresses have the wrong country. For accurate countries set TICKERTAPE_GEOIP_DB to a GeoLite2-Country or DB-IP Lite file.".to_owned()
+                    }),
                 }
             }
             CountryDbState::Missing { path, why } => GeoIpView {
