@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use tickertape::domain::TimeZone;
 use tickertape::journal::record::{Record, FORMAT_V3};
 use tickertape::reports::Resolution;
+use tickertape::storage::breakdowns::BreakdownCounts;
 use tickertape::storage::bucket_writer::{BucketWriter, Hit};
 use tickertape::storage::progress::{self, Advance, Stream};
 use tickertape::storage::sites;
-use tickertape::storage::breakdowns::BreakdownCounts;
 
 use crate::report_latency::{login, measure};
 use crate::roles::{stored, Database};
@@ -50,6 +50,37 @@ fn zipf_cdf(n: usize) -> Vec<f64> {
 fn pick(cdf: &[f64], rng: &mut Rng) -> usize {
     let r = rng.unit() * cdf.last().copied().unwrap_or(1.0);
     cdf.partition_point(|c| *c < r).min(cdf.len() - 1)
+}
+
+/// Browser, system, device, country and sometimes a campaign: 60 mixes.
+fn profiles() -> Vec<tickertape::domain::Labels> {
+    use tickertape::domain::{Dimension, Labels};
+    let browsers = [
+        ("Chrome", "Windows", "desktop"),
+        ("Safari", "iOS", "mobile"),
+        ("Firefox", "Linux", "desktop"),
+        ("Chrome", "Android", "mobile"),
+        ("Safari", "iPadOS", "tablet"),
+    ];
+    let countries = ["US", "DE", "FR", "JP", "BR", "IN"];
+    let mut out = Vec::new();
+    for (i, (browser, os, device)) in browsers.into_iter().enumerate() {
+        for (j, country) in countries.into_iter().enumerate() {
+            for campaign in [None, Some(format!("c{}", (i + j) % 7))] {
+                let mut labels = Labels::default()
+                    .with(Dimension::Browser, browser)
+                    .with(Dimension::Os, os)
+                    .with(Dimension::Device, device)
+                    .with(Dimension::Country, country);
+                if let Some(c) = campaign {
+                    labels.set(Dimension::Medium, "email");
+                    labels.set(Dimension::Campaign, c);
+                }
+                out.push(labels);
+            }
+        }
+    }
+    out
 }
 
 fn source_names() -> Vec<String> {
@@ -114,6 +145,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let (page_cdf, source_cdf) = (zipf_cdf(PAGES), zipf_cdf(sources.len()));
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let writer = BucketWriter::new(&store);
+    let profiles = profiles();
     // Day by day, as the applier sees traffic (a batch covers a short
     // stretch of time): a batch spanning the whole year made the source
     // lookup's `$in` of bucket times huge and timed the transaction out.
@@ -134,6 +166,8 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         } else {
             vec![None; batch.len()]
         };
+        // Every view with its breakdowns (issue 20): one of the profiles,
+        // picked by the source's draw so no extra randomness moves the rest.
         let hits: Vec<Hit<'_>> = batch
             .iter()
             .zip(&visits)
@@ -142,7 +176,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
                 at,
                 source: Some(sources[s].as_str()),
                 visit: visit.as_ref(),
-                labels: None,
+                labels: Some(&profiles[(p + s) % profiles.len()]),
             })
             .collect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
@@ -174,6 +208,10 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         "views_day",
         "site_views_hour",
         "site_views_day",
+        "sources_hour",
+        "sources_day",
+        "site_sources_hour",
+        "site_sources_day",
     ] {
         let stats = store
             .db()
@@ -245,6 +283,22 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             (
                 "top sources CSV, 12 months (target < 50 ms)".into(),
                 format!("{base}/sources.csv?range=12mo"),
+            ),
+            (
+                "browser CSV, 12 months (issue 20: target < 50 ms)".into(),
+                format!("{base}/breakdown.csv?range=12mo&dimension=browser"),
+            ),
+            (
+                "device CSV, 12 months (issue 20: target < 50 ms)".into(),
+                format!("{base}/breakdown.csv?range=12mo&dimension=device"),
+            ),
+            (
+                "country CSV, 12 months (issue 20: target < 50 ms)".into(),
+                format!("{base}/breakdown.csv?range=12mo&dimension=country"),
+            ),
+            (
+                "campaign CSV, 12 months (issue 20: target < 50 ms)".into(),
+                format!("{base}/breakdown.csv?range=12mo&dimension=campaign"),
             ),
             ("sites list".into(), "/sites".into()),
             (
@@ -385,9 +439,7 @@ async fn ingestion_with_and_without_sources(
                         // The applier would have cut a fuller batch short.
                         anyhow::ensure!(!counts.is_full(), "a sources batch past its bounds");
                         let step = advance(&journal, &mut positions[i], Stream::Sources, n);
-                        writers[i]
-                            .apply_breakdowns(counts.iter(), n, &step)
-                            .await?;
+                        writers[i].apply_breakdowns(counts.iter(), n, &step).await?;
                         spent += t.elapsed();
                     }
                 }

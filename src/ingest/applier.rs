@@ -40,9 +40,9 @@ use tokio::time::Instant;
 use super::stats::IngestStats;
 use crate::journal::lane::LaneReadError;
 use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
+use crate::storage::breakdowns::BreakdownCounts;
 use crate::storage::bucket_writer::{self, ApplyError, BucketWriter};
 use crate::storage::progress::{self, Advance, Stream};
-use crate::storage::breakdowns::BreakdownCounts;
 use crate::storage::{Increments, Store};
 use chrono::{DateTime, Utc};
 

@@ -401,7 +401,10 @@ pub fn classify_view(
     }
     let params = PixelParams::parse(query)?;
     // A bad event name is refused before any lookup, like a bad page.
-    let event = params.event.map(|raw| EventName::parse(&raw?)).transpose()?;
+    let event = params
+        .event
+        .map(|raw| EventName::parse(&raw?))
+        .transpose()?;
     // A Referer is always an absolute URL; anything else is unusable.
     let referer = header_str("referer").map(|r| match PageRef::parse(r) {
         Ok(PageRef::Url { host, path }) => Ok((host, path)),
@@ -470,7 +473,10 @@ pub fn classify_view(
             campaign.set(dimension, value.into_string());
         }
     }
-    let source = match (utm("utm_source").as_deref().and_then(Source::from_utm), params.referrer) {
+    let source = match (
+        utm("utm_source").as_deref().and_then(Source::from_utm),
+        params.referrer,
+    ) {
         (Some(campaign), _) => Some(campaign),
         (None, Some(referrer)) => Some(
             referrer

@@ -46,10 +46,9 @@ impl Visitors {
     /// address and the User-Agent go no further than this call.
     pub fn id_of(&self, req: &actix_web::HttpRequest, at: DateTime<Utc>, site: &str) -> u64 {
         let headers = req.headers();
-        let client = self.proxies.client(
-            req.peer_addr().map(|a| a.ip()),
-            forwarded_for(headers),
-        );
+        let client = self
+            .proxies
+            .client(req.peer_addr().map(|a| a.ip()), forwarded_for(headers));
         let user_agent = headers
             .get(actix_web::http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())

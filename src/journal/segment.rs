@@ -17,8 +17,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{
-    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, HEADER_LEN as RECORD_HEADER_LEN,
-    MAX_PAYLOAD,
+    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4,
+    HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
 };
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";

@@ -323,7 +323,10 @@ impl BreakdownIncrements {
     }
 
     /// The field names each found bucket already holds, per dimension.
-    pub fn existing(&self, found: &[Document]) -> HashMap<Key, HashMap<Dimension, HashSet<String>>> {
+    pub fn existing(
+        &self,
+        found: &[Document],
+    ) -> HashMap<Key, HashMap<Dimension, HashSet<String>>> {
         found
             .iter()
             .filter(|d| self.target.part.is_none_or(|p| d.get_i32("part") == Ok(p)))
@@ -453,7 +456,12 @@ mod tests {
         let firefox = Labels::default()
             .with(Dimension::Browser, "Firefox")
             .with(Dimension::Country, "DE");
-        counts.add_record(&hit("example.com/a", 1, Some("google.com"), firefox.clone()));
+        counts.add_record(&hit(
+            "example.com/a",
+            1,
+            Some("google.com"),
+            firefox.clone(),
+        ));
         counts.add_record(&hit("example.com/b", 2, Some("google.com"), firefox));
         counts.add_record(&hit("example.com/b", 3, Some("direct"), Labels::default()));
         let mut inc = BreakdownIncrements::for_site(Resolution::Day, 0);
@@ -488,7 +496,11 @@ mod tests {
         increments(&mut pages, &counts);
         let s = site.statements(&HashMap::new());
         assert_eq!(inc_of(&s[0]), &doc! {"event.Sign%2Eup": 1_i64});
-        let max = s[0].get_document("u").unwrap().get_document("$max").unwrap();
+        let max = s[0]
+            .get_document("u")
+            .unwrap()
+            .get_document("$max")
+            .unwrap();
         let mut sketch = Sketch::new();
         sketch.insert(42);
         assert_eq!(max, &sketch.max_fields("converted.Sign%2Eup"));
@@ -510,7 +522,14 @@ mod tests {
         known.insert("old".into());
         known.remove("s0");
         let mut counts = BreakdownCounts::default();
-        let with = |s: &str| hit(page, 1, Some(s), Labels::default().with(Dimension::Browser, s));
+        let with = |s: &str| {
+            hit(
+                page,
+                1,
+                Some(s),
+                Labels::default().with(Dimension::Browser, s),
+            )
+        };
         for _ in 0..3 {
             counts.add_record(&with("big"));
         }
@@ -552,7 +571,12 @@ mod tests {
     #[test]
     fn a_lookup_by_time_alone_keeps_only_this_writers_part() {
         let mut counts = BreakdownCounts::default();
-        counts.add("example.com/a".into(), at(1), Dimension::Source, "google.com");
+        counts.add(
+            "example.com/a".into(),
+            at(1),
+            Dimension::Source,
+            "google.com",
+        );
         let mut inc = BreakdownIncrements::for_site(Resolution::Hour, 1);
         increments(&mut inc, &counts);
         let lookup = inc.lookup(true);

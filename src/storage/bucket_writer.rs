@@ -22,9 +22,9 @@ use mongodb::ClientSession;
 use std::future::IntoFuture;
 use std::time::Duration;
 
+use super::breakdowns::{self, BreakdownCounts, BreakdownIncrements};
 use super::buckets::PART_DIRECT;
 use super::progress::{self, Advance, Stream};
-use super::breakdowns::{self, BreakdownCounts, BreakdownIncrements};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
 use crate::domain::Labels;

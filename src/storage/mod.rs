@@ -1,5 +1,6 @@
 //! Everything that talks to MongoDB.
 
+pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
 pub mod day_visitors;
@@ -13,7 +14,6 @@ pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
-pub mod breakdowns;
 pub mod system;
 pub mod txn;
 pub mod update;

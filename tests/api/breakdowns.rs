@@ -57,9 +57,21 @@ fn map(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
 async fn scripted(app: &TestApp, site: &str) {
     let view = |page: &str, w: &str| format!("site={site}&page={page}&ref=&w={w}");
     let loads: [(&str, &str, &str, &str, usize); 5] = [
-        (CHROME_WINDOWS, "8.8.8.8", "%2Fa%3Futm_medium%3DEmail%26utm_campaign%3Dspring", "1920", 4),
+        (
+            CHROME_WINDOWS,
+            "8.8.8.8",
+            "%2Fa%3Futm_medium%3DEmail%26utm_campaign%3Dspring",
+            "1920",
+            4,
+        ),
         (SAFARI_IPHONE, "8.8.8.8", "%2Fa", "390", 3),
-        (FIREFOX_LINUX, "10.1.2.3", "%2Fb%3Futm_medium%3Dsocial", "", 2),
+        (
+            FIREFOX_LINUX,
+            "10.1.2.3",
+            "%2Fb%3Futm_medium%3Dsocial",
+            "",
+            2,
+        ),
         (CHROME_WINDOWS, "203.0.113.9", "%2Fb", "1920", 1),
         // A bad width is ignored, never a refusal.
         (FIREFOX_LINUX, "10.1.2.3", "%2Fb", "abc", 1),
@@ -215,7 +227,12 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
         r.text().await.unwrap(),
         "campaign,views,share_percent,previous_period_views\r\nspring,4,57.1,0\r\n"
     );
-    for bad in ["", "&dimension=", "&dimension=planet", "&dimension=browser&dimension=os"] {
+    for bad in [
+        "",
+        "&dimension=",
+        "&dimension=planet",
+        "&dimension=browser&dimension=os",
+    ] {
         let r = admin
             .get(&format!("/sites/{}/breakdown.csv?range=24h{bad}", site.id))
             .await;
@@ -251,7 +268,10 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
     let a = crate::json_api::get(
         &app,
         &token,
-        &format!("/api/v1/sites/{}/breakdown?range=24h&dimension=nope", site.id),
+        &format!(
+            "/api/v1/sites/{}/breakdown?range=24h&dimension=nope",
+            site.id
+        ),
     )
     .await;
     assert_eq!(a.status, 400);
@@ -328,9 +348,7 @@ async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
         ("a%0Ab", "invalid-event"),
         ("%FF", "invalid-event"),
     ] {
-        let r = app
-            .pixel(&format!("site={}&page=%2F&e={e}", site.id))
-            .await;
+        let r = app.pixel(&format!("site={}&page=%2F&e={e}", site.id)).await;
         assert_eq!(r.status(), 400, "{e}");
         assert_eq!(r.headers()["x-tickertape-reason"], reason, "{e}");
         assert_eq!(r.headers()["content-type"], "image/gif");
@@ -349,9 +367,7 @@ async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
         .await;
     assert_eq!(r.status(), 403);
     assert_eq!(r.headers()["x-tickertape-reason"], "event-cap");
-    let r = app
-        .pixel(&format!("site={}&page=%2F&e=n3", site.id))
-        .await;
+    let r = app.pixel(&format!("site={}&page=%2F&e=n3", site.id)).await;
     assert_eq!(r.status(), 200);
     let (events, other) = counted(
         &app,
@@ -413,7 +429,9 @@ async fn the_system_page_names_the_country_database_its_date_and_attribution() {
     let admin = app.login("admin@example.com").await;
     let (status, html) = admin.text("/admin/system").await;
     assert_eq!(status, 200);
-    let start = html.find("id=\"geoip\"").expect("a country database section");
+    let start = html
+        .find("id=\"geoip\"")
+        .expect("a country database section");
     let section = &html[start..];
     let section = &section[..section.find("</section>").unwrap_or(section.len())];
     assert!(section.contains("geo-whois-asn-country"), "{section}");
@@ -426,7 +444,10 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
     use tickertape::storage::sites;
     let app = spawn_app().await;
     let site = app.add_site("goal.test", &[]).await;
-    for goal in [Goal::parse("event", "Signup"), Goal::parse("page", "/thanks")] {
+    for goal in [
+        Goal::parse("event", "Signup"),
+        Goal::parse("page", "/thanks"),
+    ] {
         sites::add_goal(&app.store, &site.id, &goal.unwrap())
             .await
             .unwrap();

@@ -1230,8 +1230,19 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
     browser.goto(&format!("{origin}/events")).await;
     sent_for("events").await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.lock().unwrap().iter().filter(|u| u.contains("&e=")).count() < 2 {
-        assert!(Instant::now() < deadline, "events not sent: {:?}", seen.lock().unwrap());
+    while seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|u| u.contains("&e="))
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "events not sent: {:?}",
+            seen.lock().unwrap()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     browser.quit().await;

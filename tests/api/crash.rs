@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::TryStreamExt;
+use tickertape::domain::Dimension;
 use tickertape::domain::DomainName;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
+use tickertape::storage::breakdowns::{self as sources, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::page_summaries;
 use tickertape::storage::sites::{self, NewSite};
-use tickertape::domain::Dimension;
-use tickertape::storage::breakdowns::{self as sources, MAX_SOURCES_PER_BUCKET};
 use tickertape::storage::{Resolution, Subject};
 
 use crate::helpers::*;
@@ -385,12 +385,12 @@ async fn dimension_totals(
     let mut out = HashMap::new();
     let mut most_names = 0;
     for b in buckets {
-        let names = b.get_document(dimension.field()).cloned().unwrap_or_default();
+        let names = b
+            .get_document(dimension.field())
+            .cloned()
+            .unwrap_or_default();
         most_names = most_names.max(names.len());
-        let counted: i64 = names
-            .iter()
-            .map(|(_, v)| v.as_i64().unwrap())
-            .sum::<i64>()
+        let counted: i64 = names.iter().map(|(_, v)| v.as_i64().unwrap()).sum::<i64>()
             + b.get_i64(dimension.other_field()).unwrap_or(0);
         if counted > 0 {
             *out.entry(b.get_str(subject.key_field()).unwrap().to_owned())
@@ -419,7 +419,8 @@ async fn check_events(uri: &str, database: &str, tally: &Tally) {
                 "{g:?} {page}: {got} events stored, answered 200 {acked}, answers lost {unknown}"
             );
         }
-        let (by_site, _) = dimension_totals(uri, database, Subject::Site, g, Dimension::Event).await;
+        let (by_site, _) =
+            dimension_totals(uri, database, Subject::Site, g, Dimension::Event).await;
         assert_eq!(
             by_site.get("crash.test").copied().unwrap_or(0),
             by_page.values().sum::<i64>(),
@@ -471,12 +472,17 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
     check_summaries(uri, database, stored).await;
     // Every view carries every dimension but the event's: each one's
     // counts equal the views, once, page and site, under the cap.
-    for dimension in Dimension::ALL.into_iter().filter(|d| *d != Dimension::Event) {
+    for dimension in Dimension::ALL
+        .into_iter()
+        .filter(|d| *d != Dimension::Event)
+    {
         for g in [Resolution::Hour, Resolution::Day] {
-            let (by_page, most) = dimension_totals(uri, database, Subject::Page, g, dimension).await;
+            let (by_page, most) =
+                dimension_totals(uri, database, Subject::Page, g, dimension).await;
             assert_eq!(&by_page, stored, "{g:?} {dimension}: every view, once");
             assert!(most <= MAX_SOURCES_PER_BUCKET, "{g:?}: {most} names");
-            let (by_site, most) = dimension_totals(uri, database, Subject::Site, g, dimension).await;
+            let (by_site, most) =
+                dimension_totals(uri, database, Subject::Site, g, dimension).await;
             assert_eq!(
                 by_site.get("crash.test").copied(),
                 Some(site_views),

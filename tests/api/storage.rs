@@ -193,13 +193,13 @@ async fn a_batch_commits_with_its_progress_at_most_once() {
         assert_eq!(app.total_views(g).await, 2, "{g:?}");
     }
     let source_buckets = |subject| {
-        let coll = app
-            .store
-            .db()
-            .collection::<Document>(tickertape::storage::breakdowns::collection(
-                subject,
-                Resolution::Day,
-            ));
+        let coll =
+            app.store
+                .db()
+                .collection::<Document>(tickertape::storage::breakdowns::collection(
+                    subject,
+                    Resolution::Day,
+                ));
         async move { coll.count_documents(doc! {}).await.unwrap() }
     };
     assert_eq!(source_buckets(Subject::Page).await, 0);

@@ -8,12 +8,12 @@
 //! breakdown buckets); a page goal's are the page's views and visitors.
 
 use crate::domain::Goal;
+use crate::domain::{Dimension, Page};
 use crate::reports::breakdowns::Breakdown;
 use crate::reports::{queries, visits, Period, Scope};
 use crate::storage::sites::Site;
 use crate::web::fmt;
 use crate::web::state::WebState;
-use crate::domain::{Dimension, Page};
 
 pub struct GoalRow {
     pub kind: &'static str,

@@ -3,19 +3,20 @@
 
 //! link to, `view` holds what they all show.
 
+pub(crate) mod breakdowns;
 mod dashboard;
 mod exports;
+pub(crate) mod goals;
 mod links;
 mod page;
 mod query;
 mod site_settings;
 mod sites;
-pub(crate) mod breakdowns;
-pub(crate) mod goals;
 pub(crate) mod sources;
 mod view;
 mod visit_line;
 
+pub use breakdowns::breakdown_csv;
 pub use dashboard::{dashboard, now_json, show_dashboard, status_json};
 pub use exports::{
     pages_csv, query_config as csv_query_config, realtime_csv, seconds_csv, series_csv, visits_csv,
@@ -27,7 +28,6 @@ pub use site_settings::{
     site_settings,
 };
 pub use sites::{sites, summaries};
-pub use breakdowns::breakdown_csv;
 pub use sources::sources_csv;
 pub use view::{behind, freshness};
 

@@ -65,10 +65,7 @@ impl ReportQuery {
                     .iter()
                     .map(|d| d.key())
                     .collect();
-                WebError::Invalid(format!(
-                    "`dimension` must be one of: {}.",
-                    keys.join(", ")
-                ))
+                WebError::Invalid(format!("`dimension` must be one of: {}.", keys.join(", ")))
             })
     }
 
