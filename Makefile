@@ -2,8 +2,8 @@
 #   make run    build and serve on an embedded local database
 #   make test   formatting, lints and every test
 # Both install what they need (cmake, the local database server, and for
-# tests Debian's chromium and prometheus, and the schemathesis fuzzer) into
-# the system or the ignored .tools directory.
+# tests Debian's chromium and prometheus, and the schemathesis fuzzer; the
+# country database from npm) into the system or the ignored .tools directory.
 
 SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
