@@ -18,8 +18,16 @@ use std::path::{Path, PathBuf};
 /// independent of each other).
 const LAYERS: &[&[&str]] = &[
     // Knows nothing of the product's flow: values parsed once, the clock,
-    // metric primitives, logging, the HEAD mark.
-    &["domain", "clock", "metrics", "telemetry", "head"],
+    // metric primitives, logging, the HEAD mark, the User-Agent and
+    // country classifiers.
+    &[
+        "domain",
+        "clock",
+        "metrics",
+        "telemetry",
+        "head",
+        "classify",
+    ],
     &["journal"],
     &["storage"],
     &["ingest", "preallocation", "reports", "accounts", "demo"],

@@ -530,10 +530,6 @@ mod tests {
         );
         let mut wrong = Vec::new();
         for (ua, browser, os, class, width) in rows {
-            assert!(
-                !crate::ingest::bots::is_bot(Some(ua)),
-                "counted, not a bot: {ua}"
-            );
             let got = classifier.classify(ua, width);
             let got = (got.browser, got.os, got.class.as_str());
             if got != (browser, os, class) {
@@ -559,16 +555,6 @@ mod tests {
                 classifier.classify(ua, width),
                 classifier.classify(ua, width)
             );
-        }
-    }
-
-    #[test]
-    fn crawlers_and_scripts_are_refused_before_classification() {
-        for ua in include_str!("bot_user_agents.txt")
-            .lines()
-            .filter(|l| !l.is_empty())
-        {
-            assert!(crate::ingest::bots::is_bot(Some(ua)), "{ua}");
         }
     }
 

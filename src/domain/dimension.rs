@@ -65,6 +65,11 @@ impl Dimension {
         Self::ALL.into_iter().find(|d| d.key() == key)
     }
 
+    /// Every key, for the message that refuses another.
+    pub fn keys() -> String {
+        Self::ALL.map(Self::key).join(", ")
+    }
+
     /// The heading of its column and panel.
     pub fn title(self) -> &'static str {
         match self {

@@ -129,28 +129,14 @@ impl Source {
         self.0
     }
 
-    /// The value as a field name inside a `sources` sub-document: `.`
-    /// would nest and a leading `$` is an operator, so `%`, `.` and `$`
-    /// are percent-encoded (and decoded by [`Source::from_field_name`]).
+    /// The value as a field name inside a `sources` sub-document
+    /// (`dimension::field_name`).
     pub fn field_name(&self) -> String {
-        let mut out = String::with_capacity(self.0.len() + 8);
-        for c in self.0.chars() {
-            match c {
-                '%' => out.push_str("%25"),
-                '.' => out.push_str("%2E"),
-                '$' => out.push_str("%24"),
-                c => out.push(c),
-            }
-        }
-        out
+        super::dimension::field_name(&self.0)
     }
 
     pub fn from_field_name(field: &str) -> Self {
-        Self(
-            percent_encoding::percent_decode_str(field)
-                .decode_utf8_lossy()
-                .into_owned(),
-        )
+        Self(super::dimension::from_field_name(field))
     }
 }
 

@@ -98,4 +98,24 @@ mod tests {
         assert!(!is_prefetch(only("sec-purpose", "")));
         assert!(!is_prefetch(|_: &str| None));
     }
+
+    /// Issue 20's tables: the bots of `classify/bot_user_agents.txt` are
+    /// refused before any classification, and none of the real browsers
+    /// the classifier's table holds is.
+    #[test]
+    fn the_classifiers_bots_are_refused_and_its_browsers_counted() {
+        for ua in include_str!("../classify/bot_user_agents.txt")
+            .lines()
+            .filter(|l| !l.is_empty())
+        {
+            assert!(is_bot(Some(ua)), "{ua}");
+        }
+        for line in include_str!("../classify/user_agents.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
+            let ua = line.split('\t').next().unwrap();
+            assert!(!is_bot(Some(ua)), "counted, not a bot: {ua}");
+        }
+    }
 }

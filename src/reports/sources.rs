@@ -27,6 +27,11 @@ pub enum SourceScope<'a> {
 }
 
 impl<'a> SourceScope<'a> {
+    /// The page when one is named, else the whole site.
+    pub fn of(site: &'a Site, page: Option<&'a Page>) -> Self {
+        page.map_or(SourceScope::Site(site), SourceScope::Page)
+    }
+
     pub(crate) fn subject(&self) -> Subject {
         match self {
             SourceScope::Site(_) => Subject::Site,

@@ -277,29 +277,6 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
     assert_eq!(a.status, 400);
 }
 
-/// The rows of the table `id` as its cells' text.
-fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
-    let start = html
-        .find(&format!("id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no table {id}"));
-    let table = &html[start..];
-    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
-    body.split("<tr>")
-        .skip(1)
-        .map(|row| {
-            let cells: Vec<String> = row
-                .split("<td")
-                .skip(1)
-                .map(|c| {
-                    let c = &c[c.find('>').unwrap() + 1..];
-                    c[..c.find("</td>").unwrap()].to_owned()
-                })
-                .collect();
-            [0, 1, 2, 3].map(|i| cells[i].clone())
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_rest_as_other() {
     let app = spawn_app().await;

@@ -523,3 +523,26 @@ pub fn num_cells(html: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first four cells' text of each body row of the table `id`.
+pub fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
+    let start = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
+    let table = &html[start..];
+    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .split("<td")
+                .skip(1)
+                .map(|c| {
+                    let c = &c[c.find('>').unwrap() + 1..];
+                    c[..c.find("</td>").unwrap()].to_owned()
+                })
+                .collect();
+            [0, 1, 2, 3].map(|i| cells[i].clone())
+        })
+        .collect()
+}

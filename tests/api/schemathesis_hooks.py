@@ -25,6 +25,7 @@ PERIOD_OPERATIONS = {
     "/api/v1/sites/{siteId}/pages",
     "/api/v1/sites/{siteId}/page/series",
     "/api/v1/sites/{siteId}/sources",
+    "/api/v1/sites/{siteId}/breakdown",
 }
 # Presets at a resolution finer than their own, with more than 1,500
 # points: minute with a week or more (7 * 24 * 60), hour with a year.

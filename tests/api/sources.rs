@@ -228,22 +228,7 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
 
 /// The rows of the `#sources` table as (source, views, share, change).
 fn source_rows(html: &str) -> Vec<[String; 4]> {
-    let table = &html[html.find("id=\"sources\"").expect("a sources table")..];
-    let body = &table[table.find("<tbody>").unwrap()..table.find("</tbody>").unwrap()];
-    body.split("<tr>")
-        .skip(1)
-        .map(|row| {
-            let cells: Vec<String> = row
-                .split("<td")
-                .skip(1)
-                .map(|c| {
-                    let c = &c[c.find('>').unwrap() + 1..];
-                    c[..c.find("</td>").unwrap()].to_owned()
-                })
-                .collect();
-            [0, 1, 2, 3].map(|i| cells[i].clone())
-        })
-        .collect()
+    table_rows(html, "sources")
 }
 
 /// Percent values that should add up to 100, each rounded to one decimal.

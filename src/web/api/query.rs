@@ -140,15 +140,12 @@ impl ApiQuery {
     pub fn dimension(&self) -> Result<crate::domain::Dimension, ApiError> {
         given(&self.dimension)
             .and_then(crate::domain::Dimension::parse)
-            .ok_or_else(|| {
-                let keys: Vec<&str> = crate::domain::Dimension::ALL
-                    .iter()
-                    .map(|d| d.key())
-                    .collect();
-                ApiError::BadParameter {
-                    parameter: "dimension",
-                    message: format!("The dimension must be one of: {}.", keys.join(", ")),
-                }
+            .ok_or_else(|| ApiError::BadParameter {
+                parameter: "dimension",
+                message: format!(
+                    "The dimension must be one of: {}.",
+                    crate::domain::Dimension::keys()
+                ),
             })
     }
 

@@ -74,6 +74,14 @@ impl ReportQuery {
         super::visit_line::ChartMetric::parse(self.metric.as_deref()).map_err(WebError::Invalid)
     }
 
+    /// `path` when given: empty is absent, as in the API (the whole site).
+    pub(super) fn optional_path(&self) -> Result<Option<PagePath>, WebError> {
+        match self.path.as_deref() {
+            Some(p) if !p.is_empty() => self.path().map(Some),
+            _ => Ok(None),
+        }
+    }
+
     pub(super) fn path(&self) -> Result<PagePath, WebError> {
         let raw = self.path.as_deref().unwrap_or("/");
         PagePath::parse(raw)

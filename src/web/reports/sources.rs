@@ -188,16 +188,9 @@ pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
-    // Empty is absent, as in the API: the whole site.
-    let path = match q.path.as_deref() {
-        Some(p) if !p.is_empty() => Some(q.path()?),
-        _ => None,
-    };
+    let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
-    let scope = match &page {
-        Some(page) => SourceScope::Page(page),
-        None => SourceScope::Site(&site),
-    };
+    let scope = SourceScope::of(&site, page.as_ref());
     let (current, previous) = read_shares(&state, scope, &period).await?;
     let named = matching(&current.sources, &filter)
         .into_iter()
