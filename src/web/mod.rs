@@ -122,6 +122,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .service(csv("/sites/{id}/pages.csv", reports::pages_csv))
     .service(csv("/sites/{id}/sources.csv", reports::sources_csv))
     .service(csv("/sites/{id}/breakdown.csv", reports::breakdown_csv))
+    .service(csv("/sites/{id}/goals.csv", reports::goals_csv))
     .service(csv("/sites/{id}/seconds.csv", reports::seconds_csv))
     .service(csv("/sites/{id}/realtime.csv", reports::realtime_csv))
     .route(

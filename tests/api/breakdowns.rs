@@ -476,6 +476,14 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
         table.contains("<td>Visit /thanks</td><td class=\"num\">2</td><td class=\"num hide-small\">new</td><td class=\"num\">2</td><td class=\"num\">20.0%</td>"),
         "{table}"
     );
+    let r = admin
+        .get(&format!("/sites/{}/goals.csv?range=24h", site.id))
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.text().await.unwrap(),
+        "kind,goal,conversions,converting_visitors,conversion_rate\r\nevent,Signup,4,3,30.0%\r\npage,/thanks,2,2,20.0%\r\n"
+    );
     // A site without goals says where to set them.
     let other = app.add_site("nogoal.test", &[]).await;
     let (_, html) = admin.text(&format!("/sites/{}?range=24h", other.id)).await;

@@ -191,6 +191,7 @@ pub async fn show_dashboard(
         &period,
         (&breakdowns.0, &breakdowns.1),
         (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
+        audience.export(join(&format!("{}/goals.csv", audience.base), &params, &[])),
     );
     let (mut visits, chart, (sources_now, sources_before), goals) =
         tokio::try_join!(line, chart, sources, goals)?;

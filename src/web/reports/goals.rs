@@ -30,6 +30,8 @@ pub struct GoalsView {
     pub rows: Vec<GoalRow>,
     /// Where goals are set (none through a share link).
     pub settings: Option<String>,
+    /// `goals.csv` of the same range (empty through a share link).
+    pub csv: String,
 }
 
 /// The event names whose converting visitors the dashboard's breakdown
@@ -71,6 +73,7 @@ pub async fn view(
     period: &Period,
     (now, before): (&Breakdown, &Breakdown),
     settings: Option<String>,
+    csv: String,
 ) -> Result<GoalsView, mongodb::error::Error> {
     let previous = period.previous();
     let ranges = [(period.from, period.to), (previous.from, previous.to)];
@@ -122,7 +125,46 @@ pub async fn view(
             },
         });
     }
-    Ok(GoalsView { rows, settings })
+    Ok(GoalsView {
+        rows,
+        settings,
+        csv,
+    })
+}
+
+/// `GET /sites/{id}/goals.csv`: the Goals table of the range, one row per
+/// goal.
+pub async fn goals_csv(
+    super::exports::CsvRequest(r): super::exports::CsvRequest,
+    q: super::Query,
+) -> super::exports::CsvAnswer {
+    let (state, site, started) = (r.state, r.site, r.started);
+    let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
+    let scope = crate::reports::sources::SourceScope::Site(&site);
+    let (now, before) =
+        super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
+    let goals = view(&state, &site, &period, (&now, &before), None, String::new()).await?;
+    let rows = goals.rows.into_iter().map(|g| {
+        vec![
+            g.kind.to_owned(),
+            g.name,
+            g.conversions.to_string(),
+            g.visitors,
+            g.rate,
+        ]
+    });
+    let body = crate::reports::csv::table(
+        &["kind", "goal", "conversions", "converting_visitors", "conversion_rate"],
+        rows,
+    );
+    super::timed(&state, started);
+    Ok(super::exports::csv_response(
+        &format!(
+            "{}_goals.csv",
+            super::exports::file_stem(&site, None, period.from, period.to)
+        ),
+        body,
+    ))
 }
 
 #[cfg(test)]
