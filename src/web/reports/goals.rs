@@ -154,7 +154,13 @@ pub async fn goals_csv(
         ]
     });
     let body = crate::reports::csv::table(
-        &["kind", "goal", "conversions", "converting_visitors", "conversion_rate"],
+        &[
+            "kind",
+            "goal",
+            "conversions",
+            "converting_visitors",
+            "conversion_rate",
+        ],
         rows,
     );
     super::timed(&state, started);

@@ -17,11 +17,11 @@ mod view;
 mod visit_line;
 
 pub use breakdowns::breakdown_csv;
-pub use goals::goals_csv;
 pub use dashboard::{dashboard, now_json, show_dashboard, status_json};
 pub use exports::{
     pages_csv, query_config as csv_query_config, realtime_csv, seconds_csv, series_csv, visits_csv,
 };
+pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
 pub use site_settings::{
