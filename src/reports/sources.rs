@@ -81,6 +81,22 @@ impl SourceTotals {
         }
     }
 
+    /// The sources of a breakdown read over `[from, to)` (which read them
+    /// with its other dimensions, in the same pass over the buckets).
+    pub fn of(read: &super::breakdowns::Breakdown, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        let totals = read.of(Dimension::Source);
+        SourceTotals {
+            sources: totals
+                .names
+                .into_iter()
+                .map(|(name, v)| (Source::from_stored(name), v))
+                .collect(),
+            other: totals.other,
+            total: totals.total,
+            ..SourceTotals::none(from, to)
+        }
+    }
+
     pub fn views_of(&self, source: &Source) -> i64 {
         self.sources
             .iter()
@@ -215,17 +231,7 @@ pub async fn top_sources(
     to: DateTime<Utc>,
 ) -> Result<SourceTotals, mongodb::error::Error> {
     let read = super::breakdowns::read(store, scope, &[Dimension::Source], &[], from, to).await?;
-    let totals = read.of(Dimension::Source);
-    Ok(SourceTotals {
-        sources: totals
-            .names
-            .into_iter()
-            .map(|(name, v)| (Source::from_stored(name), v))
-            .collect(),
-        other: totals.other,
-        total: totals.total,
-        ..SourceTotals::none(from, to)
-    })
+    Ok(SourceTotals::of(&read, from, to))
 }
 
 #[cfg(test)]

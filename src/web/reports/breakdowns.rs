@@ -9,17 +9,6 @@ use crate::reports::sources::{covered, covered_views, SourceScope};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
-/// The dimensions the panels show (sources have their own panel).
-pub const SHOWN_DIMENSIONS: [Dimension; 7] = [
-    Dimension::Device,
-    Dimension::Browser,
-    Dimension::Os,
-    Dimension::Country,
-    Dimension::Medium,
-    Dimension::Campaign,
-    Dimension::Event,
-];
-
 pub struct BreakdownRow {
     pub name: String,
     pub count: i64,
@@ -52,8 +41,22 @@ pub struct BreakdownsView {
 /// At most this many rows per table on a page; the CSV has them all.
 const SHOWN: usize = 10;
 
-/// The breakdowns of the period and the previous one, read together, with
-/// the converting visitors of the events named in `converted`.
+/// Every dimension a report reads: the panels' and the sources', in one
+/// pass over the buckets.
+const READ_DIMENSIONS: [Dimension; 8] = [
+    Dimension::Source,
+    Dimension::Device,
+    Dimension::Browser,
+    Dimension::Os,
+    Dimension::Country,
+    Dimension::Medium,
+    Dimension::Campaign,
+    Dimension::Event,
+];
+
+/// The breakdowns (sources included) of the period and the previous one,
+/// read together, with the converting visitors of the events named in
+/// `converted`.
 pub(crate) async fn read(
     state: &WebState,
     scope: SourceScope<'_>,
@@ -61,7 +64,7 @@ pub(crate) async fn read(
     converted: &[&str],
 ) -> Result<(Breakdown, Breakdown), mongodb::error::Error> {
     let before = period.previous();
-    let dims = &SHOWN_DIMENSIONS;
+    let dims = &READ_DIMENSIONS;
     tokio::try_join!(
         breakdowns::read(&state.store, scope, dims, converted, period.from, period.to),
         breakdowns::read(&state.store, scope, dims, converted, before.from, before.to),
@@ -153,6 +156,22 @@ fn table(
 
 /// The panels. `views`: every view of the covered hours (the sources
 /// panel's); `csv`: the address of a dimension's CSV (empty: none).
+/// The sources of [`read`]'s two periods, for the sources panel.
+pub(super) fn sources_of(
+    (now, before): (&Breakdown, &Breakdown),
+    period: &Period,
+) -> (
+    crate::reports::sources::SourceTotals,
+    crate::reports::sources::SourceTotals,
+) {
+    use crate::reports::sources::SourceTotals;
+    let previous = period.previous();
+    (
+        SourceTotals::of(now, period.from, period.to),
+        SourceTotals::of(before, previous.from, previous.to),
+    )
+}
+
 pub(super) fn view(
     state: &WebState,
     (current, previous): (&Breakdown, &Breakdown),

@@ -146,13 +146,14 @@ pub async fn show_dashboard(
     };
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
     let goal_events = super::goals::event_names(&site);
-    let ((current, top), previous, source_buckets, breakdowns, now_views) = tokio::try_join!(
+    // The sources come with the other breakdowns, in one pass.
+    let ((current, top), previous, breakdowns, now_views) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
-        super::sources::read(state, source_scope, &period),
         super::breakdowns::read(state, source_scope, &period, &goal_events),
         queries::views_now(&state.store, &scope, now),
     )?;
+    let source_buckets = super::breakdowns::sources_of((&breakdowns.0, &breakdowns.1), &period);
     let line = super::visit_line::line(
         &state.store,
         &scope,

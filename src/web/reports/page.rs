@@ -101,17 +101,17 @@ pub async fn show_page_report(
         q.range_params()
     };
     let source_scope = crate::reports::sources::SourceScope::Page(&page);
-    let sources = super::sources::read(state, source_scope, &period);
+    // The sources come with the other breakdowns, in one pass.
     let names = super::breakdowns::read(state, source_scope, &period, &[]);
-    let (current, previous, (minute, seconds), realtime, current_seconds, sources, names) = tokio::try_join!(
+    let (current, previous, (minute, seconds), realtime, current_seconds, names) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         breakdown,
         queries::realtime_series(&state.store, &scope, &last_hour),
         queries::realtime_seconds(&state.store, &page, this_minute),
-        sources,
         names,
     )?;
+    let sources = super::breakdowns::sources_of((&names.0, &names.1), &period);
     let line = super::visit_line::line(
         &state.store,
         &scope,
