@@ -258,7 +258,18 @@ impl BucketWriter {
         };
         timed(limit, session.commit_transaction())
             .await
-            .map_err(ApplyError::Unknown)?;
+            .map_err(|e| match e {
+                // A commit refused as a transient transaction error (a
+                // write conflict found at commit) is known not to be in:
+                // the driver's label says the whole transaction may be
+                // run again. Anything else may or may not have committed.
+                TxnError::Driver(d)
+                    if d.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR) =>
+                {
+                    ApplyError::NotApplied(TxnError::Driver(d))
+                }
+                other => ApplyError::Unknown(other),
+            })?;
         Ok(outcomes)
     }
 
