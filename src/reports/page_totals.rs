@@ -248,7 +248,7 @@ impl Builder<'_> {
                 }
             };
             if made.exact && made.summary.total == self.totals.over(span) {
-                page_summaries::write(self.store, &self.key, &made.summary).await?;
+                page_summaries::write(self.store, &self.site.id, &made.summary).await?;
             }
             Ok(made)
         }

@@ -94,7 +94,8 @@ pub struct FlushReport {
     pub hits: usize,
     /// Per collection written: pages and site totals in
     /// [`Resolution::ALL`] order, then the source collections (each only
-    /// when it had something to write).
+    /// when it had something to write); per transaction, in order, when
+    /// [`BucketWriter::apply_direct`] split the batch.
     pub outcomes: Vec<UpdateOutcome>,
 }
 
@@ -275,25 +276,45 @@ impl BucketWriter {
 
     /// For writers outside the journal (demo data, benchmarks, tests):
     /// retries a batch that was not applied (a conflict, a passing outage)
-    /// until `deadline`. An unknown commit outcome is an error here: without
-    /// a progress document it cannot be resolved.
+    /// until `deadline`. A batch the server refused (too large for its
+    /// cache while other transactions hold it, too slow for the time limit)
+    /// is split in halves, as the appliers do: sent again whole it could
+    /// fail until the deadline. An unknown commit outcome is an error here:
+    /// without a progress document it cannot be resolved. On an error, the
+    /// parts before the one that failed are in.
     pub async fn apply_direct<'a, H: Copy + Into<Hit<'a>>>(
         &self,
         hits: &[H],
         deadline: tokio::time::Instant,
     ) -> Result<FlushReport, ApplyError> {
+        let mut report = FlushReport::default();
+        // The parts still to apply, the next one last.
+        let mut parts = vec![hits];
         let mut backoff = Duration::from_millis(20);
-        loop {
-            match self.apply(hits.iter().map(|&h| h.into()), None).await {
+        while let Some(part) = parts.pop() {
+            match self.apply(part.iter().map(|&h| h.into()), None).await {
+                Ok(done) => {
+                    report.hits += done.hits;
+                    report.outcomes.extend(done.outcomes);
+                }
                 Err(ApplyError::NotApplied(e)) if tokio::time::Instant::now() < deadline => {
+                    let refused =
+                        !e.is_transient() && matches!(e, TxnError::Reply(_) | TxnError::Timeout(_));
+                    if refused && part.len() > 1 {
+                        let (first, second) = part.split_at(part.len() / 2);
+                        parts.extend([second, first]);
+                        continue;
+                    }
                     if !e.is_transient() {
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(1));
                     }
+                    parts.push(part);
                 }
-                other => return other,
+                Err(e) => return Err(e),
             }
         }
+        Ok(report)
     }
 
     async fn statements(

@@ -36,6 +36,7 @@ use std::sync::Mutex;
 
 use super::schema::IndexSpec;
 use super::Store;
+use crate::domain::SiteId;
 
 pub const COLLECTION: &str = "page_summaries";
 
@@ -362,29 +363,36 @@ pub async fn read(
     Ok(out)
 }
 
-/// Stores `summary` for site `site` (replacing what was there). Two
-/// readers may store the same span at once: each stores a summary that is
-/// right for the total it carries, and a reader uses only the one whose
-/// total is the site's.
+/// Stores `summary` for `site` (replacing what was there). Two readers
+/// may store the same span at once: each stores a summary that is right
+/// for the total it carries, and a reader uses only the one whose total
+/// is the site's.
+///
+/// A summary must not outlive its site's purge, which deletes the site's
+/// document and then its summaries: the site is checked live before the
+/// write and again after it, and a write that finds it gone takes its
+/// summary back. Either the purge's delete comes after the write (and
+/// removes it) or the second check comes after the purge's delete of the
+/// site (and sees it gone). Returns whether the summary stays.
 pub async fn write(
     store: &Store,
-    site: &str,
+    site: &SiteId,
     summary: &Summary,
 ) -> Result<bool, mongodb::error::Error> {
     let data = encode(&summary.pages);
-    if data.len() > MAX_DATA_BYTES {
+    if data.len() > MAX_DATA_BYTES || !super::sites::is_live(store, site).await? {
         return Ok(false);
     }
+    let key = site.to_string();
     let span = summary.span;
-    let id = span.id(site);
-    store
-        .db()
-        .collection::<Document>(COLLECTION)
+    let id = span.id(&key);
+    let summaries = store.db().collection::<Document>(COLLECTION);
+    summaries
         .replace_one(
             doc! {"_id": &id},
             doc! {
                 "_id": &id,
-                "site": site,
+                "site": &key,
                 "level": span.level as i32,
                 "index": span.index,
                 "timestamp": bson::DateTime::from_chrono(span.start()),
@@ -396,7 +404,11 @@ pub async fn write(
         )
         .upsert(true)
         .await?;
-    Ok(true)
+    if super::sites::is_live(store, site).await? {
+        return Ok(true);
+    }
+    summaries.delete_one(doc! {"_id": &id}).await?;
+    Ok(false)
 }
 
 /// Removes every summary of a site (its id): a deleted site's purge.

@@ -599,9 +599,26 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
                 tries += 1;
                 super::txn::pause(tries).await;
             }
-            other => return other.map(|()| removed),
+            // Summaries a report stored while the site was being purged
+            // (see `page_summaries::write`).
+            Ok(()) => {
+                removed += super::page_summaries::delete_site(store, &site.id.to_string()).await?;
+                return Ok(removed);
+            }
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether the site exists and is not marked deleted: what may still get
+/// derived data (page summaries) stored for it.
+pub async fn is_live(store: &Store, site: &SiteId) -> Result<bool, mongodb::error::Error> {
+    Ok(collection(store)
+        .clone_with_type::<bson::Document>()
+        .find_one(doc! {"_id": bson::Uuid::from(site.as_uuid()), "deletedAt": null})
+        .projection(doc! {"_id": 1})
+        .await?
+        .is_some())
 }
 
 /// Records that the site's totals are complete (see `site_totals`).

@@ -2,6 +2,7 @@
 
 use bson::{doc, Bson, Document};
 use chrono::TimeDelta;
+use futures::TryStreamExt;
 use std::collections::BTreeMap;
 use tickertape::storage::bucket_writer::{ApplyError, BucketWriter};
 use tickertape::storage::progress::{self, Stream};
@@ -440,5 +441,51 @@ async fn collection_sizes_are_kept_a_minute_and_measured_again_in_the_background
         }
         assert!(Instant::now() < deadline, "not measured again: {sizes:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_direct_batch_too_large_for_the_servers_cache_goes_in_as_halves() {
+    // A server of its own with a cache far too small for the batch in one
+    // transaction: sent again whole it would fail until the deadline.
+    if std::env::var_os("MONGODB_URI").is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = tickertape::localdb::LocalDbOptions {
+        cache_size: "8M".into(),
+        log_file_max: "16MB".into(),
+        ..Default::default()
+    };
+    let db = tickertape::localdb::LocalDb::start(&localdb_binary(), dir.path(), &options)
+        .await
+        .expect("start a local database");
+    let store = connect(db.uri(), &test_settings()).await;
+    let pages: Vec<String> = (0..1000).map(|i| format!("big.test/p{i}")).collect();
+    let hits: Vec<(&str, chrono::DateTime<chrono::Utc>)> =
+        pages.iter().map(|p| (p.as_str(), t0())).collect();
+    let writer = BucketWriter::new(&store);
+    let whole = writer.apply(hits.iter().map(|&h| h.into()), None).await;
+    assert!(
+        matches!(&whole, Err(ApplyError::NotApplied(e)) if !e.is_transient()),
+        "the server should refuse this batch whole: {whole:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let report = writer.apply_direct(&hits, deadline).await.unwrap();
+    assert_eq!(report.hits, 1000);
+    // Every hit once: the halves are disjoint and each went in whole.
+    for level in Resolution::ALL {
+        let views: i64 = store
+            .buckets(level)
+            .find(doc! {})
+            .await
+            .unwrap()
+            .try_collect::<Vec<tickertape::storage::Bucket>>()
+            .await
+            .unwrap()
+            .iter()
+            .map(|b| b.total_views)
+            .sum();
+        assert_eq!(views, 1000, "{level:?}");
     }
 }
