@@ -7,6 +7,7 @@
 pub mod applier;
 pub mod bots;
 pub mod classifier;
+pub mod compat;
 pub mod directory;
 pub mod event_cap;
 pub mod page_cap;

@@ -57,10 +57,12 @@ pub enum Outcome {
     InvalidEvent,
     /// The site has as many event names as it may.
     EventCap,
+    /// A peer's tracker sent a body that is not its format (`compat`).
+    InvalidBody,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -82,6 +84,7 @@ impl Outcome {
         Outcome::Event,
         Outcome::InvalidEvent,
         Outcome::EventCap,
+        Outcome::InvalidBody,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -107,6 +110,7 @@ impl Outcome {
             Outcome::Event => "event",
             Outcome::InvalidEvent => "invalid-event",
             Outcome::EventCap => "event-cap",
+            Outcome::InvalidBody => "invalid-body",
         }
     }
 }
@@ -214,6 +218,11 @@ impl ResponseError for PixelError {
     }
 }
 
+/// The answer to a counted hit that went to its own page.
+pub fn counted_gif() -> HttpResponse {
+    gif(StatusCode::OK)
+}
+
 fn gif(status: StatusCode) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("image/gif")
@@ -232,24 +241,36 @@ pub async fn pixel(
         return classify(req.headers(), req.query_string(), &state.directory)
             .map(|_| gif(StatusCode::OK));
     }
-    let result = count(&req, &state).await;
+    let counted = take(&req, &state, HitParams::parse(req.query_string())).await?;
+    let mut response = gif(StatusCode::OK);
+    if counted == Outcome::PageCap {
+        response.headers_mut().insert(
+            header::HeaderName::from_static(REASON_HEADER),
+            HeaderValue::from_static(Outcome::PageCap.reason()),
+        );
+    }
+    Ok(response)
+}
+
+/// Counts one hit, from the pixel or a peer's tracker (`compat`): the
+/// same rules and the same journal whatever it came through, and its
+/// outcome in the stats. `Ok` is a counted outcome: `Counted`, `PageCap`
+/// (counted under the site's overflow page) or `Event`.
+pub async fn take(
+    req: &HttpRequest,
+    state: &IngestState,
+    params: HitParams,
+) -> Result<Outcome, PixelError> {
+    let result = count(req, state, params).await;
     let overflowed = req.extensions().contains::<Overflowed>();
-    state.stats.record(match &result {
+    let outcome = match &result {
         Ok(Counted::Event) => Outcome::Event,
         Ok(Counted::View) if overflowed => Outcome::PageCap,
         Ok(Counted::View) => Outcome::Counted,
         Err(e) => e.outcome(),
-    });
-    result.map(|_| {
-        let mut response = gif(StatusCode::OK);
-        if overflowed {
-            response.headers_mut().insert(
-                header::HeaderName::from_static(REASON_HEADER),
-                HeaderValue::from_static(Outcome::PageCap.reason()),
-            );
-        }
-        response
-    })
+    };
+    state.stats.record(outcome);
+    result.map(|_| outcome)
 }
 
 /// Marks a request whose hit went to the site's overflow page.
@@ -271,9 +292,13 @@ pub async fn options() -> HttpResponse {
         .finish()
 }
 
-async fn count(req: &HttpRequest, state: &IngestState) -> Result<Counted, PixelError> {
+async fn count(
+    req: &HttpRequest,
+    state: &IngestState,
+    params: HitParams,
+) -> Result<Counted, PixelError> {
     let at = state.clock.now();
-    let view = classify_view(req.headers(), req.query_string(), &state.directory)?;
+    let view = classify_view(req.headers(), params, &state.directory)?;
     // The site's own cap setting (the page's domain is its canonical host).
     let setting = state
         .directory
@@ -365,7 +390,7 @@ pub fn classify(
     query: &str,
     directory: &SiteDirectory,
 ) -> Result<Page, PixelError> {
-    classify_view(headers, query, directory).map(|view| view.page)
+    classify_view(headers, HitParams::parse(query), directory).map(|view| view.page)
 }
 
 /// A request the pixel counts, and what it says besides its page.
@@ -387,7 +412,7 @@ pub struct View {
 /// never decides whether the view counts (bad `ref` is ignored).
 pub fn classify_view(
     headers: &HeaderMap,
-    query: &str,
+    params: HitParams,
     directory: &SiteDirectory,
 ) -> Result<View, PixelError> {
     let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -399,7 +424,6 @@ pub fn classify_view(
     if bots::is_prefetch(|name| header_str(name).map(str::to_owned)) {
         return Err(PixelError::Prefetch);
     }
-    let params = PixelParams::parse(query)?;
     // A bad event name is refused before any lookup, like a bad page.
     let event = params
         .event
@@ -415,6 +439,7 @@ pub fn classify_view(
     // was: its id tells nothing about other sites.
     let by_id = match params.site {
         Some(raw) => {
+            let raw = raw.map_err(|_| PixelError::InvalidSite)?;
             let id = SiteId::parse(&raw).map_err(|_| PixelError::InvalidSite)?;
             Some(directory.by_id(&id).ok_or(PixelError::UnknownSite)?)
         }
@@ -512,26 +537,30 @@ fn utm_source(page: &str) -> Option<String> {
     utm_value(page, "utm_source")
 }
 
-/// The parameters the pixel reads. The first occurrence of each wins;
-/// empty values count as absent; other parameters (cache busters) are
-/// ignored.
+/// What a hit says, as sent: the pixel's parameters, or what a peer's
+/// tracker sent mapped onto them (`compat`). Nothing here is trusted yet:
+/// [`classify_view`] applies every rule.
 #[derive(Debug, Default, PartialEq)]
-struct PixelParams {
-    site: Option<String>,
+pub struct HitParams {
     /// `Err` when the value is not valid UTF-8 once percent-decoded.
-    page: Option<Result<String, PageError>>,
+    pub site: Option<Result<String, PageError>>,
+    /// A path or an absolute URL; `Err` as for `site`.
+    pub page: Option<Result<String, PageError>>,
     /// `ref`, the referrer tt.js sends: present even when empty (no
     /// referrer: a direct visit); `Err` when it cannot be decoded.
-    referrer: Option<Result<String, PageError>>,
+    pub referrer: Option<Result<String, PageError>>,
     /// `w`: the screen width; ignored unless a plain number in range.
-    screen_width: Option<u32>,
+    pub screen_width: Option<u32>,
     /// `e`: a custom event's name, decoded.
-    event: Option<Result<String, EventNameError>>,
+    pub event: Option<Result<String, EventNameError>>,
 }
 
-impl PixelParams {
-    fn parse(query: &str) -> Result<Self, PixelError> {
-        let mut params = PixelParams::default();
+impl HitParams {
+    /// The pixel's query string. The first occurrence of each parameter
+    /// wins; empty values count as absent; other parameters (cache
+    /// busters) are ignored.
+    pub fn parse(query: &str) -> Self {
+        let mut params = HitParams::default();
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             if key == "ref" && params.referrer.is_none() {
@@ -542,9 +571,7 @@ impl PixelParams {
                 continue;
             }
             match key {
-                "site" if params.site.is_none() => {
-                    params.site = Some(decode(value).map_err(|_| PixelError::InvalidSite)?);
-                }
+                "site" if params.site.is_none() => params.site = Some(decode(value)),
                 "page" if params.page.is_none() => params.page = Some(decode(value)),
                 "w" if params.screen_width.is_none() => {
                     params.screen_width = crate::classify::parse_screen_width(value);
@@ -555,13 +582,13 @@ impl PixelParams {
                 _ => {}
             }
         }
-        Ok(params)
+        params
     }
 }
 
 /// `application/x-www-form-urlencoded` decoding that, unlike the lossy
 /// decoders, reports invalid UTF-8 instead of replacing it.
-fn decode(value: &str) -> Result<String, PageError> {
+pub fn decode(value: &str) -> Result<String, PageError> {
     let plus_as_space = value.replace('+', " ");
     percent_decode(plus_as_space.as_bytes())
         .decode_utf8()
@@ -582,18 +609,18 @@ mod tests {
 
     #[test]
     fn params_take_the_first_non_empty_value_and_decode_once() {
-        let p = PixelParams::parse("page=&site=abc&page=%2Fa%2Bb+c&site=zzz&v=1").unwrap();
-        assert_eq!(p.site.as_deref(), Some("abc"));
+        let p = HitParams::parse("page=&site=abc&page=%2Fa%2Bb+c&site=zzz&v=1");
+        assert_eq!(p.site, Some(Ok("abc".to_owned())));
         assert_eq!(p.page, Some(Ok("/a+b c".to_owned())));
     }
 
     #[test]
     fn ref_counts_even_empty_and_utm_source_is_read_from_the_page() {
-        let p = PixelParams::parse("site=a&page=%2Fx&ref=").unwrap();
+        let p = HitParams::parse("site=a&page=%2Fx&ref=");
         assert_eq!(p.referrer, Some(Ok(String::new())));
-        let p = PixelParams::parse("site=a&page=%2Fx").unwrap();
+        let p = HitParams::parse("site=a&page=%2Fx");
         assert_eq!(p.referrer, None);
-        let p = PixelParams::parse("ref=https%3A%2F%2Fgoogle.com%2F&ref=x").unwrap();
+        let p = HitParams::parse("ref=https%3A%2F%2Fgoogle.com%2F&ref=x");
         assert_eq!(p.referrer, Some(Ok("https://google.com/".into())));
         assert_eq!(
             utm_source("/a?x=1&utm_source=News%20Letter&utm_source=b#f"),
@@ -606,9 +633,12 @@ mod tests {
 
     #[test]
     fn params_report_invalid_utf8() {
-        let p = PixelParams::parse("page=%2F%FF").unwrap();
+        let p = HitParams::parse("page=%2F%FF");
         assert_eq!(p.page, Some(Err(PageError::InvalidUtf8)));
-        assert_eq!(PixelParams::parse("site=%FF"), Err(PixelError::InvalidSite));
+        assert_eq!(
+            HitParams::parse("site=%FF").site,
+            Some(Err(PageError::InvalidUtf8))
+        );
     }
 
     #[test]

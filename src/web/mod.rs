@@ -63,6 +63,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/pixel.gif",
         web::method(Method::OPTIONS).to(pixel::options),
     )
+    .configure(crate::ingest::compat::routes)
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/static/waiting.js", web::get().to(assets::waiting_script))

@@ -937,14 +937,41 @@ async fn no_address_nor_user_agent_reaches_the_journal_the_database_or_the_logs(
         let ipv6 = format!("2001:db8:{:x}::7", i);
         let agent = format!("Mozilla/5.0 (X11; Linux x86_64) PrivacyProbe/{i}.{i} Firefox/133.0");
         let client = if i % 2 == 0 { &address } else { &ipv6 };
-        let r = http
-            .get(app.url(&format!("/pixel.gif?site={}&page=/p/{}", site.id, i % 40)))
+        // The pixel and every peer's endpoint (issue 27) in turn.
+        let page = format!("/p/{}", i % 40);
+        let (request, status) = match i % 4 {
+            0 => (
+                http.get(app.url(&format!("/pixel.gif?site={}&page={page}", site.id))),
+                200,
+            ),
+            1 => (
+                http.post(app.url("/api/event"))
+                    .header("content-type", "text/plain")
+                    .body(format!(
+                        r#"{{"n":"pageview","u":"https://privacy.test{page}","d":"privacy.test","r":null}}"#
+                    )),
+                202,
+            ),
+            2 => (
+                http.post(app.url("/api/send")).json(&serde_json::json!({
+                    "type": "event",
+                    "payload": {"website": site.id.to_string(), "url": page, "hostname": "privacy.test"}
+                })),
+                200,
+            ),
+            _ => (
+                http.get(app.url(&format!("/count?p={page}")))
+                    .header("referer", format!("https://privacy.test{page}")),
+                200,
+            ),
+        };
+        let r = request
             .header("user-agent", &agent)
             .header("x-forwarded-for", format!("198.51.100.9, {client}"))
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
+        assert_eq!(r.status(), status, "request {i}");
         if i < 300 {
             addresses.push(address);
             addresses.push(ipv6);

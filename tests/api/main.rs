@@ -11,6 +11,7 @@ mod admin;
 mod breakdowns;
 mod browser;
 mod browser_sharing;
+mod compat;
 mod crash;
 mod deployment;
 mod goals;

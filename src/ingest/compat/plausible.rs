@@ -1,0 +1,162 @@
+//! `POST /api/event`: Plausible's tracker (its script and its npm package)
+//! pointed at Tickertape. The body is JSON sent as `text/plain`:
+//! `n`/`name` (`pageview`, `engagement` or a custom event), `u`/`url`
+//! (the page's full address), `d`/`domain` (the site's domain, or a comma
+//! list of them), `r`/`referrer` (the referring address or null);
+//! `p`/`props`, `h`/`hashMode`, `i`/`interactive` and the rest are read
+//! by Plausible only and ignored here. Answers 202 `ok`, like Plausible.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+
+use super::{answer, cross_origin, with_reason, BodyError};
+use crate::ingest::pixel::{self, HitParams, Outcome, PixelError};
+use crate::ingest::IngestState;
+
+/// Plausible's `engagement` events (time on page, scroll depth) follow a
+/// view that was counted already: accepted, not counted.
+const ENGAGEMENT: &str = "engagement";
+const PAGEVIEW: &str = "pageview";
+
+#[derive(Debug, Deserialize)]
+struct Body {
+    #[serde(alias = "name")]
+    n: Option<String>,
+    #[serde(alias = "url")]
+    u: Option<String>,
+    #[serde(alias = "domain")]
+    d: Option<String>,
+    #[serde(alias = "referrer")]
+    r: Option<String>,
+}
+
+/// What one of Plausible's bodies asks: a view or an event of a page of
+/// the first of its domains that a site here has, or nothing to count.
+#[derive(Debug, PartialEq)]
+enum Request {
+    Hit {
+        domains: Vec<String>,
+        params: HitParams,
+    },
+    Engagement,
+}
+
+fn parse(body: &[u8]) -> Result<Request, BodyError> {
+    let body: Body = serde_json::from_slice(body)?;
+    let name = body.n.ok_or(BodyError::Missing("n"))?;
+    if name == ENGAGEMENT {
+        return Ok(Request::Engagement);
+    }
+    let url = body.u.ok_or(BodyError::Missing("u"))?;
+    let domains = body
+        .d
+        .ok_or(BodyError::Missing("d"))?
+        .split(',')
+        .map(|d| d.trim().to_ascii_lowercase())
+        .filter(|d| !d.is_empty())
+        .collect();
+    Ok(Request::Hit {
+        domains,
+        params: HitParams {
+            page: Some(Ok(url)),
+            // Plausible always sends it: null is a direct visit.
+            referrer: Some(Ok(body.r.unwrap_or_default())),
+            event: (name != PAGEVIEW).then_some(Ok(name)),
+            ..HitParams::default()
+        },
+    })
+}
+
+pub async fn event(
+    req: HttpRequest,
+    body: web::Bytes,
+    state: web::Data<IngestState>,
+) -> HttpResponse {
+    let accepted = || {
+        cross_origin(HttpResponse::Accepted())
+            .content_type("text/plain; charset=utf-8")
+            .body("ok")
+    };
+    let refused = |status: StatusCode, reason: &'static str| {
+        with_reason(cross_origin(HttpResponse::build(status)), reason)
+            .content_type("text/plain; charset=utf-8")
+            .body(reason)
+    };
+    let (domains, mut params) = match parse(&body) {
+        Ok(Request::Hit { domains, params }) => (domains, params),
+        Ok(Request::Engagement) => return accepted(),
+        Err(e) => {
+            tracing::debug!(error = %e, "a Plausible body refused");
+            state.stats.record(Outcome::InvalidBody);
+            return refused(StatusCode::BAD_REQUEST, BodyError::REASON);
+        }
+    };
+    let Some(site) = domains.iter().find_map(|d| state.directory.by_host(d)) else {
+        // Like a pixel whose Referer names no tracked host.
+        state.stats.record(Outcome::UnknownSite);
+        return answer(Err(PixelError::NotTracked), accepted, refused);
+    };
+    params.site = Some(Ok(site.id.to_string()));
+    answer(pixel::take(&req, &state, params).await, accepted, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pageview_is_a_view_of_its_url_with_its_referrer() {
+        let body = br#"{"n":"pageview","u":"https://a.test/x?utm_source=n","d":"A.test, b.test","r":null,"v":36}"#;
+        let Request::Hit { domains, params } = parse(body).unwrap() else {
+            panic!("not a hit")
+        };
+        assert_eq!(domains, ["a.test", "b.test"]);
+        assert_eq!(
+            params.page,
+            Some(Ok("https://a.test/x?utm_source=n".into()))
+        );
+        assert_eq!(params.referrer, Some(Ok(String::new())));
+        assert_eq!(params.event, None);
+        assert_eq!(params.site, None);
+    }
+
+    #[test]
+    fn the_long_names_are_read_too_and_other_names_are_events() {
+        let body = br#"{"name":"Signup","url":"https://a.test/","domain":"a.test","referrer":"https://r.test/","props":{"k":"v"}}"#;
+        let Request::Hit { params, .. } = parse(body).unwrap() else {
+            panic!("not a hit")
+        };
+        assert_eq!(params.event, Some(Ok("Signup".into())));
+        assert_eq!(params.referrer, Some(Ok("https://r.test/".into())));
+    }
+
+    #[test]
+    fn engagement_is_accepted_without_a_url() {
+        assert_eq!(
+            parse(br#"{"n":"engagement","sd":40,"d":"a.test"}"#).unwrap(),
+            Request::Engagement
+        );
+    }
+
+    #[test]
+    fn a_body_without_its_fields_or_not_json_is_refused() {
+        assert!(matches!(parse(b"n=pageview"), Err(BodyError::NotJson(_))));
+        assert!(matches!(
+            parse(br#"{"u":"https://a.test/","d":"a.test"}"#),
+            Err(BodyError::Missing("n"))
+        ));
+        assert!(matches!(
+            parse(br#"{"n":"pageview","d":"a.test"}"#),
+            Err(BodyError::Missing("u"))
+        ));
+        assert!(matches!(
+            parse(br#"{"n":"pageview","u":"https://a.test/"}"#),
+            Err(BodyError::Missing("d"))
+        ));
+        assert!(matches!(
+            parse(br#"{"n":1,"u":"https://a.test/","d":"a.test"}"#),
+            Err(BodyError::NotJson(_))
+        ));
+    }
+}
