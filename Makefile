@@ -14,6 +14,11 @@ CHROMEDRIVER ?= /usr/bin/chromedriver
 # The accessibility checker the browser tests inject into Chromium (npm).
 AXE_VERSION := 4.14.1
 AXE := $(CURDIR)/target/npm/node_modules/axe-core/axe.min.js
+# The peers' own trackers the compatibility tests run (npm, MIT): Plausible's
+# in Chromium, Umami's node client in node.
+PLAUSIBLE_TRACKER_VERSION := 0.4.6
+UMAMI_NODE_VERSION := 0.4.0
+PEER_TRACKERS := $(CURDIR)/target/npm/.peers-$(PLAUSIBLE_TRACKER_VERSION)-$(UMAMI_NODE_VERSION)
 # The IP-to-country database (npm, CC0 with NRO data under CC BY 4.0; see
 # docs/classification.md), IPv4 and IPv6 in one file. Not in git.
 GEOIP_VERSION := 2.3.2026061719
@@ -43,7 +48,7 @@ rust-components:
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 
-test-deps: setup $(AXE) $(SCHEMATHESIS)
+test-deps: setup $(AXE) $(SCHEMATHESIS) $(PEER_TRACKERS)
 	@scripts/need $(CHROMIUM) chromium
 	@scripts/need $(CHROMEDRIVER) chromium-driver
 	@scripts/need promtool prometheus
@@ -62,6 +67,14 @@ $(SCHEMATHESIS): tests/api/schemathesis-constraints.txt
 $(AXE):
 	@scripts/need npm npm
 	npm install --no-audit --no-fund --prefix $(CURDIR)/target/npm axe-core@$(AXE_VERSION)
+
+$(PEER_TRACKERS):
+	@scripts/need npm npm
+	@scripts/need node nodejs
+	npm install --no-audit --no-fund --prefix $(CURDIR)/target/npm \
+	  @plausible-analytics/tracker@$(PLAUSIBLE_TRACKER_VERSION) @umami/node@$(UMAMI_NODE_VERSION)
+	rm -f $(CURDIR)/target/npm/.peers-*
+	touch $@
 
 # The stamp names the version, so that bumping GEOIP_VERSION installs anew.
 $(GEOIP): $(GEOIP_STAMP)

@@ -9,7 +9,7 @@ use crate::accounts::password::NewPassword;
 use crate::accounts::{users, Role};
 use crate::clock;
 use crate::demo::{self, DemoOptions};
-use crate::domain::{DomainName, Email, TimeZone};
+use crate::domain::{DomainName, Email, SiteId, TimeZone};
 use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
@@ -282,6 +282,7 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
         aliases,
         name,
         time_zone,
+        id,
         public_url,
         listen,
         db,
@@ -290,6 +291,9 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
     let time_zone =
         TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
     let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let id = id
+        .map(|id| SiteId::parse(&id.to_ascii_lowercase()).with_context(|| format!("--id {id:?}")))
+        .transpose()?;
     let aliases = aliases
         .iter()
         .map(|a| DomainName::parse(a).with_context(|| format!("--alias {a:?}")))
@@ -303,7 +307,10 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
             owners: vec![],
             time_zone,
         };
-        let site = sites::insert(&store, new, chrono::Utc::now()).await?;
+        let site = match id {
+            Some(id) => sites::insert_with_id(&store, new, id, chrono::Utc::now()).await?,
+            None => sites::insert(&store, new, chrono::Utc::now()).await?,
+        };
         let s = snippets::for_site(&public_url, &site.id);
         println!("{}", site.id);
         eprintln!(
@@ -704,6 +711,10 @@ struct AddSite {
     /// The IANA time zone of its reports, e.g. Europe/Berlin.
     #[arg(long, default_value = "UTC")]
     time_zone: String,
+    /// The site's id (a UUID) instead of a new one: an Umami website id,
+    /// so that the snippets' `data-website-id` stays as it is.
+    #[arg(long)]
+    id: Option<String>,
     /// The URL browsers reach Tickertape at, for the snippets (default:
     /// `http://` + the listen address, as `serve` does).
     #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]

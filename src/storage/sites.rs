@@ -180,6 +180,8 @@ pub enum SiteError {
     BeingDeleted(String),
     #[error("a site name is at most 100 characters")]
     NameTooLong,
+    #[error("a site with id {0} exists already")]
+    IdTaken(SiteId),
     #[error("database error")]
     Database(#[from] mongodb::error::Error),
 }
@@ -305,11 +307,39 @@ pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<S
     insert_as(store, new, now, ChangedBy::Admin).await
 }
 
+/// [`insert`] under a chosen id: a site moved from Umami keeps its website
+/// id, so the `data-website-id` of its snippets stays as it is.
+pub async fn insert_with_id(
+    store: &Store,
+    new: NewSite,
+    id: SiteId,
+    now: DateTime<Utc>,
+) -> Result<Site, SiteError> {
+    let existing = collection(store)
+        .clone_with_type::<bson::Document>()
+        .find_one(doc! {"_id": bson::Uuid::from(id.as_uuid())})
+        .await?;
+    if existing.is_some() {
+        return Err(SiteError::IdTaken(id));
+    }
+    insert_under(store, new, id, now, ChangedBy::Admin).await
+}
+
 /// Adds a site as `by` does: an owner's site starts with every host
 /// unconfirmed.
 pub async fn insert_as(
     store: &Store,
     new: NewSite,
+    now: DateTime<Utc>,
+    by: ChangedBy,
+) -> Result<Site, SiteError> {
+    insert_under(store, new, SiteId::new(), now, by).await
+}
+
+async fn insert_under(
+    store: &Store,
+    new: NewSite,
+    id: SiteId,
     now: DateTime<Utc>,
     by: ChangedBy,
 ) -> Result<Site, SiteError> {
@@ -322,7 +352,7 @@ pub async fn insert_as(
     aliases.dedup();
     aliases.retain(|a| *a != new.domain);
     let mut site = Site {
-        id: SiteId::new(),
+        id,
         name,
         domain: new.domain,
         aliases,

@@ -15,7 +15,7 @@ use crate::helpers::*;
 /// snippets would have: `pages` by path, and `fallback` for every other
 /// path (a single-page app's shell). Returns its port and a handle to stop
 /// it.
-fn site_server(
+pub fn site_server(
     pages: Vec<(&'static str, String)>,
     fallback: Option<String>,
 ) -> (u16, actix_web::dev::ServerHandle) {
@@ -23,11 +23,17 @@ fn site_server(
     let server = HttpServer::new(move || {
         let mut app = App::new();
         for (path, body) in pages.clone() {
+            // Scripts by their type: a module is refused as text/html.
+            let kind = if path.ends_with(".js") {
+                "text/javascript"
+            } else {
+                "text/html"
+            };
             app = app.route(
                 path,
                 web::get().to(move || {
                     let body = body.clone();
-                    async move { html(body) }
+                    async move { HttpResponse::Ok().content_type(kind).body(body) }
                 }),
             );
         }
@@ -63,7 +69,7 @@ fn chromium() -> PathBuf {
 /// Loads `url` in headless Chromium and returns once the page and its
 /// subresources are done. `user_agent: None` keeps Chromium's own
 /// (HeadlessChrome) User-Agent.
-fn load_in_browser(url: &str, user_agent: Option<&str>) {
+pub fn load_in_browser(url: &str, user_agent: Option<&str>) {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(chromium());
     cmd.args([

@@ -324,3 +324,150 @@ async fn goatcounter_counts_count_like_the_pixel_and_bad_ones_change_nothing() {
         map(&[("launch", 1)])
     );
 }
+
+/// The npm packages `make test` installs (`PEER_TRACKERS` in the Makefile).
+fn npm_package_file(path: &str) -> std::path::PathBuf {
+    let file = repo_root().join("target/npm/node_modules").join(path);
+    assert!(
+        file.is_file(),
+        "{} is missing: `make test-deps` installs the peers' trackers from npm",
+        file.display()
+    );
+    file
+}
+
+/// Pages with each peer's snippet pointed at Tickertape, and a page with
+/// Plausible's own npm tracker, in headless Chromium: every view and event
+/// is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_snippets_and_plausibles_own_tracker_count_in_a_real_browser() {
+    use crate::browser::{load_in_browser, site_server};
+    let app = spawn_app().await;
+    // The pages are served from 127.0.0.1, which Plausible's `u` and
+    // GoatCounter's Referer name.
+    let site = app.add_site("blog.test", &["127.0.0.1"]).await;
+    let a = &app.address;
+    let id = site.id;
+    let page = |title: &str, body: String| {
+        format!("<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>")
+    };
+    // A click once the page has loaded, for the no-code events.
+    let click = r#"<script>addEventListener("load",function(){setTimeout(function(){document.getElementById("go").click()},50)})</script>"#;
+    let tracker = std::fs::read_to_string(npm_package_file(
+        "@plausible-analytics/tracker/plausible.js",
+    ))
+    .unwrap();
+    let pages = vec![
+        // Plausible's snippet, with its queue stub called before the
+        // script is there.
+        (
+            "/plausible.html",
+            page(
+                "Plausible",
+                format!(
+                    r#"<script defer data-domain="blog.test" src="{a}/js/script.js"></script>
+<script>window.plausible=window.plausible||function(){{(window.plausible.q=window.plausible.q||[]).push(arguments)}};plausible("Signup")</script>"#
+                ),
+            ),
+        ),
+        (
+            "/umami.html",
+            page(
+                "Umami",
+                format!(
+                    r#"<script defer src="{a}/script.js" data-website-id="{id}"></script>
+<button id="go" data-umami-event="Buy">Buy</button>{click}"#
+                ),
+            ),
+        ),
+        (
+            "/goatcounter.html",
+            page(
+                "GoatCounter",
+                format!(
+                    r#"<script data-goatcounter="{a}/count" async src="{a}/count.js"></script>
+<button id="go" data-goatcounter-click="Download">Get it</button>{click}"#
+                ),
+            ),
+        ),
+        (
+            "/npm-plausible.html",
+            page(
+                "Plausible from npm",
+                format!(
+                    r#"<script type="module">import {{init, track}} from "/plausible.js";
+init({{domain: "blog.test", endpoint: "{a}/api/event", captureOnLocalhost: true}});
+track("Trial", {{props: {{plan: "pro"}}}});</script>"#
+                ),
+            ),
+        ),
+        ("/plausible.js", tracker),
+    ];
+    let (port, handle) = site_server(pages, None);
+    for path in ["plausible", "umami", "goatcounter", "npm-plausible"] {
+        let url = format!("http://127.0.0.1:{port}/{path}.html");
+        tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+            .await
+            .unwrap();
+    }
+    let want_views = map(&[
+        ("blog.test/goatcounter.html", 1),
+        ("blog.test/npm-plausible.html", 1),
+        ("blog.test/plausible.html", 1),
+        ("blog.test/umami.html", 1),
+    ]);
+    let want_events = map(&[("Buy", 1), ("Download", 1), ("Signup", 1), ("Trial", 1)]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (views, events) = (
+            views_by_page(&app).await,
+            site_counts(&app, Dimension::Event).await,
+        );
+        if (views == want_views && events == want_events) || std::time::Instant::now() > deadline {
+            assert_eq!(views, want_views);
+            assert_eq!(events, want_events);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    handle.stop(true).await;
+}
+
+/// Umami's node client, as a site's server would run it.
+#[tokio::test]
+async fn umamis_node_client_counts_views_and_events() {
+    let app = spawn_app().await;
+    let site = app.add_site("api.test", &[]).await;
+    let client = npm_package_file("@umami/node/dist/index.js");
+    let script = format!(
+        r#"const umami = require({client:?}).default;
+umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
+(async () => {{
+  for (const r of [
+    await umami.track({{url: "/docs", hostname: "api.test", title: "Docs"}}),
+    await umami.track({{url: "/docs", name: "Copy"}}),
+    await umami.track("Signup", {{plan: "pro"}}),
+    await umami.identify({{plan: "pro"}}),
+  ]) console.log(r.status, await r.text());
+}})().catch(e => {{ console.error(e); process.exit(1); }});"#,
+        client = client.display().to_string(),
+        id = site.id,
+        a = app.address,
+    );
+    let output = tokio::process::Command::new("node")
+        .arg("-e")
+        .arg(&script)
+        .output()
+        .await
+        .expect("node (make test-deps installs nodejs)");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "200 {}\n200 {}\n200 {}\n200 {}\n"
+    );
+    assert_eq!(views_by_page(&app).await, map(&[("api.test/docs", 1)]));
+    assert_eq!(
+        site_counts(&app, Dimension::Event).await,
+        map(&[("Copy", 1), ("Signup", 1)])
+    );
+}

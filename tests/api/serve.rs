@@ -194,6 +194,57 @@ fn site_add_rejects_a_malformed_domain_without_touching_the_database() {
     );
 }
 
+/// Issue 27: a site moved from Umami keeps its website id (the snippets'
+/// `data-website-id`); an id taken or malformed adds nothing.
+#[test]
+fn site_add_keeps_a_chosen_id_and_refuses_a_taken_or_bad_one() {
+    let database = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let run = |domain: &str, id: &str| {
+        tickertape()
+            .args(["site", "add", "--domain", domain, "--id", id])
+            .env("MONGODB_URI", database_uri())
+            .env("TICKERTAPE_DATABASE", &database)
+            .output()
+            .unwrap()
+    };
+    let id = uuid::Uuid::new_v4().to_string();
+    let added = run("moved.test", &id.to_ascii_uppercase());
+    assert!(added.status.success(), "{added:?}");
+    assert_eq!(String::from_utf8_lossy(&added.stdout).trim(), id);
+    let taken = run("other.test", &id);
+    assert!(!taken.status.success());
+    assert!(
+        String::from_utf8_lossy(&taken.stderr).contains("exists already"),
+        "{taken:?}"
+    );
+    let bad = run("third.test", "umami-1");
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--id"),
+        "{bad:?}"
+    );
+    let listed = tickertape()
+        .args(["site", "list"])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", &database)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains(&format!("{id}\tmoved.test")), "{listed}");
+    assert!(
+        !listed.contains("other.test") && !listed.contains("third.test"),
+        "{listed}"
+    );
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = mongodb::Client::with_uri_str(database_uri()).await?;
+            client.database(&database).drop().await
+        })
+    })
+    .join();
+}
+
 #[test]
 fn site_add_prints_snippets_with_the_address_serve_uses() {
     let database = format!("test_{}", uuid::Uuid::new_v4().simple());
