@@ -21,7 +21,9 @@
 //! last run when it holds the same number of views, to time reports again
 //! without the 11-minute load), BENCH_BIG=PAGESxDAYS,… for the big-site
 //! reports (default `1000x365,10000x365`; 0 skips; see `big_site.rs`),
-//! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those.
+//! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those; BENCH_TRACKERS=0
+//! skips the peers' endpoints beside the pixel, BENCH_TRACKERS_ONLY=1 runs
+//! only them (see `trackers.rs`).
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000
@@ -43,6 +45,7 @@ mod site_year;
 mod statement_cost;
 mod storage_table;
 mod sustained;
+mod trackers;
 
 pub const SITE_DOMAIN: &str = "bench.test";
 
@@ -391,6 +394,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
     let mut db = roles::Database::start().await?;
     println!("database: {}\n", db.describe);
     let big = std::env::var("BENCH_BIG").map_or(true, |v| v != "0");
+    if std::env::var("BENCH_TRACKERS_ONLY").is_ok_and(|v| v == "1") {
+        trackers::run(&db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_BIG_ONLY").is_ok_and(|v| v == "1") {
         big_site::run(&db).await?;
         db.stop();
@@ -417,6 +425,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if options.page_cap {
         page_cap::run(&db, &options).await?;
+    }
+    if std::env::var("BENCH_TRACKERS").map_or(true, |v| v != "0") {
+        trackers::run(&db, &options).await?;
     }
     statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows

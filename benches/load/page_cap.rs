@@ -31,7 +31,7 @@ fn value(text: &str, name: &str) -> f64 {
 }
 
 /// Waits until every stream has applied everything.
-async fn drained(address: &str) -> anyhow::Result<()> {
+pub async fn drained(address: &str) -> anyhow::Result<()> {
     for _ in 0..3000 {
         let m = metrics(address).await?;
         let left: f64 = ["", "_rollups", "_sources"]

@@ -168,7 +168,7 @@ pub async fn stored(store: &Store, g: Resolution) -> anyhow::Result<i64> {
         .map_or(0, |d| tickertape::storage::values::count(d.get("n"))))
 }
 
-fn metric(text: &str, name: &str) -> Option<u64> {
+pub fn metric(text: &str, name: &str) -> Option<u64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name))
         .and_then(|v| v.trim().parse::<f64>().ok())
@@ -228,7 +228,7 @@ pub fn product(db: &Database, db_name: &str, env: &[(String, String)]) -> anyhow
     Server::start(cmd).context("starting target/release/tickertape (make bench builds it)")
 }
 
-async fn get_text(url: &str) -> anyhow::Result<String> {
+pub async fn get_text(url: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(url).await?.text().await?)
 }
 
