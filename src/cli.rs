@@ -56,6 +56,30 @@ enum Command {
     BackfillPageSummaries(SummariesArgs),
     /// Create a demo site and fill it with synthetic traffic.
     Demo(DemoArgs),
+    /// Import a peer's history into a site: validated whole first (a bad
+    /// row names its file, line and column, and nothing is written), then
+    /// applied exactly once (a second run, or a run after a crash, adds
+    /// only what is not in yet).
+    #[command(subcommand)]
+    Import(ImportCommand),
+}
+
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// GoatCounter's CSV export (format version 2), plain or gzipped: one
+    /// row per view, counted at its own time.
+    Goatcounter(ImportArgs),
+}
+
+#[derive(Args)]
+struct ImportArgs {
+    /// The site: its id or its domain.
+    #[arg(long)]
+    site: String,
+    /// The export file.
+    file: PathBuf,
+    #[command(flatten)]
+    db: DatabaseArgs,
 }
 
 #[derive(Args)]
@@ -132,7 +156,118 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Site(SiteCommand::SetPageCap(args)) => set_page_cap(args).await,
         Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
         Command::BackfillPageSummaries(args) => backfill_page_summaries(args).await,
+        Command::Import(ImportCommand::Goatcounter(args)) => import_goatcounter(args).await,
     }
+}
+
+/// A site by its id or its domain.
+async fn site_by_id_or_domain(store: &Store, given: &str) -> anyhow::Result<sites::Site> {
+    match SiteId::parse(&given.to_ascii_lowercase()) {
+        Ok(id) => sites::list(store)
+            .await?
+            .into_iter()
+            .find(|s| s.id == id)
+            .with_context(|| format!("no site has the id {given}")),
+        Err(_) => site_by_domain(store, given).await,
+    }
+}
+
+/// Passes a reader's bytes through while hashing them.
+struct Hashing<R> {
+    inner: R,
+    hasher: blake3::Hasher,
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
+    use crate::import::{self, goatcounter};
+    use std::io::IsTerminal;
+    let ImportArgs { site, file, db } = args;
+    let name = file.display().to_string();
+    // The User-Agent rules before the database: the first pass needs no
+    // database, and a bad file should not wait for one.
+    let user_agents = crate::classify::UserAgentClassifier::new();
+    with_store(&db, |store| async move {
+        let site = site_by_id_or_domain(&store, &site).await?;
+        let open = || import::open(&file).with_context(|| format!("reading {name}"));
+        // First pass: every row checked, the content hashed; nothing written.
+        let mut read = Hashing {
+            inner: open()?,
+            hasher: blake3::Hasher::new(),
+        };
+        let mut rows = 0u64;
+        for row in goatcounter::Rows::new(&mut read, &name, &site, &user_agents)? {
+            let _counted: import::Row = row?;
+            rows += 1;
+        }
+        let key = import::key(goatcounter::KIND, &site.id, &read.hasher.finalize());
+        let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(import::BATCH_ROWS);
+        // Second pass: the same rows, applied in batches.
+        let mut unreadable = None;
+        let checked = goatcounter::Rows::new(open()?, &name, &site, &user_agents)?
+            .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
+        let terminal = std::io::stderr().is_terminal();
+        let summary = import::apply(&store, &key, checked, batch_rows, |done| {
+            if terminal {
+                eprint!("\r{name}: {done} of {rows} rows");
+            }
+        })
+        .await?;
+        if terminal {
+            eprintln!();
+        }
+        if let Some(e) = unreadable {
+            anyhow::bail!("{name} changed while it was imported: {e}");
+        }
+        anyhow::ensure!(
+            summary.rows == rows,
+            "{name} changed while it was imported: {rows} rows checked, {} read",
+            summary.rows
+        );
+        let skipped: Vec<String> = summary
+            .skipped
+            .iter()
+            .map(|(why, n)| format!("{n} {why}"))
+            .collect();
+        println!("import {key}");
+        println!(
+            "{name}: {} rows: {} views, {} events, skipped {}; {} to {}",
+            summary.rows,
+            summary.views,
+            summary.events,
+            if skipped.is_empty() {
+                "none".to_owned()
+            } else {
+                skipped.join(", ")
+            },
+            summary.first.map_or("-".into(), |t| t.to_rfc3339()),
+            summary.last.map_or("-".into(), |t| t.to_rfc3339()),
+        );
+        if summary.applied_rows == 0 {
+            println!("already imported: nothing was written");
+        } else if summary.applied_rows < summary.rows {
+            println!(
+                "{} rows written now; the {} before them were in from an earlier run",
+                summary.applied_rows,
+                summary.rows - summary.applied_rows
+            );
+        } else {
+            println!("{} rows written", summary.applied_rows);
+        }
+        Ok(())
+    })
+    .await
 }
 
 async fn set_time_zone(args: SetTimeZone) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod demo;
 pub mod domain;
 pub mod head;
+pub mod import;
 pub mod indexes;
 pub mod ingest;
 pub mod journal;

@@ -30,7 +30,14 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["journal"],
     &["storage"],
-    &["ingest", "preallocation", "reports", "accounts", "demo"],
+    &[
+        "ingest",
+        "preallocation",
+        "reports",
+        "accounts",
+        "demo",
+        "import",
+    ],
     // Composes the indexes each module below declares.
     &["indexes"],
     &["web"],

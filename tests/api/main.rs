@@ -15,6 +15,7 @@ mod compat;
 mod crash;
 mod deployment;
 mod goals;
+mod imports;
 mod ingest;
 mod json_api;
 mod metrics;

@@ -1,0 +1,207 @@
+//! GoatCounter's CSV export, format version 2 (the header's first cell is
+//! `2Path`; one row per page view): Path, Title, Event, UserAgent,
+//! Browser, System, Session, Bot, Referrer, Referrer scheme, Screen size,
+//! Location, FirstVisit, Date (RFC 3339). Columns are found by name.
+//!
+//! A row is a view of its path at its own second, or, with `Event` true,
+//! an event named by its path (GoatCounter keeps no page for an event:
+//! it counts on the site's home page). `Bot` other than 0 is skipped. The
+//! User-Agent is classified as the pixel does and dropped; `Location`'s
+//! country (`NL`, or `US-CA` for a region) is kept; Title, Browser and
+//! System (GoatCounter's own reading of the User-Agent), Session and
+//! FirstVisit are not read: imported rows carry no visits.
+
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::io::Read;
+
+use super::{ImportHit, Row, RowError, Skipped};
+use crate::classify::{parse_screen_width, Country, UserAgentClassifier};
+use crate::domain::{Dimension, EventName, Labels, Page, PagePath, PageRef, Source};
+use crate::storage::sites::Site;
+
+pub const KIND: &str = "goatcounter";
+
+/// The columns read; the others are allowed and ignored.
+const PATH: &str = "2Path";
+const REQUIRED: [&str; 8] = [
+    PATH,
+    "Event",
+    "UserAgent",
+    "Bot",
+    "Referrer",
+    "Referrer scheme",
+    "Screen size",
+    "Date",
+];
+const LOCATION: &str = "Location";
+
+/// Reads an export's rows in order, each checked.
+pub struct Rows<'a, R: Read> {
+    records: csv::StringRecordsIntoIter<R>,
+    columns: HashMap<&'static str, usize>,
+    file: &'a str,
+    site: &'a Site,
+    user_agents: &'a UserAgentClassifier,
+}
+
+impl<'a, R: Read> Rows<'a, R> {
+    pub fn new(
+        read: R,
+        file: &'a str,
+        site: &'a Site,
+        user_agents: &'a UserAgentClassifier,
+    ) -> Result<Self, RowError> {
+        let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(read);
+        let header = reader.headers().map_err(|e| RowError {
+            file: file.to_owned(),
+            line: 1,
+            column: String::new(),
+            message: format!("not CSV: {e}"),
+        })?;
+        if header.get(0) != Some(PATH) {
+            return Err(RowError {
+                file: file.to_owned(),
+                line: 1,
+                column: header.get(0).unwrap_or_default().to_owned(),
+                message:
+                    "not a GoatCounter export of format version 2 (its first column is `2Path`)"
+                        .into(),
+            });
+        }
+        let mut columns = HashMap::new();
+        for name in REQUIRED.into_iter().chain([LOCATION]) {
+            match header.iter().position(|h| h == name) {
+                Some(i) => {
+                    columns.insert(name, i);
+                }
+                None if name == LOCATION => {}
+                None => {
+                    return Err(RowError {
+                        file: file.to_owned(),
+                        line: 1,
+                        column: name.to_owned(),
+                        message: "this required column is missing".into(),
+                    })
+                }
+            }
+        }
+        Ok(Self {
+            records: reader.into_records(),
+            columns,
+            file,
+            site,
+            user_agents,
+        })
+    }
+
+    fn row(&self, record: &csv::StringRecord) -> Result<Row, RowError> {
+        let line = record.position().map_or(0, |p| p.line());
+        let error = |column: &str, message: String| RowError {
+            file: self.file.to_owned(),
+            line,
+            column: column.to_owned(),
+            message,
+        };
+        let cell = |name: &str| {
+            self.columns
+                .get(name)
+                .and_then(|&i| record.get(i))
+                .unwrap_or_default()
+                .trim()
+        };
+        let at: DateTime<Utc> = DateTime::parse_from_rfc3339(cell("Date"))
+            .map_err(|e| error("Date", format!("not an RFC 3339 time: {e}")))?
+            .with_timezone(&Utc);
+        let bot: u32 = cell("Bot")
+            .parse()
+            .map_err(|_| error("Bot", format!("not a whole number: {:?}", cell("Bot"))))?;
+        let location = cell(LOCATION);
+        let country = match location.split('-').next().unwrap_or_default() {
+            "" => Country::UNKNOWN,
+            code if code.len() == 2 && code.bytes().all(|b| b.is_ascii_alphabetic()) => {
+                Country::from_code(code)
+            }
+            _ => return Err(error(LOCATION, format!("not a country code: {location:?}"))),
+        };
+        let is_event = match cell("Event") {
+            "true" | "1" => true,
+            "false" | "0" | "" => false,
+            other => return Err(error("Event", format!("not true or false: {other:?}"))),
+        };
+        let path = cell(PATH);
+        let mut labels = Labels::default();
+        let (page, source) = if is_event {
+            let name = EventName::parse(path)
+                .map_err(|e| error(PATH, format!("not an event name: {e}")))?;
+            labels.set(Dimension::Event, name.into_string());
+            (Page::new(&self.site.domain, &PagePath::root()), None)
+        } else {
+            let path = match PageRef::parse(path).map_err(|e| error(PATH, e.to_string()))? {
+                PageRef::Path(path) => path,
+                PageRef::Url { host, path } if self.site.owns_host(&host) => path,
+                PageRef::Url { host, .. } => {
+                    return Err(error(
+                        PATH,
+                        format!("{host} is not a host of {}", self.site.domain),
+                    ))
+                }
+            };
+            let width = cell("Screen size")
+                .split(',')
+                .next()
+                .and_then(parse_screen_width);
+            let device = self.user_agents.classify(cell("UserAgent"), width);
+            labels.set(Dimension::Browser, device.browser);
+            labels.set(Dimension::Os, device.os);
+            labels.set(Dimension::Device, device.class.as_str());
+            labels.set(Dimension::Country, country.as_str());
+            (
+                Page::new(&self.site.domain, &path),
+                Some(self.source(cell("Referrer"), cell("Referrer scheme"))),
+            )
+        };
+        if bot != 0 {
+            return Ok(Err(Skipped::Bot));
+        }
+        Ok(Ok(ImportHit {
+            page: page.into_string(),
+            at,
+            source: source.map(Source::into_string),
+            labels,
+        }))
+    }
+
+    /// GoatCounter keeps a referrer without its scheme (`h`: a host and
+    /// path), a campaign (`c`) or a name it made (`g`, `o`).
+    fn source(&self, referrer: &str, scheme: &str) -> Source {
+        let found = match scheme {
+            _ if referrer.is_empty() => None,
+            "h" => {
+                Source::from_referrer(&format!("https://{referrer}"), |h| self.site.owns_host(h))
+            }
+            _ => Source::from_utm(referrer),
+        };
+        found.unwrap_or_else(Source::direct)
+    }
+}
+
+impl<R: Read> Iterator for Rows<'_, R> {
+    type Item = Result<Row, RowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let record = match self.records.next()? {
+            Ok(record) => record,
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line());
+                return Some(Err(RowError {
+                    file: self.file.to_owned(),
+                    line,
+                    column: String::new(),
+                    message: format!("not CSV: {e}"),
+                }));
+            }
+        };
+        Some(self.row(&record))
+    }
+}

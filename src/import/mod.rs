@@ -1,0 +1,217 @@
+//! `tickertape import …`: a peer's history into the buckets, exactly once.
+//!
+//! An import reads its file twice. The first pass validates every row and
+//! writes nothing: a bad row names the file, line and column, and the
+//! command stops there. The second pass applies the rows in batches of
+//! [`BATCH_ROWS`] through the same bucket writes as live hits; each batch
+//! moves the import's progress (one document per stream, as a journal lane
+//! has) in the same transaction as its increments. An import is keyed by
+//! its site and the file's content, so running it again, or again after a
+//! `kill -9`, applies only the batches that are not in yet.
+
+pub mod goatcounter;
+
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::domain::Labels;
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
+use crate::storage::progress::{self, Advance, Stream};
+use crate::storage::Store;
+
+/// Rows per batch (`TICKERTAPE_IMPORT_BATCH_ROWS` overrides it, for the
+/// crash test). A batch's buckets are at most its rows times the levels.
+pub const BATCH_ROWS: u64 = 2_000;
+
+/// One row, as it will be counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportHit {
+    /// The bucket key (`domain/path`).
+    pub page: String,
+    pub at: DateTime<Utc>,
+    pub source: Option<String>,
+    /// Breakdown labels; with an event's name, the row is that event.
+    pub labels: Labels,
+}
+
+/// A row that is not counted, and why (the summary counts them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skipped {
+    Bot,
+}
+
+impl Skipped {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Skipped::Bot => "bot",
+        }
+    }
+}
+
+/// What a row gives.
+pub type Row = Result<ImportHit, Skipped>;
+
+/// A row that cannot be read: where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: column {column:?}: {message}")]
+pub struct RowError {
+    pub file: String,
+    pub line: u64,
+    pub column: String,
+    pub message: String,
+}
+
+/// What an import did (or, validated, would do).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Summary {
+    pub rows: u64,
+    pub views: u64,
+    pub events: u64,
+    pub skipped: BTreeMap<&'static str, u64>,
+    pub first: Option<DateTime<Utc>>,
+    pub last: Option<DateTime<Utc>>,
+    /// Rows applied now (the rest were in already).
+    pub applied_rows: u64,
+}
+
+impl Summary {
+    fn add(&mut self, row: &Row) {
+        self.rows += 1;
+        match row {
+            Ok(hit) => {
+                if hit.labels.get(crate::domain::Dimension::Event).is_some() {
+                    self.events += 1;
+                } else {
+                    self.views += 1;
+                }
+                self.first = Some(self.first.map_or(hit.at, |f| f.min(hit.at)));
+                self.last = Some(self.last.map_or(hit.at, |l| l.max(hit.at)));
+            }
+            Err(why) => *self.skipped.entry(why.reason()).or_default() += 1,
+        }
+    }
+}
+
+/// Opens `path`, gunzipping it when it starts with gzip's magic bytes.
+pub fn open(path: &Path) -> std::io::Result<Box<dyn Read>> {
+    let mut file = BufReader::new(std::fs::File::open(path)?);
+    let gzipped = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzipped {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// The import's key: its kind, site and the file's content (a
+/// BLAKE3 hash of the decompressed bytes, taken in the validating pass).
+pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> String {
+    format!("import/{kind}/{site}/{}", &content.to_hex()[..24])
+}
+
+/// Applies `rows` (the file's rows in order, every one valid) under
+/// `key`, skipping the batches already in. `progress` is told the rows
+/// done so far.
+pub async fn apply(
+    store: &Store,
+    key: &str,
+    rows: impl Iterator<Item = Row>,
+    batch_rows: u64,
+    mut progress: impl FnMut(u64),
+) -> anyhow::Result<Summary> {
+    let writer = BucketWriter::new(store);
+    let mut at = [0u64; 3];
+    for stream in Stream::ALL {
+        at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;
+    }
+    let mut summary = Summary::default();
+    let mut batch: Vec<Row> = Vec::with_capacity(batch_rows as usize);
+    let mut from = 0u64;
+    let mut rows = rows.peekable();
+    while rows.peek().is_some() {
+        batch.extend(rows.by_ref().take(batch_rows as usize));
+        let to = from + batch.len() as u64;
+        for row in &batch {
+            summary.add(row);
+        }
+        let hits: Vec<Hit<'_>> = batch
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|h| Hit {
+                page: &h.page,
+                at: h.at,
+                source: h.source.as_deref(),
+                visit: None,
+                labels: Some(&h.labels),
+            })
+            .collect();
+        let mut applied = false;
+        for stream in Stream::ALL {
+            let position = &mut at[stream.index()];
+            if *position >= to {
+                continue;
+            }
+            anyhow::ensure!(
+                *position == from,
+                "the import's {} progress is at row {position}, not at a batch start ({from}): \
+                 was it run with another batch size?",
+                stream.as_str()
+            );
+            let advance = Advance {
+                journal: key,
+                lane: 0,
+                stream,
+                from,
+                to,
+            };
+            apply_batch(store, &writer, &hits, &advance).await?;
+            *position = to;
+            applied = true;
+        }
+        if applied {
+            summary.applied_rows += to - from;
+        }
+        progress(to);
+        from = to;
+        batch.clear();
+    }
+    Ok(summary)
+}
+
+/// One batch of one stream, retried until it is in: a batch not applied
+/// is sent again, and one whose commit went unanswered is looked up in
+/// its progress document.
+async fn apply_batch(
+    store: &Store,
+    writer: &BucketWriter,
+    hits: &[Hit<'_>],
+    advance: &Advance<'_>,
+) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        let failure: ApplyError = match writer.apply(hits.iter().copied(), Some(advance)).await {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        match progress::position(store, advance.journal, 0, advance.stream).await {
+            Ok(Some(p)) if p == advance.to => return Ok(()),
+            Ok(Some(p)) if p == advance.from => {}
+            Ok(found) => anyhow::bail!(
+                "the import's progress moved to {found:?} while this run applied rows {}..{}: \
+                 is the same import running elsewhere?",
+                advance.from,
+                advance.to
+            ),
+            Err(_) => {}
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(anyhow::Error::new(failure)
+                .context("the database did not take a batch for 5 minutes"));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
