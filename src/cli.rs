@@ -69,6 +69,26 @@ enum ImportCommand {
     /// GoatCounter's CSV export (format version 2), plain or gzipped: one
     /// row per view, counted at its own time.
     Goatcounter(ImportArgs),
+    /// The imports run so far: key, kind, site, file, rows, skipped days,
+    /// state; tab-separated.
+    List(ListImports),
+}
+
+#[derive(Args)]
+struct ListImports {
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+/// What an import does with rows on days the site already has views on
+/// (decided when it first starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Overlap {
+    /// Leave those days as they are: their rows are skipped and counted in
+    /// the summary.
+    Skip,
+    /// Add the rows to what the days have.
+    Add,
 }
 
 #[derive(Args)]
@@ -78,6 +98,9 @@ struct ImportArgs {
     site: String,
     /// The export file.
     file: PathBuf,
+    /// Rows on UTC days the site already has views on.
+    #[arg(long, value_enum, default_value = "skip")]
+    overlap: Overlap,
     #[command(flatten)]
     db: DatabaseArgs,
 }
@@ -157,7 +180,44 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
         Command::BackfillPageSummaries(args) => backfill_page_summaries(args).await,
         Command::Import(ImportCommand::Goatcounter(args)) => import_goatcounter(args).await,
+        Command::Import(ImportCommand::List(args)) => list_imports(args).await,
     }
+}
+
+async fn list_imports(args: ListImports) -> anyhow::Result<()> {
+    with_store(&args.db, |store| async move {
+        let sites = sites::list(&store).await?;
+        for i in crate::storage::imports::list(&store, None).await? {
+            let domain = sites
+                .iter()
+                .find(|s| s.id.to_string() == i.site)
+                .map_or("(deleted site)".to_owned(), |s| s.domain.to_string());
+            let state = match i.finished_at {
+                Some(at) => format!(
+                    "done {} ({} views, {} events)",
+                    at.to_rfc3339(),
+                    i.views,
+                    i.events
+                ),
+                None => "incomplete: run it again to finish".to_owned(),
+            };
+            let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
+            println!(
+                "{}\t{}\t{domain}\t{}\t{} rows\tskipped days: {}\t{state}",
+                i.key,
+                i.kind,
+                i.file,
+                i.rows,
+                if days.is_empty() {
+                    "none".to_owned()
+                } else {
+                    days.join(" ")
+                }
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// A site by its id or its domain.
@@ -189,7 +249,12 @@ impl<R: std::io::Read> std::io::Read for Hashing<R> {
 async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     use crate::import::{self, goatcounter};
     use std::io::IsTerminal;
-    let ImportArgs { site, file, db } = args;
+    let ImportArgs {
+        site,
+        file,
+        overlap,
+        db,
+    } = args;
     let name = file.display().to_string();
     // The User-Agent rules before the database: the first pass needs no
     // database, and a bad file should not wait for one.
@@ -203,11 +268,38 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
             hasher: blake3::Hasher::new(),
         };
         let mut rows = 0u64;
+        let mut days = std::collections::BTreeSet::new();
         for row in goatcounter::Rows::new(&mut read, &name, &site, &user_agents)? {
-            let _counted: import::Row = row?;
+            let row: import::Row = row?;
+            days.extend(import::days_of([&row]));
             rows += 1;
         }
         let key = import::key(goatcounter::KIND, &site.id, &read.hasher.finalize());
+        let live = match overlap {
+            Overlap::Skip => {
+                crate::storage::imports::days_with_views(&store, site.domain.as_str(), days).await?
+            }
+            Overlap::Add => Vec::new(),
+        };
+        // A rerun keeps the first run's days: its own rows are not live.
+        let record = crate::storage::imports::begin(
+            &store,
+            &crate::storage::imports::ImportRecord {
+                key: key.clone(),
+                kind: goatcounter::KIND.into(),
+                site: site.id.to_string(),
+                file: name.clone(),
+                rows,
+                skipped_days: live,
+                started_at: chrono::Utc::now(),
+                finished_at: None,
+                views: 0,
+                events: 0,
+            },
+        )
+        .await?;
+        let skipped_days: std::collections::BTreeSet<_> =
+            record.skipped_days.iter().copied().collect();
         let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -218,7 +310,7 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
         let checked = goatcounter::Rows::new(open()?, &name, &site, &user_agents)?
             .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
         let terminal = std::io::stderr().is_terminal();
-        let summary = import::apply(&store, &key, checked, batch_rows, |done| {
+        let summary = import::apply(&store, &key, checked, &skipped_days, batch_rows, |done| {
             if terminal {
                 eprint!("\r{name}: {done} of {rows} rows");
             }
@@ -235,6 +327,14 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
             "{name} changed while it was imported: {rows} rows checked, {} read",
             summary.rows
         );
+        crate::storage::imports::finish(
+            &store,
+            &key,
+            summary.views,
+            summary.events,
+            chrono::Utc::now(),
+        )
+        .await?;
         let skipped: Vec<String> = summary
             .skipped
             .iter()
@@ -254,6 +354,13 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
             summary.first.map_or("-".into(), |t| t.to_rfc3339()),
             summary.last.map_or("-".into(), |t| t.to_rfc3339()),
         );
+        if !skipped_days.is_empty() {
+            let days: Vec<String> = skipped_days.iter().map(|d| d.to_string()).collect();
+            println!(
+                "skipped days with live figures (--overlap add imports them too): {}",
+                days.join(", ")
+            );
+        }
         if summary.applied_rows == 0 {
             println!("already imported: nothing was written");
         } else if summary.applied_rows < summary.rows {

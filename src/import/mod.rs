@@ -11,8 +11,8 @@
 
 pub mod goatcounter;
 
-use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -40,12 +40,15 @@ pub struct ImportHit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Skipped {
     Bot,
+    /// On a day the site had live figures on when the import started.
+    Overlap,
 }
 
 impl Skipped {
     pub fn reason(self) -> &'static str {
         match self {
             Skipped::Bot => "bot",
+            Skipped::Overlap => "on days with live figures",
         }
     }
 }
@@ -61,6 +64,14 @@ pub struct RowError {
     pub line: u64,
     pub column: String,
     pub message: String,
+}
+
+/// The UTC days of the rows that count (views and events).
+pub fn days_of<'a>(rows: impl IntoIterator<Item = &'a Row>) -> BTreeSet<NaiveDate> {
+    rows.into_iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|h| h.at.date_naive())
+        .collect()
 }
 
 /// What an import did (or, validated, would do).
@@ -114,13 +125,19 @@ pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> 
 /// Applies `rows` (the file's rows in order, every one valid) under
 /// `key`, skipping the batches already in. `progress` is told the rows
 /// done so far.
+/// Rows on `skipped_days` (UTC) are skipped as overlapping live figures.
 pub async fn apply(
     store: &Store,
     key: &str,
     rows: impl Iterator<Item = Row>,
+    skipped_days: &BTreeSet<NaiveDate>,
     batch_rows: u64,
     mut progress: impl FnMut(u64),
 ) -> anyhow::Result<Summary> {
+    let rows = rows.map(|row| match row {
+        Ok(hit) if skipped_days.contains(&hit.at.date_naive()) => Err(Skipped::Overlap),
+        other => other,
+    });
     let writer = BucketWriter::new(store);
     let mut at = [0u64; 3];
     for stream in Stream::ALL {

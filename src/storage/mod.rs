@@ -4,6 +4,7 @@ pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
 pub mod day_visitors;
+pub mod imports;
 pub mod last_use;
 pub mod page_summaries;
 pub mod progress;

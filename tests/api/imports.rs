@@ -210,6 +210,110 @@ async fn a_goatcounter_export_lands_exactly_once_plain_or_gzipped() {
         "{gzipped:?}"
     );
     assert_eq!(stored(&app).await, views);
+    // The site's settings page lists it.
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text(&format!("/sites/{}/settings", site.id)).await;
+    assert_eq!(status, 200);
+    let table = html
+        .split("<table id=\"imports-list\">")
+        .nth(1)
+        .expect("the imports table");
+    assert!(
+        table.contains("<td>goatcounter</td>") && table.contains("export.csv"),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!(
+            ">{}</td>",
+            tickertape::web::fmt::thousands(&views.values().sum::<i64>())
+        )),
+        "{table}"
+    );
+    // `import list` shows it once, done, with what it counted.
+    let listed = Command::new(env!("CARGO_BIN_EXE_tickertape"))
+        .args(["import", "list"])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(
+        listed.contains("\tgoatcounter\tdocs.test\t")
+            && listed.contains("\t3000 rows\tskipped days: none\tdone ")
+            && listed.contains(&format!(
+                "({} views, {} events)",
+                views.values().sum::<i64>(),
+                want_events.values().sum::<i64>()
+            )),
+        "{listed}"
+    );
+}
+
+/// Rows on days the site already has views on are skipped (and said),
+/// unless `--overlap add`; a rerun skips the same days although the
+/// import's own rows are on the others by then.
+#[tokio::test]
+async fn days_with_live_figures_are_skipped_unless_asked() {
+    let app = spawn_app().await;
+    app.add_site("docs.test", &[]).await;
+    let lines = export(900);
+    let middle = Resolution::Day.floor(lines[450].at);
+    app.write_hits(&[("docs.test/live", middle + TimeDelta::hours(5))])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.csv");
+    std::fs::write(&file, file_text(&lines)).unwrap();
+    let out = import(&app, "docs.test", &file);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let day = middle.format("%F").to_string();
+    assert!(
+        stdout.contains(&format!(
+            "skipped days with live figures (--overlap add imports them too): {day}"
+        )),
+        "{stdout}"
+    );
+    let (mut views, _) = expected("docs.test", &lines);
+    let on_day = lines
+        .iter()
+        .filter(|l| l.bot == 0 && Resolution::Day.floor(l.at) == middle)
+        .count();
+    assert!(
+        stdout.contains(&format!("{on_day} on days with live figures")),
+        "{stdout}"
+    );
+    views.retain(|(_, d), _| *d != day);
+    views.insert(("docs.test/live".into(), day.clone()), 1);
+    assert_eq!(stored(&app).await, views);
+    // Run again: the same day is skipped, nothing is written.
+    let again = import(&app, "docs.test", &file);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already imported"),
+        "{again:?}"
+    );
+    assert_eq!(stored(&app).await, views);
+    // On another site, `--overlap add` adds to the live day.
+    app.add_site("add.test", &[]).await;
+    app.write_hits(&[("add.test/live", middle + TimeDelta::hours(5))])
+        .await;
+    let other = dir.path().join("other.csv");
+    std::fs::write(&other, file_text(&lines)).unwrap();
+    let out = import_command(&app, "add.test", &other)
+        .args(["--overlap", "add"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (added, _) = expected("add.test", &lines);
+    let stored_add: i64 = stored(&app)
+        .await
+        .iter()
+        .filter(|((p, _), _)| p.starts_with("add.test/"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(stored_add, added.values().sum::<i64>() + 1);
 }
 
 #[tokio::test]
@@ -290,6 +394,14 @@ async fn every_bad_export_is_named_by_line_and_column_and_writes_nothing() {
             .await
             .unwrap();
         assert_eq!(progress, 0, "{what}");
+        let imports = app
+            .store
+            .db()
+            .collection::<Document>(tickertape::storage::imports::COLLECTION)
+            .count_documents(doc! {})
+            .await
+            .unwrap();
+        assert_eq!(imports, 0, "{what}");
     }
     // An unknown site, and a file that is not there.
     let file = dir.path().join("good.csv");

@@ -51,6 +51,43 @@ pub(super) struct SettingsPage {
     goal_name: String,
     goal_error: Option<crate::web::forms::FormError>,
     max_goals: usize,
+    /// The site's imports (`tickertape import`), as lines to show; `None`
+    /// when the database did not answer.
+    imports: Option<Vec<ImportLine>>,
+}
+
+/// One import as the settings page shows it.
+pub(super) struct ImportLine {
+    kind: String,
+    file: String,
+    rows: String,
+    views: String,
+    events: String,
+    skipped_days: String,
+    state: String,
+}
+
+impl From<crate::storage::imports::ImportRecord> for ImportLine {
+    fn from(i: crate::storage::imports::ImportRecord) -> Self {
+        let n = |v: u64| crate::web::fmt::thousands(&(v as i64));
+        let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
+        ImportLine {
+            kind: i.kind,
+            file: i.file,
+            rows: n(i.rows),
+            views: n(i.views),
+            events: n(i.events),
+            skipped_days: if days.is_empty() {
+                "none".into()
+            } else {
+                days.join(", ")
+            },
+            state: match i.finished_at {
+                Some(at) => format!("done {}", at.format("%Y-%m-%d %H:%M UTC")),
+                None => "incomplete: run the same import again to finish it".into(),
+            },
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -106,6 +143,14 @@ pub(super) async fn settings_page(
         .page_cap
         .status(site.domain.as_str(), state.clock.now(), site.page_cap);
     let overflow_today = overflow_today(state, &site).await;
+    let imports =
+        match crate::storage::imports::list(&state.store, Some(&site.id.to_string())).await {
+            Ok(list) => Some(list.into_iter().map(ImportLine::from).collect()),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "the site's imports could not be read");
+                None
+            }
+        };
     let (goal_kind, goal_name, goal_error, typed) = match typed {
         Some(Typed::Goal(kind, name, error)) => (kind, name, Some(error), None),
         other => ("event".to_owned(), String::new(), None, other),
@@ -162,6 +207,7 @@ pub(super) async fn settings_page(
             goal_name,
             goal_error,
             max_goals: crate::domain::MAX_GOALS_PER_SITE,
+            imports,
         },
     )
 }

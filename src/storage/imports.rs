@@ -1,0 +1,154 @@
+//! What `tickertape import` ran: one document per import (`imports`,
+//! `_id` the import's key), written when it starts and completed when it
+//! ends. The days it skips as overlapping live figures are decided at its
+//! first start and kept here, so that a rerun (after a crash) skips the
+//! same rows, whatever the import itself has written since.
+
+use bson::{doc, Document};
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::TryStreamExt;
+
+use super::{Resolution, Store, Subject};
+
+pub const COLLECTION: &str = "imports";
+
+/// An import as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportRecord {
+    pub key: String,
+    pub kind: String,
+    /// The site's id.
+    pub site: String,
+    pub file: String,
+    /// Rows in the file (all checked before anything was written).
+    pub rows: u64,
+    /// UTC days whose rows are skipped: the site had live figures on
+    /// them when the import first started.
+    pub skipped_days: Vec<NaiveDate>,
+    pub started_at: DateTime<Utc>,
+    /// Set once every row is in.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Rows applied, views and events counted (when finished).
+    pub views: u64,
+    pub events: u64,
+}
+
+fn from_doc(d: &Document) -> Option<ImportRecord> {
+    let date = |v: &bson::Bson| v.as_str().and_then(|s| s.parse().ok());
+    Some(ImportRecord {
+        key: d.get_str("_id").ok()?.to_owned(),
+        kind: d.get_str("kind").ok()?.to_owned(),
+        site: d.get_str("site").ok()?.to_owned(),
+        file: d.get_str("file").unwrap_or_default().to_owned(),
+        rows: super::values::count(d.get("rows")).max(0) as u64,
+        skipped_days: d
+            .get_array("skippedDays")
+            .map(|a| a.iter().filter_map(date).collect())
+            .unwrap_or_default(),
+        started_at: d.get_datetime("startedAt").ok()?.to_chrono(),
+        finished_at: d.get_datetime("finishedAt").ok().map(|t| t.to_chrono()),
+        views: super::values::count(d.get("views")).max(0) as u64,
+        events: super::values::count(d.get("events")).max(0) as u64,
+    })
+}
+
+/// The days among `days` on which `domain`'s site has views already.
+pub async fn days_with_views(
+    store: &Store,
+    domain: &str,
+    days: impl IntoIterator<Item = NaiveDate>,
+) -> Result<Vec<NaiveDate>, mongodb::error::Error> {
+    let stamps: Vec<bson::DateTime> = days
+        .into_iter()
+        .map(|d| bson::DateTime::from_chrono(d.and_hms_opt(0, 0, 0).unwrap().and_utc()))
+        .collect();
+    let found: Vec<Document> = store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
+        .find(doc! {"site": domain, "timestamp": {"$in": stamps}, "totalViews": {"$gt": 0}})
+        .projection(doc! {"timestamp": 1})
+        .await?
+        .try_collect()
+        .await?;
+    let mut days: Vec<NaiveDate> = found
+        .iter()
+        .filter_map(|d| d.get_datetime("timestamp").ok())
+        .map(|t| t.to_chrono().date_naive())
+        .collect();
+    days.sort();
+    days.dedup();
+    Ok(days)
+}
+
+/// Records the import's start unless it started before; returns the
+/// record in force (a rerun gets the first run's skipped days).
+pub async fn begin(
+    store: &Store,
+    record: &ImportRecord,
+) -> Result<ImportRecord, mongodb::error::Error> {
+    let days: Vec<String> = record.skipped_days.iter().map(|d| d.to_string()).collect();
+    let imports = store.db().collection::<Document>(COLLECTION);
+    imports
+        .update_one(
+            doc! {"_id": &record.key},
+            doc! {"$setOnInsert": {
+                "kind": &record.kind,
+                "site": &record.site,
+                "file": &record.file,
+                "rows": record.rows as i64,
+                "skippedDays": days,
+                "startedAt": bson::DateTime::from_chrono(record.started_at),
+            }},
+        )
+        .upsert(true)
+        .write_concern(store.commit_write_concern())
+        .await?;
+    let stored = imports.find_one(doc! {"_id": &record.key}).await?;
+    Ok(stored
+        .as_ref()
+        .and_then(from_doc)
+        .unwrap_or_else(|| record.clone()))
+}
+
+/// Marks the import complete, with what it counted.
+pub async fn finish(
+    store: &Store,
+    key: &str,
+    views: u64,
+    events: u64,
+    at: DateTime<Utc>,
+) -> Result<(), mongodb::error::Error> {
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .update_one(
+            doc! {"_id": key, "finishedAt": null},
+            doc! {"$set": {
+                "finishedAt": bson::DateTime::from_chrono(at),
+                "views": views as i64,
+                "events": events as i64,
+            }},
+        )
+        .await?;
+    Ok(())
+}
+
+/// Every import, oldest first; `site` (an id) keeps one site's.
+pub async fn list(
+    store: &Store,
+    site: Option<&str>,
+) -> Result<Vec<ImportRecord>, mongodb::error::Error> {
+    let filter = match site {
+        Some(site) => doc! {"site": site},
+        None => doc! {},
+    };
+    let docs: Vec<Document> = store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .find(filter)
+        .sort(doc! {"startedAt": 1})
+        .await?
+        .try_collect()
+        .await?;
+    Ok(docs.iter().filter_map(from_doc).collect())
+}
