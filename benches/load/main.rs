@@ -323,6 +323,11 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
         ])
         .output()
         .context("running wrk (install Debian's wrk: make bench does)")?;
+    wrk_result(&output)
+}
+
+/// The `BENCH {…}` line a bench Lua script's `done()` prints.
+pub fn wrk_result(output: &std::process::Output) -> anyhow::Result<WrkResult> {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()

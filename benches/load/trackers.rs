@@ -38,12 +38,7 @@ fn wrk(
         .args(["--", site, &pages.to_string(), route])
         .output()
         .context("running wrk (install Debian's wrk: make bench does)")?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("BENCH "))
-        .with_context(|| format!("wrk printed no result: {stdout}"))?;
-    Ok(serde_json::from_str(line)?)
+    super::wrk_result(&output)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

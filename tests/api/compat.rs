@@ -2,38 +2,12 @@
 //! Umami's `POST /api/send` and GoatCounter's `/count` count like the
 //! pixel, with its rules, and every bad request changes nothing.
 
-use bson::{doc, Document};
 use std::collections::BTreeMap;
-use tickertape::domain::dimension::from_field_name;
 use tickertape::domain::Dimension;
 use tickertape::ingest::pixel::REASON_HEADER;
 use tickertape::storage::Resolution;
 
 use crate::helpers::*;
-
-/// A dimension's counts over the site's day breakdown buckets.
-async fn site_counts(app: &TestApp, dimension: Dimension) -> BTreeMap<String, i64> {
-    app.settle().await;
-    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
-        app.store
-            .db()
-            .collection::<Document>("site_sources_day")
-            .find(doc! {})
-            .await
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    let mut by = BTreeMap::new();
-    for d in docs {
-        if let Ok(names) = d.get_document(dimension.field()) {
-            for (k, v) in names {
-                *by.entry(from_field_name(k)).or_default() += v.as_i64().unwrap();
-            }
-        }
-    }
-    by
-}
 
 async fn views_by_page(app: &TestApp) -> BTreeMap<String, i64> {
     app.settle().await;
@@ -142,15 +116,15 @@ async fn plausible_bodies_count_views_and_events_and_bad_ones_change_nothing() {
     }
     assert_eq!(views_by_page(&app).await, map(&[("blog.test/a", 1)]));
     assert_eq!(
-        site_counts(&app, Dimension::Event).await,
+        site_day_counts(&app, Dimension::Event).await,
         map(&[("Signup", 1)])
     );
     assert_eq!(
-        site_counts(&app, Dimension::Source).await,
+        site_day_counts(&app, Dimension::Source).await,
         map(&[("news", 1)])
     );
     assert_eq!(
-        site_counts(&app, Dimension::Campaign).await,
+        site_day_counts(&app, Dimension::Campaign).await,
         map(&[("spring", 1)])
     );
 }
@@ -261,11 +235,11 @@ async fn umami_bodies_count_views_and_events_and_bad_ones_change_nothing() {
         .contains("content-type"));
     assert_eq!(views_by_page(&app).await, map(&[("shop.test/cart", 1)]));
     assert_eq!(
-        site_counts(&app, Dimension::Event).await,
+        site_day_counts(&app, Dimension::Event).await,
         map(&[("Checkout", 1), ("Refund", 1)])
     );
     assert_eq!(
-        site_counts(&app, Dimension::Medium).await,
+        site_day_counts(&app, Dimension::Medium).await,
         map(&[("email", 1)])
     );
 }
@@ -316,11 +290,11 @@ async fn goatcounter_counts_count_like_the_pixel_and_bad_ones_change_nothing() {
     assert_eq!(r.status(), 200);
     assert_eq!(views_by_page(&app).await, map(&[("docs.test/guide", 2)]));
     assert_eq!(
-        site_counts(&app, Dimension::Event).await,
+        site_day_counts(&app, Dimension::Event).await,
         map(&[("/x", 1), ("Download", 1)])
     );
     assert_eq!(
-        site_counts(&app, Dimension::Campaign).await,
+        site_day_counts(&app, Dimension::Campaign).await,
         map(&[("launch", 1)])
     );
 }
@@ -421,7 +395,7 @@ track("Trial", {{props: {{plan: "pro"}}}});</script>"#
     loop {
         let (views, events) = (
             views_by_page(&app).await,
-            site_counts(&app, Dimension::Event).await,
+            site_day_counts(&app, Dimension::Event).await,
         );
         if (views == want_views && events == want_events) || std::time::Instant::now() > deadline {
             assert_eq!(views, want_views);
@@ -467,7 +441,7 @@ umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
     );
     assert_eq!(views_by_page(&app).await, map(&[("api.test/docs", 1)]));
     assert_eq!(
-        site_counts(&app, Dimension::Event).await,
+        site_day_counts(&app, Dimension::Event).await,
         map(&[("Copy", 1), ("Signup", 1)])
     );
 }

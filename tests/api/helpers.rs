@@ -546,3 +546,32 @@ pub fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
         })
         .collect()
 }
+
+/// One dimension's counts (decoded names) over the site day breakdown
+/// buckets, once every journaled hit is in.
+pub async fn site_day_counts(
+    app: &TestApp,
+    dimension: tickertape::domain::Dimension,
+) -> std::collections::BTreeMap<String, i64> {
+    app.settle().await;
+    let docs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<bson::Document>("site_sources_day")
+            .find(bson::doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut by = std::collections::BTreeMap::new();
+    for d in docs {
+        if let Ok(names) = d.get_document(dimension.field()) {
+            for (k, v) in names {
+                *by.entry(tickertape::domain::dimension::from_field_name(k))
+                    .or_default() += v.as_i64().unwrap();
+            }
+        }
+    }
+    by
+}

@@ -7,7 +7,6 @@ use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Output};
-use tickertape::domain::dimension::from_field_name;
 use tickertape::domain::Dimension;
 use tickertape::storage::Resolution;
 
@@ -119,28 +118,6 @@ async fn stored(app: &TestApp) -> BTreeMap<(String, String), i64> {
     by_minute
 }
 
-async fn events(app: &TestApp) -> BTreeMap<String, i64> {
-    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
-        app.store
-            .db()
-            .collection::<Document>("site_sources_day")
-            .find(doc! {})
-            .await
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    let mut by = BTreeMap::new();
-    for d in docs {
-        if let Ok(names) = d.get_document(Dimension::Event.field()) {
-            for (k, v) in names {
-                *by.entry(from_field_name(k)).or_default() += v.as_i64().unwrap();
-            }
-        }
-    }
-    by
-}
-
 fn import_command(app: &TestApp, site: &str, file: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
     cmd.args(["import", "goatcounter", "--site", site])
@@ -178,7 +155,7 @@ async fn a_goatcounter_export_lands_exactly_once_plain_or_gzipped() {
         "{stdout}"
     );
     assert_eq!(stored(&app).await, views);
-    assert_eq!(events(&app).await, want_events);
+    assert_eq!(site_day_counts(&app, Dimension::Event).await, want_events);
     // The countries and devices came with the views.
     let countries = app
         .store
@@ -196,7 +173,7 @@ async fn a_goatcounter_export_lands_exactly_once_plain_or_gzipped() {
         "{again:?}"
     );
     assert_eq!(stored(&app).await, views);
-    assert_eq!(events(&app).await, want_events);
+    assert_eq!(site_day_counts(&app, Dimension::Event).await, want_events);
     // The same rows gzipped are the same import.
     let gz = dir.path().join("export.csv.gz");
     let mut encoder =
@@ -477,5 +454,5 @@ async fn an_import_killed_midway_and_run_again_ends_with_the_files_figures() {
         "{out:?}"
     );
     assert_eq!(stored(&app).await, views);
-    assert_eq!(events(&app).await, want_events);
+    assert_eq!(site_day_counts(&app, Dimension::Event).await, want_events);
 }

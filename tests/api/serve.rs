@@ -194,6 +194,19 @@ fn site_add_rejects_a_malformed_domain_without_touching_the_database() {
     );
 }
 
+/// Drops a database a synchronous test made (on a thread of its own: the
+/// test has no runtime).
+fn drop_database(database: String) {
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = mongodb::Client::with_uri_str(database_uri()).await?;
+            client.database(&database).drop().await
+        })
+    })
+    .join();
+}
+
 /// Issue 27: a site moved from Umami keeps its website id (the snippets'
 /// `data-website-id`); an id taken or malformed adds nothing.
 #[test]
@@ -235,14 +248,7 @@ fn site_add_keeps_a_chosen_id_and_refuses_a_taken_or_bad_one() {
         !listed.contains("other.test") && !listed.contains("third.test"),
         "{listed}"
     );
-    let _ = std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let client = mongodb::Client::with_uri_str(database_uri()).await?;
-            client.database(&database).drop().await
-        })
-    })
-    .join();
+    drop_database(database);
 }
 
 #[test]
@@ -283,14 +289,7 @@ fn site_add_prints_snippets_with_the_address_serve_uses() {
         stderr.contains(r#"src="https://stats.example.com/tt.js""#),
         "{stderr}"
     );
-    let _ = std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let client = mongodb::Client::with_uri_str(database_uri()).await?;
-            client.database(&database).drop().await
-        })
-    })
-    .join();
+    drop_database(database);
 }
 
 #[tokio::test]
