@@ -270,8 +270,9 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
         let mut rows = 0u64;
         let mut days = std::collections::BTreeSet::new();
         for row in goatcounter::Rows::new(&mut read, &name, &site, &user_agents)? {
-            let row: import::Row = row?;
-            days.extend(import::days_of([&row]));
+            if let Ok(hit) = row? {
+                days.insert(hit.at.date_naive());
+            }
             rows += 1;
         }
         let key = import::key(goatcounter::KIND, &site.id, &read.hasher.finalize());

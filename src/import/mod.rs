@@ -66,14 +66,6 @@ pub struct RowError {
     pub message: String,
 }
 
-/// The UTC days of the rows that count (views and events).
-pub fn days_of<'a>(rows: impl IntoIterator<Item = &'a Row>) -> BTreeSet<NaiveDate> {
-    rows.into_iter()
-        .filter_map(|r| r.as_ref().ok())
-        .map(|h| h.at.date_naive())
-        .collect()
-}
-
 /// What an import did (or, validated, would do).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Summary {

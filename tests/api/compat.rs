@@ -288,6 +288,22 @@ async fn goatcounter_counts_count_like_the_pixel_and_bad_ones_change_nothing() {
     // A HEAD is answered like a GET and counts nothing.
     let r = count(reqwest::Method::HEAD, "p=%2Fhead", page).await;
     assert_eq!(r.status(), 200);
+    // Nor is a HEAD count.js calls a bot counted in the stats.
+    let bots = app
+        .ingest
+        .stats
+        .count(tickertape::ingest::pixel::Outcome::Bot);
+    let r = count(reqwest::Method::HEAD, "p=%2Fhead&b=150", page).await;
+    assert_eq!(
+        (r.status().as_u16(), reason(&r).as_deref()),
+        (403, Some("bot"))
+    );
+    assert_eq!(
+        app.ingest
+            .stats
+            .count(tickertape::ingest::pixel::Outcome::Bot),
+        bots
+    );
     assert_eq!(views_by_page(&app).await, map(&[("docs.test/guide", 2)]));
     assert_eq!(
         site_day_counts(&app, Dimension::Event).await,

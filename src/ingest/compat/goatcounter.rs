@@ -8,7 +8,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 
-use crate::ingest::pixel::{self, decode, HitParams, Outcome, PixelError};
+use crate::ingest::pixel::{self, decode, HitParams, PixelError};
 use crate::ingest::IngestState;
 
 /// What a `/count` query string says: the hit, or count.js's verdict that
@@ -60,21 +60,24 @@ fn parse(query: &str) -> Request {
 
 pub async fn count(req: HttpRequest, state: web::Data<IngestState>) -> HttpResponse {
     let params = match parse(req.query_string()) {
-        Request::Hit(params) => params,
-        Request::Bot => {
-            state.stats.record(Outcome::Bot);
-            return PixelError::Bot.error_response();
+        Request::Hit(params) => Ok(params),
+        Request::Bot => Err(PixelError::Bot),
+    };
+    let result = if crate::head::is_head(&req) {
+        // A HEAD learns what a GET would be answered: not a view, and not
+        // in the stats (as for the pixel).
+        params.and_then(|p| pixel::classify_view(req.headers(), p, &state.directory).map(drop))
+    } else {
+        match params {
+            Ok(p) => pixel::take(&req, &state, p).await.map(drop),
+            Err(e) => {
+                state.stats.record(e.outcome());
+                Err(e)
+            }
         }
     };
-    // A HEAD learns what a GET would be answered, and is not a view.
-    if crate::head::is_head(&req) {
-        return match pixel::classify_view(req.headers(), params, &state.directory) {
-            Ok(_) => pixel::counted_gif(),
-            Err(e) => e.error_response(),
-        };
-    }
-    match pixel::take(&req, &state, params).await {
-        Ok(_) => pixel::counted_gif(),
+    match result {
+        Ok(()) => pixel::counted_gif(),
         Err(e) => e.error_response(),
     }
 }
