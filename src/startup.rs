@@ -55,9 +55,10 @@ impl Application {
             .retention()
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
-        store
-            .day_retention()
-            .set(retention.kept(crate::domain::Resolution::Day));
+        store.summary_retention().set(
+            retention.kept(crate::domain::Resolution::Day),
+            retention.kept(crate::domain::Resolution::Hour),
+        );
         let stats = Arc::new(IngestStats::default());
         let (journal, feeds) = Journal::open(&settings.journal_config())?;
         let journal = Arc::new(journal);

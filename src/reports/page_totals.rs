@@ -1,17 +1,18 @@
-//! Each page's figures over whole UTC days of a site whose totals are
-//! complete, read from page summaries (`storage::page_summaries`) so that
-//! the cost grows with the pages shown and the log of the days, not with
-//! pages × days.
+//! Each page's figures over whole UTC days, or whole UTC hours, of a site
+//! whose totals are complete, read from page summaries
+//! (`storage::page_summaries`) so that the cost grows with the pages shown
+//! and the log of the days, not with pages × days.
 //!
-//! A request reads the site's day totals over the range (one small
-//! document per day and writer part), covers the days with aligned spans,
+//! A request reads the site's totals over the range (one small document
+//! per day or hour and writer part), covers the range with aligned spans,
 //! and reads those spans' summaries in one query. A summary whose total is
 //! not the site's total over its span (a late view, or none made yet) is
-//! made again from its halves, down to single days read from the page-day
-//! buckets, and stored for the next request. The days of the last few
-//! minutes (today, mostly) are read from the page-day buckets directly:
-//! they still change with every batch, so a summary of them would be made
-//! again each time.
+//! made again from its halves, down to single days (or hours) read from
+//! the page buckets, and stored for the next request. Days that have not
+//! settled (today, mostly) are read as hours the same way, and only the
+//! hours of the last few minutes from the page-hour buckets directly: they
+//! still change with every batch, so a summary of them would be made again
+//! each time.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::future::BoxFuture;
@@ -20,13 +21,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::queries;
-use crate::storage::page_summaries::{
-    self, day_number, day_start, Answer, PageFigures, Span, Summary,
-};
+use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
-/// Days that ended less than this long ago are read from their buckets
+/// Units that ended less than this long ago are read from their buckets
 /// and not summarised: the rollups of their last hits may still be on
 /// their way (a few seconds under load).
 const SETTLING: TimeDelta = TimeDelta::minutes(10);
@@ -34,62 +33,125 @@ const SETTLING: TimeDelta = TimeDelta::minutes(10);
 /// Each page's figures over the whole UTC days `[first, last)` of `site`
 /// (pages with none left out). Days past the day buckets' retention are
 /// left out, as their page buckets are gone.
+///
+/// Visitors are summed over the days before [`settled_days_end`] only:
+/// later days come from hour summaries, and hours do not add up to
+/// visitors. A caller that shows visitors reads those days' for the pages
+/// it shows.
 pub async fn whole_days(
     store: &Store,
     site: &Site,
-    (first, last): (DateTime<Utc>, DateTime<Utc>),
+    range: (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<Arc<Answer>, mongodb::error::Error> {
-    let first = match store.day_retention().first_usable_day() {
-        Some(usable) => first.max(usable),
-        None => first,
-    };
-    if first >= last {
-        return Ok(Arc::default());
-    }
-    let totals = Totals::read(store, site, (first, last)).await?;
-    let key = (
-        site.id.to_string(),
-        day_number(first),
-        day_number(last),
-        totals.fingerprint(),
-    );
-    if let Some(kept) = store.kept_answers().get(&key) {
-        return Ok(kept);
-    }
-    let settled = crate::storage::Resolution::Day.floor(Utc::now() - SETTLING);
-    let cover_end = last.min(settled).max(first);
-    let mut out = Answer::new();
-    // Kept only when every part was read as of one state (the totals'):
-    // a day read while a batch committed serves this request alone.
-    let mut whole = summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
-    let recent: Vec<i64> = (day_number(cover_end)..day_number(last))
-        .filter(|d| totals.by_day.get(d).copied().unwrap_or(0) != 0)
-        .collect();
-    if !recent.is_empty() {
-        for (day, pages) in queries::page_days(store, &site.domain, &recent).await? {
-            let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
-            whole &= Some(&views) == totals.by_day.get(&day);
-            add_all(&mut out, &pages);
-        }
-    }
-    let out = Arc::new(out);
-    if whole {
-        store.kept_answers().keep(key, out.clone());
-    }
-    Ok(out)
+    answer(store, site, Grain::Day, range).await
 }
 
-/// Each page's figures over the whole UTC days `[first, end)` of `site`
-/// from their summaries, made (and stored) where missing or no longer
-/// right, whether or not the days have ended: what [`whole_days`] does
-/// for settled days, and what tests use to make summaries while hits
-/// arrive.
+/// Each page's views, entries and exits (no visitors) over the whole UTC
+/// hours `[first, last)` of `site`: what a range's parts of days take
+/// (the last 24 hours, a zone's day edges).
+pub async fn whole_hours(
+    store: &Store,
+    site: &Site,
+    range: (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Arc<Answer>, mongodb::error::Error> {
+    answer(store, site, Grain::Hour, range).await
+}
+
+/// The end of the days, up to `last`, whose visitors [`whole_days`] gives.
+pub fn settled_days_end(last: DateTime<Utc>) -> DateTime<Utc> {
+    last.min(Grain::Day.resolution().floor(Utc::now() - SETTLING))
+}
+
+fn answer<'a>(
+    store: &'a Store,
+    site: &'a Site,
+    grain: Grain,
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+) -> BoxFuture<'a, Result<Arc<Answer>, mongodb::error::Error>> {
+    async move {
+        let first = match store.summary_retention().first_usable(grain) {
+            Some(usable) => first.max(usable),
+            None => first,
+        };
+        if first >= last {
+            return Ok(Arc::default());
+        }
+        let totals = Totals::read(store, site, grain, (first, last)).await?;
+        let key = (
+            kept_key(site, grain),
+            grain.number(first),
+            grain.number(last),
+            totals.fingerprint(),
+        );
+        if let Some(kept) = store.kept_answers().get(&key) {
+            return Ok(kept);
+        }
+        let settled = grain.resolution().floor(Utc::now() - SETTLING);
+        let cover_end = last.min(settled).max(first);
+        let mut out = Answer::new();
+        // Kept only when every part was read as of one state (the
+        // totals'): a unit read while a batch committed serves this
+        // request alone.
+        let mut whole = summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
+        let recent: Vec<i64> = (grain.number(cover_end)..grain.number(last))
+            .filter(|d| totals.by_unit.get(d).copied().unwrap_or(0) != 0)
+            .collect();
+        if !recent.is_empty() {
+            let expected: i64 = recent.iter().filter_map(|d| totals.by_unit.get(d)).sum();
+            let hours = match grain {
+                Grain::Day => Some(answer(store, site, Grain::Hour, (cover_end, last)).await?),
+                Grain::Hour => None,
+            };
+            let hours_views = |h: &Answer| h.values().map(|f| f.views).sum::<i64>();
+            match hours {
+                // The hours agree with the days' totals: the same state.
+                Some(h) if hours_views(&h) == expected => {
+                    for (page, f) in h.iter() {
+                        add_one(&mut out, page, f);
+                    }
+                }
+                _ => {
+                    let read = queries::page_units(store, &site.domain, grain, &recent).await?;
+                    let mut views = 0;
+                    for (_, pages) in read {
+                        views += pages.iter().map(|(_, f)| f.views).sum::<i64>();
+                        for (page, mut f) in pages {
+                            // As from hours: see `whole_days`.
+                            f.visitors = 0;
+                            add_one(&mut out, &page, &f);
+                        }
+                    }
+                    whole &= views == expected;
+                }
+            }
+        }
+        let out = Arc::new(out);
+        if whole {
+            store.kept_answers().keep(key, out.clone());
+        }
+        Ok(out)
+    }
+    .boxed()
+}
+
+fn kept_key(site: &Site, grain: Grain) -> String {
+    match grain {
+        Grain::Day => site.id.to_string(),
+        Grain::Hour => format!("{}/hours", site.id),
+    }
+}
+
+/// Each page's figures over the whole units `[first, end)` of `site` from
+/// their summaries, made (and stored) where missing or no longer right,
+/// whether or not the units have ended: what [`whole_days`] does for
+/// settled days, and what tests use to make summaries while hits arrive.
 pub async fn summarise(
     store: &Store,
     site: &Site,
+    grain: Grain,
     (first, end): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<HashMap<String, PageFigures>, mongodb::error::Error> {
-    let totals = Totals::read(store, site, (first, end)).await?;
+    let totals = Totals::read(store, site, grain, (first, end)).await?;
     let mut out = HashMap::new();
     summarise_with(store, site, &totals, (first, end), &mut out).await?;
     Ok(out)
@@ -104,13 +166,14 @@ async fn summarise_with(
     (first, end): (DateTime<Utc>, DateTime<Utc>),
     out: &mut HashMap<String, PageFigures>,
 ) -> Result<bool, mongodb::error::Error> {
+    let grain = totals.grain;
     let builder = Builder {
         store,
         site,
         key: site.id.to_string(),
         totals,
     };
-    let spans: Vec<Span> = Span::cover(day_number(first), day_number(end))
+    let spans: Vec<Span> = Span::cover_in(grain, grain.number(first), grain.number(end))
         .into_iter()
         .filter(|s| totals.over(*s) != 0)
         .collect();
@@ -129,33 +192,40 @@ async fn summarise_with(
     Ok(exact)
 }
 
-fn add_all(out: &mut HashMap<String, PageFigures>, pages: &[(String, PageFigures)]) {
-    for (page, f) in pages {
-        match out.get_mut(page.as_str()) {
-            Some(sum) => sum.add(f),
-            None => {
-                out.insert(page.clone(), *f);
-            }
+fn add_one(out: &mut HashMap<String, PageFigures>, page: &str, f: &PageFigures) {
+    match out.get_mut(page) {
+        Some(sum) => sum.add(f),
+        None => {
+            out.insert(page.to_owned(), *f);
         }
     }
 }
 
-/// The site's views per UTC day (all writer parts added up).
+fn add_all(out: &mut HashMap<String, PageFigures>, pages: &[(String, PageFigures)]) {
+    for (page, f) in pages {
+        add_one(out, page, f);
+    }
+}
+
+/// The site's views per UTC day or hour (all writer parts added up).
 struct Totals {
-    by_day: BTreeMap<i64, i64>,
+    grain: Grain,
+    by_unit: BTreeMap<i64, i64>,
 }
 
 impl Totals {
     async fn read(
         store: &Store,
         site: &Site,
-        (first, last): (DateTime<Utc>, DateTime<Utc>),
+        grain: Grain,
+        range: (DateTime<Utc>, DateTime<Utc>),
     ) -> Result<Self, mongodb::error::Error> {
         Ok(Totals {
-            by_day: queries::site_day_totals(store, &site.domain, (first, last))
+            grain,
+            by_unit: queries::site_totals(store, &site.domain, grain.resolution(), range)
                 .await?
                 .into_iter()
-                .map(|(day, n)| (day_number(day), n))
+                .map(|(at, n)| (grain.number(at), n))
                 .collect(),
         })
     }
@@ -165,14 +235,14 @@ impl Totals {
     fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.by_day.hash(&mut h);
+        self.by_unit.hash(&mut h);
         h.finish()
     }
 
-    /// The site's views over a span's days.
+    /// The site's views over a span's units.
     fn over(&self, span: Span) -> i64 {
-        self.by_day
-            .range(span.first_day()..span.end_day())
+        self.by_unit
+            .range(span.first()..span.end())
             .map(|(_, n)| n)
             .sum()
     }
@@ -199,21 +269,23 @@ impl Builder<'_> {
         &self,
         spans: &[Span],
     ) -> Result<HashMap<Span, Summary>, mongodb::error::Error> {
-        Ok(page_summaries::read(self.store, &self.key, spans)
-            .await?
-            .into_iter()
-            .filter(|s| s.total == self.totals.over(s.span))
-            .map(|s| (s.span, s))
-            .collect())
+        Ok(
+            page_summaries::read(self.store, self.totals.grain, &self.key, spans)
+                .await?
+                .into_iter()
+                .filter(|s| s.total == self.totals.over(s.span))
+                .map(|s| (s.span, s))
+                .collect(),
+        )
     }
 
     /// Makes the summary of `span` from its halves (stored ones where
-    /// they are right, else made likewise), or of a day from its
+    /// they are right, else made likewise), or of a unit from its
     /// buckets, and stores it when exact.
     fn make(&self, span: Span) -> BoxFuture<'_, Result<Made, mongodb::error::Error>> {
         async move {
             let made = match span.halves() {
-                None => self.day(span).await?,
+                None => self.unit(span).await?,
                 Some(halves) => {
                     let wanted: Vec<Span> = halves
                         .into_iter()
@@ -248,32 +320,32 @@ impl Builder<'_> {
                 }
             };
             if made.exact && made.summary.total == self.totals.over(span) {
-                page_summaries::write(self.store, &self.site.id, &made.summary).await?;
+                let grain = self.totals.grain;
+                page_summaries::write(self.store, grain, &self.site.id, &made.summary).await?;
             }
             Ok(made)
         }
         .boxed()
     }
 
-    /// One day's summary from its page-day buckets. It is exact when the
-    /// site's total that day is the same before and after the read and
-    /// equals the pages' views: a batch committed during the read would
-    /// have changed the total (every batch adds views), so the buckets
-    /// were read as of one state.
-    async fn day(&self, span: Span) -> Result<Made, mongodb::error::Error> {
-        let number = span.first_day();
+    /// One unit's summary from its page buckets. It is exact when the
+    /// site's total in that unit is the same before and after the read
+    /// and equals the pages' views: a batch committed during the read
+    /// would have changed the total (every batch adds views), so the
+    /// buckets were read as of one state.
+    async fn unit(&self, span: Span) -> Result<Made, mongodb::error::Error> {
+        let grain = self.totals.grain;
+        let number = span.first();
         let before = self.totals.over(span);
-        let mut read = queries::page_days(self.store, &self.site.domain, &[number]).await?;
+        let domain = &self.site.domain;
+        let mut read = queries::page_units(self.store, domain, grain, &[number]).await?;
         let pages = read.remove(&number).unwrap_or_default();
-        let start = day_start(number);
-        let after: i64 = queries::site_day_totals(
-            self.store,
-            &self.site.domain,
-            (start, start + TimeDelta::days(1)),
-        )
-        .await?
-        .values()
-        .sum();
+        let start = grain.start(number);
+        let end = start + TimeDelta::seconds(grain.seconds());
+        let after: i64 = queries::site_totals(self.store, domain, grain.resolution(), (start, end))
+            .await?
+            .values()
+            .sum();
         let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
         Ok(Made {
             exact: before == after && views == before,
@@ -296,7 +368,7 @@ pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error:
     let Some((first, last)) = queries::site_day_range(store, &site.domain).await? else {
         return Ok(0);
     };
-    let first = match store.day_retention().first_usable_day() {
+    let first = match store.summary_retention().first_usable(Grain::Day) {
         Some(usable) => first.max(usable),
         None => first,
     };
@@ -304,17 +376,26 @@ pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error:
     let last = (last + TimeDelta::days(1)).min(settled);
     let top = 1_i64 << page_summaries::MAX_LEVEL;
     let mut covered = 0;
-    let mut from = day_number(first);
-    while from < day_number(last) {
+    let mut from = Grain::Day.number(first);
+    while from < Grain::Day.number(last) {
         // One top-level span at a time: its totals read once, and at most
         // one summary per level held.
-        let end = ((from.div_euclid(top) + 1) * top).min(day_number(last));
-        let (a, b) = (day_start(from), day_start(end));
-        let totals = Totals::read(store, site, (a, b)).await?;
+        let end = ((from.div_euclid(top) + 1) * top).min(Grain::Day.number(last));
+        let (a, b) = (Grain::Day.start(from), Grain::Day.start(end));
+        let totals = Totals::read(store, site, Grain::Day, (a, b)).await?;
         summarise_with(store, site, &totals, (a, b), &mut HashMap::new()).await?;
-        covered += totals.by_day.values().filter(|n| **n != 0).count() as u64;
+        covered += totals.by_unit.values().filter(|n| **n != 0).count() as u64;
         from = end;
     }
+    // The settled hours of the last two days: today's, and those a zone's
+    // day edges or the last 24 hours take.
+    let hour = crate::storage::Resolution::Hour;
+    let (a, b) = (
+        hour.floor(Utc::now() - TimeDelta::hours(48)),
+        hour.floor(Utc::now() - SETTLING),
+    );
+    let totals = Totals::read(store, site, Grain::Hour, (a, b)).await?;
+    summarise_with(store, site, &totals, (a, b), &mut HashMap::new()).await?;
     Ok(covered)
 }
 

@@ -12,7 +12,7 @@ use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
 use crate::storage::buckets::site_pages;
 use crate::storage::buckets::VisitFields;
-use crate::storage::page_summaries::PageFigures;
+use crate::storage::page_summaries::{Grain, PageFigures};
 use crate::storage::{Bucket, Grouping, Store, Subject};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -580,9 +580,10 @@ pub fn total(points: &[Point]) -> i64 {
 /// days inside the range are read as the day buckets' `totalViews`, and
 /// only the edges before the first and after the last whole day as units.
 /// With the site's totals complete ([`Scope::SiteTotals`]) the whole days
-/// come from the page summaries ([`super::page_totals`]), checked against
-/// the site's day totals; else they are summed by `$group` on MongoDB and
-/// in the app on secantusd-rs (see `Grouping`).
+/// and the edges' whole UTC hours come from the page summaries
+/// ([`super::page_totals`]), checked against the site's day and hour
+/// totals; else they are summed by `$group` on MongoDB and in the app on
+/// secantusd-rs (see `Grouping`).
 #[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "top_pages", from = %period.from, to = %period.to))]
 pub async fn top_pages(
     store: &Store,
@@ -603,35 +604,53 @@ pub async fn top_pages(
         Resolution::Day.ceil(period.from),
         Resolution::Day.floor(period.to),
     );
-    if first_day >= last_day || period.resolution == Resolution::Minute {
+    let complete = match scope {
+        Scope::SiteTotals(site) => Some(*site),
+        _ => None,
+    };
+    if period.resolution == Resolution::Minute || (first_day >= last_day && complete.is_none()) {
         let units = read_units(store, &pages_of_site, period, true, Freshness::Report).await?;
         return Ok(ranked_pages(units.by_page));
     }
-    let edge = |from, to| Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
     let mut by_page: HashMap<String, i64> = HashMap::new();
-    for (from, to) in [(period.from, first_day), (last_day, period.to)] {
-        if from < to {
-            let units = read_units(
-                store,
-                &pages_of_site,
-                &edge(from, to),
-                true,
-                Freshness::Report,
-            )
-            .await?;
+    let edges = if first_day < last_day {
+        vec![(period.from, first_day), (last_day, period.to)]
+    } else {
+        vec![(period.from, period.to)]
+    };
+    for (from, to) in edges.into_iter().filter(|(a, b)| a < b) {
+        // Whole UTC hours of a site with complete totals from the hour
+        // summaries; minutes only where an edge cuts an hour.
+        let hours = (Resolution::Hour.ceil(from), Resolution::Hour.floor(to));
+        let minutes = match complete {
+            Some(site) if hours.0 < hours.1 => {
+                let pages = super::page_totals::whole_hours(store, site, hours).await?;
+                for (page, f) in pages.iter() {
+                    add_views(&mut by_page, page, f.views);
+                }
+                vec![(from, hours.0), (hours.1, to)]
+            }
+            _ => vec![(from, to)],
+        };
+        for (from, to) in minutes.into_iter().filter(|(a, b)| a < b) {
+            let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+            let units = read_units(store, &pages_of_site, &edge, true, Freshness::Report).await?;
             for (page, views) in units.by_page {
                 *by_page.entry(page).or_default() += views;
             }
         }
     }
-    match scope {
-        Scope::SiteTotals(site) => {
-            let pages = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            for (page, f) in pages.iter() {
-                add_views(&mut by_page, page, f.views);
+    if first_day < last_day {
+        match complete {
+            Some(site) => {
+                let pages =
+                    super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+                for (page, f) in pages.iter() {
+                    add_views(&mut by_page, page, f.views);
+                }
             }
+            None => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
         }
-        _ => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
     }
     Ok(ranked_pages(by_page))
 }
@@ -696,12 +715,23 @@ async fn whole_days(
 pub async fn site_day_totals(
     store: &Store,
     domain: &DomainName,
+    range: (DateTime<Utc>, DateTime<Utc>),
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
+    site_totals(store, domain, Resolution::Day, range).await
+}
+
+/// The site's views per bucket of `resolution` over `[first, last)`, its
+/// writer parts added up.
+pub async fn site_totals(
+    store: &Store,
+    domain: &DomainName,
+    resolution: Resolution,
     (first, last): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
     let mut totals: HashMap<DateTime<Utc>, i64> = HashMap::new();
     let mut cursor = store
         .reports()
-        .collection::<Document>(Subject::Site.collection(Resolution::Day))
+        .collection::<Document>(Subject::Site.collection(resolution))
         .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
         .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
         .max_time(store.report_max_time())
@@ -727,34 +757,37 @@ pub async fn site_day_range(
     .await
 }
 
-/// Each page's figures on each of the UTC days numbered `days` (days
-/// since 1970-01-01), from the page-day buckets, sorted by page: views,
-/// visits entered there, exits, and the estimate of the bucket's visitors
-/// sketch. `$in` of day starts is a point lookup per day.
-pub async fn page_days(
+/// Each page's figures in each of the units numbered `units` of `grain`
+/// (UTC days or hours since 1970-01-01), from the page buckets, sorted by
+/// page: views, visits entered there, exits, and for days the estimate of
+/// the bucket's visitors sketch (a visitor id is a day's, so hours carry
+/// none). `$in` of unit starts is a point lookup per unit.
+pub async fn page_units(
     store: &Store,
     domain: &DomainName,
-    days: &[i64],
+    grain: Grain,
+    units: &[i64],
 ) -> Result<HashMap<i64, Vec<(String, PageFigures)>>, mongodb::error::Error> {
-    use crate::storage::page_summaries::{day_number, day_start};
-    let list: Vec<bson::DateTime> = days
+    let list: Vec<bson::DateTime> = units
         .iter()
-        .map(|d| bson::DateTime::from_chrono(day_start(*d)))
+        .map(|d| bson::DateTime::from_chrono(grain.start(*d)))
         .collect();
     let pages_of_site = Scope::Site(domain);
     let find = BucketFind::new(
         store,
         Freshness::Report,
         &pages_of_site,
-        Resolution::Day,
+        grain.resolution(),
         doc! {"$in": list},
     );
     let visits = VisitFields::COUNTERS[VisitFields::VISITS];
     let exits = VisitFields::COUNTERS[VisitFields::EXITS];
-    let projection = doc! {
-        "_id": 0, "page": 1, "timestamp": 1, "totalViews": 1,
-        visits: 1, exits: 1, VisitFields::VISITORS: 1,
+    let mut projection = doc! {
+        "_id": 0, "page": 1, "timestamp": 1, "totalViews": 1, visits: 1, exits: 1,
     };
+    if grain == Grain::Day {
+        projection.insert(VisitFields::VISITORS, 1);
+    }
     let (mut cursor, prefix) = find.cursor(store, projection).await?;
     let mut read: HashMap<i64, Vec<(String, PageFigures)>> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
@@ -767,17 +800,19 @@ pub async fn page_days(
         };
         let views = number(d.get("totalViews"));
         if views != 0 {
-            read.entry(day_number(day.to_chrono())).or_default().push((
-                page.to_owned(),
-                PageFigures {
-                    views,
-                    entries: slots_sum(d.get_document(visits).ok()),
-                    exits: slots_sum(d.get_document(exits).ok()),
-                    visitors: d
-                        .get_document(VisitFields::VISITORS)
-                        .map_or(0, super::visits::estimate_stored),
-                },
-            ));
+            read.entry(grain.number(day.to_chrono()))
+                .or_default()
+                .push((
+                    page.to_owned(),
+                    PageFigures {
+                        views,
+                        entries: slots_sum(d.get_document(visits).ok()),
+                        exits: slots_sum(d.get_document(exits).ok()),
+                        visitors: d
+                            .get_document(VisitFields::VISITORS)
+                            .map_or(0, super::visits::estimate_stored),
+                    },
+                ));
         }
     }
     for pages in read.values_mut() {

@@ -171,7 +171,10 @@ pub async fn page_rows(
     let mut rows: HashMap<&str, VisitFigures> = pages.iter().map(|p| (p.as_str(), blank)).collect();
     let day = Resolution::Day;
     let to = reach(period.to, now);
-    let (first_day, last_day) = (day.ceil(period.from), day.floor(to));
+    let first_day = day.ceil(period.from);
+    // Days not yet settled (today) are read for the pages shown: the
+    // summaries give them without visitors.
+    let last_day = super::page_totals::settled_days_end(day.floor(to));
     let mut rest = vec![(period.from, to)];
     if let Scope::SiteTotals(site) = scope {
         if first_day < last_day && !pages.is_empty() {
@@ -223,29 +226,51 @@ pub fn reach(to: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 /// Entries and exits of every page of a site over a period (`pages.csv`):
-/// whole UTC days from the page summaries when its totals are complete,
-/// the rest from its page buckets.
+/// whole UTC days, and the other whole UTC hours, from the page summaries
+/// when its totals are complete; the rest from its page buckets.
 pub async fn entries_and_exits(
     store: &Store,
     site: &crate::storage::sites::Site,
     period: &Period,
 ) -> Result<[HashMap<String, i64>; 2], mongodb::error::Error> {
     let mut out = [HashMap::new(), HashMap::new()];
-    let day = Resolution::Day;
-    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
-    let mut rest = vec![(period.from, period.to)];
-    if let Scope::SiteTotals(site) = Scope::of_site(site) {
-        if first_day < last_day {
-            let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            for (page, p) in whole.iter() {
-                for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
-                    if n != 0 {
-                        *counts.entry(page.clone()).or_default() += n;
-                    }
+    let add = |out: &mut [HashMap<String, i64>; 2],
+               whole: &crate::storage::page_summaries::Answer| {
+        for (page, p) in whole.iter() {
+            for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
+                if n != 0 {
+                    *counts.entry(page.clone()).or_default() += n;
                 }
             }
+        }
+    };
+    let (day, hour) = (Resolution::Day, Resolution::Hour);
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
+    let mut rest = vec![(period.from, period.to)];
+    let complete = match Scope::of_site(site) {
+        Scope::SiteTotals(site) => Some(site),
+        _ => None,
+    };
+    if let Some(site) = complete {
+        if first_day < last_day {
+            let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+            add(&mut out, &whole);
             rest = vec![(period.from, first_day), (last_day, period.to)];
         }
+        let mut minutes = Vec::new();
+        for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
+            let hours = (hour.ceil(from), hour.floor(to));
+            if hours.0 < hours.1 {
+                add(
+                    &mut out,
+                    &*super::page_totals::whole_hours(store, site, hours).await?,
+                );
+                minutes.extend([(from, hours.0), (hours.1, to)]);
+            } else {
+                minutes.push((from, to));
+            }
+        }
+        rest = minutes;
     }
     for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
         let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);

@@ -203,8 +203,9 @@ pub struct Store {
     /// Connected to secantusd-rs (its `buildInfo` says so), whose query
     /// planner deviates from mongod where noted at each use.
     secantus: bool,
-    /// How long page-day buckets are kept, which page summaries follow.
-    day_retention: std::sync::Arc<page_summaries::DayRetention>,
+    /// How long page-day and page-hour buckets are kept, which page
+    /// summaries follow.
+    summary_retention: std::sync::Arc<page_summaries::SummaryRetention>,
     /// The last answers of long-range top pages, shared likewise.
     kept_answers: std::sync::Arc<page_summaries::KeptAnswers>,
     /// Visitor estimates of parts of days, shared likewise.
@@ -287,7 +288,7 @@ impl Store {
             report_max_time: config.report_max_time.max(Duration::from_millis(1)),
             grouping,
             secantus: build_info.contains_key("secantusVersion"),
-            day_retention: Default::default(),
+            summary_retention: Default::default(),
             kept_answers: Default::default(),
             day_visitors: Default::default(),
         })
@@ -298,9 +299,9 @@ impl Store {
         self.secantus
     }
 
-    /// The day buckets' retention, which page summaries follow.
-    pub fn day_retention(&self) -> &page_summaries::DayRetention {
-        &self.day_retention
+    /// The day and hour buckets' retention, which page summaries follow.
+    pub fn summary_retention(&self) -> &page_summaries::SummaryRetention {
+        &self.summary_retention
     }
 
     pub fn kept_answers(&self) -> &page_summaries::KeptAnswers {

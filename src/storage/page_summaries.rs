@@ -23,6 +23,14 @@
 //! from its halves. Views are never taken back, so equal totals are
 //! proof; the write path keeps its rate (it writes nothing more).
 //!
+//! **Hours.** The parts of days a range covers (today, the last 24 hours,
+//! the hours before a zone's midnight) are summarised the same way in
+//! spans of 2^level whole UTC hours ([`Grain::Hour`], levels 0 to
+//! [`MAX_HOUR_LEVEL`]) in their own collection, checked against the site's
+//! hour totals and expiring with the hour buckets. A visitor id is a
+//! day's, so hours do not add up to visitors: hour summaries carry none,
+//! and a caller that shows visitors reads them for the pages it shows.
+//!
 //! **Compact.** The pages travel as one binary field (`data`): sorted by
 //! name, each name stored as the length it shares with the previous one
 //! and the rest, each figure a zigzag varint. A day of 10,000 pages is
@@ -39,9 +47,59 @@ use super::Store;
 use crate::domain::SiteId;
 
 pub const COLLECTION: &str = "page_summaries";
+pub const HOUR_COLLECTION: &str = "page_hour_summaries";
 
 /// The longest span: 2^9 = 512 days, so a year is a handful of spans.
 pub const MAX_LEVEL: u32 = 9;
+/// The longest span of hours: 16, so a day's hours are a few spans.
+pub const MAX_HOUR_LEVEL: u32 = 4;
+
+/// What a span counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grain {
+    Day,
+    Hour,
+}
+
+impl Grain {
+    pub fn seconds(self) -> i64 {
+        match self {
+            Grain::Day => 86_400,
+            Grain::Hour => 3_600,
+        }
+    }
+
+    pub fn max_level(self) -> u32 {
+        match self {
+            Grain::Day => MAX_LEVEL,
+            Grain::Hour => MAX_HOUR_LEVEL,
+        }
+    }
+
+    pub fn collection(self) -> &'static str {
+        match self {
+            Grain::Day => COLLECTION,
+            Grain::Hour => HOUR_COLLECTION,
+        }
+    }
+
+    /// The buckets a span of one unit is read from.
+    pub fn resolution(self) -> super::Resolution {
+        match self {
+            Grain::Day => super::Resolution::Day,
+            Grain::Hour => super::Resolution::Hour,
+        }
+    }
+
+    /// The unit's number of a start (units since 1970-01-01 00:00 UTC).
+    pub fn number(self, at: DateTime<Utc>) -> i64 {
+        at.timestamp().div_euclid(self.seconds())
+    }
+
+    pub fn start(self, number: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(number * self.seconds(), 0).unwrap_or_default()
+    }
+}
 
 /// A summary larger than this is not stored (its halves are read
 /// instead): well inside MongoDB's 16 MiB document limit.
@@ -74,7 +132,7 @@ impl PageFigures {
     }
 }
 
-/// 2^level UTC days from day number `index << level`.
+/// 2^level units (UTC days, or hours) from unit number `index << level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Span {
     pub level: u32,
@@ -83,25 +141,21 @@ pub struct Span {
 
 /// The day number of a UTC midnight (days since 1970-01-01).
 pub fn day_number(day: DateTime<Utc>) -> i64 {
-    day.timestamp().div_euclid(86_400)
+    Grain::Day.number(day)
 }
 
 pub fn day_start(number: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(number * 86_400, 0).unwrap_or_default()
+    Grain::Day.start(number)
 }
 
 impl Span {
-    pub fn first_day(self) -> i64 {
+    pub fn first(self) -> i64 {
         self.index << self.level
     }
 
-    /// The day after its last.
-    pub fn end_day(self) -> i64 {
+    /// The unit after its last.
+    pub fn end(self) -> i64 {
         (self.index + 1) << self.level
-    }
-
-    pub fn start(self) -> DateTime<Utc> {
-        day_start(self.first_day())
     }
 
     pub fn halves(self) -> Option<[Span; 2]> {
@@ -120,15 +174,20 @@ impl Span {
         })
     }
 
-    /// The fewest aligned spans that cover days `[first, end)` exactly,
-    /// oldest first: from each day, the longest span that starts there
-    /// and fits.
+    /// The fewest aligned spans of days that cover days `[first, end)`.
     pub fn cover(first: i64, end: i64) -> Vec<Span> {
+        Self::cover_in(Grain::Day, first, end)
+    }
+
+    /// The fewest aligned spans that cover units `[first, end)` exactly,
+    /// oldest first: from each unit, the longest span that starts there
+    /// and fits.
+    pub fn cover_in(grain: Grain, first: i64, end: i64) -> Vec<Span> {
         let mut spans = Vec::new();
         let mut day = first;
         while day < end {
             let mut level = 0;
-            while level < MAX_LEVEL
+            while level < grain.max_level()
                 && day.rem_euclid(1 << (level + 1)) == 0
                 && day + (1 << (level + 1)) <= end
             {
@@ -315,11 +374,9 @@ fn unzigzag(n: u64) -> i64 {
 /// `{site, timestamp}`: a site's summaries are one range (the purge, and
 /// the shard key, see docs/architecture.md); reads go by `_id`.
 pub fn indexes() -> Vec<IndexSpec> {
-    vec![IndexSpec::new(
-        COLLECTION,
-        "site_timestamp",
-        doc! {"site": 1, "timestamp": 1},
-    )]
+    [COLLECTION, HOUR_COLLECTION]
+        .map(|c| IndexSpec::new(c, "site_timestamp", doc! {"site": 1, "timestamp": 1}))
+        .into()
 }
 
 /// The stored summaries of `spans` of site `site` (its id), as stored:
@@ -327,6 +384,7 @@ pub fn indexes() -> Vec<IndexSpec> {
 /// site's totals. A summary that does not decode is left out (made again).
 pub async fn read(
     store: &Store,
+    grain: Grain,
     site: &str,
     spans: &[Span],
 ) -> Result<Vec<Summary>, mongodb::error::Error> {
@@ -336,7 +394,7 @@ pub async fn read(
     let ids: Vec<String> = spans.iter().map(|s| s.id(site)).collect();
     let mut cursor = store
         .reports()
-        .collection::<Document>(COLLECTION)
+        .collection::<Document>(grain.collection())
         .find(doc! {"_id": {"$in": ids}})
         .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "data": 1})
         .max_time(store.report_max_time())
@@ -376,6 +434,7 @@ pub async fn read(
 /// site (and sees it gone). Returns whether the summary stays.
 pub async fn write(
     store: &Store,
+    grain: Grain,
     site: &SiteId,
     summary: &Summary,
 ) -> Result<bool, mongodb::error::Error> {
@@ -386,7 +445,11 @@ pub async fn write(
     let key = site.to_string();
     let span = summary.span;
     let id = span.id(&key);
-    let summaries = store.db().collection::<Document>(COLLECTION);
+    let summaries = store.db().collection::<Document>(grain.collection());
+    let units = match grain {
+        Grain::Day => "days",
+        Grain::Hour => "hours",
+    };
     summaries
         .replace_one(
             doc! {"_id": &id},
@@ -395,8 +458,8 @@ pub async fn write(
                 "site": &key,
                 "level": span.level as i32,
                 "index": span.index,
-                "timestamp": bson::DateTime::from_chrono(span.start()),
-                "days": 1_i32 << span.level,
+                "timestamp": bson::DateTime::from_chrono(grain.start(span.first())),
+                units: 1_i32 << span.level,
                 "total": summary.total,
                 "pages": summary.pages.len() as i64,
                 "data": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: data }),
@@ -411,47 +474,53 @@ pub async fn write(
     Ok(false)
 }
 
-/// Removes every summary of a site (its id): a deleted site's purge.
+/// Removes every summary of a site (its id), of days and of hours: a
+/// deleted site's purge.
 pub async fn delete_site(store: &Store, site: &str) -> Result<u64, mongodb::error::Error> {
-    Ok(store
-        .db()
-        .collection::<Document>(COLLECTION)
-        .delete_many(doc! {"site": site})
-        .await?
-        .deleted_count)
+    let mut removed = 0;
+    for grain in [Grain::Day, Grain::Hour] {
+        removed += store
+            .db()
+            .collection::<Document>(grain.collection())
+            .delete_many(doc! {"site": site})
+            .await?
+            .deleted_count;
+    }
+    Ok(removed)
 }
 
-/// How long page-day buckets are kept, which bounds what a summary may
-/// stand for: a span whose first day's buckets are gone (or about to go)
-/// is not used, since its figures could no longer be read from them. The
-/// summaries' own TTL index expires them with the day buckets
+/// How long page-day and page-hour buckets are kept, which bounds what a
+/// summary may stand for: a span whose first unit's buckets are gone (or
+/// about to go) is not used, since its figures could no longer be read
+/// from them. The summaries' own TTL indexes expire them with the buckets
 /// (`retention::apply`).
 #[derive(Debug, Default)]
-pub struct DayRetention {
-    kept: Mutex<Option<TimeDelta>>,
+pub struct SummaryRetention {
+    /// Days' and hours' retention (`None`: kept for ever).
+    kept: Mutex<[Option<TimeDelta>; 2]>,
 }
 
-impl DayRetention {
-    /// Follows the day buckets' retention (`None`: kept for ever).
-    pub fn set(&self, kept: Option<TimeDelta>) {
-        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+impl SummaryRetention {
+    /// Follows the day and hour buckets' retention.
+    pub fn set(&self, days: Option<TimeDelta>, hours: Option<TimeDelta>) {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = [days, hours];
     }
 
-    fn kept(&self) -> Option<TimeDelta> {
-        *self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    fn kept(&self, grain: Grain) -> Option<TimeDelta> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())[grain as usize]
     }
 
-    /// Whether the page buckets of `day` are past the day retention: the
-    /// TTL index deletes a bucket once its `timestamp` (the day's start)
-    /// is that old.
-    pub fn expired(&self, day: DateTime<Utc>) -> bool {
-        self.kept().is_some_and(|kept| day + kept <= Utc::now())
+    /// Whether the page buckets of the unit starting at `at` are past
+    /// retention: the TTL index deletes a bucket once its `timestamp` is
+    /// that old.
+    pub fn expired(&self, grain: Grain, at: DateTime<Utc>) -> bool {
+        self.kept(grain).is_some_and(|kept| at + kept <= Utc::now())
     }
 
-    /// The first day whose buckets are safely kept (none: every day).
-    pub fn first_usable_day(&self) -> Option<DateTime<Utc>> {
-        self.kept()
-            .map(|kept| super::Resolution::Day.ceil(Utc::now() - kept + EXPIRY_MARGIN))
+    /// The first unit whose buckets are safely kept (none: every one).
+    pub fn first_usable(&self, grain: Grain) -> Option<DateTime<Utc>> {
+        self.kept(grain)
+            .map(|kept| grain.resolution().ceil(Utc::now() - kept + EXPIRY_MARGIN))
     }
 }
 
@@ -526,9 +595,9 @@ mod tests {
     #[test]
     fn a_span_of_level_l_holds_2_to_the_l_days_aligned() {
         let s = Span { level: 3, index: 5 };
-        assert_eq!((s.first_day(), s.end_day()), (40, 48));
+        assert_eq!((s.first(), s.end()), (40, 48));
         let [a, b] = s.halves().unwrap();
-        assert_eq!((a.first_day(), a.end_day(), b.end_day()), (40, 44, 48));
+        assert_eq!((a.first(), a.end(), b.end()), (40, 44, 48));
         assert!(Span { level: 0, index: 7 }.halves().is_none());
         let day = Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap();
         assert_eq!(day_start(day_number(day)), day);
@@ -549,9 +618,9 @@ mod tests {
             let spans = Span::cover(first, first + len);
             let mut day = first;
             for s in &spans {
-                prop_assert_eq!(s.first_day(), day);
+                prop_assert_eq!(s.first(), day);
                 prop_assert!(s.level <= MAX_LEVEL);
-                day = s.end_day();
+                day = s.end();
             }
             prop_assert_eq!(day, first + len);
             // At most two per level, plus full spans of the top level.
@@ -661,14 +730,33 @@ mod tests {
     }
 
     #[test]
-    fn days_past_the_day_retention_are_not_used() {
-        let kept = DayRetention::default();
-        assert!(kept.first_usable_day().is_none());
-        kept.set(Some(TimeDelta::days(5)));
-        let first = kept.first_usable_day().unwrap();
+    fn units_past_their_buckets_retention_are_not_used() {
+        let kept = SummaryRetention::default();
+        assert!(kept.first_usable(Grain::Day).is_none());
+        kept.set(Some(TimeDelta::days(5)), Some(TimeDelta::days(2)));
+        let first = kept.first_usable(Grain::Day).unwrap();
         assert!(first > Utc::now() - TimeDelta::days(5));
         assert!(first <= Utc::now() - TimeDelta::days(3));
-        assert!(kept.expired(Utc::now() - TimeDelta::days(6)));
-        assert!(!kept.expired(Utc::now() - TimeDelta::days(4)));
+        assert!(kept.expired(Grain::Day, Utc::now() - TimeDelta::days(6)));
+        assert!(!kept.expired(Grain::Day, Utc::now() - TimeDelta::days(4)));
+        let first_hour = kept.first_usable(Grain::Hour).unwrap();
+        assert!(first_hour > Utc::now() - TimeDelta::days(2));
+        assert!(first_hour <= Utc::now() - TimeDelta::days(2) + TimeDelta::hours(2));
+        assert!(kept.expired(Grain::Hour, Utc::now() - TimeDelta::days(3)));
+    }
+
+    #[test]
+    fn hours_are_covered_by_spans_of_at_most_sixteen() {
+        let first = Grain::Hour.number(Utc.with_ymd_and_hms(2026, 11, 25, 11, 0, 0).unwrap());
+        let spans = Span::cover_in(Grain::Hour, first, first + 24);
+        assert!(spans.iter().all(|s| s.level <= MAX_HOUR_LEVEL));
+        assert!(
+            spans.len() <= 2 * (MAX_HOUR_LEVEL as usize + 1),
+            "{spans:?}"
+        );
+        assert_eq!(spans.first().unwrap().first(), first);
+        assert_eq!(spans.last().unwrap().end(), first + 24);
+        let at = Utc.with_ymd_and_hms(2026, 11, 25, 11, 0, 0).unwrap();
+        assert_eq!(Grain::Hour.start(Grain::Hour.number(at)), at);
     }
 }

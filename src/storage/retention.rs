@@ -67,7 +67,10 @@ pub async fn apply(
     let collections = Resolution::ALL
         .map(|level| (level.collection(), level))
         .into_iter()
-        .chain([(super::page_summaries::COLLECTION, Resolution::Day)]);
+        .chain([
+            (super::page_summaries::COLLECTION, Resolution::Day),
+            (super::page_summaries::HOUR_COLLECTION, Resolution::Hour),
+        ]);
     for (name, level) in collections {
         let coll = store.db().collection::<Document>(name);
         let wanted = retention.expire_after_secs(level);

@@ -588,61 +588,75 @@ async fn check_visits(uri: &str, database: &str, tally: &Tally) {
     );
 }
 
-/// Page summaries (issue 22) made while the load runs and across every
-/// kill, as reports make them: each one kept whose total is still the
-/// site's must hold exactly the page buckets' views, and summaries made
-/// after the drain give every page's count.
+/// Page summaries (issue 22) of days and of hours, made while the load
+/// runs and across every kill, as reports make them: each one kept whose
+/// total is still the site's must hold exactly the page buckets' views,
+/// and summaries made after the drain give every page's count.
 async fn check_summaries(uri: &str, database: &str, stored: &HashMap<String, i64>) {
-    let days: Vec<tickertape::storage::Bucket> = all(uri, database, "views_day").await;
-    let mut by_day: HashMap<(i64, String), i64> = HashMap::new();
-    for b in &days {
-        let day = page_summaries::day_number(b.timestamp.to_chrono());
-        *by_day.entry((day, b.page.clone())).or_default() += b.total_views;
-    }
-    let site_days: Vec<bson::Document> = all(uri, database, "site_views_day").await;
-    let mut site_total: HashMap<i64, i64> = HashMap::new();
-    for d in &site_days {
-        let day = page_summaries::day_number(d.get_datetime("timestamp").unwrap().to_chrono());
-        *site_total.entry(day).or_default() += d.get_i64("totalViews").unwrap();
-    }
-    let summaries: Vec<bson::Document> = all(uri, database, page_summaries::COLLECTION).await;
-    let mut checked = 0;
-    for d in &summaries {
-        let (level, index) = (d.get_i32("level").unwrap(), d.get_i64("index").unwrap());
-        if level != 0 || site_total.get(&index) != Some(&d.get_i64("total").unwrap()) {
-            continue;
-        }
-        for (page, f) in page_summaries::decode(d.get_binary_generic("data").unwrap()).unwrap() {
-            assert_eq!(
-                Some(&f.views),
-                by_day.get(&(index, page.clone())),
-                "{page}: a kept summary of day {index} holds the buckets' views"
-            );
-        }
-        checked += 1;
-    }
-    let store = store_of(uri, database).await;
-    let site = crash_site(&store).await;
-    let first = days.iter().map(|b| b.timestamp.to_chrono()).min().unwrap();
-    let last = days.iter().map(|b| b.timestamp.to_chrono()).max().unwrap();
-    let made = tickertape::reports::page_totals::summarise(
-        &store,
-        &site,
-        (first, last + chrono::TimeDelta::days(1)),
-    )
-    .await
-    .unwrap();
-    let made: HashMap<String, i64> = made.into_iter().map(|(p, f)| (p, f.views)).collect();
+    use page_summaries::Grain;
     let viewed: HashMap<String, i64> = stored
         .iter()
         .filter(|(_, v)| **v != 0)
         .map(|(p, v)| (p.clone(), *v))
         .collect();
-    assert_eq!(made, viewed, "summaries made after the drain");
-    eprintln!(
-        "page summaries: {} stored during the run, {checked} still right and checked",
-        summaries.len()
-    );
+    let mut checked = 0;
+    let mut kept = 0;
+    for (grain, name) in [(Grain::Day, "day"), (Grain::Hour, "hour")] {
+        let buckets: Vec<tickertape::storage::Bucket> =
+            all(uri, database, &format!("views_{name}")).await;
+        let mut by_unit: HashMap<(i64, String), i64> = HashMap::new();
+        for b in &buckets {
+            let unit = grain.number(b.timestamp.to_chrono());
+            *by_unit.entry((unit, b.page.clone())).or_default() += b.total_views;
+        }
+        let site_units: Vec<bson::Document> =
+            all(uri, database, &format!("site_views_{name}")).await;
+        let mut site_total: HashMap<i64, i64> = HashMap::new();
+        for d in &site_units {
+            let unit = grain.number(d.get_datetime("timestamp").unwrap().to_chrono());
+            *site_total.entry(unit).or_default() += d.get_i64("totalViews").unwrap();
+        }
+        let summaries: Vec<bson::Document> = all(uri, database, grain.collection()).await;
+        kept += summaries.len();
+        for d in &summaries {
+            let (level, index) = (d.get_i32("level").unwrap(), d.get_i64("index").unwrap());
+            if level != 0 || site_total.get(&index) != Some(&d.get_i64("total").unwrap()) {
+                continue;
+            }
+            let data = d.get_binary_generic("data").unwrap();
+            for (page, f) in page_summaries::decode(data).unwrap() {
+                assert_eq!(
+                    Some(&f.views),
+                    by_unit.get(&(index, page.clone())),
+                    "{page}: a kept summary of {name} {index} holds the buckets' views"
+                );
+            }
+            checked += 1;
+        }
+        let store = store_of(uri, database).await;
+        let site = crash_site(&store).await;
+        let first = buckets
+            .iter()
+            .map(|b| b.timestamp.to_chrono())
+            .min()
+            .unwrap();
+        let last = buckets
+            .iter()
+            .map(|b| b.timestamp.to_chrono())
+            .max()
+            .unwrap();
+        let made = tickertape::reports::page_totals::summarise(
+            &store,
+            &site,
+            grain,
+            (first, last + chrono::TimeDelta::seconds(grain.seconds())),
+        )
+        .await
+        .unwrap();
+        let made: HashMap<String, i64> = made.into_iter().map(|(p, f)| (p, f.views)).collect();
+        assert_eq!(made, viewed, "{name} summaries made after the drain");
+    }
+    eprintln!("page summaries of days and hours: {kept} stored during the run, {checked} still right and checked");
 }
 
 async fn store_of(uri: &str, database: &str) -> tickertape::storage::Store {
@@ -681,7 +695,25 @@ impl Summariser {
                             today - chrono::TimeDelta::days(1),
                             today + chrono::TimeDelta::days(1),
                         );
-                        tickertape::reports::page_totals::summarise(&store, &site, span).await?;
+                        tickertape::reports::page_totals::summarise(
+                            &store,
+                            &site,
+                            page_summaries::Grain::Day,
+                            span,
+                        )
+                        .await?;
+                        let hour = Resolution::Hour.floor(Utc::now());
+                        let hours = (
+                            hour - chrono::TimeDelta::hours(2),
+                            hour + chrono::TimeDelta::hours(1),
+                        );
+                        tickertape::reports::page_totals::summarise(
+                            &store,
+                            &site,
+                            page_summaries::Grain::Hour,
+                            hours,
+                        )
+                        .await?;
                     }
                     Ok::<_, mongodb::error::Error>(())
                 };

@@ -1,7 +1,9 @@
 //! The big-site read model (issue 22): top pages of long ranges come from
-//! page summaries over aligned spans of days, and give exactly what
-//! reading every page bucket gives, in every zone, for every preset and a
-//! matrix of custom ranges, before and after a late view.
+//! page summaries over aligned spans of days, and the parts of days (the
+//! last 24 hours, today, a zone's day edges) from summaries of hours; both
+//! give exactly what reading every page bucket gives, in every zone, for
+//! every preset and a matrix of custom ranges, before and after a late
+//! view.
 
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -9,7 +11,7 @@ use tickertape::domain::Page;
 use tickertape::reports::page_totals;
 use tickertape::reports::queries::{self, Scope};
 use tickertape::reports::{Period, RangeQuery};
-use tickertape::storage::page_summaries::{self, COLLECTION};
+use tickertape::storage::page_summaries::{self, COLLECTION, HOUR_COLLECTION};
 use tickertape::storage::sites::{self, Site};
 use tickertape::storage::Resolution;
 
@@ -98,10 +100,18 @@ async fn top(app: &TestApp, scope: &Scope<'_>, period: &Period) -> Vec<(Page, i6
 }
 
 async fn summaries(app: &TestApp) -> Vec<Document> {
+    summaries_in(app, COLLECTION).await
+}
+
+async fn hour_summaries(app: &TestApp) -> Vec<Document> {
+    summaries_in(app, HOUR_COLLECTION).await
+}
+
+async fn summaries_in(app: &TestApp, collection: &str) -> Vec<Document> {
     use futures::TryStreamExt;
     app.store
         .db()
-        .collection::<Document>(COLLECTION)
+        .collection::<Document>(collection)
         .find(doc! {})
         .await
         .unwrap()
@@ -158,9 +168,18 @@ async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follo
         "long spans are summarised: {} documents",
         stored.len()
     );
+    // The last 24 hours and the zones' day edges took summaries of hours.
+    let stored_hours = hour_summaries(&app).await;
+    assert!(
+        stored_hours
+            .iter()
+            .any(|d| d.get_i32("level").unwrap() >= 3),
+        "parts of days are summarised as hours: {} documents",
+        stored_hours.len()
+    );
     // Every stored summary is right for the total it carries: its pages
     // add up to it.
-    for d in &stored {
+    for d in stored.iter().chain(&stored_hours) {
         let pages = page_summaries::decode(d.get_binary_generic("data").unwrap()).unwrap();
         let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
         assert_eq!(views, d.get_i64("total").unwrap(), "{d}");
@@ -171,6 +190,7 @@ async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follo
         stored.len(),
         "nothing made again"
     );
+    assert_eq!(hour_summaries(&app).await.len(), stored_hours.len());
 
     // The page buckets change behind the totals' back (no product write
     // does this): the summaries still answer, proving they are what is
@@ -205,13 +225,89 @@ async fn summaries_give_every_range_the_buckets_numbers_in_three_zones_and_follo
     assert_eq!(views(&after, "/a"), views(&before, "/a") + 1);
     assert_eq!(views(&after, "/b"), views(&before, "/b") + 100);
     assert_eq!(after, top(&app, &Scope::Site(&site.domain), &year).await);
-    // Late views on other sites and days too, then every range again.
+    // Late views on other sites and days too, and within the last 24
+    // hours (hour summaries), then every range again.
     for (i, site) in all_sites.iter().enumerate() {
         let late = format!("{}/c", site.domain);
         let at = Resolution::Day.floor(t0()) - TimeDelta::days(3 + 50 * i as i64);
-        app.write_hits(&[(late.as_str(), at)]).await;
+        let recent = t0() - TimeDelta::hours(5 + i as i64);
+        app.write_hits(&[(late.as_str(), at), (late.as_str(), recent)])
+            .await;
     }
     compare("after late views").await;
+}
+
+/// Today, as it happens: the hours that have settled come from hour
+/// summaries, the last minutes' from their buckets, and the answer
+/// follows every new view. Entries and exits (`pages.csv`) likewise.
+#[tokio::test]
+async fn today_and_the_last_24_hours_follow_new_views_through_hour_summaries() {
+    let app = spawn_app().await;
+    app.add_site("now.test", &[]).await;
+    let now = Utc::now();
+    let mut hits: Vec<(String, DateTime<Utc>)> = Vec::new();
+    for h in 0..30_i64 {
+        for (i, path) in PATHS.iter().enumerate() {
+            for _ in 0..(h as usize + i) % 4 {
+                let at = now - TimeDelta::hours(h) - TimeDelta::minutes(i as i64 * 7);
+                hits.push((format!("now.test{path}"), at));
+            }
+        }
+    }
+    write(&app, &hits).await;
+    let site = site_of(&app, "now.test").await;
+    let periods: Vec<Period> = ["24h", "today", "7d"]
+        .map(|r| {
+            let q = RangeQuery {
+                range: Some(r.into()),
+                ..Default::default()
+            };
+            Period::resolve(&q, Utc::now()).unwrap()
+        })
+        .into();
+    for round in 0..3 {
+        for period in &periods {
+            assert_eq!(
+                top(&app, &Scope::of_site(&site), period).await,
+                top(&app, &Scope::Site(&site.domain), period).await,
+                "round {round}: {:?}",
+                period.from
+            );
+        }
+        assert!(!hour_summaries(&app).await.is_empty());
+        // A new view, now and in a settled hour (a late one).
+        let page = format!("now.test{}", PATHS[round]);
+        app.write_hits(&[
+            (page.as_str(), Utc::now()),
+            (page.as_str(), Utc::now() - TimeDelta::hours(3)),
+        ])
+        .await;
+    }
+    // Entries and exits of the hours come from the same summaries.
+    let visits = page_totals::whole_hours(
+        &app.store,
+        &site,
+        (
+            Resolution::Hour.floor(now - TimeDelta::hours(20)),
+            Resolution::Hour.floor(now - TimeDelta::hours(1)),
+        ),
+    )
+    .await
+    .unwrap();
+    let views: i64 = visits.values().map(|f| f.views).sum();
+    let expected = hits
+        .iter()
+        .filter(|(_, at)| {
+            *at >= Resolution::Hour.floor(now - TimeDelta::hours(20))
+                && *at < Resolution::Hour.floor(now - TimeDelta::hours(1))
+        })
+        .count() as i64
+        + 3; // the late views of the three rounds, at now − 3 h
+    assert_eq!(views, expected);
+    assert!(
+        visits.values().all(|f| f.visitors == 0),
+        "hours carry no visitors"
+    );
 }
 
 #[tokio::test]
@@ -263,11 +359,27 @@ async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
         docs.iter()
             .all(|d| d.get_str("site") != Ok(site_key.as_str()))
     };
+    let day = top(&app, &Scope::of_site(&site), &twelve_months()).await;
+    assert!(!day.is_empty());
+    // Reports of the last 24 hours store hour summaries; the purge takes
+    // those too.
+    let q = RangeQuery {
+        range: Some("24h".into()),
+        ..Default::default()
+    };
+    top(
+        &app,
+        &Scope::of_site(&site),
+        &Period::resolve(&q, t0()).unwrap(),
+    )
+    .await;
+    assert!(!none_left(hour_summaries(&app).await));
     sites::mark_deleted(&app.store, &site, t0()).await.unwrap();
     sites::purge_due(&app.store, t0(), TimeDelta::zero())
         .await
         .unwrap();
     assert!(none_left(summaries(&app).await));
+    assert!(none_left(hour_summaries(&app).await));
 }
 
 /// A backfill or report still holding a site that is being deleted (the
