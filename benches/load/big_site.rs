@@ -4,7 +4,9 @@
 //! 69.5 million views a year of the issue's measurement), loaded as the
 //! issue measured it: page-day buckets written directly (one per page and
 //! day with views, with their `hours` slots) and the site's day and hour
-//! totals beside them. Then `tickertape backfill-page-summaries` (timed),
+//! totals beside them; the page-hour buckets too on the days the presets'
+//! parts of days fall on (the last 62 days and the first two), which is
+//! what the hour summaries read. Then `tickertape backfill-page-summaries` (timed),
 //! the first request after a start, every dashboard preset, the page
 //! report, `pages.csv` and the 20th screen of top pages, p50 and p99, in
 //! UTC and Europe/Berlin, and the app's peak RSS.
@@ -84,9 +86,11 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
     let first = Resolution::Day.floor(now) - TimeDelta::days(days - 1);
     let harmonic: f64 = (1..=pages).map(|k| 1.0 / k as f64).sum();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let (mut total, mut buckets) = (0_i64, 0_u64);
+    let (mut total, mut buckets, mut hour_buckets) = (0_i64, 0_u64, 0_u64);
     for d in 0..days {
         let day: DateTime<Utc> = first + TimeDelta::days(d);
+        let with_hours = d < 2 || d >= days - 62;
+        let mut hour_docs = Vec::new();
         let mut docs = Vec::with_capacity(pages);
         let mut site_hours = [0_i64; 24];
         for k in 1..=pages {
@@ -99,8 +103,25 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
                 *n += views / 24 + i64::from((h as i64) < views % 24);
             }
             total += views;
+            let page = format!("{SITE_DOMAIN}/p/{k}");
+            if with_hours {
+                for (h, n) in hours_of(views) {
+                    let n = n.as_i64().unwrap_or(0);
+                    let at = day + TimeDelta::hours(h.parse::<i64>().unwrap_or(0));
+                    hour_docs.push(doc! {
+                        "page": &page,
+                        "timestamp": bson::DateTime::from_chrono(at),
+                        "totalViews": n,
+                        "minutes": {"0": n},
+                    });
+                }
+                if hour_docs.len() >= 10_000 {
+                    hour_buckets += hour_docs.len() as u64;
+                    insert(&store, "views_hour", std::mem::take(&mut hour_docs)).await?;
+                }
+            }
             docs.push(doc! {
-                "page": format!("{SITE_DOMAIN}/p/{k}"),
+                "page": page,
                 "timestamp": bson::DateTime::from_chrono(day),
                 "totalViews": views,
                 "hours": hours_of(views),
@@ -112,6 +133,8 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         }
         buckets += docs.len() as u64;
         insert(&store, "views_day", docs).await?;
+        hour_buckets += hour_docs.len() as u64;
+        insert(&store, "views_hour", hour_docs).await?;
         let day_total: i64 = site_hours.iter().sum();
         let hours: Document = site_hours
             .iter()
@@ -141,7 +164,7 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
     sites::mark_totals_complete(&store, &site).await?;
     crate::report_latency::create_admin(&store, now).await?;
     eprintln!(
-        "big site {pages} pages × {days} days: {total} views in {buckets} page-day buckets, loaded in {:.0} s",
+        "big site {pages} pages × {days} days: {total} views in {buckets} page-day buckets and {hour_buckets} page-hour buckets, loaded in {:.0} s",
         started.elapsed().as_secs_f64()
     );
 
@@ -160,6 +183,11 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         .await?;
     let size = tickertape::storage::values::count(stats.get("size"));
     let count = tickertape::storage::values::count(stats.get("count"));
+    let hour_count = store
+        .db()
+        .collection::<Document>(tickertape::storage::page_summaries::HOUR_COLLECTION)
+        .count_documents(doc! {})
+        .await?;
     let day_stats = store
         .db()
         .run_command(doc! {"collStats": "views_day"})
@@ -167,7 +195,7 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
     let day_size = tickertape::storage::values::count(day_stats.get("size"));
     println!(
         "\n### {pages} pages × {days} days: {total} views, {buckets} page-day buckets\n\n\
-         - `tickertape backfill-page-summaries`: {backfill:.1} s; {count} summaries, {:.1} MiB ({:.2} B per view; the page-day buckets: {:.1} MiB)\n",
+         - `tickertape backfill-page-summaries`: {backfill:.1} s; {count} summaries of days, {:.1} MiB ({:.2} B per view; the page-day buckets: {:.1} MiB), and {hour_count} of hours (the last 48)\n",
         size as f64 / 1048576.0,
         size as f64 / total as f64,
         day_size as f64 / 1048576.0

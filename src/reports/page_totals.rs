@@ -57,6 +57,23 @@ pub async fn whole_hours(
     answer(store, site, Grain::Hour, range).await
 }
 
+/// The whole UTC hours of `[from, to)` that [`whole_hours`] can give:
+/// those whose page-hour buckets are kept. The rest of the range (the
+/// minutes at either end, hours past the hour buckets' retention) is for
+/// the caller to read from the buckets.
+pub fn summarised_hours(
+    store: &Store,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let hour = crate::storage::Resolution::Hour;
+    let mut first = hour.ceil(from);
+    if let Some(usable) = store.summary_retention().first_usable(Grain::Hour) {
+        first = first.max(usable);
+    }
+    let last = hour.floor(to);
+    (first < last).then_some((first, last))
+}
+
 /// The end of the days, up to `last`, whose visitors [`whole_days`] gives.
 pub fn settled_days_end(last: DateTime<Utc>) -> DateTime<Utc> {
     last.min(Grain::Day.resolution().floor(Utc::now() - SETTLING))

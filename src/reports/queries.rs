@@ -621,9 +621,9 @@ pub async fn top_pages(
     for (from, to) in edges.into_iter().filter(|(a, b)| a < b) {
         // Whole UTC hours of a site with complete totals from the hour
         // summaries; minutes only where an edge cuts an hour.
-        let hours = (Resolution::Hour.ceil(from), Resolution::Hour.floor(to));
-        let minutes = match complete {
-            Some(site) if hours.0 < hours.1 => {
+        let hours = super::page_totals::summarised_hours(store, (from, to));
+        let minutes = match (complete, hours) {
+            (Some(site), Some(hours)) => {
                 let pages = super::page_totals::whole_hours(store, site, hours).await?;
                 for (page, f) in pages.iter() {
                     add_views(&mut by_page, page, f.views);

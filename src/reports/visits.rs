@@ -244,7 +244,7 @@ pub async fn entries_and_exits(
             }
         }
     };
-    let (day, hour) = (Resolution::Day, Resolution::Hour);
+    let day = Resolution::Day;
     let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
     let mut rest = vec![(period.from, period.to)];
     let complete = match Scope::of_site(site) {
@@ -259,15 +259,13 @@ pub async fn entries_and_exits(
         }
         let mut minutes = Vec::new();
         for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
-            let hours = (hour.ceil(from), hour.floor(to));
-            if hours.0 < hours.1 {
-                add(
-                    &mut out,
-                    &*super::page_totals::whole_hours(store, site, hours).await?,
-                );
-                minutes.extend([(from, hours.0), (hours.1, to)]);
-            } else {
-                minutes.push((from, to));
+            match super::page_totals::summarised_hours(store, (from, to)) {
+                Some(hours) => {
+                    let whole = super::page_totals::whole_hours(store, site, hours).await?;
+                    add(&mut out, &whole);
+                    minutes.extend([(from, hours.0), (hours.1, to)]);
+                }
+                None => minutes.push((from, to)),
             }
         }
         rest = minutes;
