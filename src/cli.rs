@@ -259,7 +259,7 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
         let rows = |read| goatcounter::Rows::new(read, &name, &site, &user_agents);
-        run_import(&store, &site, goatcounter::KIND, &args, None, rows).await
+        run_import(&store, &site, goatcounter::KIND, args, None, rows).await
     })
     .await
 }
@@ -289,7 +289,7 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
         let rows = |read| umami::Rows::new(read, &name, &site, &sessions);
-        run_import(&store, &site, umami::KIND, &args, sessions_hash, rows).await
+        run_import(&store, &site, umami::KIND, args, sessions_hash, rows).await
     })
     .await
 }

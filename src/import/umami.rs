@@ -83,6 +83,7 @@ const SESSION_COLUMNS: [&str; 5] = [SESSION_ID, "browser", "os", "device", "coun
 pub const MAX_SESSIONS: usize = 10_000_000;
 /// What a session takes in memory: its id and its labels' indexes.
 pub const SESSION_BYTES: usize = std::mem::size_of::<SessionEntry>();
+const _: () = assert!(SESSION_BYTES == 21, "a session entry has no padding");
 
 /// A session as kept: the id's bytes (big-endian, so they sort as the
 /// UUID does) and its labels as indexes into our names; byte arrays only,
@@ -868,7 +869,6 @@ mod tests {
     fn a_session_file_maps_umamis_names_and_refuses_bad_countries() {
         let s = sessions();
         assert_eq!(s.len(), 2);
-        assert!(SESSION_BYTES <= 21);
         let bad =
             format!("session_id,browser,os,device,country\n{ALICE},chrome,Linux,desktop,Germany\n");
         let e = Sessions::load(bad.as_bytes(), "session.csv").unwrap_err();
