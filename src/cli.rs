@@ -251,29 +251,20 @@ async fn site_by_id_or_domain(store: &Store, given: &str) -> anyhow::Result<site
 
 async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     use crate::import::goatcounter;
-    let name = args.file.display().to_string();
     // The User-Agent rules before the database: the first pass needs no
     // database, and a bad file should not wait for one.
     let user_agents = crate::classify::UserAgentClassifier::new();
-    let args = &args;
-    with_store(&args.db, |store| async move {
-        let site = site_by_id_or_domain(&store, &args.site).await?;
-        let rows = |read| goatcounter::Rows::new(read, &name, &site, &user_agents);
-        run_import(&store, &site, goatcounter::KIND, args, None, rows).await
+    run_import(&args, goatcounter::KIND, None, |read, file, site| {
+        goatcounter::rows(read, file, site, &user_agents)
     })
     .await
 }
 
 async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
     use crate::import::{self, umami};
-    let UmamiArgs {
-        import: args,
-        sessions,
-    } = args;
-    let name = args.file.display().to_string();
     // The sessions before the database, as the first pass: a bad file
     // should not wait for one. Their content is part of the import's key.
-    let (sessions, sessions_hash) = match &sessions {
+    let (sessions, sessions_hash) = match &args.sessions {
         Some(path) => {
             let shown = path.display().to_string();
             let (read, hasher) = import::Hashing::new(
@@ -285,20 +276,40 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
         }
         None => (umami::Sessions::default(), None),
     };
-    let args = &args;
+    run_import(
+        &args.import,
+        umami::KIND,
+        sessions_hash,
+        |read, file, site| umami::rows(read, file, site, &sessions),
+    )
+    .await
+}
+
+/// Runs an import of `args.file`: the first pass checks every row
+/// (`rows` reads them from a fresh reader, for the file's name and the
+/// site) and hashes the content (with `also_hashed`, another file's hash
+/// the rows depend on), then the rows are applied exactly once and the
+/// summary printed.
+async fn run_import<I>(
+    args: &ImportArgs,
+    kind: &str,
+    also_hashed: Option<blake3::Hash>,
+    rows: impl Fn(Box<dyn std::io::Read>, &str, sites::Site) -> Result<I, crate::import::RowError>,
+) -> anyhow::Result<()>
+where
+    I: Iterator<Item = Result<crate::import::Row, crate::import::RowError>>,
+{
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
-        let rows = |read| umami::Rows::new(read, &name, &site, &sessions);
-        run_import(&store, &site, umami::KIND, args, sessions_hash, rows).await
+        apply_import(&store, &site, kind, args, also_hashed, |read| {
+            rows(read, &args.file.display().to_string(), site.clone())
+        })
+        .await
     })
     .await
 }
 
-/// Runs an import of `args.file` into `site`: the first pass checks every
-/// row (`rows` reads them from a fresh reader) and hashes the content
-/// (with `also_hashed`, another file's hash the rows depend on), then the
-/// rows are applied exactly once and the summary printed.
-async fn run_import<I>(
+async fn apply_import<I>(
     store: &Store,
     site: &sites::Site,
     kind: &str,

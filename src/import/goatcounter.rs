@@ -35,42 +35,43 @@ const REQUIRED: [&str; 8] = [
 ];
 const LOCATION: &str = "Location";
 
-/// Reads an export's rows in order, each checked.
-pub struct Rows<'a, R: Read> {
-    csv: CsvFile<R>,
-    site: &'a Site,
+/// GoatCounter's reading of a row.
+pub struct GoatCounter<'a> {
+    site: Site,
     user_agents: &'a UserAgentClassifier,
 }
 
-impl<'a, R: Read> Rows<'a, R> {
-    pub fn new(
-        read: R,
-        file: &str,
-        site: &'a Site,
-        user_agents: &'a UserAgentClassifier,
-    ) -> Result<Self, RowError> {
-        let csv = CsvFile::open(read, file, &REQUIRED, &[LOCATION], |header| {
-            match header.get(0) {
-                Some(PATH) => Ok(()),
-                other => Err(RowError::new(
-                    file,
-                    1,
-                    other.unwrap_or_default(),
-                    "not a GoatCounter export of format version 2 (its first column is `2Path`)",
-                )),
-            }
-        })?;
-        Ok(Self {
-            csv,
-            site,
-            user_agents,
-        })
-    }
+/// An export's rows in order, each checked.
+pub fn rows<'a, R: Read>(
+    read: R,
+    file: &str,
+    site: Site,
+    user_agents: &'a UserAgentClassifier,
+) -> Result<super::Rows<GoatCounter<'a>, R>, RowError> {
+    let csv = CsvFile::open(read, file, &REQUIRED, &[LOCATION], |header| {
+        match header.get(0) {
+            Some(PATH) => Ok(()),
+            other => Err(RowError::new(
+                file,
+                1,
+                other.unwrap_or_default(),
+                "not a GoatCounter export of format version 2 (its first column is `2Path`)",
+            )),
+        }
+    })?;
+    Ok(super::Rows::new(csv, GoatCounter { site, user_agents }))
+}
 
-    fn row(&self, line: u64, record: &csv::StringRecord) -> Result<Row, RowError> {
+impl super::Format for GoatCounter<'_> {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError> {
         let error =
-            |column: &str, message: String| RowError::new(self.csv.file(), line, column, message);
-        let cell = |name: &str| self.csv.cell(record, name);
+            |column: &str, message: String| RowError::new(csv.file(), line, column, message);
+        let cell = |name: &str| csv.cell(record, name);
         let at: DateTime<Utc> = DateTime::parse_from_rfc3339(cell("Date"))
             .map_err(|e| error("Date", format!("not an RFC 3339 time: {e}")))?
             .with_timezone(&Utc);
@@ -98,7 +99,7 @@ impl<'a, R: Read> Rows<'a, R> {
             labels.set(Dimension::Event, name.into_string());
             (Page::new(&self.site.domain, &PagePath::root()), None)
         } else {
-            let path = super::site_path(self.site, path).map_err(|e| error(PATH, e))?;
+            let path = super::site_path(&self.site, path).map_err(|e| error(PATH, e))?;
             let width = cell("Screen size")
                 .split(',')
                 .next()
@@ -124,7 +125,9 @@ impl<'a, R: Read> Rows<'a, R> {
             visit: None,
         }))
     }
+}
 
+impl GoatCounter<'_> {
     /// GoatCounter keeps a referrer without its scheme (`h`: a host and
     /// path), a campaign (`c`) or a name it made (`g`, `o`).
     fn source(&self, referrer: &str, scheme: &str) -> Source {
@@ -136,17 +139,5 @@ impl<'a, R: Read> Rows<'a, R> {
             _ => Source::from_utm(referrer),
         };
         found.unwrap_or_else(Source::direct)
-    }
-}
-
-impl<R: Read> Iterator for Rows<'_, R> {
-    type Item = Result<Row, RowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(
-            self.csv
-                .next_record()?
-                .and_then(|(line, record)| self.row(line, &record)),
-        )
     }
 }

@@ -168,6 +168,39 @@ impl<R: Read> CsvFile<R> {
     }
 }
 
+/// A format's reading of one record of its file.
+pub trait Format {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError>;
+}
+
+/// A file's rows in order, each checked by its format.
+pub struct Rows<F, R: Read> {
+    csv: CsvFile<R>,
+    format: F,
+}
+
+impl<F: Format, R: Read> Rows<F, R> {
+    pub fn new(csv: CsvFile<R>, format: F) -> Self {
+        Self { csv, format }
+    }
+}
+
+impl<F: Format, R: Read> Iterator for Rows<F, R> {
+    type Item = Result<Row, RowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.csv.next_record()? {
+            Ok((line, record)) => self.format.row(&self.csv, line, &record),
+            Err(e) => Err(e),
+        })
+    }
+}
+
 /// What an import did (or, validated, would do).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Summary {

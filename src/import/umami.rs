@@ -266,11 +266,10 @@ fn time(raw: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// Reads `website_event`'s rows in order, each checked, with what it
-/// changes of its visit.
-pub struct Rows<'a, R: Read> {
-    csv: CsvFile<R>,
-    site: &'a Site,
+/// Umami's reading of a `website_event` row, with what the row changes
+/// of its visit.
+pub struct Umami<'a> {
+    site: Site,
     sessions: &'a Sessions,
     /// Keys the day's hashes of sessions and visits (fixed by the site).
     key: [u8; 32],
@@ -279,30 +278,32 @@ pub struct Rows<'a, R: Read> {
     website: Option<String>,
 }
 
-impl<'a, R: Read> Rows<'a, R> {
-    pub fn new(
-        read: R,
-        file: &str,
-        site: &'a Site,
-        sessions: &'a Sessions,
-    ) -> Result<Self, RowError> {
-        let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
-            Ok(())
-        })?;
-        Ok(Self {
-            csv,
-            site,
-            sessions,
-            key: blake3::derive_key(
-                "tickertape umami import 2026-11 visitor and visit ids",
-                site.id.to_string().as_bytes(),
-            ),
-            visits: OpenVisits::new(VisitsConfig::default()),
-            previous_at: None,
-            website: None,
-        })
-    }
+/// `website_event`'s rows in order, each checked.
+pub fn rows<'a, R: Read>(
+    read: R,
+    file: &str,
+    site: Site,
+    sessions: &'a Sessions,
+) -> Result<super::Rows<Umami<'a>, R>, RowError> {
+    let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
+        Ok(())
+    })?;
+    let key = blake3::derive_key(
+        "tickertape umami import 2026-11 visitor and visit ids",
+        site.id.to_string().as_bytes(),
+    );
+    let umami = Umami {
+        site,
+        sessions,
+        key,
+        visits: OpenVisits::new(VisitsConfig::default()),
+        previous_at: None,
+        website: None,
+    };
+    Ok(super::Rows::new(csv, umami))
+}
 
+impl Umami<'_> {
     /// A session's or a visit's id on `day`, under the site's key; `kind`
     /// keeps the two apart.
     fn day_id(&self, kind: u8, day: NaiveDate, id: u128) -> u64 {
@@ -316,9 +317,15 @@ impl<'a, R: Read> Rows<'a, R> {
                 .expect("8 bytes"),
         )
     }
+}
 
-    fn row(&mut self, line: u64, record: &csv::StringRecord) -> Result<Row, RowError> {
-        let csv = &self.csv;
+impl super::Format for Umami<'_> {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError> {
         let cell = |name: &str| csv.cell(record, name);
         let error =
             |column: &str, message: String| RowError::new(csv.file(), line, column, message);
@@ -372,7 +379,7 @@ impl<'a, R: Read> Rows<'a, R> {
                 ))
             }
         };
-        let path = super::site_path(self.site, cell(URL_PATH)).map_err(|e| error(URL_PATH, e))?;
+        let path = super::site_path(&self.site, cell(URL_PATH)).map_err(|e| error(URL_PATH, e))?;
         let page = Page::new(&self.site.domain, &path).into_string();
         let day = at.date_naive();
         let visitor = self.day_id(b's', day, session);
@@ -437,18 +444,6 @@ impl<'a, R: Read> Rows<'a, R> {
     }
 }
 
-impl<R: Read> Iterator for Rows<'_, R> {
-    type Item = Result<Row, RowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(
-            self.csv
-                .next_record()?
-                .and_then(|(line, record)| self.row(line, &record)),
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,29 +473,61 @@ mod tests {
         }
     }
 
-    /// A `website_event` row: session, visit, time, path, query, utm
-    /// source, referrer domain, type, name.
-    #[allow(clippy::too_many_arguments)]
-    fn event(
-        session: &str,
-        visit: &str,
-        at: &str,
-        path: &str,
-        query: &str,
-        utm_source: &str,
-        referrer: &str,
+    /// A `website_event` row, written as psql would.
+    #[derive(Clone, Copy)]
+    struct Event {
+        session: &'static str,
+        visit: &'static str,
+        at: &'static str,
+        path: &'static str,
+        query: &'static str,
+        utm_source: &'static str,
+        referrer: &'static str,
         kind: u8,
-        name: &str,
-    ) -> String {
-        format!(
-            "{},{WEBSITE},{session},{visit},{at},{path},{query},{utm_source},,,,,,,{referrer},A title,,,,,,,{kind},{name},,example.com",
-            uuid::Uuid::new_v4()
-        )
+        name: &'static str,
+    }
+
+    /// Alice's view of the home page at 10:00, direct.
+    const VIEW: Event = Event {
+        session: ALICE,
+        visit: VISIT_1,
+        at: "2026-11-25 10:00:00+00",
+        path: "/",
+        query: "",
+        utm_source: "",
+        referrer: "",
+        kind: 1,
+        name: "",
+    };
+
+    impl Event {
+        fn csv(&self) -> String {
+            let Event {
+                session,
+                visit,
+                at,
+                path,
+                query,
+                utm_source,
+                referrer,
+                kind,
+                name,
+            } = self;
+            format!(
+                "{},{WEBSITE},{session},{visit},{at},{path},{query},{utm_source},,,,,,,{referrer},A title,,,,,,,{kind},{name},,example.com",
+                uuid::Uuid::new_v4()
+            )
+        }
+    }
+
+    fn file(events: &[Event]) -> String {
+        let mut lines = vec![HEADER.to_owned()];
+        lines.extend(events.iter().map(Event::csv));
+        lines.join("\n")
     }
 
     fn read(text: &str, sessions: &Sessions) -> Result<Vec<Row>, RowError> {
-        let site = site();
-        Rows::new(text.as_bytes(), "website_event.csv", &site, sessions)?.collect()
+        rows(text.as_bytes(), "website_event.csv", site(), sessions)?.collect()
     }
 
     fn sessions() -> Sessions {
@@ -518,65 +545,42 @@ mod tests {
 
     #[test]
     fn views_events_sources_and_session_labels_are_read_by_column_name() {
-        let text = [
-            HEADER.to_owned(),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25 10:00:00.123456+00",
-                "/",
-                "utm_medium=mail",
-                "newsletter",
-                "",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25 11:05:00+01",
-                "/pricing",
-                "",
-                "",
-                "example.com",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25T10:06:00Z",
-                "/pricing",
-                "",
-                "",
-                "",
-                2,
-                "Signup",
-            ),
-            event(
-                BOB,
-                VISIT_2,
-                "2026-11-25 10:07:00+00",
-                "/blog#top",
-                "",
-                "",
-                "www.news.example",
-                1,
-                "",
-            ),
-            event(
-                BOB,
-                VISIT_2,
-                "2026-11-25 10:08:00+00",
-                "/",
-                "",
-                "",
-                "",
-                5,
-                "",
-            ),
-        ]
-        .join("\n");
+        let text = file(&[
+            Event {
+                at: "2026-11-25 10:00:00.123456+00",
+                query: "utm_medium=mail",
+                utm_source: "newsletter",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25 11:05:00+01",
+                path: "/pricing",
+                referrer: "example.com",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25T10:06:00Z",
+                path: "/pricing",
+                kind: 2,
+                name: "Signup",
+                ..VIEW
+            },
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:07:00+00",
+                path: "/blog#top",
+                referrer: "www.news.example",
+                ..VIEW
+            },
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:08:00+00",
+                kind: 5,
+                ..VIEW
+            },
+        ]);
         let rows = read(&text, &sessions()).unwrap();
         assert_eq!(rows.len(), 5);
         let first = ok(&rows[0]);
@@ -644,54 +648,27 @@ mod tests {
 
     #[test]
     fn a_visit_ends_at_utc_midnight_and_after_the_gap() {
-        let text = [
-            HEADER.to_owned(),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25 23:50:00+00",
-                "/",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-26 00:10:00+00",
-                "/b",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-26 00:15:00+00",
-                "/c",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-26 00:50:00+00",
-                "/d",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-        ]
-        .join("\n");
+        let text = file(&[
+            Event {
+                at: "2026-11-25 23:50:00+00",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:10:00+00",
+                path: "/b",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:15:00+00",
+                path: "/c",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:50:00+00",
+                path: "/d",
+                ..VIEW
+            },
+        ]);
         let rows = read(&text, &sessions()).unwrap();
         let visits: Vec<&Visit> = rows.iter().map(|r| ok(r).visit.as_ref().unwrap()).collect();
         assert!(visits[0].starts());
@@ -704,43 +681,20 @@ mod tests {
 
     #[test]
     fn the_same_file_gives_the_same_deltas() {
-        let text = [
-            HEADER.to_owned(),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25 10:00:00+00",
-                "/",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-            event(
-                BOB,
-                VISIT_2,
-                "2026-11-25 10:01:00+00",
-                "/",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-            event(
-                ALICE,
-                VISIT_1,
-                "2026-11-25 10:02:00+00",
-                "/b",
-                "",
-                "",
-                "",
-                1,
-                "",
-            ),
-        ]
-        .join("\n");
+        let text = file(&[
+            VIEW,
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:01:00+00",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25 10:02:00+00",
+                path: "/b",
+                ..VIEW
+            },
+        ]);
         assert_eq!(
             read(&text, &sessions()).unwrap(),
             read(&text, &sessions()).unwrap()
@@ -749,117 +703,59 @@ mod tests {
 
     #[test]
     fn each_bad_row_names_its_line_and_column() {
-        let good = event(
-            ALICE,
-            VISIT_1,
-            "2026-11-25 10:00:00+00",
-            "/",
-            "",
-            "",
-            "",
-            1,
-            "",
-        );
         let cases = [
             (
-                event(ALICE, VISIT_1, "yesterday", "/", "", "", "", 1, ""),
+                Event {
+                    at: "yesterday",
+                    ..VIEW
+                },
                 "created_at",
             ),
             (
-                event(
-                    ALICE,
-                    VISIT_1,
-                    "2026-11-25 09:00:00+00",
-                    "/",
-                    "",
-                    "",
-                    "",
-                    1,
-                    "",
-                ),
+                Event {
+                    at: "2026-11-25 09:00:00+00",
+                    ..VIEW
+                },
                 "created_at",
             ),
             (
-                event(
-                    ALICE,
-                    VISIT_1,
-                    "2026-11-25 10:00:00+00",
-                    "docs",
-                    "",
-                    "",
-                    "",
-                    1,
-                    "",
-                ),
+                Event {
+                    path: "docs",
+                    ..VIEW
+                },
                 "url_path",
             ),
             (
-                event(
-                    ALICE,
-                    VISIT_1,
-                    "2026-11-25 10:00:00+00",
-                    "https://other.test/",
-                    "",
-                    "",
-                    "",
-                    1,
-                    "",
-                ),
+                Event {
+                    path: "https://other.test/",
+                    ..VIEW
+                },
                 "url_path",
             ),
+            (Event { kind: 7, ..VIEW }, "event_type"),
+            (Event { kind: 2, ..VIEW }, "event_name"),
             (
-                event(
-                    ALICE,
-                    VISIT_1,
-                    "2026-11-25 10:00:00+00",
-                    "/",
-                    "",
-                    "",
-                    "",
-                    7,
-                    "",
-                ),
-                "event_type",
-            ),
-            (
-                event(
-                    ALICE,
-                    VISIT_1,
-                    "2026-11-25 10:00:00+00",
-                    "/",
-                    "",
-                    "",
-                    "",
-                    2,
-                    "",
-                ),
-                "event_name",
-            ),
-            (
-                event(
-                    "alice",
-                    VISIT_1,
-                    "2026-11-25 10:00:00+00",
-                    "/",
-                    "",
-                    "",
-                    "",
-                    1,
-                    "",
-                ),
+                Event {
+                    session: "alice",
+                    ..VIEW
+                },
                 "session_id",
-            ),
-            (
-                good.replace(WEBSITE, "5f4dcc3b-5aa7-4d61-8b6f-000000000000"),
-                "website_id",
             ),
         ];
         for (bad, column) in cases {
-            let text = [HEADER.to_owned(), good.clone(), bad].join("\n");
-            let e = read(&text, &sessions()).unwrap_err();
+            let e = read(&file(&[VIEW, bad]), &sessions()).unwrap_err();
             assert_eq!((e.line, e.column.as_str()), (3, column), "{e}");
             assert_eq!(e.file, "website_event.csv");
         }
+        let other_website = [
+            HEADER.to_owned(),
+            VIEW.csv(),
+            VIEW.csv()
+                .replace(WEBSITE, "5f4dcc3b-5aa7-4d61-8b6f-000000000000"),
+        ]
+        .join("\n");
+        let e = read(&other_website, &sessions()).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, "website_id"), "{e}");
         let e = read(&HEADER.replace(",visit_id", ""), &sessions()).unwrap_err();
         assert_eq!((e.line, e.column.as_str()), (1, "visit_id"), "{e}");
         assert!(e.message.contains("missing"), "{e}");
@@ -867,13 +763,12 @@ mod tests {
 
     #[test]
     fn a_session_file_maps_umamis_names_and_refuses_bad_countries() {
-        let s = sessions();
-        assert_eq!(s.len(), 2);
-        let bad =
-            format!("session_id,browser,os,device,country\n{ALICE},chrome,Linux,desktop,Germany\n");
+        assert_eq!(sessions().len(), 2);
+        let header = "session_id,browser,os,device,country";
+        let bad = format!("{header}\n{ALICE},chrome,Linux,desktop,Germany\n");
         let e = Sessions::load(bad.as_bytes(), "session.csv").unwrap_err();
         assert_eq!((e.line, e.column.as_str()), (2, "country"), "{e}");
-        let twice = format!("session_id,browser,os,device,country\n{ALICE},,,,\n{ALICE},,,,\n");
+        let twice = format!("{header}\n{ALICE},,,,\n{ALICE},,,,\n");
         let e = Sessions::load(twice.as_bytes(), "session.csv").unwrap_err();
         assert!(e.message.contains("two rows"), "{e}");
         let missing = "session_id,browser,os,device\n";
