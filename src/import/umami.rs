@@ -2,8 +2,8 @@
 //! (README, "Switching from Umami"): `website_event`, one row per view or
 //! event, and optionally `session`, which says each session's browser,
 //! system, device and country. Columns are found by name, since Umami
-//! added some over its versions (`utm_*` in 2.15); the others are
-//! ignored.
+//! added some over its versions (`visit_id`, the `utm_*` columns); the
+//! others are ignored.
 //!
 //! `event_type` 1 is a view of `url_path` at `created_at`; 2 is the custom
 //! event `event_name` on that page (never a view); 3 to 5 (links, pixels,
