@@ -309,6 +309,8 @@ where
     .await
 }
 
+/// [`run_import`] once the site is found: both passes, the record in
+/// `imports`, and the summary.
 async fn apply_import<I>(
     store: &Store,
     site: &sites::Site,
