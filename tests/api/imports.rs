@@ -502,6 +502,7 @@ const UMAMI_WEBSITE: &str = "94db1cb1-74f4-4a40-ad6c-962362670409";
 const UMAMI_SESSION_COUNT: u128 = 50;
 
 /// One `website_event` row.
+#[derive(Clone)]
 struct UmamiRow {
     session: u128,
     visit: u128,
@@ -726,7 +727,9 @@ async fn assert_umami_figures_stored(app: &TestApp, want: &UmamiFigures) {
         site_day_counts(app, Dimension::Country).await,
         want.countries
     );
-    let (days, pages) = umami_stored_visits(app).await;
+    let (mut days, pages) = umami_stored_visits(app).await;
+    // A day of live views without visits.
+    days.retain(|_, f| *f != [0, 0, 0]);
     let without_visitors: BTreeMap<_, _> = want
         .days
         .iter()
@@ -889,6 +892,44 @@ async fn an_umami_import_killed_midway_and_run_again_ends_with_the_files_figures
     // Killed in the rollups stream, which carries the visits.
     let import = || umami_import(&app, "umami.test", &events, &sessions);
     kill_midway_then_rerun(&app, import, "rollups", want.views.values().sum()).await;
+    assert_umami_figures_stored(&app, &want).await;
+}
+
+/// A day with live figures is skipped whole: its visits with it (the
+/// visit going past the midnight before it goes on as the day's own).
+#[tokio::test]
+async fn an_umami_day_with_live_figures_is_skipped_with_its_visits() {
+    let app = spawn_app().await;
+    app.add_site("umami.test", &[]).await;
+    let rows = umami_export(40);
+    let live_day = Resolution::Day.floor(rows[0].at) + TimeDelta::days(1);
+    app.write_hits(&[("umami.test/live", live_day + TimeDelta::hours(5))])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (events, sessions) = umami_files(dir.path(), &rows);
+    let out = umami_import(&app, "umami.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let on_day = rows
+        .iter()
+        .filter(|r| r.kind != 5 && Resolution::Day.floor(r.at) == live_day)
+        .count();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains(&format!("{on_day} on days with live figures")),
+        "{stdout}"
+    );
+    let kept: Vec<UmamiRow> = rows
+        .iter()
+        .filter(|r| Resolution::Day.floor(r.at) != live_day)
+        .cloned()
+        .collect();
+    let mut want = umami_expected("umami.test", &kept);
+    want.views.insert(
+        ("umami.test/live".into(), live_day.format("%F").to_string()),
+        1,
+    );
     assert_umami_figures_stored(&app, &want).await;
 }
 
