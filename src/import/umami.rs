@@ -79,7 +79,8 @@ const OPTIONAL_EVENT_COLUMNS: [&str; 5] =
 const SESSION_COLUMNS: [&str; 5] = [SESSION_ID, "browser", "os", "device", "country"];
 
 /// Most sessions a session file may hold: at [`SESSION_BYTES`] each,
-/// about 210 MB.
+/// about 210 MB (up to twice that for a moment while the file is read, as
+/// the vector grows).
 pub const MAX_SESSIONS: usize = 10_000_000;
 /// What a session takes in memory: its id and its labels' indexes.
 pub const SESSION_BYTES: usize = std::mem::size_of::<SessionEntry>();
@@ -124,17 +125,21 @@ impl Sessions {
     /// Reads and checks a session file: a bad row names its line and
     /// column; more than [`MAX_SESSIONS`] is refused.
     pub fn load(read: impl Read, file: &str) -> Result<Self, RowError> {
+        Self::load_at_most(read, file, MAX_SESSIONS)
+    }
+
+    fn load_at_most(read: impl Read, file: &str, most: usize) -> Result<Self, RowError> {
         let mut csv = CsvFile::open(read, file, &SESSION_COLUMNS, &[], |_| Ok(()))?;
         let mut entries = Vec::new();
         while let Some(next) = csv.next_record() {
             let (line, record) = next?;
             let cell = |name| csv.cell(&record, name);
             let error = |column: &str, message: String| RowError::new(file, line, column, message);
-            if entries.len() == MAX_SESSIONS {
+            if entries.len() == most {
                 return Err(error(
                     SESSION_ID,
                     format!(
-                        "more than {MAX_SESSIONS} sessions ({SESSION_BYTES} bytes each in memory): \
+                        "more than {most} sessions ({SESSION_BYTES} bytes each in memory): \
                          import the events in parts, each with the sessions of its period \
                          (README, \"Switching from Umami\")"
                     ),
@@ -771,6 +776,10 @@ mod tests {
         let twice = format!("{header}\n{ALICE},,,,\n{ALICE},,,,\n");
         let e = Sessions::load(twice.as_bytes(), "session.csv").unwrap_err();
         assert!(e.message.contains("two rows"), "{e}");
+        let three = format!("{header}\n{ALICE},,,,\n{BOB},,,,\n{VISIT_1},,,,\n");
+        let e = Sessions::load_at_most(three.as_bytes(), "session.csv", 2).unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("more than 2 sessions"), "{e}");
         let missing = "session_id,browser,os,device\n";
         let e = Sessions::load(missing.as_bytes(), "session.csv").unwrap_err();
         assert_eq!(e.column, "country");
