@@ -895,6 +895,53 @@ async fn an_umami_import_killed_midway_and_run_again_ends_with_the_files_figures
     assert_umami_figures_stored(&app, &want).await;
 }
 
+/// A site in Europe/Berlin reads the same rows in its own days: over a
+/// range holding them all, the reports give the file's totals.
+#[tokio::test]
+async fn an_umami_export_into_a_berlin_site_gives_the_files_totals() {
+    let app = spawn_app().await;
+    let site = app.add_site_in("berlin.test", &[], "Europe/Berlin").await;
+    let dir = tempfile::tempdir().unwrap();
+    let rows = umami_export(30);
+    let (events, sessions) = umami_files(dir.path(), &rows);
+    let out = umami_import(&app, "berlin.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let want = umami_expected("berlin.test", &rows);
+    assert_umami_figures_stored(&app, &want).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let first = rows[0].at.date_naive().pred_opt().unwrap();
+    let path = format!(
+        "/api/v1/sites/{}/visits?range=custom&from={first}T00:00&to={}T00:00",
+        site.id,
+        first + chrono::Days::new(6)
+    );
+    let a = crate::json_api::get(&app, &token, &path).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let sum = |i: usize| want.days.values().map(|d| d[i]).sum::<i64>();
+    assert_eq!(
+        (
+            a.json["views"].as_i64(),
+            a.json["visits"].as_i64(),
+            a.json["bounces"].as_i64()
+        ),
+        (Some(want.views.values().sum()), Some(sum(1)), Some(sum(2))),
+        "{}",
+        a.json
+    );
+    // A visitor is a session's UTC day: the range's sketch is their union.
+    let visitors = a.json["visitors"].as_f64().unwrap();
+    let day_visitors = sum(0) as f64;
+    assert!(
+        (visitors - day_visitors).abs() <= day_visitors * 0.02,
+        "{visitors} visitors, {day_visitors} session days"
+    );
+}
+
 /// A day with live figures is skipped whole: its visits with it (the
 /// visit going past the midnight before it goes on as the day's own).
 #[tokio::test]
