@@ -69,6 +69,11 @@ enum ImportCommand {
     /// GoatCounter's CSV export (format version 2), plain or gzipped: one
     /// row per view, counted at its own time.
     Goatcounter(ImportArgs),
+    /// Umami's `website_event` rows as `psql \copy … CSV HEADER` writes
+    /// them (README, "Switching from Umami"), ordered by `created_at`,
+    /// with the `session` rows for browsers, systems, devices and
+    /// countries: views and events at their own time, Umami's visits.
+    Umami(UmamiArgs),
     /// The imports run so far: key, kind, site, file, rows, skipped days,
     /// state; tab-separated.
     List(ListImports),
@@ -103,6 +108,17 @@ struct ImportArgs {
     overlap: Overlap,
     #[command(flatten)]
     db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct UmamiArgs {
+    #[command(flatten)]
+    import: ImportArgs,
+    /// The `session` rows (session_id, browser, os, device, country); up
+    /// to 10 million sessions, 21 bytes each in memory. Without it the
+    /// views' browser, system, device and country are "unknown".
+    #[arg(long)]
+    sessions: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -180,6 +196,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::BackfillSiteTotals(args) => backfill_site_totals(args).await,
         Command::BackfillPageSummaries(args) => backfill_page_summaries(args).await,
         Command::Import(ImportCommand::Goatcounter(args)) => import_goatcounter(args).await,
+        Command::Import(ImportCommand::Umami(args)) => import_umami(args).await,
         Command::Import(ImportCommand::List(args)) => list_imports(args).await,
     }
 }
@@ -232,150 +249,210 @@ async fn site_by_id_or_domain(store: &Store, given: &str) -> anyhow::Result<site
     }
 }
 
-/// Passes a reader's bytes through while hashing them.
-struct Hashing<R> {
-    inner: R,
-    hasher: blake3::Hasher,
-}
-
-impl<R: std::io::Read> std::io::Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
 async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
-    use crate::import::{self, goatcounter};
-    use std::io::IsTerminal;
-    let ImportArgs {
-        site,
-        file,
-        overlap,
-        db,
-    } = args;
-    let name = file.display().to_string();
+    use crate::import::goatcounter;
     // The User-Agent rules before the database: the first pass needs no
     // database, and a bad file should not wait for one.
     let user_agents = crate::classify::UserAgentClassifier::new();
-    with_store(&db, |store| async move {
-        let site = site_by_id_or_domain(&store, &site).await?;
-        let open = || import::open(&file).with_context(|| format!("reading {name}"));
-        // First pass: every row checked, the content hashed; nothing written.
-        let mut read = Hashing {
-            inner: open()?,
-            hasher: blake3::Hasher::new(),
-        };
-        let mut rows = 0u64;
-        let mut days = std::collections::BTreeSet::new();
-        for row in goatcounter::Rows::new(&mut read, &name, &site, &user_agents)? {
-            if let Ok(hit) = row? {
-                days.insert(hit.at.date_naive());
-            }
-            rows += 1;
-        }
-        let key = import::key(goatcounter::KIND, &site.id, &read.hasher.finalize());
-        let live = match overlap {
-            Overlap::Skip => {
-                crate::storage::imports::days_with_views(&store, site.domain.as_str(), days).await?
-            }
-            Overlap::Add => Vec::new(),
-        };
-        // A rerun keeps the first run's days: its own rows are not live.
-        let record = crate::storage::imports::begin(
-            &store,
-            &crate::storage::imports::ImportRecord {
-                key: key.clone(),
-                kind: goatcounter::KIND.into(),
-                site: site.id.to_string(),
-                file: name.clone(),
-                rows,
-                skipped_days: live,
-                started_at: chrono::Utc::now(),
-                finished_at: None,
-                views: 0,
-                events: 0,
-            },
-        )
-        .await?;
-        let skipped_days: std::collections::BTreeSet<_> =
-            record.skipped_days.iter().copied().collect();
-        let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(import::BATCH_ROWS);
-        // Second pass: the same rows, applied in batches.
-        let mut unreadable = None;
-        let checked = goatcounter::Rows::new(open()?, &name, &site, &user_agents)?
-            .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-        let terminal = std::io::stderr().is_terminal();
-        let summary = import::apply(&store, &key, checked, &skipped_days, batch_rows, |done| {
-            if terminal {
-                eprint!("\r{name}: {done} of {rows} rows");
-            }
-        })
-        .await?;
-        if terminal {
-            eprintln!();
-        }
-        if let Some(e) = unreadable {
-            anyhow::bail!("{name} changed while it was imported: {e}");
-        }
-        anyhow::ensure!(
-            summary.rows == rows,
-            "{name} changed while it was imported: {rows} rows checked, {} read",
-            summary.rows
-        );
-        crate::storage::imports::finish(
-            &store,
-            &key,
-            summary.views,
-            summary.events,
-            chrono::Utc::now(),
-        )
-        .await?;
-        let skipped: Vec<String> = summary
-            .skipped
-            .iter()
-            .map(|(why, n)| format!("{n} {why}"))
-            .collect();
-        println!("import {key}");
-        println!(
-            "{name}: {} rows: {} views, {} events, skipped {}; {} to {}",
-            summary.rows,
-            summary.views,
-            summary.events,
-            if skipped.is_empty() {
-                "none".to_owned()
-            } else {
-                skipped.join(", ")
-            },
-            summary.first.map_or("-".into(), |t| t.to_rfc3339()),
-            summary.last.map_or("-".into(), |t| t.to_rfc3339()),
-        );
-        if !skipped_days.is_empty() {
-            let days: Vec<String> = skipped_days.iter().map(|d| d.to_string()).collect();
-            println!(
-                "skipped days with live figures (--overlap add imports them too): {}",
-                days.join(", ")
-            );
-        }
-        if summary.applied_rows == 0 {
-            println!("already imported: nothing was written");
-        } else if summary.applied_rows < summary.rows {
-            println!(
-                "{} rows written now; the {} before them were in from an earlier run",
-                summary.applied_rows,
-                summary.rows - summary.applied_rows
-            );
-        } else {
-            println!("{} rows written", summary.applied_rows);
-        }
-        Ok(())
+    run_import(&args, goatcounter::KIND, None, |read, file, site| {
+        goatcounter::rows(read, file, site, &user_agents)
     })
     .await
+}
+
+async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
+    use crate::import::{self, umami};
+    // The sessions before the database, as the first pass: a bad file
+    // should not wait for one. Their content is part of the import's key.
+    let (sessions, sessions_hash) = match &args.sessions {
+        Some(path) => {
+            let shown = path.display().to_string();
+            let (read, hasher) = import::Hashing::new(
+                import::open(path).with_context(|| format!("reading {shown}"))?,
+            );
+            let sessions = umami::Sessions::load(read, &shown)?;
+            let hash = hasher.borrow().finalize();
+            (sessions, Some(hash))
+        }
+        None => (umami::Sessions::default(), None),
+    };
+    run_import(
+        &args.import,
+        umami::KIND,
+        sessions_hash,
+        |read, file, site| umami::rows(read, file, site, &sessions),
+    )
+    .await
+}
+
+/// Runs an import of `args.file`: the first pass checks every row
+/// (`rows` reads them from a fresh reader, for the file's name and the
+/// site) and hashes the content (with `also_hashed`, another file's hash
+/// the rows depend on), then the rows are applied exactly once and the
+/// summary printed.
+async fn run_import<I>(
+    args: &ImportArgs,
+    kind: &str,
+    also_hashed: Option<blake3::Hash>,
+    rows: impl Fn(Box<dyn std::io::Read>, &str, sites::Site) -> Result<I, crate::import::RowError>,
+) -> anyhow::Result<()>
+where
+    I: Iterator<Item = Result<crate::import::Row, crate::import::RowError>>,
+{
+    with_store(&args.db, |store| async move {
+        let site = site_by_id_or_domain(&store, &args.site).await?;
+        apply_import(&store, &site, kind, args, also_hashed, |read| {
+            rows(read, &args.file.display().to_string(), site.clone())
+        })
+        .await
+    })
+    .await
+}
+
+/// [`run_import`] once the site is found: both passes, the record in
+/// `imports`, and the summary.
+async fn apply_import<I>(
+    store: &Store,
+    site: &sites::Site,
+    kind: &str,
+    args: &ImportArgs,
+    also_hashed: Option<blake3::Hash>,
+    rows: impl Fn(Box<dyn std::io::Read>) -> Result<I, crate::import::RowError>,
+) -> anyhow::Result<()>
+where
+    I: Iterator<Item = Result<crate::import::Row, crate::import::RowError>>,
+{
+    use crate::import;
+    use std::io::IsTerminal;
+    let name = args.file.display().to_string();
+    let open = || import::open(&args.file).with_context(|| format!("reading {name}"));
+    // First pass: every row checked, the content hashed; nothing written.
+    let (read, hasher) = import::Hashing::new(open()?);
+    let mut count = 0u64;
+    let mut days = std::collections::BTreeSet::new();
+    for row in rows(Box::new(read))? {
+        if let Ok(hit) = row? {
+            days.insert(hit.at.date_naive());
+        }
+        count += 1;
+    }
+    let content = {
+        let mut hasher = hasher.borrow_mut();
+        if let Some(other) = also_hashed {
+            hasher.update(other.as_bytes());
+        }
+        hasher.finalize()
+    };
+    let key = import::key(kind, &site.id, &content);
+    let live = match args.overlap {
+        Overlap::Skip => {
+            crate::storage::imports::days_with_views(store, site.domain.as_str(), days).await?
+        }
+        Overlap::Add => Vec::new(),
+    };
+    // A rerun keeps the first run's days: its own rows are not live.
+    let record = crate::storage::imports::begin(
+        store,
+        &crate::storage::imports::ImportRecord {
+            key: key.clone(),
+            kind: kind.into(),
+            site: site.id.to_string(),
+            file: name.clone(),
+            rows: count,
+            skipped_days: live,
+            started_at: chrono::Utc::now(),
+            finished_at: None,
+            views: 0,
+            events: 0,
+        },
+    )
+    .await?;
+    let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
+    let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(import::BATCH_ROWS);
+    // Second pass: the same rows, applied in batches.
+    let mut unreadable = None;
+    let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
+    let terminal = std::io::stderr().is_terminal();
+    let summary = import::apply(store, &key, checked, &skipped_days, batch_rows, |done| {
+        if terminal {
+            eprint!("\r{name}: {done} of {count} rows");
+        }
+    })
+    .await?;
+    if terminal {
+        eprintln!();
+    }
+    if let Some(e) = unreadable {
+        anyhow::bail!("{name} changed while it was imported: {e}");
+    }
+    anyhow::ensure!(
+        summary.rows == count,
+        "{name} changed while it was imported: {count} rows checked, {} read",
+        summary.rows
+    );
+    crate::storage::imports::finish(
+        store,
+        &key,
+        summary.views,
+        summary.events,
+        chrono::Utc::now(),
+    )
+    .await?;
+    print_summary(&key, &name, &summary, &skipped_days);
+    Ok(())
+}
+
+fn print_summary(
+    key: &str,
+    name: &str,
+    summary: &crate::import::Summary,
+    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+) {
+    let skipped: Vec<String> = summary
+        .skipped
+        .iter()
+        .map(|(why, n)| format!("{n} {why}"))
+        .collect();
+    println!("import {key}");
+    let visits = match summary.visits {
+        0 => String::new(),
+        n => format!(" in {n} visits"),
+    };
+    println!(
+        "{name}: {} rows: {} views{visits}, {} events, skipped {}; {} to {}",
+        summary.rows,
+        summary.views,
+        summary.events,
+        if skipped.is_empty() {
+            "none".to_owned()
+        } else {
+            skipped.join(", ")
+        },
+        summary.first.map_or("-".into(), |t| t.to_rfc3339()),
+        summary.last.map_or("-".into(), |t| t.to_rfc3339()),
+    );
+    if !skipped_days.is_empty() {
+        let days: Vec<String> = skipped_days.iter().map(|d| d.to_string()).collect();
+        println!(
+            "skipped days with live figures (--overlap add imports them too): {}",
+            days.join(", ")
+        );
+    }
+    if summary.applied_rows == 0 {
+        println!("already imported: nothing was written");
+    } else if summary.applied_rows < summary.rows {
+        println!(
+            "{} rows written now; the {} before them were in from an earlier run",
+            summary.applied_rows,
+            summary.rows - summary.applied_rows
+        );
+    } else {
+        println!("{} rows written", summary.applied_rows);
+    }
 }
 
 async fn set_time_zone(args: SetTimeZone) -> anyhow::Result<()> {

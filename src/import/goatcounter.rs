@@ -12,12 +12,11 @@
 //! FirstVisit are not read: imported rows carry no visits.
 
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
 use std::io::Read;
 
-use super::{ImportHit, Row, RowError, Skipped};
+use super::{CsvFile, ImportHit, Row, RowError, Skipped};
 use crate::classify::{parse_screen_width, Country, UserAgentClassifier};
-use crate::domain::{Dimension, EventName, Labels, Page, PagePath, PageRef, Source};
+use crate::domain::{Dimension, EventName, Labels, Page, PagePath, Source};
 use crate::storage::sites::Site;
 
 pub const KIND: &str = "goatcounter";
@@ -36,80 +35,43 @@ const REQUIRED: [&str; 8] = [
 ];
 const LOCATION: &str = "Location";
 
-/// Reads an export's rows in order, each checked.
-pub struct Rows<'a, R: Read> {
-    records: csv::StringRecordsIntoIter<R>,
-    columns: HashMap<&'static str, usize>,
-    file: &'a str,
-    site: &'a Site,
+/// GoatCounter's reading of a row.
+pub struct GoatCounter<'a> {
+    site: Site,
     user_agents: &'a UserAgentClassifier,
 }
 
-impl<'a, R: Read> Rows<'a, R> {
-    pub fn new(
-        read: R,
-        file: &'a str,
-        site: &'a Site,
-        user_agents: &'a UserAgentClassifier,
-    ) -> Result<Self, RowError> {
-        let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(read);
-        let header = reader.headers().map_err(|e| RowError {
-            file: file.to_owned(),
-            line: 1,
-            column: String::new(),
-            message: format!("not CSV: {e}"),
-        })?;
-        if header.get(0) != Some(PATH) {
-            return Err(RowError {
-                file: file.to_owned(),
-                line: 1,
-                column: header.get(0).unwrap_or_default().to_owned(),
-                message:
-                    "not a GoatCounter export of format version 2 (its first column is `2Path`)"
-                        .into(),
-            });
+/// An export's rows in order, each checked.
+pub fn rows<'a, R: Read>(
+    read: R,
+    file: &str,
+    site: Site,
+    user_agents: &'a UserAgentClassifier,
+) -> Result<super::Rows<GoatCounter<'a>, R>, RowError> {
+    let csv = CsvFile::open(read, file, &REQUIRED, &[LOCATION], |header| {
+        match header.get(0) {
+            Some(PATH) => Ok(()),
+            other => Err(RowError::new(
+                file,
+                1,
+                other.unwrap_or_default(),
+                "not a GoatCounter export of format version 2 (its first column is `2Path`)",
+            )),
         }
-        let mut columns = HashMap::new();
-        for name in REQUIRED.into_iter().chain([LOCATION]) {
-            match header.iter().position(|h| h == name) {
-                Some(i) => {
-                    columns.insert(name, i);
-                }
-                None if name == LOCATION => {}
-                None => {
-                    return Err(RowError {
-                        file: file.to_owned(),
-                        line: 1,
-                        column: name.to_owned(),
-                        message: "this required column is missing".into(),
-                    })
-                }
-            }
-        }
-        Ok(Self {
-            records: reader.into_records(),
-            columns,
-            file,
-            site,
-            user_agents,
-        })
-    }
+    })?;
+    Ok(super::Rows::new(csv, GoatCounter { site, user_agents }))
+}
 
-    fn row(&self, record: &csv::StringRecord) -> Result<Row, RowError> {
-        let line = record.position().map_or(0, |p| p.line());
-        let error = |column: &str, message: String| RowError {
-            file: self.file.to_owned(),
-            line,
-            column: column.to_owned(),
-            message,
-        };
-        let cell = |name: &str| {
-            self.columns
-                .get(name)
-                .and_then(|&i| record.get(i))
-                .unwrap_or_default()
-                .trim()
-        };
+impl super::Format for GoatCounter<'_> {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError> {
+        let error =
+            |column: &str, message: String| RowError::new(csv.file(), line, column, message);
+        let cell = |name: &str| csv.cell(record, name);
         let at: DateTime<Utc> = DateTime::parse_from_rfc3339(cell("Date"))
             .map_err(|e| error("Date", format!("not an RFC 3339 time: {e}")))?
             .with_timezone(&Utc);
@@ -137,16 +99,7 @@ impl<'a, R: Read> Rows<'a, R> {
             labels.set(Dimension::Event, name.into_string());
             (Page::new(&self.site.domain, &PagePath::root()), None)
         } else {
-            let path = match PageRef::parse(path).map_err(|e| error(PATH, e.to_string()))? {
-                PageRef::Path(path) => path,
-                PageRef::Url { host, path } if self.site.owns_host(&host) => path,
-                PageRef::Url { host, .. } => {
-                    return Err(error(
-                        PATH,
-                        format!("{host} is not a host of {}", self.site.domain),
-                    ))
-                }
-            };
+            let path = super::site_path(&self.site, path).map_err(|e| error(PATH, e))?;
             let width = cell("Screen size")
                 .split(',')
                 .next()
@@ -169,9 +122,12 @@ impl<'a, R: Read> Rows<'a, R> {
             at,
             source: source.map(Source::into_string),
             labels,
+            visit: None,
         }))
     }
+}
 
+impl GoatCounter<'_> {
     /// GoatCounter keeps a referrer without its scheme (`h`: a host and
     /// path), a campaign (`c`) or a name it made (`g`, `o`).
     fn source(&self, referrer: &str, scheme: &str) -> Source {
@@ -183,25 +139,5 @@ impl<'a, R: Read> Rows<'a, R> {
             _ => Source::from_utm(referrer),
         };
         found.unwrap_or_else(Source::direct)
-    }
-}
-
-impl<R: Read> Iterator for Rows<'_, R> {
-    type Item = Result<Row, RowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let record = match self.records.next()? {
-            Ok(record) => record,
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                return Some(Err(RowError {
-                    file: self.file.to_owned(),
-                    line,
-                    column: String::new(),
-                    message: format!("not CSV: {e}"),
-                }));
-            }
-        };
-        Some(self.row(&record))
     }
 }

@@ -10,13 +10,17 @@
 //! `kill -9`, applies only the batches that are not in yet.
 
 pub mod goatcounter;
+pub mod umami;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::rc::Rc;
 
 use crate::domain::Labels;
+use crate::journal::Visit;
 use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
 use crate::storage::progress::{self, Advance, Stream};
 use crate::storage::Store;
@@ -34,6 +38,9 @@ pub struct ImportHit {
     pub source: Option<String>,
     /// Breakdown labels; with an event's name, the row is that event.
     pub labels: Labels,
+    /// What the row changes of its visit, when the export tells visits
+    /// apart (an event carries only its visitor, as the pixel's does).
+    pub visit: Option<Visit>,
 }
 
 /// A row that is not counted, and why (the summary counts them).
@@ -42,6 +49,9 @@ pub enum Skipped {
     Bot,
     /// On a day the site had live figures on when the import started.
     Overlap,
+    /// A row the peer keeps beside views and events (Umami's link, pixel
+    /// and performance rows).
+    NotAViewOrEvent,
 }
 
 impl Skipped {
@@ -49,6 +59,7 @@ impl Skipped {
         match self {
             Skipped::Bot => "bot",
             Skipped::Overlap => "on days with live figures",
+            Skipped::NotAViewOrEvent => "neither a view nor an event",
         }
     }
 }
@@ -66,12 +77,138 @@ pub struct RowError {
     pub message: String,
 }
 
+impl RowError {
+    pub fn new(file: &str, line: u64, column: &str, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            line,
+            column: column.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A CSV export with a header row, its columns found by name (in any
+/// order; the others are ignored), read record by record.
+pub struct CsvFile<R: Read> {
+    records: csv::StringRecordsIntoIter<R>,
+    columns: HashMap<&'static str, usize>,
+    file: String,
+}
+
+impl<R: Read> CsvFile<R> {
+    /// Reads the header: every `required` column must be there,
+    /// `optional` ones are read when they are. `check` sees the header
+    /// first (a format's own mark).
+    pub fn open(
+        read: R,
+        file: &str,
+        required: &[&'static str],
+        optional: &[&'static str],
+        check: impl FnOnce(&csv::StringRecord) -> Result<(), RowError>,
+    ) -> Result<Self, RowError> {
+        let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(read);
+        let header = reader
+            .headers()
+            .map_err(|e| RowError::new(file, 1, "", format!("not CSV: {e}")))?;
+        check(header)?;
+        let mut columns = HashMap::new();
+        for &name in required.iter().chain(optional) {
+            match header.iter().position(|h| h.trim() == name) {
+                Some(i) => {
+                    columns.insert(name, i);
+                }
+                None if optional.contains(&name) => {}
+                None => {
+                    return Err(RowError::new(
+                        file,
+                        1,
+                        name,
+                        "this required column is missing",
+                    ))
+                }
+            }
+        }
+        Ok(Self {
+            records: reader.into_records(),
+            columns,
+            file: file.to_owned(),
+        })
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    pub fn has(&self, column: &str) -> bool {
+        self.columns.contains_key(column)
+    }
+
+    /// A record's cell of `column`, trimmed; empty when the column is not
+    /// in the file.
+    pub fn cell<'r>(&self, record: &'r csv::StringRecord, column: &str) -> &'r str {
+        self.columns
+            .get(column)
+            .and_then(|&i| record.get(i))
+            .unwrap_or_default()
+            .trim()
+    }
+
+    /// The next record and its line, or where the file stops being CSV.
+    pub fn next_record(&mut self) -> Option<Result<(u64, csv::StringRecord), RowError>> {
+        Some(match self.records.next()? {
+            Ok(record) => Ok((record.position().map_or(0, |p| p.line()), record)),
+            Err(e) => Err(RowError::new(
+                &self.file,
+                e.position().map_or(0, |p| p.line()),
+                "",
+                format!("not CSV: {e}"),
+            )),
+        })
+    }
+}
+
+/// A format's reading of one record of its file.
+pub trait Format {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError>;
+}
+
+/// A file's rows in order, each checked by its format.
+pub struct Rows<F, R: Read> {
+    csv: CsvFile<R>,
+    format: F,
+}
+
+impl<F: Format, R: Read> Rows<F, R> {
+    pub fn new(csv: CsvFile<R>, format: F) -> Self {
+        Self { csv, format }
+    }
+}
+
+impl<F: Format, R: Read> Iterator for Rows<F, R> {
+    type Item = Result<Row, RowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.csv.next_record()? {
+            Ok((line, record)) => self.format.row(&self.csv, line, &record),
+            Err(e) => Err(e),
+        })
+    }
+}
+
 /// What an import did (or, validated, would do).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Summary {
     pub rows: u64,
     pub views: u64,
     pub events: u64,
+    /// Visits started (imports that tell visits apart).
+    pub visits: u64,
     pub skipped: BTreeMap<&'static str, u64>,
     pub first: Option<DateTime<Utc>>,
     pub last: Option<DateTime<Utc>>,
@@ -88,6 +225,9 @@ impl Summary {
                     self.events += 1;
                 } else {
                     self.views += 1;
+                    if hit.visit.as_ref().is_some_and(Visit::starts) {
+                        self.visits += 1;
+                    }
                 }
                 self.first = Some(self.first.map_or(hit.at, |f| f.min(hit.at)));
                 self.last = Some(self.last.map_or(hit.at, |l| l.max(hit.at)));
@@ -106,6 +246,46 @@ pub fn open(path: &Path) -> std::io::Result<Box<dyn Read>> {
     } else {
         Box::new(file)
     })
+}
+
+/// A row's page as a path of `site`: a path, or a full address on one of
+/// its hosts (as the pixel takes a page named with the site's id).
+pub fn site_path(
+    site: &crate::storage::sites::Site,
+    raw: &str,
+) -> Result<crate::domain::PagePath, String> {
+    use crate::domain::PageRef;
+    match PageRef::parse(raw).map_err(|e| e.to_string())? {
+        PageRef::Path(path) => Ok(path),
+        PageRef::Url { host, path } if site.owns_host(&host) => Ok(path),
+        PageRef::Url { host, .. } => Err(format!("{host} is not a host of {}", site.domain)),
+    }
+}
+
+/// Passes a reader's bytes through while hashing them; the hash is
+/// shared so it can be read once the reader has been consumed.
+pub struct Hashing {
+    inner: Box<dyn Read>,
+    hasher: Rc<RefCell<blake3::Hasher>>,
+}
+
+impl Hashing {
+    pub fn new(inner: Box<dyn Read>) -> (Self, Rc<RefCell<blake3::Hasher>>) {
+        let hasher = Rc::new(RefCell::new(blake3::Hasher::new()));
+        let reader = Self {
+            inner,
+            hasher: hasher.clone(),
+        };
+        (reader, hasher)
+    }
+}
+
+impl Read for Hashing {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.borrow_mut().update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// The import's key: its kind, site and the file's content (a
@@ -152,7 +332,7 @@ pub async fn apply(
                 page: &h.page,
                 at: h.at,
                 source: h.source.as_deref(),
-                visit: None,
+                visit: h.visit.as_ref(),
                 labels: Some(&h.labels),
             })
             .collect();

@@ -523,7 +523,7 @@ pub fn classify_view(
 /// The first `key` (`utm_source`, `utm_medium`, `utm_campaign`) of a page
 /// URL's query string, percent-decoded (invalid UTF-8: none). The rest of
 /// the query is never looked at.
-fn utm_value(page: &str, wanted: &str) -> Option<String> {
+pub fn utm_value(page: &str, wanted: &str) -> Option<String> {
     let without_fragment = page.split('#').next()?;
     let (_, query) = without_fragment.split_once('?')?;
     query.split('&').find_map(|pair| {

@@ -1,0 +1,807 @@
+//! Umami's raw rows, as `psql \copy (…) TO '…' CSV HEADER` writes them
+//! (README, "Switching from Umami"): `website_event`, one row per view or
+//! event, and optionally `session`, which says each session's browser,
+//! system, device and country. Columns are found by name, since Umami
+//! added some over its versions (`visit_id`, the `utm_*` columns); the
+//! others are ignored.
+//!
+//! `event_type` 1 is a view of `url_path` at `created_at`; 2 is the custom
+//! event `event_name` on that page (never a view); 3 to 5 (links, pixels,
+//! web vitals) are skipped and counted. A view's source follows the
+//! pixel's rules: `utm_source`, else `referrer_domain` (the site's own
+//! hosts are no source), else direct; `utm_medium` and `utm_campaign` are
+//! kept. They are read from their columns, or from `url_query` in exports
+//! from before those columns. `hostname`, titles, `utm_content`,
+//! `utm_term`, click ids and event data are not kept.
+//!
+//! Visits are rebuilt so that every figure stays a sum of per-row
+//! deltas, as the pixel's are (`ingest::visits`):
+//! - a visit is Umami's `visit_id` within one UTC day, fed through the
+//!   pixel's own open-visit table ([`OpenVisits`]): its first view is the
+//!   entry (one visit, one entry and, until a later view takes it, the
+//!   exit), each later view moves the exit, adds the gap to the duration
+//!   and its second view ends the bounce. So over every visit entries =
+//!   visits = exits, and bounces are the visits of one view;
+//! - the pixel's visitor changes with the UTC day's salt, so a visit going
+//!   past midnight ends there, and its views after midnight start another
+//!   visit of another visitor; the same holds here;
+//! - a visit idle for the pixel's [`GAP`](crate::ingest::visits::GAP), or
+//!   pushed out of the table's bounds, is forgotten: its `visit_id` seen
+//!   again starts a new visit (Umami itself starts a new one after 30
+//!   minutes);
+//! - the visitor is `session_id`, hashed per UTC day under a key fixed by
+//!   the site, so one session is one visitor a day, as with the pixel, and
+//!   the same session in two imports of the site is the same visitor;
+//! - the deltas depend on the file alone (every run rebuilds them from
+//!   its first row, also for batches already in), so a rerun after
+//!   `kill -9` applies exactly the deltas the first run would have; and as
+//!   overlap days are whole UTC days and no visit crosses one, skipping a
+//!   day drops whole visits.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use std::io::Read;
+
+use super::{CsvFile, ImportHit, Row, RowError, Skipped};
+use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
+use crate::classify::{Country, DeviceClass, UNKNOWN};
+use crate::domain::{Dimension, EventName, Labels, Page, Source};
+use crate::ingest::pixel::utm_value;
+use crate::ingest::visits::{OpenVisits, VisitsConfig};
+use crate::journal::Visit;
+use crate::storage::sites::Site;
+
+pub const KIND: &str = "umami";
+
+const SESSION_ID: &str = "session_id";
+const VISIT_ID: &str = "visit_id";
+const CREATED_AT: &str = "created_at";
+const URL_PATH: &str = "url_path";
+const EVENT_TYPE: &str = "event_type";
+const EVENT_NAME: &str = "event_name";
+const REFERRER_DOMAIN: &str = "referrer_domain";
+const EVENT_COLUMNS: [&str; 7] = [
+    SESSION_ID,
+    VISIT_ID,
+    CREATED_AT,
+    URL_PATH,
+    EVENT_TYPE,
+    EVENT_NAME,
+    REFERRER_DOMAIN,
+];
+const URL_QUERY: &str = "url_query";
+const WEBSITE_ID: &str = "website_id";
+const UTM_SOURCE: &str = "utm_source";
+const UTM_MEDIUM: &str = "utm_medium";
+const UTM_CAMPAIGN: &str = "utm_campaign";
+const OPTIONAL_EVENT_COLUMNS: [&str; 5] =
+    [URL_QUERY, WEBSITE_ID, UTM_SOURCE, UTM_MEDIUM, UTM_CAMPAIGN];
+
+const SESSION_COLUMNS: [&str; 5] = [SESSION_ID, "browser", "os", "device", "country"];
+
+/// Most sessions a session file may hold: at [`SESSION_BYTES`] each,
+/// about 210 MB (up to twice that for a moment while the file is read, as
+/// the vector grows).
+pub const MAX_SESSIONS: usize = 10_000_000;
+/// What a session takes in memory: its id and its labels' indexes.
+pub const SESSION_BYTES: usize = std::mem::size_of::<SessionEntry>();
+const _: () = assert!(SESSION_BYTES == 21, "a session entry has no padding");
+
+/// A session as kept: the id's bytes (big-endian, so they sort as the
+/// UUID does) and its labels as indexes into our names; byte arrays only,
+/// so an entry takes 21 bytes, with no padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionEntry {
+    id: [u8; 16],
+    /// Indexes into [`BROWSERS`], [`OPERATING_SYSTEMS`] and
+    /// [`DeviceClass::ALL`], then the country's code (zeros: unknown).
+    labels: [u8; 5],
+}
+
+impl SessionEntry {
+    fn label(&self, labels: &mut Labels) {
+        let [browser, os, device, c0, c1] = self.labels;
+        labels.set(Dimension::Browser, BROWSERS[usize::from(browser)]);
+        labels.set(Dimension::Os, OPERATING_SYSTEMS[usize::from(os)]);
+        labels.set(
+            Dimension::Device,
+            DeviceClass::ALL[usize::from(device)].as_str(),
+        );
+        let country = if c0 == 0 {
+            Country::UNKNOWN
+        } else {
+            Country::from_code(std::str::from_utf8(&[c0, c1]).unwrap_or_default())
+        };
+        labels.set(Dimension::Country, country.as_str());
+    }
+}
+
+/// The session file's labels by session id, sorted for binary search.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    entries: Vec<SessionEntry>,
+}
+
+impl Sessions {
+    /// Reads and checks a session file: a bad row names its line and
+    /// column; more than [`MAX_SESSIONS`] is refused.
+    pub fn load(read: impl Read, file: &str) -> Result<Self, RowError> {
+        Self::load_at_most(read, file, MAX_SESSIONS)
+    }
+
+    fn load_at_most(read: impl Read, file: &str, most: usize) -> Result<Self, RowError> {
+        let mut csv = CsvFile::open(read, file, &SESSION_COLUMNS, &[], |_| Ok(()))?;
+        let mut entries = Vec::new();
+        while let Some(next) = csv.next_record() {
+            let (line, record) = next?;
+            let cell = |name| csv.cell(&record, name);
+            let error = |column: &str, message: String| RowError::new(file, line, column, message);
+            if entries.len() == most {
+                return Err(error(
+                    SESSION_ID,
+                    format!(
+                        "more than {most} sessions ({SESSION_BYTES} bytes each in memory): \
+                         import the events in parts, each with the sessions of its period \
+                         (README, \"Switching from Umami\")"
+                    ),
+                ));
+            }
+            let id = uuid(cell(SESSION_ID)).map_err(|m| error(SESSION_ID, m))?;
+            let country = match cell("country") {
+                "" => [0, 0],
+                code => {
+                    let country = Country::from_code(code);
+                    if code.len() != 2 || !country.is_known() {
+                        return Err(error("country", format!("not a country code: {code:?}")));
+                    }
+                    let b = country.as_str().as_bytes();
+                    [b[0], b[1]]
+                }
+            };
+            entries.push(SessionEntry {
+                id: id.to_be_bytes(),
+                labels: [
+                    browser(cell("browser")),
+                    os(cell("os")),
+                    device(cell("device")),
+                    country[0],
+                    country[1],
+                ],
+            });
+        }
+        entries.sort_unstable_by_key(|e| e.id);
+        if let Some(twice) = entries.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(RowError::new(
+                file,
+                0,
+                SESSION_ID,
+                format!(
+                    "{} is on two rows: export one website's sessions",
+                    uuid::Uuid::from_bytes(twice[0].id)
+                ),
+            ));
+        }
+        entries.shrink_to_fit();
+        Ok(Self { entries })
+    }
+
+    fn get(&self, id: u128) -> Option<&SessionEntry> {
+        let id = id.to_be_bytes();
+        self.entries
+            .binary_search_by_key(&id, |e| e.id)
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn index_of(names: &[&str], name: &str) -> u8 {
+    names
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(name))
+        .unwrap_or(0) as u8
+}
+
+/// Umami's browser (`detect-browser`'s names) as one of [`BROWSERS`]; a
+/// name of ours (given with `umami.track`'s overrides) is taken as it is.
+fn browser(umami: &str) -> u8 {
+    let ours = match umami {
+        "chrome" | "crios" => "Chrome",
+        "chromium-webview" => "Android WebView",
+        "ios-webview" => "iOS WebView",
+        "safari" | "ios" => "Safari",
+        "firefox" | "fxios" => "Firefox",
+        "edge" | "edge-chromium" | "edge-ios" => "Edge",
+        "opera" | "opera-mini" => "Opera",
+        "samsung" => "Samsung Internet",
+        "yandexbrowser" => "Yandex",
+        "miui" => "MIUI Browser",
+        "ie" => "Internet Explorer",
+        other => other,
+    };
+    index_of(BROWSERS, ours)
+}
+
+/// Umami's system (`detect-browser`'s `detectOS`) as one of
+/// [`OPERATING_SYSTEMS`].
+fn os(umami: &str) -> u8 {
+    let ours = match umami {
+        windows if windows.starts_with("Windows") => "Windows",
+        "Mac OS" => "macOS",
+        "Android OS" | "Amazon OS" => "Android",
+        "Chrome OS" => "ChromeOS",
+        other => other,
+    };
+    index_of(OPERATING_SYSTEMS, ours)
+}
+
+/// Umami's device (`desktop` or `laptop` by screen width, else the
+/// User-Agent parser's type) as one of [`DeviceClass::ALL`].
+fn device(umami: &str) -> u8 {
+    let class = match umami {
+        "desktop" | "laptop" => DeviceClass::Desktop,
+        "mobile" => DeviceClass::Mobile,
+        "tablet" => DeviceClass::Tablet,
+        _ => DeviceClass::Unknown,
+    };
+    DeviceClass::ALL
+        .iter()
+        .position(|c| *c == class)
+        .unwrap_or(0) as u8
+}
+
+fn uuid(raw: &str) -> Result<u128, String> {
+    uuid::Uuid::parse_str(raw)
+        .map(|u| u.as_u128())
+        .map_err(|_| format!("not a UUID: {raw:?}"))
+}
+
+/// A `timestamptz` as psql writes it (`2026-11-25 10:00:00.123456+00`),
+/// or RFC 3339.
+fn time(raw: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_str(raw, "%Y-%m-%d %H:%M:%S%.f%#z")
+        .or_else(|_| DateTime::parse_from_rfc3339(raw))
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Umami's reading of a `website_event` row, with what the row changes
+/// of its visit.
+pub struct Umami<'a> {
+    site: Site,
+    sessions: &'a Sessions,
+    /// Keys the day's hashes of sessions and visits (fixed by the site).
+    key: [u8; 32],
+    visits: OpenVisits,
+    previous_at: Option<DateTime<Utc>>,
+    website: Option<String>,
+}
+
+/// `website_event`'s rows in order, each checked.
+pub fn rows<'a, R: Read>(
+    read: R,
+    file: &str,
+    site: Site,
+    sessions: &'a Sessions,
+) -> Result<super::Rows<Umami<'a>, R>, RowError> {
+    let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
+        Ok(())
+    })?;
+    let key = blake3::derive_key(
+        "tickertape umami import 2026-11 visitor and visit ids",
+        site.id.to_string().as_bytes(),
+    );
+    let umami = Umami {
+        site,
+        sessions,
+        key,
+        visits: OpenVisits::new(VisitsConfig::default()),
+        previous_at: None,
+        website: None,
+    };
+    Ok(super::Rows::new(csv, umami))
+}
+
+impl Umami<'_> {
+    /// A session's or a visit's id on `day`, under the site's key; `kind`
+    /// keeps the two apart.
+    fn day_id(&self, kind: u8, day: NaiveDate, id: u128) -> u64 {
+        let mut hasher = blake3::Hasher::new_keyed(&self.key);
+        hasher.update(&[kind]);
+        hasher.update(&chrono::Datelike::num_days_from_ce(&day).to_le_bytes());
+        hasher.update(&id.to_le_bytes());
+        u64::from_le_bytes(
+            hasher.finalize().as_bytes()[..8]
+                .try_into()
+                .expect("8 bytes"),
+        )
+    }
+}
+
+impl super::Format for Umami<'_> {
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Row, RowError> {
+        let cell = |name: &str| csv.cell(record, name);
+        let error =
+            |column: &str, message: String| RowError::new(csv.file(), line, column, message);
+        let at = time(cell(CREATED_AT)).ok_or_else(|| {
+            error(
+                CREATED_AT,
+                format!(
+                    "not a time as psql writes one (2026-11-25 10:00:00.123+00): {:?}",
+                    cell(CREATED_AT)
+                ),
+            )
+        })?;
+        if let Some(before) = self.previous_at.filter(|&b| at < b) {
+            return Err(error(
+                CREATED_AT,
+                format!(
+                    "{} is before the row above ({}): export the rows ORDER BY created_at \
+                     (README, \"Switching from Umami\")",
+                    at.to_rfc3339(),
+                    before.to_rfc3339()
+                ),
+            ));
+        }
+        self.previous_at = Some(at);
+        if csv.has(WEBSITE_ID) {
+            let website = cell(WEBSITE_ID);
+            match &self.website {
+                None => self.website = Some(website.to_owned()),
+                Some(first) if first != website => {
+                    return Err(error(
+                        WEBSITE_ID,
+                        format!(
+                            "a second website ({website}, after {first}): export one website's \
+                             rows, WHERE website_id = '…'"
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let session = uuid(cell(SESSION_ID)).map_err(|m| error(SESSION_ID, m))?;
+        let visit = uuid(cell(VISIT_ID)).map_err(|m| error(VISIT_ID, m))?;
+        let is_event = match cell(EVENT_TYPE) {
+            "1" => false,
+            "2" => true,
+            "3" | "4" | "5" => return Ok(Err(Skipped::NotAViewOrEvent)),
+            other => {
+                return Err(error(
+                    EVENT_TYPE,
+                    format!("not an Umami event type (1 a view, 2 a custom event): {other:?}"),
+                ))
+            }
+        };
+        let path = super::site_path(&self.site, cell(URL_PATH)).map_err(|e| error(URL_PATH, e))?;
+        let page = Page::new(&self.site.domain, &path).into_string();
+        let day = at.date_naive();
+        let visitor = self.day_id(b's', day, session);
+        let mut labels = Labels::default();
+        if is_event {
+            let name = EventName::parse(cell(EVENT_NAME))
+                .map_err(|e| error(EVENT_NAME, format!("not an event name: {e}")))?;
+            labels.set(Dimension::Event, name.into_string());
+            return Ok(Ok(ImportHit {
+                page,
+                at,
+                source: None,
+                labels,
+                visit: Some(Visit {
+                    visitor,
+                    ..Visit::default()
+                }),
+            }));
+        }
+        let query = format!("?{}", cell(URL_QUERY));
+        let utm = |column: &str| match csv.has(column) {
+            true => Some(cell(column).to_owned()).filter(|v| !v.is_empty()),
+            false => utm_value(&query, column),
+        };
+        for (column, dimension) in [
+            (UTM_MEDIUM, Dimension::Medium),
+            (UTM_CAMPAIGN, Dimension::Campaign),
+        ] {
+            if let Some(value) = utm(column).as_deref().and_then(Source::from_utm) {
+                labels.set(dimension, value.into_string());
+            }
+        }
+        let referrer = Some(cell(REFERRER_DOMAIN))
+            .filter(|d| !d.is_empty())
+            .map(|d| format!("https://{d}"));
+        let source = Source::of_view(utm(UTM_SOURCE).as_deref(), referrer.as_deref(), |h| {
+            self.site.owns_host(h)
+        });
+        match self.sessions.get(session) {
+            Some(entry) => entry.label(&mut labels),
+            None => {
+                for dimension in [
+                    Dimension::Browser,
+                    Dimension::Os,
+                    Dimension::Device,
+                    Dimension::Country,
+                ] {
+                    labels.set(dimension, UNKNOWN);
+                }
+            }
+        }
+        let visit_id = self.day_id(b'v', day, visit);
+        let (mut delta, _) = self.visits.hit(visit_id, &page, at);
+        delta.visitor = visitor;
+        Ok(Ok(ImportHit {
+            page,
+            at,
+            source: Some(source.into_string()),
+            labels,
+            visit: Some(delta),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    const HEADER: &str = "event_id,website_id,session_id,visit_id,created_at,url_path,url_query,utm_source,utm_medium,utm_campaign,utm_content,utm_term,referrer_path,referrer_query,referrer_domain,page_title,gclid,fbclid,msclkid,ttclid,li_fat_id,twclid,event_type,event_name,tag,hostname";
+    const WEBSITE: &str = "94db1cb1-74f4-4a40-ad6c-962362670409";
+    const ALICE: &str = "11111111-1111-4111-8111-111111111111";
+    const BOB: &str = "22222222-2222-4222-8222-222222222222";
+    const VISIT_1: &str = "aaaaaaaa-1111-4111-8111-111111111111";
+    const VISIT_2: &str = "bbbbbbbb-2222-4222-8222-222222222222";
+
+    fn site() -> Site {
+        use crate::domain::DomainName;
+        Site {
+            id: crate::domain::SiteId::parse(WEBSITE).unwrap(),
+            name: "Example".into(),
+            domain: DomainName::parse("example.com").unwrap(),
+            aliases: vec![DomainName::parse("blog.example.com").unwrap()],
+            owners: vec![],
+            created_at: Utc::now(),
+            time_zone: crate::domain::TimeZone::UTC,
+            totals_complete: true,
+            page_cap: crate::domain::PageCapSetting::Default,
+            unconfirmed_hosts: vec![],
+            goals: vec![],
+        }
+    }
+
+    /// A `website_event` row, written as psql would.
+    #[derive(Clone, Copy)]
+    struct Event {
+        session: &'static str,
+        visit: &'static str,
+        at: &'static str,
+        path: &'static str,
+        query: &'static str,
+        utm_source: &'static str,
+        referrer: &'static str,
+        kind: u8,
+        name: &'static str,
+    }
+
+    /// Alice's view of the home page at 10:00, direct.
+    const VIEW: Event = Event {
+        session: ALICE,
+        visit: VISIT_1,
+        at: "2026-11-25 10:00:00+00",
+        path: "/",
+        query: "",
+        utm_source: "",
+        referrer: "",
+        kind: 1,
+        name: "",
+    };
+
+    impl Event {
+        fn csv(&self) -> String {
+            let Event {
+                session,
+                visit,
+                at,
+                path,
+                query,
+                utm_source,
+                referrer,
+                kind,
+                name,
+            } = self;
+            format!(
+                "{},{WEBSITE},{session},{visit},{at},{path},{query},{utm_source},,,,,,,{referrer},A title,,,,,,,{kind},{name},,example.com",
+                uuid::Uuid::new_v4()
+            )
+        }
+    }
+
+    fn file(events: &[Event]) -> String {
+        let mut lines = vec![HEADER.to_owned()];
+        lines.extend(events.iter().map(Event::csv));
+        lines.join("\n")
+    }
+
+    fn read(text: &str, sessions: &Sessions) -> Result<Vec<Row>, RowError> {
+        rows(text.as_bytes(), "website_event.csv", site(), sessions)?.collect()
+    }
+
+    fn sessions() -> Sessions {
+        let text = format!(
+            "session_id,website_id,browser,os,device,screen,language,country,region,city,distinct_id,created_at\n\
+             {ALICE},{WEBSITE},crios,iOS,mobile,390x844,en-US,DE,DE-BE,Berlin,,2026-11-25 10:00:00+00\n\
+             {BOB},{WEBSITE},edge-chromium,Windows 10,laptop,1440x900,nl,,,,,2026-11-25 10:00:00+00\n"
+        );
+        Sessions::load(text.as_bytes(), "session.csv").unwrap()
+    }
+
+    fn ok(row: &Row) -> &ImportHit {
+        row.as_ref().expect("counted")
+    }
+
+    #[test]
+    fn views_events_sources_and_session_labels_are_read_by_column_name() {
+        let text = file(&[
+            Event {
+                at: "2026-11-25 10:00:00.123456+00",
+                query: "utm_medium=mail",
+                utm_source: "newsletter",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25 11:05:00+01",
+                path: "/pricing",
+                referrer: "example.com",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25T10:06:00Z",
+                path: "/pricing",
+                kind: 2,
+                name: "Signup",
+                ..VIEW
+            },
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:07:00+00",
+                path: "/blog#top",
+                referrer: "www.news.example",
+                ..VIEW
+            },
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:08:00+00",
+                kind: 5,
+                ..VIEW
+            },
+        ]);
+        let rows = read(&text, &sessions()).unwrap();
+        assert_eq!(rows.len(), 5);
+        let first = ok(&rows[0]);
+        assert_eq!(first.page, "example.com/");
+        assert_eq!(
+            first.at,
+            Utc.with_ymd_and_hms(2026, 11, 25, 10, 0, 0).unwrap()
+                + chrono::TimeDelta::microseconds(123_456)
+        );
+        assert_eq!(first.source.as_deref(), Some("newsletter"));
+        assert_eq!(
+            first.labels.get(Dimension::Medium),
+            None,
+            "the utm_medium column, not url_query"
+        );
+        assert_eq!(first.labels.get(Dimension::Browser), Some("Chrome"));
+        assert_eq!(first.labels.get(Dimension::Os), Some("iOS"));
+        assert_eq!(first.labels.get(Dimension::Device), Some("mobile"));
+        assert_eq!(first.labels.get(Dimension::Country), Some("DE"));
+        assert!(first.visit.as_ref().unwrap().starts());
+        let second = ok(&rows[1]);
+        assert_eq!(
+            second.source.as_deref(),
+            Some("direct"),
+            "the site's own host"
+        );
+        let delta = second.visit.as_ref().unwrap();
+        assert_eq!(delta.entry.as_deref(), Some("example.com/"));
+        assert_eq!(delta.previous.as_deref(), Some("example.com/"));
+        assert!(delta.second_view);
+        assert_eq!(
+            delta.duration_secs, 299,
+            "whole seconds since 10:00:00.123456"
+        );
+        assert_eq!(delta.visitor, first.visit.as_ref().unwrap().visitor);
+        let signup = ok(&rows[2]);
+        assert_eq!(signup.labels.get(Dimension::Event), Some("Signup"));
+        assert_eq!(signup.page, "example.com/pricing");
+        assert_eq!(signup.visit.as_ref().unwrap().visitor, delta.visitor);
+        let bob = ok(&rows[3]);
+        assert_eq!(bob.page, "example.com/blog");
+        assert_eq!(bob.source.as_deref(), Some("news.example"));
+        assert_eq!(bob.labels.get(Dimension::Browser), Some("Edge"));
+        assert_eq!(bob.labels.get(Dimension::Os), Some("Windows"));
+        assert_eq!(bob.labels.get(Dimension::Device), Some("desktop"));
+        assert_eq!(bob.labels.get(Dimension::Country), Some("unknown"));
+        assert!(bob.visit.as_ref().unwrap().starts());
+        assert_ne!(bob.visit.as_ref().unwrap().visitor, delta.visitor);
+        assert_eq!(rows[4], Err(Skipped::NotAViewOrEvent));
+    }
+
+    #[test]
+    fn exports_without_utm_columns_read_url_query_and_unknown_sessions_are_unknown() {
+        let text = format!(
+            "session_id,visit_id,created_at,url_path,url_query,referrer_domain,event_type,event_name\n\
+             {ALICE},{VISIT_1},2026-11-25 10:00:00+00,/,utm_source=Mastodon&utm_campaign=launch%20week,t.co,1,\n"
+        );
+        let rows = read(&text, &Sessions::default()).unwrap();
+        let hit = ok(&rows[0]);
+        assert_eq!(hit.source.as_deref(), Some("mastodon"));
+        assert_eq!(hit.labels.get(Dimension::Campaign), Some("launch week"));
+        assert_eq!(hit.labels.get(Dimension::Browser), Some("unknown"));
+        assert_eq!(hit.labels.get(Dimension::Country), Some("unknown"));
+    }
+
+    #[test]
+    fn a_visit_ends_at_utc_midnight_and_after_the_gap() {
+        let text = file(&[
+            Event {
+                at: "2026-11-25 23:50:00+00",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:10:00+00",
+                path: "/b",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:15:00+00",
+                path: "/c",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-26 00:50:00+00",
+                path: "/d",
+                ..VIEW
+            },
+        ]);
+        let rows = read(&text, &sessions()).unwrap();
+        let visits: Vec<&Visit> = rows.iter().map(|r| ok(r).visit.as_ref().unwrap()).collect();
+        assert!(visits[0].starts());
+        assert!(visits[1].starts(), "a new day, a new visit");
+        assert_ne!(visits[0].visitor, visits[1].visitor, "and a new visitor");
+        assert!(!visits[2].starts());
+        assert!(visits[3].starts(), "35 minutes idle");
+        assert_eq!(visits[3].visitor, visits[2].visitor);
+    }
+
+    #[test]
+    fn the_same_file_gives_the_same_deltas() {
+        let text = file(&[
+            VIEW,
+            Event {
+                session: BOB,
+                visit: VISIT_2,
+                at: "2026-11-25 10:01:00+00",
+                ..VIEW
+            },
+            Event {
+                at: "2026-11-25 10:02:00+00",
+                path: "/b",
+                ..VIEW
+            },
+        ]);
+        assert_eq!(
+            read(&text, &sessions()).unwrap(),
+            read(&text, &sessions()).unwrap()
+        );
+    }
+
+    #[test]
+    fn each_bad_row_names_its_line_and_column() {
+        let cases = [
+            (
+                Event {
+                    at: "yesterday",
+                    ..VIEW
+                },
+                "created_at",
+            ),
+            (
+                Event {
+                    at: "2026-11-25 09:00:00+00",
+                    ..VIEW
+                },
+                "created_at",
+            ),
+            (
+                Event {
+                    path: "docs",
+                    ..VIEW
+                },
+                "url_path",
+            ),
+            (
+                Event {
+                    path: "https://other.test/",
+                    ..VIEW
+                },
+                "url_path",
+            ),
+            (Event { kind: 7, ..VIEW }, "event_type"),
+            (Event { kind: 2, ..VIEW }, "event_name"),
+            (
+                Event {
+                    session: "alice",
+                    ..VIEW
+                },
+                "session_id",
+            ),
+        ];
+        for (bad, column) in cases {
+            let e = read(&file(&[VIEW, bad]), &sessions()).unwrap_err();
+            assert_eq!((e.line, e.column.as_str()), (3, column), "{e}");
+            assert_eq!(e.file, "website_event.csv");
+        }
+        let other_website = [
+            HEADER.to_owned(),
+            VIEW.csv(),
+            VIEW.csv()
+                .replace(WEBSITE, "5f4dcc3b-5aa7-4d61-8b6f-000000000000"),
+        ]
+        .join("\n");
+        let e = read(&other_website, &sessions()).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, "website_id"), "{e}");
+        let e = read(&HEADER.replace(",visit_id", ""), &sessions()).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (1, "visit_id"), "{e}");
+        assert!(e.message.contains("missing"), "{e}");
+    }
+
+    #[test]
+    fn a_session_file_maps_umamis_names_and_refuses_bad_countries() {
+        assert_eq!(sessions().len(), 2);
+        let header = "session_id,browser,os,device,country";
+        let bad = format!("{header}\n{ALICE},chrome,Linux,desktop,Germany\n");
+        let e = Sessions::load(bad.as_bytes(), "session.csv").unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (2, "country"), "{e}");
+        let twice = format!("{header}\n{ALICE},,,,\n{ALICE},,,,\n");
+        let e = Sessions::load(twice.as_bytes(), "session.csv").unwrap_err();
+        assert!(e.message.contains("two rows"), "{e}");
+        let three = format!("{header}\n{ALICE},,,,\n{BOB},,,,\n{VISIT_1},,,,\n");
+        let e = Sessions::load_at_most(three.as_bytes(), "session.csv", 2).unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("more than 2 sessions"), "{e}");
+        let missing = "session_id,browser,os,device\n";
+        let e = Sessions::load(missing.as_bytes(), "session.csv").unwrap_err();
+        assert_eq!(e.column, "country");
+        for (umami, ours) in [
+            ("Mac OS", "macOS"),
+            ("Android OS", "Android"),
+            ("Windows 7", "Windows"),
+            ("BeOS", "unknown"),
+        ] {
+            assert_eq!(OPERATING_SYSTEMS[usize::from(os(umami))], ours);
+        }
+        for (umami, ours) in [
+            ("fxios", "Firefox"),
+            ("ios", "Safari"),
+            ("samsung", "Samsung Internet"),
+            ("kakaotalk", "unknown"),
+        ] {
+            assert_eq!(BROWSERS[usize::from(browser(umami))], ours);
+        }
+        assert_eq!(
+            DeviceClass::ALL[usize::from(device("smarttv"))],
+            DeviceClass::Unknown
+        );
+    }
+}
