@@ -1055,3 +1055,77 @@ async fn every_bad_umami_export_is_named_by_file_line_and_column_and_writes_noth
         assert_nothing_written(&app, what).await;
     }
 }
+
+/// A site in Europe/Berlin shows the export's rows on its own local days:
+/// the chart by day and the top pages give, day by day and page by page,
+/// what the file holds, across local midnights (23:00 or 22:00 UTC).
+#[tokio::test]
+async fn a_goatcounter_export_into_a_berlin_site_gives_its_local_days_the_files_views() {
+    let app = spawn_app().await;
+    let site = app.add_site_in("berlin.test", &[], "Europe/Berlin").await;
+    let dir = tempfile::tempdir().unwrap();
+    let lines = export(2_000);
+    let file = dir.path().join("export.csv");
+    std::fs::write(&file, file_text(&lines)).unwrap();
+    let out = import(&app, "berlin.test", &file);
+    assert!(out.status.success(), "{out:?}");
+    let berlin = chrono_tz::Europe::Berlin;
+    let mut by_day: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
+    let mut by_page: BTreeMap<String, i64> = BTreeMap::new();
+    for l in lines.iter().filter(|l| l.bot == 0 && !l.event) {
+        *by_day
+            .entry(l.at.with_timezone(&berlin).date_naive())
+            .or_default() += 1;
+        *by_page.entry(l.path.clone()).or_default() += 1;
+    }
+    assert!(by_day.len() >= 4, "the rows cross local midnights");
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let (first, last) = (
+        *by_day.keys().next().unwrap(),
+        *by_day.keys().last().unwrap(),
+    );
+    let range = format!("range=custom&from={first}&to={last}");
+    let series = crate::json_api::get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/series?{range}&res=day", site.id),
+    )
+    .await;
+    assert_eq!(series.status, 200, "{}", series.json);
+    let shown: BTreeMap<chrono::NaiveDate, i64> = series.json["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let at: DateTime<Utc> = p["at"].as_str().unwrap().parse().unwrap();
+            (
+                at.with_timezone(&berlin).date_naive(),
+                p["views"].as_i64().unwrap(),
+            )
+        })
+        .filter(|(_, v)| *v != 0)
+        .collect();
+    assert_eq!(shown, by_day, "{}", series.json);
+    let pages = crate::json_api::get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/pages?{range}", site.id),
+    )
+    .await;
+    assert_eq!(pages.status, 200, "{}", pages.json);
+    let listed: BTreeMap<String, i64> = pages.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["views"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, by_page, "{}", pages.json);
+}
