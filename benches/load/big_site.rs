@@ -79,7 +79,39 @@ async fn insert(
     Ok(())
 }
 
+/// `BENCH_BIG_REUSE=1`: measure the site a previous run loaded (its
+/// database kept in target/bench-db, the load and backfill skipped).
+pub fn reuse() -> bool {
+    std::env::var("BENCH_BIG_REUSE").is_ok_and(|v| v == "1")
+}
+
 async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Result<()> {
+    if reuse() {
+        let store = db.store(DATABASE).await?;
+        let site = sites::list(&store)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("BENCH_BIG_REUSE: no site loaded"))?;
+        let count = |c: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .db()
+                    .collection::<Document>(c)
+                    .count_documents(doc! {})
+                    .await
+            }
+        };
+        println!(
+            "\n### {pages} pages × {days} days, reused: {} page-day and {} page-hour buckets, {} summaries of days and {} of hours\n",
+            count("views_day").await?,
+            count("views_hour").await?,
+            count(tickertape::storage::page_summaries::COLLECTION).await?,
+            count(tickertape::storage::page_summaries::HOUR_COLLECTION).await?,
+        );
+        return measure_site(db, &store, &site, (pages, days)).await;
+    }
     let started = Instant::now();
     let (store, site_id) = db.fresh(DATABASE).await?;
     let now = Utc::now();
@@ -201,7 +233,21 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         day_size as f64 / 1048576.0
     );
 
-    let base = format!("/sites/{site_id}");
+    let _ = site_id;
+    measure_site(db, &store, &site, (pages, days)).await?;
+    store.db().drop().await?;
+    Ok(())
+}
+
+/// Every preset, the page report and `pages.csv`, repeated and under
+/// traffic, in UTC and Europe/Berlin.
+async fn measure_site(
+    db: &Database,
+    store: &tickertape::storage::Store,
+    site: &sites::Site,
+    (pages, days): (usize, i64),
+) -> anyhow::Result<()> {
+    let base = format!("/sites/{}", site.id);
     let presets = [
         "1h",
         "24h",
@@ -268,7 +314,6 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         println!("\napp peak RSS: {:.0} MiB\n", server.peak_rss_mib());
         server.stop()?;
     }
-    store.db().drop().await?;
     Ok(())
 }
 

@@ -215,7 +215,9 @@ impl Server {
             }
         });
         let address = rx
-            .recv_timeout(Duration::from_secs(60))
+            // Long enough for a start that builds a TTL index over
+            // millions of loaded buckets (the big-site bench).
+            .recv_timeout(Duration::from_secs(900))
             .context("server did not report its address")?;
         Ok(Server { child, address })
     }
