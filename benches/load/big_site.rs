@@ -260,7 +260,7 @@ async fn measure_site(
         "12mo",
     ];
     for zone in ["UTC", "Europe/Berlin"] {
-        sites::set_time_zone(&store, &site, TimeZone::parse(zone)?).await?;
+        sites::set_time_zone(store, site, TimeZone::parse(zone)?).await?;
         let server = start(db)?;
         let http = login(&server.address).await?;
         // The first request after a start: nothing of the app's is warm.
@@ -308,7 +308,7 @@ async fn measure_site(
                 || n.ends_with("yesterday")
                 || n.starts_with("pages.csv")
         }) {
-            let (p50, p99) = under_traffic(&http, &server.address, path, &store, pages).await?;
+            let (p50, p99) = under_traffic(&http, &server.address, path, store, pages).await?;
             println!("| {name} | {p50:.1} | {p99:.1} |");
         }
         println!("\napp peak RSS: {:.0} MiB\n", server.peak_rss_mib());
