@@ -39,7 +39,7 @@ const DATABASE: &str = "bench_imports";
 
 /// Bumped whenever the generator's output changes, so that a kept file is
 /// never taken for another.
-const GENERATOR: u32 = 1;
+const GENERATOR: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -474,6 +474,14 @@ fn paths() -> Vec<String> {
     paths
 }
 
+#[derive(Default)]
+struct Session {
+    id: u128,
+    browser: (&'static str, &'static str, &'static str),
+    screen: &'static str,
+    location: &'static str,
+}
+
 /// Writes `rows` rows (after the header) in time order over the 365 days
 /// from `start`, in chunks to `out`, and counts what they hold.
 fn goatcounter_export(
@@ -491,13 +499,19 @@ fn goatcounter_export(
     let span = 365 * 86_400_u64;
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let mut expected = Expected::default();
-    let mut session = 0u128;
+    let mut session = Session::default();
     let mut text = String::from(HEADER);
     for i in 0..rows {
         let at = start + TimeDelta::seconds((i * span / rows.max(1)) as i64);
-        // A session spans a few rows in a row.
-        if session == 0 || rng.below(3) == 0 {
-            session = u128::from(rng.next()) << 64 | u128::from(rng.next());
+        // A session spans a few rows in a row, from one browser, screen
+        // and place.
+        if session.id == 0 || rng.below(3) == 0 {
+            session = Session {
+                id: u128::from(rng.next()) << 64 | u128::from(rng.next()),
+                browser: *rng.pick(&BROWSERS),
+                screen: *rng.pick(&SCREENS),
+                location: *rng.pick(&LOCATIONS),
+            };
         }
         let bot = rng.below(1000) < 3;
         let event = !bot && rng.below(100) == 0;
@@ -505,7 +519,7 @@ fn goatcounter_export(
             let (ua, code) = *rng.pick(&BOTS);
             (ua, "", "", code)
         } else {
-            let (ua, b, s) = *rng.pick(&BROWSERS);
+            let (ua, b, s) = session.browser;
             (ua, b, s, 0)
         };
         let (path, title) = if event {
@@ -530,13 +544,13 @@ fn goatcounter_export(
         writeln!(
             text,
             "{path},\"{title}\",{event},\"{ua}\",{browser},{system},{:08x}-{:04x}-{:04x}-{:04x}-{:012x},{bot_code},{referrer},{scheme},{},{},{},{}",
-            session >> 96,
-            (session >> 80) & 0xffff,
-            (session >> 64) & 0xffff,
-            (session >> 48) & 0xffff,
-            session & 0xffff_ffff_ffff,
-            rng.pick(&SCREENS),
-            rng.pick(&LOCATIONS),
+            session.id >> 96,
+            (session.id >> 80) & 0xffff,
+            (session.id >> 64) & 0xffff,
+            (session.id >> 48) & 0xffff,
+            session.id & 0xffff_ffff_ffff,
+            session.screen,
+            session.location,
             rng.below(4) == 0,
             at.format("%Y-%m-%dT%H:%M:%SZ"),
         )?;
