@@ -400,8 +400,8 @@ impl Rng {
         (self.next() % n as u64) as usize
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 }
 
@@ -508,22 +508,22 @@ fn goatcounter_export(
         if session.id == 0 || rng.below(3) == 0 {
             session = Session {
                 id: u128::from(rng.next()) << 64 | u128::from(rng.next()),
-                browser: *rng.pick(&BROWSERS),
-                screen: *rng.pick(&SCREENS),
-                location: *rng.pick(&LOCATIONS),
+                browser: rng.pick(&BROWSERS),
+                screen: rng.pick(&SCREENS),
+                location: rng.pick(&LOCATIONS),
             };
         }
         let bot = rng.below(1000) < 3;
         let event = !bot && rng.below(100) == 0;
         let (ua, browser, system, bot_code) = if bot {
-            let (ua, code) = *rng.pick(&BOTS);
+            let (ua, code) = rng.pick(&BOTS);
             (ua, "", "", code)
         } else {
             let (ua, b, s) = session.browser;
             (ua, b, s, 0)
         };
         let (path, title) = if event {
-            let name = *rng.pick(&EVENTS);
+            let name = rng.pick(&EVENTS);
             (name.to_owned(), name.to_owned())
         } else {
             let u = rng.unit() * total;
@@ -531,7 +531,7 @@ fn goatcounter_export(
             (paths[k].clone(), format!("Page {k}, Example Inc."))
         };
         let (referrer, scheme) = if rng.below(10) < 4 {
-            *rng.pick(&REFERRERS)
+            rng.pick(&REFERRERS)
         } else {
             ("", "")
         };

@@ -265,7 +265,7 @@ async fn today_and_the_last_24_hours_follow_new_views_through_hour_summaries() {
             Period::resolve(&q, Utc::now()).unwrap()
         })
         .into();
-    for round in 0..3 {
+    for (round, path) in PATHS.iter().take(3).enumerate() {
         for period in &periods {
             assert_eq!(
                 top(&app, &Scope::of_site(&site), period).await,
@@ -276,7 +276,7 @@ async fn today_and_the_last_24_hours_follow_new_views_through_hour_summaries() {
         }
         assert!(!hour_summaries(&app).await.is_empty());
         // A new view, now and in a settled hour (a late one).
-        let page = format!("now.test{}", PATHS[round]);
+        let page = format!("now.test{path}");
         app.write_hits(&[
             (page.as_str(), Utc::now()),
             (page.as_str(), Utc::now() - TimeDelta::hours(3)),
