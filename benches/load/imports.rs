@@ -13,7 +13,8 @@
 //! second format (Plausible's CSV zip) is one more [`Format`] variant with
 //! its own generator and expected figures.
 //!
-//! Options: BENCH_IMPORT_ROWS (default 2,000,000; quick 20,000),
+//! Options: BENCH_IMPORT_ROWS (default 200,000: both files in about 10 minutes
+//! here, see docs/benchmarks.md; quick 20,000),
 //! BENCH_IMPORT_GZIP_ONLY=1 times only the gzipped file, BENCH_IMPORTS=0
 //! skips, BENCH_IMPORTS_ONLY=1 runs only this. The generated files stay in
 //! `target/bench-imports` and are reused while the generator and the row
@@ -97,7 +98,7 @@ struct Case {
 pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let rows: u64 = env_or(
         "BENCH_IMPORT_ROWS",
-        if options.quick { 20_000 } else { 2_000_000 },
+        if options.quick { 20_000 } else { 200_000 },
     );
     let gzip_only = std::env::var("BENCH_IMPORT_GZIP_ONLY").is_ok_and(|v| v == "1");
     let dir = repo().join("target/bench-imports");
