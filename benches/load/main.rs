@@ -23,7 +23,8 @@
 //! reports (default `1000x365,10000x365`; 0 skips; see `big_site.rs`),
 //! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those; BENCH_TRACKERS=0
 //! skips the peers' endpoints beside the pixel, BENCH_TRACKERS_ONLY=1 runs
-//! only them (see `trackers.rs`).
+//! only them (see `trackers.rs`); BENCH_IMPORTS=0 skips the import speed,
+//! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`).
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000
@@ -38,6 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod big_site;
+mod imports;
 mod page_cap;
 mod report_latency;
 mod roles;
@@ -406,6 +408,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         db.stop();
         return Ok(());
     }
+    if std::env::var("BENCH_IMPORTS_ONLY").is_ok_and(|v| v == "1") {
+        imports::run(&db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_BIG_ONLY").is_ok_and(|v| v == "1") {
         big_site::run(&db).await?;
         db.stop();
@@ -435,6 +442,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if std::env::var("BENCH_TRACKERS").map_or(true, |v| v != "0") {
         trackers::run(&db, &options).await?;
+    }
+    if std::env::var("BENCH_IMPORTS").map_or(true, |v| v != "0") {
+        imports::run(&db, &options).await?;
     }
     statement_cost::run(&db, options.quick).await?;
     let lost: Vec<&Row> = rows
