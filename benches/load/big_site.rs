@@ -114,6 +114,10 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
     }
     let started = Instant::now();
     let (store, site_id) = db.fresh(DATABASE).await?;
+    // The TTL indexes first, as a deployment has them from its first
+    // start: built over millions of loaded buckets, `serve` would spend
+    // many minutes starting.
+    tickertape::storage::retention::apply(&store, &Default::default()).await?;
     let now = Utc::now();
     let first = Resolution::Day.floor(now) - TimeDelta::days(days - 1);
     let harmonic: f64 = (1..=pages).map(|k| 1.0 / k as f64).sum();
