@@ -30,14 +30,10 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["journal"],
     &["storage"],
-    &[
-        "ingest",
-        "preallocation",
-        "reports",
-        "accounts",
-        "demo",
-        "import",
-    ],
+    &["ingest", "preallocation", "reports", "accounts", "demo"],
+    // Replays a peer's rows through the pixel's own rules (its visits
+    // table, its utm rule).
+    &["import"],
     // Composes the indexes each module below declares.
     &["indexes"],
     &["web"],
