@@ -22,7 +22,7 @@ use tickertape::storage::sites;
 
 use crate::report_latency::{login, measure};
 use crate::roles::Database;
-use crate::{repo, Server, SITE_DOMAIN};
+use crate::{repo, Rng, Server, SITE_DOMAIN};
 
 const DATABASE: &str = "bench_big";
 
@@ -41,17 +41,6 @@ pub async fn run(db: &Database) -> anyhow::Result<()> {
         one(db, pages, days, daily).await?;
     }
     Ok(())
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 fn hours_of(views: i64) -> Document {

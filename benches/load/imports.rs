@@ -34,7 +34,7 @@ use tickertape::storage::values::count as number;
 use tickertape::storage::{Resolution, Store};
 
 use crate::roles::Database;
-use crate::{env_or, repo, Options, SITE_DOMAIN};
+use crate::{env_or, repo, Options, Rng, SITE_DOMAIN};
 
 const DATABASE: &str = "bench_imports";
 
@@ -382,30 +382,6 @@ fn goatcounter_files(dir: &Path, rows: u64) -> anyhow::Result<(PathBuf, PathBuf,
     Ok((plain, gzipped, expected))
 }
 
-/// xorshift64: the same file for the same row count, with no crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
-
 const HEADER: &str = "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date\n";
 
 /// Real browsers' User-Agents, with GoatCounter's own reading of each
@@ -508,7 +484,7 @@ fn goatcounter_export(
         // and place.
         if session.id == 0 || rng.below(3) == 0 {
             session = Session {
-                id: u128::from(rng.next()) << 64 | u128::from(rng.next()),
+                id: u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64()),
                 browser: rng.pick(&BROWSERS),
                 screen: rng.pick(&SCREENS),
                 location: rng.pick(&LOCATIONS),

@@ -17,25 +17,10 @@ use tickertape::storage::sites;
 
 use crate::report_latency::{login, measure};
 use crate::roles::{stored, Database};
-use crate::{Options, Server, SITE_DOMAIN};
+use crate::{Options, Rng, Server, SITE_DOMAIN};
 
 const PAGES: usize = 1000;
 const DATABASE: &str = "bench_year";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 fn zipf_cdf(n: usize) -> Vec<f64> {
     let mut sum = 0.0;
@@ -156,7 +141,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             .map(|_| {
                 (
                     pick(&page_cdf, &mut rng),
-                    from + TimeDelta::seconds((rng.next() % span) as i64),
+                    from + TimeDelta::seconds((rng.next_u64() % span) as i64),
                     pick(&source_cdf, &mut rng),
                 )
             })
@@ -391,7 +376,7 @@ async fn ingestion_with_and_without_sources(
                     .map(|_| {
                         (
                             pick(&page_cdf, &mut rng),
-                            minute + TimeDelta::seconds((rng.next() % 60) as i64),
+                            minute + TimeDelta::seconds((rng.next_u64() % 60) as i64),
                             pick(&source_cdf, &mut rng),
                         )
                     })
@@ -511,7 +496,7 @@ fn visits_of(
 ) -> Vec<Option<tickertape::journal::Visit>> {
     let pool = (daily / 3).max(1);
     let day = batch.first().map_or(0, |h| h.1.timestamp() / 86_400) as u64;
-    let who: Vec<u64> = batch.iter().map(|_| rng.next() % pool).collect();
+    let who: Vec<u64> = batch.iter().map(|_| rng.next_u64() % pool).collect();
     let mut order: Vec<usize> = (0..batch.len()).collect();
     order.sort_by_key(|&i| (who[i], batch[i].1));
     let mut out = vec![None; batch.len()];
