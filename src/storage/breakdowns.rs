@@ -323,10 +323,7 @@ impl BreakdownIncrements {
     }
 
     /// The field names each found bucket already holds, per dimension.
-    pub fn existing(
-        &self,
-        found: &[Document],
-    ) -> HashMap<Key, HashMap<Dimension, HashSet<String>>> {
+    pub fn existing(&self, found: &[Document]) -> Names {
         found
             .iter()
             .filter(|d| self.target.part.is_none_or(|p| d.get_i32("part") == Ok(p)))
@@ -350,16 +347,22 @@ impl BreakdownIncrements {
     /// own counter; the rest go to the dimension's `other_*`. Within a
     /// batch the most counted new names take the free places first (ties
     /// by name, so a retry decides the same way).
-    pub fn statements(
-        &self,
-        existing: &HashMap<Key, HashMap<Dimension, HashSet<String>>>,
-    ) -> Vec<Document> {
+    pub fn statements(&self, existing: &Names) -> Vec<Document> {
+        self.statements_and_names(existing).0
+    }
+
+    /// [`Self::statements`], and the names each bucket holds once they
+    /// commit: `existing` and the names given a counter of their own.
+    pub fn statements_and_names(&self, existing: &Names) -> (Vec<Document>, Names) {
         let none = HashMap::new();
         let no_names = HashSet::new();
-        self.buckets
+        let mut after = Names::with_capacity(self.buckets.len());
+        let statements = self
+            .buckets
             .iter()
             .map(|((key, start), counts)| {
                 let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
+                let held = after.entry((key.clone(), *start)).or_default();
                 let mut inc = Document::new();
                 let mut max = Document::new();
                 for dimension in Dimension::ALL {
@@ -374,6 +377,7 @@ impl BreakdownIncrements {
                     }
                     ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
                     let known = known.get(&dimension).unwrap_or(&no_names);
+                    let held = held.entry(dimension).or_insert_with(|| known.clone());
                     let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
                     if dimension == Dimension::Source {
                         let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
@@ -387,6 +391,7 @@ impl BreakdownIncrements {
                             fits
                         };
                         if own {
+                            held.insert(name.clone());
                             inc.insert(
                                 format!("{}.{name}", dimension.field()),
                                 Bson::Int64(i64::from(n)),
@@ -414,7 +419,76 @@ impl BreakdownIncrements {
                     "upsert": true,
                 }
             })
-            .collect()
+            .collect();
+        (statements, after)
+    }
+}
+
+/// Names per dimension, by field name.
+pub type DimensionNames = HashMap<Dimension, HashSet<String>>;
+
+/// Names per bucket and dimension.
+pub type Names = HashMap<Key, DimensionNames>;
+
+/// Most buckets [`KnownNames`] remembers before it starts over.
+pub const MAX_KNOWN_BUCKETS: usize = 50_000;
+
+/// The names breakdown buckets are known to hold, learned from lookups and
+/// from batches that committed, so a batch whose every name is known needs
+/// no lookup in its transaction (at 1,000 pages the lookup read every
+/// page's bucket of the hour and day for each batch, half the write path's
+/// cost with breakdowns: docs/benchmarks.md, issue 20).
+///
+/// What it holds is a lower bound of each bucket's names, whatever else
+/// writes the bucket (another instance, an import): a name, once in a
+/// bucket, stays until the bucket goes, and a bucket that went (retention,
+/// a deleted site) is made again by the upsert with at most the names
+/// known. So a name it knows may be counted on its own, and a dimension
+/// known to hold the cap's names has no room: the cap stays exact. Any
+/// other name needs the lookup.
+#[derive(Debug, Default)]
+pub struct KnownNames {
+    /// By collection, writer part and bucket.
+    buckets: HashMap<(&'static str, Option<i32>, Key), DimensionNames>,
+}
+
+impl KnownNames {
+    /// What `inc`'s buckets hold, when it is enough to decide every name
+    /// of the batch without a lookup.
+    pub fn covering(&self, inc: &BreakdownIncrements) -> Option<Names> {
+        let mut names = Names::with_capacity(inc.buckets.len());
+        for (key, counts) in &inc.buckets {
+            let known = self
+                .buckets
+                .get(&(inc.collection(), inc.target.part, key.clone()))?;
+            let decided = counts.names.keys().all(|(dimension, name)| {
+                known
+                    .get(dimension)
+                    .is_some_and(|held| held.len() >= MAX_NAMES_PER_BUCKET || held.contains(name))
+            });
+            if !decided {
+                return None;
+            }
+            names.insert(key.clone(), known.clone());
+        }
+        Some(names)
+    }
+
+    /// Remembers that `inc`'s collection holds `names` (found by a lookup,
+    /// or written by a batch that committed).
+    pub fn learn(&mut self, inc: &BreakdownIncrements, names: Names) {
+        if self.buckets.len() + names.len() > MAX_KNOWN_BUCKETS {
+            self.buckets.clear();
+        }
+        for (key, by_dimension) in names {
+            let known = self
+                .buckets
+                .entry((inc.collection(), inc.target.part, key))
+                .or_default();
+            for (dimension, held) in by_dimension {
+                known.entry(dimension).or_default().extend(held);
+            }
+        }
     }
 }
 
@@ -549,6 +623,90 @@ mod tests {
             &doc! {"totalViews": 6_i64, "sources.big": 3_i64, "sources.old": 1_i64, "other": 2_i64,
             "browser.big": 3_i64, "browser.old": 1_i64, "browser.small": 1_i64, "browser.tiny": 1_i64}
         );
+    }
+
+    fn batch(part: Option<i32>, names: &[(Dimension, &str)]) -> BreakdownIncrements {
+        let mut counts = BreakdownCounts::default();
+        for (dimension, name) in names {
+            counts.add("example.com/a".into(), at(1), *dimension, name);
+        }
+        let mut inc = match part {
+            Some(part) => BreakdownIncrements::for_site(Resolution::Hour, part),
+            None => BreakdownIncrements::for_pages(Resolution::Hour),
+        };
+        increments(&mut inc, &counts);
+        inc
+    }
+
+    #[test]
+    fn known_names_spare_the_lookup_only_where_every_name_is_decided() {
+        let mut known = KnownNames::default();
+        let first = batch(None, &[(Dimension::Source, "a"), (Dimension::Browser, "x")]);
+        assert!(known.covering(&first).is_none(), "nothing known yet");
+        // A batch that committed teaches the names it gave counters.
+        let (_, written) = first.statements_and_names(&HashMap::new());
+        known.learn(&first, written);
+        let again = batch(None, &[(Dimension::Source, "a")]);
+        let names = known.covering(&again).expect("every name known");
+        assert_eq!(again.statements(&names), again.statements(&HashMap::new()));
+        // A new name with room left needs the bucket's real names.
+        assert!(known
+            .covering(&batch(None, &[(Dimension::Source, "b")]))
+            .is_none());
+        // Another collection, or another writer's part, knows nothing.
+        assert!(known
+            .covering(&batch(Some(0), &[(Dimension::Source, "a")]))
+            .is_none());
+        let site = batch(Some(1), &[(Dimension::Source, "a")]);
+        let (_, written) = site.statements_and_names(&HashMap::new());
+        known.learn(&site, written);
+        assert!(known.covering(&site).is_some());
+        assert!(known
+            .covering(&batch(Some(2), &[(Dimension::Source, "a")]))
+            .is_none());
+    }
+
+    #[test]
+    fn a_dimension_known_to_be_full_sends_new_names_to_other_without_a_lookup() {
+        let mut known = KnownNames::default();
+        let full: Vec<String> = (0..MAX_NAMES_PER_BUCKET).map(|i| format!("s{i}")).collect();
+        let filling: Vec<(Dimension, &str)> = full
+            .iter()
+            .map(|n| (Dimension::Source, n.as_str()))
+            .collect();
+        let first = batch(None, &filling);
+        let (_, written) = first.statements_and_names(&HashMap::new());
+        known.learn(&first, written);
+        let late = batch(
+            None,
+            &[(Dimension::Source, "late"), (Dimension::Source, "s3")],
+        );
+        let names = known.covering(&late).expect("the cap decides the new name");
+        let s = late.statements(&names);
+        assert_eq!(
+            inc_of(&s[0]),
+            &doc! {"totalViews": 2_i64, "sources.s3": 1_i64, "other": 1_i64}
+        );
+        // Browsers have room: a new browser still needs the lookup.
+        assert!(known
+            .covering(&batch(None, &[(Dimension::Browser, "new")]))
+            .is_none());
+    }
+
+    #[test]
+    fn known_names_are_bounded() {
+        let mut known = KnownNames::default();
+        let inc = batch(None, &[(Dimension::Source, "a")]);
+        let many: Names = (0..MAX_KNOWN_BUCKETS + 10)
+            .map(|i| ((format!("example.com/{i}"), at(1)), HashMap::new()))
+            .collect();
+        known.learn(&inc, many);
+        assert!(known.buckets.len() <= MAX_KNOWN_BUCKETS + 10);
+        known.learn(
+            &inc,
+            Names::from([(("example.com/x".into(), at(1)), HashMap::new())]),
+        );
+        assert_eq!(known.buckets.len(), 1);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub const MAX_STATEMENT_BYTES_PER_COMMAND: usize = 8 << 20;
 
 pub struct BucketWriter {
     store: Store,
+    /// Which names the breakdown buckets hold, so most batches skip the
+    /// lookup (see [`breakdowns::KnownNames`]).
+    known_names: std::sync::Mutex<breakdowns::KnownNames>,
 }
 
 /// One view as the write path applies it.
@@ -151,6 +154,7 @@ impl BucketWriter {
     pub fn new(store: &Store) -> Self {
         Self {
             store: store.clone(),
+            known_names: Default::default(),
         }
     }
 
@@ -248,8 +252,8 @@ impl BucketWriter {
         let body = self
             .statements(&mut session, increments, by_source, advance)
             .await;
-        let outcomes = match body {
-            Ok(outcomes) => outcomes,
+        let (outcomes, written_names) = match body {
+            Ok(done) => done,
             Err(e) => {
                 // Best effort: the server also aborts it on its own when the
                 // session goes idle.
@@ -271,7 +275,22 @@ impl BucketWriter {
                 }
                 other => ApplyError::Unknown(other),
             })?;
+        let mut known = self.known_names();
+        for (inc, names) in by_source
+            .iter()
+            .filter(|i| !i.is_empty())
+            .zip(written_names)
+        {
+            known.learn(inc, names);
+        }
         Ok(outcomes)
+    }
+
+    fn known_names(&self) -> std::sync::MutexGuard<'_, breakdowns::KnownNames> {
+        // What it holds is true whatever a panicking holder left half done.
+        self.known_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// For writers outside the journal (demo data, benchmarks, tests):
@@ -323,9 +342,10 @@ impl BucketWriter {
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
         advance: Option<&Advance<'_>>,
-    ) -> Result<Vec<UpdateOutcome>, ApplyError> {
+    ) -> Result<(Vec<UpdateOutcome>, Vec<breakdowns::Names>), ApplyError> {
         let limit = self.store.attempt_timeout();
         let mut outcomes = Vec::with_capacity(increments.len() + by_source.len());
+        let mut written_names = Vec::with_capacity(by_source.len());
         for inc in increments {
             if inc.is_empty() {
                 continue;
@@ -336,22 +356,13 @@ impl BucketWriter {
             outcomes.push(outcome);
         }
         for inc in by_source.iter().filter(|i| !i.is_empty()) {
-            // Which sources the buckets hold already, read in this
-            // transaction's snapshot: the cap is decided on what commits.
-            let found: Vec<Document> = timed(limit, async {
-                let mut cursor = self
-                    .store
-                    .db()
-                    .collection::<Document>(inc.collection())
-                    .find(inc.lookup(self.store.is_secantus()))
-                    .projection(inc.projection())
-                    .session(&mut *session)
-                    .await?;
-                cursor.stream(&mut *session).try_collect().await
-            })
-            .await
-            .map_err(ApplyError::NotApplied)?;
-            let statements = inc.statements(&inc.existing(&found));
+            let covered = self.known_names().covering(inc);
+            let existing = match covered {
+                Some(known) => known,
+                None => self.look_up_names(session, inc, limit).await?,
+            };
+            let (statements, names) = inc.statements_and_names(&existing);
+            written_names.push(names);
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
                 .await?;
@@ -377,7 +388,34 @@ impl BucketWriter {
                 return Err(ApplyError::ProgressMoved);
             }
         }
-        Ok(outcomes)
+        Ok((outcomes, written_names))
+    }
+
+    /// Which names `inc`'s buckets hold, read in this transaction's
+    /// snapshot: the cap is decided on what commits. Everything found is
+    /// remembered, the buckets of other pages at these times included.
+    async fn look_up_names(
+        &self,
+        session: &mut ClientSession,
+        inc: &BreakdownIncrements,
+        limit: Duration,
+    ) -> Result<breakdowns::Names, ApplyError> {
+        let found: Vec<Document> = timed(limit, async {
+            let mut cursor = self
+                .store
+                .db()
+                .collection::<Document>(inc.collection())
+                .find(inc.lookup(self.store.is_secantus()))
+                .projection(inc.projection())
+                .session(&mut *session)
+                .await?;
+            cursor.stream(&mut *session).try_collect().await
+        })
+        .await
+        .map_err(ApplyError::NotApplied)?;
+        let existing = inc.existing(&found);
+        self.known_names().learn(inc, existing.clone());
+        Ok(existing)
     }
 
     /// One `update` command per collection (split beyond

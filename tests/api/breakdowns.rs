@@ -314,6 +314,60 @@ async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_re
 }
 
 #[tokio::test]
+async fn writers_that_remember_names_keep_the_cap_when_another_writer_fills_the_bucket() {
+    use tickertape::domain::Labels;
+    use tickertape::storage::bucket_writer::{BucketWriter, Hit};
+    let app = spawn_app().await;
+    let page = "bdknown.test/x";
+    let at = chrono::Utc::now();
+    async fn write(
+        writer: &BucketWriter,
+        page: &str,
+        at: chrono::DateTime<chrono::Utc>,
+        campaigns: Vec<String>,
+    ) {
+        let labels: Vec<Labels> = campaigns
+            .iter()
+            .map(|c| Labels::default().with(Dimension::Campaign, c))
+            .collect();
+        let hits: Vec<Hit<'_>> = labels
+            .iter()
+            .map(|labels| Hit {
+                page,
+                at,
+                source: None,
+                visit: None,
+                labels: Some(labels),
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        writer.apply_direct(&hits, deadline).await.unwrap();
+    }
+    let (first, second) = (BucketWriter::new(&app.store), BucketWriter::new(&app.store));
+    // The first writer learns that the bucket holds "a"; the second then
+    // fills it behind the first one's back.
+    write(&first, page, at, vec!["a".into()]).await;
+    let filling: Vec<String> = (0..MAX_NAMES_PER_BUCKET + 5)
+        .map(|i| format!("c{i}"))
+        .collect();
+    write(&second, page, at, filling).await;
+    // "a" is known to the first writer; "late" is not, so it looks again
+    // and finds the bucket full.
+    write(&first, page, at, vec!["a".into(), "late".into()]).await;
+    for coll in ["sources_hour", "sources_day"] {
+        let (names, other) = counted(&app, coll, doc! {"page": page}, Dimension::Campaign).await;
+        assert_eq!(names.len(), MAX_NAMES_PER_BUCKET, "{coll}: {names:?}");
+        assert_eq!(names["a"], 2, "{coll}");
+        assert!(!names.contains_key("late"), "{coll}");
+        assert_eq!(other, 7, "{coll}");
+        assert_eq!(
+            names.values().sum::<i64>() + other,
+            MAX_NAMES_PER_BUCKET as i64 + 8
+        );
+    }
+}
+
+#[tokio::test]
 async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
     let app = spawn_app().await;
     let site = app.add_site("bdev.test", &[]).await;
