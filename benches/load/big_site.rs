@@ -12,7 +12,7 @@
 //! UTC and Europe/Berlin, and the app's peak RSS.
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use std::process::Command;
 use std::time::Instant;
 use tickertape::domain::TimeZone;
@@ -43,10 +43,12 @@ pub async fn run(db: &Database) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn hours_of(views: i64) -> Document {
-    (0..24)
+/// `views` spread over the first `open` hours of a day (24, or today's
+/// hours so far: a site has no views in hours still to come).
+fn hours_of(views: i64, open: i64) -> Document {
+    (0..open)
         .filter_map(|h| {
-            let n = views / 24 + i64::from(h < views % 24);
+            let n = views / open + i64::from(h < views % open);
             (n > 0).then(|| (h.to_string(), Bson::Int64(n)))
         })
         .collect()
@@ -118,19 +120,27 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         let mut hour_docs = Vec::new();
         let mut docs = Vec::with_capacity(pages);
         let mut site_hours = [0_i64; 24];
+        // Today has views up to the current hour only, as on a real site
+        // (views in later hours would make today's unsettled hours, which
+        // are read from their buckets, many instead of one or two).
+        let open = if d == days - 1 {
+            i64::from(now.hour()) + 1
+        } else {
+            24
+        };
         for k in 1..=pages {
             let expected = daily as f64 / harmonic / k as f64;
-            let views = (expected * (0.5 + rng.unit())).round() as i64;
+            let views = (expected * (0.5 + rng.unit())).round() as i64 * open / 24;
             if views == 0 {
                 continue;
             }
-            for (h, n) in site_hours.iter_mut().enumerate() {
-                *n += views / 24 + i64::from((h as i64) < views % 24);
+            for (h, n) in site_hours.iter_mut().enumerate().take(open as usize) {
+                *n += views / open + i64::from((h as i64) < views % open);
             }
             total += views;
             let page = format!("{SITE_DOMAIN}/p/{k}");
             if with_hours {
-                for (h, n) in hours_of(views) {
+                for (h, n) in hours_of(views, open) {
                     let n = n.as_i64().unwrap_or(0);
                     let at = day + TimeDelta::hours(h.parse::<i64>().unwrap_or(0));
                     hour_docs.push(doc! {
@@ -149,7 +159,7 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
                 "page": page,
                 "timestamp": bson::DateTime::from_chrono(day),
                 "totalViews": views,
-                "hours": hours_of(views),
+                "hours": hours_of(views, open),
             });
             if docs.len() == 10_000 {
                 buckets += docs.len() as u64;
@@ -175,6 +185,7 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
         let site_hour_docs = site_hours
             .iter()
             .enumerate()
+            .take(open as usize)
             .map(|(h, n)| {
                 doc! {"site": SITE_DOMAIN, "timestamp": bson::DateTime::from_chrono(day + TimeDelta::hours(h as i64)), "part": PART_DIRECT, "totalViews": *n}
             })
@@ -228,7 +239,10 @@ async fn one(db: &Database, pages: usize, days: i64, daily: u64) -> anyhow::Resu
 
     let _ = site_id;
     measure_site(db, &store, &site, (pages, days)).await?;
-    store.db().drop().await?;
+    // BENCH_BIG_KEEP=1 leaves the site for BENCH_BIG_REUSE=1 (profiling).
+    if !std::env::var("BENCH_BIG_KEEP").is_ok_and(|v| v == "1") {
+        store.db().drop().await?;
+    }
     Ok(())
 }
 
