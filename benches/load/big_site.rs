@@ -9,7 +9,8 @@
 //! what the hour summaries read. Then `tickertape backfill-page-summaries` (timed),
 //! the first request after a start, every dashboard preset, the page
 //! report, `pages.csv` and the 20th screen of top pages, p50 and p99, in
-//! UTC and Europe/Berlin, and the app's peak RSS.
+//! UTC and Europe/Berlin, and the app's peak RSS. BENCH_BIG_KEEP=1 keeps
+//! the loaded site, BENCH_BIG_REUSE=1 measures a kept one again.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
