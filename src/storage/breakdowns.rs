@@ -351,8 +351,9 @@ impl BreakdownIncrements {
         self.statements_and_names(existing).0
     }
 
-    /// [`Self::statements`], and the names each bucket holds once they
-    /// commit: `existing` and the names given a counter of their own.
+    /// [`Self::statements`], and the names each bucket gains once they
+    /// commit: those not in `existing` given a counter of their own (what
+    /// `existing` holds, [`KnownNames`] has learned already).
     pub fn statements_and_names(&self, existing: &Names) -> (Vec<Document>, Names) {
         let none = HashMap::new();
         let no_names = HashSet::new();
@@ -362,7 +363,7 @@ impl BreakdownIncrements {
             .iter()
             .map(|((key, start), counts)| {
                 let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
-                let held = after.entry((key.clone(), *start)).or_default();
+                let gained = after.entry((key.clone(), *start)).or_default();
                 let mut inc = Document::new();
                 let mut max = Document::new();
                 for dimension in Dimension::ALL {
@@ -377,7 +378,6 @@ impl BreakdownIncrements {
                     }
                     ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
                     let known = known.get(&dimension).unwrap_or(&no_names);
-                    let held = held.entry(dimension).or_insert_with(|| known.clone());
                     let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
                     if dimension == Dimension::Source {
                         let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
@@ -388,10 +388,12 @@ impl BreakdownIncrements {
                         let own = known.contains(name) || {
                             let fits = room > 0;
                             room = room.saturating_sub(1);
+                            if fits {
+                                gained.entry(dimension).or_default().insert(name.clone());
+                            }
                             fits
                         };
                         if own {
-                            held.insert(name.clone());
                             inc.insert(
                                 format!("{}.{name}", dimension.field()),
                                 Bson::Int64(i64::from(n)),
