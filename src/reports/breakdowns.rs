@@ -10,15 +10,16 @@
 //! its own, per page. The reports offer nothing else.
 
 use bson::{doc, Document};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::queries::number;
 use super::sources::{self, SourceScope};
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
-use crate::storage::breakdowns::{collection, CONVERTED};
+use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, WRITES};
 use crate::storage::{Resolution, Store};
 
 /// One dimension's counts over a stretch of time.
@@ -48,6 +49,9 @@ pub struct Breakdown {
     /// Per event name and UTC day, its converting visitors (site scopes
     /// only).
     pub converted: HashMap<String, HashMap<DateTime<Utc>, Sketch>>,
+    /// Per event name, the converting visitors of the days read through
+    /// a kept answer (already estimated, day by day).
+    pub kept_converted: HashMap<String, i64>,
     /// The whole hours read.
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
@@ -61,14 +65,20 @@ impl Breakdown {
     /// The unique visitors who sent the event `name`: each UTC day's, added
     /// up, as the site's visitors are (a visitor id lives one UTC day).
     pub fn converting_visitors(&self, name: &str) -> i64 {
-        self.converted.get(name).map_or(0, |days| {
+        let read = self.converted.get(name).map_or(0, |days| {
             days.values().map(|s| s.estimate_count() as i64).sum()
-        })
+        });
+        read + self.kept_converted.get(name).copied().unwrap_or(0)
     }
 }
 
 /// `dimensions` of `scope` over `[from, to)` (widened to whole hours),
 /// with the events' converting visitors when `converted` names events.
+///
+/// The whole days that have settled are read through
+/// [`KeptBreakdowns`]: their buckets' write counters first (a small
+/// projection), and the buckets themselves only when no answer is kept
+/// for those counters.
 pub async fn read(
     store: &Store,
     scope: SourceScope<'_>,
@@ -78,98 +88,262 @@ pub async fn read(
     to: DateTime<Utc>,
 ) -> Result<Breakdown, mongodb::error::Error> {
     let (hours, days) = sources::plan(from, to);
-    let mut reads: Vec<(Resolution, DateTime<Utc>, DateTime<Utc>)> = hours
-        .iter()
-        .map(|&(f, t)| (Resolution::Hour, f, t))
-        .collect();
+    let mut read = Reader::new(dimensions, converted);
+    for (f, t) in hours {
+        read.buckets(store, scope, Resolution::Hour, (f, t)).await?;
+    }
     if let Some((f, t)) = days {
-        reads.push((Resolution::Day, f, t));
+        let day = Resolution::Day;
+        let settled = day.floor(Utc::now() - SETTLING).clamp(f, t);
+        if f < settled {
+            let kept = kept_days(store, scope, dimensions, converted, (f, settled)).await?;
+            read.add_kept(&kept);
+        }
+        if settled < t {
+            read.buckets(store, scope, day, (settled, t)).await?;
+        }
     }
-    let mut projection = doc! {"_id": 0, "timestamp": 1};
-    for d in dimensions {
-        projection.insert(d.field(), 1);
-        projection.insert(d.other_field(), 1);
-    }
-    let converted_fields: Vec<(String, &str)> = converted
-        .iter()
-        .map(|name| (field_name(name), *name))
-        .collect();
-    for (field, _) in &converted_fields {
-        projection.insert(format!("{CONVERTED}.{field}"), 1);
-    }
-    let mut counts: HashMap<Dimension, (HashMap<String, i64>, i64)> = HashMap::new();
-    let mut sketches: HashMap<String, HashMap<DateTime<Utc>, Sketch>> = HashMap::new();
+    Ok(read.finish(from, to))
+}
+
+/// Days that ended less than this long ago are read from their buckets
+/// each time: their last records may still be on their way, and an
+/// answer kept for them would be replaced at once.
+const SETTLING: TimeDelta = TimeDelta::minutes(10);
+
+/// The breakdowns of the whole days `[first, end)`, kept by the
+/// fingerprint of their buckets' write counters.
+async fn kept_days(
+    store: &Store,
+    scope: SourceScope<'_>,
+    dimensions: &[Dimension],
+    converted: &[&str],
+    (first, end): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Arc<KeptCounts>, mongodb::error::Error> {
     let subject = scope.subject();
-    for (g, f, t) in reads {
+    let coll = collection(subject, Resolution::Day);
+    let mut dims = dimensions.to_vec();
+    dims.sort();
+    dims.dedup();
+    let mut events: Vec<String> = converted.iter().map(|e| (*e).to_owned()).collect();
+    events.sort();
+    events.dedup();
+    let key = |fingerprint| -> KeptKey {
+        (
+            format!("{coll}:{}", scope.key()),
+            dims.clone(),
+            events.clone(),
+            day_number(first),
+            day_number(end),
+            fingerprint,
+        )
+    };
+    let mut writes = Writes::default();
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(coll)
+        .find(days_filter(scope, (first, end)))
+        .projection(doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1})
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        writes.add(&d);
+    }
+    if let Some(kept) = store.kept_breakdowns().get(&key(writes.fingerprint())) {
+        return Ok(kept);
+    }
+    let mut read = Reader::new(dimensions, converted);
+    // Kept by the counters read with the counts, bucket by bucket, so
+    // the answer is exactly the buckets' state it is kept for.
+    let fingerprint = read
+        .buckets(store, scope, Resolution::Day, (first, end))
+        .await?;
+    let kept = Arc::new(read.into_kept());
+    store.kept_breakdowns().keep(key(fingerprint), kept.clone());
+    Ok(kept)
+}
+
+fn day_number(day: DateTime<Utc>) -> i64 {
+    crate::storage::page_summaries::day_number(day)
+}
+
+fn days_filter(scope: SourceScope<'_>, (from, to): (DateTime<Utc>, DateTime<Utc>)) -> Document {
+    doc! {
+        scope.subject().key_field(): scope.key(),
+        "timestamp": {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)},
+    }
+}
+
+/// Each bucket's write counter, by time and writer part (a bucket
+/// written before the counter existed counts 0 until it is written).
+#[derive(Default)]
+struct Writes(BTreeMap<(i64, i32), i64>);
+
+impl Writes {
+    fn add(&mut self, d: &Document) {
+        let at = d
+            .get_datetime("timestamp")
+            .map_or(0, |t| t.timestamp_millis());
+        let part = d.get_i32("part").unwrap_or(0);
+        *self.0.entry((at, part)).or_default() += number(d.get(WRITES));
+    }
+
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.0.hash(&mut h);
+        h.finish()
+    }
+}
+
+/// Adds up breakdown buckets.
+struct Reader<'a> {
+    dimensions: &'a [Dimension],
+    converted: Vec<(String, &'a str)>,
+    projection: Document,
+    counts: HashMap<Dimension, (HashMap<String, i64>, i64)>,
+    sketches: HashMap<String, HashMap<DateTime<Utc>, Sketch>>,
+    kept_converted: HashMap<String, i64>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(dimensions: &'a [Dimension], converted: &[&'a str]) -> Self {
+        let mut projection = doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1};
+        for d in dimensions {
+            projection.insert(d.field(), 1);
+            projection.insert(d.other_field(), 1);
+        }
+        let converted: Vec<(String, &str)> = converted
+            .iter()
+            .map(|name| (field_name(name), *name))
+            .collect();
+        for (field, _) in &converted {
+            projection.insert(format!("{CONVERTED}.{field}"), 1);
+        }
+        Reader {
+            dimensions,
+            converted,
+            projection,
+            counts: HashMap::new(),
+            sketches: HashMap::new(),
+            kept_converted: HashMap::new(),
+        }
+    }
+
+    /// Adds the buckets of `scope` at `g` in `[from, to)`, and gives the
+    /// fingerprint of their write counters.
+    async fn buckets(
+        &mut self,
+        store: &Store,
+        scope: SourceScope<'_>,
+        g: Resolution,
+        span: (DateTime<Utc>, DateTime<Utc>),
+    ) -> Result<u64, mongodb::error::Error> {
         let mut cursor = store
             .reports()
-            .collection::<Document>(collection(subject, g))
-            .find(doc! {
-                subject.key_field(): scope.key(),
-                "timestamp": {"$gte": bson::DateTime::from_chrono(f), "$lt": bson::DateTime::from_chrono(t)},
-            })
-            .projection(projection.clone())
+            .collection::<Document>(collection(scope.subject(), g))
+            .find(days_filter(scope, span))
+            .projection(self.projection.clone())
             .await?;
+        let mut writes = Writes::default();
         while let Some(d) = cursor.try_next().await? {
-            for dimension in dimensions {
-                let (names, other) = counts.entry(*dimension).or_default();
-                *other += number(d.get(dimension.other_field()));
-                if let Ok(map) = d.get_document(dimension.field()) {
-                    for (field, n) in map {
-                        let n = number(Some(n));
-                        match names.get_mut(field) {
-                            Some(v) => *v += n,
-                            None => {
-                                names.insert(field.clone(), n);
-                            }
+            writes.add(&d);
+            self.add(&d);
+        }
+        Ok(writes.fingerprint())
+    }
+
+    fn add(&mut self, d: &Document) {
+        for dimension in self.dimensions {
+            let (names, other) = self.counts.entry(*dimension).or_default();
+            *other += number(d.get(dimension.other_field()));
+            if let Ok(map) = d.get_document(dimension.field()) {
+                for (field, n) in map {
+                    let n = number(Some(n));
+                    match names.get_mut(field) {
+                        Some(v) => *v += n,
+                        None => {
+                            names.insert(field.clone(), n);
                         }
                     }
                 }
             }
-            let day = d
-                .get_datetime("timestamp")
-                .map(|t| Resolution::Day.floor(t.to_chrono()));
-            if let (Ok(stored), Ok(day)) = (d.get_document(CONVERTED), day) {
-                for (field, name) in &converted_fields {
-                    if let Ok(sketch) = stored.get_document(field) {
-                        // A damaged sketch counts nobody rather than
-                        // failing the report.
-                        let _ = sketches
-                            .entry((*name).to_owned())
-                            .or_default()
-                            .entry(day)
-                            .or_default()
-                            .merge_stored(sketch);
-                    }
+        }
+        let day = d
+            .get_datetime("timestamp")
+            .map(|t| Resolution::Day.floor(t.to_chrono()));
+        if let (Ok(stored), Ok(day)) = (d.get_document(CONVERTED), day) {
+            for (field, name) in &self.converted {
+                if let Ok(sketch) = stored.get_document(field) {
+                    // A damaged sketch counts nobody rather than failing
+                    // the report.
+                    let _ = self
+                        .sketches
+                        .entry((*name).to_owned())
+                        .or_default()
+                        .entry(day)
+                        .or_default()
+                        .merge_stored(sketch);
                 }
             }
         }
     }
-    let by = counts
-        .into_iter()
-        .map(|(dimension, (names, other))| {
-            let mut names: Vec<(String, i64)> = names
-                .into_iter()
-                .filter(|(_, v)| *v > 0)
-                .map(|(field, v)| (from_field_name(&field), v))
-                .collect();
-            names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            let total = names.iter().map(|(_, v)| v).sum::<i64>() + other;
-            (
-                dimension,
-                NameTotals {
+
+    fn add_kept(&mut self, kept: &KeptCounts) {
+        for (dimension, (names, other)) in &kept.by {
+            let (all, all_other) = self.counts.entry(*dimension).or_default();
+            *all_other += other;
+            for (field, n) in names {
+                *all.entry(field.clone()).or_default() += n;
+            }
+        }
+        for (name, n) in &kept.converted {
+            *self.kept_converted.entry(name.clone()).or_default() += n;
+        }
+    }
+
+    /// What was read, to keep: the converting visitors as each day's
+    /// estimate, added up (what [`Breakdown::converting_visitors`] gives).
+    fn into_kept(self) -> KeptCounts {
+        let mut converted = self.kept_converted;
+        for (name, days) in self.sketches {
+            *converted.entry(name).or_default() += days
+                .values()
+                .map(|s| s.estimate_count() as i64)
+                .sum::<i64>();
+        }
+        KeptCounts {
+            by: self.counts,
+            converted,
+        }
+    }
+
+    fn finish(self, from: DateTime<Utc>, to: DateTime<Utc>) -> Breakdown {
+        let (counts, sketches, kept_converted) = (self.counts, self.sketches, self.kept_converted);
+        let by = counts
+            .into_iter()
+            .map(|(dimension, (names, other))| {
+                let mut names: Vec<(String, i64)> = names
+                    .into_iter()
+                    .filter(|(_, v)| *v > 0)
+                    .map(|(field, v)| (from_field_name(&field), v))
+                    .collect();
+                names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                let total = names.iter().map(|(_, v)| v).sum::<i64>() + other;
+                let totals = NameTotals {
                     names,
                     other,
                     total,
-                },
-            )
-        })
-        .collect();
-    let (covered_from, covered_to) = sources::covered(from, to);
-    Ok(Breakdown {
-        by,
-        converted: sketches,
-        from: Some(covered_from),
-        to: Some(covered_to),
-    })
+                };
+                (dimension, totals)
+            })
+            .collect();
+        let (covered_from, covered_to) = sources::covered(from, to);
+        Breakdown {
+            by,
+            converted: sketches,
+            kept_converted,
+            from: Some(covered_from),
+            to: Some(covered_to),
+        }
+    }
 }

@@ -210,6 +210,8 @@ pub struct Store {
     kept_answers: std::sync::Arc<page_summaries::KeptAnswers>,
     /// Visitor estimates of parts of days, shared likewise.
     day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
+    /// The last answers of long-range breakdowns, shared likewise.
+    kept_breakdowns: std::sync::Arc<breakdowns::KeptBreakdowns>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -291,6 +293,7 @@ impl Store {
             summary_retention: Default::default(),
             kept_answers: Default::default(),
             day_visitors: Default::default(),
+            kept_breakdowns: Default::default(),
         })
     }
 
@@ -306,6 +309,10 @@ impl Store {
 
     pub fn kept_answers(&self) -> &page_summaries::KeptAnswers {
         &self.kept_answers
+    }
+
+    pub fn kept_breakdowns(&self) -> &breakdowns::KeptBreakdowns {
+        &self.kept_breakdowns
     }
 
     pub fn day_visitors(&self) -> &day_visitors::DayVisitors {

@@ -579,3 +579,66 @@ async fn with_breakdowns_off_views_carry_none_and_events_still_count() {
         assert_eq!((names, other), (expected, 0), "{dimension}");
     }
 }
+
+#[tokio::test]
+async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
+    use tickertape::domain::Labels;
+    use tickertape::reports::breakdowns;
+    use tickertape::reports::sources::SourceScope;
+    use tickertape::storage::bucket_writer::{BucketWriter, Hit};
+    let app = spawn_app().await;
+    let site = app.add_site("bdkept.test", &[]).await;
+    let page = "bdkept.test/x";
+    let day = tickertape::storage::Resolution::Day;
+    let now = chrono::Utc::now();
+    let writer = BucketWriter::new(&app.store);
+    let write = |days_ago: i64, browser: &'static str| {
+        let writer = &writer;
+        async move {
+            let labels = Labels::default().with(Dimension::Browser, browser);
+            let hit = Hit {
+                page,
+                at: day.floor(now) - chrono::TimeDelta::days(days_ago)
+                    + chrono::TimeDelta::hours(3),
+                source: Some("direct"),
+                visit: None,
+                labels: Some(&labels),
+            };
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+            writer.apply_direct(&[hit], deadline).await.unwrap();
+        }
+    };
+    let read = || async {
+        let b = breakdowns::read(
+            &app.store,
+            SourceScope::Site(&site),
+            &[Dimension::Browser, Dimension::Source],
+            &[],
+            day.floor(now) - chrono::TimeDelta::days(60),
+            now,
+        )
+        .await
+        .unwrap();
+        let browsers = b.of(Dimension::Browser);
+        (browsers.of("Firefox"), browsers.of("Safari"))
+    };
+    write(3, "Firefox").await;
+    write(20, "Firefox").await;
+    assert_eq!(read().await, (2, 0));
+    // Changed behind the writers' back (its write counter untouched), a
+    // bucket is not read again: the answer was kept, by that counter.
+    app.store
+        .db()
+        .collection::<Document>("site_sources_day")
+        .update_many(
+            doc! {"site": "bdkept.test"},
+            doc! {"$inc": {"browser.Firefox": 100_i64}},
+        )
+        .await
+        .unwrap();
+    assert_eq!(read().await, (2, 0));
+    // A late record on a past day (a replayed journal, an import) raises
+    // its bucket's counter, and the next read sees every bucket's state.
+    write(5, "Safari").await;
+    assert_eq!(read().await, (202, 1));
+}
