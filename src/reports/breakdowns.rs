@@ -19,7 +19,7 @@ use super::queries::number;
 use super::sources::{self, SourceScope};
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
-use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, WRITES};
+use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, GENERATION, WRITES};
 use crate::storage::{Resolution, Store};
 
 /// One dimension's counts over a stretch of time.
@@ -47,7 +47,7 @@ impl NameTotals {
 pub struct Breakdown {
     pub by: HashMap<Dimension, NameTotals>,
     /// Per event name and UTC day, its converting visitors (site scopes
-    /// only).
+    /// only), for the days not read through a kept answer.
     pub converted: HashMap<String, HashMap<DateTime<Utc>, Sketch>>,
     /// Per event name, the converting visitors of the days read through
     /// a kept answer (already estimated, day by day).
@@ -109,7 +109,7 @@ pub async fn read(
 /// Days that ended less than this long ago are read from their buckets
 /// each time: their last records may still be on their way, and an
 /// answer kept for them would be replaced at once.
-const SETTLING: TimeDelta = TimeDelta::minutes(10);
+const SETTLING: TimeDelta = super::page_totals::SETTLING;
 
 /// The breakdowns of the whole days `[first, end)`, kept by the
 /// fingerprint of their buckets' write counters.
@@ -138,12 +138,18 @@ async fn kept_days(
             fingerprint,
         )
     };
+    if store.kept_breakdowns().too_big(&key(0)) {
+        let mut read = Reader::new(dimensions, converted);
+        read.buckets(store, scope, Resolution::Day, (first, end))
+            .await?;
+        return Ok(Arc::new(read.into_kept()));
+    }
     let mut writes = Writes::default();
     let mut cursor = store
         .reports()
         .collection::<Document>(coll)
-        .find(days_filter(scope, (first, end)))
-        .projection(doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1})
+        .find(span_filter(scope, (first, end)))
+        .projection(doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1, GENERATION: 1})
         .await?;
     while let Some(d) = cursor.try_next().await? {
         writes.add(&d);
@@ -166,17 +172,18 @@ fn day_number(day: DateTime<Utc>) -> i64 {
     crate::storage::page_summaries::day_number(day)
 }
 
-fn days_filter(scope: SourceScope<'_>, (from, to): (DateTime<Utc>, DateTime<Utc>)) -> Document {
+fn span_filter(scope: SourceScope<'_>, (from, to): (DateTime<Utc>, DateTime<Utc>)) -> Document {
     doc! {
         scope.subject().key_field(): scope.key(),
         "timestamp": {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)},
     }
 }
 
-/// Each bucket's write counter, by time and writer part (a bucket
-/// written before the counter existed counts 0 until it is written).
+/// Each bucket's write counter and generation, by time and writer part
+/// (a bucket written before the counter existed counts 0 until it is
+/// written).
 #[derive(Default)]
-struct Writes(BTreeMap<(i64, i32), i64>);
+struct Writes(BTreeMap<(i64, i32), (i64, i64)>);
 
 impl Writes {
     fn add(&mut self, d: &Document) {
@@ -184,7 +191,9 @@ impl Writes {
             .get_datetime("timestamp")
             .map_or(0, |t| t.timestamp_millis());
         let part = d.get_i32("part").unwrap_or(0);
-        *self.0.entry((at, part)).or_default() += number(d.get(WRITES));
+        let entry = self.0.entry((at, part)).or_default();
+        entry.0 += number(d.get(WRITES));
+        entry.1 ^= number(d.get(GENERATION));
     }
 
     fn fingerprint(&self) -> u64 {
@@ -207,7 +216,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn new(dimensions: &'a [Dimension], converted: &[&'a str]) -> Self {
-        let mut projection = doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1};
+        let mut projection = doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1, GENERATION: 1};
         for d in dimensions {
             projection.insert(d.field(), 1);
             projection.insert(d.other_field(), 1);
@@ -241,7 +250,7 @@ impl<'a> Reader<'a> {
         let mut cursor = store
             .reports()
             .collection::<Document>(collection(scope.subject(), g))
-            .find(days_filter(scope, span))
+            .find(span_filter(scope, span))
             .projection(self.projection.clone())
             .await?;
         let mut writes = Writes::default();

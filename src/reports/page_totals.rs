@@ -28,7 +28,7 @@ use crate::storage::Store;
 /// Units that ended less than this long ago are read from their buckets
 /// and not summarised: the rollups of their last hits may still be on
 /// their way (a few seconds under load).
-const SETTLING: TimeDelta = TimeDelta::minutes(10);
+pub(crate) const SETTLING: TimeDelta = TimeDelta::minutes(10);
 
 /// Each page's figures over the whole UTC days `[first, last)` of `site`
 /// (pages with none left out). Days past the day buckets' retention are

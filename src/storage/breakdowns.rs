@@ -53,6 +53,12 @@ pub const CONVERTED: &str = "converted";
 /// (`reports::breakdowns` keeps long ranges' answers by it).
 pub const WRITES: &str = "writes";
 
+/// A random number a bucket gets when it is made: with [`WRITES`], it
+/// tells a bucket from one deleted and made again (a site deleted and
+/// added again under its domain) whose counter has come back to the same
+/// value.
+pub const GENERATION: &str = "gen";
+
 /// The levels breakdowns are kept at: hours for the edges of a range, days
 /// for the rest of it.
 pub const LEVELS: [Resolution; 2] = [Resolution::Hour, Resolution::Day];
@@ -418,7 +424,8 @@ impl BreakdownIncrements {
                     }
                 }
                 inc.insert(WRITES, 1_i64);
-                let mut update = doc! {"$inc": inc};
+                let generation = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
+                let mut update = doc! {"$inc": inc, "$setOnInsert": {GENERATION: generation}};
                 if !max.is_empty() {
                     update.insert("$max", max);
                 }
@@ -443,16 +450,16 @@ pub struct KeptCounts {
     pub converted: HashMap<String, i64>,
 }
 
-impl KeptCounts {
-    fn names(&self) -> usize {
-        self.by.values().map(|(names, _)| names.len()).sum()
-    }
-}
-
 /// What a kept answer is for: the collection and the site's or page's
 /// key, the dimensions and events read, the first and end day (UTC day
-/// numbers), and a fingerprint of every bucket's [`WRITES`] over them.
+/// numbers), and a fingerprint of every bucket's [`WRITES`] and
+/// [`GENERATION`] over them.
 pub type KeptKey = (String, Vec<Dimension>, Vec<String>, i64, i64, u64);
+
+/// Whether two keys ask for the same thing (all but the fingerprint).
+fn same_question(a: &KeptKey, b: &KeptKey) -> bool {
+    (&a.0, &a.1, &a.2, a.3, a.4) == (&b.0, &b.1, &b.2, b.3, b.4)
+}
 
 /// The last answers of long ranges' breakdowns: a year is a year of day
 /// buckets holding every dimension's names (97 ms a 12-month dashboard
@@ -462,41 +469,80 @@ pub type KeptKey = (String, Vec<Dimension>, Vec<String>, i64, i64, u64);
 /// import) is seen at once.
 #[derive(Debug, Default)]
 pub struct KeptBreakdowns {
-    inner: std::sync::Mutex<Vec<(KeptKey, std::sync::Arc<KeptCounts>)>>,
+    inner: std::sync::Mutex<Kept>,
 }
 
-/// Most answers kept, and most names over all of them (about 60 bytes
-/// each).
+#[derive(Debug, Default)]
+struct Kept {
+    /// The most recently used last.
+    answers: Vec<(KeptKey, std::sync::Arc<KeptCounts>)>,
+    /// Questions whose answers are too big to keep: asked again, they go
+    /// straight to the buckets instead of reading the counters first.
+    too_big: Vec<KeptKey>,
+}
+
+/// Most answers kept, and most bytes over all of them.
 const MAX_KEPT: usize = 64;
-const MAX_KEPT_NAMES: usize = 400_000;
+const MAX_KEPT_BYTES: usize = 32 << 20;
+
+impl KeptCounts {
+    /// About what the answer takes in memory: each name's text, its map
+    /// entry and slack.
+    fn bytes(&self) -> usize {
+        let names: usize = self
+            .by
+            .values()
+            .flat_map(|(names, _)| names.keys())
+            .map(|name| name.len() + 64)
+            .sum();
+        names + self.converted.keys().map(|e| e.len() + 64).sum::<usize>() + 256
+    }
+}
 
 impl KeptBreakdowns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(KeptKey, std::sync::Arc<KeptCounts>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn get(&self, key: &KeptKey) -> Option<std::sync::Arc<KeptCounts>> {
         let mut kept = self.lock();
-        let i = kept.iter().position(|(k, _)| k == key)?;
-        // The most recently used last, so the oldest goes first.
-        let entry = kept.remove(i);
+        let i = kept.answers.iter().position(|(k, _)| k == key)?;
+        let entry = kept.answers.remove(i);
         let counts = entry.1.clone();
-        kept.push(entry);
+        kept.answers.push(entry);
         Some(counts)
     }
 
+    /// Whether the answer to `key`'s question was too big to keep.
+    pub fn too_big(&self, key: &KeptKey) -> bool {
+        self.lock().too_big.iter().any(|k| same_question(k, key))
+    }
+
+    /// Keeps an answer, in place of any other to the same question (its
+    /// buckets have been written since: it cannot be asked for again).
     pub fn keep(&self, key: KeptKey, counts: std::sync::Arc<KeptCounts>) {
-        if counts.names() > MAX_KEPT_NAMES {
+        let mut kept = self.lock();
+        kept.answers.retain(|(k, _)| !same_question(k, &key));
+        if counts.bytes() > MAX_KEPT_BYTES / 4 {
+            if !kept.too_big.iter().any(|k| same_question(k, &key)) {
+                if kept.too_big.len() >= MAX_KEPT {
+                    kept.too_big.remove(0);
+                }
+                kept.too_big.push(key);
+            }
             return;
         }
-        let mut kept = self.lock();
-        kept.retain(|(k, _)| k != &key);
-        kept.push((key, counts));
-        while kept.len() > MAX_KEPT
-            || kept.iter().map(|(_, c)| c.names()).sum::<usize>() > MAX_KEPT_NAMES
+        kept.answers.push((key, counts));
+        while kept.answers.len() > MAX_KEPT
+            || kept.answers.iter().map(|(_, c)| c.bytes()).sum::<usize>() > MAX_KEPT_BYTES
         {
-            kept.remove(0);
+            kept.answers.remove(0);
         }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().answers.len()
     }
 }
 
@@ -573,6 +619,95 @@ mod tests {
     use super::*;
     use crate::journal::record::Visit;
     use chrono::TimeZone;
+
+    fn answer(names: usize, len: usize) -> std::sync::Arc<KeptCounts> {
+        let names = (0..names).map(|i| (format!("{i:0len$}"), 1_i64)).collect();
+        std::sync::Arc::new(KeptCounts {
+            by: HashMap::from([(Dimension::Browser, (names, 0))]),
+            converted: HashMap::new(),
+        })
+    }
+
+    fn question(site: &str, fingerprint: u64) -> KeptKey {
+        (
+            site.into(),
+            vec![Dimension::Browser],
+            vec![],
+            10,
+            375,
+            fingerprint,
+        )
+    }
+
+    #[test]
+    fn a_kept_answer_is_found_only_by_its_fingerprint_and_replaces_the_older_one() {
+        let kept = KeptBreakdowns::default();
+        kept.keep(question("a", 1), answer(3, 4));
+        assert!(kept.get(&question("a", 1)).is_some());
+        assert!(kept.get(&question("a", 2)).is_none());
+        assert!(kept.get(&question("b", 1)).is_none());
+        kept.keep(question("a", 2), answer(4, 4));
+        assert!(kept.get(&question("a", 1)).is_none(), "superseded");
+        assert_eq!(
+            kept.get(&question("a", 2)).unwrap().by[&Dimension::Browser]
+                .0
+                .len(),
+            4
+        );
+        assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
+    fn kept_answers_stay_within_their_count_and_bytes_and_too_big_ones_are_remembered() {
+        let kept = KeptBreakdowns::default();
+        for i in 0..(MAX_KEPT + 10) {
+            kept.keep(question(&format!("s{i}"), 1), answer(2, 4));
+        }
+        assert_eq!(kept.len(), MAX_KEPT);
+        assert!(
+            kept.get(&question("s0", 1)).is_none(),
+            "the oldest went first"
+        );
+        assert!(kept
+            .get(&question(&format!("s{}", MAX_KEPT + 9), 1))
+            .is_some());
+        // Answers of a few MB each: the bytes bound the rest.
+        for i in 0..8 {
+            kept.keep(question(&format!("big{i}"), 1), answer(30_000, 100));
+        }
+        let bytes: usize = kept.lock().answers.iter().map(|(_, c)| c.bytes()).sum();
+        assert!(bytes <= MAX_KEPT_BYTES, "{bytes}");
+        // One over a quarter of the bound is not kept, and is remembered.
+        kept.keep(question("huge", 1), answer(100_000, 100));
+        assert!(kept.get(&question("huge", 1)).is_none());
+        assert!(kept.too_big(&question("huge", 7)));
+        assert!(!kept.too_big(&question("big1", 1)));
+    }
+
+    #[test]
+    fn every_statement_raises_the_write_counter_and_gives_a_new_bucket_a_generation() {
+        let mut counts = BreakdownCounts::default();
+        counts.add_record(&hit("a.test/x", 1, Some("direct"), Labels::default()));
+        let mut inc = BreakdownIncrements::for_pages(Resolution::Hour);
+        increments(&mut inc, &counts);
+        let (one, two) = (
+            inc.statements(&HashMap::new()),
+            inc.statements(&HashMap::new()),
+        );
+        let generation = |s: &Document| {
+            s.get_document("u")
+                .unwrap()
+                .get_document("$setOnInsert")
+                .unwrap()
+                .get_i64(GENERATION)
+                .unwrap()
+        };
+        assert_eq!(
+            inc_of(&one[0]),
+            doc! {"totalViews": 1_i64, "sources.direct": 1_i64}
+        );
+        assert_ne!(generation(&one[0]), generation(&two[0]));
+    }
 
     fn at(h: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 11, 22, h, 5, 0).unwrap()
@@ -719,6 +854,15 @@ mod tests {
         inc
     }
 
+    /// Statements without the generation a new bucket would get (random
+    /// in each).
+    fn settled(mut statements: Vec<Document>) -> Vec<Document> {
+        for s in &mut statements {
+            s.get_document_mut("u").unwrap().remove("$setOnInsert");
+        }
+        statements
+    }
+
     #[test]
     fn known_names_spare_the_lookup_only_where_every_name_is_decided() {
         let mut known = KnownNames::default();
@@ -729,7 +873,10 @@ mod tests {
         known.learn(&first, written);
         let again = batch(None, &[(Dimension::Source, "a")]);
         let names = known.covering(&again).expect("every name known");
-        assert_eq!(again.statements(&names), again.statements(&HashMap::new()));
+        assert_eq!(
+            settled(again.statements(&names)),
+            settled(again.statements(&HashMap::new()))
+        );
         // A new name with room left needs the bucket's real names.
         assert!(known
             .covering(&batch(None, &[(Dimension::Source, "b")]))

@@ -588,18 +588,19 @@ async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
     use tickertape::storage::bucket_writer::{BucketWriter, Hit};
     let app = spawn_app().await;
     let site = app.add_site("bdkept.test", &[]).await;
-    let page = "bdkept.test/x";
+    let page = tickertape::domain::Page::parse("bdkept.test/x").unwrap();
     let day = tickertape::storage::Resolution::Day;
-    let now = chrono::Utc::now();
+    // Whole past days only, so that what is kept does not move with the
+    // clock (the last ten minutes are never kept).
+    let end = day.floor(chrono::Utc::now()) - chrono::TimeDelta::days(1);
     let writer = BucketWriter::new(&app.store);
     let write = |days_ago: i64, browser: &'static str| {
-        let writer = &writer;
+        let (writer, page) = (&writer, page.as_str());
         async move {
             let labels = Labels::default().with(Dimension::Browser, browser);
             let hit = Hit {
                 page,
-                at: day.floor(now) - chrono::TimeDelta::days(days_ago)
-                    + chrono::TimeDelta::hours(3),
+                at: end - chrono::TimeDelta::days(days_ago) + chrono::TimeDelta::hours(3),
                 source: Some("direct"),
                 visit: None,
                 labels: Some(&labels),
@@ -608,37 +609,71 @@ async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
             writer.apply_direct(&[hit], deadline).await.unwrap();
         }
     };
-    let read = || async {
+    async fn browsers(
+        store: &tickertape::storage::Store,
+        scope: SourceScope<'_>,
+        end: chrono::DateTime<chrono::Utc>,
+    ) -> (i64, i64) {
         let b = breakdowns::read(
-            &app.store,
-            SourceScope::Site(&site),
+            store,
+            scope,
             &[Dimension::Browser, Dimension::Source],
             &[],
-            day.floor(now) - chrono::TimeDelta::days(60),
-            now,
+            end - chrono::TimeDelta::days(60),
+            end,
         )
         .await
         .unwrap();
         let browsers = b.of(Dimension::Browser);
         (browsers.of("Firefox"), browsers.of("Safari"))
-    };
+    }
+    let store = app.store.clone();
+    let read = |scope| browsers(&store, scope, end);
+    let (of_site, of_page) = (SourceScope::Site(&site), SourceScope::Page(&page));
     write(3, "Firefox").await;
     write(20, "Firefox").await;
-    assert_eq!(read().await, (2, 0));
-    // Changed behind the writers' back (its write counter untouched), a
-    // bucket is not read again: the answer was kept, by that counter.
-    app.store
-        .db()
-        .collection::<Document>("site_sources_day")
-        .update_many(
-            doc! {"site": "bdkept.test"},
-            doc! {"$inc": {"browser.Firefox": 100_i64}},
-        )
-        .await
-        .unwrap();
-    assert_eq!(read().await, (2, 0));
-    // A late record on a past day (a replayed journal, an import) raises
-    // its bucket's counter, and the next read sees every bucket's state.
-    write(5, "Safari").await;
-    assert_eq!(read().await, (202, 1));
+    assert_eq!(read(of_site).await, (2, 0));
+    assert_eq!(read(of_page).await, (2, 0));
+    // Changed behind the writers' back (their write counters untouched),
+    // the buckets are not read again: the answers were kept, by them.
+    for coll in ["site_sources_day", "sources_day"] {
+        app.store
+            .db()
+            .collection::<Document>(coll)
+            .update_many(
+                doc! {"$or": [{"site": "bdkept.test"}, {"page": page.as_str()}]},
+                doc! {"$inc": {"browser.Firefox": 100_i64}},
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(read(of_site).await, (2, 0));
+    assert_eq!(read(of_page).await, (2, 0));
+    // A late record on a past day that has a bucket already (a replayed
+    // journal, an import) raises its counter: the next read sees every
+    // bucket's state.
+    write(3, "Safari").await;
+    assert_eq!(read(of_site).await, (202, 1));
+    assert_eq!(read(of_page).await, (202, 1));
+    // Buckets deleted and made again by the same writes (a site deleted
+    // and added again) come back with the same counters, but not the same
+    // generation.
+    for coll in [
+        "site_sources_day",
+        "sources_day",
+        "site_sources_hour",
+        "sources_hour",
+    ] {
+        app.store
+            .db()
+            .collection::<Document>(coll)
+            .delete_many(doc! {"$or": [{"site": "bdkept.test"}, {"page": page.as_str()}]})
+            .await
+            .unwrap();
+    }
+    write(3, "Firefox").await;
+    write(20, "Firefox").await;
+    write(3, "Safari").await;
+    assert_eq!(read(of_site).await, (2, 1));
+    assert_eq!(read(of_page).await, (2, 1));
 }
