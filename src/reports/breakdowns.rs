@@ -138,8 +138,10 @@ async fn kept_days(
             fingerprint,
         )
     };
+    // Read as the key says (each dimension once), so that one answer
+    // serves every caller asking the same.
     if store.kept_breakdowns().too_big(&key(0)) {
-        let mut read = Reader::new(dimensions, converted);
+        let mut read = Reader::new(&dims, converted);
         read.buckets(store, scope, Resolution::Day, (first, end))
             .await?;
         return Ok(Arc::new(read.into_kept()));
@@ -157,7 +159,7 @@ async fn kept_days(
     if let Some(kept) = store.kept_breakdowns().get(&key(writes.fingerprint())) {
         return Ok(kept);
     }
-    let mut read = Reader::new(dimensions, converted);
+    let mut read = Reader::new(&dims, converted);
     // Kept by the counters read with the counts, bucket by bucket, so
     // the answer is exactly the buckets' state it is kept for.
     let fingerprint = read
