@@ -74,6 +74,11 @@ enum ImportCommand {
     /// with the `session` rows for browsers, systems, devices and
     /// countries: views and events at their own time, Umami's visits.
     Umami(UmamiArgs),
+    /// Plausible CE's CSV export, the zip or its files in a directory:
+    /// days' figures of views, visitors, visits, pages, entries, exits,
+    /// sources, countries, devices, browsers, systems and events, counted
+    /// at each day's first instant in the site's zone.
+    Plausible(ImportArgs),
     /// The imports run so far: key, kind, site, file, rows, skipped days,
     /// state; tab-separated.
     List(ListImports),
@@ -197,6 +202,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::BackfillPageSummaries(args) => backfill_page_summaries(args).await,
         Command::Import(ImportCommand::Goatcounter(args)) => import_goatcounter(args).await,
         Command::Import(ImportCommand::Umami(args)) => import_umami(args).await,
+        Command::Import(ImportCommand::Plausible(args)) => import_plausible(args).await,
         Command::Import(ImportCommand::List(args)) => list_imports(args).await,
     }
 }
@@ -285,6 +291,112 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
     .await
 }
 
+async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
+    use crate::import::{self, plausible};
+    use std::collections::BTreeSet;
+    let name = args.file.display().to_string();
+    let export = plausible::Export::open(&args.file)?;
+    let open = |path: &std::path::Path| {
+        import::open(path).with_context(|| format!("reading {}", path.display()))
+    };
+    with_store(&args.db, |store| async move {
+        let site = site_by_id_or_domain(&store, &args.site).await?;
+        // First pass: every file's rows checked, each file hashed; nothing
+        // written.
+        let mut notes = Vec::new();
+        let mut count = 0u64;
+        let mut days = BTreeSet::new();
+        let mut content = blake3::Hasher::new();
+        for (table, path) in &export.files {
+            let (read, hasher) = import::Hashing::new(open(path)?);
+            let shown = path.display().to_string();
+            for row in plausible::rows(read, &shown, *table, site.clone(), &mut notes)? {
+                if let Ok(day) = row? {
+                    days.insert(day.day);
+                }
+                count += 1;
+            }
+            content.update(table.name().as_bytes());
+            content.update(hasher.borrow().finalize().as_bytes());
+        }
+        let key = import::key(plausible::KIND, &site.id, &content.finalize());
+        let tz = site.time_zone.tz();
+        let live = match args.overlap {
+            Overlap::Skip => {
+                crate::storage::imports::local_days_with_views(
+                    &store,
+                    site.domain.as_str(),
+                    tz,
+                    &days,
+                )
+                .await?
+            }
+            Overlap::Add => Vec::new(),
+        };
+        let daily = days.first().zip(days.last()).map(|(first, last)| {
+            (
+                crate::reports::local::midnight(*first, tz),
+                crate::reports::local::midnight(last.succ_opt().unwrap_or(*last), tz),
+            )
+        });
+        let record = crate::storage::imports::begin(
+            &store,
+            &crate::storage::imports::ImportRecord {
+                key: key.clone(),
+                kind: plausible::KIND.into(),
+                site: site.id.to_string(),
+                file: name.clone(),
+                rows: count,
+                skipped_days: live,
+                started_at: chrono::Utc::now(),
+                finished_at: None,
+                views: 0,
+                events: 0,
+                daily,
+            },
+        )
+        .await?;
+        let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
+        // Second pass: the files again, in the same order.
+        let mut unreadable = None;
+        let mut ignored_notes = Vec::new();
+        let mut files = Vec::new();
+        for (table, path) in &export.files {
+            let shown = path.display().to_string();
+            files.push(plausible::rows(
+                open(path)?,
+                &shown,
+                *table,
+                site.clone(),
+                &mut ignored_notes,
+            )?);
+        }
+        let checked = files
+            .into_iter()
+            .flatten()
+            .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
+        let summary = apply_checked(&store, &key, &name, count, checked, &skipped_days).await?;
+        if let Some(e) = unreadable {
+            anyhow::bail!("{name} changed while it was imported: {e}");
+        }
+        for file in &export.ignored {
+            println!("note: {file} is no table of Plausible's export: not read");
+        }
+        let missing = export.missing();
+        if !missing.is_empty() {
+            println!(
+                "note: no file for {}: those figures stay empty",
+                missing.join(", ")
+            );
+        }
+        for note in &notes {
+            println!("note: {note}");
+        }
+        finish_import(&store, &key, &name, count, &summary, &skipped_days).await
+    })
+    .await
+}
+
 /// Runs an import of `args.file`: the first pass checks every row
 /// (`rows` reads them from a fresh reader, for the file's name and the
 /// site) and hashes the content (with `also_hashed`, another file's hash
@@ -323,7 +435,6 @@ where
     I: Iterator<Item = Result<crate::import::Row, crate::import::RowError>>,
 {
     use crate::import;
-    use std::io::IsTerminal;
     let name = args.file.display().to_string();
     let open = || import::open(&args.file).with_context(|| format!("reading {name}"));
     // First pass: every row checked, the content hashed; nothing written.
@@ -364,20 +475,39 @@ where
             finished_at: None,
             views: 0,
             events: 0,
+            daily: None,
         },
     )
     .await?;
     let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
+    // Second pass: the same rows, applied in batches.
+    let mut unreadable = None;
+    let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
+    let summary = apply_checked(store, &key, &name, count, checked, &skipped_days).await?;
+    if let Some(e) = unreadable {
+        anyhow::bail!("{name} changed while it was imported: {e}");
+    }
+    finish_import(store, &key, &name, count, &summary, &skipped_days).await
+}
+
+/// The second pass: `rows`, every one checked by the first, applied in
+/// batches with a progress line on a terminal.
+async fn apply_checked<T: crate::import::Counted>(
+    store: &Store,
+    key: &str,
+    name: &str,
+    count: u64,
+    rows: impl Iterator<Item = Result<T, crate::import::Skipped>>,
+    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+) -> anyhow::Result<crate::import::Summary> {
+    use std::io::IsTerminal;
     let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
-        .unwrap_or(import::BATCH_ROWS);
-    // Second pass: the same rows, applied in batches.
-    let mut unreadable = None;
-    let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
+        .unwrap_or(crate::import::BATCH_ROWS);
     let terminal = std::io::stderr().is_terminal();
-    let summary = import::apply(store, &key, checked, &skipped_days, batch_rows, |done| {
+    let summary = crate::import::apply(store, key, rows, skipped_days, batch_rows, |done| {
         if terminal {
             eprint!("\r{name}: {done} of {count} rows");
         }
@@ -386,9 +516,19 @@ where
     if terminal {
         eprintln!();
     }
-    if let Some(e) = unreadable {
-        anyhow::bail!("{name} changed while it was imported: {e}");
-    }
+    Ok(summary)
+}
+
+/// Checks that the second pass read what the first did, marks the import
+/// complete and prints its summary.
+async fn finish_import(
+    store: &Store,
+    key: &str,
+    name: &str,
+    count: u64,
+    summary: &crate::import::Summary,
+    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
         summary.rows == count,
         "{name} changed while it was imported: {count} rows checked, {} read",
@@ -396,13 +536,13 @@ where
     );
     crate::storage::imports::finish(
         store,
-        &key,
+        key,
         summary.views,
         summary.events,
         chrono::Utc::now(),
     )
     .await?;
-    print_summary(&key, &name, &summary, &skipped_days);
+    print_summary(key, name, summary, skipped_days);
     Ok(())
 }
 
@@ -422,8 +562,15 @@ fn print_summary(
         0 => String::new(),
         n => format!(" in {n} visits"),
     };
+    let days = match summary.days {
+        0 => String::new(),
+        n => format!(
+            "{n} days, {} visitors (added up by day), ",
+            summary.visitors
+        ),
+    };
     println!(
-        "{name}: {} rows: {} views{visits}, {} events, skipped {}; {} to {}",
+        "{name}: {} rows: {days}{} views{visits}, {} events, skipped {}; {} to {}",
         summary.rows,
         summary.views,
         summary.events,

@@ -101,6 +101,15 @@ pub const MAX_RANK: u8 = (64 - PRECISION + 1) as u8;
 /// and inserting into the sorted list stays cheap.
 const SPARSE_LIMIT: usize = 2048;
 
+/// A well-spread 64-bit value from any other (SplitMix64's finalizer):
+/// made-up visitor ids (an import's day figures) from a counter.
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// The register a hash raises: `(index, rank)`.
 pub fn register_of(hash: u64) -> (u16, u8) {
     let index = (hash >> (64 - PRECISION)) as u16;

@@ -63,6 +63,8 @@ pub fn rows<'a, R: Read>(
 }
 
 impl super::Format for GoatCounter<'_> {
+    type Counted = ImportHit;
+
     fn row<R: Read>(
         &mut self,
         csv: &CsvFile<R>,

@@ -10,6 +10,7 @@
 //! `kill -9`, applies only the batches that are not in yet.
 
 pub mod goatcounter;
+pub mod plausible;
 pub mod umami;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -170,12 +171,14 @@ impl<R: Read> CsvFile<R> {
 
 /// A format's reading of one record of its file.
 pub trait Format {
+    /// What a valid row counts.
+    type Counted;
     fn row<R: Read>(
         &mut self,
         csv: &CsvFile<R>,
         line: u64,
         record: &csv::StringRecord,
-    ) -> Result<Row, RowError>;
+    ) -> Result<Result<Self::Counted, Skipped>, RowError>;
 }
 
 /// A file's rows in order, each checked by its format.
@@ -191,7 +194,7 @@ impl<F: Format, R: Read> Rows<F, R> {
 }
 
 impl<F: Format, R: Read> Iterator for Rows<F, R> {
-    type Item = Result<Row, RowError>;
+    type Item = Result<Result<F::Counted, Skipped>, RowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         Some(match self.csv.next_record()? {
@@ -209,6 +212,9 @@ pub struct Summary {
     pub events: u64,
     /// Visits started (imports that tell visits apart).
     pub visits: u64,
+    /// Days' visitors added up, and the days (imports of days' figures).
+    pub visitors: u64,
+    pub days: u64,
     pub skipped: BTreeMap<&'static str, u64>,
     pub first: Option<DateTime<Utc>>,
     pub last: Option<DateTime<Utc>>,
@@ -217,23 +223,68 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn add(&mut self, row: &Row) {
+    fn add<T: Counted>(&mut self, row: &Result<T, Skipped>) {
         self.rows += 1;
         match row {
-            Ok(hit) => {
-                if hit.labels.get(crate::domain::Dimension::Event).is_some() {
-                    self.events += 1;
-                } else {
-                    self.views += 1;
-                    if hit.visit.as_ref().is_some_and(Visit::starts) {
-                        self.visits += 1;
-                    }
-                }
-                self.first = Some(self.first.map_or(hit.at, |f| f.min(hit.at)));
-                self.last = Some(self.last.map_or(hit.at, |l| l.max(hit.at)));
+            Ok(counted) => {
+                counted.summarize(self);
+                let at = counted.at();
+                self.first = Some(self.first.map_or(at, |f| f.min(at)));
+                self.last = Some(self.last.map_or(at, |l| l.max(at)));
             }
             Err(why) => *self.skipped.entry(why.reason()).or_default() += 1,
         }
+    }
+}
+
+/// What a valid row of an import counts, applied a batch at a time.
+pub trait Counted: Sized {
+    /// When it counts (a day's figure: its day's first instant).
+    fn at(&self) -> DateTime<Utc>;
+    /// The day it is on, as the import's skipped days name them.
+    fn day(&self) -> NaiveDate;
+    fn summarize(&self, summary: &mut Summary);
+    /// Applies a batch of rows in one transaction of `advance`'s stream.
+    fn apply_batch(
+        writer: &BucketWriter,
+        rows: &[&Self],
+        advance: &Advance<'_>,
+    ) -> impl std::future::Future<Output = Result<(), ApplyError>>;
+}
+
+impl Counted for ImportHit {
+    fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+
+    fn day(&self) -> NaiveDate {
+        self.at.date_naive()
+    }
+
+    fn summarize(&self, summary: &mut Summary) {
+        if self.labels.get(crate::domain::Dimension::Event).is_some() {
+            summary.events += 1;
+        } else {
+            summary.views += 1;
+            if self.visit.as_ref().is_some_and(Visit::starts) {
+                summary.visits += 1;
+            }
+        }
+    }
+
+    async fn apply_batch(
+        writer: &BucketWriter,
+        rows: &[&Self],
+        advance: &Advance<'_>,
+    ) -> Result<(), ApplyError> {
+        let hits = rows.iter().map(|h| Hit {
+            page: &h.page,
+            at: h.at,
+            source: h.source.as_deref(),
+            visit: h.visit.as_ref(),
+            labels: Some(&h.labels),
+        });
+        writer.apply(hits, Some(advance)).await.map(drop)
     }
 }
 
@@ -297,17 +348,18 @@ pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> 
 /// Applies `rows` (the file's rows in order, every one valid) under
 /// `key`, skipping the batches already in. `progress` is told the rows
 /// done so far.
-/// Rows on `skipped_days` (UTC) are skipped as overlapping live figures.
-pub async fn apply(
+/// Rows on `skipped_days` (as [`Counted::day`] names them) are skipped as
+/// overlapping live figures.
+pub async fn apply<T: Counted>(
     store: &Store,
     key: &str,
-    rows: impl Iterator<Item = Row>,
+    rows: impl Iterator<Item = Result<T, Skipped>>,
     skipped_days: &BTreeSet<NaiveDate>,
     batch_rows: u64,
     mut progress: impl FnMut(u64),
 ) -> anyhow::Result<Summary> {
     let rows = rows.map(|row| match row {
-        Ok(hit) if skipped_days.contains(&hit.at.date_naive()) => Err(Skipped::Overlap),
+        Ok(counted) if skipped_days.contains(&counted.day()) => Err(Skipped::Overlap),
         other => other,
     });
     let writer = BucketWriter::new(store);
@@ -316,7 +368,7 @@ pub async fn apply(
         at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;
     }
     let mut summary = Summary::default();
-    let mut batch: Vec<Row> = Vec::with_capacity(batch_rows as usize);
+    let mut batch: Vec<Result<T, Skipped>> = Vec::with_capacity(batch_rows as usize);
     let mut from = 0u64;
     let mut rows = rows.peekable();
     while rows.peek().is_some() {
@@ -325,17 +377,7 @@ pub async fn apply(
         for row in &batch {
             summary.add(row);
         }
-        let hits: Vec<Hit<'_>> = batch
-            .iter()
-            .filter_map(|r| r.as_ref().ok())
-            .map(|h| Hit {
-                page: &h.page,
-                at: h.at,
-                source: h.source.as_deref(),
-                visit: h.visit.as_ref(),
-                labels: Some(&h.labels),
-            })
-            .collect();
+        let counted: Vec<&T> = batch.iter().filter_map(|r| r.as_ref().ok()).collect();
         let mut applied = false;
         for stream in Stream::ALL {
             let position = &mut at[stream.index()];
@@ -355,7 +397,7 @@ pub async fn apply(
                 from,
                 to,
             };
-            apply_batch(store, &writer, &hits, &advance).await?;
+            apply_batch(store, &writer, &counted, &advance).await?;
             *position = to;
             applied = true;
         }
@@ -372,17 +414,17 @@ pub async fn apply(
 /// One batch of one stream, retried until it is in: a batch not applied
 /// is sent again, and one whose commit went unanswered is looked up in
 /// its progress document.
-async fn apply_batch(
+async fn apply_batch<T: Counted>(
     store: &Store,
     writer: &BucketWriter,
-    hits: &[Hit<'_>],
+    rows: &[&T],
     advance: &Advance<'_>,
 ) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     let mut pause = std::time::Duration::from_millis(50);
     loop {
-        let failure: ApplyError = match writer.apply(hits.iter().copied(), Some(advance)).await {
-            Ok(_) => return Ok(()),
+        let failure: ApplyError = match T::apply_batch(writer, rows, advance).await {
+            Ok(()) => return Ok(()),
             Err(e) => e,
         };
         match progress::position(store, advance.journal, 0, advance.stream).await {

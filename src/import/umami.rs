@@ -325,6 +325,8 @@ impl Umami<'_> {
 }
 
 impl super::Format for Umami<'_> {
+    type Counted = ImportHit;
+
     fn row<R: Read>(
         &mut self,
         csv: &CsvFile<R>,

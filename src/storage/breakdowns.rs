@@ -211,6 +211,40 @@ impl BreakdownCounts {
         *n += 1;
     }
 
+    /// `n` counts of one dimension's name on `page` at `at` (a day's
+    /// figure of an import), and for an event the visitors who sent it.
+    pub fn add_n(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        dimension: Dimension,
+        name: &str,
+        n: u32,
+        converted: impl IntoIterator<Item = u64>,
+    ) {
+        let hour = self
+            .hours
+            .entry((page.to_owned(), Resolution::Hour.floor(at)))
+            .or_default();
+        let count = hour
+            .counts
+            .entry((dimension, name.to_owned()))
+            .or_insert_with(|| {
+                self.entries += 1;
+                0
+            });
+        *count += n;
+        if dimension == Dimension::Event {
+            let mut converted = converted.into_iter().peekable();
+            if converted.peek().is_some() {
+                let sketch = hour.converted.entry(name.to_owned()).or_default();
+                for visitor in converted {
+                    sketch.insert(visitor);
+                }
+            }
+        }
+    }
+
     /// The batch should be applied now, whatever its window says.
     pub fn is_full(&self) -> bool {
         self.hours.len() >= MAX_PAGE_HOURS_PER_BATCH || self.entries >= MAX_COUNTS_PER_BATCH

@@ -92,6 +92,106 @@ impl<'a> From<(&'a str, DateTime<Utc>, Option<&'a str>)> for Hit<'a> {
     }
 }
 
+/// A day's figure of an import that keeps days, not hits (Plausible's
+/// export): counted at `at`, the first instant of its day in the site's
+/// zone, in the minute, hour and day buckets that instant falls in, so
+/// that every report adds it up as it adds up hits.
+#[derive(Debug, Clone, Copy)]
+pub struct Figure<'a> {
+    /// The page's bucket key (`domain/path`); the site's home page for a
+    /// figure of the whole site.
+    pub page: &'a str,
+    pub at: DateTime<Utc>,
+    pub counts: Counts<'a>,
+    /// The day's visitors this figure has: made-up ids `seed + 0 ..
+    /// seed + visitors` (hashed), the same pool for every figure of a day,
+    /// so that the site's sketch and its pages' agree.
+    pub visitors: u64,
+    pub seed: u64,
+}
+
+/// What a [`Figure`] adds, and where.
+#[derive(Debug, Clone, Copy)]
+pub enum Counts<'a> {
+    /// Views of the page: its buckets and the site's, as hits add them
+    /// (the site's day total moves with its pages'); visitors in the
+    /// page's sketch.
+    Views(u32),
+    /// The site's visits: site buckets only, visitors in its sketch.
+    SiteVisits {
+        visits: u32,
+        bounces: u32,
+        duration_secs: u64,
+    },
+    /// Visits that entered on the page: page buckets only.
+    Entries {
+        visits: u32,
+        bounces: u32,
+        duration_secs: u64,
+    },
+    /// Visits that left from the page: page buckets only.
+    Exits(u32),
+    /// Breakdown names, each counted `n` times (an event's: `n` events,
+    /// its visitors converted).
+    Labels {
+        names: &'a [(crate::domain::Dimension, String)],
+        n: u32,
+    },
+}
+
+impl Figure<'_> {
+    /// The made-up visitor ids: a day's pool, shared by its figures.
+    pub fn visitor_ids(&self) -> impl Iterator<Item = u64> {
+        let seed = self.seed;
+        (0..self.visitors).map(move |i| crate::domain::sketch::mix(seed.wrapping_add(i)))
+    }
+
+    fn add_to(&self, inc: &mut Increments) {
+        let site = inc.is_site();
+        let none = std::iter::empty();
+        match self.counts {
+            Counts::Views(n) if site => inc.add_figures(self.page, self.at, n, [0; 4], none),
+            Counts::Views(n) => inc.add_figures(self.page, self.at, n, [0; 4], self.visitor_ids()),
+            Counts::SiteVisits {
+                visits,
+                bounces,
+                duration_secs,
+            } if site => inc.add_figures(
+                self.page,
+                self.at,
+                0,
+                visit_counters(visits, bounces, duration_secs, 0),
+                self.visitor_ids(),
+            ),
+            Counts::Entries {
+                visits,
+                bounces,
+                duration_secs,
+            } if !site => inc.add_figures(
+                self.page,
+                self.at,
+                0,
+                visit_counters(visits, bounces, duration_secs, 0),
+                none,
+            ),
+            Counts::Exits(n) if !site => {
+                inc.add_figures(self.page, self.at, 0, visit_counters(0, 0, 0, n), none)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// [`super::buckets::VisitFields::COUNTERS`] from a peer's figures.
+fn visit_counters(visits: u32, bounces: u32, duration_secs: u64, exits: u32) -> [i64; 4] {
+    [
+        i64::from(visits),
+        i64::from(visits) - i64::from(bounces.min(visits)),
+        duration_secs as i64,
+        i64::from(exits),
+    ]
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct FlushReport {
     pub hits: usize,
@@ -196,6 +296,41 @@ impl BucketWriter {
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
+                outcomes,
+            })
+    }
+
+    /// [`Self::apply`] for an import's day figures.
+    pub async fn apply_figures(
+        &self,
+        figures: &[Figure<'_>],
+        advance: &Advance<'_>,
+    ) -> Result<FlushReport, ApplyError> {
+        let mut increments = view_increments(Some(advance.stream), part_of(Some(advance)));
+        for inc in &mut increments {
+            for figure in figures {
+                figure.add_to(inc);
+            }
+        }
+        let mut counted = BreakdownCounts::default();
+        if advance.stream == Stream::Sources {
+            for figure in figures {
+                if let Counts::Labels { names, n } = figure.counts {
+                    for (dimension, name) in names {
+                        let converted = (*dimension == crate::domain::Dimension::Event)
+                            .then(|| figure.visitor_ids())
+                            .into_iter()
+                            .flatten();
+                        counted.add_n(figure.page, figure.at, *dimension, name, n, converted);
+                    }
+                }
+            }
+        }
+        let by_source = breakdown_increments(part_of(Some(advance)), counted.iter());
+        self.transact(&increments, &by_source, Some(advance))
+            .await
+            .map(|outcomes| FlushReport {
+                hits: figures.len(),
                 outcomes,
             })
     }

@@ -337,6 +337,46 @@ impl Increments {
         self.target.resolution
     }
 
+    /// Adds a day's figures as one import keeps them (`import::plausible`):
+    /// `views` of `page` at `at`, and in hour and day buckets the visit
+    /// counters (in [`VisitFields::COUNTERS`] order) and `visitors` into
+    /// the sketch. Which scope a figure belongs to is the caller's choice:
+    /// it adds to page increments or site increments only.
+    pub fn add_figures(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        views: u32,
+        counters: [i64; 4],
+        visitors: impl IntoIterator<Item = u64>,
+    ) {
+        if views > 0 {
+            self.add_n(page, at, views);
+        }
+        if self.target.resolution == Resolution::Minute {
+            return;
+        }
+        let slot = self.target.resolution.slot(at) as u16;
+        let mut visitors = visitors.into_iter().peekable();
+        if counters == [0; 4] && visitors.peek().is_none() {
+            return;
+        }
+        let visits = self.bucket(page, at).visits_mut();
+        if counters != [0; 4] {
+            let slot = visits.slots.entry(slot).or_default();
+            for (sum, n) in slot.iter_mut().zip(counters) {
+                *sum += n;
+            }
+        }
+        for visitor in visitors {
+            visits.visitors.insert(visitor);
+        }
+    }
+
+    pub fn is_site(&self) -> bool {
+        self.target.subject == Subject::Site
+    }
+
     /// Drops the buckets of pages for which `gone(page)` holds; a site
     /// bucket is asked as its domain's root page (`<domain>/`).
     pub fn drop_where(&mut self, gone: impl Fn(&str) -> bool) {

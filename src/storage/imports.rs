@@ -31,6 +31,9 @@ pub struct ImportRecord {
     /// Rows applied, views and events counted (when finished).
     pub views: u64,
     pub events: u64,
+    /// For an import of days' figures (Plausible's), the instants its
+    /// days span: reports finer than a day over them say so.
+    pub daily: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 fn from_doc(d: &Document) -> Option<ImportRecord> {
@@ -49,6 +52,10 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         finished_at: d.get_datetime("finishedAt").ok().map(|t| t.to_chrono()),
         views: super::values::count(d.get("views")).max(0) as u64,
         events: super::values::count(d.get("events")).max(0) as u64,
+        daily: match (d.get_datetime("dailyFrom"), d.get_datetime("dailyTo")) {
+            (Ok(from), Ok(to)) => Some((from.to_chrono(), to.to_chrono())),
+            _ => None,
+        },
     })
 }
 
@@ -80,6 +87,60 @@ pub async fn days_with_views(
     Ok(days)
 }
 
+/// The days among `days` (dates in `tz`) on which `domain`'s site has
+/// views already, read from the hours of its UTC day buckets. An hour
+/// that straddles a local midnight (a zone half an hour off) marks both
+/// days: a day is skipped rather than counted twice.
+pub async fn local_days_with_views(
+    store: &Store,
+    domain: &str,
+    tz: chrono_tz::Tz,
+    days: &std::collections::BTreeSet<NaiveDate>,
+) -> Result<Vec<NaiveDate>, mongodb::error::Error> {
+    let (Some(first), Some(last)) = (days.first(), days.last()) else {
+        return Ok(Vec::new());
+    };
+    let local = |d: NaiveDate| crate::reports::local::midnight(d, tz);
+    let from = Resolution::Day.floor(local(*first));
+    let to = local(last.succ_opt().unwrap_or(*last));
+    let found: Vec<Document> = store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
+        .find(doc! {
+            "site": domain,
+            "timestamp": {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)},
+            "totalViews": {"$gt": 0},
+        })
+        .projection(doc! {"timestamp": 1, "hours": 1})
+        .await?
+        .try_collect()
+        .await?;
+    let mut live = std::collections::BTreeSet::new();
+    for d in &found {
+        let Ok(start) = d.get_datetime("timestamp").map(|t| t.to_chrono()) else {
+            continue;
+        };
+        let Ok(hours) = d.get_document("hours") else {
+            continue;
+        };
+        for (hour, views) in hours {
+            let (Ok(hour), true) = (hour.parse::<i64>(), super::values::count(Some(views)) > 0)
+            else {
+                continue;
+            };
+            let begins = start + chrono::TimeDelta::hours(hour);
+            let ends = begins + chrono::TimeDelta::hours(1) - chrono::TimeDelta::seconds(1);
+            for t in [begins, ends] {
+                let day = t.with_timezone(&tz).date_naive();
+                if days.contains(&day) {
+                    live.insert(day);
+                }
+            }
+        }
+    }
+    Ok(live.into_iter().collect())
+}
+
 /// Records the import's start unless it started before; returns the
 /// record in force (a rerun gets the first run's skipped days).
 pub async fn begin(
@@ -98,6 +159,8 @@ pub async fn begin(
                 "rows": record.rows as i64,
                 "skippedDays": days,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
+                "dailyFrom": record.daily.map(|(from, _)| bson::DateTime::from_chrono(from)),
+                "dailyTo": record.daily.map(|(_, to)| bson::DateTime::from_chrono(to)),
             }},
         )
         .upsert(true)
@@ -131,6 +194,35 @@ pub async fn finish(
         )
         .await?;
     Ok(())
+}
+
+/// The span of days the site's imports of daily figures cover within
+/// `from`..`to`, if any does.
+pub async fn daily_between(
+    store: &Store,
+    site: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
+    let found: Vec<Document> = store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .find(doc! {
+            "site": site,
+            "dailyFrom": {"$lt": bson::DateTime::from_chrono(to)},
+            "dailyTo": {"$gt": bson::DateTime::from_chrono(from)},
+        })
+        .projection(doc! {"dailyFrom": 1, "dailyTo": 1})
+        .await?
+        .try_collect()
+        .await?;
+    let spans = found.iter().filter_map(|d| {
+        Some((
+            d.get_datetime("dailyFrom").ok()?.to_chrono().max(from),
+            d.get_datetime("dailyTo").ok()?.to_chrono().min(to),
+        ))
+    });
+    Ok(spans.reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))))
 }
 
 /// Every import, oldest first; `site` (an id) keeps one site's.

@@ -426,7 +426,7 @@ async fn every_bad_export_is_named_by_line_and_column_and_writes_nothing() {
 /// Runs `import()` in batches of 250 rows, kills it (SIGKILL) once
 /// `stream` has 2,500 rows in and before the file's `views` are, then
 /// runs it again to its end.
-async fn kill_midway_then_rerun(
+pub(crate) async fn kill_midway_then_rerun(
     app: &TestApp,
     import: impl Fn() -> Command,
     stream: &str,

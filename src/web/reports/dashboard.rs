@@ -261,6 +261,7 @@ pub async fn show_dashboard(
         base: base.clone(),
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
+            daily_only: super::view::daily_only_note(state, &site, &period).await?,
             ..controls(&base, &hidden, q, &period, range_error.as_ref())
         },
         visits,

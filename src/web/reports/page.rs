@@ -168,6 +168,7 @@ pub async fn show_page_report(
         path: path.as_str().to_owned(),
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
+            daily_only: super::view::daily_only_note(state, &site, &period).await?,
             ..controls(
                 &base,
                 &[("path", path.as_str())],

@@ -101,6 +101,8 @@ pub struct Controls {
     pub error_fields: Vec<&'static str>,
     /// Why the range is shown coarser than asked (retention).
     pub coarsened: Option<String>,
+    /// The range is finer than a day over days imported as daily figures.
+    pub daily_only: Option<String>,
 }
 
 impl Controls {
@@ -221,7 +223,39 @@ pub(super) fn controls(
         error: error.map(|e| e.to_string()),
         error_fields: error.map_or_else(Vec::new, |e| e.fields(&q.range())),
         coarsened: None,
+        daily_only: None,
     }
+}
+
+/// The note for a report finer than a day over days an import brought as
+/// daily figures (Plausible's): they sit at each day's first instant,
+/// which is not when they happened.
+pub async fn daily_only_note(
+    state: &WebState,
+    site: &Site,
+    period: &crate::reports::period::Period,
+) -> Result<Option<String>, mongodb::error::Error> {
+    if period.resolution == crate::domain::Resolution::Day {
+        return Ok(None);
+    }
+    let found = crate::storage::imports::daily_between(
+        &state.store,
+        &site.id.to_string(),
+        period.from,
+        period.to,
+    )
+    .await?;
+    Ok(found.map(|(from, to)| {
+        format!(
+            "imported: daily figures only. The days from {} to {} came from an import \
+             that keeps days, not hours: each day's figures show at its first {}.",
+            from.with_timezone(&period.zone).format("%Y-%m-%d"),
+            (to - chrono::TimeDelta::seconds(1))
+                .with_timezone(&period.zone)
+                .format("%Y-%m-%d"),
+            period.resolution.as_str(),
+        )
+    }))
 }
 
 /// The range in words, its zone said once: "2026-11-21 10:00 to

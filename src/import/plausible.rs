@@ -1,0 +1,735 @@
+//! Plausible CE's CSV export: a zip (or a directory) of files named
+//! `imported_<table>[_<from>_<to>].csv`, the `imported_` prefix optional,
+//! each with a header row; every row is one day in the site's time zone
+//! for one dimension value. Columns are found by name: Plausible changed
+//! them between versions (`imported_pages` lost `exits` and `time_on_page`
+//! and gained `visits`, scroll depth and time on page), and columns this
+//! import does not read are named in a note.
+//!
+//! A row is a day's figure, not hits: it is counted at the first instant
+//! of its day in the site's zone, in the minute, hour and day buckets that
+//! instant falls in (`bucket_writer::Figure`), so every report adds it up
+//! as it adds up hits, and one at hour or minute resolution says the days
+//! are daily figures only. What lands where:
+//!
+//! - `visitors`: the site's visits, bounces, visit duration and visitors;
+//! - `pages`: each page's views (and the site's: the day's views are the
+//!   pages file's) and visitors;
+//! - `entry_pages`: each page's entries, bounces and visit duration;
+//! - `exit_pages`: each page's exits;
+//! - `sources` (source, `utm_medium`, `utm_campaign`), `locations`
+//!   (country), `devices`, `browsers`, `operating_systems`: breakdowns,
+//!   counted by the row's `pageviews` (older exports without it: `visits`)
+//!   on the site's home page, since Plausible keeps them per site;
+//! - `custom_events`: events by name, with their visitors as conversions,
+//!   on the home page too.
+//!
+//! Visitors are made-up ids from one pool per day (`Figure::seed`), so the
+//! site's sketch and its pages' agree as real ones do.
+//!
+//! The tables are applied in [`Table::ALL`]'s order, `pages` last: a kept
+//! page summary is checked against the site's day total of views, which
+//! only the pages rows move, so no summary made while the import runs
+//! outlives the entries, exits and visitors applied before them.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::{CsvFile, RowError, Skipped, Summary};
+use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
+use crate::classify::{Country, DeviceClass, UNKNOWN};
+use crate::domain::{Dimension, EventName, Page, PagePath, Source};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Counts, Figure};
+use crate::storage::progress::Advance;
+use crate::storage::sites::Site;
+
+pub const KIND: &str = "plausible";
+
+/// The largest file taken out of a zip (uncompressed): a year of 10,000
+/// pages is about 300 MB of `pages` rows.
+pub const MAX_ENTRY_BYTES: u64 = 8 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    Visitors,
+    EntryPages,
+    ExitPages,
+    Sources,
+    Locations,
+    Devices,
+    Browsers,
+    OperatingSystems,
+    CustomEvents,
+    Pages,
+}
+
+impl Table {
+    /// In the order they are applied (`pages` last: see the module's
+    /// documentation).
+    pub const ALL: [Table; 10] = [
+        Table::Visitors,
+        Table::EntryPages,
+        Table::ExitPages,
+        Table::Sources,
+        Table::Locations,
+        Table::Devices,
+        Table::Browsers,
+        Table::OperatingSystems,
+        Table::CustomEvents,
+        Table::Pages,
+    ];
+
+    /// Without them an export is refused: they carry the views and visits.
+    pub const REQUIRED: [Table; 2] = [Table::Visitors, Table::Pages];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Visitors => "visitors",
+            Table::EntryPages => "entry_pages",
+            Table::ExitPages => "exit_pages",
+            Table::Sources => "sources",
+            Table::Locations => "locations",
+            Table::Devices => "devices",
+            Table::Browsers => "browsers",
+            Table::OperatingSystems => "operating_systems",
+            Table::CustomEvents => "custom_events",
+            Table::Pages => "pages",
+        }
+    }
+
+    /// The table a file holds, by its name: `imported_pages.csv`,
+    /// `pages_20240101_20241231.csv`, …
+    pub fn of_file_name(name: &str) -> Option<Table> {
+        let stem = name.strip_suffix(".csv")?;
+        let stem = stem.strip_prefix("imported_").unwrap_or(stem);
+        Table::ALL.into_iter().find(|t| {
+            let Some(rest) = stem.strip_prefix(t.name()) else {
+                return false;
+            };
+            if rest.is_empty() {
+                return true;
+            }
+            let dates: Vec<&str> = rest.split('_').collect();
+            matches!(dates.as_slice(), ["", from, to] if is_date_stamp(from) && is_date_stamp(to))
+        })
+    }
+
+    /// The columns read, without which the file is refused.
+    fn required(self) -> &'static [&'static str] {
+        match self {
+            Table::Visitors => &[
+                "date",
+                "visitors",
+                "pageviews",
+                "bounces",
+                "visits",
+                "visit_duration",
+            ],
+            Table::Pages => &["date", "page", "visitors", "pageviews"],
+            Table::EntryPages => &[
+                "date",
+                "entry_page",
+                "entrances",
+                "bounces",
+                "visit_duration",
+            ],
+            Table::ExitPages => &["date", "exit_page", "exits"],
+            Table::Sources => &["date", "source"],
+            Table::Locations => &["date", "country"],
+            Table::Devices => &["date", "device"],
+            Table::Browsers => &["date", "browser"],
+            Table::OperatingSystems => &["date", "operating_system"],
+            Table::CustomEvents => &["date", "name", "events"],
+        }
+    }
+
+    /// The columns read when they are there.
+    fn optional(self) -> &'static [&'static str] {
+        match self {
+            Table::Sources => &[
+                "pageviews",
+                "visits",
+                "referrer",
+                "utm_medium",
+                "utm_campaign",
+            ],
+            Table::Locations | Table::Devices | Table::Browsers | Table::OperatingSystems => {
+                &["pageviews", "visits"]
+            }
+            Table::CustomEvents => &["visitors"],
+            _ => &[],
+        }
+    }
+
+    /// Columns of Plausible's exports, old and new, that are not read:
+    /// not worth a note.
+    fn known(self) -> &'static [&'static str] {
+        match self {
+            Table::Visitors => &[],
+            Table::Pages => &[
+                "hostname",
+                "visits",
+                "exits",
+                "time_on_page",
+                "scroll_depth",
+                "pageleave_visitors",
+                "total_scroll_depth",
+                "total_scroll_depth_visits",
+                "total_time_on_page",
+                "total_time_on_page_visits",
+            ],
+            Table::EntryPages => &["visitors", "pageviews"],
+            Table::ExitPages => &["visitors", "visit_duration", "bounces", "pageviews"],
+            Table::Sources => &[
+                "utm_source",
+                "utm_content",
+                "utm_term",
+                "visitors",
+                "visit_duration",
+                "bounces",
+            ],
+            Table::Locations => &["region", "city", "visitors", "visit_duration", "bounces"],
+            Table::Devices => &["visitors", "visit_duration", "bounces"],
+            Table::Browsers => &["browser_version", "visitors", "visit_duration", "bounces"],
+            Table::OperatingSystems => &[
+                "operating_system_version",
+                "visitors",
+                "visit_duration",
+                "bounces",
+            ],
+            Table::CustomEvents => &["link_url", "path"],
+        }
+    }
+
+    /// The breakdown a table's rows count in.
+    fn dimension(self) -> Option<Dimension> {
+        match self {
+            Table::Sources => Some(Dimension::Source),
+            Table::Locations => Some(Dimension::Country),
+            Table::Devices => Some(Dimension::Device),
+            Table::Browsers => Some(Dimension::Browser),
+            Table::OperatingSystems => Some(Dimension::Os),
+            Table::CustomEvents => Some(Dimension::Event),
+            _ => None,
+        }
+    }
+}
+
+fn is_date_stamp(s: &str) -> bool {
+    s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// An export's files, found by name in a directory or taken out of a zip
+/// into a temporary directory (removed when this is dropped), one file at
+/// a time, so that memory stays bounded whatever the export's size.
+pub struct Export {
+    /// In [`Table::ALL`]'s order, then by name.
+    pub files: Vec<(Table, PathBuf)>,
+    /// Files that are no table of the export, named in a note.
+    pub ignored: Vec<String>,
+    unpacked: Option<PathBuf>,
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.unpacked {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Export {
+    pub fn open(path: &Path) -> anyhow::Result<Export> {
+        use anyhow::Context;
+        let shown = path.display();
+        let (dir, unpacked) = if path.is_dir() {
+            (path.to_owned(), None)
+        } else {
+            let file = std::fs::File::open(path).with_context(|| format!("reading {shown}"))?;
+            let dir = unpack(file).with_context(|| format!("{shown}: not a readable zip"))?;
+            (dir.clone(), Some(dir))
+        };
+        let mut export = Export {
+            files: Vec::new(),
+            ignored: Vec::new(),
+            unpacked,
+        };
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {shown}"))? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match Table::of_file_name(&name) {
+                Some(table) if entry.path().is_file() => export.files.push((table, entry.path())),
+                _ => export.ignored.push(name),
+            }
+        }
+        export.files.sort();
+        export.ignored.sort();
+        for table in Table::REQUIRED {
+            anyhow::ensure!(
+                export.files.iter().any(|(t, _)| *t == table),
+                "{shown}: no {} file (imported_{}.csv, or with its dates: \
+                 imported_{}_20240101_20241231.csv): is it Plausible's CSV export?",
+                table.name(),
+                table.name(),
+                table.name()
+            );
+        }
+        Ok(export)
+    }
+
+    /// Tables the export has no file for (their figures stay empty).
+    pub fn missing(&self) -> Vec<&'static str> {
+        Table::ALL
+            .into_iter()
+            .filter(|t| !self.files.iter().any(|(f, _)| f == t))
+            .map(Table::name)
+            .collect()
+    }
+}
+
+/// Takes a zip's CSV files (at any depth; their names alone count) out
+/// into a new temporary directory.
+fn unpack(file: std::fs::File) -> anyhow::Result<PathBuf> {
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "tickertape-plausible-{}-{stamp}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&dir)?;
+    let result = (|| -> anyhow::Result<()> {
+        for i in 0..zip.len() {
+            let entry = zip.by_index(i)?;
+            if entry.is_dir() {
+                continue;
+            }
+            let name = entry
+                .name()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            if !name.ends_with(".csv") || name.starts_with('.') {
+                continue;
+            }
+            anyhow::ensure!(
+                entry.size() <= MAX_ENTRY_BYTES,
+                "{name} is over {} GiB uncompressed",
+                MAX_ENTRY_BYTES >> 30
+            );
+            let mut out = std::fs::File::create(dir.join(&name))?;
+            // The header's size is the zip's word: the copy is bounded too.
+            let copied = std::io::copy(&mut entry.take(MAX_ENTRY_BYTES + 1), &mut out)?;
+            anyhow::ensure!(
+                copied <= MAX_ENTRY_BYTES,
+                "{name} is over {} GiB uncompressed",
+                MAX_ENTRY_BYTES >> 30
+            );
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(dir),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
+}
+
+/// A day's figure, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayRow {
+    /// The day, in the site's zone.
+    pub day: NaiveDate,
+    /// Its first instant.
+    pub at: DateTime<Utc>,
+    /// The bucket key of the page it counts on.
+    pub page: String,
+    pub counts: DayCounts,
+    pub visitors: u64,
+    /// The day's pool of made-up visitor ids.
+    pub seed: u64,
+}
+
+/// [`Counts`] with its name owned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DayCounts {
+    Views(u32),
+    SiteVisits {
+        visits: u32,
+        bounces: u32,
+        duration_secs: u64,
+    },
+    Entries {
+        visits: u32,
+        bounces: u32,
+        duration_secs: u64,
+    },
+    Exits(u32),
+    /// A breakdown row: its names (a source's with its medium and
+    /// campaign), each counted `n` times.
+    Labels {
+        names: Vec<(Dimension, String)>,
+        n: u32,
+    },
+}
+
+impl DayRow {
+    fn figure(&self) -> Figure<'_> {
+        let counts = match &self.counts {
+            DayCounts::Views(n) => Counts::Views(*n),
+            &DayCounts::SiteVisits {
+                visits,
+                bounces,
+                duration_secs,
+            } => Counts::SiteVisits {
+                visits,
+                bounces,
+                duration_secs,
+            },
+            &DayCounts::Entries {
+                visits,
+                bounces,
+                duration_secs,
+            } => Counts::Entries {
+                visits,
+                bounces,
+                duration_secs,
+            },
+            DayCounts::Exits(n) => Counts::Exits(*n),
+            DayCounts::Labels { names, n } => Counts::Labels { names, n: *n },
+        };
+        Figure {
+            page: &self.page,
+            at: self.at,
+            counts,
+            visitors: self.visitors,
+            seed: self.seed,
+        }
+    }
+}
+
+impl super::Counted for DayRow {
+    fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+
+    fn day(&self) -> NaiveDate {
+        self.day
+    }
+
+    fn summarize(&self, summary: &mut Summary) {
+        match &self.counts {
+            DayCounts::Views(n) => summary.views += u64::from(*n),
+            DayCounts::SiteVisits { visits, .. } => {
+                summary.visits += u64::from(*visits);
+                summary.visitors += self.visitors;
+                summary.days += 1;
+            }
+            DayCounts::Labels { names, n } if names[0].0 == Dimension::Event => {
+                summary.events += u64::from(*n)
+            }
+            _ => {}
+        }
+    }
+
+    async fn apply_batch(
+        writer: &BucketWriter,
+        rows: &[&Self],
+        advance: &Advance<'_>,
+    ) -> Result<(), ApplyError> {
+        let figures: Vec<Figure<'_>> = rows.iter().map(|r| r.figure()).collect();
+        writer.apply_figures(&figures, advance).await.map(drop)
+    }
+}
+
+/// One table file's reading.
+pub struct TableFormat {
+    table: Table,
+    site: Site,
+    tz: Tz,
+    home: String,
+    /// `pageviews`, or in older exports `visits`: what a breakdown counts.
+    count_column: &'static str,
+    site_seed: u64,
+}
+
+/// A table file's rows, each checked; `notes` gets the columns it does
+/// not read.
+pub fn rows<R: Read>(
+    read: R,
+    file: &str,
+    table: Table,
+    site: Site,
+    notes: &mut Vec<String>,
+) -> Result<super::Rows<TableFormat, R>, RowError> {
+    let mut unread = Vec::new();
+    let csv = CsvFile::open(read, file, table.required(), table.optional(), |header| {
+        for column in header.iter().map(str::trim) {
+            let read_or_known = [table.required(), table.optional(), table.known()]
+                .iter()
+                .any(|list| list.contains(&column));
+            if !read_or_known {
+                unread.push(column.to_owned());
+            }
+        }
+        Ok(())
+    })?;
+    if !unread.is_empty() {
+        notes.push(format!("{file}: columns not read: {}", unread.join(", ")));
+    }
+    let count_column = match table.dimension() {
+        Some(Dimension::Event) => "events",
+        Some(_) if csv.has("pageviews") => "pageviews",
+        Some(_) if csv.has("visits") => {
+            notes.push(format!(
+                "{file}: no pageviews column (an export before Plausible 2.1): \
+                 its breakdown counts visits"
+            ));
+            "visits"
+        }
+        Some(_) => {
+            return Err(RowError::new(
+                file,
+                1,
+                "pageviews",
+                "this required column is missing (or, in older exports, visits)",
+            ))
+        }
+        None => "",
+    };
+    let home = Page::new(&site.domain, &PagePath::root()).into_string();
+    let site_seed = u64::from_le_bytes(
+        blake3::hash(site.id.to_string().as_bytes()).as_bytes()[..8]
+            .try_into()
+            .expect("8 bytes"),
+    );
+    let tz = site.time_zone.tz();
+    Ok(super::Rows::new(
+        csv,
+        TableFormat {
+            table,
+            site,
+            tz,
+            home,
+            count_column,
+            site_seed,
+        },
+    ))
+}
+
+impl super::Format for TableFormat {
+    type Counted = DayRow;
+
+    fn row<R: Read>(
+        &mut self,
+        csv: &CsvFile<R>,
+        line: u64,
+        record: &csv::StringRecord,
+    ) -> Result<Result<DayRow, Skipped>, RowError> {
+        let error =
+            |column: &str, message: String| RowError::new(csv.file(), line, column, message);
+        let cell = |name: &str| csv.cell(record, name);
+        let number = |column: &str| -> Result<u64, RowError> {
+            let raw = cell(column);
+            raw.parse::<u64>()
+                .map_err(|_| error(column, format!("not a whole number of 0 or more: {raw:?}")))
+        };
+        let count = |column: &str| -> Result<u32, RowError> {
+            u32::try_from(number(column)?)
+                .map_err(|_| error(column, "over 4,294,967,295 in one day".into()))
+        };
+        let day = NaiveDate::parse_from_str(cell("date"), "%Y-%m-%d").map_err(|_| {
+            error(
+                "date",
+                format!("not a date (YYYY-MM-DD): {:?}", cell("date")),
+            )
+        })?;
+        let page_of = |column: &str| -> Result<String, RowError> {
+            let path = super::site_path(&self.site, cell(column)).map_err(|e| error(column, e))?;
+            Ok(Page::new(&self.site.domain, &path).into_string())
+        };
+        let mut page = self.home.clone();
+        let mut visitors = 0;
+        let counts = match self.table {
+            Table::Visitors => {
+                visitors = number("visitors")?;
+                // Read to be checked; the day's views are the pages file's.
+                number("pageviews")?;
+                let visits = count("visits")?;
+                let bounces = count("bounces")?;
+                if bounces > visits {
+                    return Err(error(
+                        "bounces",
+                        format!("{bounces} is over the {visits} visits"),
+                    ));
+                }
+                DayCounts::SiteVisits {
+                    visits,
+                    bounces,
+                    duration_secs: number("visit_duration")?,
+                }
+            }
+            Table::Pages => {
+                page = page_of("page")?;
+                visitors = number("visitors")?;
+                DayCounts::Views(count("pageviews")?)
+            }
+            Table::EntryPages => {
+                page = page_of("entry_page")?;
+                let visits = count("entrances")?;
+                let bounces = count("bounces")?;
+                if bounces > visits {
+                    return Err(error(
+                        "bounces",
+                        format!("{bounces} is over the {visits} entrances"),
+                    ));
+                }
+                DayCounts::Entries {
+                    visits,
+                    bounces,
+                    duration_secs: number("visit_duration")?,
+                }
+            }
+            Table::ExitPages => {
+                page = page_of("exit_page")?;
+                DayCounts::Exits(count("exits")?)
+            }
+            Table::CustomEvents => {
+                let name = EventName::parse(cell("name"))
+                    .map_err(|e| error("name", format!("not an event name: {e}")))?;
+                if csv.has("visitors") {
+                    visitors = number("visitors")?;
+                }
+                DayCounts::Labels {
+                    names: vec![(Dimension::Event, name.into_string())],
+                    n: count("events")?,
+                }
+            }
+            table => {
+                let dimension = table.dimension().expect("a breakdown table");
+                let name = match table {
+                    Table::Sources => self.source(cell("source"), cell("referrer")),
+                    Table::Locations => country(cell("country"))
+                        .ok_or_else(|| {
+                            error(
+                                "country",
+                                format!("not a country code: {:?}", cell("country")),
+                            )
+                        })?
+                        .as_str()
+                        .to_owned(),
+                    Table::Devices => device(cell("device")).to_owned(),
+                    Table::Browsers => browser(cell("browser")).to_owned(),
+                    _ => os(cell("operating_system")).to_owned(),
+                };
+                let n = count(self.count_column)?;
+                let mut labels = vec![(dimension, name)];
+                if table == Table::Sources {
+                    for (column, dimension) in [
+                        ("utm_medium", Dimension::Medium),
+                        ("utm_campaign", Dimension::Campaign),
+                    ] {
+                        if let Some(value) = Source::from_utm(cell(column)) {
+                            labels.push((dimension, value.into_string()));
+                        }
+                    }
+                }
+                DayCounts::Labels { names: labels, n }
+            }
+        };
+        let at = crate::reports::local::midnight(day, self.tz);
+        let seed = crate::domain::sketch::mix(
+            self.site_seed ^ (day.to_epoch_days() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        Ok(Ok(DayRow {
+            day,
+            at,
+            page,
+            counts,
+            visitors,
+            seed,
+        }))
+    }
+}
+
+impl TableFormat {
+    /// Plausible's source name (`Google`, `Direct / None`), as a source
+    /// by the pixel's rules: the name as a `utm_source` would be, else the
+    /// referrer's host, else direct.
+    fn source(&self, name: &str, referrer: &str) -> String {
+        let referrer = Some(referrer)
+            .filter(|r| !r.is_empty())
+            .map(|r| match r.contains("://") {
+                true => r.to_owned(),
+                false => format!("https://{r}"),
+            });
+        let name = Some(name).filter(|n| !matches!(*n, "" | "Direct / None" | "(none)"));
+        Source::of_view(name, referrer.as_deref(), |h| self.site.owns_host(h)).into_string()
+    }
+}
+
+/// A location row's country: a code, or empty ("unknown").
+fn country(code: &str) -> Option<Country> {
+    match code {
+        "" | "ZZ" | "XX" => Some(Country::UNKNOWN),
+        c if c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic()) => {
+            Some(Country::from_code(c))
+        }
+        _ => None,
+    }
+}
+
+/// Plausible's device names as Tickertape's classes.
+fn device(plausible: &str) -> &'static str {
+    match plausible.to_ascii_lowercase().as_str() {
+        "desktop" | "laptop" => DeviceClass::Desktop.as_str(),
+        "mobile" => DeviceClass::Mobile.as_str(),
+        "tablet" => DeviceClass::Tablet.as_str(),
+        _ => UNKNOWN,
+    }
+}
+
+/// Plausible's browser names as Tickertape's (`classify::BROWSERS`).
+fn browser(plausible: &str) -> &'static str {
+    let ours = match plausible {
+        "Microsoft Edge" => "Edge",
+        "Samsung Browser" => "Samsung Internet",
+        "Yandex Browser" => "Yandex",
+        "DuckDuckGo Privacy Browser" => "DuckDuckGo",
+        "Chrome Webview" | "Android Webview" => "Android WebView",
+        "Opera GX" | "Opera Touch" | "Opera Mini" => "Opera",
+        "Firefox Mobile" | "Firefox iOS" => "Firefox",
+        "Mobile Safari" | "Safari Mobile" => "Safari",
+        "Huawei Browser Mobile" => "Huawei Browser",
+        other => other,
+    };
+    BROWSERS
+        .iter()
+        .copied()
+        .find(|b| *b == ours)
+        .unwrap_or(UNKNOWN)
+}
+
+/// Plausible's operating systems as Tickertape's
+/// (`classify::OPERATING_SYSTEMS`).
+fn os(plausible: &str) -> &'static str {
+    let ours = match plausible {
+        "Mac" | "Mac OS" | "macOS" => "macOS",
+        "GNU/Linux" | "Ubuntu" | "Fedora" | "Debian" | "Linux" => "Linux",
+        "Chrome OS" | "Chromium OS" => "ChromeOS",
+        "KaiOS" => "KaiOS",
+        other => other,
+    };
+    OPERATING_SYSTEMS
+        .iter()
+        .copied()
+        .find(|o| *o == ours)
+        .unwrap_or(UNKNOWN)
+}

@@ -1,0 +1,753 @@
+//! `tickertape import plausible` (issue 27): Plausible CE's CSV export,
+//! days' figures landing at each day's first instant in the site's zone,
+//! so every report adds them up; validated first, applied exactly once.
+
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use tickertape::domain::Dimension;
+use tickertape::storage::Resolution;
+
+use crate::helpers::*;
+
+const PAGES: [&str; 4] = ["/", "/pricing", "/blog/a", "/docs"];
+
+/// The export's first day: recent enough that every level of bucket is
+/// still kept (minutes: 90 days).
+fn first_day() -> NaiveDate {
+    (t0() - chrono::TimeDelta::days(40)).date_naive()
+}
+
+/// The files of an export of `days` days from [`first_day`], over
+/// [`PAGES`] and `more_pages` others, with Plausible's new column set
+/// (`pages` with visits and scroll depth), or its old one (`pages` with
+/// exits and time on page; breakdowns without `pageviews`), columns in
+/// their order or reversed.
+struct Export {
+    files: BTreeMap<String, String>,
+    views: BTreeMap<(String, NaiveDate), i64>,
+    visits: i64,
+    bounces: i64,
+    duration: i64,
+    visitors: i64,
+    entries: BTreeMap<String, i64>,
+    exits: BTreeMap<String, i64>,
+    countries: BTreeMap<String, i64>,
+    browsers: BTreeMap<String, i64>,
+    sources: BTreeMap<String, i64>,
+    events: BTreeMap<String, i64>,
+}
+
+fn table(header: &[&str], rows: &[Vec<String>], reversed: bool) -> String {
+    let order: Vec<usize> = if reversed {
+        (0..header.len()).rev().collect()
+    } else {
+        (0..header.len()).collect()
+    };
+    let mut text = order
+        .iter()
+        .map(|&i| header[i])
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n";
+    for row in rows {
+        text += &order
+            .iter()
+            .map(|&i| row[i].clone())
+            .collect::<Vec<_>>()
+            .join(",");
+        text += "\n";
+    }
+    text
+}
+
+fn export(days: u32, more_pages: usize, old_columns: bool, reversed: bool) -> Export {
+    let first = first_day();
+    let pages_list: Vec<String> = PAGES
+        .iter()
+        .map(|p| p.to_string())
+        .chain((0..more_pages).map(|k| format!("/p/{k}")))
+        .collect();
+    let mut e = Export {
+        files: BTreeMap::new(),
+        views: BTreeMap::new(),
+        visits: 0,
+        bounces: 0,
+        duration: 0,
+        visitors: 0,
+        entries: BTreeMap::new(),
+        exits: BTreeMap::new(),
+        countries: BTreeMap::new(),
+        browsers: BTreeMap::new(),
+        sources: BTreeMap::new(),
+        events: BTreeMap::new(),
+    };
+    let (mut visitors, mut pages, mut entry, mut exit) = (vec![], vec![], vec![], vec![]);
+    let (mut sources, mut locations, mut browsers, mut events) = (vec![], vec![], vec![], vec![]);
+    for d in 0..days {
+        let day = first + chrono::Days::new(d.into());
+        let date = day.to_string();
+        let n = i64::from(d);
+        let day_visits = 40 + n;
+        let day_bounces = 10 + n % 7;
+        let day_visitors = 30 + n;
+        let duration = 1_000 + 13 * n;
+        let mut day_views = 0;
+        for (i, page) in pages_list.iter().enumerate() {
+            let views = 5 + (n * 3 + i as i64 * 7) % 23;
+            day_views += views;
+            *e.views.entry((page.to_string(), day)).or_default() += views;
+            let page_visitors = (views / 2).max(1);
+            pages.push(if old_columns {
+                vec![
+                    date.clone(),
+                    "plausible.test".into(),
+                    page.to_string(),
+                    page_visitors.to_string(),
+                    views.to_string(),
+                    "3".into(),
+                    "120".into(),
+                ]
+            } else {
+                vec![
+                    date.clone(),
+                    "plausible.test".into(),
+                    page.to_string(),
+                    "4".into(),
+                    page_visitors.to_string(),
+                    views.to_string(),
+                    "".into(),
+                    "2".into(),
+                ]
+            });
+            let entrances = day_visits / 4 + i64::from(i == 0) * (day_visits % 4);
+            let bounces = (day_bounces / 4 + i64::from(i == 0) * (day_bounces % 4)).min(entrances);
+            entry.push(vec![
+                date.clone(),
+                page.to_string(),
+                "9".into(),
+                entrances.to_string(),
+                "250".into(),
+                bounces.to_string(),
+                "11".into(),
+            ]);
+            *e.entries.entry(page.to_string()).or_default() += entrances;
+            let exits = 3 + i as i64;
+            exit.push(vec![
+                date.clone(),
+                page.to_string(),
+                "8".into(),
+                "100".into(),
+                exits.to_string(),
+                "1".into(),
+                "9".into(),
+            ]);
+            *e.exits.entry(page.to_string()).or_default() += exits;
+        }
+        e.visits += day_visits;
+        e.bounces += day_bounces;
+        e.duration += duration;
+        e.visitors += day_visitors;
+        visitors.push(vec![
+            date.clone(),
+            day_visitors.to_string(),
+            (day_views + 1).to_string(),
+            day_bounces.to_string(),
+            day_visits.to_string(),
+            duration.to_string(),
+        ]);
+        // Breakdowns count `pageviews`, or in the old set `visits`.
+        for (source, referrer, medium, n_views) in [
+            ("Google", "google.com", "", 7 + n),
+            ("Direct / None", "", "", 5),
+            ("Newsletter", "", "email", 2),
+        ] {
+            let counted = n_views;
+            sources.push(vec![
+                date.clone(),
+                source.into(),
+                referrer.into(),
+                "".into(),
+                medium.into(),
+                "".into(),
+                "".into(),
+                "".into(),
+                counted.to_string(),
+                "3".into(),
+                counted.to_string(),
+                "60".into(),
+                "1".into(),
+            ]);
+            let ours = match source {
+                "Google" => "google",
+                "Direct / None" => "direct",
+                _ => "newsletter",
+            };
+            *e.sources.entry(ours.into()).or_default() += counted;
+        }
+        for (country, region, n_views) in [
+            ("DE", "DE-BE", 4 + n),
+            ("DE", "DE-BY", 2),
+            ("US", "US-CA", 3),
+            ("", "", 1),
+        ] {
+            locations.push(vec![
+                date.clone(),
+                country.into(),
+                region.into(),
+                "0".into(),
+                "2".into(),
+                n_views.to_string(),
+                "30".into(),
+                "0".into(),
+                n_views.to_string(),
+            ]);
+            let ours = if country.is_empty() {
+                "unknown"
+            } else {
+                country
+            };
+            *e.countries.entry(ours.into()).or_default() += n_views;
+        }
+        for (browser, ours, n_views) in [
+            ("Chrome", "Chrome", 6 + n),
+            ("Microsoft Edge", "Edge", 2),
+            ("Netscape", "unknown", 1),
+        ] {
+            browsers.push(vec![
+                date.clone(),
+                browser.into(),
+                "1.0".into(),
+                "2".into(),
+                n_views.to_string(),
+                "30".into(),
+                "0".into(),
+                n_views.to_string(),
+            ]);
+            *e.browsers.entry(ours.into()).or_default() += n_views;
+        }
+        for (name, n_events) in [("Signup", 2 + n % 3), ("Outbound Link: Click", 4)] {
+            events.push(vec![
+                date.clone(),
+                name.into(),
+                "".into(),
+                "".into(),
+                "1".into(),
+                n_events.to_string(),
+            ]);
+            *e.events.entry(name.into()).or_default() += n_events;
+        }
+    }
+    let stamp = format!(
+        "_{}_{}",
+        first.format("%Y%m%d"),
+        (first + chrono::Days::new(u64::from(days) - 1)).format("%Y%m%d")
+    );
+    let name = |t: &str| format!("imported_{t}{stamp}.csv");
+    e.files.insert(
+        name("visitors"),
+        table(
+            &[
+                "date",
+                "visitors",
+                "pageviews",
+                "bounces",
+                "visits",
+                "visit_duration",
+            ],
+            &visitors,
+            reversed,
+        ),
+    );
+    let pages_header: &[&str] = if old_columns {
+        &[
+            "date",
+            "hostname",
+            "page",
+            "visitors",
+            "pageviews",
+            "exits",
+            "time_on_page",
+        ]
+    } else {
+        &[
+            "date",
+            "hostname",
+            "page",
+            "visits",
+            "visitors",
+            "pageviews",
+            "scroll_depth",
+            "pageleave_visitors",
+        ]
+    };
+    e.files
+        .insert(name("pages"), table(pages_header, &pages, reversed));
+    e.files.insert(
+        name("entry_pages"),
+        table(
+            &[
+                "date",
+                "entry_page",
+                "visitors",
+                "entrances",
+                "visit_duration",
+                "bounces",
+                "pageviews",
+            ],
+            &entry,
+            reversed,
+        ),
+    );
+    e.files.insert(
+        name("exit_pages"),
+        table(
+            &[
+                "date",
+                "exit_page",
+                "visitors",
+                "visit_duration",
+                "exits",
+                "bounces",
+                "pageviews",
+            ],
+            &exit,
+            reversed,
+        ),
+    );
+    let (count_column, drop_last) = if old_columns {
+        ("visits", true)
+    } else {
+        ("pageviews", false)
+    };
+    let strip = |rows: &[Vec<String>]| -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| {
+                if drop_last {
+                    r[..r.len() - 1].to_vec()
+                } else {
+                    r.clone()
+                }
+            })
+            .collect()
+    };
+    let with_count = |cols: &[&'static str]| -> Vec<&'static str> {
+        let mut c = cols.to_vec();
+        if !drop_last {
+            c.push("pageviews");
+        }
+        c
+    };
+    let _ = count_column;
+    // The sources header puts pageviews first, as Plausible's does.
+    let sources_header: &[&str] = &[
+        "date",
+        "source",
+        "referrer",
+        "utm_source",
+        "utm_medium",
+        "utm_campaign",
+        "utm_content",
+        "utm_term",
+        "pageviews",
+        "visitors",
+        "visits",
+        "visit_duration",
+        "bounces",
+    ];
+    let sources_rows: Vec<Vec<String>> = if old_columns {
+        sources
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.remove(8);
+                r
+            })
+            .collect()
+    } else {
+        sources.clone()
+    };
+    let sources_header: Vec<&str> = if old_columns {
+        sources_header
+            .iter()
+            .copied()
+            .filter(|c| *c != "pageviews")
+            .collect()
+    } else {
+        sources_header.to_vec()
+    };
+    e.files.insert(
+        name("sources"),
+        table(&sources_header, &sources_rows, reversed),
+    );
+    e.files.insert(
+        name("locations"),
+        table(
+            &with_count(&[
+                "date",
+                "country",
+                "region",
+                "city",
+                "visitors",
+                "visits",
+                "visit_duration",
+                "bounces",
+            ]),
+            &strip(&locations),
+            reversed,
+        ),
+    );
+    e.files.insert(
+        name("browsers"),
+        table(
+            &with_count(&[
+                "date",
+                "browser",
+                "browser_version",
+                "visitors",
+                "visits",
+                "visit_duration",
+                "bounces",
+            ]),
+            &strip(&browsers),
+            reversed,
+        ),
+    );
+    e.files.insert(
+        name("custom_events"),
+        table(
+            &["date", "name", "link_url", "path", "visitors", "events"],
+            &events,
+            reversed,
+        ),
+    );
+    e
+}
+
+fn write_dir(dir: &Path, e: &Export) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, text) in &e.files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+fn write_zip(file: &Path, e: &Export) {
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(file).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, text) in &e.files {
+        zip.start_file(name.as_str(), options).unwrap();
+        zip.write_all(text.as_bytes()).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+fn plausible(app: &TestApp, site: &str, path: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"));
+    cmd.args(["import", "plausible", "--site", site])
+        .arg(path)
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// Views per page and local day from the page hour buckets (the day's
+/// figures sit at its first instant, which is in the hour bucket of that
+/// instant), and the totals of the page day buckets, which must agree.
+async fn stored_views(app: &TestApp, tz: chrono_tz::Tz) -> BTreeMap<(String, NaiveDate), i64> {
+    let mut by_hour = BTreeMap::new();
+    for b in app.buckets(Resolution::Hour).await {
+        let day = b.timestamp.to_chrono().with_timezone(&tz).date_naive();
+        let path = b
+            .page
+            .split_once('/')
+            .map(|(_, p)| format!("/{p}"))
+            .unwrap();
+        *by_hour.entry((path, day)).or_default() += b.total_views;
+    }
+    by_hour.retain(|_, v| *v != 0);
+    let minute: i64 = app.total_views(Resolution::Minute).await;
+    let day: i64 = app.total_views(Resolution::Day).await;
+    assert_eq!(minute, by_hour.values().sum::<i64>(), "minute buckets");
+    assert_eq!(day, minute, "day buckets");
+    by_hour
+}
+
+async fn assert_reports_show(
+    app: &TestApp,
+    site: &tickertape::storage::sites::Site,
+    e: &Export,
+    days: u32,
+) {
+    let tz = site.time_zone.tz();
+    assert_eq!(stored_views(app, tz).await, e.views);
+    assert_eq!(site_day_counts(app, Dimension::Country).await, e.countries);
+    assert_eq!(site_day_counts(app, Dimension::Browser).await, e.browsers);
+    assert_eq!(site_day_counts(app, Dimension::Source).await, e.sources);
+    assert_eq!(site_day_counts(app, Dimension::Event).await, e.events);
+    assert_eq!(
+        site_day_counts(app, Dimension::Medium).await,
+        BTreeMap::from([("email".to_owned(), 2 * i64::from(days))])
+    );
+    // The JSON API over the export's local days: its figures, exactly.
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let first = first_day();
+    let range = format!(
+        "range=custom&from={first}T00:00&to={}T00:00",
+        first + chrono::Days::new(days.into())
+    );
+    let path = format!("/api/v1/sites/{}/visits?{range}", site.id);
+    let a = crate::json_api::get(app, &token, &path).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert_eq!(
+        a.json["views"].as_i64(),
+        Some(e.views.values().sum()),
+        "{}",
+        a.json
+    );
+    assert_eq!(a.json["visits"].as_i64(), Some(e.visits), "{}", a.json);
+    assert_eq!(a.json["bounces"].as_i64(), Some(e.bounces), "{}", a.json);
+    assert_eq!(
+        a.json["durationSeconds"].as_i64(),
+        Some(e.duration),
+        "{}",
+        a.json
+    );
+    let visitors = a.json["visitors"].as_f64().unwrap();
+    assert!(
+        (visitors - e.visitors as f64).abs() <= e.visitors as f64 * 0.02,
+        "{visitors} visitors, the files' days add up to {}",
+        e.visitors
+    );
+    for (page, want) in &e.entries {
+        let p = crate::json_api::get(app, &token, &format!("{path}&path={page}")).await;
+        assert_eq!(
+            p.json["visits"].as_i64(),
+            Some(*want),
+            "entries of {page}: {}",
+            p.json
+        );
+        assert_eq!(
+            p.json["exits"].as_i64(),
+            Some(e.exits[page]),
+            "exits of {page}: {}",
+            p.json
+        );
+    }
+    // Each local day's views in the dashboard's day chart.
+    let base = format!("/sites/{}", site.id);
+    let (status, csv) = admin
+        .text(&format!("{base}/series.csv?{range}&res=day"))
+        .await;
+    assert_eq!(status, 200);
+    let by_day: Vec<i64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let mut want_by_day = BTreeMap::<NaiveDate, i64>::new();
+    for ((_, day), v) in &e.views {
+        *want_by_day.entry(*day).or_default() += v;
+    }
+    assert_eq!(
+        by_day,
+        want_by_day.values().copied().collect::<Vec<_>>(),
+        "{csv}"
+    );
+    // Finer than a day, the report says what the figures are.
+    let (status, html) = admin.text(&format!("{base}?{range}&res=hour")).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("id=\"daily-only\""),
+        "no daily-figures note at hour resolution"
+    );
+    assert!(html.contains("imported: daily figures only"));
+    let (_, html) = admin.text(&format!("{base}?{range}&res=day")).await;
+    assert!(
+        !html.contains("id=\"daily-only\""),
+        "a note at day resolution"
+    );
+}
+
+#[tokio::test]
+async fn a_plausible_export_lands_in_every_report_exactly_once() {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = export(6, 0, false, false);
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{} views", e.views.values().sum::<i64>())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("6 days"), "{stdout}");
+    assert!(
+        stdout.contains("no file for devices, operating_systems"),
+        "{stdout}"
+    );
+    assert_reports_show(&app, &site, &e, 6).await;
+
+    // The same files again, as a directory or zipped: nothing more.
+    let zipped = dir.path().join("export.zip");
+    write_zip(&zipped, &e);
+    for again in [&files, &zipped] {
+        let out = plausible(&app, "plausible.test", again).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("already imported: nothing was written"),
+            "{out:?}"
+        );
+    }
+    assert_reports_show(&app, &site, &e, 6).await;
+}
+
+#[tokio::test]
+async fn an_old_plausible_export_zipped_into_a_berlin_site_gives_its_local_days() {
+    let app = spawn_app().await;
+    let site = app
+        .add_site_in("plausible.test", &[], "Europe/Berlin")
+        .await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = export(6, 0, true, true);
+    let zipped = dir.path().join("plausible-export.zip");
+    write_zip(&zipped, &e);
+    let out = plausible(&app, &site.id.to_string(), &zipped)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("no pageviews column"), "{stdout}");
+    assert_reports_show(&app, &site, &e, 6).await;
+}
+
+#[tokio::test]
+async fn every_bad_plausible_export_is_named_by_file_line_and_column_and_writes_nothing() {
+    let app = spawn_app().await;
+    app.add_site("plausible.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = export(2, 0, false, false);
+    let name = |t: &str| {
+        let first = first_day();
+        format!(
+            "imported_{t}_{}_{}.csv",
+            first.format("%Y%m%d"),
+            first.succ_opt().unwrap().format("%Y%m%d")
+        )
+    };
+    let (pages, visitors) = (&name("pages"), &name("visitors"));
+    let (locations, entry) = (&name("locations"), &name("entry_pages"));
+    let edit = |file: &str, line: usize, f: &dyn Fn(&str) -> String| {
+        let mut e = export(2, 0, false, false);
+        let text = e.files[file]
+            .lines()
+            .enumerate()
+            .map(|(i, l)| if i == line { f(l) } else { l.to_owned() })
+            .collect::<Vec<_>>()
+            .join("\n");
+        e.files.insert(file.to_owned(), text);
+        e
+    };
+    let cases: Vec<(&str, Export, &str)> = vec![
+        (
+            "a missing column",
+            edit(pages, 0, &|l| l.replace("pageviews", "views")),
+            "pageviews",
+        ),
+        (
+            "a negative figure",
+            edit(visitors, 1, &|l| l.replacen(",40", ",-40", 1)),
+            ":2: column \"visits\": not a whole number of 0 or more: \"-40\"",
+        ),
+        (
+            "a figure that is no number",
+            edit(pages, 1, &|l| {
+                let mut cells: Vec<&str> = l.split(',').collect();
+                cells[5] = "12a";
+                cells.join(",")
+            }),
+            ":2: column \"pageviews\": not a whole number",
+        ),
+        (
+            "a bad date",
+            edit(locations, 3, &|l| {
+                l.replacen(&first_day().to_string(), "2026-02-30", 1)
+            }),
+            ":4: column \"date\"",
+        ),
+        (
+            "a page that breaks the page rules",
+            edit(entry, 1, &|l| l.replacen(",/,", ",no-slash,", 1)),
+            ":2: column \"entry_page\"",
+        ),
+        (
+            "a country that is no code",
+            edit(locations, 1, &|l| l.replacen("DE", "Germany", 1)),
+            ":2: column \"country\"",
+        ),
+        (
+            "more bounces than visits",
+            edit(visitors, 1, &|l| l.replacen(",10,", ",4000,", 1)),
+            ":2: column \"bounces\"",
+        ),
+    ];
+    for (what, e, said) in cases {
+        let files = dir.path().join(what.replace(' ', "-"));
+        write_dir(&files, &e);
+        let out = plausible(&app, "plausible.test", &files).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: {out:?}");
+        assert!(stderr.contains(said), "{what}: {stderr}");
+        assert_eq!(app.bucket_count().await, 0, "{what}");
+        assert_eq!(app.total_views(Resolution::Day).await, 0, "{what}");
+    }
+    // Without its pages file, or not an export at all.
+    let mut e = export(2, 0, false, false);
+    e.files.remove(pages);
+    let files = dir.path().join("no-pages");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no pages file"),
+        "{out:?}"
+    );
+    let junk = dir.path().join("junk.zip");
+    std::fs::write(&junk, "not a zip").unwrap();
+    let out = plausible(&app, "plausible.test", &junk).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a readable zip"),
+        "{out:?}"
+    );
+    assert_eq!(app.bucket_count().await, 0);
+    drop(good);
+}
+
+#[tokio::test]
+async fn a_plausible_import_killed_midway_and_run_again_ends_with_the_files_figures() {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    // 40 days of 64 pages: 5,800 rows before the pages file's 2,560.
+    let e = export(40, 60, false, false);
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let import = || plausible(&app, "plausible.test", &files);
+    crate::imports::kill_midway_then_rerun(&app, import, "views", e.views.values().sum()).await;
+    assert_eq!(stored_views(&app, site.time_zone.tz()).await, e.views);
+    assert_eq!(site_day_counts(&app, Dimension::Event).await, e.events);
+    assert_eq!(site_day_counts(&app, Dimension::Country).await, e.countries);
+}
