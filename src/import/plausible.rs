@@ -733,3 +733,56 @@ fn os(plausible: &str) -> &'static str {
         .find(|o| *o == ours)
         .unwrap_or(UNKNOWN)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_found_by_its_table_name_with_or_without_prefix_and_dates() {
+        for (name, table) in [
+            ("imported_pages.csv", Some(Table::Pages)),
+            ("pages.csv", Some(Table::Pages)),
+            (
+                "imported_entry_pages_20240101_20241231.csv",
+                Some(Table::EntryPages),
+            ),
+            (
+                "imported_devices_20261013_20261018.csv",
+                Some(Table::Devices),
+            ),
+            (
+                "operating_systems_20240101_20241231.csv",
+                Some(Table::OperatingSystems),
+            ),
+            ("imported_pages_2024_2025.csv", None),
+            ("imported_pagesx.csv", None),
+            ("imported_pages.csv.gz", None),
+            ("README.txt", None),
+        ] {
+            assert_eq!(Table::of_file_name(name), table, "{name}");
+        }
+    }
+
+    #[test]
+    fn peers_names_become_ours() {
+        assert_eq!(browser("Microsoft Edge"), "Edge");
+        assert_eq!(browser("Chrome"), "Chrome");
+        assert_eq!(browser("Netscape"), UNKNOWN);
+        assert_eq!(os("Mac"), "macOS");
+        assert_eq!(os("GNU/Linux"), "Linux");
+        assert_eq!(os("Windows"), "Windows");
+        assert_eq!(device("Laptop"), "desktop");
+        assert_eq!(device("Mobile"), "mobile");
+        assert_eq!(device(""), UNKNOWN);
+        assert_eq!(
+            country("DE").map(|c| c.as_str().to_owned()),
+            Some("DE".into())
+        );
+        assert_eq!(
+            country("").map(|c| c.as_str().to_owned()),
+            Some(UNKNOWN.into())
+        );
+        assert!(country("Germany").is_none());
+    }
+}
