@@ -79,9 +79,27 @@ enum ImportCommand {
     /// sources, countries, devices, browsers, systems and events, counted
     /// at each day's first instant in the site's zone.
     Plausible(ImportArgs),
+    /// Takes an import's figures back, exactly, and forgets it: its file
+    /// is read again (from where the import read it, or `--file`) and must
+    /// be the same. A delete killed midway and run again completes.
+    Delete(DeleteImport),
     /// The imports run so far: key, kind, site, file, rows, skipped days,
     /// state; tab-separated.
     List(ListImports),
+}
+
+#[derive(Args)]
+struct DeleteImport {
+    /// The import's key, as `import list` shows it.
+    key: String,
+    /// The export, if it has moved since the import.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Umami's session file, if it has moved since the import.
+    #[arg(long)]
+    sessions: Option<PathBuf>,
+    #[command(flatten)]
+    db: DatabaseArgs,
 }
 
 #[derive(Args)]
@@ -204,6 +222,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Import(ImportCommand::Umami(args)) => import_umami(args).await,
         Command::Import(ImportCommand::Plausible(args)) => import_plausible(args).await,
         Command::Import(ImportCommand::List(args)) => list_imports(args).await,
+        Command::Import(ImportCommand::Delete(args)) => delete_import(args).await,
     }
 }
 
@@ -255,6 +274,158 @@ async fn site_by_id_or_domain(store: &Store, given: &str) -> anyhow::Result<site
     }
 }
 
+/// A file's path as an import records it: absolute, so that `import
+/// delete` finds it from anywhere.
+fn recorded_path(path: &std::path::Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_owned())
+        .display()
+        .to_string()
+}
+
+async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
+    use crate::import::{self, goatcounter, plausible, umami};
+    use crate::storage::imports;
+    with_store(&args.db, |store| async move {
+        let record = imports::get(&store, &args.key).await?.with_context(|| {
+            format!(
+                "no import has the key {}: `tickertape import list` shows them",
+                args.key
+            )
+        })?;
+        anyhow::ensure!(
+            record.finished_at.is_some(),
+            "import {} is incomplete: run it again to complete it, then delete it",
+            record.key
+        );
+        let site = site_by_id_or_domain(&store, &record.site).await?;
+        let file = args
+            .file
+            .clone()
+            .unwrap_or_else(|| record.file.clone().into());
+        let name = file.display().to_string();
+        let open = |path: &std::path::Path| {
+            import::open(path).with_context(|| format!("reading {}", path.display()))
+        };
+        // The deletion's own progress: a delete killed midway resumes, and
+        // one of a later import of the same file is another.
+        let delete_key = format!(
+            "delete/{}/{}",
+            record.key,
+            record.started_at.timestamp_millis()
+        );
+        let skipped: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
+        let not_the_file = || {
+            anyhow::anyhow!(
+                "{name} is not the file import {} read (its content differs): \
+                 give that file with --file",
+                record.key
+            )
+        };
+        let summary = match record.kind.as_str() {
+            plausible::KIND => {
+                let export = plausible::Export::open(&file)?;
+                let mut content = blake3::Hasher::new();
+                let mut count = 0u64;
+                let mut notes = Vec::new();
+                for (table, path) in &export.files {
+                    let (read, hasher) = import::Hashing::new(open(path)?);
+                    let shown = path.display().to_string();
+                    for row in plausible::rows(read, &shown, *table, site.clone(), &mut notes)? {
+                        let _counted_or_skipped = row?;
+                        count += 1;
+                    }
+                    content.update(table.name().as_bytes());
+                    content.update(hasher.borrow().finalize().as_bytes());
+                }
+                if import::key(plausible::KIND, &site.id, &content.finalize()) != record.key {
+                    return Err(not_the_file());
+                }
+                let mut files = Vec::new();
+                for (table, path) in &export.files {
+                    let shown = path.display().to_string();
+                    files.push(plausible::rows(
+                        open(path)?,
+                        &shown,
+                        *table,
+                        site.clone(),
+                        &mut notes,
+                    )?);
+                }
+                let rows = files.into_iter().flatten().map_while(Result::ok);
+                let summary =
+                    apply_checked(&store, &delete_key, &name, count, rows, &skipped, -1).await?;
+                anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
+                summary
+            }
+            kind @ (goatcounter::KIND | umami::KIND) => {
+                let user_agents = crate::classify::UserAgentClassifier::new();
+                let (sessions, also) = match (
+                    kind,
+                    args.sessions
+                        .clone()
+                        .or(record.also_file.clone().map(Into::into)),
+                ) {
+                    (umami::KIND, Some(path)) => {
+                        let shown = path.display().to_string();
+                        let (read, hasher) = import::Hashing::new(open(&path)?);
+                        let sessions = umami::Sessions::load(read, &shown)?;
+                        let hash = hasher.borrow().finalize();
+                        (sessions, Some(hash))
+                    }
+                    _ => (umami::Sessions::default(), None),
+                };
+                let rows = |read: Box<dyn std::io::Read>| -> Result<
+                    Box<
+                        dyn Iterator<Item = Result<crate::import::Row, crate::import::RowError>>
+                            + '_,
+                    >,
+                    crate::import::RowError,
+                > {
+                    Ok(match kind {
+                        goatcounter::KIND => {
+                            Box::new(goatcounter::rows(read, &name, site.clone(), &user_agents)?)
+                        }
+                        _ => Box::new(umami::rows(read, &name, site.clone(), &sessions)?),
+                    })
+                };
+                let (read, hasher) = import::Hashing::new(open(&file)?);
+                let mut count = 0u64;
+                for row in rows(Box::new(read))? {
+                    let _counted_or_skipped = row?;
+                    count += 1;
+                }
+                let content = {
+                    let mut hasher = hasher.borrow_mut();
+                    if let Some(other) = also {
+                        hasher.update(other.as_bytes());
+                    }
+                    hasher.finalize()
+                };
+                if import::key(kind, &site.id, &content) != record.key {
+                    return Err(not_the_file());
+                }
+                let checked = rows(open(&file)?)?.map_while(Result::ok);
+                let summary =
+                    apply_checked(&store, &delete_key, &name, count, checked, &skipped, -1).await?;
+                anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
+                summary
+            }
+            other => anyhow::bail!("import {} is of an unknown kind {other:?}", record.key),
+        };
+        if let (Some(first), Some(last)) = (summary.first, summary.last) {
+            imports::drop_emptied_sketches(&store, site.domain.as_str(), first, last).await?;
+        }
+        imports::forget(&store, &record, &delete_key).await?;
+        println!(
+            "deleted import {}: {} rows taken back: {} views, {} events",
+            record.key, summary.rows, summary.views, summary.events
+        );
+        Ok(())
+    })
+    .await
+}
+
 async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     use crate::import::goatcounter;
     // The User-Agent rules before the database: the first pass needs no
@@ -278,7 +449,7 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
             );
             let sessions = umami::Sessions::load(read, &shown)?;
             let hash = hasher.borrow().finalize();
-            (sessions, Some(hash))
+            (sessions, Some((hash, recorded_path(path))))
         }
         None => (umami::Sessions::default(), None),
     };
@@ -345,7 +516,8 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                 key: key.clone(),
                 kind: plausible::KIND.into(),
                 site: site.id.to_string(),
-                file: name.clone(),
+                file: recorded_path(&args.file),
+                also_file: None,
                 rows: count,
                 skipped_days: live,
                 started_at: chrono::Utc::now(),
@@ -375,7 +547,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
             .into_iter()
             .flatten()
             .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-        let summary = apply_checked(&store, &key, &name, count, checked, &skipped_days).await?;
+        let summary = apply_checked(&store, &key, &name, count, checked, &skipped_days, 1).await?;
         if let Some(e) = unreadable {
             anyhow::bail!("{name} changed while it was imported: {e}");
         }
@@ -405,7 +577,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
 async fn run_import<I>(
     args: &ImportArgs,
     kind: &str,
-    also_hashed: Option<blake3::Hash>,
+    also_hashed: Option<(blake3::Hash, String)>,
     rows: impl Fn(Box<dyn std::io::Read>, &str, sites::Site) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -428,7 +600,7 @@ async fn apply_import<I>(
     site: &sites::Site,
     kind: &str,
     args: &ImportArgs,
-    also_hashed: Option<blake3::Hash>,
+    also_hashed: Option<(blake3::Hash, String)>,
     rows: impl Fn(Box<dyn std::io::Read>) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -449,7 +621,7 @@ where
     }
     let content = {
         let mut hasher = hasher.borrow_mut();
-        if let Some(other) = also_hashed {
+        if let Some((other, _)) = &also_hashed {
             hasher.update(other.as_bytes());
         }
         hasher.finalize()
@@ -468,7 +640,8 @@ where
             key: key.clone(),
             kind: kind.into(),
             site: site.id.to_string(),
-            file: name.clone(),
+            file: recorded_path(&args.file),
+            also_file: also_hashed.as_ref().map(|(_, file)| file.clone()),
             rows: count,
             skipped_days: live,
             started_at: chrono::Utc::now(),
@@ -483,7 +656,7 @@ where
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
     let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-    let summary = apply_checked(store, &key, &name, count, checked, &skipped_days).await?;
+    let summary = apply_checked(store, &key, &name, count, checked, &skipped_days, 1).await?;
     if let Some(e) = unreadable {
         anyhow::bail!("{name} changed while it was imported: {e}");
     }
@@ -499,6 +672,7 @@ async fn apply_checked<T: crate::import::Counted>(
     count: u64,
     rows: impl Iterator<Item = Result<T, crate::import::Skipped>>,
     skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+    sign: i32,
 ) -> anyhow::Result<crate::import::Summary> {
     use std::io::IsTerminal;
     let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
@@ -507,7 +681,7 @@ async fn apply_checked<T: crate::import::Counted>(
         .filter(|n| *n > 0)
         .unwrap_or(crate::import::BATCH_ROWS);
     let terminal = std::io::stderr().is_terminal();
-    let summary = crate::import::apply(store, key, rows, skipped_days, batch_rows, |done| {
+    let summary = crate::import::apply(store, key, rows, skipped_days, batch_rows, sign, |done| {
         if terminal {
             eprint!("\r{name}: {done} of {count} rows");
         }

@@ -244,11 +244,13 @@ pub trait Counted: Sized {
     /// The day it is on, as the import's skipped days name them.
     fn day(&self) -> NaiveDate;
     fn summarize(&self, summary: &mut Summary);
-    /// Applies a batch of rows in one transaction of `advance`'s stream.
+    /// Applies a batch of rows in one transaction of `advance`'s stream;
+    /// with `sign` −1, takes them back (see [`delete`]).
     fn apply_batch(
         writer: &BucketWriter,
         rows: &[&Self],
         advance: &Advance<'_>,
+        sign: i32,
     ) -> impl std::future::Future<Output = Result<(), ApplyError>>;
 }
 
@@ -276,6 +278,7 @@ impl Counted for ImportHit {
         writer: &BucketWriter,
         rows: &[&Self],
         advance: &Advance<'_>,
+        sign: i32,
     ) -> Result<(), ApplyError> {
         let hits = rows.iter().map(|h| Hit {
             page: &h.page,
@@ -284,7 +287,10 @@ impl Counted for ImportHit {
             visit: h.visit.as_ref(),
             labels: Some(&h.labels),
         });
-        writer.apply(hits, Some(advance)).await.map(drop)
+        writer
+            .apply_signed(hits, Some(advance), sign)
+            .await
+            .map(drop)
     }
 }
 
@@ -349,13 +355,15 @@ pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> 
 /// `key`, skipping the batches already in. `progress` is told the rows
 /// done so far.
 /// Rows on `skipped_days` (as [`Counted::day`] names them) are skipped as
-/// overlapping live figures.
+/// overlapping live figures. With `sign` −1 (under another key) the rows
+/// are taken back, as exactly.
 pub async fn apply<T: Counted>(
     store: &Store,
     key: &str,
     rows: impl Iterator<Item = Result<T, Skipped>>,
     skipped_days: &BTreeSet<NaiveDate>,
     batch_rows: u64,
+    sign: i32,
     mut progress: impl FnMut(u64),
 ) -> anyhow::Result<Summary> {
     let rows = rows.map(|row| match row {
@@ -397,7 +405,7 @@ pub async fn apply<T: Counted>(
                 from,
                 to,
             };
-            apply_batch(store, &writer, &counted, &advance).await?;
+            apply_batch(store, &writer, &counted, &advance, sign).await?;
             *position = to;
             applied = true;
         }
@@ -419,11 +427,12 @@ async fn apply_batch<T: Counted>(
     writer: &BucketWriter,
     rows: &[&T],
     advance: &Advance<'_>,
+    sign: i32,
 ) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     let mut pause = std::time::Duration::from_millis(50);
     loop {
-        let failure: ApplyError = match T::apply_batch(writer, rows, advance).await {
+        let failure: ApplyError = match T::apply_batch(writer, rows, advance, sign).await {
             Ok(()) => return Ok(()),
             Err(e) => e,
         };

@@ -381,7 +381,7 @@ pub enum DayCounts {
 }
 
 impl DayRow {
-    fn figure(&self) -> Figure<'_> {
+    fn figure(&self, sign: i32) -> Figure<'_> {
         let counts = match &self.counts {
             DayCounts::Views(n) => Counts::Views(*n),
             &DayCounts::SiteVisits {
@@ -411,6 +411,7 @@ impl DayRow {
             counts,
             visitors: self.visitors,
             seed: self.seed,
+            sign,
         }
     }
 }
@@ -443,8 +444,9 @@ impl super::Counted for DayRow {
         writer: &BucketWriter,
         rows: &[&Self],
         advance: &Advance<'_>,
+        sign: i32,
     ) -> Result<(), ApplyError> {
-        let figures: Vec<Figure<'_>> = rows.iter().map(|r| r.figure()).collect();
+        let figures: Vec<Figure<'_>> = rows.iter().map(|r| r.figure(sign)).collect();
         writer.apply_figures(&figures, advance).await.map(drop)
     }
 }
@@ -541,9 +543,14 @@ impl super::Format for TableFormat {
             raw.parse::<u64>()
                 .map_err(|_| error(column, format!("not a whole number of 0 or more: {raw:?}")))
         };
+        // At most i32::MAX, so that a figure taken back (a deletion) is
+        // one too.
         let count = |column: &str| -> Result<u32, RowError> {
-            u32::try_from(number(column)?)
-                .map_err(|_| error(column, "over 4,294,967,295 in one day".into()))
+            number(column)?
+                .try_into()
+                .ok()
+                .filter(|n: &u32| i32::try_from(*n).is_ok())
+                .ok_or_else(|| error(column, "over 2,147,483,647 in one day".into()))
         };
         let day = NaiveDate::parse_from_str(cell("date"), "%Y-%m-%d").map_err(|_| {
             error(

@@ -115,7 +115,8 @@ type Key = (String, DateTime<Utc>);
 /// and name, and per event name the sketch of the visitors who sent it.
 #[derive(Debug, Default)]
 pub struct PageHour {
-    pub counts: HashMap<(Dimension, String), u32>,
+    /// Signed: an import's deletion takes its counts back.
+    pub counts: HashMap<(Dimension, String), i64>,
     pub converted: HashMap<String, Sketch>,
 }
 
@@ -162,6 +163,20 @@ impl BreakdownCounts {
         labels: &Labels,
         visitor: Option<u64>,
     ) {
+        self.add_hit_signed(page, at, source, labels, visitor, 1);
+    }
+
+    /// [`Self::add_hit`], or with `sign` −1 its opposite (an import's
+    /// deletion; a converting visitor is not taken back).
+    pub fn add_hit_signed(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        source: Option<&str>,
+        labels: &Labels,
+        visitor: Option<u64>,
+        sign: i32,
+    ) {
         let hour = self
             .hours
             .entry((page.to_owned(), Resolution::Hour.floor(at)))
@@ -174,11 +189,11 @@ impl BreakdownCounts {
                     self.entries += 1;
                     0
                 });
-            *n += 1;
+            *n += i64::from(sign);
         };
         if let Some(event) = labels.get(Dimension::Event) {
             count(Dimension::Event, event);
-            if let Some(visitor) = visitor {
+            if let Some(visitor) = visitor.filter(|_| sign > 0) {
                 hour.converted
                     .entry(event.to_owned())
                     .or_default()
@@ -219,7 +234,7 @@ impl BreakdownCounts {
         at: DateTime<Utc>,
         dimension: Dimension,
         name: &str,
-        n: u32,
+        n: i64,
         converted: impl IntoIterator<Item = u64>,
     ) {
         let hour = self
@@ -265,7 +280,7 @@ impl BreakdownCounts {
 /// the converting visitors per event field name (site buckets only).
 #[derive(Debug, Default)]
 struct BucketCounts {
-    names: HashMap<(Dimension, String), u32>,
+    names: HashMap<(Dimension, String), i64>,
     converted: HashMap<String, Sketch>,
 }
 
@@ -413,7 +428,7 @@ impl BreakdownIncrements {
                 let mut inc = Document::new();
                 let mut max = Document::new();
                 for dimension in Dimension::ALL {
-                    let mut ordered: Vec<(&String, u32)> = counts
+                    let mut ordered: Vec<(&String, i64)> = counts
                         .names
                         .iter()
                         .filter(|((d, _), _)| *d == dimension)
@@ -426,7 +441,7 @@ impl BreakdownIncrements {
                     let known = known.get(&dimension).unwrap_or(&no_names);
                     let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
                     if dimension == Dimension::Source {
-                        let total: i64 = ordered.iter().map(|(_, n)| i64::from(*n)).sum();
+                        let total: i64 = ordered.iter().map(|(_, n)| *n).sum();
                         inc.insert("totalViews", total);
                     }
                     let mut other = 0i64;
@@ -440,20 +455,17 @@ impl BreakdownIncrements {
                             fits
                         };
                         if own {
-                            inc.insert(
-                                format!("{}.{name}", dimension.field()),
-                                Bson::Int64(i64::from(n)),
-                            );
+                            inc.insert(format!("{}.{name}", dimension.field()), Bson::Int64(n));
                             if let Some(sketch) = counts.converted.get(name) {
                                 if dimension == Dimension::Event {
                                     max.extend(sketch.max_fields(&format!("{CONVERTED}.{name}")));
                                 }
                             }
                         } else {
-                            other += i64::from(n);
+                            other += n;
                         }
                     }
-                    if other > 0 {
+                    if other != 0 {
                         inc.insert(dimension.other_field(), other);
                     }
                 }

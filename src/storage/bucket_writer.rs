@@ -108,6 +108,8 @@ pub struct Figure<'a> {
     /// so that the site's sketch and its pages' agree.
     pub visitors: u64,
     pub seed: u64,
+    /// 1, or −1 to take the figure back (an import's deletion).
+    pub sign: i32,
 }
 
 /// What a [`Figure`] adds, and where.
@@ -140,18 +142,26 @@ pub enum Counts<'a> {
 }
 
 impl Figure<'_> {
-    /// The made-up visitor ids: a day's pool, shared by its figures.
+    /// The made-up visitor ids: a day's pool, shared by its figures. None
+    /// when the figure is taken back (a sketch cannot take ids back).
     pub fn visitor_ids(&self) -> impl Iterator<Item = u64> {
         let seed = self.seed;
-        (0..self.visitors).map(move |i| crate::domain::sketch::mix(seed.wrapping_add(i)))
+        let n = if self.sign > 0 { self.visitors } else { 0 };
+        (0..n).map(move |i| crate::domain::sketch::mix(seed.wrapping_add(i)))
     }
 
     fn add_to(&self, inc: &mut Increments) {
         let site = inc.is_site();
         let none = std::iter::empty();
+        let sign = self.sign;
+        // Figures are at most i32::MAX (the parser's rule).
+        let views = |n: u32| sign * n as i32;
+        let counters = |c: [i64; 4]| c.map(|n| n * i64::from(sign));
         match self.counts {
-            Counts::Views(n) if site => inc.add_figures(self.page, self.at, n, [0; 4], none),
-            Counts::Views(n) => inc.add_figures(self.page, self.at, n, [0; 4], self.visitor_ids()),
+            Counts::Views(n) if site => inc.add_figures(self.page, self.at, views(n), [0; 4], none),
+            Counts::Views(n) => {
+                inc.add_figures(self.page, self.at, views(n), [0; 4], self.visitor_ids())
+            }
             Counts::SiteVisits {
                 visits,
                 bounces,
@@ -160,7 +170,7 @@ impl Figure<'_> {
                 self.page,
                 self.at,
                 0,
-                visit_counters(visits, bounces, duration_secs, 0),
+                counters(visit_counters(visits, bounces, duration_secs, 0)),
                 self.visitor_ids(),
             ),
             Counts::Entries {
@@ -171,12 +181,16 @@ impl Figure<'_> {
                 self.page,
                 self.at,
                 0,
-                visit_counters(visits, bounces, duration_secs, 0),
+                counters(visit_counters(visits, bounces, duration_secs, 0)),
                 none,
             ),
-            Counts::Exits(n) if !site => {
-                inc.add_figures(self.page, self.at, 0, visit_counters(0, 0, 0, n), none)
-            }
+            Counts::Exits(n) if !site => inc.add_figures(
+                self.page,
+                self.at,
+                0,
+                counters(visit_counters(0, 0, 0, n)),
+                none,
+            ),
             _ => {}
         }
     }
@@ -266,6 +280,17 @@ impl BucketWriter {
         hits: impl IntoIterator<Item = Hit<'a>>,
         advance: Option<&Advance<'_>>,
     ) -> Result<FlushReport, ApplyError> {
+        self.apply_signed(hits, advance, 1).await
+    }
+
+    /// [`Self::apply`], or with `sign` −1 the hits' exact opposite (an
+    /// import's deletion; visitor sketches keep their registers).
+    pub async fn apply_signed<'a>(
+        &self,
+        hits: impl IntoIterator<Item = Hit<'a>>,
+        advance: Option<&Advance<'_>>,
+        sign: i32,
+    ) -> Result<FlushReport, ApplyError> {
         let stream = advance.map(|a| a.stream);
         let mut increments = view_increments(stream, part_of(advance));
         let with_breakdowns = matches!(stream, None | Some(Stream::Sources));
@@ -279,13 +304,13 @@ impl BucketWriter {
             count += 1;
             if !hit.is_event() {
                 for inc in &mut increments {
-                    inc.add_hit(hit.page, hit.at, hit.visit);
+                    inc.add_hit_signed(hit.page, hit.at, hit.visit, sign);
                 }
             }
             if with_breakdowns {
                 let labels = hit.labels.unwrap_or(&none);
                 let visitor = hit.visit.map(|v| v.visitor);
-                counted.add_hit(hit.page, hit.at, hit.source, labels, visitor);
+                counted.add_hit_signed(hit.page, hit.at, hit.source, labels, visitor, sign);
             }
         }
         if count == 0 && advance.is_none() {
@@ -321,6 +346,7 @@ impl BucketWriter {
                             .then(|| figure.visitor_ids())
                             .into_iter()
                             .flatten();
+                        let n = i64::from(n) * i64::from(figure.sign);
                         counted.add_n(figure.page, figure.at, *dimension, name, n, converted);
                     }
                 }

@@ -205,7 +205,8 @@ pub struct Increments {
 
 #[derive(Debug, Default)]
 struct BucketIncrement {
-    views: Vec<u32>,
+    /// Signed: an import's deletion takes its views back.
+    views: Vec<i32>,
     visits: Option<Box<VisitIncrement>>,
 }
 
@@ -273,7 +274,7 @@ impl Increments {
         self.add_n(page, at, 1);
     }
 
-    pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: u32) {
+    pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: i32) {
         let slot = self.target.resolution.slot(at);
         self.bucket(page, at).views[slot] += n;
     }
@@ -281,7 +282,20 @@ impl Increments {
     /// Counts a view of `page` and, at hour and day level, what it changed
     /// of its visit (minute buckets hold views only).
     pub fn add_hit(&mut self, page: &str, at: DateTime<Utc>, visit: Option<&Visit>) {
-        self.add(page, at);
+        self.add_hit_signed(page, at, visit, 1);
+    }
+
+    /// [`Self::add_hit`], or with `sign` −1 its exact opposite (an
+    /// import's deletion), but for the visitor: a sketch cannot take an
+    /// id back.
+    pub fn add_hit_signed(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        visit: Option<&Visit>,
+        sign: i32,
+    ) {
+        self.add_n(page, at, sign);
         let Some(visit) = visit else {
             return;
         };
@@ -291,6 +305,7 @@ impl Increments {
         let slot = self.target.resolution.slot(at) as u16;
         let pages = self.target.subject == Subject::Page;
         let credit = |inc: &mut Self, page: &str, counter: usize, n: i64| {
+            let n = n * i64::from(sign);
             if n != 0 {
                 inc.bucket(page, at)
                     .visits_mut()
@@ -327,10 +342,10 @@ impl Increments {
                 }
             }
         }
-        self.bucket(page, at)
-            .visits_mut()
-            .visitors
-            .insert(visit.visitor);
+        let visits = self.bucket(page, at).visits_mut();
+        if sign > 0 {
+            visits.visitors.insert(visit.visitor);
+        }
     }
 
     pub fn resolution(&self) -> Resolution {
@@ -346,11 +361,11 @@ impl Increments {
         &mut self,
         page: &str,
         at: DateTime<Utc>,
-        views: u32,
+        views: i32,
         counters: [i64; 4],
         visitors: impl IntoIterator<Item = u64>,
     ) {
-        if views > 0 {
+        if views != 0 {
             self.add_n(page, at, views);
         }
         if self.target.resolution == Resolution::Minute {
@@ -394,8 +409,9 @@ impl Increments {
     pub fn views(&self) -> u64 {
         self.buckets
             .values()
-            .flat_map(|b| b.views.iter().map(|&n| u64::from(n)))
-            .sum()
+            .flat_map(|b| b.views.iter().map(|&n| i64::from(n)))
+            .sum::<i64>()
+            .max(0) as u64
     }
 
     pub fn collection(&self) -> &'static str {
@@ -420,8 +436,8 @@ impl Increments {
             .map(|((key, start), bucket)| {
                 let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
-                for (slot, &n) in bucket.views.iter().enumerate().filter(|(_, &n)| n > 0) {
-                    inc.insert(format!("{field}.{slot}"), Bson::Int32(n as i32));
+                for (slot, &n) in bucket.views.iter().enumerate().filter(|(_, &n)| n != 0) {
+                    inc.insert(format!("{field}.{slot}"), Bson::Int32(n));
                 }
                 let mut update = Document::new();
                 if let Some(visits) = &bucket.visits {

@@ -20,6 +20,8 @@ pub struct ImportRecord {
     /// The site's id.
     pub site: String,
     pub file: String,
+    /// A second file the rows depend on (Umami's sessions), if any.
+    pub also_file: Option<String>,
     /// Rows in the file (all checked before anything was written).
     pub rows: u64,
     /// UTC days whose rows are skipped: the site had live figures on
@@ -43,6 +45,7 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         kind: d.get_str("kind").ok()?.to_owned(),
         site: d.get_str("site").ok()?.to_owned(),
         file: d.get_str("file").unwrap_or_default().to_owned(),
+        also_file: d.get_str("alsoFile").ok().map(str::to_owned),
         rows: super::values::count(d.get("rows")).max(0) as u64,
         skipped_days: d
             .get_array("skippedDays")
@@ -156,6 +159,7 @@ pub async fn begin(
                 "kind": &record.kind,
                 "site": &record.site,
                 "file": &record.file,
+                "alsoFile": &record.also_file,
                 "rows": record.rows as i64,
                 "skippedDays": days,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
@@ -243,4 +247,145 @@ pub async fn list(
         .try_collect()
         .await?;
     Ok(docs.iter().filter_map(from_doc).collect())
+}
+
+/// One import's record.
+pub async fn get(store: &Store, key: &str) -> Result<Option<ImportRecord>, mongodb::error::Error> {
+    let found = store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .find_one(doc! {"_id": key})
+        .await?;
+    Ok(found.as_ref().and_then(from_doc))
+}
+
+/// After an import's rows were taken back: what a sketch cannot take back
+/// is dropped where nothing is left to count. Hour and day buckets of the
+/// site's pages and of the site between `from` and `to` that hold no view
+/// lose their visitors' registers; breakdown buckets whose events are all
+/// back to zero lose their converting visitors. A bucket that keeps views
+/// (live ones, another import's) keeps its registers: its visitors may be
+/// over-counted by the deleted import's.
+pub async fn drop_emptied_sketches(
+    store: &Store,
+    domain: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(), mongodb::error::Error> {
+    let range = doc! {
+        "$gte": bson::DateTime::from_chrono(Resolution::Day.floor(from)),
+        "$lte": bson::DateTime::from_chrono(to),
+    };
+    let pages = bson::Bson::Document(doc! {"$regex": format!("^{}/", regex_escape(domain))});
+    let site = bson::Bson::String(domain.to_owned());
+    for resolution in [Resolution::Hour, Resolution::Day] {
+        for (subject, key) in [
+            (Subject::Page, pages.clone()),
+            (Subject::Site, site.clone()),
+        ] {
+            store
+                .db()
+                .collection::<Document>(subject.collection(resolution))
+                .update_many(
+                    doc! {
+                        subject.key_field(): key,
+                        "timestamp": range.clone(),
+                        "totalViews": 0,
+                        crate::storage::buckets::VisitFields::VISITORS: {"$exists": true},
+                    },
+                    doc! {"$unset": {crate::storage::buckets::VisitFields::VISITORS: ""}},
+                )
+                .write_concern(store.commit_write_concern())
+                .await?;
+        }
+    }
+    let converted = crate::storage::breakdowns::CONVERTED;
+    for resolution in crate::storage::breakdowns::LEVELS {
+        for (subject, key) in [
+            (Subject::Page, pages.clone()),
+            (Subject::Site, site.clone()),
+        ] {
+            let collection =
+                store
+                    .db()
+                    .collection::<Document>(crate::storage::breakdowns::collection(
+                        subject, resolution,
+                    ));
+            let found: Vec<Document> = collection
+                .find(doc! {
+                    subject.key_field(): key.clone(),
+                    "timestamp": range.clone(),
+                    converted: {"$exists": true},
+                })
+                .projection(doc! {"_id": 1, crate::domain::Dimension::Event.field(): 1})
+                .await?
+                .try_collect()
+                .await?;
+            for d in found {
+                let events_left = d
+                    .get_document(crate::domain::Dimension::Event.field())
+                    .map(|e| e.values().any(|v| super::values::count(Some(v)) != 0))
+                    .unwrap_or(false);
+                if !events_left {
+                    collection
+                        .update_one(
+                            doc! {"_id": d.get("_id").cloned().unwrap_or(bson::Bson::Null)},
+                            doc! {"$unset": {converted: ""}},
+                        )
+                        .write_concern(store.commit_write_concern())
+                        .await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// Forgets a deleted import: its progress, its stored page summaries'
+/// site (made again on demand, from the buckets as they are now), and
+/// its record, last, so that a delete killed before this point is run
+/// again whole.
+pub async fn forget(
+    store: &Store,
+    record: &ImportRecord,
+    delete_key: &str,
+) -> Result<(), mongodb::error::Error> {
+    let progress = store
+        .db()
+        .collection::<Document>(super::progress::COLLECTION);
+    progress
+        .delete_many(doc! {"journal": &record.key})
+        .write_concern(store.commit_write_concern())
+        .await?;
+    for grain in [
+        super::page_summaries::COLLECTION,
+        super::page_summaries::HOUR_COLLECTION,
+    ] {
+        store
+            .db()
+            .collection::<Document>(grain)
+            .delete_many(doc! {"site": &record.site})
+            .write_concern(store.commit_write_concern())
+            .await?;
+    }
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .delete_one(doc! {"_id": &record.key})
+        .write_concern(store.commit_write_concern())
+        .await?;
+    progress
+        .delete_many(doc! {"journal": delete_key})
+        .write_concern(store.commit_write_concern())
+        .await?;
+    Ok(())
 }

@@ -1129,3 +1129,197 @@ async fn a_goatcounter_export_into_a_berlin_site_gives_its_local_days_the_files_
         .collect();
     assert_eq!(listed, by_page, "{}", pages.json);
 }
+
+/// `tickertape import delete <key>` against the test's database.
+pub(crate) fn delete_command(app: &TestApp, key: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
+    cmd.args(["import", "delete", key])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// The key an import printed.
+pub(crate) fn printed_key(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("import ").map(str::to_owned))
+        .expect("the import's key")
+}
+
+/// What a site's buckets hold of every counter, zeros left out: views
+/// per page and day at each level, visit counters, breakdown counts.
+pub(crate) async fn everything_counted(app: &TestApp) -> BTreeMap<String, i64> {
+    app.settle().await;
+    let mut all = BTreeMap::new();
+    let db = app.store.db();
+    for name in db.list_collection_names().await.unwrap() {
+        if !(name.starts_with("views_")
+            || name.starts_with("site_")
+            || name.starts_with("sources_"))
+        {
+            continue;
+        }
+        let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+            db.collection::<Document>(&name)
+                .find(doc! {})
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        for d in docs {
+            let key = d
+                .get_str("page")
+                .or_else(|_| d.get_str("site"))
+                .unwrap_or("?")
+                .to_owned();
+            let at = d
+                .get_datetime("timestamp")
+                .map(|t| t.timestamp_millis())
+                .unwrap_or(0);
+            for (field, value) in &d {
+                let counters: Vec<(String, i64)> = match value {
+                    bson::Bson::Int32(n) => vec![(field.clone(), i64::from(*n))],
+                    bson::Bson::Int64(n) => vec![(field.clone(), *n)],
+                    bson::Bson::Document(inner) if field != "visitors" && field != "converted" => {
+                        inner
+                            .iter()
+                            .filter_map(|(k, v)| match v {
+                                bson::Bson::Int32(n) => {
+                                    Some((format!("{field}.{k}"), i64::from(*n)))
+                                }
+                                bson::Bson::Int64(n) => Some((format!("{field}.{k}"), *n)),
+                                _ => None,
+                            })
+                            .collect()
+                    }
+                    _ => vec![],
+                };
+                for (field, n) in counters {
+                    if matches!(field.as_str(), "part" | "writes" | "gen") {
+                        continue;
+                    }
+                    *all.entry(format!("{name} {key} {at} {field}")).or_default() += n;
+                }
+            }
+        }
+    }
+    all.retain(|_, n| *n != 0);
+    all
+}
+
+/// Whether any hour or day bucket of views still has a visitors' sketch.
+pub(crate) async fn sketches_left(app: &TestApp) -> Vec<String> {
+    let db = app.store.db();
+    let mut left = Vec::new();
+    for name in [
+        "views_hour",
+        "views_day",
+        "site_views_hour",
+        "site_views_day",
+    ] {
+        let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+            db.collection::<Document>(name)
+                .find(doc! {"visitors": {"$exists": true}})
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        left.extend(docs.iter().map(|d| format!("{name} {d}")));
+    }
+    left
+}
+
+#[tokio::test]
+async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
+    let app = spawn_app().await;
+    app.add_site("umami.test", &[]).await;
+    app.write_hits(&[("umami.test/live", t0() - TimeDelta::hours(3))])
+        .await;
+    let before = everything_counted(&app).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rows = umami_export(300);
+    let (events, sessions) = umami_files(dir.path(), &rows);
+    let out = umami_import(&app, "umami.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = printed_key(&out);
+    assert!(rows.len() > 1_000, "{} rows: enough to kill a delete midway", rows.len());
+    assert_ne!(everything_counted(&app).await, before);
+    // A file that is not the one imported is refused; nothing changes.
+    let changed = dir.path().join("changed.csv");
+    std::fs::write(&changed, umami_text(&rows[..rows.len() - 1])).unwrap();
+    let imported = everything_counted(&app).await;
+    let refused = delete_command(&app, &key)
+        .arg("--file")
+        .arg(&changed)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not the file import"),
+        "{refused:?}"
+    );
+    assert_eq!(everything_counted(&app).await, imported);
+    // Deleted in batches of 250, killed once 2,500 rows of views are
+    // back, then run again: exactly what was there before.
+    let mut child = delete_command(&app, &key)
+        .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let progress = app
+        .store
+        .db()
+        .collection::<Document>(tickertape::storage::progress::COLLECTION);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let done = progress
+            .find_one(doc! {"stream": "views", "journal": {"$regex": "^delete/"}})
+            .await
+            .unwrap()
+            .and_then(|d| d.get_i64("position").ok())
+            .unwrap_or(0);
+        if done >= 250 || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    assert!(import_list(&app).contains(&key), "killed before its end");
+    assert_ne!(everything_counted(&app).await, before, "killed before its end");
+    let out = delete_command(&app, &key)
+        .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rows taken back"),
+        "{out:?}"
+    );
+    assert_eq!(everything_counted(&app).await, before);
+    // The live view's own registers stay; the imported days' are gone.
+    let left = sketches_left(&app).await;
+    assert!(
+        left.iter()
+            .all(|d| d.contains("umami.test/live") || d.contains("\"site\": \"umami.test\"")),
+        "{left:?}"
+    );
+    assert!(!import_list(&app).contains(&key), "{}", import_list(&app));
+    // Forgotten: the same files import again.
+    let again = umami_import(&app, "umami.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    assert!(
+        !String::from_utf8_lossy(&again.stdout).contains("already imported"),
+        "{again:?}"
+    );
+    assert_eq!(everything_counted(&app).await, imported);
+}

@@ -865,3 +865,49 @@ async fn a_local_day_with_live_figures_is_skipped_whole() {
     );
     assert_eq!(stored_views(&app, tz).await, want);
 }
+
+#[tokio::test]
+async fn a_deleted_plausible_import_takes_every_figure_back() {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    app.write_hits(&[("plausible.test/live", t0() - chrono::TimeDelta::hours(2))])
+        .await;
+    let before = crate::imports::everything_counted(&app).await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = export(5, 0, false, false);
+    let zipped = dir.path().join("export.zip");
+    write_zip(&zipped, &e);
+    let out = plausible(&app, "plausible.test", &zipped).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = crate::imports::printed_key(&out);
+    assert_eq!(
+        stored_views(&app, site.time_zone.tz())
+            .await
+            .values()
+            .sum::<i64>(),
+        e.views.values().sum::<i64>() + 1
+    );
+    let out = crate::imports::delete_command(&app, &key).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(crate::imports::everything_counted(&app).await, before);
+    let left = crate::imports::sketches_left(&app).await;
+    assert!(
+        left.iter().all(
+            |d| d.contains("plausible.test/live") || d.contains("\"site\": \"plausible.test\"")
+        ),
+        "{left:?}"
+    );
+    // Nothing imported is left to say "daily figures only" about.
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let first = first_day();
+    let (_, html) = admin
+        .text(&format!(
+            "/sites/{}?range=custom&from={first}T00:00&to={}T00:00&res=hour",
+            site.id,
+            first + chrono::Days::new(2)
+        ))
+        .await;
+    assert!(!html.contains("id=\"daily-only\""));
+}

@@ -73,7 +73,11 @@ impl From<crate::storage::imports::ImportRecord> for ImportLine {
         let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
         ImportLine {
             kind: i.kind,
-            file: i.file,
+            // The name only: where it sits on the server is nobody's
+            // business here.
+            file: std::path::Path::new(&i.file)
+                .file_name()
+                .map_or(i.file.clone(), |n| n.to_string_lossy().into_owned()),
             rows: n(i.rows),
             views: n(i.views),
             events: n(i.events),
