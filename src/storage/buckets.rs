@@ -529,6 +529,47 @@ mod tests {
     }
 
     #[test]
+    fn a_hit_taken_back_is_its_exact_opposite_but_for_the_visitor() {
+        let visit = Visit {
+            visitor: 42,
+            duration_secs: 30,
+            entry: Some("example.com/a".into()),
+            previous: Some("example.com/a".into()),
+            second_view: true,
+        };
+        let statement = |sign: i32| {
+            let mut inc = Increments::new(Resolution::Hour);
+            inc.add_hit_signed("example.com/b", at(10, 1, 7), Some(&visit), sign);
+            let mut all = inc.statements();
+            all.sort_by_key(|s| {
+                s.get_document("q")
+                    .unwrap()
+                    .get_str("page")
+                    .unwrap()
+                    .to_owned()
+            });
+            all.iter()
+                .map(|s| s.get_document("u").unwrap().clone())
+                .collect::<Vec<_>>()
+        };
+        let (added, taken) = (statement(1), statement(-1));
+        for (a, t) in added.iter().zip(&taken) {
+            let a_inc = a.get_document("$inc").unwrap();
+            let t_inc = t.get_document("$inc").unwrap();
+            assert_eq!(
+                a_inc.keys().collect::<Vec<_>>(),
+                t_inc.keys().collect::<Vec<_>>()
+            );
+            for (field, value) in a_inc {
+                let n = |v: &Bson| v.as_i64().or(v.as_i32().map(i64::from)).unwrap();
+                assert_eq!(n(value), -n(t_inc.get(field).unwrap()), "{field}");
+            }
+            assert!(t.get("$max").is_none(), "no visitor registers taken back");
+        }
+        assert!(added.iter().any(|a| a.get("$max").is_some()));
+    }
+
+    #[test]
     fn zero_filled_buckets_have_every_slot() {
         let d = zero_filled(Resolution::Day, "example.com/", at(0, 0, 0));
         assert_eq!(d.get_document("hours").unwrap().len(), 24);

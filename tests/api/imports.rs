@@ -1248,7 +1248,11 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let key = printed_key(&out);
-    assert!(rows.len() > 1_000, "{} rows: enough to kill a delete midway", rows.len());
+    assert!(
+        rows.len() > 1_000,
+        "{} rows: enough to kill a delete midway",
+        rows.len()
+    );
     assert_ne!(everything_counted(&app).await, before);
     // A file that is not the one imported is refused; nothing changes.
     let changed = dir.path().join("changed.csv");
@@ -1293,7 +1297,11 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
     let _ = child.kill();
     child.wait().unwrap();
     assert!(import_list(&app).contains(&key), "killed before its end");
-    assert_ne!(everything_counted(&app).await, before, "killed before its end");
+    assert_ne!(
+        everything_counted(&app).await,
+        before,
+        "killed before its end"
+    );
     let out = delete_command(&app, &key)
         .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
         .output()
