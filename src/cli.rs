@@ -274,6 +274,37 @@ async fn site_by_id_or_domain(store: &Store, given: &str) -> anyhow::Result<site
     }
 }
 
+/// What decides where an import's rows land besides its file: the
+/// site's hosts (sources, pages given as addresses), for Plausible's days
+/// its zone, and the version, whose User-Agent rules name browsers and
+/// systems. `import delete` must run under the same.
+fn import_context(kind: &str, site: &sites::Site) -> String {
+    let mut hosts: Vec<String> = std::iter::once(&site.domain)
+        .chain(&site.aliases)
+        .map(|h| h.to_string())
+        .collect();
+    hosts.sort();
+    let zone = match kind {
+        crate::import::plausible::KIND => site.time_zone.name(),
+        _ => "-",
+    };
+    format!(
+        "hosts={} zone={zone} version={}",
+        hosts.join(","),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn refuse_while_deleting(record: &crate::storage::imports::ImportRecord) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !record.deleting,
+        "import {} is being deleted: run `tickertape import delete {}` to finish first",
+        record.key,
+        record.key
+    );
+    Ok(())
+}
+
 /// A file's path as an import records it: absolute, so that `import
 /// delete` finds it from anywhere.
 fn recorded_path(path: &std::path::Path) -> String {
@@ -299,6 +330,15 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
             record.key
         );
         let site = site_by_id_or_domain(&store, &record.site).await?;
+        let now = import_context(&record.kind, &site);
+        anyhow::ensure!(
+            record.context.is_empty() || record.context == now,
+            "import {} ran with {} and the site now has {now}: its rows would not land \
+             where they did, so it cannot be taken back exactly (set the site back, or \
+             run the Tickertape version it ran with)",
+            record.key,
+            record.context
+        );
         let file = args
             .file
             .clone()
@@ -353,6 +393,9 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
                     )?);
                 }
                 let rows = files.into_iter().flatten().map_while(Result::ok);
+                // From here the import may be half taken back: it must not
+                // run again until the delete ends.
+                imports::mark_deleting(&store, &record.key).await?;
                 let summary =
                     apply_checked(&store, &delete_key, &name, count, rows, &skipped, -1).await?;
                 anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
@@ -406,6 +449,9 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
                     return Err(not_the_file());
                 }
                 let checked = rows(open(&file)?)?.map_while(Result::ok);
+                // From here the import may be half taken back: it must not
+                // run again until the delete ends.
+                imports::mark_deleting(&store, &record.key).await?;
                 let summary =
                     apply_checked(&store, &delete_key, &name, count, checked, &skipped, -1).await?;
                 anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
@@ -525,9 +571,12 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                 views: 0,
                 events: 0,
                 daily,
+                context: import_context(plausible::KIND, &site),
+                deleting: false,
             },
         )
         .await?;
+        refuse_while_deleting(&record)?;
         let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
         // Second pass: the files again, in the same order.
         let mut unreadable = None;
@@ -649,9 +698,12 @@ where
             views: 0,
             events: 0,
             daily: None,
+            context: import_context(kind, site),
+            deleting: false,
         },
     )
     .await?;
+    refuse_while_deleting(&record)?;
     let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;

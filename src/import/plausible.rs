@@ -222,53 +222,58 @@ fn is_date_stamp(s: &str) -> bool {
 }
 
 /// An export's files, found by name in a directory or taken out of a zip
-/// into a temporary directory (removed when this is dropped), one file at
-/// a time, so that memory stays bounded whatever the export's size.
+/// into a temporary directory (private to this user, removed when this is
+/// dropped), one file at a time, so that memory stays bounded whatever
+/// the export's size.
 pub struct Export {
-    /// In [`Table::ALL`]'s order, then by name.
+    /// In [`Table::ALL`]'s order.
     pub files: Vec<(Table, PathBuf)>,
     /// Files that are no table of the export, named in a note.
     pub ignored: Vec<String>,
-    unpacked: Option<PathBuf>,
+    _unpacked: Option<tempfile::TempDir>,
 }
 
-impl Drop for Export {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.unpacked {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
+/// The most a zip may hold uncompressed, all its tables together.
+pub const MAX_UNPACKED_BYTES: u64 = 32 << 30;
 
 impl Export {
     pub fn open(path: &Path) -> anyhow::Result<Export> {
         use anyhow::Context;
         let shown = path.display();
+        let mut ignored = Vec::new();
         let (dir, unpacked) = if path.is_dir() {
             (path.to_owned(), None)
         } else {
             let file = std::fs::File::open(path).with_context(|| format!("reading {shown}"))?;
-            let dir = unpack(file).with_context(|| format!("{shown}: not a readable zip"))?;
-            (dir.clone(), Some(dir))
+            let dir = unpack(file, &mut ignored)
+                .with_context(|| format!("{shown}: not a readable zip"))?;
+            (dir.path().to_owned(), Some(dir))
         };
-        let mut export = Export {
-            files: Vec::new(),
-            ignored: Vec::new(),
-            unpacked,
-        };
+        let mut files = Vec::new();
         for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {shown}"))? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             match Table::of_file_name(&name) {
-                Some(table) if entry.path().is_file() => export.files.push((table, entry.path())),
-                _ => export.ignored.push(name),
+                Some(table) if entry.path().is_file() => files.push((table, entry.path())),
+                _ => ignored.push(name),
             }
         }
-        export.files.sort();
-        export.ignored.sort();
+        files.sort();
+        ignored.sort();
+        // Plausible writes one file per table: two would count their
+        // common days twice.
+        for pair in files.windows(2) {
+            anyhow::ensure!(
+                pair[0].0 != pair[1].0,
+                "{shown}: two files for the {} table ({} and {}): import one export at a time",
+                pair[0].0.name(),
+                pair[0].1.display(),
+                pair[1].1.display()
+            );
+        }
         for table in Table::REQUIRED {
             anyhow::ensure!(
-                export.files.iter().any(|(t, _)| *t == table),
+                files.iter().any(|(t, _)| *t == table),
                 "{shown}: no {} file (imported_{}.csv, or with its dates: \
                  imported_{}_20240101_20241231.csv): is it Plausible's CSV export?",
                 table.name(),
@@ -276,7 +281,11 @@ impl Export {
                 table.name()
             );
         }
-        Ok(export)
+        Ok(Export {
+            files,
+            ignored,
+            _unpacked: unpacked,
+        })
     }
 
     /// Tables the export has no file for (their figures stay empty).
@@ -289,57 +298,48 @@ impl Export {
     }
 }
 
-/// Takes a zip's CSV files (at any depth; their names alone count) out
-/// into a new temporary directory.
-fn unpack(file: std::fs::File) -> anyhow::Result<PathBuf> {
+/// Takes a zip's table files (at any depth; their names alone count) out
+/// into a new temporary directory; other entries are named in `ignored`.
+/// Bounded: each entry and all of them together, whatever their headers
+/// claim.
+fn unpack(file: std::fs::File, ignored: &mut Vec<String>) -> anyhow::Result<tempfile::TempDir> {
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "tickertape-plausible-{}-{stamp}",
-        std::process::id()
-    ));
-    std::fs::create_dir(&dir)?;
-    let result = (|| -> anyhow::Result<()> {
-        for i in 0..zip.len() {
-            let entry = zip.by_index(i)?;
-            if entry.is_dir() {
-                continue;
-            }
-            let name = entry
-                .name()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            if !name.ends_with(".csv") || name.starts_with('.') {
-                continue;
-            }
-            anyhow::ensure!(
-                entry.size() <= MAX_ENTRY_BYTES,
-                "{name} is over {} GiB uncompressed",
-                MAX_ENTRY_BYTES >> 30
-            );
-            let mut out = std::fs::File::create(dir.join(&name))?;
-            // The header's size is the zip's word: the copy is bounded too.
-            let copied = std::io::copy(&mut entry.take(MAX_ENTRY_BYTES + 1), &mut out)?;
-            anyhow::ensure!(
-                copied <= MAX_ENTRY_BYTES,
-                "{name} is over {} GiB uncompressed",
-                MAX_ENTRY_BYTES >> 30
-            );
+    let dir = tempfile::Builder::new()
+        .prefix("tickertape-plausible-")
+        .tempdir()?;
+    let mut total = 0u64;
+    for i in 0..zip.len() {
+        let entry = zip.by_index(i)?;
+        if entry.is_dir() {
+            continue;
         }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => Ok(dir),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            Err(e)
+        let name = entry
+            .name()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if Table::of_file_name(&name).is_none() {
+            ignored.push(entry.name().to_owned());
+            continue;
         }
+        let target = dir.path().join(&name);
+        anyhow::ensure!(
+            !target.exists(),
+            "{name} is in the zip twice: import one export at a time"
+        );
+        let mut out = std::fs::File::create(&target)?;
+        let room = MAX_ENTRY_BYTES.min(MAX_UNPACKED_BYTES - total);
+        let copied = std::io::copy(&mut entry.take(room + 1), &mut out)?;
+        anyhow::ensure!(
+            copied <= room,
+            "{name} takes the zip over {} GiB uncompressed (an entry at most {} GiB)",
+            MAX_UNPACKED_BYTES >> 30,
+            MAX_ENTRY_BYTES >> 30
+        );
+        total += copied;
     }
+    Ok(dir)
 }
 
 /// A day's figure, as read.
@@ -552,6 +552,29 @@ impl super::Format for TableFormat {
                 .filter(|n: &u32| i32::try_from(*n).is_ok())
                 .ok_or_else(|| error(column, "over 2,147,483,647 in one day".into()))
         };
+        // A part can be no more than its whole (visitors than visits, …):
+        // also what bounds the made-up visitor ids a row costs.
+        let at_most = |column: &str, whole: &str, limit: u32| -> Result<u64, RowError> {
+            let n = number(column)?;
+            if n > u64::from(limit) {
+                return Err(error(
+                    column,
+                    format!("{n} is over the row's {limit} {whole}"),
+                ));
+            }
+            Ok(n)
+        };
+        // At most a day a visit: what is over is not a duration.
+        let duration = |visits: u32| -> Result<u64, RowError> {
+            let seconds = number("visit_duration")?;
+            if seconds > u64::from(visits) * 86_400 {
+                return Err(error(
+                    "visit_duration",
+                    format!("{seconds} seconds is over a day for each of the {visits} visits"),
+                ));
+            }
+            Ok(seconds)
+        };
         let day = NaiveDate::parse_from_str(cell("date"), "%Y-%m-%d").map_err(|_| {
             error(
                 "date",
@@ -585,23 +608,18 @@ impl super::Format for TableFormat {
             }
             Table::Pages => {
                 page = page_of("page")?;
-                visitors = number("visitors")?;
-                DayCounts::Views(count("pageviews")?)
+                let views = count("pageviews")?;
+                visitors = at_most("visitors", "pageviews", views)?;
+                DayCounts::Views(views)
             }
             Table::EntryPages => {
                 page = page_of("entry_page")?;
                 let visits = count("entrances")?;
-                let bounces = count("bounces")?;
-                if bounces > visits {
-                    return Err(error(
-                        "bounces",
-                        format!("{bounces} is over the {visits} entrances"),
-                    ));
-                }
+                let bounces = at_most("bounces", "entrances", visits)? as u32;
                 DayCounts::Entries {
                     visits,
                     bounces,
-                    duration_secs: number("visit_duration")?,
+                    duration_secs: duration(visits)?,
                 }
             }
             Table::ExitPages => {
@@ -611,12 +629,13 @@ impl super::Format for TableFormat {
             Table::CustomEvents => {
                 let name = EventName::parse(cell("name"))
                     .map_err(|e| error("name", format!("not an event name: {e}")))?;
+                let events = count("events")?;
                 if csv.has("visitors") {
-                    visitors = number("visitors")?;
+                    visitors = at_most("visitors", "events", events)?;
                 }
                 DayCounts::Labels {
                     names: vec![(Dimension::Event, name.into_string())],
-                    n: count("events")?,
+                    n: events,
                 }
             }
             table => {

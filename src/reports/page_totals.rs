@@ -228,6 +228,9 @@ fn add_all(out: &mut HashMap<String, PageFigures>, pages: &[(String, PageFigures
 struct Totals {
     grain: Grain,
     by_unit: BTreeMap<i64, i64>,
+    /// Per unit, the deletions that took counts out of it: the totals
+    /// alone could come back to a value they had with other pages.
+    taken_back: BTreeMap<i64, i64>,
 }
 
 impl Totals {
@@ -237,12 +240,18 @@ impl Totals {
         grain: Grain,
         range: (DateTime<Utc>, DateTime<Utc>),
     ) -> Result<Self, mongodb::error::Error> {
+        let read =
+            queries::site_totals_guarded(store, &site.domain, grain.resolution(), range).await?;
         Ok(Totals {
             grain,
-            by_unit: queries::site_totals(store, &site.domain, grain.resolution(), range)
-                .await?
-                .into_iter()
-                .map(|(at, n)| (grain.number(at), n))
+            by_unit: read
+                .iter()
+                .map(|(at, (n, _))| (grain.number(*at), *n))
+                .collect(),
+            taken_back: read
+                .iter()
+                .filter(|(_, (_, t))| *t != 0)
+                .map(|(at, (_, t))| (grain.number(*at), *t))
                 .collect(),
         })
     }
@@ -253,6 +262,7 @@ impl Totals {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.by_unit.hash(&mut h);
+        self.taken_back.hash(&mut h);
         h.finish()
     }
 

@@ -744,6 +744,33 @@ pub async fn site_totals(
     Ok(totals)
 }
 
+/// [`site_totals`] and, per unit, the deletions that took counts out of
+/// it (`buckets::TAKEN_BACK`): what guards kept page summaries.
+pub async fn site_totals_guarded(
+    store: &Store,
+    domain: &DomainName,
+    resolution: Resolution,
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<HashMap<DateTime<Utc>, (i64, i64)>, mongodb::error::Error> {
+    use crate::storage::buckets::TAKEN_BACK;
+    let mut totals: HashMap<DateTime<Utc>, (i64, i64)> = HashMap::new();
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(Subject::Site.collection(resolution))
+        .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1})
+        .max_time(store.report_max_time())
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(day) = d.get_datetime("timestamp") {
+            let entry = totals.entry(day.to_chrono()).or_default();
+            entry.0 += number(d.get("totalViews"));
+            entry.1 += number(d.get(TAKEN_BACK));
+        }
+    }
+    Ok(totals)
+}
+
 /// The first and last UTC day of the site's day totals, if any.
 pub async fn site_day_range(
     store: &Store,

@@ -20,6 +20,7 @@ use super::period::{Period, Resolution};
 use super::queries::{self, Point, Scope, Slots};
 use crate::domain::sketch::Sketch;
 use crate::storage::buckets::VisitFields;
+use crate::storage::buckets::TAKEN_BACK;
 use crate::storage::day_visitors::{Hours, WHOLE_DAY};
 use crate::storage::{Store, Subject};
 
@@ -449,12 +450,23 @@ async fn day_totals(
         .reports()
         .collection::<Document>(coll)
         .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1})
         .max_time(store.report_max_time())
         .await?;
+    let mut taken_back: HashMap<DateTime<Utc>, i64> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
         if let Ok(at) = d.get_datetime("timestamp") {
             *out.entry(at.to_chrono()).or_default() += queries::number(d.get("totalViews"));
+            *taken_back.entry(at.to_chrono()).or_default() += queries::number(d.get(TAKEN_BACK));
+        }
+    }
+    // The guard: 0 for a day without views (it has no visitors), else its
+    // views and, above them, the deletions that took counts out of it
+    // (`buckets::TAKEN_BACK`): a day emptied and filled again to the same
+    // views is not taken for the one kept.
+    for (day, guard) in out.iter_mut() {
+        if *guard != 0 {
+            *guard = guard.wrapping_add(taken_back.get(day).copied().unwrap_or(0) << 40);
         }
     }
     Ok(out)

@@ -446,14 +446,18 @@ impl BreakdownIncrements {
                     }
                     let mut other = 0i64;
                     for (name, n) in ordered {
-                        let own = known.contains(name) || {
-                            let fits = room > 0;
-                            room = room.saturating_sub(1);
-                            if fits {
-                                gained.entry(dimension).or_default().insert(name.clone());
-                            }
-                            fits
-                        };
+                        // A count taken back (an import's deletion) never
+                        // takes a place: a name not in the bucket was
+                        // counted in `other`, so it is taken from there.
+                        let own = known.contains(name)
+                            || n > 0 && {
+                                let fits = room > 0;
+                                room = room.saturating_sub(1);
+                                if fits {
+                                    gained.entry(dimension).or_default().insert(name.clone());
+                                }
+                                fits
+                            };
                         if own {
                             inc.insert(format!("{}.{name}", dimension.field()), Bson::Int64(n));
                             if let Some(sketch) = counts.converted.get(name) {

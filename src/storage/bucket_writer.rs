@@ -293,6 +293,9 @@ impl BucketWriter {
     ) -> Result<FlushReport, ApplyError> {
         let stream = advance.map(|a| a.stream);
         let mut increments = view_increments(stream, part_of(advance));
+        if sign < 0 {
+            increments.iter_mut().for_each(Increments::mark_taken_back);
+        }
         let with_breakdowns = matches!(stream, None | Some(Stream::Sources));
         // Breakdowns are merged per page and hour first, as their applier
         // merges them (only direct writers get here with them: the
@@ -332,6 +335,9 @@ impl BucketWriter {
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
         let mut increments = view_increments(Some(advance.stream), part_of(Some(advance)));
+        if figures.iter().any(|f| f.sign < 0) {
+            increments.iter_mut().for_each(Increments::mark_taken_back);
+        }
         for inc in &mut increments {
             for figure in figures {
                 figure.add_to(inc);

@@ -201,7 +201,18 @@ impl Target {
 pub struct Increments {
     target: Target,
     buckets: HashMap<(String, DateTime<Utc>), BucketIncrement>,
+    /// Counts are being taken back (an import's deletion): every bucket
+    /// written gets `takenBack` raised, which guards kept answers (see
+    /// [`TAKEN_BACK`]).
+    taken_back: bool,
 }
+
+/// A bucket's count of deletions that took counts out of it. Totals
+/// only grow otherwise, so readers that keep an answer while a day's
+/// total is unchanged (page summaries, visitor estimates) also compare
+/// this: a day taken back and filled again to the same total is not the
+/// same day.
+pub const TAKEN_BACK: &str = "takenBack";
 
 #[derive(Debug, Default)]
 struct BucketIncrement {
@@ -256,7 +267,13 @@ impl Increments {
         Self {
             target,
             buckets: HashMap::new(),
+            taken_back: false,
         }
+    }
+
+    /// See [`TAKEN_BACK`].
+    pub fn mark_taken_back(&mut self) {
+        self.taken_back = true;
     }
 
     fn bucket(&mut self, page: &str, at: DateTime<Utc>) -> &mut BucketIncrement {
@@ -436,6 +453,9 @@ impl Increments {
             .map(|((key, start), bucket)| {
                 let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
+                if self.taken_back {
+                    inc.insert(TAKEN_BACK, 1_i64);
+                }
                 for (slot, &n) in bucket.views.iter().enumerate().filter(|(_, &n)| n != 0) {
                     inc.insert(format!("{field}.{slot}"), Bson::Int32(n));
                 }

@@ -36,6 +36,12 @@ pub struct ImportRecord {
     /// For an import of days' figures (Plausible's), the instants its
     /// days span: reports finer than a day over them say so.
     pub daily: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// What decided where its rows landed besides the file (the site's
+    /// zone and hosts, the classifier's version): a delete under another
+    /// would not take back what was added.
+    pub context: String,
+    /// A delete has started: the import must not run again until it ends.
+    pub deleting: bool,
 }
 
 fn from_doc(d: &Document) -> Option<ImportRecord> {
@@ -55,6 +61,8 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         finished_at: d.get_datetime("finishedAt").ok().map(|t| t.to_chrono()),
         views: super::values::count(d.get("views")).max(0) as u64,
         events: super::values::count(d.get("events")).max(0) as u64,
+        context: d.get_str("context").unwrap_or_default().to_owned(),
+        deleting: d.get_bool("deleting").unwrap_or(false),
         daily: match (d.get_datetime("dailyFrom"), d.get_datetime("dailyTo")) {
             (Ok(from), Ok(to)) => Some((from.to_chrono(), to.to_chrono())),
             _ => None,
@@ -160,6 +168,7 @@ pub async fn begin(
                 "site": &record.site,
                 "file": &record.file,
                 "alsoFile": &record.also_file,
+                "context": &record.context,
                 "rows": record.rows as i64,
                 "skippedDays": days,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
@@ -249,6 +258,17 @@ pub async fn list(
     Ok(docs.iter().filter_map(from_doc).collect())
 }
 
+/// Marks an import as being deleted (see [`ImportRecord::deleting`]).
+pub async fn mark_deleting(store: &Store, key: &str) -> Result<(), mongodb::error::Error> {
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .update_one(doc! {"_id": key}, doc! {"$set": {"deleting": true}})
+        .write_concern(store.commit_write_concern())
+        .await?;
+    Ok(())
+}
+
 /// One import's record.
 pub async fn get(store: &Store, key: &str) -> Result<Option<ImportRecord>, mongodb::error::Error> {
     let found = store
@@ -293,7 +313,10 @@ pub async fn drop_emptied_sketches(
                         "totalViews": 0,
                         crate::storage::buckets::VisitFields::VISITORS: {"$exists": true},
                     },
-                    doc! {"$unset": {crate::storage::buckets::VisitFields::VISITORS: ""}},
+                    doc! {
+                        "$unset": {crate::storage::buckets::VisitFields::VISITORS: ""},
+                        "$inc": {crate::storage::buckets::TAKEN_BACK: 1_i64},
+                    },
                 )
                 .write_concern(store.commit_write_concern())
                 .await?;

@@ -1198,7 +1198,9 @@ pub(crate) async fn everything_counted(app: &TestApp) -> BTreeMap<String, i64> {
                     _ => vec![],
                 };
                 for (field, n) in counters {
-                    if matches!(field.as_str(), "part" | "writes" | "gen") {
+                    // Not counts of views: bookkeeping (a deletion raises
+                    // `takenBack`, which guards kept answers).
+                    if matches!(field.as_str(), "part" | "writes" | "gen" | "takenBack") {
                         continue;
                     }
                     *all.entry(format!("{name} {key} {at} {field}")).or_default() += n;
@@ -1269,8 +1271,8 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
         "{refused:?}"
     );
     assert_eq!(everything_counted(&app).await, imported);
-    // Deleted in batches of 250, killed once 2,500 rows of views are
-    // back, then run again: exactly what was there before.
+    // Deleted in batches of 250, killed once 250 rows of views are back,
+    // then run again: exactly what was there before.
     let mut child = delete_command(&app, &key)
         .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
         .stdout(std::process::Stdio::null())
@@ -1311,12 +1313,17 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
         String::from_utf8_lossy(&out.stdout).contains("rows taken back"),
         "{out:?}"
     );
-    assert_eq!(everything_counted(&app).await, before);
+    let mut after = everything_counted(&app).await;
+    after.retain(|k, _| !k.ends_with(" takenBack"));
+    assert_eq!(after, before);
     // The live view's own registers stay; the imported days' are gone.
+    let live_at = t0() - TimeDelta::hours(3);
+    let live_hour = bson::DateTime::from_chrono(Resolution::Hour.floor(live_at)).to_string();
+    let live_day = bson::DateTime::from_chrono(Resolution::Day.floor(live_at)).to_string();
     let left = sketches_left(&app).await;
     assert!(
         left.iter()
-            .all(|d| d.contains("umami.test/live") || d.contains("\"site\": \"umami.test\"")),
+            .all(|d| d.contains(&live_hour) || d.contains(&live_day)),
         "{left:?}"
     );
     assert!(!import_list(&app).contains(&key), "{}", import_list(&app));

@@ -866,12 +866,44 @@ async fn a_local_day_with_live_figures_is_skipped_whole() {
     assert_eq!(stored_views(&app, tz).await, want);
 }
 
+/// Views per page over the export's days, as the JSON API's pages answer.
+async fn api_pages(
+    app: &TestApp,
+    token: &str,
+    site: &tickertape::storage::sites::Site,
+    days: u32,
+) -> BTreeMap<String, i64> {
+    let first = first_day();
+    let path = format!(
+        "/api/v1/sites/{}/pages?range=custom&from={first}T00:00&to={}T00:00&limit=100",
+        site.id,
+        first + chrono::Days::new(days.into())
+    );
+    let a = crate::json_api::get(app, token, &path).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    a.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["views"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_deleted_plausible_import_takes_every_figure_back() {
     let app = spawn_app().await;
     let site = app.add_site("plausible.test", &[]).await;
-    app.write_hits(&[("plausible.test/live", t0() - chrono::TimeDelta::hours(2))])
+    let live_at = t0() - chrono::TimeDelta::hours(2);
+    app.write_hits(&[("plausible.test/live", live_at)]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
         .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
     let before = crate::imports::everything_counted(&app).await;
     let dir = tempfile::tempdir().unwrap();
     let e = export(5, 0, false, false);
@@ -880,34 +912,92 @@ async fn a_deleted_plausible_import_takes_every_figure_back() {
     let out = plausible(&app, "plausible.test", &zipped).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let key = crate::imports::printed_key(&out);
-    assert_eq!(
-        stored_views(&app, site.time_zone.tz())
-            .await
-            .values()
-            .sum::<i64>(),
-        e.views.values().sum::<i64>() + 1
+    let imported = crate::imports::everything_counted(&app).await;
+    assert!(!crate::imports::sketches_left(&app).await.is_empty());
+    let first = first_day();
+    let hourly = format!(
+        "/sites/{}?range=custom&from={first}T00:00&to={}T00:00&res=hour",
+        site.id,
+        first + chrono::Days::new(2)
     );
+    let (_, html) = admin.text(&hourly).await;
+    assert!(html.contains("id=\"daily-only\""));
+    // The server keeps this answer while the days' totals stand.
+    let pages = api_pages(&app, &token, &site, 5).await;
+    assert_eq!(
+        pages["/pricing"],
+        e.views
+            .iter()
+            .filter(|((p, _), _)| p == "/pricing")
+            .map(|(_, v)| v)
+            .sum::<i64>()
+    );
+
+    // Under another zone the rows would not land where they did: refused,
+    // nothing changed, and the import is not half deleted.
+    let berlin = tickertape::domain::TimeZone::parse("Europe/Berlin").unwrap();
+    tickertape::storage::sites::set_time_zone(&app.store, &site, berlin)
+        .await
+        .unwrap();
+    let refused = crate::imports::delete_command(&app, &key).output().unwrap();
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot be taken back exactly"),
+        "{refused:?}"
+    );
+    assert_eq!(crate::imports::everything_counted(&app).await, imported);
+    tickertape::storage::sites::set_time_zone(&app.store, &site, site.time_zone)
+        .await
+        .unwrap();
+
     let out = crate::imports::delete_command(&app, &key).output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(crate::imports::everything_counted(&app).await, before);
+    let mut after = crate::imports::everything_counted(&app).await;
+    after.retain(|k, _| !k.ends_with(" takenBack"));
+    assert_eq!(after, before);
+    // No imported day keeps visitor registers (the live view has none:
+    // it carries no visit), while before the delete they had them.
+    let live_hour = bson::DateTime::from_chrono(Resolution::Hour.floor(live_at)).to_string();
+    let live_day = bson::DateTime::from_chrono(Resolution::Day.floor(live_at)).to_string();
     let left = crate::imports::sketches_left(&app).await;
     assert!(
-        left.iter().all(
-            |d| d.contains("plausible.test/live") || d.contains("\"site\": \"plausible.test\"")
-        ),
+        left.iter()
+            .all(|d| d.contains(&live_hour) || d.contains(&live_day)),
         "{left:?}"
     );
-    // Nothing imported is left to say "daily figures only" about.
-    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
-        .await;
-    let admin = app.login("admin@example.com").await;
-    let first = first_day();
-    let (_, html) = admin
-        .text(&format!(
-            "/sites/{}?range=custom&from={first}T00:00&to={}T00:00&res=hour",
-            site.id,
-            first + chrono::Days::new(2)
-        ))
-        .await;
-    assert!(!html.contains("id=\"daily-only\""));
+    let (_, html) = admin.text(&hourly).await;
+    assert!(
+        !html.contains("id=\"daily-only\""),
+        "nothing imported is left"
+    );
+
+    // Another export with the same day totals but other pages: the
+    // answer kept for the first is not taken for it.
+    let mut other = export(5, 0, false, false);
+    let pages_file = other
+        .files
+        .keys()
+        .find(|k| k.contains("_pages_") && !k.contains("entry") && !k.contains("exit"))
+        .unwrap()
+        .clone();
+    let swapped = other.files[&pages_file]
+        .replace(",/pricing,", ",/SWAP,")
+        .replace(",/docs,", ",/pricing,")
+        .replace(",/SWAP,", ",/docs,");
+    other.files.insert(pages_file, swapped);
+    let zipped_other = dir.path().join("other.zip");
+    write_zip(&zipped_other, &other);
+    let out = plausible(&app, "plausible.test", &zipped_other)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let again = api_pages(&app, &token, &site, 5).await;
+    assert_eq!(
+        again["/pricing"], pages["/docs"],
+        "{again:?} after {pages:?}"
+    );
+    assert_eq!(
+        again["/docs"], pages["/pricing"],
+        "{again:?} after {pages:?}"
+    );
 }
