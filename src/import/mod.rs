@@ -8,12 +8,18 @@
 //! has) in the same transaction as its increments. An import is keyed by
 //! its site and the file's content, so running it again, or again after a
 //! `kill -9`, applies only the batches that are not in yet.
+//!
+//! Rows older than a view level's retention (as the database's TTL
+//! indexes enforce it, [`expired_levels`]) are not written at that level:
+//! the TTL monitor would delete those buckets anyway, and reports never
+//! read a level past its retention (`reports::retention`). Their batches
+//! still move every stream's progress, with fewer statements or none.
 
 pub mod goatcounter;
 pub mod plausible;
 pub mod umami;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
@@ -22,9 +28,10 @@ use std::rc::Rc;
 
 use crate::domain::Labels;
 use crate::journal::Visit;
-use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Expired, Hit};
 use crate::storage::progress::{self, Advance, Stream};
-use crate::storage::Store;
+use crate::storage::retention::TtlState;
+use crate::storage::{Resolution, Store};
 
 /// Rows per batch (`TICKERTAPE_IMPORT_BATCH_ROWS` overrides it, for the
 /// crash test). A batch's buckets are at most its rows times the levels.
@@ -345,6 +352,33 @@ pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> 
     format!("import/{kind}/{site}/{}", &content.to_hex()[..24])
 }
 
+/// How much older than a level's retention a row must be before its
+/// buckets of that level are left out: room for the importer's clock, the
+/// database's (its TTL monitor) and the server's (its reports) to
+/// disagree.
+pub const EXPIRY_MARGIN: TimeDelta = TimeDelta::days(1);
+
+/// The view levels whose buckets are already past retention for rows
+/// before a cut-off, at `now`: what the database's TTL index of each level
+/// (`storage::retention`, set by the server on start and by `tickertape
+/// setup` from the `TICKERTAPE_RETAIN_*` settings) deletes, less
+/// [`EXPIRY_MARGIN`]. A level without a TTL index is kept for ever, and
+/// written whole.
+pub async fn expired_levels(
+    store: &Store,
+    now: DateTime<Utc>,
+) -> Result<Expired, mongodb::error::Error> {
+    let mut before = [None; 3];
+    for level in Resolution::ALL {
+        if let TtlState::ExpireAfter(secs) =
+            crate::storage::retention::current(store, level).await?
+        {
+            before[level as usize] = Some(now - TimeDelta::seconds(secs.max(0)) - EXPIRY_MARGIN);
+        }
+    }
+    Ok(Expired::new(|level| before[level as usize]))
+}
+
 /// Applies `rows` (the file's rows in order, every one valid) under
 /// `key`, skipping the batches already in. `progress` is told the rows
 /// done so far.
@@ -362,7 +396,18 @@ pub async fn apply<T: Counted>(
         Ok(counted) if skipped_days.contains(&counted.day()) => Err(Skipped::Overlap),
         other => other,
     });
-    let writer = BucketWriter::new(store);
+    // Rows past a level's retention skip that level's buckets; their
+    // batches still move every stream's progress.
+    let expired = expired_levels(store, Utc::now()).await?;
+    for level in Resolution::ALL {
+        if let Some(cut) = expired.before(level) {
+            tracing::info!(
+                "{key}: rows before {cut} are past the {} buckets' retention: not written there",
+                level.as_str()
+            );
+        }
+    }
+    let writer = BucketWriter::new(store).skipping(expired);
     let mut at = [0u64; 3];
     for stream in Stream::ALL {
         at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;

@@ -45,6 +45,38 @@ pub struct BucketWriter {
     /// Which names the breakdown buckets hold, so most batches skip the
     /// lookup (see [`breakdowns::KnownNames`]).
     known_names: std::sync::Mutex<breakdowns::KnownNames>,
+    /// The view levels' buckets this writer leaves out as already past
+    /// retention (an import's old rows); none for live hits.
+    expired: Expired,
+}
+
+/// Per view level, the instant before which a bucket is already past the
+/// retention the database enforces (its TTL index deletes a bucket whose
+/// `timestamp` is older than that): a hit or figure before it is not
+/// written at that level. Breakdown buckets have no TTL index and are
+/// always written.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    /// In [`Resolution::ALL`] order; `None`: kept for ever.
+    before: [Option<DateTime<Utc>>; 3],
+}
+
+impl Expired {
+    /// `before(level)`: the level's cut-off, if its buckets expire.
+    pub fn new(before: impl Fn(Resolution) -> Option<DateTime<Utc>>) -> Self {
+        Self {
+            before: Resolution::ALL.map(before),
+        }
+    }
+
+    pub fn before(&self, level: Resolution) -> Option<DateTime<Utc>> {
+        self.before[level as usize]
+    }
+
+    /// Whether the bucket of `level` that `at` falls in is written.
+    pub fn keeps(&self, level: Resolution, at: DateTime<Utc>) -> bool {
+        self.before(level).is_none_or(|cut| at >= cut)
+    }
 }
 
 /// One view as the write path applies it.
@@ -255,7 +287,15 @@ impl BucketWriter {
         Self {
             store: store.clone(),
             known_names: Default::default(),
+            expired: Expired::default(),
         }
+    }
+
+    /// A writer that leaves out the view buckets `expired` says are past
+    /// retention (see [`Expired`]).
+    pub fn skipping(mut self, expired: Expired) -> Self {
+        self.expired = expired;
+        self
     }
 
     /// Merges `hits` per bucket and applies them, with `advance` if given,
@@ -279,7 +319,9 @@ impl BucketWriter {
             count += 1;
             if !hit.is_event() {
                 for inc in &mut increments {
-                    inc.add_hit(hit.page, hit.at, hit.visit);
+                    if self.expired.keeps(inc.resolution(), hit.at) {
+                        inc.add_hit(hit.page, hit.at, hit.visit);
+                    }
                 }
             }
             if with_breakdowns {
@@ -308,7 +350,8 @@ impl BucketWriter {
     ) -> Result<FlushReport, ApplyError> {
         let mut increments = view_increments(Some(advance.stream), part_of(Some(advance)));
         for inc in &mut increments {
-            for figure in figures {
+            let level = inc.resolution();
+            for figure in figures.iter().filter(|f| self.expired.keeps(level, f.at)) {
                 figure.add_to(inc);
             }
         }
