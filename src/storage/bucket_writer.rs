@@ -745,6 +745,23 @@ mod tests {
     }
 
     #[test]
+    fn expired_levels_leave_out_only_what_is_before_their_cut_off() {
+        use chrono::TimeZone;
+        let cut = Utc.with_ymd_and_hms(2026, 8, 28, 0, 0, 0).unwrap();
+        let expired = Expired::new(|g| (g == Resolution::Minute).then_some(cut));
+        let before = cut - chrono::TimeDelta::seconds(1);
+        assert!(!expired.keeps(Resolution::Minute, before));
+        assert!(expired.keeps(Resolution::Minute, cut));
+        assert!(expired.keeps(Resolution::Hour, before));
+        assert!(expired.keeps(Resolution::Day, before));
+        assert_eq!(expired.before(Resolution::Hour), None);
+        // Live writers keep everything.
+        assert!(Resolution::ALL
+            .iter()
+            .all(|&g| Expired::default().keeps(g, before)));
+    }
+
+    #[test]
     fn commands_split_by_count() {
         let statements: Vec<Document> = (0..25).map(|_| statement(3)).collect();
         assert_eq!(sizes(&commands(&statements, 10, 1 << 20)), [10, 10, 5]);
