@@ -3,7 +3,8 @@
 //! An import reads its file twice. The first pass validates every row and
 //! writes nothing: a bad row names the file, line and column, and the
 //! command stops there. The second pass applies the rows in batches of
-//! [`BATCH_ROWS`] through the same bucket writes as live hits; each batch
+//! [`BATCH_ROWS`] (fewer when their visitors reach [`BATCH_VISITORS`])
+//! through the same bucket writes as live hits; each batch
 //! moves the import's progress (one document per stream, as a journal lane
 //! has) in the same transaction as its increments. An import is keyed by
 //! its site and the file's content, so running it again, or again after a
@@ -36,6 +37,16 @@ use crate::storage::{Resolution, Store};
 /// Rows per batch (`TICKERTAPE_IMPORT_BATCH_ROWS` overrides it, for the
 /// crash test). A batch's buckets are at most its rows times the levels.
 pub const BATCH_ROWS: u64 = 2_000;
+
+/// Most visitor ids one batch adds to sketches ([`Counted::visitors`]): a
+/// sketch is written one field per register (`domain::sketch`), and a
+/// day's figure carries its day's visitors, so [`BATCH_ROWS`] days of a
+/// busy site (Plausible's `visitors` file: a year of 10,000 visitors a
+/// day) would be millions of fields in one transaction, more than the
+/// database takes within an attempt. A batch ends at [`BATCH_ROWS`] rows
+/// or once its rows' visitors reach this, whichever comes first; rows
+/// without visitors (hits) are batched by rows alone.
+pub const BATCH_VISITORS: u64 = 200_000;
 
 /// One row, as it will be counted.
 #[derive(Debug, Clone, PartialEq)]
@@ -251,6 +262,11 @@ pub trait Counted: Sized {
     /// The day it is on, as the import's skipped days name them.
     fn day(&self) -> NaiveDate;
     fn summarize(&self, summary: &mut Summary);
+    /// The visitor ids it adds to sketches (a day's figure), which bound a
+    /// batch ([`BATCH_VISITORS`]); none for a hit.
+    fn visitors(&self) -> u64 {
+        0
+    }
     /// Applies a batch of rows in one transaction of `advance`'s stream.
     fn apply_batch(
         writer: &BucketWriter,
@@ -417,7 +433,16 @@ pub async fn apply<T: Counted>(
     let mut from = 0u64;
     let mut rows = rows.peekable();
     while rows.peek().is_some() {
-        batch.extend(rows.by_ref().take(batch_rows as usize));
+        // Rows up to `batch_rows`, or fewer once their visitors reach
+        // BATCH_VISITORS: the same boundaries on every run of a file.
+        let mut visitors = 0u64;
+        while (batch.len() as u64) < batch_rows && visitors < BATCH_VISITORS {
+            let Some(row) = rows.next() else { break };
+            if let Ok(counted) = &row {
+                visitors += counted.visitors();
+            }
+            batch.push(row);
+        }
         let to = from + batch.len() as u64;
         for row in &batch {
             summary.add(row);
