@@ -9,16 +9,25 @@
 //! import's record (`imports`) gets its `startedAt` when the first pass
 //! ends and its `finishedAt` when the last batch is in.
 //!
-//! Formats: GoatCounter's CSV export (version 2), plain and gzipped. A
-//! second format (Plausible's CSV zip) is one more [`Format`] variant with
-//! its own generator and expected figures.
+//! Each database gets the default retention's TTL indexes first (minutes
+//! 90 days, hours 2 years), as the server and `tickertape setup` make
+//! them: the import reads them, and leaves out the buckets of rows already
+//! past a level's retention.
 //!
-//! Options: BENCH_IMPORT_ROWS (default 200,000: both files in about 10 minutes
-//! here, see docs/benchmarks.md; quick 20,000),
-//! BENCH_IMPORT_GZIP_ONLY=1 times only the gzipped file, BENCH_IMPORTS=0
+//! Formats: GoatCounter's CSV export (version 2), plain and gzipped; and
+//! Plausible CE's CSV export, as the directory of its files
+//! (`imported_<table>_<from>_<to>.csv`, every table), a year of days'
+//! figures of N pages.
+//!
+//! Options: BENCH_IMPORT_FORMATS (default `goatcounter,plausible`),
+//! BENCH_IMPORT_ROWS (GoatCounter; default 200,000, quick 20,000),
+//! BENCH_IMPORT_GZIP_ONLY=1 times only the gzipped GoatCounter file,
+//! BENCH_IMPORT_PLAUSIBLE_PAGES (default 300, quick 50: a year of 1,000
+//! pages does not import yet, see docs/benchmarks.md), BENCH_IMPORTS=0
 //! skips, BENCH_IMPORTS_ONLY=1 runs only this. The generated files stay in
 //! `target/bench-imports` and are reused while the generator and the row
-//! count are the same.
+//! (page) count are the same. BENCH_IMPORT_BIN runs another build of the
+//! command (an older one, to compare) instead of `target/release/tickertape`.
 
 use anyhow::{bail, Context};
 use bson::{doc, Document};
@@ -41,16 +50,35 @@ const DATABASE: &str = "bench_imports";
 /// Bumped whenever the generator's output changes, so that a kept file is
 /// never taken for another.
 const GENERATOR: u32 = 2;
+/// The same, for the Plausible export.
+const PLAUSIBLE_GENERATOR: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     GoatCounter,
+    Plausible,
 }
 
 impl Format {
     fn subcommand(self) -> &'static str {
         match self {
             Format::GoatCounter => "goatcounter",
+            Format::Plausible => "plausible",
+        }
+    }
+
+    /// What the command's summary says of `e`.
+    fn summary(self, e: &Expected) -> Vec<String> {
+        match self {
+            Format::GoatCounter => vec![format!(
+                "{} rows: {} views, {} events, skipped {} bot",
+                e.rows, e.views, e.events, e.bots
+            )],
+            Format::Plausible => vec![
+                format!("{} rows: ", e.rows),
+                format!(" {} views in ", e.views),
+                format!(", {} events, skipped none", e.events),
+            ],
         }
     }
 }
@@ -100,34 +128,59 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         "BENCH_IMPORT_ROWS",
         if options.quick { 20_000 } else { 200_000 },
     );
+    let pages: u32 = env_or(
+        "BENCH_IMPORT_PLAUSIBLE_PAGES",
+        // 1,000 pages do not import yet (docs/benchmarks.md, imports).
+        if options.quick { 50 } else { 300 },
+    );
+    let formats =
+        std::env::var("BENCH_IMPORT_FORMATS").unwrap_or_else(|_| "goatcounter,plausible".into());
+    let formats: Vec<&str> = formats.split(',').map(str::trim).collect();
     let gzip_only = std::env::var("BENCH_IMPORT_GZIP_ONLY").is_ok_and(|v| v == "1");
     let dir = repo().join("target/bench-imports");
     std::fs::create_dir_all(&dir)?;
-    let t = Instant::now();
-    let (plain, gzipped, expected) = goatcounter_files(&dir, rows)?;
-    eprintln!(
-        "imports: GoatCounter export of {rows} rows ready in {:.0} s",
-        t.elapsed().as_secs_f64()
-    );
     let mut cases = Vec::new();
-    if !gzip_only {
+    if formats.contains(&"goatcounter") {
+        let t = Instant::now();
+        let (plain, gzipped, expected) = goatcounter_files(&dir, rows)?;
+        eprintln!(
+            "imports: GoatCounter export of {rows} rows ready in {:.0} s",
+            t.elapsed().as_secs_f64()
+        );
+        if !gzip_only {
+            cases.push(Case {
+                format: Format::GoatCounter,
+                label: "GoatCounter CSV".into(),
+                path: plain,
+                expected,
+            });
+        }
         cases.push(Case {
             format: Format::GoatCounter,
-            label: "GoatCounter CSV".into(),
-            path: plain,
+            label: "GoatCounter CSV, gzipped".into(),
+            path: gzipped,
             expected,
         });
     }
-    cases.push(Case {
-        format: Format::GoatCounter,
-        label: "GoatCounter CSV, gzipped".into(),
-        path: gzipped,
-        expected,
-    });
+    if formats.contains(&"plausible") {
+        let t = Instant::now();
+        let (path, expected) = plausible_files(&dir, pages)?;
+        eprintln!(
+            "imports: Plausible export of a year of {pages} pages ({} rows) ready in {:.0} s",
+            expected.rows,
+            t.elapsed().as_secs_f64()
+        );
+        cases.push(Case {
+            format: Format::Plausible,
+            label: format!("Plausible CSV export (directory), {pages} pages"),
+            path,
+            expected,
+        });
+    }
 
     println!("\n## Imports (issue 27)\n");
     println!(
-        "`tickertape import <format>` (release) as a child process, each file into a fresh database on the bench server; GoatCounter: {rows} rows over 365 days in order, 1,000 pages (Zipf), ~1% events, ~0.3% bots\n"
+        "`tickertape import <format>` (release) as a child process, each file into a fresh database on the bench server with the default retention's TTL indexes (minutes 90 days, hours 2 years); GoatCounter: {rows} rows over 365 days in order, 1,000 pages (Zipf), ~1% events, ~0.3% bots; Plausible: 365 days of {pages} pages (Zipf; a page's row on the days it has views), entry and exit pages, 8 sources, 16 countries, 3 devices, 8 browsers, 6 systems, 3 events a day\n"
     );
     println!("| file | rows | file MiB | wall s | rows/s | validate s | validate rows/s | apply s | apply rows/s | importer peak RSS MiB | importer CPU s | database CPU s | database growth MiB (data / on disk) | stored views, events vs file |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
@@ -147,7 +200,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} / {:.0} | {check} |",
             case.label,
             case.expected.rows,
-            std::fs::metadata(&case.path)?.len() as f64 / 1048576.0,
+            size_of(&case.path)? as f64 / 1048576.0,
             m.wall,
             per_s(m.wall),
             m.validate,
@@ -165,7 +218,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         }
     }
     println!(
-        "\nvalidate: from the start of the process to the import's record (the first pass reads, checks and hashes every row and writes nothing); apply: the second pass, batches of 2,000 rows through the bucket writes of live hits, each in its own transaction per stream. Stored: the views in the page-day and site-day buckets and the events in the site's day breakdowns, against the file's rows that are not bots (views: not events)."
+        "\nvalidate: from the start of the process to the import's record (the first pass reads, checks and hashes every row and writes nothing); apply: the second pass, batches of 2,000 rows through the bucket writes of live hits, each in its own transaction per stream, rows past a level's retention not written at that level. Stored: the views in the page-day and site-day buckets and the events in the site's day breakdowns, against the file's rows that are not bots (views: not events; Plausible: the pages file's pageviews and the custom events file's events)."
     );
     if !wrong.is_empty() {
         bail!("imports stored other figures than the file holds: {wrong:?}");
@@ -191,11 +244,17 @@ struct Measured {
 
 async fn import(db: &Database, case: &Case) -> anyhow::Result<Measured> {
     let (store, _site) = db.fresh(DATABASE).await?;
+    // The TTL indexes a deployment has (the server makes them on start).
+    tickertape::storage::retention::apply(&store, &tickertape::domain::Retention::default())
+        .await?;
     let before = db_size(&store).await?;
     let db_cpu_before = db.server_pid().map(cpu_seconds);
     let spawned_at = Utc::now();
     let t = Instant::now();
-    let mut child = Command::new(repo().join("target/release/tickertape"))
+    // BENCH_IMPORT_BIN: another build of the command, to compare.
+    let binary = std::env::var_os("BENCH_IMPORT_BIN")
+        .map_or_else(|| repo().join("target/release/tickertape"), PathBuf::from);
+    let mut child = Command::new(binary)
         .args(["import", case.format.subcommand(), "--site", SITE_DOMAIN])
         .arg(&case.path)
         .env("MONGODB_URI", &db.uri)
@@ -265,12 +324,10 @@ async fn import(db: &Database, case: &Case) -> anyhow::Result<Measured> {
             wrong.push(format!("{what}: {got}, the file has {want}"));
         }
     }
-    let summary = format!(
-        "{} rows: {} views, {} events, skipped {} bot",
-        e.rows, e.views, e.events, e.bots
-    );
-    if !output.contains(&summary) {
-        wrong.push(format!("the command's summary is not {summary:?}"));
+    for part in case.format.summary(&e) {
+        if !output.contains(&part) {
+            wrong.push(format!("the command's summary does not say {part:?}"));
+        }
     }
     store.db().drop().await?;
     Ok(Measured {
@@ -286,6 +343,18 @@ async fn import(db: &Database, case: &Case) -> anyhow::Result<Measured> {
         events,
         wrong,
     })
+}
+
+/// A file's size, or a directory's files' together.
+fn size_of(path: &Path) -> anyhow::Result<u64> {
+    if !path.is_dir() {
+        return Ok(std::fs::metadata(path)?.len());
+    }
+    let mut total = 0;
+    for entry in std::fs::read_dir(path)? {
+        total += entry?.metadata()?.len();
+    }
+    Ok(total)
 }
 
 /// A process's user and system CPU seconds so far (`/proc/<pid>/stat`).
@@ -437,10 +506,15 @@ const EVENTS: [&str; 3] = ["signup", "download/whitepaper.pdf", "newsletter:subs
 /// A site's 1,000 paths: a few top-level pages, then blog posts, docs and
 /// changelog entries.
 fn paths() -> Vec<String> {
+    paths_of(1000)
+}
+
+/// `n` paths, as [`paths`] makes them.
+fn paths_of(n: usize) -> Vec<String> {
     let top = ["/", "/pricing", "/docs", "/blog", "/about"];
-    let mut paths: Vec<String> = top.iter().map(|p| (*p).to_owned()).collect();
+    let mut paths: Vec<String> = top.iter().take(n).map(|p| (*p).to_owned()).collect();
     let mut k = 0;
-    while paths.len() < 1000 {
+    while paths.len() < n {
         k += 1;
         paths.push(match k % 3 {
             0 => format!("/blog/2026/{k}-notes-on-buckets"),
@@ -566,4 +640,254 @@ fn recount(path: &Path) -> anyhow::Result<Expected> {
         }
     }
     Ok(expected)
+}
+
+/// Plausible's tables, in the order the import applies them, each with the
+/// header its export writes (Plausible CE 2.1 and later).
+const PLAUSIBLE_TABLES: [(&str, &str); 10] = [
+    ("visitors", "date,visitors,pageviews,bounces,visits,visit_duration"),
+    ("entry_pages", "date,entry_page,visitors,entrances,visit_duration,bounces,pageviews"),
+    ("exit_pages", "date,exit_page,visitors,visit_duration,exits,bounces,pageviews"),
+    ("sources", "date,source,referrer,utm_source,utm_medium,utm_campaign,utm_content,utm_term,pageviews,visitors,visits,visit_duration,bounces"),
+    ("locations", "date,country,region,city,visitors,visits,visit_duration,bounces,pageviews"),
+    ("devices", "date,device,visitors,visits,visit_duration,bounces,pageviews"),
+    ("browsers", "date,browser,browser_version,visitors,visits,visit_duration,bounces,pageviews"),
+    ("operating_systems", "date,operating_system,operating_system_version,visitors,visits,visit_duration,bounces,pageviews"),
+    ("custom_events", "date,name,link_url,path,visitors,events"),
+    ("pages", "date,hostname,page,visits,visitors,pageviews,total_scroll_depth,total_scroll_depth_visits,total_time_on_page,total_time_on_page_visits"),
+];
+
+/// Sources as Plausible names them, with a referrer, medium and campaign.
+const PLAUSIBLE_SOURCES: [(&str, &str, &str, &str); 8] = [
+    ("Direct / None", "", "", ""),
+    ("Google", "www.google.com", "", ""),
+    ("DuckDuckGo", "duckduckgo.com", "", ""),
+    ("Hacker News", "news.ycombinator.com", "", ""),
+    ("GitHub", "github.com", "", ""),
+    ("Reddit", "www.reddit.com", "social", ""),
+    ("newsletter", "", "email", "2026-03"),
+    ("Bing", "www.bing.com", "", ""),
+];
+const PLAUSIBLE_COUNTRIES: [&str; 16] = [
+    "US", "DE", "GB", "NL", "FR", "IN", "BR", "CA", "JP", "PL", "SE", "AU", "ES", "IT", "CH", "ZZ",
+];
+const PLAUSIBLE_DEVICES: [&str; 3] = ["Desktop", "Mobile", "Tablet"];
+const PLAUSIBLE_BROWSERS: [&str; 8] = [
+    "Chrome",
+    "Safari",
+    "Firefox",
+    "Microsoft Edge",
+    "Samsung Browser",
+    "Opera",
+    "Mobile Safari",
+    "Chrome Webview",
+];
+const PLAUSIBLE_SYSTEMS: [&str; 6] = ["Windows", "Mac", "GNU/Linux", "iOS", "Android", "Chrome OS"];
+const PLAUSIBLE_EVENTS: [&str; 3] = ["Signup", "File Download", "Outbound Link: Click"];
+
+/// The directory of a Plausible export of a year of `pages` pages, made
+/// unless kept from an earlier run, and what it holds.
+fn plausible_files(dir: &Path, pages: u32) -> anyhow::Result<(PathBuf, Expected)> {
+    let out = dir.join(format!("plausible-v{PLAUSIBLE_GENERATOR}-{pages}"));
+    let sidecar = out.with_extension("expected");
+    if let Some(e) = std::fs::read_to_string(&sidecar)
+        .ok()
+        .and_then(|s| Expected::parse(&s))
+    {
+        if out.is_dir() {
+            return Ok((out, e));
+        }
+    }
+    let _ = std::fs::remove_file(&sidecar);
+    let _ = std::fs::remove_dir_all(&out);
+    let partial = out.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial)?;
+    // The 365 whole days before today (UTC, the bench site's zone).
+    let first = (Resolution::Day.floor(Utc::now()) - TimeDelta::days(365)).date_naive();
+    let last = first + TimeDelta::days(364);
+    let stamp = |d: chrono::NaiveDate| d.format("%Y%m%d").to_string();
+    let mut writers = Vec::new();
+    for (table, header) in PLAUSIBLE_TABLES {
+        let name = format!("imported_{table}_{}_{}.csv", stamp(first), stamp(last));
+        let mut w =
+            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(partial.join(name))?);
+        writeln!(w, "{header}")?;
+        writers.push(w);
+    }
+    let expected = plausible_export(pages as usize, first, &mut writers)?;
+    for mut w in writers {
+        w.flush()?;
+    }
+    let counted = plausible_recount(&partial)?;
+    anyhow::ensure!(
+        counted == expected,
+        "{} holds {counted:?}, the generator counted {expected:?}",
+        partial.display()
+    );
+    std::fs::rename(&partial, &out)?;
+    std::fs::write(&sidecar, expected.line())?;
+    Ok((out, expected))
+}
+
+/// Writes a year of days from `first` into the tables' writers (in
+/// [`PLAUSIBLE_TABLES`] order) and counts the rows, the pages' views and
+/// the events.
+fn plausible_export(
+    pages: usize,
+    first: chrono::NaiveDate,
+    w: &mut [std::io::BufWriter<std::fs::File>],
+) -> anyhow::Result<Expected> {
+    let paths = paths_of(pages);
+    let harmonic: f64 = (1..=pages).map(|k| 1.0 / k as f64).sum();
+    // About 20 views a page a day, shared out by Zipf: the tail's pages
+    // have a view or two on most days.
+    let daily = 20.0 * pages as f64;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut e = Expected::default();
+    let mut rows = [0u64; 10];
+    for d in 0..365 {
+        let day = (first + TimeDelta::days(d)).format("%F").to_string();
+        let (mut views, mut visits, mut visitors) = (0u64, 0u64, 0u64);
+        for (k, path) in paths.iter().enumerate() {
+            let mean = daily / ((k + 1) as f64 * harmonic);
+            let n = (mean * (0.5 + rng.unit())) as u64;
+            if n == 0 {
+                continue;
+            }
+            let people = (n * 2 / 3).max(1);
+            let entrances = n / 3;
+            let exits = n / 3;
+            writeln!(
+                w[9],
+                "{day},{SITE_DOMAIN},{path},{entrances},{people},{n},0,0,{},{}",
+                n * 30,
+                n / 2
+            )?;
+            rows[9] += 1;
+            if entrances > 0 {
+                writeln!(
+                    w[1],
+                    "{day},{path},{entrances},{entrances},{},{},{entrances}",
+                    entrances * 45,
+                    entrances / 2
+                )?;
+                rows[1] += 1;
+            }
+            if exits > 0 {
+                writeln!(
+                    w[2],
+                    "{day},{path},{exits},{},{exits},{},{exits}",
+                    exits * 45,
+                    exits / 2
+                )?;
+                rows[2] += 1;
+            }
+            views += n;
+            visits += entrances;
+            visitors += people;
+        }
+        e.views += views;
+        writeln!(
+            w[0],
+            "{day},{},{views},{},{visits},{}",
+            visitors * 3 / 4,
+            visits / 2,
+            visits * 60
+        )?;
+        rows[0] += 1;
+        // The day's views shared out over each breakdown's names.
+        let share = |i: usize, of: usize| (views / of as u64 + (i as u64 % 3)).max(1);
+        for (i, (source, referrer, medium, campaign)) in PLAUSIBLE_SOURCES.iter().enumerate() {
+            let n = share(i, PLAUSIBLE_SOURCES.len());
+            writeln!(
+                w[3],
+                "{day},{source},{referrer},,{medium},{campaign},,,{n},{},{},{},{}",
+                n / 2,
+                n / 2,
+                n * 20,
+                n / 4
+            )?;
+            rows[3] += 1;
+        }
+        let breakdown = |w: &mut std::io::BufWriter<std::fs::File>,
+                         names: &[&str],
+                         version: bool|
+         -> std::io::Result<u64> {
+            for (i, name) in names.iter().enumerate() {
+                let n = share(i, names.len());
+                let version = if version { "1.0," } else { "" };
+                writeln!(
+                    w,
+                    "{day},{name},{version}{},{},{},{},{n}",
+                    n / 2,
+                    n / 2,
+                    n * 20,
+                    n / 4
+                )?;
+            }
+            Ok(names.len() as u64)
+        };
+        // Locations carry a region and a city.
+        for (i, country) in PLAUSIBLE_COUNTRIES.iter().enumerate() {
+            let n = share(i, PLAUSIBLE_COUNTRIES.len());
+            writeln!(
+                w[4],
+                "{day},{country},,0,{},{},{},{},{n}",
+                n / 2,
+                n / 2,
+                n * 20,
+                n / 4
+            )?;
+            rows[4] += 1;
+        }
+        rows[5] += breakdown(&mut w[5], &PLAUSIBLE_DEVICES, false)?;
+        rows[6] += breakdown(&mut w[6], &PLAUSIBLE_BROWSERS, true)?;
+        rows[7] += breakdown(&mut w[7], &PLAUSIBLE_SYSTEMS, true)?;
+        for (i, name) in PLAUSIBLE_EVENTS.iter().enumerate() {
+            let n = (views / 100 + i as u64 + rng.below(5) as u64).max(1);
+            writeln!(w[8], "{day},{name},,,{},{n}", (n / 2).max(1))?;
+            rows[8] += 1;
+            e.events += n;
+        }
+    }
+    e.rows = rows.iter().sum();
+    Ok(e)
+}
+
+/// The rows of a written Plausible export counted again from its files,
+/// by column name.
+fn plausible_recount(dir: &Path) -> anyhow::Result<Expected> {
+    let mut e = Expected::default();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let mut reader = csv::Reader::from_path(&path)?;
+        let header = reader.headers()?.clone();
+        let column = |name: &str| header.iter().position(|h| h == name);
+        let summed = if name.starts_with("imported_pages_") {
+            column("pageviews")
+        } else if name.starts_with("imported_custom_events_") {
+            column("events")
+        } else {
+            None
+        };
+        for record in reader.records() {
+            let record = record?;
+            e.rows += 1;
+            if let Some(i) = summed {
+                let n: u64 = record.get(i).unwrap_or_default().parse()?;
+                if name.starts_with("imported_pages_") {
+                    e.views += n;
+                } else {
+                    e.events += n;
+                }
+            }
+        }
+    }
+    Ok(e)
 }

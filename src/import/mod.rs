@@ -3,17 +3,24 @@
 //! An import reads its file twice. The first pass validates every row and
 //! writes nothing: a bad row names the file, line and column, and the
 //! command stops there. The second pass applies the rows in batches of
-//! [`BATCH_ROWS`] through the same bucket writes as live hits; each batch
+//! [`BATCH_ROWS`] (fewer when their visitors reach [`BATCH_VISITORS`])
+//! through the same bucket writes as live hits; each batch
 //! moves the import's progress (one document per stream, as a journal lane
 //! has) in the same transaction as its increments. An import is keyed by
 //! its site and the file's content, so running it again, or again after a
 //! `kill -9`, applies only the batches that are not in yet.
+//!
+//! Rows older than a view level's retention (as the database's TTL
+//! indexes enforce it, [`expired_levels`]) are not written at that level:
+//! the TTL monitor would delete those buckets anyway, and reports never
+//! read a level past its retention (`reports::retention`). Their batches
+//! still move every stream's progress, with fewer statements or none.
 
 pub mod goatcounter;
 pub mod plausible;
 pub mod umami;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read};
@@ -22,13 +29,24 @@ use std::rc::Rc;
 
 use crate::domain::Labels;
 use crate::journal::Visit;
-use crate::storage::bucket_writer::{ApplyError, BucketWriter, Hit};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Expired, Hit};
 use crate::storage::progress::{self, Advance, Stream};
-use crate::storage::Store;
+use crate::storage::retention::TtlState;
+use crate::storage::{Resolution, Store};
 
 /// Rows per batch (`TICKERTAPE_IMPORT_BATCH_ROWS` overrides it, for the
 /// crash test). A batch's buckets are at most its rows times the levels.
 pub const BATCH_ROWS: u64 = 2_000;
+
+/// Most visitor ids one batch adds to sketches ([`Counted::visitors`]): a
+/// sketch is written one field per register (`domain::sketch`), and a
+/// day's figure carries its day's visitors, so [`BATCH_ROWS`] days of a
+/// busy site (Plausible's `visitors` file: a year of 10,000 visitors a
+/// day) would be millions of fields in one transaction, more than the
+/// database takes within an attempt. A batch ends at [`BATCH_ROWS`] rows
+/// or once its rows' visitors reach this, whichever comes first; rows
+/// without visitors (hits) are batched by rows alone.
+pub const BATCH_VISITORS: u64 = 200_000;
 
 /// One row, as it will be counted.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,8 +262,13 @@ pub trait Counted: Sized {
     /// The day it is on, as the import's skipped days name them.
     fn day(&self) -> NaiveDate;
     fn summarize(&self, summary: &mut Summary);
+    /// The visitor ids it adds to sketches (a day's figure), which bound a
+    /// batch ([`BATCH_VISITORS`]); none for a hit.
+    fn visitors(&self) -> u64 {
+        0
+    }
     /// Applies a batch of rows in one transaction of `advance`'s stream;
-    /// with `sign` −1, takes them back (see [`delete`]).
+    /// with `sign` −1, takes them back.
     fn apply_batch(
         writer: &BucketWriter,
         rows: &[&Self],
@@ -351,6 +374,33 @@ pub fn key(kind: &str, site: &crate::domain::SiteId, content: &blake3::Hash) -> 
     format!("import/{kind}/{site}/{}", &content.to_hex()[..24])
 }
 
+/// How much older than a level's retention a row must be before its
+/// buckets of that level are left out: room for the importer's clock, the
+/// database's (its TTL monitor) and the server's (its reports) to
+/// disagree.
+pub const EXPIRY_MARGIN: TimeDelta = TimeDelta::days(1);
+
+/// The view levels whose buckets are already past retention for rows
+/// before a cut-off, at `now`: what the database's TTL index of each level
+/// (`storage::retention`, set by the server on start and by `tickertape
+/// setup` from the `TICKERTAPE_RETAIN_*` settings) deletes, less
+/// [`EXPIRY_MARGIN`]. A level without a TTL index is kept for ever, and
+/// written whole.
+pub async fn expired_levels(
+    store: &Store,
+    now: DateTime<Utc>,
+) -> Result<Expired, mongodb::error::Error> {
+    let mut before = [None; 3];
+    for level in Resolution::ALL {
+        if let TtlState::ExpireAfter(secs) =
+            crate::storage::retention::current(store, level).await?
+        {
+            before[level as usize] = Some(now - TimeDelta::seconds(secs.max(0)) - EXPIRY_MARGIN);
+        }
+    }
+    Ok(Expired::new(|level| before[level as usize]))
+}
+
 /// Applies `rows` (the file's rows in order, every one valid) under
 /// `key`, skipping the batches already in. `progress` is told the rows
 /// done so far.
@@ -370,7 +420,18 @@ pub async fn apply<T: Counted>(
         Ok(counted) if skipped_days.contains(&counted.day()) => Err(Skipped::Overlap),
         other => other,
     });
-    let writer = BucketWriter::new(store);
+    // Rows past a level's retention skip that level's buckets; their
+    // batches still move every stream's progress.
+    let expired = expired_levels(store, Utc::now()).await?;
+    for level in Resolution::ALL {
+        if let Some(cut) = expired.before(level) {
+            tracing::info!(
+                "{key}: rows before {cut} are past the {} buckets' retention: not written there",
+                level.as_str()
+            );
+        }
+    }
+    let writer = BucketWriter::new(store).skipping(expired);
     let mut at = [0u64; 3];
     for stream in Stream::ALL {
         at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;
@@ -380,7 +441,16 @@ pub async fn apply<T: Counted>(
     let mut from = 0u64;
     let mut rows = rows.peekable();
     while rows.peek().is_some() {
-        batch.extend(rows.by_ref().take(batch_rows as usize));
+        // Rows up to `batch_rows`, or fewer once their visitors reach
+        // BATCH_VISITORS: the same boundaries on every run of a file.
+        let mut visitors = 0u64;
+        while (batch.len() as u64) < batch_rows && visitors < BATCH_VISITORS {
+            let Some(row) = rows.next() else { break };
+            if let Ok(counted) = &row {
+                visitors += counted.visitors();
+            }
+            batch.push(row);
+        }
         let to = from + batch.len() as u64;
         for row in &batch {
             summary.add(row);

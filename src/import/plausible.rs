@@ -440,6 +440,10 @@ impl super::Counted for DayRow {
         }
     }
 
+    fn visitors(&self) -> u64 {
+        self.visitors
+    }
+
     async fn apply_batch(
         writer: &BucketWriter,
         rows: &[&Self],

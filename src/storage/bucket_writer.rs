@@ -45,6 +45,38 @@ pub struct BucketWriter {
     /// Which names the breakdown buckets hold, so most batches skip the
     /// lookup (see [`breakdowns::KnownNames`]).
     known_names: std::sync::Mutex<breakdowns::KnownNames>,
+    /// The view levels' buckets this writer leaves out as already past
+    /// retention (an import's old rows); none for live hits.
+    expired: Expired,
+}
+
+/// Per view level, the instant before which a bucket is already past the
+/// retention the database enforces (its TTL index deletes a bucket whose
+/// `timestamp` is older than that): a hit or figure before it is not
+/// written at that level. Breakdown buckets have no TTL index and are
+/// always written.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    /// In [`Resolution::ALL`] order; `None`: kept for ever.
+    before: [Option<DateTime<Utc>>; 3],
+}
+
+impl Expired {
+    /// `before(level)`: the level's cut-off, if its buckets expire.
+    pub fn new(before: impl Fn(Resolution) -> Option<DateTime<Utc>>) -> Self {
+        Self {
+            before: Resolution::ALL.map(before),
+        }
+    }
+
+    pub fn before(&self, level: Resolution) -> Option<DateTime<Utc>> {
+        self.before[level as usize]
+    }
+
+    /// Whether the bucket of `level` that `at` falls in is written.
+    pub fn keeps(&self, level: Resolution, at: DateTime<Utc>) -> bool {
+        self.before(level).is_none_or(|cut| at >= cut)
+    }
 }
 
 /// One view as the write path applies it.
@@ -269,7 +301,15 @@ impl BucketWriter {
         Self {
             store: store.clone(),
             known_names: Default::default(),
+            expired: Expired::default(),
         }
+    }
+
+    /// A writer that leaves out the view buckets `expired` says are past
+    /// retention (see [`Expired`]).
+    pub fn skipping(mut self, expired: Expired) -> Self {
+        self.expired = expired;
+        self
     }
 
     /// Merges `hits` per bucket and applies them, with `advance` if given,
@@ -307,7 +347,9 @@ impl BucketWriter {
             count += 1;
             if !hit.is_event() {
                 for inc in &mut increments {
-                    inc.add_hit_signed(hit.page, hit.at, hit.visit, sign);
+                    if self.expired.keeps(inc.resolution(), hit.at) {
+                        inc.add_hit_signed(hit.page, hit.at, hit.visit, sign);
+                    }
                 }
             }
             if with_breakdowns {
@@ -339,7 +381,8 @@ impl BucketWriter {
             increments.iter_mut().for_each(Increments::mark_taken_back);
         }
         for inc in &mut increments {
-            for figure in figures {
+            let level = inc.resolution();
+            for figure in figures.iter().filter(|f| self.expired.keeps(level, f.at)) {
                 figure.add_to(inc);
             }
         }
@@ -731,6 +774,23 @@ mod tests {
 
     fn sizes(chunks: &[&[Document]]) -> Vec<usize> {
         chunks.iter().map(|c| c.len()).collect()
+    }
+
+    #[test]
+    fn expired_levels_leave_out_only_what_is_before_their_cut_off() {
+        use chrono::TimeZone;
+        let cut = Utc.with_ymd_and_hms(2026, 8, 28, 0, 0, 0).unwrap();
+        let expired = Expired::new(|g| (g == Resolution::Minute).then_some(cut));
+        let before = cut - chrono::TimeDelta::seconds(1);
+        assert!(!expired.keeps(Resolution::Minute, before));
+        assert!(expired.keeps(Resolution::Minute, cut));
+        assert!(expired.keeps(Resolution::Hour, before));
+        assert!(expired.keeps(Resolution::Day, before));
+        assert_eq!(expired.before(Resolution::Hour), None);
+        // Live writers keep everything.
+        assert!(Resolution::ALL
+            .iter()
+            .all(|&g| Expired::default().keeps(g, before)));
     }
 
     #[test]

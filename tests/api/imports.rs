@@ -1338,3 +1338,192 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
     );
     assert_eq!(everything_counted(&app).await, imported);
 }
+
+/// Views per page and UTC day, from `g`'s page buckets.
+async fn per_page_day(app: &TestApp, g: Resolution) -> BTreeMap<(String, String), i64> {
+    let mut by = BTreeMap::new();
+    for b in app.buckets(g).await {
+        let day = Resolution::Day
+            .floor(b.timestamp.to_chrono())
+            .format("%F")
+            .to_string();
+        *by.entry((b.page, day)).or_default() += b.total_views;
+    }
+    by.retain(|_, v| *v != 0);
+    by
+}
+
+/// The documents of a site bucket collection and the views they hold,
+/// with the oldest bucket's time.
+async fn site_buckets(app: &TestApp, g: Resolution) -> (u64, i64, Option<DateTime<Utc>>) {
+    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>(&format!("site_views_{}", g.as_str()))
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let views = docs
+        .iter()
+        .map(|d| tickertape::storage::values::count(d.get("totalViews")))
+        .sum();
+    let oldest = docs
+        .iter()
+        .filter_map(|d| d.get_datetime("timestamp").ok())
+        .map(|t| t.to_chrono())
+        .min();
+    (docs.len() as u64, views, oldest)
+}
+
+#[tokio::test]
+async fn rows_past_a_levels_retention_skip_its_buckets_yet_hours_and_days_are_exact_and_a_rerun_is_a_no_op(
+) {
+    // Minutes kept 90 days, hours 120, days for ever: the TTL indexes the
+    // import reads.
+    let retention = tickertape::domain::Retention::parse(90, 120, 0).unwrap();
+    let app = spawn_app_with(|s| s.retention.set(retention)).await;
+    app.add_site("old.test", &[]).await;
+    let now = Utc::now();
+    // 200 rows over two days each: 200 days ago (past the minutes' and the
+    // hours' retention), 100 days ago (past the minutes'), 10 days ago
+    // (within both), in time order.
+    let groups = [200, 100, 10];
+    let per = 200usize;
+    let mut lines = Vec::new();
+    for (g, days_ago) in groups.iter().enumerate() {
+        let start = Resolution::Day.floor(now) - TimeDelta::days(*days_ago);
+        for j in 0..per {
+            let i = g * per + j;
+            lines.push(Line {
+                path: if i % 10 == 9 {
+                    "Signup".into()
+                } else {
+                    format!("/docs/{}", i % 4)
+                },
+                event: i % 10 == 9,
+                bot: if i % 17 == 0 { 150 } else { 0 },
+                referrer: ["", "news.example/post", "weekly", "Hacker News"][i % 4],
+                scheme: ["", "h", "c", "g"][i % 4],
+                location: ["NL", "US-CA", "", "de"][i % 4],
+                at: start + TimeDelta::seconds((j as i64 * 2 * 86_400) / per as i64),
+            });
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.csv");
+    std::fs::write(&file, file_text(&lines)).unwrap();
+    // Batches of 50: whole batches past both retentions, past the
+    // minutes' only, and within both.
+    let run = || {
+        import_command(&app, "old.test", &file)
+            .env("TICKERTAPE_IMPORT_BATCH_ROWS", "50")
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("600 rows written"),
+        "{out:?}"
+    );
+
+    let (all_views, want_events) = expected("old.test", &lines);
+    let newer_than = |days: i64| {
+        let cut = (Resolution::Day.floor(now) - TimeDelta::days(days))
+            .format("%F")
+            .to_string();
+        all_views
+            .iter()
+            .filter(|((_, day), _)| *day >= cut)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let within_hours = newer_than(100);
+    let within_minutes = newer_than(10);
+    assert!(all_views.len() > within_hours.len() && within_hours.len() > within_minutes.len());
+    let check = |what: &'static str| {
+        let (all_views, within_hours, within_minutes, want_events) = (
+            all_views.clone(),
+            within_hours.clone(),
+            within_minutes.clone(),
+            want_events.clone(),
+        );
+        let app = &app;
+        async move {
+            // Days: every row, exactly, in the pages' buckets and the site's.
+            assert_eq!(
+                per_page_day(app, Resolution::Day).await,
+                all_views,
+                "{what}: days"
+            );
+            let total: i64 = all_views.values().sum();
+            assert_eq!(site_buckets(app, Resolution::Day).await.1, total, "{what}");
+            // Hours: the rows within the hours' retention, exactly; none before.
+            assert_eq!(
+                per_page_day(app, Resolution::Hour).await,
+                within_hours,
+                "{what}: hours"
+            );
+            let (_, site_hours, oldest) = site_buckets(app, Resolution::Hour).await;
+            assert_eq!(site_hours, within_hours.values().sum::<i64>(), "{what}");
+            assert!(oldest.unwrap() >= now - TimeDelta::days(121), "{what}");
+            // Minutes: only the rows within the minutes' retention.
+            assert_eq!(
+                per_page_day(app, Resolution::Minute).await,
+                within_minutes,
+                "{what}: minutes"
+            );
+            let (_, site_minutes, oldest) = site_buckets(app, Resolution::Minute).await;
+            assert_eq!(site_minutes, within_minutes.values().sum::<i64>(), "{what}");
+            assert!(oldest.unwrap() >= now - TimeDelta::days(91), "{what}");
+            let old_minutes = app
+                .store
+                .buckets(Resolution::Minute)
+                .count_documents(doc! {"timestamp": {"$lt": bson::DateTime::from_chrono(now - TimeDelta::days(90))}})
+                .await
+                .unwrap();
+            assert_eq!(old_minutes, 0, "{what}: no minute bucket past retention");
+            // Breakdowns have no retention: every event is in.
+            assert_eq!(
+                site_day_counts(app, Dimension::Event).await,
+                want_events,
+                "{what}: events"
+            );
+        }
+    };
+    check("first run").await;
+    // Every stream's progress moved over every batch, those that wrote
+    // nothing included.
+    let positions: Vec<i64> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>(tickertape::storage::progress::COLLECTION)
+            .find(doc! {"journal": {"$regex": "^import/"}})
+            .await
+            .unwrap(),
+    )
+    .await
+    .map(|docs: Vec<Document>| {
+        docs.iter()
+            .map(|d| tickertape::storage::values::count(d.get("position")))
+            .collect()
+    })
+    .unwrap();
+    assert_eq!(
+        positions,
+        vec![600; 3],
+        "views, rollups and sources at the end"
+    );
+
+    // A rerun applies nothing and changes nothing.
+    let again = run();
+    assert!(again.status.success(), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already imported: nothing was written"),
+        "{again:?}"
+    );
+    check("rerun").await;
+}
