@@ -365,34 +365,12 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
         let summary = match record.kind.as_str() {
             plausible::KIND => {
                 let export = plausible::Export::open(&file)?;
-                let mut content = blake3::Hasher::new();
-                let mut count = 0u64;
-                let mut notes = Vec::new();
-                for (table, path) in &export.files {
-                    let (read, hasher) = import::Hashing::new(open(path)?);
-                    let shown = path.display().to_string();
-                    for row in plausible::rows(read, &shown, *table, site.clone(), &mut notes)? {
-                        let _counted_or_skipped = row?;
-                        count += 1;
-                    }
-                    content.update(table.name().as_bytes());
-                    content.update(hasher.borrow().finalize().as_bytes());
-                }
-                if import::key(plausible::KIND, &site.id, &content.finalize()) != record.key {
+                let checked = export.check(&site)?;
+                let count = checked.rows;
+                if import::key(plausible::KIND, &site.id, &checked.content) != record.key {
                     return Err(not_the_file());
                 }
-                let mut files = Vec::new();
-                for (table, path) in &export.files {
-                    let shown = path.display().to_string();
-                    files.push(plausible::rows(
-                        open(path)?,
-                        &shown,
-                        *table,
-                        site.clone(),
-                        &mut notes,
-                    )?);
-                }
-                let rows = files.into_iter().flatten().map_while(Result::ok);
+                let rows = export.rows(&site)?.map_while(Result::ok);
                 // From here the import may be half taken back: it must not
                 // run again until the delete ends.
                 imports::mark_deleting(&store, &record.key).await?;
@@ -513,30 +491,17 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
     use std::collections::BTreeSet;
     let name = args.file.display().to_string();
     let export = plausible::Export::open(&args.file)?;
-    let open = |path: &std::path::Path| {
-        import::open(path).with_context(|| format!("reading {}", path.display()))
-    };
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
         // First pass: every file's rows checked, each file hashed; nothing
         // written.
-        let mut notes = Vec::new();
-        let mut count = 0u64;
-        let mut days = BTreeSet::new();
-        let mut content = blake3::Hasher::new();
-        for (table, path) in &export.files {
-            let (read, hasher) = import::Hashing::new(open(path)?);
-            let shown = path.display().to_string();
-            for row in plausible::rows(read, &shown, *table, site.clone(), &mut notes)? {
-                if let Ok(day) = row? {
-                    days.insert(day.day);
-                }
-                count += 1;
-            }
-            content.update(table.name().as_bytes());
-            content.update(hasher.borrow().finalize().as_bytes());
-        }
-        let key = import::key(plausible::KIND, &site.id, &content.finalize());
+        let plausible::Checked {
+            rows: count,
+            days,
+            content,
+            notes,
+        } = export.check(&site)?;
+        let key = import::key(plausible::KIND, &site.id, &content);
         let tz = site.time_zone.tz();
         let live = match args.overlap {
             Overlap::Skip => {
@@ -580,21 +545,8 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
         // Second pass: the files again, in the same order.
         let mut unreadable = None;
-        let mut ignored_notes = Vec::new();
-        let mut files = Vec::new();
-        for (table, path) in &export.files {
-            let shown = path.display().to_string();
-            files.push(plausible::rows(
-                open(path)?,
-                &shown,
-                *table,
-                site.clone(),
-                &mut ignored_notes,
-            )?);
-        }
-        let checked = files
-            .into_iter()
-            .flatten()
+        let checked = export
+            .rows(&site)?
             .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
         let summary = apply_checked(&store, &key, &name, count, checked, &skipped_days, 1).await?;
         if let Some(e) = unreadable {

@@ -342,6 +342,65 @@ fn unpack(file: std::fs::File, ignored: &mut Vec<String>) -> anyhow::Result<temp
     Ok(dir)
 }
 
+/// What the first pass over an export found: every row checked, each
+/// file hashed (with its table's name, in [`Table::ALL`]'s order).
+pub struct Checked {
+    pub rows: u64,
+    /// The local days its rows are on.
+    pub days: std::collections::BTreeSet<NaiveDate>,
+    pub content: blake3::Hash,
+    /// Columns not read, per file.
+    pub notes: Vec<String>,
+}
+
+impl Export {
+    /// The first pass: nothing is written; a bad row is an error naming
+    /// its file, line and column.
+    pub fn check(&self, site: &Site) -> anyhow::Result<Checked> {
+        let mut checked = Checked {
+            rows: 0,
+            days: Default::default(),
+            content: blake3::hash(b""),
+            notes: Vec::new(),
+        };
+        let mut content = blake3::Hasher::new();
+        for (table, path) in &self.files {
+            let (read, hasher) = super::Hashing::new(open(path)?);
+            let shown = path.display().to_string();
+            for row in rows(read, &shown, *table, site.clone(), &mut checked.notes)? {
+                if let Ok(day) = row? {
+                    checked.days.insert(day.day);
+                }
+                checked.rows += 1;
+            }
+            content.update(table.name().as_bytes());
+            content.update(hasher.borrow().finalize().as_bytes());
+        }
+        checked.content = content.finalize();
+        Ok(checked)
+    }
+
+    /// The second pass: every file's rows again, in the same order.
+    pub fn rows(
+        &self,
+        site: &Site,
+    ) -> anyhow::Result<impl Iterator<Item = Result<Result<DayRow, Skipped>, RowError>> + use<>>
+    {
+        let mut notes = Vec::new();
+        let mut files = Vec::new();
+        for (table, path) in &self.files {
+            let shown = path.display().to_string();
+            files.push(rows(open(path)?, &shown, *table, site.clone(), &mut notes)?);
+        }
+        Ok(files.into_iter().flatten())
+    }
+}
+
+fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
+    use anyhow::Context;
+    super::open(path).with_context(|| format!("reading {}", path.display()))
+}
+
 /// A day's figure, as read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DayRow {
