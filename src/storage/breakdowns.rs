@@ -212,18 +212,7 @@ impl BreakdownCounts {
     /// `n` views of `page` at `at` under one dimension's name (writers
     /// outside the journal, tests).
     pub fn add(&mut self, page: String, at: DateTime<Utc>, dimension: Dimension, name: &str) {
-        let hour = self
-            .hours
-            .entry((page, Resolution::Hour.floor(at)))
-            .or_default();
-        let n = hour
-            .counts
-            .entry((dimension, name.to_owned()))
-            .or_insert_with(|| {
-                self.entries += 1;
-                0
-            });
-        *n += 1;
+        self.add_n(&page, at, dimension, name, 1, []);
     }
 
     /// `n` counts of one dimension's name on `page` at `at` (a day's
