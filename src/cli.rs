@@ -510,6 +510,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                     site.domain.as_str(),
                     tz,
                     &days,
+                    |d| crate::reports::local::midnight(d, tz),
                 )
                 .await?
             }

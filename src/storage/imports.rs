@@ -102,16 +102,18 @@ pub async fn days_with_views(
 /// views already, read from the hours of its UTC day buckets. An hour
 /// that straddles a local midnight (a zone half an hour off) marks both
 /// days: a day is skipped rather than counted twice.
+/// `local` gives a date's first instant in `tz` (`reports::local::midnight`,
+/// a layer above this one).
 pub async fn local_days_with_views(
     store: &Store,
     domain: &str,
     tz: chrono_tz::Tz,
     days: &std::collections::BTreeSet<NaiveDate>,
+    local: impl Fn(NaiveDate) -> DateTime<Utc>,
 ) -> Result<Vec<NaiveDate>, mongodb::error::Error> {
     let (Some(first), Some(last)) = (days.first(), days.last()) else {
         return Ok(Vec::new());
     };
-    let local = |d: NaiveDate| crate::reports::local::midnight(d, tz);
     let from = Resolution::Day.floor(local(*first));
     let to = local(last.succ_opt().unwrap_or(*last));
     let found: Vec<Document> = store
