@@ -117,6 +117,10 @@ enum Overlap {
     Skip,
     /// Add the rows to what the days have.
     Add,
+    /// Clear what the days have, then apply the rows: the days show the
+    /// import's figures alone. Only days already over (and, for a zone off
+    /// UTC, a zone whose midnight is on a UTC hour); other days are skipped.
+    Replace,
 }
 
 #[derive(Args)]
@@ -126,7 +130,8 @@ struct ImportArgs {
     site: String,
     /// The export file.
     file: PathBuf,
-    /// Rows on UTC days the site already has views on.
+    /// Rows on days the site already has views on (decided by the first
+    /// run of an import; a rerun keeps that decision).
     #[arg(long, value_enum, default_value = "skip")]
     overlap: Overlap,
     #[command(flatten)]
@@ -503,19 +508,23 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         } = export.check(&site)?;
         let key = import::key(plausible::KIND, &site.id, &content);
         let tz = site.time_zone.tz();
+        let midnight = |d: chrono::NaiveDate| crate::reports::local::midnight(d, tz);
         let live = match args.overlap {
-            Overlap::Skip => {
+            Overlap::Skip | Overlap::Replace => {
                 crate::storage::imports::local_days_with_views(
                     &store,
                     site.domain.as_str(),
                     tz,
                     &days,
-                    |d| crate::reports::local::midnight(d, tz),
+                    midnight,
                 )
                 .await?
             }
             Overlap::Add => Vec::new(),
         };
+        let (live, replaced) = overlapping_days(args.overlap, live, |d| {
+            (midnight(d), midnight(d.succ_opt().unwrap_or(d)))
+        })?;
         let daily = days.first().zip(days.last()).map(|(first, last)| {
             (
                 crate::reports::local::midnight(*first, tz),
@@ -539,10 +548,13 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                 daily,
                 context: import_context(plausible::KIND, &site),
                 deleting: false,
+                replaced,
+                cleared: false,
             },
         )
         .await?;
         refuse_while_deleting(&record)?;
+        clear_replaced(&store, &record, &site.domain).await?;
         let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
         // Second pass: the files again, in the same order.
         let mut unreadable = None;
@@ -630,11 +642,15 @@ where
     };
     let key = import::key(kind, &site.id, &content);
     let live = match args.overlap {
-        Overlap::Skip => {
+        Overlap::Skip | Overlap::Replace => {
             crate::storage::imports::days_with_views(store, site.domain.as_str(), days).await?
         }
         Overlap::Add => Vec::new(),
     };
+    let utc_day = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+    let (live, replaced) = overlapping_days(args.overlap, live, |d| {
+        (utc_day(d), utc_day(d.succ_opt().unwrap_or(d)))
+    })?;
     // A rerun keeps the first run's days: its own rows are not live.
     let record = crate::storage::imports::begin(
         store,
@@ -653,10 +669,13 @@ where
             daily: None,
             context: import_context(kind, site),
             deleting: false,
+            replaced,
+            cleared: false,
         },
     )
     .await?;
     refuse_while_deleting(&record)?;
+    clear_replaced(store, &record, &site.domain).await?;
     let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
@@ -666,6 +685,70 @@ where
         anyhow::bail!("{name} changed while it was imported: {e}");
     }
     finish_import(store, &key, &name, count, &summary, &skipped_days).await
+}
+
+/// Splits the days that have live figures into those skipped and those
+/// replaced, as `overlap` says: `span` gives a day's first instant and the
+/// next day's. Only a day already over is replaced (live hits may still
+/// come on one that is not), and only over whole UTC hours.
+fn overlapping_days(
+    overlap: Overlap,
+    live: Vec<chrono::NaiveDate>,
+    span: impl Fn(chrono::NaiveDate) -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+) -> anyhow::Result<(
+    Vec<chrono::NaiveDate>,
+    Vec<crate::storage::imports::ReplacedDay>,
+)> {
+    use crate::storage::imports::ReplacedDay;
+    if overlap != Overlap::Replace {
+        return Ok((live, Vec::new()));
+    }
+    let now = chrono::Utc::now();
+    let mut skipped = Vec::new();
+    let mut replaced = Vec::new();
+    for day in live {
+        let (from, to) = span(day);
+        let whole_hours = [from, to]
+            .iter()
+            .all(|t| crate::storage::Resolution::Hour.aligned(*t));
+        anyhow::ensure!(
+            whole_hours,
+            "--overlap replace: {day} does not start on a whole UTC hour in the site's zone; \
+             use --overlap skip or add"
+        );
+        if to <= now {
+            replaced.push(ReplacedDay { day, from, to });
+        } else {
+            println!("note: {day} is not over yet: its rows are skipped, not replaced");
+            skipped.push(day);
+        }
+    }
+    Ok((skipped, replaced))
+}
+
+/// Clears the days `record` replaces, unless done: before any row is
+/// applied, so a rerun after a crash clears again what it may have half
+/// cleared, and never what the import added.
+async fn clear_replaced(
+    store: &Store,
+    record: &crate::storage::imports::ImportRecord,
+    domain: &crate::domain::DomainName,
+) -> anyhow::Result<()> {
+    if record.cleared || record.replaced.is_empty() {
+        return Ok(());
+    }
+    for r in &record.replaced {
+        crate::storage::clear::clear_span(store, domain, r.from, r.to)
+            .await
+            .with_context(|| format!("clearing {} to replace it", r.day))?;
+    }
+    crate::storage::imports::mark_cleared(store, &record.key).await?;
+    let days: Vec<String> = record.replaced.iter().map(|r| r.day.to_string()).collect();
+    println!(
+        "replaced days (their live figures cleared): {}",
+        days.join(", ")
+    );
+    Ok(())
 }
 
 /// The second pass: `rows`, every one checked by the first, applied in

@@ -42,6 +42,21 @@ pub struct ImportRecord {
     pub context: String,
     /// A delete has started: the import must not run again until it ends.
     pub deleting: bool,
+    /// Days with live figures whose figures the import replaces
+    /// (`--overlap replace`): cleared ([`super::clear`]) before any row is
+    /// applied, each over the instants it spans.
+    pub replaced: Vec<ReplacedDay>,
+    /// Every replaced day is cleared: rows may be applied.
+    pub cleared: bool,
+}
+
+/// A day an import replaces, and the instants it spans (a day in the
+/// site's zone for Plausible's days, else a UTC day).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplacedDay {
+    pub day: NaiveDate,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
 }
 
 fn from_doc(d: &Document) -> Option<ImportRecord> {
@@ -63,6 +78,22 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         events: super::values::count(d.get("events")).max(0) as u64,
         context: d.get_str("context").unwrap_or_default().to_owned(),
         deleting: d.get_bool("deleting").unwrap_or(false),
+        replaced: d
+            .get_array("replaced")
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| {
+                        let r = r.as_document()?;
+                        Some(ReplacedDay {
+                            day: r.get_str("day").ok()?.parse().ok()?,
+                            from: r.get_datetime("from").ok()?.to_chrono(),
+                            to: r.get_datetime("to").ok()?.to_chrono(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        cleared: d.get_bool("cleared").unwrap_or(false),
         daily: match (d.get_datetime("dailyFrom"), d.get_datetime("dailyTo")) {
             (Ok(from), Ok(to)) => Some((from.to_chrono(), to.to_chrono())),
             _ => None,
@@ -161,6 +192,17 @@ pub async fn begin(
     record: &ImportRecord,
 ) -> Result<ImportRecord, mongodb::error::Error> {
     let days: Vec<String> = record.skipped_days.iter().map(|d| d.to_string()).collect();
+    let replaced: Vec<Document> = record
+        .replaced
+        .iter()
+        .map(|r| {
+            doc! {
+                "day": r.day.to_string(),
+                "from": bson::DateTime::from_chrono(r.from),
+                "to": bson::DateTime::from_chrono(r.to),
+            }
+        })
+        .collect();
     let imports = store.db().collection::<Document>(COLLECTION);
     imports
         .update_one(
@@ -173,6 +215,8 @@ pub async fn begin(
                 "context": &record.context,
                 "rows": record.rows as i64,
                 "skippedDays": days,
+                "replaced": replaced,
+                "cleared": record.replaced.is_empty(),
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
                 "dailyFrom": record.daily.map(|(from, _)| bson::DateTime::from_chrono(from)),
                 "dailyTo": record.daily.map(|(_, to)| bson::DateTime::from_chrono(to)),
@@ -186,6 +230,17 @@ pub async fn begin(
         .as_ref()
         .and_then(from_doc)
         .unwrap_or_else(|| record.clone()))
+}
+
+/// Records that every day the import replaces is cleared.
+pub async fn mark_cleared(store: &Store, key: &str) -> Result<(), mongodb::error::Error> {
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .update_one(doc! {"_id": key}, doc! {"$set": {"cleared": true}})
+        .write_concern(store.commit_write_concern())
+        .await?;
+    Ok(())
 }
 
 /// Marks the import complete, with what it counted.

@@ -3,6 +3,7 @@
 pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
+pub mod clear;
 pub mod day_visitors;
 pub mod imports;
 pub mod last_use;

@@ -316,6 +316,24 @@ impl TestApp {
         self.buckets(g).await.iter().map(|b| b.total_views).sum()
     }
 
+    /// The site totals' views at `g`, every site and writer part added up.
+    pub async fn site_total_views(&self, g: Resolution) -> i64 {
+        let site = tickertape::storage::buckets::Subject::Site.collection(g);
+        let docs: Vec<bson::Document> = self
+            .store
+            .db()
+            .collection::<bson::Document>(site)
+            .find(bson::doc! {})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        docs.iter()
+            .map(|d| tickertape::storage::values::count(d.get("totalViews")))
+            .sum()
+    }
+
     pub async fn bucket_count(&self) -> u64 {
         self.settle().await;
         let mut n = 0;

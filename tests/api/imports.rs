@@ -164,7 +164,10 @@ fn import_list(app: &TestApp) -> String {
 }
 
 /// The imports table of the site's settings page, seen by an admin.
-async fn imports_table(admin: &Login, site: &tickertape::storage::sites::Site) -> String {
+pub(crate) async fn imports_table(
+    admin: &Login,
+    site: &tickertape::storage::sites::Site,
+) -> String {
     let (status, html) = admin.text(&format!("/sites/{}/settings", site.id)).await;
     assert_eq!(status, 200);
     html.split("<table id=\"imports-list\">")
@@ -339,6 +342,25 @@ async fn days_with_live_figures_are_skipped_unless_asked() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!(stored_add, added.values().sum::<i64>() + 1);
+    // And `--overlap replace` clears the live day first: the file's alone.
+    app.add_site("replace.test", &[]).await;
+    app.write_hits(&[("replace.test/live", middle + TimeDelta::hours(5))])
+        .await;
+    let out = import_command(&app, "replace.test", &other)
+        .args(["--overlap", "replace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "replaced days (their live figures cleared): {day}"
+        )),
+        "{out:?}"
+    );
+    let (replaced, _) = expected("replace.test", &lines);
+    let mut stored_replace = stored(&app).await;
+    stored_replace.retain(|(p, _), v| p.starts_with("replace.test/") && *v != 0);
+    assert_eq!(stored_replace, replaced);
 }
 
 #[tokio::test]

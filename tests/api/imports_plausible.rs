@@ -609,6 +609,17 @@ async fn assert_reports_show(
             p.json
         );
     }
+    // The API's series says the same as the report finer than a day.
+    for (res, note) in [("hour", true), ("day", false)] {
+        let series = format!("/api/v1/sites/{}/series?{range}&res={res}", site.id);
+        let a = crate::json_api::get(app, &token, &series).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let said = a.json["period"]["dailyOnly"].as_str();
+        assert_eq!(said.is_some(), note, "{res}: {}", a.json["period"]);
+        if let Some(said) = said {
+            assert!(said.starts_with("imported: daily figures only"), "{said}");
+        }
+    }
     // Each local day's views in the dashboard's day chart.
     let base = format!("/sites/{}", site.id);
     let (status, csv) = admin
@@ -864,6 +875,141 @@ async fn a_local_day_with_live_figures_is_skipped_whole() {
         "{again:?}"
     );
     assert_eq!(stored_views(&app, tz).await, want);
+}
+
+/// `site_day_counts` without the names a clear left at 0.
+async fn site_day_counts_held(app: &TestApp, d: Dimension) -> BTreeMap<String, i64> {
+    let mut counts = site_day_counts(app, d).await;
+    counts.retain(|_, n| *n != 0);
+    counts
+}
+
+#[tokio::test]
+async fn overlap_replace_clears_a_local_days_live_figures_and_keeps_the_hours_around_it() {
+    let app = spawn_app().await;
+    let site = app
+        .add_site_in("plausible.test", &[], "Europe/Berlin")
+        .await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let e = export(4, 0, false, false);
+    let tz = site.time_zone.tz();
+    let first = first_day();
+    let midnight = tickertape::reports::local::midnight(first, tz);
+    let hour = chrono::TimeDelta::hours;
+    // Live views on the export's first local day, on both UTC days it
+    // spans, and one just before it: the same UTC day bucket, another
+    // local day, not in the export.
+    let live_early = midnight + chrono::TimeDelta::minutes(30);
+    let live_noon = midnight + hour(12);
+    let keep_at = midnight - chrono::TimeDelta::minutes(30);
+    assert_ne!(live_early.date_naive(), live_noon.date_naive());
+    assert_eq!(keep_at.date_naive(), live_early.date_naive());
+    app.write_hits(&[
+        ("plausible.test/live", live_early, Some("live.example")),
+        ("plausible.test/live", live_noon, Some("live.example")),
+        ("plausible.test/", live_noon, Some("live.example")),
+        ("plausible.test/keep", keep_at, Some("keep.example")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let replace = || {
+        plausible(&app, "plausible.test", &files)
+            .args(["--overlap", "replace"])
+            .output()
+            .unwrap()
+    };
+    let out = replace();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "replaced days (their live figures cleared): {first}"
+        )),
+        "{stdout}"
+    );
+    let mut want = e.views.clone();
+    let before = first.pred_opt().unwrap();
+    want.insert(("/keep".into(), before), 1);
+    let mut sources = e.sources.clone();
+    sources.insert("keep.example".into(), 1);
+    for _ in 0..2 {
+        assert_eq!(stored_views(&app, tz).await, want);
+        assert_eq!(site_day_counts_held(&app, Dimension::Source).await, sources);
+        // The site's totals agree with its pages at every level.
+        for level in Resolution::ALL {
+            assert_eq!(
+                app.site_total_views(level).await,
+                app.total_views(level).await,
+                "{level:?}"
+            );
+        }
+        // The dashboard's day chart: the export's days alone.
+        let admin = app.login("admin@example.com").await;
+        let (status, csv) = admin
+            .text(&format!(
+                "/sites/{}/series.csv?range=custom&from={before}T00:00&to={}T00:00&res=day",
+                site.id,
+                first + chrono::Days::new(4)
+            ))
+            .await;
+        assert_eq!(status, 200);
+        let by_day: Vec<i64> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        let mut want_by_day = BTreeMap::<NaiveDate, i64>::from([(before, 1)]);
+        for ((_, day), v) in &e.views {
+            *want_by_day.entry(*day).or_default() += v;
+        }
+        assert_eq!(by_day, want_by_day.values().copied().collect::<Vec<_>>());
+        let table = crate::imports::imports_table(&admin, &site).await;
+        assert!(table.contains(&format!("replaced {first}")), "{table}");
+        // A rerun is a no-op: the clear is not done again.
+        let again = replace();
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("already imported"),
+            "{again:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn clearing_a_local_day_twice_leaves_what_clearing_it_once_does() {
+    let app = spawn_app().await;
+    let site = app
+        .add_site_in("plausible.test", &[], "Europe/Berlin")
+        .await;
+    let tz = site.time_zone.tz();
+    let day = first_day();
+    let from = tickertape::reports::local::midnight(day, tz);
+    let to = tickertape::reports::local::midnight(day.succ_opt().unwrap(), tz);
+    let hour = chrono::TimeDelta::hours;
+    app.write_hits(&[
+        ("plausible.test/a", from - hour(2), Some("before.example")),
+        ("plausible.test/a", from + hour(1), Some("inside.example")),
+        ("plausible.test/a", from + hour(1), Some("before.example")),
+        ("plausible.test/b", from + hour(20), Some("inside.example")),
+        ("plausible.test/b", to + hour(1), Some("after.example")),
+    ])
+    .await;
+    let outside = BTreeMap::from([
+        ("after.example".to_owned(), 1),
+        ("before.example".to_owned(), 1),
+    ]);
+    for _ in 0..2 {
+        tickertape::storage::clear::clear_span(&app.store, &site.domain, from, to)
+            .await
+            .unwrap();
+        assert_eq!(site_day_counts_held(&app, Dimension::Source).await, outside);
+        for level in Resolution::ALL {
+            assert_eq!(app.total_views(level).await, 2, "{level:?}");
+            assert_eq!(app.site_total_views(level).await, 2, "{level:?}");
+        }
+    }
 }
 
 /// Views per page over the export's days, as the JSON API's pages answer.

@@ -98,6 +98,10 @@ struct PeriodBody {
     /// Why it is shown coarser than asked: the finer buckets of part of
     /// the range are past their retention.
     coarsened: Option<String>,
+    /// A series finer than a day over days an import brought as daily
+    /// figures: they show at each day's first instant (series only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    daily_only: Option<String>,
 }
 
 impl PeriodBody {
@@ -108,6 +112,7 @@ impl PeriodBody {
             resolution: p.resolution.as_str(),
             preset: p.preset.map(|p| p.key()),
             coarsened: coarsened.map(|c| c.to_string()),
+            daily_only: None,
         }
     }
 }
@@ -139,11 +144,15 @@ fn series_body(
     (period, coarsened): &(Period, Option<Coarsened>),
     points: &[Point],
     now: DateTime<Utc>,
+    daily_only: Option<String>,
 ) -> SeriesBody {
     SeriesBody {
         site: site.id.to_string(),
         path: path.map(|p| p.shown().to_owned()),
-        period: PeriodBody::new(period, coarsened.as_ref()),
+        period: PeriodBody {
+            daily_only,
+            ..PeriodBody::new(period, coarsened.as_ref())
+        },
         total: queries::total(points),
         points: points
             .iter()
@@ -161,12 +170,14 @@ pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let site = client.site(&state, &id)?;
     let period = q.period(&state, &site)?;
     let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
+    let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
     Ok(ok(&series_body(
         &site,
         None,
         &period,
         &points,
         state.clock.now(),
+        daily_only,
     )))
 }
 
@@ -182,12 +193,14 @@ pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         }
         NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
     };
+    let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
     Ok(ok(&series_body(
         &site,
         Some(&path),
         &period,
         &points,
         state.clock.now(),
+        daily_only,
     )))
 }
 

@@ -30,6 +30,7 @@ pub use site_settings::{
 };
 pub use sites::{sites, summaries};
 pub use sources::sources_csv;
+pub use view::daily_only_note;
 pub use view::{behind, freshness};
 
 use links::*;

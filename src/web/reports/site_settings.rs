@@ -63,14 +63,16 @@ pub(super) struct ImportLine {
     rows: String,
     views: String,
     events: String,
-    skipped_days: String,
+    overlap_days: String,
     state: String,
 }
 
 impl From<crate::storage::imports::ImportRecord> for ImportLine {
     fn from(i: crate::storage::imports::ImportRecord) -> Self {
         let n = |v: u64| crate::web::fmt::thousands(&(v as i64));
-        let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
+        let list = |days: Vec<String>| days.join(", ");
+        let skipped = list(i.skipped_days.iter().map(|d| d.to_string()).collect());
+        let replaced = list(i.replaced.iter().map(|r| r.day.to_string()).collect());
         ImportLine {
             kind: i.kind,
             // The name only: where it sits on the server is nobody's
@@ -81,10 +83,11 @@ impl From<crate::storage::imports::ImportRecord> for ImportLine {
             rows: n(i.rows),
             views: n(i.views),
             events: n(i.events),
-            skipped_days: if days.is_empty() {
-                "none".into()
-            } else {
-                days.join(", ")
+            overlap_days: match (skipped.is_empty(), replaced.is_empty()) {
+                (true, true) => "none".into(),
+                (false, true) => format!("skipped {skipped}"),
+                (true, false) => format!("replaced {replaced}"),
+                (false, false) => format!("skipped {skipped}; replaced {replaced}"),
             },
             state: match i.finished_at {
                 Some(at) => format!("done {}", at.format("%Y-%m-%d %H:%M UTC")),
