@@ -40,6 +40,8 @@ pub enum ClearError {
     NotWholeHours(DateTime<Utc>, DateTime<Utc>),
     #[error(transparent)]
     Database(#[from] mongodb::error::Error),
+    #[error("clearing: {0}")]
+    Reply(String),
 }
 
 /// Clears `domain`'s pages and site totals over `from`..`to` (whole UTC
@@ -91,7 +93,7 @@ async fn overlapping(
     level: Resolution,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<Vec<Document>, mongodb::error::Error> {
+) -> Result<mongodb::Cursor<Document>, mongodb::error::Error> {
     store
         .db()
         .collection::<Document>(collection)
@@ -102,8 +104,6 @@ async fn overlapping(
                 "$lt": bson::DateTime::from_chrono(to),
             },
         })
-        .await?
-        .try_collect()
         .await
 }
 
@@ -132,6 +132,10 @@ fn slots_inside(
         .collect()
 }
 
+/// Statements per `update` command: a day of a busy site is a million
+/// minute buckets, streamed and cleared a batch at a time.
+const BATCH: usize = 1_000;
+
 async fn clear_views(
     store: &Store,
     domain: &DomainName,
@@ -139,21 +143,48 @@ async fn clear_views(
     level: Resolution,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<(), mongodb::error::Error> {
+) -> Result<(), ClearError> {
     let collection = subject.collection(level);
-    let coll = store.db().collection::<Document>(collection);
-    for bucket in overlapping(store, collection, subject, domain, level, from, to).await? {
+    let mut found = overlapping(store, collection, subject, domain, level, from, to).await?;
+    let mut statements = Vec::with_capacity(BATCH);
+    while let Some(bucket) = found.try_next().await? {
         let Some(start) = start_of(&bucket) else {
             continue;
         };
-        let update = match view_update(&bucket, level, start, from, to) {
-            Some(update) => update,
-            None => continue,
-        };
-        coll.update_one(doc! {"_id": id_of(&bucket)}, update)
-            .write_concern(store.commit_write_concern())
-            .await?;
+        if let Some(update) = view_update(&bucket, level, start, from, to) {
+            statements.push(doc! {"q": {"_id": id_of(&bucket)}, "u": update});
+        }
+        if statements.len() == BATCH {
+            send(store, collection, std::mem::take(&mut statements)).await?;
+        }
     }
+    send(store, collection, statements).await
+}
+
+/// One `update` command of `statements` (each on a bucket by `_id`), with
+/// the commit write concern; every statement must have matched.
+async fn send(
+    store: &Store,
+    collection: &str,
+    statements: Vec<Document>,
+) -> Result<(), ClearError> {
+    if statements.is_empty() {
+        return Ok(());
+    }
+    let sent = statements.len();
+    let concern = bson::to_document(&store.commit_write_concern())
+        .map_err(|e| ClearError::Reply(e.to_string()))?;
+    let reply = store
+        .db()
+        .run_command(doc! {
+            "update": collection,
+            "updates": statements,
+            "ordered": false,
+            "writeConcern": concern,
+        })
+        .await?;
+    super::update::check_reply(collection, &reply, sent)
+        .map_err(|e| ClearError::Reply(e.to_string()))?;
     Ok(())
 }
 
@@ -288,13 +319,17 @@ async fn clear_breakdowns(
     subject: Subject,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<(), mongodb::error::Error> {
+) -> Result<(), ClearError> {
     let day = Resolution::Day;
     let day_collection = breakdowns::collection(subject, day);
     let hour_collection = breakdowns::collection(subject, Resolution::Hour);
     // Day buckets partly inside, each with the hour buckets of the span
     // that it adds up: taken out and cleared in one transaction.
-    for bucket in overlapping(store, day_collection, subject, domain, day, from, to).await? {
+    let partial: Vec<Document> = overlapping(store, day_collection, subject, domain, day, from, to)
+        .await?
+        .try_collect()
+        .await?;
+    for bucket in partial {
         let Some(start) = start_of(&bucket) else {
             continue;
         };
@@ -327,18 +362,21 @@ async fn clear_breakdowns(
     // Then every bucket wholly inside, hours and days.
     for level in breakdowns::LEVELS {
         let collection = breakdowns::collection(subject, level);
-        let coll = store.db().collection::<Document>(collection);
-        for bucket in overlapping(store, collection, subject, domain, level, from, to).await? {
+        let mut found = overlapping(store, collection, subject, domain, level, from, to).await?;
+        let mut statements = Vec::with_capacity(BATCH);
+        while let Some(bucket) = found.try_next().await? {
             let Some(start) = start_of(&bucket) else {
                 continue;
             };
             if start < from || start + level.step() > to || Names::of(&bucket).is_empty() {
                 continue;
             }
-            coll.update_one(doc! {"_id": id_of(&bucket)}, emptied())
-                .write_concern(store.commit_write_concern())
-                .await?;
+            statements.push(doc! {"q": {"_id": id_of(&bucket)}, "u": emptied()});
+            if statements.len() == BATCH {
+                send(store, collection, std::mem::take(&mut statements)).await?;
+            }
         }
+        send(store, collection, statements).await?;
     }
     Ok(())
 }
@@ -469,6 +507,22 @@ mod tests {
         assert_eq!(
             hour.taken_from(&day),
             doc! {"totalViews": -3_i64, WRITES: 1_i64, "sources.google%2Ecom": -1_i64, "other": -2_i64}
+        );
+    }
+}
+
+#[cfg(test)]
+mod write_concern_form {
+    #[test]
+    fn the_commit_write_concern_goes_as_the_server_reads_it() {
+        let wc = mongodb::options::WriteConcern::builder()
+            .w(mongodb::options::Acknowledgment::Majority)
+            .journal(true)
+            .w_timeout(std::time::Duration::from_secs(10))
+            .build();
+        assert_eq!(
+            bson::to_document(&wc).unwrap(),
+            bson::doc! {"w": "majority", "wtimeout": 10_000_i32, "j": true}
         );
     }
 }
