@@ -554,7 +554,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         )
         .await?;
         refuse_while_deleting(&record)?;
-        clear_replaced(&store, &record, &site.domain).await?;
+        clear_replaced(&store, &record, &site).await?;
         let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
         // Second pass: the files again, in the same order.
         let mut unreadable = None;
@@ -675,7 +675,7 @@ where
     )
     .await?;
     refuse_while_deleting(&record)?;
-    clear_replaced(store, &record, &site.domain).await?;
+    clear_replaced(store, &record, site).await?;
     let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
@@ -732,13 +732,13 @@ fn overlapping_days(
 async fn clear_replaced(
     store: &Store,
     record: &crate::storage::imports::ImportRecord,
-    domain: &crate::domain::DomainName,
+    site: &sites::Site,
 ) -> anyhow::Result<()> {
     if record.cleared || record.replaced.is_empty() {
         return Ok(());
     }
     for r in &record.replaced {
-        crate::storage::clear::clear_span(store, domain, r.from, r.to)
+        crate::storage::clear::clear_span(store, &site.domain, &record.site, r.from, r.to)
             .await
             .with_context(|| format!("clearing {} to replace it", r.day))?;
     }

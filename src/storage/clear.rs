@@ -45,10 +45,12 @@ pub enum ClearError {
 }
 
 /// Clears `domain`'s pages and site totals over `from`..`to` (whole UTC
-/// hours), at every level and in every breakdown.
+/// hours), at every level and in every breakdown; `site_id` is the same
+/// site's id (its page summaries are kept under it).
 pub async fn clear_span(
     store: &Store,
     domain: &DomainName,
+    site_id: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<(), ClearError> {
@@ -61,17 +63,7 @@ pub async fn clear_span(
         }
         clear_breakdowns(store, domain, subject, from, to).await?;
     }
-    for grain in [
-        super::page_summaries::COLLECTION,
-        super::page_summaries::HOUR_COLLECTION,
-    ] {
-        store
-            .db()
-            .collection::<Document>(grain)
-            .delete_many(doc! {"site": domain.as_str()})
-            .write_concern(store.commit_write_concern())
-            .await?;
-    }
+    super::page_summaries::delete_site(store, site_id).await?;
     super::imports::drop_emptied_sketches(store, domain.as_str(), from, to).await?;
     Ok(())
 }

@@ -446,17 +446,7 @@ pub async fn forget(
         .delete_many(doc! {"journal": &record.key})
         .write_concern(store.commit_write_concern())
         .await?;
-    for grain in [
-        super::page_summaries::COLLECTION,
-        super::page_summaries::HOUR_COLLECTION,
-    ] {
-        store
-            .db()
-            .collection::<Document>(grain)
-            .delete_many(doc! {"site": &record.site})
-            .write_concern(store.commit_write_concern())
-            .await?;
-    }
+    super::page_summaries::delete_site(store, &record.site).await?;
     store
         .db()
         .collection::<Document>(COLLECTION)

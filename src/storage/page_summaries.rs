@@ -483,6 +483,7 @@ pub async fn delete_site(store: &Store, site: &str) -> Result<u64, mongodb::erro
             .db()
             .collection::<Document>(grain.collection())
             .delete_many(doc! {"site": site})
+            .write_concern(store.commit_write_concern())
             .await?
             .deleted_count;
     }
