@@ -1030,6 +1030,91 @@ async fn clearing_a_local_day_twice_leaves_what_clearing_it_once_does() {
     }
 }
 
+#[tokio::test]
+async fn a_replacing_import_killed_while_clearing_clears_again_and_ends_with_the_files_figures() {
+    use bson::{doc, Document};
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    let e = export(4, 0, false, false);
+    let live_day = first_day().succ_opt().unwrap();
+    let start = live_day.and_time(chrono::NaiveTime::MIN).and_utc();
+    // A day of live views, one a minute on each of ten pages: enough
+    // buckets that the clear takes a while.
+    let pages: Vec<String> = (0..10).map(|i| format!("plausible.test/l{i}")).collect();
+    let hits: Vec<(&str, chrono::DateTime<chrono::Utc>, Option<&str>)> = (0..1440)
+        .flat_map(|m| {
+            let at = start + chrono::TimeDelta::minutes(m);
+            pages
+                .iter()
+                .map(move |p| (p.as_str(), at, Some("live.example")))
+        })
+        .collect();
+    for chunk in hits.chunks(2_000) {
+        app.write_hits(chunk).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let replace = || {
+        let mut cmd = plausible(&app, "plausible.test", &files);
+        cmd.args(["--overlap", "replace"]);
+        cmd
+    };
+    let mut child = replace()
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = app.store.db();
+    let minutes = db.collection::<Document>(Resolution::Minute.collection());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let clearing = minutes
+            .find_one(doc! {tickertape::storage::buckets::TAKEN_BACK: {"$gt": 0}})
+            .await
+            .unwrap();
+        if clearing.is_some() {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before it was killed"
+        );
+        assert!(std::time::Instant::now() < deadline, "no clearing seen");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let record = db
+        .collection::<Document>(tickertape::storage::imports::COLLECTION)
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        record.get_bool("cleared"),
+        Ok(false),
+        "killed while clearing"
+    );
+    assert!(
+        app.total_views(Resolution::Minute).await > 0,
+        "live views left to clear"
+    );
+    let out = replace().output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stored_views(&app, site.time_zone.tz()).await, e.views);
+    assert_eq!(
+        site_day_counts_held(&app, Dimension::Source).await,
+        e.sources
+    );
+    for level in Resolution::ALL {
+        assert_eq!(
+            app.site_total_views(level).await,
+            app.total_views(level).await,
+            "{level:?}"
+        );
+    }
+}
+
 /// Views per page over the export's days, as the JSON API's pages answer.
 async fn api_pages(
     app: &TestApp,
