@@ -249,8 +249,9 @@ async fn list_imports(args: ListImports) -> anyhow::Result<()> {
                 None => "incomplete: run it again to finish".to_owned(),
             };
             let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
+            let replaced: Vec<String> = i.replaced.iter().map(|r| r.day.to_string()).collect();
             println!(
-                "{}\t{}\t{domain}\t{}\t{} rows\tskipped days: {}\t{state}",
+                "{}\t{}\t{domain}\t{}\t{} rows\tskipped days: {}{}\t{state}",
                 i.key,
                 i.kind,
                 i.file,
@@ -259,6 +260,11 @@ async fn list_imports(args: ListImports) -> anyhow::Result<()> {
                     "none".to_owned()
                 } else {
                     days.join(" ")
+                },
+                if replaced.is_empty() {
+                    String::new()
+                } else {
+                    format!("\treplaced days: {}", replaced.join(" "))
                 }
             );
         }

@@ -361,6 +361,11 @@ async fn days_with_live_figures_are_skipped_unless_asked() {
     let mut stored_replace = stored(&app).await;
     stored_replace.retain(|(p, _), v| p.starts_with("replace.test/") && *v != 0);
     assert_eq!(stored_replace, replaced);
+    assert!(
+        import_list(&app).contains(&format!("\treplaced days: {day}\tdone ")),
+        "{}",
+        import_list(&app)
+    );
 }
 
 #[tokio::test]
