@@ -499,9 +499,9 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
 
 async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
     use crate::import::{self, plausible};
-    use std::collections::BTreeSet;
     let name = args.file.display().to_string();
     let export = plausible::Export::open(&args.file)?;
+    let args = &args;
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
         // First pass: every file's rows checked, each file hashed; nothing
@@ -537,31 +537,17 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                 crate::reports::local::midnight(last.succ_opt().unwrap_or(*last), tz),
             )
         });
-        let record = crate::storage::imports::begin(
+        let skipped_days = start_import(
             &store,
-            &crate::storage::imports::ImportRecord {
-                key: key.clone(),
-                kind: plausible::KIND.into(),
-                site: site.id.to_string(),
-                file: recorded_path(&args.file),
-                also_file: None,
-                rows: count,
+            &site,
+            crate::storage::imports::ImportRecord {
                 skipped_days: live,
-                started_at: chrono::Utc::now(),
-                finished_at: None,
-                views: 0,
-                events: 0,
                 daily,
-                context: import_context(plausible::KIND, &site),
-                deleting: false,
                 replaced,
-                cleared: false,
+                ..new_record(plausible::KIND, &site, args, &key, count)
             },
         )
         .await?;
-        refuse_while_deleting(&record)?;
-        clear_replaced(&store, &record, &site).await?;
-        let skipped_days: BTreeSet<_> = record.skipped_days.iter().copied().collect();
         // Second pass: the files again, in the same order.
         let mut unreadable = None;
         let checked = export
@@ -658,31 +644,17 @@ where
         (utc_day(d), utc_day(d.succ_opt().unwrap_or(d)))
     })?;
     // A rerun keeps the first run's days: its own rows are not live.
-    let record = crate::storage::imports::begin(
+    let skipped_days = start_import(
         store,
-        &crate::storage::imports::ImportRecord {
-            key: key.clone(),
-            kind: kind.into(),
-            site: site.id.to_string(),
-            file: recorded_path(&args.file),
+        site,
+        crate::storage::imports::ImportRecord {
             also_file: also_hashed.as_ref().map(|(_, file)| file.clone()),
-            rows: count,
             skipped_days: live,
-            started_at: chrono::Utc::now(),
-            finished_at: None,
-            views: 0,
-            events: 0,
-            daily: None,
-            context: import_context(kind, site),
-            deleting: false,
             replaced,
-            cleared: false,
+            ..new_record(kind, site, args, &key, count)
         },
     )
     .await?;
-    refuse_while_deleting(&record)?;
-    clear_replaced(store, &record, site).await?;
-    let skipped_days: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
     let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
@@ -691,6 +663,49 @@ where
         anyhow::bail!("{name} changed while it was imported: {e}");
     }
     finish_import(store, &key, &name, count, &summary, &skipped_days).await
+}
+
+/// The record of an import of `args.file` into `site` starting now, with
+/// nothing skipped, replaced or counted yet.
+fn new_record(
+    kind: &str,
+    site: &sites::Site,
+    args: &ImportArgs,
+    key: &str,
+    rows: u64,
+) -> crate::storage::imports::ImportRecord {
+    crate::storage::imports::ImportRecord {
+        key: key.to_owned(),
+        kind: kind.into(),
+        site: site.id.to_string(),
+        file: recorded_path(&args.file),
+        also_file: None,
+        rows,
+        skipped_days: Vec::new(),
+        started_at: chrono::Utc::now(),
+        finished_at: None,
+        views: 0,
+        events: 0,
+        daily: None,
+        context: import_context(kind, site),
+        deleting: false,
+        replaced: Vec::new(),
+        cleared: false,
+    }
+}
+
+/// Records the import's start (a rerun gets the first run's record),
+/// refuses it while a delete of it runs, and clears the days it replaces;
+/// returns the days whose rows are skipped.
+async fn start_import(
+    store: &Store,
+    site: &sites::Site,
+    record: crate::storage::imports::ImportRecord,
+) -> anyhow::Result<std::collections::BTreeSet<chrono::NaiveDate>> {
+    let record = crate::storage::imports::begin(store, &record).await?;
+    refuse_while_deleting(&record)?;
+    clear_replaced(store, &record, site).await?;
+    Ok(record.skipped_days.iter().copied().collect())
 }
 
 /// Splits the days that have live figures into those skipped and those
