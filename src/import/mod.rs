@@ -45,7 +45,12 @@ pub const BATCH_ROWS: u64 = 2_000;
 /// day) would be millions of fields in one transaction, more than the
 /// database takes within an attempt. A batch ends at [`BATCH_ROWS`] rows
 /// or once its rows' visitors reach this, whichever comes first; rows
-/// without visitors (hits) are batched by rows alone.
+/// without visitors (hits) are batched by rows alone. A batch's buckets of
+/// one level go in one `update` command, under the attempt's time limit:
+/// this bounds its register fields, which written in parts
+/// (`buckets::MAX_FIELDS_PER_MAX`) cost about 2 s at 200,000 on the local
+/// server (docs/benchmarks.md, imports). It is part of where batches end,
+/// so changing it strands imports in progress.
 pub const BATCH_VISITORS: u64 = 200_000;
 
 /// One row, as it will be counted.

@@ -396,7 +396,9 @@ impl BreakdownIncrements {
     /// already has, or that still fits under its dimension's cap, gets its
     /// own counter; the rest go to the dimension's `other_*`. Within a
     /// batch the most counted new names take the free places first (ties
-    /// by name, so a retry decides the same way).
+    /// by name, so a retry decides the same way). Events' conversions of
+    /// more than `buckets::MAX_FIELDS_PER_MAX` registers go on in further
+    /// `$max` statements on the same bucket (`buckets::with_max_parts`).
     pub fn statements(&self, existing: &Names) -> Vec<Document> {
         self.statements_and_names(existing).0
     }
@@ -411,7 +413,7 @@ impl BreakdownIncrements {
         let statements = self
             .buckets
             .iter()
-            .map(|((key, start), counts)| {
+            .flat_map(|((key, start), counts)| {
                 let known = existing.get(&(key.clone(), *start)).unwrap_or(&none);
                 let gained = after.entry((key.clone(), *start)).or_default();
                 let mut inc = Document::new();
@@ -468,11 +470,7 @@ impl BreakdownIncrements {
                 if !max.is_empty() {
                     update.insert("$max", max);
                 }
-                doc! {
-                    "q": self.target.bucket_query(key, *start),
-                    "u": update,
-                    "upsert": true,
-                }
+                super::buckets::with_max_parts(self.target.bucket_query(key, *start), update)
             })
             .collect();
         (statements, after)

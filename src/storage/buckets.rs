@@ -445,12 +445,14 @@ impl Increments {
 
     /// One upsert statement per bucket for an `update` command:
     /// `{q: {page, timestamp}, u: {$inc: {totalViews, "<slots>.<i>"...,
-    /// "visits.<i>"...}, $max: {"visitors.<register>"...}}, upsert: true}`.
+    /// "visits.<i>"...}, $max: {"visitors.<register>"...}}, upsert: true}`;
+    /// a sketch of more than [`MAX_FIELDS_PER_MAX`] registers goes on in
+    /// further `$max` statements on the same bucket ([`with_max_parts`]).
     pub fn statements(&self) -> Vec<Document> {
         let field = self.target.resolution.slots_field();
         self.buckets
             .iter()
-            .map(|((key, start), bucket)| {
+            .flat_map(|((key, start), bucket)| {
                 let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
                 if self.taken_back {
@@ -473,14 +475,59 @@ impl Increments {
                     }
                 }
                 update.insert("$inc", inc);
-                doc! {
-                    "q": self.target.bucket_query(key, *start),
-                    "u": update,
-                    "upsert": true,
-                }
+                with_max_parts(self.target.bucket_query(key, *start), update)
             })
             .collect()
     }
+}
+
+/// Most fields in one statement's `$max`. secantusd-rs checks an update's
+/// paths against one another, at a cost that grows with the square of
+/// their number: one `$max` of a day's sketch of an import (8,000
+/// registers) took it about a second, a full one (16,384) about four, and
+/// a few such days in one transaction passed the attempt's time limit
+/// (docs/benchmarks.md, imports). In parts of this many the cost grows with
+/// the registers alone. A live batch's bucket holds far fewer registers, so
+/// its statement is one, as it always was.
+pub const MAX_FIELDS_PER_MAX: usize = 1_000;
+
+/// The upsert of `update` on the bucket `query` selects, its `$max` cut
+/// into parts of at most [`MAX_FIELDS_PER_MAX`] fields: the first part
+/// stays with the rest of `update`, each other part is a statement of its
+/// own on the same bucket, right after it in the same command (and so the
+/// same transaction). Registers merge by maximum, so how they are cut
+/// changes nothing stored. Every part is an upsert with `update`'s
+/// `$setOnInsert`, so the bucket comes out the same whichever statement
+/// creates it.
+pub fn with_max_parts(query: Document, mut update: Document) -> Vec<Document> {
+    let rest: Vec<Document> = match update.get_document_mut("$max") {
+        Ok(max) if max.len() > MAX_FIELDS_PER_MAX => {
+            let all = std::mem::take(max);
+            let mut parts: Vec<Document> = Vec::new();
+            for (i, (name, value)) in all.into_iter().enumerate() {
+                if i % MAX_FIELDS_PER_MAX == 0 {
+                    parts.push(Document::new());
+                }
+                parts.last_mut().expect("pushed").insert(name, value);
+            }
+            let mut parts = parts.into_iter();
+            *max = parts.next().expect("over the limit, so not empty");
+            parts.collect()
+        }
+        _ => Vec::new(),
+    };
+    let on_insert = update.get_document("$setOnInsert").ok().cloned();
+    let statement = |u: Document| doc! {"q": query.clone(), "u": u, "upsert": true};
+    let mut statements = Vec::with_capacity(1 + rest.len());
+    statements.push(statement(update));
+    for part in rest {
+        let mut u = doc! {"$max": part};
+        if let Some(on_insert) = &on_insert {
+            u.insert("$setOnInsert", on_insert.clone());
+        }
+        statements.push(statement(u));
+    }
+    statements
 }
 
 impl BucketIncrement {
@@ -587,6 +634,66 @@ mod tests {
             assert!(t.get("$max").is_none(), "no visitor registers taken back");
         }
         assert!(added.iter().any(|a| a.get("$max").is_some()));
+    }
+
+    #[test]
+    fn a_heavy_days_sketch_is_written_in_parts_of_bounded_max() {
+        use crate::domain::sketch::mix;
+        let day = at(0, 0, 0);
+        let mut inc = Increments::for_site(Resolution::Day, 0);
+        // A Plausible day of 10,000 visitors: about 7,500 registers.
+        inc.add_figures("example.com", day, 0, [5, 3, 60, 0], (0..10_000).map(mix));
+        let mut sketch = Sketch::new();
+        (0..10_000).map(mix).for_each(|id| sketch.insert(id));
+        let whole = sketch.max_fields(VisitFields::VISITORS);
+        let statements = inc.statements();
+        assert_eq!(statements.len(), whole.len().div_ceil(MAX_FIELDS_PER_MAX));
+        let query = statements[0].get_document("q").unwrap();
+        let mut union = Document::new();
+        for (i, s) in statements.iter().enumerate() {
+            assert_eq!(s.get_document("q").unwrap(), query, "one bucket");
+            assert_eq!(s.get_bool("upsert"), Ok(true));
+            let u = s.get_document("u").unwrap();
+            let max = u.get_document("$max").unwrap();
+            assert!(max.len() <= MAX_FIELDS_PER_MAX, "{}", max.len());
+            // The counters once, with the first part.
+            assert_eq!(u.get("$inc").is_some(), i == 0);
+            for (name, value) in max {
+                assert!(union.insert(name, value.clone()).is_none(), "{name} twice");
+            }
+        }
+        assert_eq!(union, whole, "every register, once");
+        // A live batch's bucket is one statement, as before.
+        let mut live = Increments::new(Resolution::Hour);
+        live.add_figures("example.com/a", day, 1, [0; 4], (0..500).map(mix));
+        assert_eq!(live.statements().len(), 1);
+    }
+
+    #[test]
+    fn max_parts_keep_what_the_statement_sets_on_insert() {
+        let query = doc! {"page": "example.com/", "timestamp": 1};
+        let max: Document = (0..MAX_FIELDS_PER_MAX + 1)
+            .map(|i| (format!("v.{i}"), Bson::Int32(1)))
+            .collect();
+        let update = doc! {"$inc": {"writes": 1_i64}, "$setOnInsert": {"g": 7_i64}, "$max": max};
+        let parts = with_max_parts(query.clone(), update);
+        assert_eq!(parts.len(), 2);
+        let second = parts[1].get_document("u").unwrap();
+        assert_eq!(second.get_document("$max").unwrap().len(), 1);
+        assert_eq!(
+            second.get_document("$setOnInsert").unwrap(),
+            &doc! {"g": 7_i64}
+        );
+        assert!(second.get("$inc").is_none(), "counted once");
+        // At the limit, one statement as it was.
+        let max: Document = (0..MAX_FIELDS_PER_MAX)
+            .map(|i| (format!("v.{i}"), Bson::Int32(1)))
+            .collect();
+        let update = doc! {"$inc": {"writes": 1_i64}, "$max": max};
+        assert_eq!(
+            with_max_parts(query.clone(), update.clone()),
+            [doc! {"q": query, "u": update, "upsert": true}]
+        );
     }
 
     #[test]
