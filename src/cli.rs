@@ -350,6 +350,19 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
             record.key,
             record.context
         );
+        // A replacing import that has not cleared its days yet may clear
+        // some of this one's rows after they are taken back here.
+        if let Some(replacing) = imports::list(&store, Some(&record.site))
+            .await?
+            .into_iter()
+            .find(|o| o.key != record.key && !o.replaced.is_empty() && !o.cleared)
+        {
+            anyhow::bail!(
+                "import {} replaces days of this site and has not cleared them yet: \
+                 run it again to complete it first",
+                replacing.key
+            );
+        }
         let file = args
             .file
             .clone()
@@ -365,7 +378,7 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
             record.key,
             record.started_at.timestamp_millis()
         );
-        let skipped: std::collections::BTreeSet<_> = record.skipped_days.iter().copied().collect();
+        let skipped = import::Skips::of(&record);
         let not_the_file = || {
             anyhow::anyhow!(
                 "{name} is not the file import {} read (its content differs): \
@@ -515,7 +528,10 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         let key = import::key(plausible::KIND, &site.id, &content);
         let tz = site.time_zone.tz();
         let midnight = |d: chrono::NaiveDate| crate::reports::local::midnight(d, tz);
+        // A rerun keeps the first run's decision: nothing to decide.
+        let first_run = crate::storage::imports::get(&store, &key).await?.is_none();
         let live = match args.overlap {
+            _ if !first_run => Vec::new(),
             Overlap::Skip | Overlap::Replace => {
                 crate::storage::imports::local_days_with_views(
                     &store,
@@ -537,7 +553,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
                 crate::reports::local::midnight(last.succ_opt().unwrap_or(*last), tz),
             )
         });
-        let skipped_days = start_import(
+        let record = start_import(
             &store,
             &site,
             crate::storage::imports::ImportRecord {
@@ -553,7 +569,8 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         let checked = export
             .rows(&site)?
             .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-        let summary = apply_checked(&store, &key, &name, count, checked, &skipped_days, 1).await?;
+        let skips = import::Skips::of(&record);
+        let summary = apply_checked(&store, &key, &name, count, checked, &skips, 1).await?;
         if let Some(e) = unreadable {
             anyhow::bail!("{name} changed while it was imported: {e}");
         }
@@ -570,7 +587,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         for note in &notes {
             println!("note: {note}");
         }
-        finish_import(&store, &key, &name, count, &summary, &skipped_days).await
+        finish_import(&store, &name, count, &summary, &record).await
     })
     .await
 }
@@ -633,7 +650,10 @@ where
         hasher.finalize()
     };
     let key = import::key(kind, &site.id, &content);
+    // A rerun keeps the first run's decision: nothing to decide.
+    let first_run = crate::storage::imports::get(store, &key).await?.is_none();
     let live = match args.overlap {
+        _ if !first_run => Vec::new(),
         Overlap::Skip | Overlap::Replace => {
             crate::storage::imports::days_with_views(store, site.domain.as_str(), days).await?
         }
@@ -644,7 +664,7 @@ where
         (utc_day(d), utc_day(d.succ_opt().unwrap_or(d)))
     })?;
     // A rerun keeps the first run's days: its own rows are not live.
-    let skipped_days = start_import(
+    let record = start_import(
         store,
         site,
         crate::storage::imports::ImportRecord {
@@ -658,11 +678,20 @@ where
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
     let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-    let summary = apply_checked(store, &key, &name, count, checked, &skipped_days, 1).await?;
+    let summary = apply_checked(
+        store,
+        &key,
+        &name,
+        count,
+        checked,
+        &import::Skips::of(&record),
+        1,
+    )
+    .await?;
     if let Some(e) = unreadable {
         anyhow::bail!("{name} changed while it was imported: {e}");
     }
-    finish_import(store, &key, &name, count, &summary, &skipped_days).await
+    finish_import(store, &name, count, &summary, &record).await
 }
 
 /// The record of an import of `args.file` into `site` starting now, with
@@ -691,21 +720,22 @@ fn new_record(
         deleting: false,
         replaced: Vec::new(),
         cleared: false,
+        cleared_by_others: Vec::new(),
     }
 }
 
 /// Records the import's start (a rerun gets the first run's record),
 /// refuses it while a delete of it runs, and clears the days it replaces;
-/// returns the days whose rows are skipped.
+/// returns the record in force.
 async fn start_import(
     store: &Store,
     site: &sites::Site,
     record: crate::storage::imports::ImportRecord,
-) -> anyhow::Result<std::collections::BTreeSet<chrono::NaiveDate>> {
+) -> anyhow::Result<crate::storage::imports::ImportRecord> {
     let record = crate::storage::imports::begin(store, &record).await?;
     refuse_while_deleting(&record)?;
     clear_replaced(store, &record, site).await?;
-    Ok(record.skipped_days.iter().copied().collect())
+    Ok(record)
 }
 
 /// Splits the days that have live figures into those skipped and those
@@ -758,17 +788,20 @@ async fn clear_replaced(
     if record.cleared || record.replaced.is_empty() {
         return Ok(());
     }
+    // Other imports of the site learn the spans first: a delete of one
+    // of them must not take back again what the clear takes out.
+    let spans: Vec<_> = record.replaced.iter().map(|r| (r.from, r.to)).collect();
+    if let Err(why) =
+        crate::storage::imports::hand_over_spans(store, &record.key, &record.site, &spans).await?
+    {
+        anyhow::bail!("--overlap replace: {why}");
+    }
     for r in &record.replaced {
         crate::storage::clear::clear_span(store, &site.domain, &record.site, r.from, r.to)
             .await
             .with_context(|| format!("clearing {} to replace it", r.day))?;
     }
     crate::storage::imports::mark_cleared(store, &record.key).await?;
-    let days: Vec<String> = record.replaced.iter().map(|r| r.day.to_string()).collect();
-    println!(
-        "replaced days (their live figures cleared): {}",
-        days.join(", ")
-    );
     Ok(())
 }
 
@@ -780,7 +813,7 @@ async fn apply_checked<T: crate::import::Counted>(
     name: &str,
     count: u64,
     rows: impl Iterator<Item = Result<T, crate::import::Skipped>>,
-    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+    skips: &crate::import::Skips,
     sign: i32,
 ) -> anyhow::Result<crate::import::Summary> {
     use std::io::IsTerminal;
@@ -790,7 +823,7 @@ async fn apply_checked<T: crate::import::Counted>(
         .filter(|n| *n > 0)
         .unwrap_or(crate::import::BATCH_ROWS);
     let terminal = std::io::stderr().is_terminal();
-    let summary = crate::import::apply(store, key, rows, skipped_days, batch_rows, sign, |done| {
+    let summary = crate::import::apply(store, key, rows, skips, batch_rows, sign, |done| {
         if terminal {
             eprint!("\r{name}: {done} of {count} rows");
         }
@@ -806,12 +839,12 @@ async fn apply_checked<T: crate::import::Counted>(
 /// complete and prints its summary.
 async fn finish_import(
     store: &Store,
-    key: &str,
     name: &str,
     count: u64,
     summary: &crate::import::Summary,
-    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+    record: &crate::storage::imports::ImportRecord,
 ) -> anyhow::Result<()> {
+    let key = &record.key;
     anyhow::ensure!(
         summary.rows == count,
         "{name} changed while it was imported: {count} rows checked, {} read",
@@ -825,16 +858,17 @@ async fn finish_import(
         chrono::Utc::now(),
     )
     .await?;
-    print_summary(key, name, summary, skipped_days);
+    print_summary(name, summary, record);
     Ok(())
 }
 
 fn print_summary(
-    key: &str,
     name: &str,
     summary: &crate::import::Summary,
-    skipped_days: &std::collections::BTreeSet<chrono::NaiveDate>,
+    record: &crate::storage::imports::ImportRecord,
 ) {
+    let key = &record.key;
+    let skipped_days = &record.skipped_days;
     let skipped: Vec<String> = summary
         .skipped
         .iter()
@@ -869,6 +903,13 @@ fn print_summary(
         let days: Vec<String> = skipped_days.iter().map(|d| d.to_string()).collect();
         println!(
             "skipped days with live figures (--overlap add imports them too): {}",
+            days.join(", ")
+        );
+    }
+    if !record.replaced.is_empty() {
+        let days: Vec<String> = record.replaced.iter().map(|r| r.day.to_string()).collect();
+        println!(
+            "replaced days (their live figures cleared): {}",
             days.join(", ")
         );
     }

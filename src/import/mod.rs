@@ -73,6 +73,9 @@ pub enum Skipped {
     Bot,
     /// On a day the site had live figures on when the import started.
     Overlap,
+    /// In a span another import cleared to replace it (`--overlap
+    /// replace`): what this import added there is gone already.
+    Replaced,
     /// A row the peer keeps beside views and events (Umami's link, pixel
     /// and performance rows).
     NotAViewOrEvent,
@@ -83,8 +86,33 @@ impl Skipped {
         match self {
             Skipped::Bot => "bot",
             Skipped::Overlap => "on days with live figures",
+            Skipped::Replaced => "on days another import replaced",
             Skipped::NotAViewOrEvent => "neither a view nor an event",
         }
+    }
+}
+
+/// The rows an import's run does not apply: those on the days it skipped
+/// as live, and those in spans a later import cleared to replace them
+/// (their figures are gone: a delete must not take them back again).
+#[derive(Debug, Default, Clone)]
+pub struct Skips {
+    pub days: BTreeSet<NaiveDate>,
+    pub cleared: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+impl Skips {
+    pub fn of(record: &crate::storage::imports::ImportRecord) -> Self {
+        Skips {
+            days: record.skipped_days.iter().copied().collect(),
+            cleared: record.cleared_by_others.clone(),
+        }
+    }
+
+    fn replaced(&self, at: DateTime<Utc>) -> bool {
+        self.cleared
+            .iter()
+            .any(|(from, to)| *from <= at && at < *to)
     }
 }
 
@@ -416,13 +444,14 @@ pub async fn apply<T: Counted>(
     store: &Store,
     key: &str,
     rows: impl Iterator<Item = Result<T, Skipped>>,
-    skipped_days: &BTreeSet<NaiveDate>,
+    skips: &Skips,
     batch_rows: u64,
     sign: i32,
     mut progress: impl FnMut(u64),
 ) -> anyhow::Result<Summary> {
     let rows = rows.map(|row| match row {
-        Ok(counted) if skipped_days.contains(&counted.day()) => Err(Skipped::Overlap),
+        Ok(counted) if skips.days.contains(&counted.day()) => Err(Skipped::Overlap),
+        Ok(counted) if skips.replaced(counted.at()) => Err(Skipped::Replaced),
         other => other,
     });
     // Rows past a level's retention skip that level's buckets; their

@@ -8,14 +8,15 @@
 //! can run again and end the same, so a clear killed midway is simply run
 //! again before anything is applied:
 //!
-//! - a view bucket wholly inside loses its slots, visit counters and
-//!   visitors and is left with `totalViews` 0; one partly inside has the
-//!   slots and visit counters of the span's hours set to 0 and its total
-//!   set to what is left (totals are the sum of their slots);
+//! - a view bucket has the span's slots and visit counters set to 0 and
+//!   its total lowered by them, in one update that matches only while the
+//!   bucket holds what was read (a bucket changed meanwhile is read
+//!   again), so a rerun finds nothing left in the span; one wholly inside
+//!   also loses its visitors;
 //! - a breakdown bucket wholly inside loses every name; a day bucket
-//!   partly inside has its hour buckets' names in the span taken out of
-//!   it, in the same transaction that clears those hour buckets, so a
-//!   rerun finds nothing left to take out;
+//!   partly inside is made again from its hour buckets outside the span
+//!   (capped as the writer caps it), in the same transaction that empties
+//!   the hour buckets inside, so a rerun makes the same day again;
 //! - every bucket written gets [`TAKEN_BACK`] (views) or [`WRITES`]
 //!   (breakdowns) raised, so kept answers see the change, and the site's
 //!   stored page summaries are dropped (made again from the buckets).
@@ -64,7 +65,9 @@ pub async fn clear_span(
         clear_breakdowns(store, domain, subject, from, to).await?;
     }
     super::page_summaries::delete_site(store, site_id).await?;
-    super::imports::drop_emptied_sketches(store, domain.as_str(), from, to).await?;
+    // Its bound is inclusive (a delete's is its last row's instant).
+    let last = to - chrono::TimeDelta::seconds(1);
+    super::imports::drop_emptied_sketches(store, domain.as_str(), from, last).await?;
     Ok(())
 }
 
@@ -137,31 +140,46 @@ async fn clear_views(
     to: DateTime<Utc>,
 ) -> Result<(), ClearError> {
     let collection = subject.collection(level);
-    let mut found = overlapping(store, collection, subject, domain, level, from, to).await?;
-    let mut statements = Vec::with_capacity(BATCH);
-    while let Some(bucket) = found.try_next().await? {
-        let Some(start) = start_of(&bucket) else {
-            continue;
-        };
-        if let Some(update) = view_update(&bucket, level, start, from, to) {
-            statements.push(doc! {"q": {"_id": id_of(&bucket)}, "u": update});
+    // A statement matches only while the bucket still holds what was read
+    // in the span; one that found it changed (a late hit) is read again.
+    for _ in 0..MAX_PASSES {
+        let mut found = overlapping(store, collection, subject, domain, level, from, to).await?;
+        let mut statements = Vec::with_capacity(BATCH);
+        let mut missed = 0;
+        while let Some(bucket) = found.try_next().await? {
+            let Some(start) = start_of(&bucket) else {
+                continue;
+            };
+            if let Some((mut q, update)) = view_update(&bucket, level, start, from, to) {
+                q.insert("_id", id_of(&bucket));
+                statements.push(doc! {"q": q, "u": update});
+            }
+            if statements.len() == BATCH {
+                missed += send(store, collection, std::mem::take(&mut statements)).await?;
+            }
         }
-        if statements.len() == BATCH {
-            send(store, collection, std::mem::take(&mut statements)).await?;
+        missed += send(store, collection, statements).await?;
+        if missed == 0 {
+            return Ok(());
         }
     }
-    send(store, collection, statements).await
+    Err(ClearError::Reply(format!(
+        "{collection}: buckets kept changing while they were cleared"
+    )))
 }
 
+/// How often a level is read again because buckets changed under it.
+const MAX_PASSES: usize = 5;
+
 /// One `update` command of `statements` (each on a bucket by `_id`), with
-/// the commit write concern; every statement must have matched.
+/// the commit write concern; answers how many matched no bucket.
 async fn send(
     store: &Store,
     collection: &str,
     statements: Vec<Document>,
-) -> Result<(), ClearError> {
+) -> Result<usize, ClearError> {
     if statements.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let sent = statements.len();
     let concern = bson::to_document(&store.commit_write_concern())
@@ -175,20 +193,32 @@ async fn send(
             "writeConcern": concern,
         })
         .await?;
-    super::update::check_reply(collection, &reply, sent)
-        .map_err(|e| ClearError::Reply(e.to_string()))?;
-    Ok(())
+    if let Ok(wce) = reply.get_document("writeConcernError") {
+        return Err(ClearError::Reply(format!(
+            "{collection}: write concern error: {wce}"
+        )));
+    }
+    if let Ok(errors) = reply.get_array("writeErrors") {
+        if !errors.is_empty() {
+            return Err(ClearError::Reply(format!("{collection}: {errors:?}")));
+        }
+    }
+    let matched = super::values::count(reply.get("n")).max(0) as usize;
+    Ok(sent.saturating_sub(matched))
 }
 
 /// What clearing `from`..`to` does to a view bucket, or None when it holds
-/// nothing there.
+/// nothing there: the filter that holds while the bucket has what was
+/// read in the span, and the update. The span's slots are set to 0 and the
+/// total lowered by them (`$inc`, so hits counted meanwhile in the slots
+/// outside stay counted); a bucket wholly inside also loses its visitors.
 fn view_update(
     bucket: &Document,
     level: Resolution,
     start: DateTime<Utc>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Option<Document> {
+) -> Option<(Document, Document)> {
     let slots_field = level.slots_field();
     let maps: Vec<&str> = std::iter::once(slots_field)
         .chain(VisitFields::COUNTERS)
@@ -202,29 +232,26 @@ fn view_update(
             .map(|v| super::values::count(Some(v)))
             .unwrap_or(0)
     };
-    let anything = inside
-        .iter()
-        .any(|&s| maps.iter().any(|map| held(map, s) != 0));
-    if !anything {
-        return None;
-    }
-    let left: i64 = (0..level.slot_count())
-        .filter(|s| !inside.contains(s))
-        .map(|s| held(slots_field, s))
-        .sum();
-    let mut set = doc! {"totalViews": left};
+    let mut filter = Document::new();
+    let mut set = Document::new();
     for map in &maps {
         for &slot in &inside {
-            if held(map, slot) != 0 {
+            let n = held(map, slot);
+            if n != 0 {
+                filter.insert(format!("{map}.{slot}"), n);
                 set.insert(format!("{map}.{slot}"), Bson::Int32(0));
             }
         }
     }
-    let mut update = doc! {"$set": set, "$inc": {TAKEN_BACK: 1_i64}};
-    if left == 0 {
+    if set.is_empty() {
+        return None;
+    }
+    let cleared: i64 = inside.iter().map(|&s| held(slots_field, s)).sum();
+    let mut update = doc! {"$set": set, "$inc": {"totalViews": -cleared, TAKEN_BACK: 1_i64}};
+    if inside.len() == level.slot_count() {
         update.insert("$unset", doc! {VisitFields::VISITORS: ""});
     }
-    Some(update)
+    Some((filter, update))
 }
 
 /// A breakdown bucket's counts: every dimension's names (as stored) and
@@ -270,27 +297,46 @@ impl Names {
             && self.other.values().all(|n| *n == 0)
     }
 
-    /// The `$inc` that takes `self` out of `day`: a name `day` does not
-    /// have by name was counted in its `other_*`.
-    fn taken_from(&self, day: &Names) -> Document {
-        let mut inc = doc! {"totalViews": -self.total, WRITES: 1_i64};
-        let mut other: BTreeMap<Dimension, i64> = self.other.clone();
-        for ((d, name), n) in &self.names {
-            if *n == 0 {
-                continue;
+    /// The update that makes a day bucket hold `self` (what its hours
+    /// outside the span add up to), each dimension capped as the writer
+    /// caps it: the most counted names keep a counter, the rest go to
+    /// `other_*`.
+    fn as_day(&self) -> Document {
+        let mut set = doc! {"totalViews": self.total};
+        let mut unset = Document::new();
+        for d in Dimension::ALL {
+            let mut names: Vec<(&String, i64)> = self
+                .names
+                .iter()
+                .filter(|((dim, _), n)| *dim == d && **n != 0)
+                .map(|((_, name), n)| (name, *n))
+                .collect();
+            names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            let mut other = self.other.get(&d).copied().unwrap_or(0);
+            let mut kept = Document::new();
+            for (i, (name, n)) in names.into_iter().enumerate() {
+                if i < breakdowns::MAX_NAMES_PER_BUCKET {
+                    kept.insert(name.clone(), Bson::Int64(n));
+                } else {
+                    other += n;
+                }
             }
-            if day.names.contains_key(&(*d, name.clone())) {
-                inc.insert(format!("{}.{name}", d.field()), Bson::Int64(-n));
+            if kept.is_empty() {
+                unset.insert(d.field(), "");
             } else {
-                *other.entry(*d).or_default() += n;
+                set.insert(d.field(), kept);
+            }
+            if other == 0 {
+                unset.insert(d.other_field(), "");
+            } else {
+                set.insert(d.other_field(), Bson::Int64(other));
             }
         }
-        for (d, n) in other {
-            if n != 0 {
-                inc.insert(d.other_field(), Bson::Int64(-n));
-            }
+        let mut update = doc! {"$set": set, "$inc": {WRITES: 1_i64}};
+        if !unset.is_empty() {
+            update.insert("$unset", unset);
         }
-        inc
+        update
     }
 }
 
@@ -315,8 +361,10 @@ async fn clear_breakdowns(
     let day = Resolution::Day;
     let day_collection = breakdowns::collection(subject, day);
     let hour_collection = breakdowns::collection(subject, Resolution::Hour);
-    // Day buckets partly inside, each with the hour buckets of the span
-    // that it adds up: taken out and cleared in one transaction.
+    // Day buckets partly inside: made again from their hour buckets
+    // outside the span (a day bucket is the sum of its hours: the writer
+    // counts every name at both levels), in the same transaction that
+    // empties the hours inside, so a rerun makes the same day again.
     let partial: Vec<Document> = overlapping(store, day_collection, subject, domain, day, from, to)
         .await?
         .try_collect()
@@ -335,19 +383,19 @@ async fn clear_breakdowns(
         let mut hours = doc! {
             subject.key_field(): key,
             "timestamp": {
-                "$gte": bson::DateTime::from_chrono(from.max(start)),
-                "$lt": bson::DateTime::from_chrono(to.min(start + day.step())),
+                "$gte": bson::DateTime::from_chrono(start),
+                "$lt": bson::DateTime::from_chrono(start + day.step()),
             },
         };
         if let Some(part) = bucket.get("part") {
             hours.insert("part", part.clone());
         }
-        take_hours_out_of_day(
+        remake_day(
             store,
-            hour_collection,
-            day_collection,
+            (hour_collection, day_collection),
             id_of(&bucket),
             hours,
+            (from, to),
         )
         .await?;
     }
@@ -373,12 +421,14 @@ async fn clear_breakdowns(
     Ok(())
 }
 
-async fn take_hours_out_of_day(
+/// Makes the day bucket `day_id` again from its hour buckets (`hours`)
+/// outside `span` and empties those inside, in one transaction.
+async fn remake_day(
     store: &Store,
-    hour_collection: &str,
-    day_collection: &str,
+    (hour_collection, day_collection): (&str, &str),
     day_id: Bson,
     hours: Document,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<(), mongodb::error::Error> {
     let hour_coll = store.db().collection::<Document>(hour_collection);
     let day_coll = store.db().collection::<Document>(day_collection);
@@ -393,39 +443,34 @@ async fn take_hours_out_of_day(
                 .stream(&mut session)
                 .try_collect()
                 .await?;
-            let mut sum = Names::default();
-            for h in &found {
-                sum.add(&Names::of(h));
+            let (inside, outside): (Vec<&Document>, Vec<&Document>) = found
+                .iter()
+                .partition(|h| start_of(h).is_some_and(|t| from <= t && t < to));
+            let mut kept = Names::default();
+            for h in &outside {
+                kept.add(&Names::of(h));
             }
-            if sum.is_empty() {
-                return Ok(());
-            }
-            let Some(day) = day_coll
-                .find_one(doc! {"_id": day_id.clone()})
-                .session(&mut session)
-                .await?
-            else {
-                return Ok(());
-            };
             day_coll
-                .update_one(
-                    doc! {"_id": day_id.clone()},
-                    doc! {"$inc": sum.taken_from(&Names::of(&day))},
-                )
+                .update_one(doc! {"_id": day_id.clone()}, kept.as_day())
                 .session(&mut session)
                 .await?;
-            for h in &found {
-                hour_coll
-                    .update_one(doc! {"_id": id_of(h)}, emptied())
-                    .session(&mut session)
-                    .await?;
+            for h in inside {
+                if !Names::of(h).is_empty() {
+                    hour_coll
+                        .update_one(doc! {"_id": id_of(h)}, emptied())
+                        .session(&mut session)
+                        .await?;
+                }
             }
             Ok(())
         }
         .await;
         let outcome = match attempt {
             Ok(()) => super::txn::commit(&mut session).await,
-            Err(e) => Err(e),
+            Err(e) => {
+                let _ = session.abort_transaction().await;
+                Err(e)
+            }
         };
         match outcome {
             Ok(()) => return Ok(()),
@@ -448,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn a_day_bucket_partly_inside_keeps_the_hours_outside() {
+    fn a_day_bucket_partly_inside_loses_the_spans_hours_only() {
         let bucket = doc! {
             "timestamp": bson::DateTime::from_chrono(utc(2, 0)),
             "totalViews": 10_i64,
@@ -457,21 +502,32 @@ mod tests {
             "visitors": {"f": 1},
         };
         // Berlin's 3 March: 2 March 23:00 UTC to 3 March 23:00 UTC.
-        let u = view_update(&bucket, Resolution::Day, utc(2, 0), utc(2, 23), utc(3, 23)).unwrap();
+        let (q, u) =
+            view_update(&bucket, Resolution::Day, utc(2, 0), utc(2, 23), utc(3, 23)).unwrap();
+        assert_eq!(q, doc! {"hours.23": 4_i64, "visits.23": 2_i64});
         assert_eq!(
             u.get_document("$set").unwrap(),
-            &doc! {"totalViews": 6_i64, "hours.23": 0, "visits.23": 0}
+            &doc! {"hours.23": 0, "visits.23": 0}
         );
-        assert!(u.get("$unset").is_none(), "registers kept while views are");
+        assert_eq!(
+            u.get_document("$inc").unwrap(),
+            &doc! {"totalViews": -4_i64, TAKEN_BACK: 1_i64}
+        );
+        assert!(u.get("$unset").is_none(), "registers kept");
     }
 
     #[test]
     fn a_bucket_wholly_inside_is_left_empty_without_visitors() {
         let bucket = doc! {"totalViews": 2_i64, "minutes": {"0": 1, "59": 1}};
-        let u = view_update(&bucket, Resolution::Hour, utc(3, 5), utc(3, 0), utc(4, 0)).unwrap();
+        let (_, u) =
+            view_update(&bucket, Resolution::Hour, utc(3, 5), utc(3, 0), utc(4, 0)).unwrap();
         assert_eq!(
             u.get_document("$set").unwrap(),
-            &doc! {"totalViews": 0_i64, "minutes.0": 0, "minutes.59": 0}
+            &doc! {"minutes.0": 0, "minutes.59": 0}
+        );
+        assert_eq!(
+            u.get_document("$inc").unwrap(),
+            &doc! {"totalViews": -2_i64, TAKEN_BACK: 1_i64}
         );
         assert_eq!(
             u.get_document("$unset").unwrap(),
@@ -486,20 +542,29 @@ mod tests {
     }
 
     #[test]
-    fn names_a_day_counted_in_other_are_taken_from_other() {
-        let day = Names::of(&doc! {
-            "totalViews": 9_i64,
-            "sources": {"google%2Ecom": 5_i64},
-            "other": 4_i64,
-        });
-        let hour = Names::of(&doc! {
-            "totalViews": 3_i64,
-            "sources": {"google%2Ecom": 1_i64, "bing%2Ecom": 2_i64},
-        });
-        assert_eq!(
-            hour.taken_from(&day),
-            doc! {"totalViews": -3_i64, WRITES: 1_i64, "sources.google%2Ecom": -1_i64, "other": -2_i64}
-        );
+    fn a_day_made_again_from_its_hours_keeps_the_writers_cap() {
+        let mut hours = Names::default();
+        let mut sources = Document::new();
+        for i in 0..=breakdowns::MAX_NAMES_PER_BUCKET {
+            // One name more than the cap; the least counted goes to other.
+            sources.insert(format!("s{i:02}"), Bson::Int64(100 - i as i64));
+        }
+        let total: i64 = (0..=breakdowns::MAX_NAMES_PER_BUCKET as i64)
+            .map(|i| 100 - i)
+            .sum();
+        hours.add(&Names::of(
+            &doc! {"totalViews": total, "sources": sources, "other": 5_i64},
+        ));
+        let u = hours.as_day();
+        let set = u.get_document("$set").unwrap();
+        assert_eq!(set.get_i64("totalViews").unwrap(), total);
+        let kept = set.get_document("sources").unwrap();
+        assert_eq!(kept.len(), breakdowns::MAX_NAMES_PER_BUCKET);
+        assert!(kept.get("s50").is_none());
+        assert_eq!(set.get_i64("other").unwrap(), 5 + 50);
+        let unset = u.get_document("$unset").unwrap();
+        assert!(unset.contains_key("browser") && unset.contains_key("other_browser"));
+        assert_eq!(u.get_document("$inc").unwrap(), &doc! {WRITES: 1_i64});
     }
 }
 

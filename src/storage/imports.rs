@@ -48,6 +48,9 @@ pub struct ImportRecord {
     pub replaced: Vec<ReplacedDay>,
     /// Every replaced day is cleared: rows may be applied.
     pub cleared: bool,
+    /// Spans later imports of the site cleared to replace them: this
+    /// import's rows there are gone, and its delete skips them.
+    pub cleared_by_others: Vec<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 /// A day an import replaces, and the instants it spans (a day in the
@@ -94,6 +97,20 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
             })
             .unwrap_or_default(),
         cleared: d.get_bool("cleared").unwrap_or(false),
+        cleared_by_others: d
+            .get_array("clearedByOthers")
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| {
+                        let r = r.as_document()?;
+                        Some((
+                            r.get_datetime("from").ok()?.to_chrono(),
+                            r.get_datetime("to").ok()?.to_chrono(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         daily: match (d.get_datetime("dailyFrom"), d.get_datetime("dailyTo")) {
             (Ok(from), Ok(to)) => Some((from.to_chrono(), to.to_chrono())),
             _ => None,
@@ -230,6 +247,55 @@ pub async fn begin(
         .as_ref()
         .and_then(from_doc)
         .unwrap_or_else(|| record.clone()))
+}
+
+/// Before `key` clears `spans` of its site: every other import of the
+/// site records them, so that its delete skips its rows there. Refused
+/// while another import of the site is incomplete or being deleted (its
+/// rows would be cut differently from one run to the next).
+pub async fn hand_over_spans(
+    store: &Store,
+    key: &str,
+    site: &str,
+    spans: &[(DateTime<Utc>, DateTime<Utc>)],
+) -> Result<Result<(), String>, mongodb::error::Error> {
+    let imports = store.db().collection::<Document>(COLLECTION);
+    let others: Vec<ImportRecord> = imports
+        .find(doc! {"site": site, "_id": {"$ne": key}})
+        .await?
+        .try_collect::<Vec<Document>>()
+        .await?
+        .iter()
+        .filter_map(from_doc)
+        .collect();
+    if let Some(busy) = others
+        .iter()
+        .find(|o| o.finished_at.is_none() || o.deleting)
+    {
+        return Ok(Err(format!(
+            "import {} of this site is {}: finish it first",
+            busy.key,
+            if busy.deleting {
+                "being deleted"
+            } else {
+                "incomplete"
+            }
+        )));
+    }
+    let spans: Vec<Document> = spans
+        .iter()
+        .map(|(from, to)| {
+            doc! {"from": bson::DateTime::from_chrono(*from), "to": bson::DateTime::from_chrono(*to)}
+        })
+        .collect();
+    imports
+        .update_many(
+            doc! {"site": site, "_id": {"$ne": key}},
+            doc! {"$addToSet": {"clearedByOthers": {"$each": spans}}},
+        )
+        .write_concern(store.commit_write_concern())
+        .await?;
+    Ok(Ok(()))
 }
 
 /// Records that every day the import replaces is cleared.

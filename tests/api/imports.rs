@@ -368,6 +368,44 @@ async fn days_with_live_figures_are_skipped_unless_asked() {
     );
 }
 
+/// An import that replaces days another import filled: deleting the
+/// first one afterwards takes back only what is left of it, so the days
+/// show the second import's figures alone.
+#[tokio::test]
+async fn deleting_an_import_whose_days_another_replaced_leaves_the_replacements() {
+    let app = spawn_app().await;
+    app.add_site("docs.test", &[]).await;
+    let lines = export(900);
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.csv");
+    std::fs::write(&first, file_text(&lines)).unwrap();
+    let out = import(&app, "docs.test", &first);
+    assert!(out.status.success(), "{out:?}");
+    let first_key = printed_key(&out);
+    let later = &lines[300..700];
+    let second = dir.path().join("second.csv");
+    std::fs::write(&second, file_text(later)).unwrap();
+    let out = import_command(&app, "docs.test", &second)
+        .args(["--overlap", "replace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (mut want, _) = expected("docs.test", &lines);
+    let (replacing, _) = expected("docs.test", later);
+    let replaced_days: std::collections::BTreeSet<&String> =
+        replacing.keys().map(|(_, d)| d).collect();
+    want.retain(|(_, d), _| !replaced_days.contains(d));
+    want.extend(replacing.clone());
+    let mut held = stored(&app).await;
+    held.retain(|_, v| *v != 0);
+    assert_eq!(held, want);
+    let deleted = delete_command(&app, &first_key).output().unwrap();
+    assert!(deleted.status.success(), "{deleted:?}");
+    let mut held = stored(&app).await;
+    held.retain(|_, v| *v != 0);
+    assert_eq!(held, replacing, "the replacing import's figures alone");
+}
+
 #[tokio::test]
 async fn every_bad_export_is_named_by_line_and_column_and_writes_nothing() {
     let app = spawn_app().await;

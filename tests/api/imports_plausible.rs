@@ -990,6 +990,39 @@ async fn overlap_replace_clears_a_local_days_live_figures_and_keeps_the_hours_ar
 }
 
 #[tokio::test]
+async fn replacing_days_of_a_zone_off_whole_hours_is_refused_and_writes_nothing() {
+    let app = spawn_app().await;
+    let site = app
+        .add_site_in("plausible.test", &[], "Asia/Kolkata")
+        .await;
+    let e = export(3, 0, false, false);
+    let live_at = tickertape::reports::local::midnight(first_day(), site.time_zone.tz())
+        + chrono::TimeDelta::hours(3);
+    app.write_hits(&[("plausible.test/live", live_at)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files)
+        .args(["--overlap", "replace"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not start on a whole UTC hour"),
+        "{out:?}"
+    );
+    assert_eq!(app.total_views(Resolution::Day).await, 1, "the live view alone");
+    let records = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::imports::COLLECTION)
+        .count_documents(bson::doc! {})
+        .await
+        .unwrap();
+    assert_eq!(records, 0);
+}
+
+#[tokio::test]
 async fn clearing_a_local_day_twice_leaves_what_clearing_it_once_does() {
     let app = spawn_app().await;
     let site = app
