@@ -992,9 +992,7 @@ async fn overlap_replace_clears_a_local_days_live_figures_and_keeps_the_hours_ar
 #[tokio::test]
 async fn replacing_days_of_a_zone_off_whole_hours_is_refused_and_writes_nothing() {
     let app = spawn_app().await;
-    let site = app
-        .add_site_in("plausible.test", &[], "Asia/Kolkata")
-        .await;
+    let site = app.add_site_in("plausible.test", &[], "Asia/Kolkata").await;
     let e = export(3, 0, false, false);
     let live_at = tickertape::reports::local::midnight(first_day(), site.time_zone.tz())
         + chrono::TimeDelta::hours(3);
@@ -1011,7 +1009,11 @@ async fn replacing_days_of_a_zone_off_whole_hours_is_refused_and_writes_nothing(
         String::from_utf8_lossy(&out.stderr).contains("does not start on a whole UTC hour"),
         "{out:?}"
     );
-    assert_eq!(app.total_views(Resolution::Day).await, 1, "the live view alone");
+    assert_eq!(
+        app.total_views(Resolution::Day).await,
+        1,
+        "the live view alone"
+    );
     let records = app
         .store
         .db()
