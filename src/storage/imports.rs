@@ -81,41 +81,43 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         events: super::values::count(d.get("events")).max(0) as u64,
         context: d.get_str("context").unwrap_or_default().to_owned(),
         deleting: d.get_bool("deleting").unwrap_or(false),
-        replaced: d
-            .get_array("replaced")
-            .map(|a| {
-                a.iter()
-                    .filter_map(|r| {
-                        let r = r.as_document()?;
-                        Some(ReplacedDay {
-                            day: r.get_str("day").ok()?.parse().ok()?,
-                            from: r.get_datetime("from").ok()?.to_chrono(),
-                            to: r.get_datetime("to").ok()?.to_chrono(),
-                        })
-                    })
-                    .collect()
+        replaced: documents(d, "replaced")
+            .filter_map(|r| {
+                let (from, to) = span_of(r)?;
+                let day = r.get_str("day").ok()?.parse().ok()?;
+                Some(ReplacedDay { day, from, to })
             })
-            .unwrap_or_default(),
+            .collect(),
         cleared: d.get_bool("cleared").unwrap_or(false),
-        cleared_by_others: d
-            .get_array("clearedByOthers")
-            .map(|a| {
-                a.iter()
-                    .filter_map(|r| {
-                        let r = r.as_document()?;
-                        Some((
-                            r.get_datetime("from").ok()?.to_chrono(),
-                            r.get_datetime("to").ok()?.to_chrono(),
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        cleared_by_others: documents(d, "clearedByOthers")
+            .filter_map(span_of)
+            .collect(),
         daily: match (d.get_datetime("dailyFrom"), d.get_datetime("dailyTo")) {
             (Ok(from), Ok(to)) => Some((from.to_chrono(), to.to_chrono())),
             _ => None,
         },
     })
+}
+
+/// The documents in the array `field` of `d` (none if it has no such
+/// array).
+fn documents<'a>(d: &'a Document, field: &str) -> impl Iterator<Item = &'a Document> {
+    d.get_array(field)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_document())
+}
+
+/// A span as the record keeps it: `{from, to}`.
+fn span_doc(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
+    doc! {"from": bson::DateTime::from_chrono(from), "to": bson::DateTime::from_chrono(to)}
+}
+
+fn span_of(d: &Document) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    Some((
+        d.get_datetime("from").ok()?.to_chrono(),
+        d.get_datetime("to").ok()?.to_chrono(),
+    ))
 }
 
 /// The days among `days` on which `domain`'s site has views already.
@@ -213,11 +215,9 @@ pub async fn begin(
         .replaced
         .iter()
         .map(|r| {
-            doc! {
-                "day": r.day.to_string(),
-                "from": bson::DateTime::from_chrono(r.from),
-                "to": bson::DateTime::from_chrono(r.to),
-            }
+            let mut span = span_doc(r.from, r.to);
+            span.insert("day", r.day.to_string());
+            span
         })
         .collect();
     let imports = store.db().collection::<Document>(COLLECTION);
@@ -259,18 +259,10 @@ pub async fn hand_over_spans(
     site: &str,
     spans: &[(DateTime<Utc>, DateTime<Utc>)],
 ) -> Result<Result<(), String>, mongodb::error::Error> {
-    let imports = store.db().collection::<Document>(COLLECTION);
-    let others: Vec<ImportRecord> = imports
-        .find(doc! {"site": site, "_id": {"$ne": key}})
+    if let Some(busy) = list(store, Some(site))
         .await?
-        .try_collect::<Vec<Document>>()
-        .await?
-        .iter()
-        .filter_map(from_doc)
-        .collect();
-    if let Some(busy) = others
-        .iter()
-        .find(|o| o.finished_at.is_none() || o.deleting)
+        .into_iter()
+        .find(|o| o.key != key && (o.finished_at.is_none() || o.deleting))
     {
         return Ok(Err(format!(
             "import {} of this site is {}: finish it first",
@@ -284,11 +276,11 @@ pub async fn hand_over_spans(
     }
     let spans: Vec<Document> = spans
         .iter()
-        .map(|(from, to)| {
-            doc! {"from": bson::DateTime::from_chrono(*from), "to": bson::DateTime::from_chrono(*to)}
-        })
+        .map(|(from, to)| span_doc(*from, *to))
         .collect();
-    imports
+    store
+        .db()
+        .collection::<Document>(COLLECTION)
         .update_many(
             doc! {"site": site, "_id": {"$ne": key}},
             doc! {"$addToSet": {"clearedByOthers": {"$each": spans}}},
