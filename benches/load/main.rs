@@ -24,7 +24,9 @@
 //! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those; BENCH_TRACKERS=0
 //! skips the peers' endpoints beside the pixel, BENCH_TRACKERS_ONLY=1 runs
 //! only them (see `trackers.rs`); BENCH_IMPORTS=0 skips the import speed,
-//! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`).
+//! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`); BENCH_SERVE_BIN
+//! serves the report benches from another build of `tickertape` (a
+//! before), BENCH_YEAR_INGEST=0 skips the year bench's write-path rounds.
 //!
 //! A scenario is `kind[@connections][~rate]`: `durable@2048` runs the
 //! durable server with 2,048 connections; `fast@256~20000` sends 20,000
@@ -201,8 +203,12 @@ impl Spec {
 
 /// The release `tickertape serve` on `db`'s database `database`, on a free
 /// port, without the preallocation schedule (the report benches).
+/// The release `tickertape` serving `database` (`BENCH_SERVE_BIN` names
+/// another build, to time a before and an after on the same data).
 pub fn serve_release(db: &roles::Database, database: &str) -> anyhow::Result<Server> {
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    let binary = std::env::var_os("BENCH_SERVE_BIN")
+        .map_or_else(|| repo().join("target/release/tickertape"), PathBuf::from);
+    let mut cmd = Command::new(binary);
     cmd.arg("serve")
         .env("MONGODB_URI", &db.uri)
         .env("TICKERTAPE_DATABASE", database)

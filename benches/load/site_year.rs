@@ -317,7 +317,9 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     if !crate::roles::reuse_year() {
         store.db().drop().await?;
     }
-
+    if std::env::var("BENCH_YEAR_INGEST").is_ok_and(|v| v == "0") {
+        return Ok(());
+    }
     ingestion_with_and_without_sources(db, options).await
 }
 
