@@ -202,9 +202,9 @@ impl Spec {
 }
 
 /// The release `tickertape serve` on `db`'s database `database`, on a free
-/// port, without the preallocation schedule (the report benches).
-/// The release `tickertape` serving `database` (`BENCH_SERVE_BIN` names
-/// another build, to time a before and an after on the same data).
+/// port, without the preallocation schedule (the report benches);
+/// `BENCH_SERVE_BIN` names another build, to time a before and an after on
+/// the same data.
 pub fn serve_release(db: &roles::Database, database: &str) -> anyhow::Result<Server> {
     let binary = std::env::var_os("BENCH_SERVE_BIN")
         .map_or_else(|| repo().join("target/release/tickertape"), PathBuf::from);
