@@ -13,7 +13,8 @@
 //! - `BENCH_SUSTAINED=0` skips it; `BENCH_SUSTAINED_RUNS` lists the runs,
 //!   each `pages[u][+VAR=value...]`: `u` for uniform popularity instead of
 //!   Zipf, and `+` settings passed to the server as `TICKERTAPE_<VAR>`
-//!   (to measure alternatives side by side, e.g. `10000+ROLLUPS_WINDOW_MS=1000`).
+//!   (to measure alternatives side by side, e.g. `10000+ROLLUPS_WINDOW_MS=1000`),
+//!   and `pages@rate` for one run paced at that rate alone (e.g. `1000@8000`).
 //!   Default `1000,10000,100000,100000u`.
 //! - `BENCH_SUSTAINED_SECS` per run (default 300; quick 20),
 //!   `BENCH_SUSTAINED_CONNECTIONS` (64), and `BENCH_SUSTAINED_STEPS`, the
@@ -36,6 +37,8 @@ struct RunSpec {
     label: String,
     pages: u32,
     uniform: bool,
+    /// `pages@rate`: one run paced at this rate instead of a saturating one.
+    pace: Option<u32>,
     env: Vec<(String, String)>,
 }
 
@@ -43,6 +46,13 @@ impl RunSpec {
     fn parse(label: &str) -> anyhow::Result<Self> {
         let mut parts = label.split('+');
         let head = parts.next().unwrap_or_default();
+        let (head, pace) = match head.split_once('@') {
+            Some((h, rate)) => (
+                h,
+                Some(rate.parse().with_context(|| format!("rate in {label:?}"))?),
+            ),
+            None => (head, None),
+        };
         let (digits, uniform) = match head.strip_suffix('u') {
             Some(d) => (d, true),
             None => (head, false),
@@ -62,6 +72,7 @@ impl RunSpec {
             label: label.to_owned(),
             pages,
             uniform,
+            pace,
             env,
         })
     }
@@ -303,6 +314,14 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     let mut outcomes = Vec::new();
     let mut summary = Vec::new();
     for spec in &runs {
+        if let Some(rate) = spec.pace {
+            // A paced run alone: how the streams lag at a rate that is
+            // not this machine's ceiling.
+            let paced = run_one(db, spec, Some(rate), seconds, 256, options).await?;
+            print_row(&paced);
+            outcomes.push(paced);
+            continue;
+        }
         let saturating = run_one(db, spec, None, seconds, connections, options).await?;
         eprintln!(
             "sustained {}: acked {:.0}/s applied {:.0}/s lag p99 {:.1} s",

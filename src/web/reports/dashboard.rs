@@ -139,6 +139,17 @@ pub async fn show_dashboard(
     let before = period.previous();
     let source_filter = q.source_filter()?;
     let metric = q.chart_metric()?;
+    let filter = q.page_filter()?;
+    let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
+        None => 1,
+        Some(raw) => raw
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1 && *n <= 100_000)
+            .ok_or_else(|| {
+                WebError::Invalid("The list page must be a whole number from 1.".into())
+            })?,
+    };
     let params = if range_error.is_some() {
         String::new()
     } else {
@@ -147,21 +158,21 @@ pub async fn show_dashboard(
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
     let goal_events = super::goals::event_names(&site);
     // The sources come with the other breakdowns, in one pass.
-    let ((current, top), previous, breakdowns, now_views) = tokio::try_join!(
+    // The visit line's counters need no views: they are read beside them.
+    let ((current, top), previous, breakdowns, now_views, line) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         super::breakdowns::read(state, source_scope, &period, &goal_events),
         queries::views_now(&state.store, &scope, now),
+        super::visit_line::read_line(
+            &state.store,
+            &scope,
+            &period,
+            now,
+            comparable(&before, &state.retention, now),
+        ),
     )?;
     let source_buckets = super::breakdowns::sources_of((&breakdowns.0, &breakdowns.1), &period);
-    let line = super::visit_line::line(
-        &state.store,
-        &scope,
-        &period,
-        (&current, &previous),
-        now,
-        comparable(&before, &state.retention, now),
-    );
     let chart = super::visit_line::chart_view(
         &state.store,
         &scope,
@@ -194,24 +205,7 @@ pub async fn show_dashboard(
         (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
         audience.export(join(&format!("{}/goals.csv", audience.base), &params, &[])),
     );
-    let (mut visits, chart, (sources_now, sources_before), goals) =
-        tokio::try_join!(line, chart, sources, goals)?;
-    visits.basis = change_basis(&period, &current, now, &state.retention);
-    visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
-    let filter = q.page_filter()?;
-    let page_no: usize = match q.p.as_deref().filter(|p| !p.is_empty()) {
-        None => 1,
-        Some(raw) => raw
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1 && *n <= 100_000)
-            .ok_or_else(|| {
-                WebError::Invalid("The list page must be a whole number from 1.".into())
-            })?,
-    };
     let total = queries::total(&current);
-    let overflow = overflow_note(&site, &top, total, audience.shared);
-    let base = audience.base.clone();
     let matching = matching_pages(&top, &filter);
     let shown: Vec<&(crate::domain::Page, i64)> = matching
         .iter()
@@ -221,9 +215,17 @@ pub async fn show_dashboard(
         .collect();
     // The shown rows' visit figures: whole days from the kept page-days,
     // the rest one read of these pages' buckets, not a scan of the site.
+    // They need only the top pages, so they are read beside the panels
+    // rather than after them (a request waits for its slowest stage).
     let names: Vec<&crate::domain::Page> = shown.iter().map(|(page, _)| page).collect();
-    let figures =
-        crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
+    let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now);
+    let mut visits = line.line(&current, &previous);
+    let (chart, (sources_now, sources_before), goals, figures) =
+        tokio::try_join!(chart, sources, goals, figures)?;
+    visits.basis = change_basis(&period, &current, now, &state.retention);
+    visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
+    let overflow = overflow_note(&site, &top, total, audience.shared);
+    let base = audience.base.clone();
     let pages = shown
         .into_iter()
         .zip(figures)

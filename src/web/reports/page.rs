@@ -103,23 +103,23 @@ pub async fn show_page_report(
     let source_scope = crate::reports::sources::SourceScope::Page(&page);
     // The sources come with the other breakdowns, in one pass.
     let names = super::breakdowns::read(state, source_scope, &period, &[]);
-    let (current, previous, (minute, seconds), realtime, current_seconds, names) = tokio::try_join!(
+    // The visit line's counters need no views: they are read beside them.
+    let (current, previous, (minute, seconds), realtime, current_seconds, names, line) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
         breakdown,
         queries::realtime_series(&state.store, &scope, &last_hour),
         queries::realtime_seconds(&state.store, &page, this_minute),
         names,
+        super::visit_line::read_line(
+            &state.store,
+            &scope,
+            &period,
+            now,
+            comparable(&before, &state.retention, now),
+        ),
     )?;
     let sources = super::breakdowns::sources_of((&names.0, &names.1), &period);
-    let line = super::visit_line::line(
-        &state.store,
-        &scope,
-        &period,
-        (&current, &previous),
-        now,
-        comparable(&before, &state.retention, now),
-    );
     let page_name = page.to_string();
     let chart = super::visit_line::chart_view(
         &state.store,
@@ -145,7 +145,8 @@ pub async fn show_page_report(
         sources,
         Some((queries::total(&current), queries::total(&previous))),
     );
-    let (mut visits, chart, sources) = tokio::try_join!(line, chart, sources)?;
+    let mut visits = line.line(&current, &previous);
+    let (chart, sources) = tokio::try_join!(chart, sources)?;
     visits.basis = change_basis(&period, &current, now, &state.retention);
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");

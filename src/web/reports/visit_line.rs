@@ -56,20 +56,35 @@ pub struct Totals {
     pub visits: VisitFigures,
 }
 
-/// Reads what the line compares and builds it. `current` and `previous`
-/// are the views' units of the period and of the one before it.
+/// What the line reads: its counters and visitors do not depend on the
+/// views, so a report reads them beside its series and builds the line
+/// once both are in ([`LineReads::line`]).
+pub struct LineReads {
+    units: visits::CounterUnits,
+    units_before: visits::CounterUnits,
+    visitors: Option<Vec<i64>>,
+    since: Option<DateTime<Utc>>,
+    period: Period,
+    cut: DateTime<Utc>,
+    offset: chrono::TimeDelta,
+    complete: bool,
+    compare: bool,
+    page: bool,
+}
+
+/// Reads what the line compares; [`LineReads::line`] builds it from the
+/// views' units of the period and of the one before it.
 ///
 /// The counters of each period are read once, as units, and the complete
 /// part of a running period is summed from them; the visitors of every
 /// range compared are read together (one plan of day and hour sketches).
-pub async fn line(
+pub async fn read_line(
     store: &Store,
     scope: &Scope<'_>,
     period: &Period,
-    (current, previous): (&[Point], &[Point]),
     now: DateTime<Utc>,
     comparable: bool,
-) -> Result<VisitLine, mongodb::error::Error> {
+) -> Result<LineReads, mongodb::error::Error> {
     let before = period.previous();
     let cut = period.complete_until(now);
     let offset = period.shift();
@@ -119,41 +134,70 @@ pub async fn line(
         visits::visitors(store, scope, &ranges),
         visits::counted_since(store, scope),
     )?;
-    let units = head.joined(tail);
-    let visitors = |i: usize| visitors.as_ref().and_then(|v| v.get(i).copied());
-    let views_until = |points: &[Point], until: DateTime<Utc>| -> i64 {
-        points
-            .iter()
-            .filter(|p| p.at < until)
-            .map(|p| p.views)
-            .sum()
-    };
-    let shown = Totals {
-        views: queries::total(current),
-        visits: units.figures(None, visitors(0)),
-    };
-    let compared = if !compare {
-        None
-    } else if complete {
-        let prev = Totals {
-            views: queries::total(previous),
-            visits: units_before.figures(None, visitors(1)),
+    Ok(LineReads {
+        units: head.joined(tail),
+        units_before,
+        visitors,
+        since,
+        period: *period,
+        cut,
+        offset,
+        complete,
+        compare,
+        page: matches!(scope, Scope::Page(_)),
+    })
+}
+
+impl LineReads {
+    /// The line, from these reads and the views of the period and the one
+    /// before.
+    pub fn line(self, current: &[Point], previous: &[Point]) -> VisitLine {
+        let LineReads {
+            units,
+            units_before,
+            visitors,
+            since,
+            period,
+            cut,
+            offset,
+            complete,
+            compare,
+            page,
+        } = self;
+        let visitors = |i: usize| visitors.as_ref().and_then(|v| v.get(i).copied());
+        let views_until = |points: &[Point], until: DateTime<Utc>| -> i64 {
+            points
+                .iter()
+                .filter(|p| p.at < until)
+                .map(|p| p.views)
+                .sum()
         };
-        Some((shown, prev))
-    } else {
-        let part = Totals {
-            views: views_until(current, cut),
-            visits: units.figures(Some(cut), visitors(1)),
+        let shown = Totals {
+            views: queries::total(current),
+            visits: units.figures(None, visitors(0)),
         };
-        // `units_before` holds only the part before `cut - offset`.
-        let part_before = Totals {
-            views: views_until(previous, cut - offset),
-            visits: units_before.figures(Some(cut - offset), visitors(2)),
+        let compared = if !compare {
+            None
+        } else if complete {
+            let prev = Totals {
+                views: queries::total(previous),
+                visits: units_before.figures(None, visitors(1)),
+            };
+            Some((shown, prev))
+        } else {
+            let part = Totals {
+                views: views_until(current, cut),
+                visits: units.figures(Some(cut), visitors(1)),
+            };
+            // `units_before` holds only the part before `cut - offset`.
+            let part_before = Totals {
+                views: views_until(previous, cut - offset),
+                visits: units_before.figures(Some(cut - offset), visitors(2)),
+            };
+            Some((part, part_before))
         };
-        Some((part, part_before))
-    };
-    let page = matches!(scope, Scope::Page(_));
-    Ok(build(&shown, compared.as_ref(), since, period, page))
+        build(&shown, compared.as_ref(), since, &period, page)
+    }
 }
 
 /// The line of a site, or of a page (`page`), where a visit is counted on
