@@ -164,13 +164,7 @@ pub async fn show_dashboard(
         queries::read_series(&state.store, &scope, &before),
         super::breakdowns::read(state, source_scope, &period, &goal_events),
         queries::views_now(&state.store, &scope, now),
-        super::visit_line::read_line(
-            &state.store,
-            &scope,
-            &period,
-            now,
-            comparable(&before, &state.retention, now),
-        ),
+        super::visit_line::read_line(state, &scope, &period, now),
     )?;
     let source_buckets = super::breakdowns::sources_of((&breakdowns.0, &breakdowns.1), &period);
     let chart = super::visit_line::chart_view(

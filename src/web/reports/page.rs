@@ -111,13 +111,7 @@ pub async fn show_page_report(
         queries::realtime_series(&state.store, &scope, &last_hour),
         queries::realtime_seconds(&state.store, &page, this_minute),
         names,
-        super::visit_line::read_line(
-            &state.store,
-            &scope,
-            &period,
-            now,
-            comparable(&before, &state.retention, now),
-        ),
+        super::visit_line::read_line(state, &scope, &period, now),
     )?;
     let sources = super::breakdowns::sources_of((&names.0, &names.1), &period);
     let page_name = page.to_string();

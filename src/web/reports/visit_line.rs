@@ -11,6 +11,7 @@ use crate::reports::visits::{self, VisitFigures};
 use crate::reports::{Period, Resolution};
 use crate::storage::Store;
 use crate::web::fmt;
+use crate::web::state::WebState;
 
 pub struct Figure {
     /// The element id (tests and the CSV use the same names).
@@ -78,14 +79,18 @@ pub struct LineReads {
 /// The counters of each period are read once, as units, and the complete
 /// part of a running period is summed from them; the visitors of every
 /// range compared are read together (one plan of day and hour sketches).
+///
+/// The changes compare with the period before only where it is within
+/// the retention of the level it is read at ([`super::view::comparable`]).
 pub async fn read_line(
-    store: &Store,
+    state: &WebState,
     scope: &Scope<'_>,
     period: &Period,
     now: DateTime<Utc>,
-    comparable: bool,
 ) -> Result<LineReads, mongodb::error::Error> {
+    let store = &state.store;
     let before = period.previous();
+    let comparable = super::view::comparable(&before, &state.retention, now);
     let cut = period.complete_until(now);
     let offset = period.shift();
     let complete = cut >= period.to;
