@@ -311,6 +311,45 @@ async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_re
     )
     .await;
     assert_eq!((media.len(), other), (2, 0));
+
+    // The panel, the CSV and the API show the names beyond the cap as one
+    // "(other)" row.
+    app.add_user("admin@example.com", Role::Admin).await;
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin
+        .text(&format!("/sites/{}/page?path=/x&range=24h", site.id))
+        .await;
+    assert_eq!(status, 200);
+    let rows = table_rows(&html, "breakdown-campaign");
+    let other = rows.iter().find(|r| r[0] == "(other)");
+    assert_eq!(
+        other.map(|r| r[1].as_str()),
+        Some("7"),
+        "the page's campaigns panel: {rows:?}"
+    );
+    let r = admin
+        .get(&format!(
+            "/sites/{}/breakdown.csv?range=24h&dimension=campaign&path=/x",
+            site.id
+        ))
+        .await;
+    assert_eq!(r.status(), 200);
+    let csv = r.text().await.unwrap();
+    assert_eq!(csv.lines().count(), 1 + MAX_NAMES_PER_BUCKET + 1, "{csv}");
+    assert!(csv.ends_with("(other),7,12.3,0\r\n"), "{csv}");
+    let token = crate::json_api::create_token(&admin, "cap", None).await;
+    let a = crate::json_api::get(
+        &app,
+        &token,
+        &format!(
+            "/api/v1/sites/{}/breakdown?range=24h&dimension=campaign&path=/x",
+            site.id
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    assert_eq!(a.json["other"], 7, "{}", a.json);
+    assert_eq!(a.json["matching"], MAX_NAMES_PER_BUCKET, "{}", a.json);
 }
 
 #[tokio::test]
@@ -450,7 +489,16 @@ async fn without_a_country_database_hits_count_with_unknown_countries_and_a_warn
         html.contains("id=\"geoip\"") && html.contains("/nonexistent/countries.mmdb"),
         "{html}"
     );
-    assert!(html.contains("unknown"), "{html}");
+    let warning = html
+        .find("id=\"geoip-warning\"")
+        .map(|at| &html[at..])
+        .expect("a warning about the missing country database");
+    let warning = &warning[..warning.find("</p>").unwrap_or(warning.len())];
+    assert!(
+        warning.contains("Every country counts as “unknown”")
+            && warning.contains("TICKERTAPE_GEOIP_DB"),
+        "{warning}"
+    );
 }
 
 #[tokio::test]
@@ -465,6 +513,16 @@ async fn the_system_page_names_the_country_database_its_date_and_attribution() {
         .expect("a country database section");
     let section = &html[start..];
     let section = &section[..section.find("</section>").unwrap_or(section.len())];
+    // The name and build date are the file's own metadata, not its path.
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(tickertape::classify::country::SHIPPED_DB);
+    let db = tickertape::classify::CountryDb::open(&shipped).expect("the shipped database");
+    let info = db.info();
+    let built = info.built.format("%Y-%m-%d").to_string();
+    assert!(
+        section.contains(&format!("{}, built {built}", info.name)),
+        "{section}"
+    );
     assert!(section.contains("geo-whois-asn-country"), "{section}");
     assert!(section.contains("CC0"), "{section}");
 }
@@ -526,10 +584,15 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
         table.contains("<td>Signup</td><td class=\"num\">4</td><td class=\"num hide-small\">new</td><td class=\"num\">3</td><td class=\"num\">30.0%</td>"),
         "{table}"
     );
+    // A page goal's row opens its page's report over the same range.
+    let href = format!("/sites/{}/page?range=24h&#38;path=%2Fthanks", site.id);
     assert!(
-        table.contains("<td>Visit /thanks</td><td class=\"num\">2</td><td class=\"num hide-small\">new</td><td class=\"num\">2</td><td class=\"num\">20.0%</td>"),
+        table.contains(&format!("<td><a href=\"{href}\">Visit /thanks</a></td><td class=\"num\">2</td><td class=\"num hide-small\">new</td><td class=\"num\">2</td><td class=\"num\">20.0%</td>")),
         "{table}"
     );
+    let (status, page) = admin.text(&href.replace("&#38;", "&")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("/thanks"), "{page}");
     let r = admin
         .get(&format!("/sites/{}/goals.csv?range=24h", site.id))
         .await;
@@ -676,4 +739,45 @@ async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
     write(3, "Safari").await;
     assert_eq!(read(of_site).await, (2, 1));
     assert_eq!(read(of_page).await, (2, 1));
+}
+
+#[tokio::test]
+async fn breakdowns_more_than_five_seconds_behind_the_views_are_said_on_the_dashboard() {
+    // The breakdowns' window of a minute and a clock ahead of the real
+    // one: the view's breakdowns wait in the journal while the report's
+    // clock moves on 30 s (the views themselves apply within a second).
+    let app = spawn_app_with(|s| s.ingest.sources_window_ms = 60_000).await;
+    let start = chrono::Utc::now() + chrono::TimeDelta::days(1);
+    app.clock.set(start);
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("blag.test", &[]).await;
+    let admin = app.login("admin@example.com").await;
+    let base = format!("/sites/{}", site.id);
+    let (_, fresh) = admin.text(&base).await;
+    assert!(
+        !fresh.contains("id=\"breakdowns-lag\""),
+        "nothing behind yet"
+    );
+    let r = app.pixel(&format!("site={}&page=/late", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.clock.set(start + chrono::TimeDelta::seconds(30));
+    // Once the breakdowns' applier has taken the hit into the batch it
+    // gathers (it polls the journal's files), and the views applied it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let late = loop {
+        let (_, html) = admin.text(&base).await;
+        let said = html.contains("id=\"breakdowns-lag\"") && !html.contains("id=\"behind\"");
+        if said || std::time::Instant::now() > deadline {
+            break html;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        late.contains("Sources and breakdowns are 30 s behind the views"),
+        "the dashboard says how far behind the breakdowns are: {late}"
+    );
+    assert!(
+        !late.contains("id=\"behind\""),
+        "while the views themselves are fresh"
+    );
 }

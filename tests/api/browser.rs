@@ -1322,3 +1322,79 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
     handle.stop(true).await;
     other_handle.stop(true).await;
 }
+
+/// Issue 20: a real page sends events to Tickertape itself, from
+/// `tickertape.track` and from a click inside a `data-tt-event` element:
+/// each counts once as an event of the page and of the site, never as a
+/// view, and the dashboard's goal of that event shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_from_a_real_page_count_as_events_and_never_as_views() {
+    use tickertape::domain::{Dimension, Goal};
+    let app = spawn_app().await;
+    let site = app.add_site("events.test", &["127.0.0.1"]).await;
+    let s = snippets::for_site(&app.address, &site.id);
+    let body = format!(
+        "<!doctype html><html><head><title>Events</title></head><body>{}\
+         <button data-tt-event=\"Download PDF\"><span id=\"inner\">get</span></button>\
+         <script>setTimeout(function(){{tickertape.track('Signup');\
+         document.getElementById('inner').click();}},400);</script></body></html>",
+        s.script
+    );
+    let (port, handle) = site_server(vec![("/pricing", body)], None);
+    let url = format!("http://127.0.0.1:{port}/pricing");
+    tokio::task::spawn_blocking(move || load_in_browser(&url, Some(BROWSER_UA)))
+        .await
+        .unwrap();
+    let want: std::collections::BTreeMap<String, i64> =
+        [("Download PDF".to_owned(), 1), ("Signup".to_owned(), 1)].into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let site_events = loop {
+        app.settle().await;
+        let got = breakdown_counts(
+            &app,
+            "site_sources_day",
+            bson::doc! {"site": "events.test"},
+            Dimension::Event,
+        )
+        .await;
+        if got == want || Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(site_events, want, "the site's events");
+    assert_eq!(
+        breakdown_counts(
+            &app,
+            "sources_day",
+            bson::doc! {"page": "events.test/pricing"},
+            Dimension::Event
+        )
+        .await,
+        want,
+        "the page's events"
+    );
+    assert_eq!(
+        minute_views(&app, "events.test/pricing").await,
+        1,
+        "the load is the page's one view; its events are none"
+    );
+    // An owner who marks the event as a goal sees its conversion.
+    let goal = Goal::parse("event", "Signup").unwrap();
+    tickertape::storage::sites::add_goal(&app.store, &site.id, &goal)
+        .await
+        .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    app.add_user("owner@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let owner = app.login("owner@example.com").await;
+    let (status, html) = owner.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let goals = table_rows(&html, "goals-table");
+    assert_eq!(
+        goals[0][..2],
+        ["Signup".to_owned(), "1".to_owned()],
+        "{goals:?}"
+    );
+    handle.stop(true).await;
+}

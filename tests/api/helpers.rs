@@ -572,11 +572,22 @@ pub async fn site_day_counts(
     dimension: tickertape::domain::Dimension,
 ) -> std::collections::BTreeMap<String, i64> {
     app.settle().await;
+    breakdown_counts(app, "site_sources_day", bson::doc! {}, dimension).await
+}
+
+/// One dimension's counts (decoded names) over the breakdown buckets of
+/// `coll` that match `filter`, as they are now.
+pub async fn breakdown_counts(
+    app: &TestApp,
+    coll: &str,
+    filter: bson::Document,
+    dimension: tickertape::domain::Dimension,
+) -> std::collections::BTreeMap<String, i64> {
     let docs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
         app.store
             .db()
-            .collection::<bson::Document>("site_sources_day")
-            .find(bson::doc! {})
+            .collection::<bson::Document>(coll)
+            .find(filter)
             .await
             .unwrap(),
     )

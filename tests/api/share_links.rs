@@ -343,3 +343,42 @@ async fn shared_views_are_rate_limited_per_client() {
     // The owner's own pages are not limited.
     assert_eq!(a.get(&format!("/sites/{}", w.alpha)).await.status(), 200);
 }
+
+#[tokio::test]
+async fn a_share_link_shows_the_breakdowns_and_goals() {
+    use tickertape::domain::Goal;
+    const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+    let app = spawn_app().await;
+    let a = app.add_user("a@example.com", Role::Owner).await;
+    let site = app.add_site("panels.test", &[]).await;
+    app.set_owners(&site, &[a.id]).await;
+    let goal = Goal::parse("event", "Signup").unwrap();
+    sites::add_goal(&app.store, &site.id, &goal).await.unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    for q in ["page=%2F%3Futm_medium%3Demail", "page=%2F&e=Signup"] {
+        let r = app
+            .pixel_with(&format!("site={}&{q}", site.id), &[("user-agent", CHROME)])
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
+    let owner = app.login("a@example.com").await;
+    let link = create_link(&owner, &site.id.to_string(), "panels", "").await;
+    let visitor = app.anonymous();
+    let (status, html) = visitor.text(&format!("{link}?range=24h")).await;
+    assert_eq!(status, 200);
+    let first = |html: &str, table: &str| {
+        let rows = table_rows(html, table);
+        rows.first()
+            .map(|r| [r[0].clone(), r[1].clone()])
+            .unwrap_or_else(|| panic!("no rows in {table}"))
+    };
+    assert_eq!(first(&html, "breakdown-browser"), ["Chrome", "1"]);
+    assert_eq!(first(&html, "breakdown-medium"), ["email", "1"]);
+    assert_eq!(first(&html, "breakdown-event"), ["Signup", "1"]);
+    assert_eq!(first(&html, "goals-table"), ["Signup", "1"]);
+    assert!(!html.contains("/settings"), "no way to the settings");
+    let (status, page) = visitor.text(&format!("{link}/page?path=/&range=24h")).await;
+    assert_eq!(status, 200);
+    assert_eq!(first(&page, "breakdown-browser"), ["Chrome", "1"]);
+}

@@ -198,6 +198,13 @@ pub async fn show_dashboard(
         (&breakdowns.0, &breakdowns.1),
         (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
         audience.export(join(&format!("{}/goals.csv", audience.base), &params, &[])),
+        |path| {
+            join(
+                &format!("{}/page", audience.base),
+                &params,
+                &[("path", path)],
+            )
+        },
     );
     let total = queries::total(&current);
     let matching = matching_pages(&top, &filter);

@@ -18,6 +18,10 @@ use crate::web::state::WebState;
 pub struct GoalRow {
     pub kind: &'static str,
     pub name: String,
+    /// A page goal's page report over the same range: its views are the
+    /// goal's conversions, so that view answers exactly (an event goal has
+    /// no view of its own to open).
+    pub href: Option<String>,
     pub conversions: i64,
     pub conversions_change: String,
     /// Converting unique visitors ("—" where the visitors are unknown).
@@ -74,6 +78,7 @@ pub async fn view(
     (now, before): (&Breakdown, &Breakdown),
     settings: Option<String>,
     csv: String,
+    page_href: impl Fn(&str) -> String,
 ) -> Result<GoalsView, mongodb::error::Error> {
     let previous = period.previous();
     let ranges = [(period.from, period.to), (previous.from, previous.to)];
@@ -120,6 +125,10 @@ pub async fn view(
         rows.push(GoalRow {
             kind: goal.kind(),
             name: goal.name().to_owned(),
+            href: match goal {
+                Goal::Page(path) => Some(page_href(path.as_str())),
+                Goal::Event(_) => None,
+            },
             conversions,
             conversions_change: fmt::change(conversions, was),
             visitors: converting.map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
@@ -149,7 +158,17 @@ pub async fn goals_csv(
     let scope = crate::reports::sources::SourceScope::Site(&site);
     let (now, before) =
         super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
-    let goals = view(&state, &site, &period, (&now, &before), None, String::new()).await?;
+    let no_links = |_: &str| String::new();
+    let goals = view(
+        &state,
+        &site,
+        &period,
+        (&now, &before),
+        None,
+        String::new(),
+        no_links,
+    )
+    .await?;
     let rows = goals.rows.into_iter().map(|g| {
         vec![
             g.kind.to_owned(),
