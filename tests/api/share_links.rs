@@ -347,7 +347,6 @@ async fn shared_views_are_rate_limited_per_client() {
 #[tokio::test]
 async fn a_share_link_shows_the_breakdowns_and_goals() {
     use tickertape::domain::Goal;
-    const CHROME: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
     let app = spawn_app().await;
     let a = app.add_user("a@example.com", Role::Owner).await;
     let site = app.add_site("panels.test", &[]).await;
@@ -357,7 +356,10 @@ async fn a_share_link_shows_the_breakdowns_and_goals() {
     app.ingest.directory.reload(&app.store).await.unwrap();
     for q in ["page=%2F%3Futm_medium%3Demail", "page=%2F&e=Signup"] {
         let r = app
-            .pixel_with(&format!("site={}&{q}", site.id), &[("user-agent", CHROME)])
+            .pixel_with(
+                &format!("site={}&{q}", site.id),
+                &[("user-agent", BROWSER_UA)],
+            )
             .await;
         assert_eq!(r.status(), 200);
     }
