@@ -143,6 +143,14 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_JOURNAL_SEGMENT_MB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub journal_segment_mb: u64,
 
+    /// Most seconds a journal segment file is appended to. An older one is
+    /// closed (at the next hit, or within a quarter of this when none
+    /// comes) and deleted once applied, so no applied hit stays on disk
+    /// much longer than this (at most 240: the privacy promise says 5
+    /// minutes).
+    #[arg(long, env = "TICKERTAPE_JOURNAL_SEGMENT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=240))]
+    pub journal_segment_secs: u64,
+
     /// Hits that may wait for the journal writers, over all lanes; beyond it
     /// the pixel answers 503 `queue-full`.
     #[arg(long, env = "TICKERTAPE_QUEUE_CAPACITY", default_value_t = 100_000)]
@@ -529,6 +537,7 @@ impl Settings {
                 .unwrap_or_else(|| self.local_db.data_dir.join("journal")),
             lanes: i.journal_lanes,
             segment_bytes: i.journal_segment_mb << 20,
+            segment_max_age: std::time::Duration::from_secs(i.journal_segment_secs),
             budget_bytes: i.journal_budget_mb << 20,
             queue_capacity: i.queue_capacity,
             ack_mode: i.ack_mode,

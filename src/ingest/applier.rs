@@ -302,6 +302,10 @@ impl Applier {
             match found {
                 Ok(Some(position)) => {
                     self.count_applied_before(position);
+                    // Segments from before a restart that every stream has
+                    // applied go now, not at the next batch (which a quiet
+                    // lane may not have for hours).
+                    self.lane.applied(self.stream.index(), position);
                     return Some(position);
                 }
                 Ok(None) => {

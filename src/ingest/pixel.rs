@@ -300,17 +300,26 @@ async fn count(
     let at = state.clock.now();
     let view = classify_view(req.headers(), params, &state.directory)?;
     // The site's own cap setting (the page's domain is its canonical host).
-    let setting = state
-        .directory
-        .by_host(view.page.domain())
-        .map(|site| site.page_cap)
-        .unwrap_or_default();
+    let site = state.directory.by_host(view.page.domain());
+    let setting = site.as_ref().map(|site| site.page_cap).unwrap_or_default();
     if let Some(event) = &view.event {
-        state
-            .event_cap
-            .admit(view.page.domain(), event.as_str(), at)
-            .then_some(())
-            .ok_or(PixelError::EventCap)?;
+        let goals: Vec<&str> = site
+            .iter()
+            .flat_map(|site| site.goals.iter())
+            .filter_map(|g| match g {
+                crate::domain::Goal::Event(name) => Some(name.as_str()),
+                crate::domain::Goal::Page(_) => None,
+            })
+            .collect();
+        let client = state.visitors.client_key(req);
+        if let Err(refusal) =
+            state
+                .event_cap
+                .admit(view.page.domain(), event.as_str(), &goals, &client, at)
+        {
+            tracing::debug!(?refusal, "an event name over the cap");
+            return Err(PixelError::EventCap);
+        }
     }
     let page = match state.page_cap.admit(view.page, at, setting) {
         Admission::Page(page) => page,

@@ -42,13 +42,21 @@ impl Visitors {
         }
     }
 
+    /// The request's client as the budgets that anonymous clients share
+    /// tell them apart (an address; an IPv6 client by its /64). Kept in
+    /// memory only, never journaled or stored.
+    pub fn client_key(&self, req: &actix_web::HttpRequest) -> String {
+        self.proxies.client(
+            req.peer_addr().map(|a| a.ip()),
+            forwarded_for(req.headers()),
+        )
+    }
+
     /// The id of a hit at `at` on `site` from this request's client. The
     /// address and the User-Agent go no further than this call.
     pub fn id_of(&self, req: &actix_web::HttpRequest, at: DateTime<Utc>, site: &str) -> u64 {
         let headers = req.headers();
-        let client = self
-            .proxies
-            .client(req.peer_addr().map(|a| a.ip()), forwarded_for(headers));
+        let client = self.client_key(req);
         let user_agent = headers
             .get(actix_web::http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())

@@ -26,6 +26,8 @@ pub struct SegmentInfo {
     /// The segment the writer appends to (only ever one created by this
     /// process; segments found at start are never appended to).
     pub active: bool,
+    /// When this process created it (none for segments found at start).
+    pub started: Option<std::time::Instant>,
 }
 
 impl SegmentInfo {
@@ -108,6 +110,25 @@ impl Lane {
             s.active = false;
         }
         segments.push(info);
+    }
+
+    /// When the segment being appended to was started.
+    pub(super) fn active_since(&self) -> Option<std::time::Instant> {
+        self.lock()
+            .iter()
+            .rev()
+            .find(|s| s.active)
+            .and_then(|s| s.started)
+    }
+
+    /// The writer closed the segment it appended to: delete it too once
+    /// every applier is past it (at once, if they already are).
+    pub(super) fn seal_active(&self) {
+        for s in self.lock().iter_mut() {
+            s.active = false;
+        }
+        let all = self.applied.iter().map(|a| a.load(Relaxed)).min();
+        self.release(all.unwrap_or(0));
     }
 
     pub(super) fn release_reserved(&self, bytes: u64) {
@@ -212,7 +233,7 @@ impl Lane {
         for s in done {
             let size = HEADER_LEN + s.len;
             let result = match &s.corrupt {
-                Some(_) => move_aside(&s.path, &self.quarantine),
+                Some(_) => move_aside(&s.path, s.len, &self.quarantine),
                 None => std::fs::remove_file(&s.path),
             };
             match result {
@@ -229,7 +250,12 @@ impl Lane {
     }
 }
 
-pub(super) fn move_aside(path: &Path, quarantine: &Path) -> std::io::Result<()> {
+/// Sets a damaged segment aside for an operator, once the records before
+/// the damage (its first `valid_len` bytes after the header) are applied:
+/// only its header and the bytes from the damage on are kept. The applied
+/// records are not, since a segment kept for ever would keep its visitors'
+/// steps (the privacy promise: nothing applied stays on disk).
+pub(super) fn move_aside(path: &Path, valid_len: u64, quarantine: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(quarantine)?;
     let name = path.file_name().unwrap_or_default();
     let parent = path
@@ -238,10 +264,25 @@ pub(super) fn move_aside(path: &Path, quarantine: &Path) -> std::io::Result<()> 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let target = quarantine.join(format!("{parent}-{}", name.to_string_lossy()));
-    std::fs::rename(path, &target)?;
+    let bytes = std::fs::read(path)?;
+    let header = bytes.len().min(HEADER_LEN as usize);
+    let damage = usize::try_from(HEADER_LEN.saturating_add(valid_len))
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let mut kept = Vec::with_capacity(header + bytes.len() - damage);
+    kept.extend_from_slice(&bytes[..header]);
+    kept.extend_from_slice(&bytes[damage..]);
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&target)?;
+        file.write_all(&kept)?;
+        file.sync_all()?;
+    }
+    std::fs::remove_file(path)?;
     tracing::error!(
         from = %path.display(), to = %target.display(),
-        "a journal segment with a damaged record was moved aside after replaying what preceded the damage"
+        "a journal segment with a damaged record was moved aside after replaying what preceded the damage \
+         (its applied records dropped, the damaged bytes kept)"
     );
     Ok(())
 }

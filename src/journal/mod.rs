@@ -60,6 +60,9 @@ pub struct JournalConfig {
     /// created with.
     pub lanes: u32,
     pub segment_bytes: u64,
+    /// Most time a segment is appended to: an older one is closed, so that
+    /// it is deleted once applied (see [`LaneWriter`]'s sealing).
+    pub segment_max_age: std::time::Duration,
     pub budget_bytes: u64,
     /// Hits that may wait for a lane's writer, over all lanes.
     pub queue_capacity: usize,
@@ -164,6 +167,7 @@ impl Journal {
                 lane: lane.clone(),
                 journal: meta.id,
                 segment_max: config.segment_bytes.max(64 * 1024),
+                segment_max_age: config.segment_max_age,
                 rx,
                 committed_tx,
                 current: None,
@@ -180,10 +184,13 @@ impl Journal {
             });
             lanes.push(lane);
         }
+        let closed = Arc::new(AtomicBool::new(false));
+        spawn_sealer(senders.clone(), closed.clone(), config.segment_max_age)
+            .map_err(io_at(&dir))?;
         let appender = Appender {
             lanes: senders.into(),
             ack_mode: config.ack_mode,
-            closed: Arc::new(AtomicBool::new(false)),
+            closed,
             used: used.clone(),
             budget: config.budget_bytes,
             stats: stats.clone(),
@@ -365,6 +372,33 @@ impl Appender {
     pub fn ack_mode(&self) -> AckMode {
         self.ack_mode
     }
+}
+
+/// Asks every lane's writer, four times per `max_age`, to close a segment
+/// older than that, so that a quiet lane's applied hits do not wait on
+/// disk for the next hit (a busy lane's writer closes it on its own at the
+/// next append). Stops once the journal is closed. A full queue means the
+/// writer is busy and will see the age itself.
+fn spawn_sealer(
+    lanes: Vec<mpsc::Sender<Message>>,
+    closed: Arc<AtomicBool>,
+    max_age: std::time::Duration,
+) -> std::io::Result<()> {
+    let tick = (max_age / 4).max(std::time::Duration::from_millis(100));
+    std::thread::Builder::new()
+        .name("journal-sealer".into())
+        .spawn(move || loop {
+            std::thread::sleep(tick);
+            if closed.load(Relaxed) {
+                return;
+            }
+            for lane in &lanes {
+                if let Err(mpsc::error::TrySendError::Closed(_)) = lane.try_send(Message::Seal) {
+                    return;
+                }
+            }
+        })
+        .map(drop)
 }
 
 /// FNV-1a: a hash that is the same in every process and version, so a page
@@ -580,6 +614,7 @@ fn recover_lane(
             len: scanned.valid_len,
             corrupt,
             active: false,
+            started: None,
         });
     }
     Ok((segments, next))

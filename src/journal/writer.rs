@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::lane::{Lane, SegmentInfo};
@@ -35,6 +35,9 @@ pub struct Submission {
 
 pub enum Message {
     Hit(Submission),
+    /// Close the segment being appended to if it is older than the
+    /// journal's `segment_max_age`.
+    Seal,
     /// Commit what came before, then stop.
     Stop,
 }
@@ -52,6 +55,12 @@ pub(super) struct LaneWriter {
     pub lane: Arc<Lane>,
     pub journal: uuid::Uuid,
     pub segment_max: u64,
+    /// A segment is appended to for at most this long. Applied hits are
+    /// deleted with their segment, and the segment being appended to is
+    /// never deleted, so without this bound a quiet lane would keep its
+    /// applied hits (visitor ids, pages, the visits' steps) on disk until
+    /// 16 MiB more came or the process restarted.
+    pub segment_max_age: Duration,
     pub rx: mpsc::Receiver<Message>,
     pub committed_tx: mpsc::Sender<CommittedBatch>,
     /// The segment being appended to: its file, start and committed length.
@@ -66,11 +75,13 @@ impl LaneWriter {
         while !stop {
             match self.rx.blocking_recv() {
                 Some(Message::Hit(s)) => group.push(s),
+                Some(Message::Seal) => self.seal_if_old(),
                 Some(Message::Stop) | None => stop = true,
             }
             while group.len() < MAX_GROUP {
                 match self.rx.try_recv() {
                     Ok(Message::Hit(s)) => group.push(s),
+                    Ok(Message::Seal) => self.seal_if_old(),
                     Ok(Message::Stop) => stop = true,
                     Err(_) => break,
                 }
@@ -148,9 +159,32 @@ impl LaneWriter {
         }
     }
 
+    /// Whether the current segment holds records and was started more
+    /// than `segment_max_age` ago.
+    fn current_is_old(&self) -> bool {
+        match (&self.current, self.lane.active_since()) {
+            (Some((_, _, len)), Some(since)) => *len > 0 && since.elapsed() >= self.segment_max_age,
+            _ => false,
+        }
+    }
+
+    /// Closes the current segment if it is old: the next hit starts a new
+    /// one, and the closed one is deleted as soon as every applier is past
+    /// it (now, if they are).
+    fn seal_if_old(&mut self) {
+        if self.current_is_old() {
+            self.current = None;
+            self.lane.seal_active();
+        }
+    }
+
     /// Appends `bytes` to the current segment (starting a new one when it
-    /// is full) and syncs. Returns the positions the bytes occupy.
+    /// is full or old) and syncs. Returns the positions the bytes occupy.
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<(u64, u64)> {
+        if self.current_is_old() {
+            self.current = None;
+            self.lane.seal_active();
+        }
         let roll = match &self.current {
             None => true,
             Some((_, _, len)) => *len > 0 && len + bytes.len() as u64 > self.segment_max,
@@ -172,6 +206,7 @@ impl LaneWriter {
                 len: 0,
                 corrupt: None,
                 active: true,
+                started: Some(Instant::now()),
             });
             self.current = Some((file, start, 0));
         }

@@ -182,6 +182,9 @@ pub enum SiteError {
     NameTooLong,
     #[error("a site with id {0} exists already")]
     IdTaken(SiteId),
+    /// The owner already has the most sites an owner may add.
+    #[error("the owner already owns {owned} sites, the most an owner may add")]
+    OwnerCap { owned: u64 },
     #[error("database error")]
     Database(#[from] mongodb::error::Error),
 }
@@ -218,6 +221,8 @@ pub enum ChangedBy {
 enum Outcome {
     /// Another site holds this host.
     Taken(String),
+    /// The owner is at their cap.
+    OwnerCap(u64),
     Failed(mongodb::error::Error),
 }
 
@@ -239,6 +244,7 @@ where
         match attempt().await {
             Ok(()) => return Ok(()),
             Err(Outcome::Taken(host)) => return Err(holder_refusal(store, host).await),
+            Err(Outcome::OwnerCap(owned)) => return Err(SiteError::OwnerCap { owned }),
             Err(Outcome::Failed(e))
                 if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES =>
             {
@@ -322,7 +328,7 @@ pub async fn insert_with_id(
     if existing.is_some() {
         return Err(SiteError::IdTaken(id));
     }
-    insert_under(store, new, id, now, ChangedBy::Admin).await
+    insert_under(store, new, id, now, ChangedBy::Admin, None).await
 }
 
 /// Adds a site as `by` does: an owner's site starts with every host
@@ -333,8 +339,36 @@ pub async fn insert_as(
     now: DateTime<Utc>,
     by: ChangedBy,
 ) -> Result<Site, SiteError> {
-    insert_under(store, new, SiteId::new(), now, by).await
+    insert_under(store, new, SiteId::new(), now, by, None).await
 }
+
+/// An owner's own new site, refused with [`SiteError::OwnerCap`] when
+/// `owner` already owns `max_sites`. The count and the insert are one
+/// transaction that also writes the owner's document in
+/// [`OWNER_TICKETS`], so two adds of one owner never both see room: the
+/// second conflicts, runs again and counts the first one's site.
+pub async fn insert_owned(
+    store: &Store,
+    new: NewSite,
+    now: DateTime<Utc>,
+    owner: Uuid,
+    max_sites: u64,
+) -> Result<Site, SiteError> {
+    insert_under(
+        store,
+        new,
+        SiteId::new(),
+        now,
+        ChangedBy::Owner,
+        Some((owner, max_sites)),
+    )
+    .await
+}
+
+/// One document per owner who added a site of their own,
+/// `{_id: owner, adds}`: written by every such add so that concurrent
+/// adds of one owner conflict (see [`insert_owned`]).
+pub const OWNER_TICKETS: &str = "site_owner_tickets";
 
 async fn insert_under(
     store: &Store,
@@ -342,6 +376,7 @@ async fn insert_under(
     id: SiteId,
     now: DateTime<Utc>,
     by: ChangedBy,
+    cap: Option<(Uuid, u64)>,
 ) -> Result<Site, SiteError> {
     let name = new.name.unwrap_or_else(|| new.domain.to_string());
     if name.chars().count() > 100 {
@@ -373,6 +408,24 @@ async fn insert_under(
     retried(store, || async move {
         let site = site_ref;
         let mut session = super::txn::begin(store).await?;
+        if let Some((owner, max_sites)) = cap {
+            let owner = bson::Uuid::from(owner);
+            store
+                .db()
+                .collection::<bson::Document>(OWNER_TICKETS)
+                .update_one(doc! {"_id": owner}, doc! {"$inc": {"adds": 1_i64}})
+                .upsert(true)
+                .session(&mut session)
+                .await?;
+            let owned = collection(store)
+                .count_documents(owned_filter(owner))
+                .session(&mut session)
+                .await?;
+            if owned >= max_sites {
+                let _ = session.abort_transaction().await;
+                return Err(Outcome::OwnerCap(owned));
+            }
+        }
         for host in site.hosts() {
             claim(store, &mut session, host.as_str(), id).await?;
         }
@@ -479,11 +532,12 @@ pub async fn update_as(
 /// How many sites (not deleted) list `owner` among their owners.
 pub async fn count_owned(store: &Store, owner: Uuid) -> Result<u64, mongodb::error::Error> {
     collection(store)
-        .count_documents(doc! {
-            "owners": bson::Uuid::from(owner),
-            "deletedAt": {"$exists": false},
-        })
+        .count_documents(owned_filter(bson::Uuid::from(owner)))
         .await
+}
+
+fn owned_filter(owner: bson::Uuid) -> bson::Document {
+    doc! {"owners": owner, "deletedAt": {"$exists": false}}
 }
 
 /// Writes the host documents of sites from before they existed (run with

@@ -118,6 +118,12 @@ pub fn site_refusal(
     match e {
         SiteError::Database(e) => Err(e.into()),
         e @ SiteError::NameTooLong => Ok(FormError::new("name", e)),
+        SiteError::OwnerCap { owned } => Ok(FormError::new(
+            hosts_field,
+            format!(
+                "You already own {owned} sites, the most an owner may add: ask an administrator"
+            ),
+        )),
         e => Ok(FormError::new(hosts_field, e)),
     }
 }

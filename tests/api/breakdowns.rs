@@ -455,7 +455,9 @@ async fn writers_that_remember_names_keep_the_cap_when_another_writer_fills_the_
 
 #[tokio::test]
 async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
-    let app = spawn_app().await;
+    // Clients named by a trusted proxy: each brings a share of new names.
+    let app =
+        spawn_app_with(|s| s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()]).await;
     let site = app.add_site("bdev.test", &[]).await;
     let long = "e".repeat(65);
     for (e, reason) in [
@@ -470,12 +472,16 @@ async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
         assert_eq!(r.headers()["x-tickertape-reason"], reason, "{e}");
         assert_eq!(r.headers()["content-type"], "image/gif");
     }
-    // The site's daily budget of event names, then a clear refusal; its
-    // known names still count.
-    use tickertape::ingest::event_cap::MAX_EVENT_NAMES_PER_DAY;
+    // The site's daily budget of event names, from clients that each
+    // bring their share, then a clear refusal; its known names still count.
+    use tickertape::ingest::event_cap::{MAX_EVENT_NAMES_PER_DAY, NEW_NAMES_PER_CLIENT};
     for i in 0..MAX_EVENT_NAMES_PER_DAY {
+        let client = format!("203.0.113.{}", i / NEW_NAMES_PER_CLIENT as usize);
         let r = app
-            .pixel(&format!("site={}&page=%2F&e=n{i}", site.id))
+            .pixel_with(
+                &format!("site={}&page=%2F&e=n{i}", site.id),
+                &[("x-forwarded-for", &client)],
+            )
             .await;
         assert_eq!(r.status(), 200);
     }

@@ -57,61 +57,88 @@ async fn plausible_bodies_count_views_and_events_and_bad_ones_change_nothing() {
         assert_eq!(r.headers().get("access-control-allow-origin").unwrap(), "*");
         assert_eq!(r.text().await.unwrap(), "ok");
     }
-    // Every bad request: its status and reason, and nothing counted.
+    // A body that is not Plausible's is refused, whatever its domain.
     let long = format!(
         r#"{{"n":"pageview","u":"https://blog.test/{}","d":"blog.test"}}"#,
         "x".repeat(20_000)
     );
-    let refused: [(&str, Option<&str>, u16, Option<&str>); 8] = [
-        ("n=pageview", None, 400, Some("invalid-body")),
+    let refused: [(&str, u16, Option<&str>); 3] = [
+        ("n=pageview", 400, Some("invalid-body")),
         (
             r#"{"n":"pageview","d":"blog.test"}"#,
-            None,
             400,
             Some("invalid-body"),
         ),
-        (
-            r#"{"n":"pageview","u":"https://evil.test/x","d":"blog.test"}"#,
-            None,
-            403,
-            Some("foreign-host"),
-        ),
-        (
-            r#"{"n":"<b>","u":"https://blog.test/x","d":"blog.test"}"#,
-            None,
-            400,
-            Some("invalid-event"),
-        ),
-        (
-            r#"{"n":"pageview","u":"https://blog.test/%FF","d":"blog.test"}"#,
-            None,
-            400,
-            Some("invalid-utf8"),
-        ),
-        (
-            r#"{"n":"pageview","u":"https://blog.test/x","d":"blog.test"}"#,
-            Some("Googlebot/2.1 (+http://www.google.com/bot.html)"),
-            403,
-            Some("bot"),
-        ),
-        // A domain nobody tracks is answered like a count (as the pixel
-        // answers a Referer nobody tracks): nothing is learnt, nothing kept.
-        (
-            r#"{"n":"pageview","u":"https://nobody.test/x","d":"nobody.test"}"#,
-            None,
-            202,
-            None,
-        ),
-        (&long, None, 413, None),
+        (&long, 413, None),
     ];
-    for (body, ua, status, why) in refused {
-        let r = plausible(&app, body, ua).await;
+    for (body, status, why) in refused {
+        let r = plausible(&app, body, None).await;
         assert_eq!(r.status(), status, "{}", &body[..body.len().min(80)]);
         assert_eq!(
             reason(&r).as_deref(),
             why,
             "{}",
             &body[..body.len().min(80)]
+        );
+    }
+    // Every readable body that is not counted is answered exactly as a
+    // counted one, for a tracked domain as for one nobody tracks, so that
+    // nobody learns which domains are tracked here; the reason is in the
+    // metrics only. Nothing is counted.
+    let before = app.metrics().await;
+    let uncounted: [(&str, Option<&str>, &str); 5] = [
+        (
+            r#"{"n":"pageview","u":"https://evil.test/x","d":"blog.test"}"#,
+            None,
+            "foreign-host",
+        ),
+        (
+            r#"{"n":"<b>","u":"https://blog.test/x","d":"blog.test"}"#,
+            None,
+            "invalid-event",
+        ),
+        (
+            r#"{"n":"pageview","u":"https://blog.test/%FF","d":"blog.test"}"#,
+            None,
+            "invalid-utf8",
+        ),
+        (
+            r#"{"n":"pageview","u":"https://blog.test/x","d":"blog.test"}"#,
+            Some("Googlebot/2.1 (+http://www.google.com/bot.html)"),
+            "bot",
+        ),
+        (
+            r#"{"n":"pageview","u":"https://nobody.test/x","d":"nobody.test"}"#,
+            None,
+            "unknown-site",
+        ),
+    ];
+    let answer = |r: reqwest::Response| async move {
+        let headers: Vec<(String, String)> = r
+            .headers()
+            .iter()
+            .filter(|(k, _)| *k != "date" && *k != "content-length")
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        (r.status().as_u16(), headers, r.text().await.unwrap())
+    };
+    let counted_answer = answer(plausible(&app, counted[2], None).await).await;
+    for (body, ua, why) in uncounted {
+        let got = answer(plausible(&app, body, ua).await).await;
+        assert_eq!(got, counted_answer, "{body}");
+        let metric = |m: &str| {
+            m.lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("tickertape_hits_total{{outcome=\"{why}\"}} "))
+                })
+                .map(|v| v.parse::<f64>().unwrap())
+                .unwrap_or(0.0)
+        };
+        let after = app.metrics().await;
+        assert_eq!(
+            metric(&after),
+            metric(&before) + 1.0,
+            "{why} counted in /metrics"
         );
     }
     assert_eq!(views_by_page(&app).await, map(&[("blog.test/a", 1)]));

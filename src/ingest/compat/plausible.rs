@@ -4,14 +4,17 @@
 //! (the page's full address), `d`/`domain` (the site's domain, or a comma
 //! list of them), `r`/`referrer` (the referring address or null);
 //! `p`/`props`, `h`/`hashMode`, `i`/`interactive` and the rest are read
-//! by Plausible only and ignored here. Answers 202 `ok`, like Plausible.
+//! by Plausible only and ignored here. Answers 202 `ok`, like Plausible,
+//! to every body it can read, counted or not, so that nobody learns which
+//! domains are tracked here; only a body that is not Plausible's JSON is
+//! refused (400), whatever its domain.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
-use super::{answer, cross_origin, with_reason, BodyError};
-use crate::ingest::pixel::{self, HitParams, Outcome, PixelError};
+use super::{cross_origin, with_reason, BodyError};
+use crate::ingest::pixel::{self, HitParams, Outcome};
 use crate::ingest::IngestState;
 
 /// Plausible's `engagement` events (time on page, scroll depth) follow a
@@ -95,10 +98,18 @@ pub async fn event(
     let Some(site) = domains.iter().find_map(|d| state.directory.by_host(d)) else {
         // Like a pixel whose Referer names no tracked host.
         state.stats.record(Outcome::UnknownSite);
-        return answer(Err(PixelError::NotTracked), accepted, refused);
+        return accepted();
     };
     params.site = Some(Ok(site.id.to_string()));
-    answer(pixel::take(&req, &state, params).await, accepted, refused)
+    // Every hit not counted is answered as a counted one: a refusal only
+    // a tracked domain can get (another site's host, a bad event name, a
+    // cap, the journal) would tell anyone which domains are tracked here.
+    // The reason goes to the metrics (`take` counts every outcome) and
+    // the log; Plausible's tracker ignores the answer anyway.
+    if let Err(e) = pixel::take(&req, &state, params).await {
+        tracing::debug!(reason = e.outcome().reason(), "a Plausible hit not counted");
+    }
+    accepted()
 }
 
 #[cfg(test)]

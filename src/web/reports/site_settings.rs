@@ -524,19 +524,6 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
     let (Some(domain), Some(time_zone)) = (domain, time_zone) else {
         return Ok(again(refusals.into_error().expect("a field was refused")));
     };
-    if by == ChangedBy::Owner {
-        // A bound on what one owner can make the instance keep (and on
-        // hosts claimed in bulk).
-        let owned = crate::storage::sites::count_owned(&state.store, viewer.user.id).await?;
-        if owned >= state.owner_max_sites {
-            return Ok(again(crate::web::forms::FormError::new(
-                "domain",
-                format!(
-                    "You already own {owned} sites, the most an owner may add: ask an administrator"
-                ),
-            )));
-        }
-    }
     let new = crate::storage::sites::NewSite {
         domain,
         aliases: vec![],
@@ -544,11 +531,26 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         owners: vec![viewer.user.id],
         time_zone,
     };
-    let site =
-        match crate::storage::sites::insert_as(&state.store, new, state.clock.now(), by).await {
-            Ok(site) => site,
-            Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
-        };
+    let now = state.clock.now();
+    let added = match by {
+        // A bound on what one owner can make the instance keep (and on
+        // hosts claimed in bulk), checked in the insert's transaction.
+        ChangedBy::Owner => {
+            crate::storage::sites::insert_owned(
+                &state.store,
+                new,
+                now,
+                viewer.user.id,
+                state.owner_max_sites,
+            )
+            .await
+        }
+        ChangedBy::Admin => crate::storage::sites::insert_as(&state.store, new, now, by).await,
+    };
+    let site = match added {
+        Ok(site) => site,
+        Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
+    };
     state.directory.reload(&state.store).await?;
     tracing::info!(user = %viewer.user.email, site = %site.domain, "site added by its owner");
     Ok(see_other(&format!(
