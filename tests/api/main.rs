@@ -34,6 +34,7 @@ mod site_owner;
 mod site_totals;
 mod sources;
 mod storage;
+mod stored_extremes;
 mod time_zones;
 mod two_factor;
 mod visits;
