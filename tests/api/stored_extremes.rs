@@ -95,6 +95,16 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         })
         .await
         .unwrap();
+    // And the site's sources of that hour: its views' total there.
+    app.store
+        .db()
+        .collection::<Document>("site_sources_hour")
+        .insert_one(doc! {
+            "site": "poisoned.test", "timestamp": at, "part": 0_i32,
+            "totalViews": NEAR_MAX, "sources": {"search.test": NEAR_MAX},
+        })
+        .await
+        .unwrap();
     let position = |stream| {
         let store = app.store.clone();
         let journal = app.journal.id().to_string();
@@ -107,14 +117,20 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
 
     // Two views from one visitor on the poisoned site (the second one's
     // visit credits go to the same page), and views on the healthy one,
-    // all in one batch of the lane's rollups.
+    // on the same lane; each from a search engine, so the sources count
+    // them.
     for (site, page) in [
         (&poisoned, "/"),
         (&healthy, "/"),
         (&poisoned, "/"),
         (&healthy, "/pricing"),
     ] {
-        let r = app.pixel(&format!("site={}&page={page}", site.id)).await;
+        let r = app
+            .pixel(&format!(
+                "site={}&page={page}&ref=https%3A%2F%2Fsearch.test%2F",
+                site.id
+            ))
+            .await;
         assert_eq!(r.status(), 200);
     }
     rollups_drained(&app, Duration::from_secs(20)).await;
@@ -181,10 +197,33 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         .await,
         4.0
     );
+    // The sources likewise: the healthy site's are in, the poisoned
+    // site's hour is set aside (its page's with it: they are one hit's).
+    assert_eq!(
+        sum_views(&app.store, "site_sources_day", healthy_site.clone()).await,
+        2
+    );
+    let statements = labelled_metric(
+        &app,
+        "tickertape_applier_statements_set_aside_total",
+        "stream=\"sources\"",
+    )
+    .await;
+    assert!((1.0..=2.0).contains(&statements), "{statements}");
+    assert_eq!(
+        labelled_metric(
+            &app,
+            "tickertape_applier_hits_set_aside_total",
+            "stream=\"sources\""
+        )
+        .await,
+        2.0
+    );
     // The rollups' progress is where the minutes' is: past every hit.
     let views_at = position(Stream::Views).await;
     assert!(views_at.is_some_and(|p| p > 0));
     assert_eq!(position(Stream::Rollups).await, views_at);
+    assert_eq!(position(Stream::Sources).await, views_at);
     // Ready, and later hits go in as usual.
     let ready = app
         .http
