@@ -704,6 +704,48 @@ mod tests {
     use crate::journal::record::Visit;
     use chrono::TimeZone;
 
+    #[test]
+    fn a_refused_bucket_sets_aside_the_page_hours_that_count_in_it() {
+        let hour = |h: u32| Utc.with_ymd_and_hms(2026, 11, 22, h, 0, 0).unwrap();
+        let mut counts = BreakdownCounts::default();
+        let labels = Labels::default();
+        for (page, h) in [
+            ("poisoned.test/", 10),
+            ("poisoned.test/a", 10),
+            ("poisoned.test/", 11),
+            ("healthy.test/", 10),
+        ] {
+            counts.add_hit(page, hour(h), Some("search.test"), &labels, None);
+        }
+        counts.add_hit(
+            "poisoned.test/",
+            hour(10),
+            Some("other.test"),
+            &labels,
+            None,
+        );
+        let q = doc! {"site": "poisoned.test", "timestamp": bson::DateTime::from_chrono(hour(10)), "part": 0};
+        let taken = counts.set_aside("site_sources_hour", &q).unwrap();
+        // Two views of the home page and one of /a in that hour.
+        assert_eq!(
+            (taken.key.as_str(), taken.start, taken.views),
+            ("poisoned.test", hour(10), 3)
+        );
+        let mut left: Vec<(String, DateTime<Utc>)> =
+            counts.iter().map(|(p, h, _)| (p.to_owned(), h)).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ("healthy.test/".to_owned(), hour(10)),
+                ("poisoned.test/".to_owned(), hour(11))
+            ]
+        );
+        // Nothing left there, or a collection that is not a breakdown's.
+        assert!(counts.set_aside("site_sources_hour", &q).is_none());
+        assert!(counts.set_aside("views_hour", &q).is_none());
+    }
+
     fn answer(names: usize, len: usize) -> std::sync::Arc<KeptCounts> {
         let names = (0..names).map(|i| (format!("{i:0len$}"), 1_i64)).collect();
         std::sync::Arc::new(KeptCounts {

@@ -612,6 +612,60 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_statements_bucket_is_set_aside_and_the_others_stay() {
+        let mut inc = Increments::for_site(Resolution::Hour, 0);
+        inc.add("poisoned.test/", at(10, 1, 7));
+        inc.add("poisoned.test/a", at(10, 2, 0));
+        inc.add("healthy.test/", at(10, 1, 7));
+        let q = |site: &str, part: i32| {
+            doc! {"site": site, "timestamp": bson::DateTime::from_chrono(at(10, 0, 0)), "part": part}
+        };
+        // Another part's bucket, or one not in the batch, is not ours.
+        assert_eq!(inc.set_aside(&q("poisoned.test", 1)), None);
+        assert_eq!(inc.set_aside(&q("other.test", 0)), None);
+        assert_eq!(
+            inc.set_aside(&q("poisoned.test", 0)),
+            Some(SetAside {
+                key: "poisoned.test".into(),
+                start: at(10, 0, 0),
+                views: 2,
+            })
+        );
+        let statements = inc.statements();
+        assert_eq!(statements.len(), 1);
+        assert_eq!(
+            statements[0].get_document("q").unwrap().get_str("site"),
+            Ok("healthy.test")
+        );
+        // Page buckets by page.
+        let mut pages = Increments::new(Resolution::Minute);
+        pages.add("poisoned.test/", at(10, 1, 7));
+        let page_q =
+            doc! {"page": "poisoned.test/", "timestamp": bson::DateTime::from_chrono(at(10, 1, 0))};
+        assert_eq!(pages.set_aside(&page_q).map(|s| s.views), Some(1));
+        assert!(pages.is_empty());
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        let mut inc = Increments::new(Resolution::Day);
+        inc.add_figures(
+            "s.test/",
+            at(0, 0, 0),
+            i32::MAX,
+            [i64::MAX, 0, i64::MAX, 0],
+            [],
+        );
+        inc.add_figures("s.test/", at(0, 0, 0), i32::MAX, [1, 0, i64::MAX, 0], []);
+        let statements = inc.statements();
+        let u = statements[0].get_document("u").unwrap();
+        let add = u.get_document("$inc").unwrap();
+        assert_eq!(add.get_i32("hours.0"), Ok(i32::MAX));
+        assert_eq!(add.get_i64("visits.0"), Ok(i64::MAX));
+        assert_eq!(add.get_i64("duration.0"), Ok(i64::MAX));
+    }
+
+    #[test]
     fn site_increments_key_by_domain_and_merge_its_pages() {
         let mut inc = Increments::for_site(Resolution::Hour, 3);
         inc.add("example.com/a", at(10, 1, 7));
