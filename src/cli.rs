@@ -14,8 +14,9 @@ use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::preallocation::{self, PreallocForm, Trigger};
 use crate::settings::{public_url_or, DatabaseSettings, LocalDbSettings, Settings};
 use crate::startup::Application;
-use crate::storage::{sharding, site_totals, sites, Store};
+use crate::storage::{sharding, site_totals, sites, stored_dates, Store};
 use crate::web::snippets;
+use std::sync::atomic::Ordering::Relaxed;
 
 #[derive(Parser)]
 #[command(
@@ -982,9 +983,19 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
         if chosen.is_empty() {
             eprintln!("Every site's totals are complete; nothing to do (--all recomputes them).");
         }
+        // A site that fails is reported and the next goes on; the
+        // command fails at the end if any did.
+        let mut failed = Vec::new();
         for s in chosen {
             let started = std::time::Instant::now();
-            let r = site_totals::backfill(&store, &s).await?;
+            let r = match stored_dates::guarded(site_totals::backfill(&store, &s)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("{}: failed: {e:#}", s.domain);
+                    failed.push(s.domain.to_string());
+                    continue;
+                }
+            };
             println!(
                 "{}: {} views; site buckets written: {} day, {} hour, {} minute ({:.1} s)",
                 s.domain,
@@ -994,6 +1005,15 @@ async fn backfill_site_totals(args: BackfillArgs) -> anyhow::Result<()> {
                 r.buckets[0],
                 started.elapsed().as_secs_f64()
             );
+            if r.skipped > 0 {
+                println!(
+                    "{}: {} page-day bucket(s) dated outside 1990 to the day after tomorrow left out",
+                    s.domain, r.skipped
+                );
+            }
+        }
+        if !failed.is_empty() {
+            anyhow::bail!("the backfill failed for {}", failed.join(", "));
         }
         Ok(())
     })
@@ -1017,6 +1037,9 @@ async fn backfill_page_summaries(args: SummariesArgs) -> anyhow::Result<()> {
     let SummariesArgs { site, db } = args;
     with_store(&db, |store| async move {
         crate::indexes::ensure(&store).await?;
+        // A site that fails is reported and the next goes on; the
+        // command fails at the end if any did.
+        let mut failed = Vec::new();
         for s in sites_named(&store, site.as_deref()).await? {
             if !s.totals_complete {
                 println!(
@@ -1026,12 +1049,32 @@ async fn backfill_page_summaries(args: SummariesArgs) -> anyhow::Result<()> {
                 continue;
             }
             let started = std::time::Instant::now();
-            let days = crate::reports::page_totals::backfill(&store, &s).await?;
+            let skipped_before = store.background().skipped_buckets.load(Relaxed);
+            let backfill = crate::reports::page_totals::backfill(&store, &s);
+            let days = match stored_dates::guarded(backfill).await {
+                Ok(days) => days,
+                Err(e) => {
+                    eprintln!("{}: failed: {e:#}", s.domain);
+                    failed.push(s.domain.to_string());
+                    continue;
+                }
+            };
             println!(
                 "{}: {days} days with views summarised ({:.1} s)",
                 s.domain,
                 started.elapsed().as_secs_f64()
             );
+            let skipped =
+                (store.background().skipped_buckets.load(Relaxed)).saturating_sub(skipped_before);
+            if skipped > 0 {
+                println!(
+                    "{}: {skipped} day(s) dated outside 1990 to the day after tomorrow left out",
+                    s.domain
+                );
+            }
+        }
+        if !failed.is_empty() {
+            anyhow::bail!("the backfill failed for {}", failed.join(", "));
         }
         Ok(())
     })

@@ -27,6 +27,15 @@
 //! A batch that fails is retried until it is in: the database being away
 //! only grows the backlog. After any failure the progress document says
 //! whether the batch committed after all, so a batch counts exactly once.
+//!
+//! *Set aside*: a statement the database refuses for what its bucket holds
+//! (an `$inc` past the largest NumberLong after a hand edit or an old
+//! import, a counter of another type) would be refused on every retry, and
+//! the lane would stop for every site on it. Such a refusal aborts the
+//! transaction, so nothing of the batch is in; the batch is sent again
+//! without that bucket, which is logged (its key and start only) and
+//! counted in `/metrics`. Everything else still commits exactly once, with
+//! the progress document in the same transaction.
 
 use super::directory::SiteDirectory;
 use futures::FutureExt;
@@ -496,7 +505,7 @@ impl Applier {
             *deadline = Some(deadline_after(first.at, self.window));
             // The stream's lag runs from its oldest unapplied hit, while
             // the batch still gathers.
-            let ms = first.at.timestamp_millis().max(1) as u64;
+            let ms = millis_since_epoch(first.at);
             let _ = self.lane.unapplied_since_ms[self.stream.index()]
                 .compare_exchange(0, ms, Relaxed, Relaxed);
         }
@@ -518,6 +527,52 @@ impl Applier {
                 }
             }
         }
+    }
+
+    /// Takes the buckets of the refused statements (`buckets`, their
+    /// filters, on `collection`) out of `batch`, logs and counts them.
+    /// Whether any was taken out (the batch changed, and is worth sending
+    /// again at once).
+    fn set_aside(
+        &self,
+        batch: &mut Batch,
+        collection: &str,
+        buckets: &[bson::Document],
+        error: &crate::storage::update::ReplyError,
+    ) -> bool {
+        let mut taken = Vec::new();
+        for q in buckets {
+            let found = match self.stream {
+                Stream::Views | Stream::Rollups => batch
+                    .levels
+                    .iter_mut()
+                    .filter(|inc| inc.collection() == collection)
+                    .find_map(|inc| inc.set_aside(q)),
+                Stream::Sources => batch.sources.set_aside(collection, q),
+            };
+            taken.extend(found);
+        }
+        let index = self.stream.index();
+        for bucket in &taken {
+            // The bucket's key (a page or a site's domain) and start only:
+            // never what the hits in it say of their visitors.
+            tracing::error!(
+                lane = self.lane.index,
+                stream = self.stream.as_str(),
+                collection,
+                bucket = %bucket.key,
+                start = %bucket.start,
+                views = bucket.views,
+                error = %crate::telemetry::chain(error),
+                "the database refuses this bucket's statement for what the bucket holds \
+                 (edited by hand, or an old import's figures): its hits of this batch are \
+                 set aside, the rest of the batch and the lane go on"
+            );
+            self.stats.set_aside_statements[index].fetch_add(1, Relaxed);
+            let hits = u64::try_from(bucket.views).unwrap_or(0);
+            self.stats.set_aside_hits[index].fetch_add(hits, Relaxed);
+        }
+        !taken.is_empty()
     }
 
     fn advance(&self, from: u64, to: u64) -> Advance<'_> {
@@ -567,23 +622,39 @@ impl Applier {
                         .await
                 }
             };
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             if let Ok(report) = &result {
-                self.stats.record_statements(
-                    self.stream.index(),
-                    report.statements() as u64,
-                    started.elapsed().as_micros() as u64,
-                );
+                let statements = u64::try_from(report.statements()).unwrap_or(u64::MAX);
+                self.stats
+                    .record_statements(self.stream.index(), statements, micros);
             }
             // The flush statistics (latency, sizes) are the views'.
             let error = match result {
                 Ok(report) => {
                     if views {
-                        self.stats
-                            .record_flush(report.hits, started.elapsed().as_micros() as u64);
+                        self.stats.record_flush(report.hits, micros);
                     } else {
                         self.stats.failing(self.stream).store(0, Relaxed);
                     }
                     break;
+                }
+                Err(ApplyError::Refused {
+                    collection,
+                    buckets,
+                    source,
+                }) => {
+                    // Nothing of the batch is in (the refusal aborted the
+                    // transaction): without these buckets it can go in.
+                    if self.set_aside(&mut batch, &collection, &buckets, &source) {
+                        continue;
+                    }
+                    // None of them is this batch's (cannot happen: they
+                    // are its statements); retried as any failure.
+                    ApplyError::Refused {
+                        collection,
+                        buckets,
+                        source,
+                    }
                 }
                 Err(e) => e,
             };
@@ -669,7 +740,7 @@ impl Applier {
         self.applied_records().fetch_add(n, Relaxed);
         let caught_up = self.lane.committed() <= batch.to;
         let next_oldest = match batch.last_at {
-            Some(last) if !caught_up => last.timestamp_millis().max(1) as u64,
+            Some(last) if !caught_up => millis_since_epoch(last),
             _ => 0,
         };
         self.lane.unapplied_since_ms[self.stream.index()].store(next_oldest, Relaxed);
@@ -693,5 +764,12 @@ impl Applier {
 /// already a window old (a backlog).
 fn deadline_after(at: DateTime<Utc>, window: Duration) -> Instant {
     let age = (Utc::now() - at).to_std().unwrap_or(Duration::ZERO);
-    Instant::now() + window.saturating_sub(age)
+    let now = Instant::now();
+    now.checked_add(window.saturating_sub(age)).unwrap_or(now)
+}
+
+/// A hit's time as the lag gauges keep it: milliseconds since 1970, at
+/// least 1 (0 means "nothing waiting").
+fn millis_since_epoch(at: DateTime<Utc>) -> u64 {
+    u64::try_from(at.timestamp_millis()).unwrap_or(0).max(1)
 }

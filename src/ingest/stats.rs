@@ -36,6 +36,12 @@ pub struct IngestStats {
     /// transactions took (µs), for the cost per statement and per hit.
     pub statements: [AtomicU64; 3],
     pub transaction_micros: [AtomicU64; 3],
+    /// Per stream: statements the database refused for what their bucket
+    /// holds (an `$inc` past the largest NumberLong, a counter of another
+    /// type), left out of their batch so the rest of the lane goes on; and
+    /// the hits they carried.
+    pub set_aside_statements: [AtomicU64; 3],
+    pub set_aside_hits: [AtomicU64; 3],
     pub batch_sizes: Histogram,
     pub flush_seconds: Histogram,
     /// Hits applied per batch over the last minute, for the apply rate.
@@ -74,6 +80,8 @@ impl Default for IngestStats {
             rollups_consecutive_failures: AtomicU64::new(0),
             statements: Default::default(),
             transaction_micros: Default::default(),
+            set_aside_statements: Default::default(),
+            set_aside_hits: Default::default(),
             batch_sizes: Histogram::sizes(),
             flush_seconds: Histogram::seconds(),
             recent: Mutex::new(VecDeque::new()),

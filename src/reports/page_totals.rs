@@ -23,7 +23,8 @@ use std::sync::Arc;
 use super::queries;
 use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
 use crate::storage::sites::Site;
-use crate::storage::Store;
+use crate::storage::{stored_dates, Store, Subject};
+use bson::doc;
 
 /// Units that ended less than this long ago are read from their buckets
 /// and not summarised: the rollups of their last hits may still be on
@@ -114,12 +115,15 @@ fn answer<'a>(
             .filter(|d| totals.by_unit.get(d).copied().unwrap_or(0) != 0)
             .collect();
         if !recent.is_empty() {
-            let expected: i64 = recent.iter().filter_map(|d| totals.by_unit.get(d)).sum();
+            let expected = recent
+                .iter()
+                .filter_map(|d| totals.by_unit.get(d))
+                .fold(0, |sum: i64, n| sum.saturating_add(*n));
             let hours = match grain {
                 Grain::Day => Some(answer(store, site, Grain::Hour, (cover_end, last)).await?),
                 Grain::Hour => None,
             };
-            let hours_views = |h: &Answer| h.values().map(|f| f.views).sum::<i64>();
+            let hours_views = |h: &Answer| h.values().map(|f| f.views).fold(0, i64::saturating_add);
             match hours {
                 // The hours agree with the days' totals: the same state.
                 Some(h) if hours_views(&h) == expected => {
@@ -131,7 +135,8 @@ fn answer<'a>(
                     let read = queries::page_units(store, &site.domain, grain, &recent).await?;
                     let mut views = 0;
                     for (_, pages) in read {
-                        views += pages.iter().map(|(_, f)| f.views).sum::<i64>();
+                        let read = pages.iter().map(|(_, f)| f.views);
+                        views = read.fold(views, i64::saturating_add);
                         for (page, mut f) in pages {
                             // As from hours: see `whole_days`.
                             f.visitors = 0;
@@ -270,8 +275,8 @@ impl Totals {
     fn over(&self, span: Span) -> i64 {
         self.by_unit
             .range(span.first()..span.end())
-            .map(|(_, n)| n)
-            .sum()
+            .map(|(_, n)| *n)
+            .fold(0, i64::saturating_add)
     }
 }
 
@@ -368,12 +373,17 @@ impl Builder<'_> {
         let mut read = queries::page_units(self.store, domain, grain, &[number]).await?;
         let pages = read.remove(&number).unwrap_or_default();
         let start = grain.start(number);
-        let end = start + TimeDelta::seconds(grain.seconds());
-        let after: i64 = queries::site_totals(self.store, domain, grain.resolution(), (start, end))
+        let end = start
+            .checked_add_signed(TimeDelta::seconds(grain.seconds()))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let after = queries::site_totals(self.store, domain, grain.resolution(), (start, end))
             .await?
             .values()
-            .sum();
-        let views: i64 = pages.iter().map(|(_, f)| f.views).sum();
+            .fold(0, |sum: i64, n| sum.saturating_add(*n));
+        let views = pages
+            .iter()
+            .map(|(_, f)| f.views)
+            .fold(0, i64::saturating_add);
         Ok(Made {
             exact: before == after && views == before,
             summary: Summary {
@@ -391,16 +401,36 @@ impl Builder<'_> {
 /// [`page_summaries::MAX_LEVEL`] at a time; idempotent, and safe while
 /// hits arrive (a summary is only ever used while it is right). Returns
 /// the days with views it covered.
+///
+/// Only days within [`stored_dates::window`] are visited: a site-day
+/// bucket dated outside it (a hand edit, an old import's year +262142 or
+/// −1) is counted, logged and left out, where walking to it would overflow
+/// or take hundreds of thousands of spans.
 pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
-    let Some((first, last)) = queries::site_day_range(store, &site.domain).await? else {
+    let now = Utc::now();
+    let days = crate::storage::Resolution::Day;
+    let site_days = doc! {"site": site.domain.as_str()};
+    let skipped = store
+        .db()
+        .collection::<bson::Document>(Subject::Site.collection(days))
+        .count_documents(stored_dates::outside(site_days, now))
+        .await?;
+    if skipped > 0 {
+        store.background().skipped(skipped);
+        tracing::warn!(site = %site.domain, buckets = skipped,
+            "site-day buckets dated outside 1990 to the day after tomorrow are left out of the page summaries");
+    }
+    let Some((first, last)) = queries::site_day_range(store, &site.domain, now).await? else {
         return Ok(0);
     };
     let first = match store.summary_retention().first_usable(Grain::Day) {
         Some(usable) => first.max(usable),
         None => first,
     };
-    let settled = crate::storage::Resolution::Day.floor(Utc::now() - SETTLING);
-    let last = (last + TimeDelta::days(1)).min(settled);
+    let settled = days.floor(now - SETTLING);
+    let last = last
+        .checked_add_signed(TimeDelta::days(1))
+        .map_or(settled, |next| next.min(settled));
     let top = 1_i64 << page_summaries::MAX_LEVEL;
     let mut covered = 0;
     let mut from = Grain::Day.number(first);
@@ -426,13 +456,23 @@ pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error:
     Ok(covered)
 }
 
-/// Backfills every site whose totals are complete.
+/// Backfills every site whose totals are complete. A site whose backfill
+/// fails (an error, or a panic: a bug) is logged and counted
+/// ([`stored_dates::BackgroundStats`]), and the next goes on: reports make
+/// that site's summaries as they need them.
 pub async fn backfill_all(store: &Store) -> anyhow::Result<Vec<(String, u64)>> {
     let mut done = Vec::new();
     for site in crate::storage::sites::list(store).await? {
         if site.totals_complete {
-            let days = backfill(store, &site).await?;
-            done.push((site.domain.to_string(), days));
+            match stored_dates::guarded(backfill(store, &site)).await {
+                Ok(days) => done.push((site.domain.to_string(), days)),
+                Err(e) => {
+                    store.background().failed();
+                    tracing::error!(site = %site.domain, error = %format!("{e:#}"),
+                        "page summaries backfill failed for this site; going on with the next \
+                         (reports make its summaries as they need them)");
+                }
+            }
         }
     }
     Ok(done)

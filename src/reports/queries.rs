@@ -738,7 +738,9 @@ pub async fn site_totals(
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if let Ok(day) = d.get_datetime("timestamp") {
-            *totals.entry(day.to_chrono()).or_default() += number(d.get("totalViews"));
+            // Saturating: a stored count may be anything (a hand edit).
+            let sum = totals.entry(day.to_chrono()).or_default();
+            *sum = sum.saturating_add(number(d.get("totalViews")));
         }
     }
     Ok(totals)
@@ -764,22 +766,24 @@ pub async fn site_totals_guarded(
     while let Some(d) = cursor.try_next().await? {
         if let Ok(day) = d.get_datetime("timestamp") {
             let entry = totals.entry(day.to_chrono()).or_default();
-            entry.0 += number(d.get("totalViews"));
-            entry.1 += number(d.get(TAKEN_BACK));
+            entry.0 = entry.0.saturating_add(number(d.get("totalViews")));
+            entry.1 = entry.1.saturating_add(number(d.get(TAKEN_BACK)));
         }
     }
     Ok(totals)
 }
 
-/// The first and last UTC day of the site's day totals, if any.
+/// The first and last UTC day of the site's day totals within
+/// [`crate::storage::stored_dates::window`] at `now`.
 pub async fn site_day_range(
     store: &Store,
     domain: &DomainName,
+    now: DateTime<Utc>,
 ) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
     crate::storage::site_totals::first_and_last_of(
         store,
         Subject::Site.collection(Resolution::Day),
-        doc! {"site": domain.as_str()},
+        doc! {"site": domain.as_str(), "timestamp": crate::storage::stored_dates::within(now)},
     )
     .await
 }
@@ -850,7 +854,11 @@ pub async fn page_units(
 
 /// The sum of a slot map's values (0 where it is absent).
 fn slots_sum(slots: Option<&Document>) -> i64 {
-    slots.map_or(0, |s| s.iter().map(|(_, v)| number(Some(v))).sum())
+    slots.map_or(0, |s| {
+        s.iter()
+            .map(|(_, v)| number(Some(v)))
+            .fold(0, i64::saturating_add)
+    })
 }
 
 /// The 60 per-second counts of one page-minute (`seconds` of its bucket).

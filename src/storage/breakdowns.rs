@@ -189,7 +189,7 @@ impl BreakdownCounts {
                     self.entries += 1;
                     0
                 });
-            *n += i64::from(sign);
+            *n = n.saturating_add(i64::from(sign));
         };
         if let Some(event) = labels.get(Dimension::Event) {
             count(Dimension::Event, event);
@@ -237,7 +237,7 @@ impl BreakdownCounts {
                 self.entries += 1;
                 0
             });
-        *count += n;
+        *count = count.saturating_add(n);
         if dimension == Dimension::Event {
             let mut converted = converted.into_iter().peekable();
             if converted.peek().is_some() {
@@ -262,6 +262,49 @@ impl BreakdownCounts {
         self.hours
             .iter()
             .map(|((page, hour), counts)| (page.as_str(), *hour, counts))
+    }
+    /// Takes out of the batch every page's hour that counts in the bucket
+    /// `q` (the filter of a statement on `collection`) selects, at every
+    /// level: for a statement the database refuses for what its bucket
+    /// holds, so that the rest of the batch can go in. Its key, start and
+    /// about the hits it carried (per page's hour, the most counted
+    /// dimension's views, and its events); `None` when no hour of the
+    /// batch counts there.
+    pub fn set_aside(
+        &mut self,
+        collection: &str,
+        q: &Document,
+    ) -> Option<super::buckets::SetAside> {
+        let (subject, g) = [Subject::Page, Subject::Site]
+            .into_iter()
+            .flat_map(|s| LEVELS.map(|g| (s, g)))
+            .find(|&(s, g)| self::collection(s, g) == collection)?;
+        let key = q.get_str(subject.key_field()).ok()?.to_owned();
+        let start = q.get_datetime("timestamp").ok()?.to_chrono();
+        let target = Target::pages(g);
+        let target = Target { subject, ..target };
+        let mut hits = 0_i64;
+        let before = self.hours.len();
+        self.hours.retain(|(page, hour), counts| {
+            let (k, t) = target.bucket_of(page, *hour);
+            if k != key || t != start {
+                return true;
+            }
+            let mut by_dimension: HashMap<Dimension, i64> = HashMap::new();
+            for ((dimension, _), n) in &counts.counts {
+                let sum = by_dimension.entry(*dimension).or_default();
+                *sum = sum.saturating_add(*n);
+            }
+            let events = by_dimension.remove(&Dimension::Event).unwrap_or(0);
+            let views = by_dimension.into_values().max().unwrap_or(0);
+            hits = hits.saturating_add(views.saturating_add(events));
+            false
+        });
+        (self.hours.len() < before).then_some(super::buckets::SetAside {
+            key,
+            start,
+            views: hits,
+        })
     }
 }
 
@@ -305,10 +348,11 @@ impl BreakdownIncrements {
             .entry(self.target.bucket_of(page, hour))
             .or_default();
         for ((dimension, name), n) in &counts.counts {
-            *bucket
+            let sum = bucket
                 .names
                 .entry((*dimension, field_name(name)))
-                .or_default() += n;
+                .or_default();
+            *sum = sum.saturating_add(*n);
         }
         if self.target.subject == Subject::Site {
             for (event, sketch) in &counts.converted {
@@ -432,7 +476,10 @@ impl BreakdownIncrements {
                     let known = known.get(&dimension).unwrap_or(&no_names);
                     let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
                     if dimension == Dimension::Source {
-                        let total: i64 = ordered.iter().map(|(_, n)| *n).sum();
+                        let total = ordered
+                            .iter()
+                            .map(|(_, n)| *n)
+                            .fold(0_i64, i64::saturating_add);
                         inc.insert("totalViews", total);
                     }
                     let mut other = 0i64;
@@ -457,7 +504,7 @@ impl BreakdownIncrements {
                                 }
                             }
                         } else {
-                            other += n;
+                            other = other.saturating_add(n);
                         }
                     }
                     if other != 0 {
@@ -656,6 +703,48 @@ mod tests {
     use super::*;
     use crate::journal::record::Visit;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_refused_bucket_sets_aside_the_page_hours_that_count_in_it() {
+        let hour = |h: u32| Utc.with_ymd_and_hms(2026, 11, 22, h, 0, 0).unwrap();
+        let mut counts = BreakdownCounts::default();
+        let labels = Labels::default();
+        for (page, h) in [
+            ("poisoned.test/", 10),
+            ("poisoned.test/a", 10),
+            ("poisoned.test/", 11),
+            ("healthy.test/", 10),
+        ] {
+            counts.add_hit(page, hour(h), Some("search.test"), &labels, None);
+        }
+        counts.add_hit(
+            "poisoned.test/",
+            hour(10),
+            Some("other.test"),
+            &labels,
+            None,
+        );
+        let q = doc! {"site": "poisoned.test", "timestamp": bson::DateTime::from_chrono(hour(10)), "part": 0};
+        let taken = counts.set_aside("site_sources_hour", &q).unwrap();
+        // Two views of the home page and one of /a in that hour.
+        assert_eq!(
+            (taken.key.as_str(), taken.start, taken.views),
+            ("poisoned.test", hour(10), 3)
+        );
+        let mut left: Vec<(String, DateTime<Utc>)> =
+            counts.iter().map(|(p, h, _)| (p.to_owned(), h)).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ("healthy.test/".to_owned(), hour(10)),
+                ("poisoned.test/".to_owned(), hour(11))
+            ]
+        );
+        // Nothing left there, or a collection that is not a breakdown's.
+        assert!(counts.set_aside("site_sources_hour", &q).is_none());
+        assert!(counts.set_aside("views_hour", &q).is_none());
+    }
 
     fn answer(names: usize, len: usize) -> std::sync::Arc<KeptCounts> {
         let names = (0..names).map(|i| (format!("{i:0len$}"), 1_i64)).collect();

@@ -186,9 +186,11 @@ impl Figure<'_> {
         let site = inc.is_site();
         let none = std::iter::empty();
         let sign = self.sign;
-        // Figures are at most i32::MAX (the parser's rule).
-        let views = |n: u32| sign * n as i32;
-        let counters = |c: [i64; 4]| c.map(|n| n * i64::from(sign));
+        // Figures are at most i32::MAX (the parser's rule); saturating
+        // all the same, so no figure can wrap into a count of the other
+        // sign.
+        let views = |n: u32| i32::try_from(n).unwrap_or(i32::MAX).saturating_mul(sign);
+        let counters = |c: [i64; 4]| c.map(|n| n.saturating_mul(i64::from(sign)));
         match self.counts {
             Counts::Views(n) if site => inc.add_figures(self.page, self.at, views(n), [0; 4], none),
             Counts::Views(n) => {
@@ -233,7 +235,7 @@ fn visit_counters(visits: u32, bounces: u32, duration_secs: u64, exits: u32) -> 
     [
         i64::from(visits),
         i64::from(visits) - i64::from(bounces.min(visits)),
-        duration_secs as i64,
+        i64::try_from(duration_secs).unwrap_or(i64::MAX),
         i64::from(exits),
     ]
 }
@@ -267,6 +269,19 @@ pub enum ApplyError {
     /// batch (or a later one) is already in.
     #[error("the journal progress is not where this batch starts")]
     ProgressMoved,
+    /// The server refused statements for what their buckets hold (an
+    /// `$inc` past the largest NumberLong, a counter of another type: see
+    /// [`super::update::REFUSED_CODES`]). Nothing was committed (a write
+    /// error aborts the transaction), and sent again the same statements
+    /// would be refused again: the batch can go in without them.
+    #[error("the database refused {} statement(s) on {collection} for what their buckets hold", buckets.len())]
+    Refused {
+        collection: String,
+        /// The refused statements' filters (`q`), one bucket each.
+        buckets: Vec<Document>,
+        #[source]
+        source: ReplyError,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -395,7 +410,7 @@ impl BucketWriter {
                             .then(|| figure.visitor_ids())
                             .into_iter()
                             .flatten();
-                        let n = i64::from(n) * i64::from(figure.sign);
+                        let n = i64::from(n).saturating_mul(i64::from(figure.sign));
                         counted.add_n(figure.page, figure.at, *dimension, name, n, converted);
                     }
                 }
@@ -652,8 +667,10 @@ impl BucketWriter {
                 .run(session, command, limit)
                 .await
                 .map_err(ApplyError::NotApplied)?;
-            let checked = check_reply(collection, &reply, chunk.len())
-                .map_err(|e| ApplyError::NotApplied(e.into()))?;
+            let checked = match check_reply(collection, &reply, chunk.len()) {
+                Ok(checked) => checked,
+                Err(e) => return Err(refused_or_not_applied(collection, chunk, e)),
+            };
             outcome.applied += checked.applied;
             outcome.upserted += checked.upserted;
         }
@@ -667,6 +684,28 @@ impl BucketWriter {
         limit: Duration,
     ) -> Result<Document, TxnError> {
         timed(limit, self.store.db().run_command(command).session(session)).await
+    }
+}
+
+/// A failed update's error: [`ApplyError::Refused`] with the buckets of
+/// the statements the server refused for what they hold, or a batch simply
+/// not applied (to be sent again).
+fn refused_or_not_applied(collection: &str, sent: &[Document], e: ReplyError) -> ApplyError {
+    let buckets: Vec<Document> = match &e {
+        ReplyError::StatementsFailed { refused, .. } => refused
+            .iter()
+            .filter_map(|&i| sent.get(i))
+            .filter_map(|statement| statement.get_document("q").ok().cloned())
+            .collect(),
+        ReplyError::BadReply { .. } => Vec::new(),
+    };
+    if buckets.is_empty() {
+        return ApplyError::NotApplied(e.into());
+    }
+    ApplyError::Refused {
+        collection: collection.to_owned(),
+        buckets,
+        source: e,
     }
 }
 

@@ -207,6 +207,15 @@ pub struct Increments {
     taken_back: bool,
 }
 
+/// A bucket taken out of a batch ([`Increments::set_aside`]): its key
+/// (a page, or a site's domain), its start, and the views it carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    pub key: String,
+    pub start: DateTime<Utc>,
+    pub views: i64,
+}
+
 /// A bucket's count of deletions that took counts out of it. Totals
 /// only grow otherwise, so readers that keep an answer while a day's
 /// total is unchanged (page summaries, visitor estimates) also compare
@@ -293,7 +302,11 @@ impl Increments {
 
     pub fn add_n(&mut self, page: &str, at: DateTime<Utc>, n: i32) {
         let slot = self.target.resolution.slot(at);
-        self.bucket(page, at).views[slot] += n;
+        // Saturating: a batch's own hits never come near, but an import's
+        // figures are added here too, and a wrapped count would be stored
+        // for ever.
+        let views = &mut self.bucket(page, at).views[slot];
+        *views = views.saturating_add(n);
     }
 
     /// Counts a view of `page` and, at hour and day level, what it changed
@@ -322,13 +335,15 @@ impl Increments {
         let slot = self.target.resolution.slot(at) as u16;
         let pages = self.target.subject == Subject::Page;
         let credit = |inc: &mut Self, page: &str, counter: usize, n: i64| {
-            let n = n * i64::from(sign);
+            let n = n.saturating_mul(i64::from(sign));
             if n != 0 {
-                inc.bucket(page, at)
+                let sum = &mut inc
+                    .bucket(page, at)
                     .visits_mut()
                     .slots
                     .entry(slot)
-                    .or_default()[counter] += n;
+                    .or_default()[counter];
+                *sum = sum.saturating_add(n);
             }
         };
         match (&visit.entry, &visit.previous) {
@@ -397,7 +412,7 @@ impl Increments {
         if counters != [0; 4] {
             let slot = visits.slots.entry(slot).or_default();
             for (sum, n) in slot.iter_mut().zip(counters) {
-                *sum += n;
+                *sum = sum.saturating_add(n);
             }
         }
         for visitor in visitors {
@@ -424,11 +439,35 @@ impl Increments {
 
     /// Views counted so far.
     pub fn views(&self) -> u64 {
-        self.buckets
+        let sum = self
+            .buckets
             .values()
             .flat_map(|b| b.views.iter().map(|&n| i64::from(n)))
-            .sum::<i64>()
-            .max(0) as u64
+            .fold(0_i64, i64::saturating_add);
+        u64::try_from(sum).unwrap_or(0)
+    }
+
+    /// Takes out of the batch the bucket that `q` (the filter of one of
+    /// [`Self::statements`]) selects, when it is one of this batch's:
+    /// its key, start and the views it carried. For a statement the
+    /// database refuses for what its bucket holds, so that the rest of
+    /// the batch can go in.
+    pub fn set_aside(&mut self, q: &Document) -> Option<SetAside> {
+        let key = q.get_str(self.target.subject.key_field()).ok()?;
+        let start = q.get_datetime("timestamp").ok()?.to_chrono();
+        if let Some(part) = self.target.part {
+            if super::values::number(q.get("part")) != Some(i64::from(part)) {
+                return None;
+            }
+        }
+        let (key, start) = (key.to_owned(), start);
+        let bucket = self.buckets.remove(&(key.clone(), start))?;
+        let views = bucket
+            .views
+            .iter()
+            .map(|&n| i64::from(n))
+            .fold(0_i64, i64::saturating_add);
+        Some(SetAside { key, start, views })
     }
 
     pub fn collection(&self) -> &'static str {
@@ -453,6 +492,7 @@ impl Increments {
         self.buckets
             .iter()
             .flat_map(|((key, start), bucket)| {
+                // At most 1,440 slots of i32: the sum fits an i64.
                 let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
                 if self.taken_back {
@@ -569,6 +609,60 @@ mod tests {
                 "upsert": true,
             }
         );
+    }
+
+    #[test]
+    fn a_refused_statements_bucket_is_set_aside_and_the_others_stay() {
+        let mut inc = Increments::for_site(Resolution::Hour, 0);
+        inc.add("poisoned.test/", at(10, 1, 7));
+        inc.add("poisoned.test/a", at(10, 2, 0));
+        inc.add("healthy.test/", at(10, 1, 7));
+        let q = |site: &str, part: i32| {
+            doc! {"site": site, "timestamp": bson::DateTime::from_chrono(at(10, 0, 0)), "part": part}
+        };
+        // Another part's bucket, or one not in the batch, is not ours.
+        assert_eq!(inc.set_aside(&q("poisoned.test", 1)), None);
+        assert_eq!(inc.set_aside(&q("other.test", 0)), None);
+        assert_eq!(
+            inc.set_aside(&q("poisoned.test", 0)),
+            Some(SetAside {
+                key: "poisoned.test".into(),
+                start: at(10, 0, 0),
+                views: 2,
+            })
+        );
+        let statements = inc.statements();
+        assert_eq!(statements.len(), 1);
+        assert_eq!(
+            statements[0].get_document("q").unwrap().get_str("site"),
+            Ok("healthy.test")
+        );
+        // Page buckets by page.
+        let mut pages = Increments::new(Resolution::Minute);
+        pages.add("poisoned.test/", at(10, 1, 7));
+        let page_q =
+            doc! {"page": "poisoned.test/", "timestamp": bson::DateTime::from_chrono(at(10, 1, 0))};
+        assert_eq!(pages.set_aside(&page_q).map(|s| s.views), Some(1));
+        assert!(pages.is_empty());
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        let mut inc = Increments::new(Resolution::Day);
+        inc.add_figures(
+            "s.test/",
+            at(0, 0, 0),
+            i32::MAX,
+            [i64::MAX, 0, i64::MAX, 0],
+            [],
+        );
+        inc.add_figures("s.test/", at(0, 0, 0), i32::MAX, [1, 0, i64::MAX, 0], []);
+        let statements = inc.statements();
+        let u = statements[0].get_document("u").unwrap();
+        let add = u.get_document("$inc").unwrap();
+        assert_eq!(add.get_i32("hours.0"), Ok(i32::MAX));
+        assert_eq!(add.get_i64("visits.0"), Ok(i64::MAX));
+        assert_eq!(add.get_i64("duration.0"), Ok(i64::MAX));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
+pub mod stored_dates;
 pub mod system;
 pub mod txn;
 pub mod update;
@@ -213,6 +214,8 @@ pub struct Store {
     day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
     /// The last answers of long-range breakdowns, shared likewise.
     kept_breakdowns: std::sync::Arc<breakdowns::KeptBreakdowns>,
+    /// What the background backfills left out, shared likewise.
+    background: std::sync::Arc<stored_dates::BackgroundStats>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +298,7 @@ impl Store {
             kept_answers: Default::default(),
             day_visitors: Default::default(),
             kept_breakdowns: Default::default(),
+            background: Default::default(),
         })
     }
 
@@ -306,6 +310,10 @@ impl Store {
     /// The day and hour buckets' retention, which page summaries follow.
     pub fn summary_retention(&self) -> &page_summaries::SummaryRetention {
         &self.summary_retention
+    }
+
+    pub fn background(&self) -> &stored_dates::BackgroundStats {
+        &self.background
     }
 
     pub fn kept_answers(&self) -> &page_summaries::KeptAnswers {

@@ -97,7 +97,10 @@ impl Grain {
     }
 
     pub fn start(self, number: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(number * self.seconds(), 0).unwrap_or_default()
+        number
+            .checked_mul(self.seconds())
+            .and_then(|secs| DateTime::from_timestamp(secs, 0))
+            .unwrap_or_default()
     }
 }
 
@@ -124,11 +127,13 @@ pub struct PageFigures {
 }
 
 impl PageFigures {
+    /// Saturating: stored counts may be anything (a hand edit, an old
+    /// import), and a background task must not panic on them.
     pub fn add(&mut self, other: &PageFigures) {
-        self.views += other.views;
-        self.entries += other.entries;
-        self.exits += other.exits;
-        self.visitors += other.visitors;
+        self.views = self.views.saturating_add(other.views);
+        self.entries = self.entries.saturating_add(other.entries);
+        self.exits = self.exits.saturating_add(other.exits);
+        self.visitors = self.visitors.saturating_add(other.visitors);
     }
 }
 
@@ -248,7 +253,7 @@ impl Summary {
         }
         Summary {
             span,
-            total: a.total + b.total,
+            total: a.total.saturating_add(b.total),
             pages,
         }
     }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use super::buckets::{site_pages, Subject, PART_BACKFILL};
 use super::sites::{self, Site};
-use super::{Resolution, Store};
+use super::{stored_dates, Resolution, Store};
 use crate::domain::DomainName;
 
 /// Per level, the time window one transaction recomputes: about 30,000
@@ -43,22 +43,42 @@ pub struct BackfillReport {
     pub buckets: [u64; 3],
     /// Views in the site's day totals afterwards.
     pub views: i64,
+    /// Page-day buckets left out for a date outside
+    /// [`stored_dates::window`] (an old import's, or a hand edit's).
+    pub skipped: u64,
 }
 
 /// Recomputes every site bucket of `site` from its page buckets and marks
 /// its totals complete.
 pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillReport> {
     let mut report = BackfillReport::default();
+    let now = Utc::now();
+    // Only the days a stored date may sensibly name are walked: from a
+    // bucket of year +262142 the next day is past chrono's last, and from
+    // year −1 to today are 700,000 windows.
+    let day_pages = doc! {"page": site_pages(&site.domain)};
+    report.skipped = store
+        .db()
+        .collection::<Document>(Resolution::Day.collection())
+        .count_documents(stored_dates::outside(day_pages, now))
+        .await?;
+    if report.skipped > 0 {
+        store.background().skipped(report.skipped);
+        tracing::warn!(site = %site.domain, buckets = report.skipped,
+            "page-day buckets dated outside 1990 to the day after tomorrow are left out of the site totals");
+    }
     // Day level first: it tells which hours have views at all, so the hour
     // and minute levels only visit those.
-    let days = first_and_last(store, &site.domain, Resolution::Day).await?;
+    let days = first_and_last(store, &site.domain, Resolution::Day, now).await?;
     if let Some((first, last)) = days {
+        let end = last
+            .checked_add_signed(TimeDelta::days(1))
+            .ok_or_else(|| anyhow::anyhow!("the last day {last} has no next day"))?;
         for (i, g) in Resolution::ALL.into_iter().enumerate().rev() {
             let step = window(g);
             let mut from = first;
-            let end = last + TimeDelta::days(1);
             while from < end {
-                let to = (from + step).min(end);
+                let to = from.checked_add_signed(step).map_or(end, |t| t.min(end));
                 if g == Resolution::Day || has_views(store, &site.domain, from, to).await? {
                     report.buckets[i] += recompute(store, &site.domain, g, from, to).await?;
                 }
@@ -76,17 +96,29 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
         .await?
         .iter()
         .map(|d| super::values::number(d.get("totalViews")).unwrap_or(0))
-        .sum();
+        .fold(0, i64::saturating_add);
     sites::mark_totals_complete(store, site).await?;
     Ok(report)
 }
 
 /// Backfills every site whose totals are not complete yet (the upgrade).
+/// A site whose backfill fails (an error, or a panic: a bug) is logged and
+/// counted ([`stored_dates::BackgroundStats`]), and the next goes on; it
+/// stays not done, and reports add up its page buckets.
 pub async fn backfill_missing(store: &Store) -> anyhow::Result<Vec<(String, BackfillReport)>> {
     let mut done = Vec::new();
     for site in sites::list(store).await? {
         if !site.totals_complete {
-            let report = backfill(store, &site).await?;
+            let report = match stored_dates::guarded(backfill(store, &site)).await {
+                Ok(report) => report,
+                Err(e) => {
+                    store.background().failed();
+                    tracing::error!(site = %site.domain, error = %format!("{e:#}"),
+                        "site totals backfill failed for this site; going on with the next \
+                         (run `tickertape backfill-site-totals --site` once it is fixed)");
+                    continue;
+                }
+            };
             tracing::info!(site = %site.domain, views = report.views,
                 minute = report.buckets[0], hour = report.buckets[1], day = report.buckets[2],
                 "site totals backfilled");
@@ -96,12 +128,16 @@ pub async fn backfill_missing(store: &Store) -> anyhow::Result<Vec<(String, Back
     Ok(done)
 }
 
+/// The first and last page buckets of the site at `g` within
+/// [`stored_dates::window`].
 async fn first_and_last(
     store: &Store,
     domain: &DomainName,
     g: Resolution,
+    now: DateTime<Utc>,
 ) -> anyhow::Result<Option<(DateTime<Utc>, DateTime<Utc>)>> {
-    Ok(first_and_last_of(store, g.collection(), doc! {"page": site_pages(domain)}).await?)
+    let filter = doc! {"page": site_pages(domain), "timestamp": stored_dates::within(now)};
+    Ok(first_and_last_of(store, g.collection(), filter).await?)
 }
 
 /// The first and last `timestamp` of the documents of `collection` that
@@ -165,12 +201,15 @@ fn add_bucket(
     let entry = sums
         .entry(at.to_chrono())
         .or_insert_with(|| (0, vec![0; g.slot_count()]));
-    entry.0 += sign * super::values::number(d.get("totalViews")).unwrap_or(0);
+    // Saturating: a stored count may be anything (a hand edit, an old
+    // import's figures).
+    let total = super::values::number(d.get("totalViews")).unwrap_or(0);
+    entry.0 = entry.0.saturating_add(total.saturating_mul(sign));
     if let Ok(slots) = d.get_document(field) {
         for (k, v) in slots {
             if let (Ok(i), Some(n)) = (k.parse::<usize>(), super::values::number(Some(v))) {
                 if let Some(slot) = entry.1.get_mut(i) {
-                    *slot += sign * n;
+                    *slot = slot.saturating_add(n.saturating_mul(sign));
                 }
             }
         }

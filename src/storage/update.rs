@@ -3,11 +3,29 @@
 //! Every statement Tickertape sends is an upsert, so each one that did not
 //! fail matched or created exactly one bucket: `n` must equal the statements
 //! sent. Anything else (a write error, a write-concern error, a short `n`)
-//! is a failure, never a partial success: the whole transaction is retried.
+//! is a failure, never a partial success: the whole transaction is retried,
+//! or, when the server refused statements for what the stored documents
+//! hold (see [`REFUSED_CODES`]), retried without them.
 
 use bson::Document;
 
 use super::values::{number, DUPLICATE_KEY};
+
+/// Write error codes that say a statement can never succeed on the
+/// document as it is stored, however often it is sent: an `$inc` past
+/// the largest NumberLong (`BadValue` on MongoDB: "Failed to apply $inc
+/// operations to current value"), a counter or slot map of the wrong type
+/// (`TypeMismatch`, `PathNotViable`), a result out of range (`Overflow`),
+/// a document the collection's validator rejects. Only a hand edit or an
+/// old import's figures put buckets in such a state; a conflict or an
+/// outage never gives these codes.
+pub const REFUSED_CODES: [i64; 5] = [
+    2,   // BadValue
+    14,  // TypeMismatch
+    15,  // Overflow
+    28,  // PathNotViable
+    121, // DocumentValidationFailure
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplyError {
@@ -19,6 +37,10 @@ pub enum ReplyError {
         /// All failures were duplicate keys (a racing insert of a new
         /// bucket): worth retrying at once.
         duplicates_only: bool,
+        /// When every failure is a [`REFUSED_CODES`] one: the indexes (in
+        /// the command) of the statements refused, which would be refused
+        /// again. Empty otherwise.
+        refused: Vec<usize>,
     },
     #[error("unexpected update reply on {collection}: {detail}")]
     BadReply { collection: String, detail: String },
@@ -49,17 +71,23 @@ pub fn check_reply(
     if let Ok(errors) = reply.get_array("writeErrors") {
         let mut messages = Vec::new();
         let mut duplicates = 0;
+        let mut refused = Vec::new();
         for error in errors {
             let error = error
                 .as_document()
                 .ok_or_else(|| bad("malformed writeErrors".into()))?;
             let index =
                 number(error.get("index")).ok_or_else(|| bad("writeError without index".into()))?;
-            if index as usize >= sent {
-                return Err(bad(format!("writeError index {index} of {sent}")));
-            }
-            if number(error.get("code")) == Some(i64::from(DUPLICATE_KEY)) {
+            let index = usize::try_from(index)
+                .ok()
+                .filter(|&i| i < sent)
+                .ok_or_else(|| bad(format!("writeError index {index} of {sent}")))?;
+            let code = number(error.get("code"));
+            if code == Some(i64::from(DUPLICATE_KEY)) {
                 duplicates += 1;
+            }
+            if code.is_some_and(|c| REFUSED_CODES.contains(&c)) {
+                refused.push(index);
             }
             messages.push(
                 error
@@ -69,15 +97,19 @@ pub fn check_reply(
             );
         }
         if let Some(first) = messages.first() {
+            if refused.len() != messages.len() {
+                refused.clear();
+            }
             return Err(ReplyError::StatementsFailed {
                 collection: collection.to_owned(),
                 failed: messages.len(),
                 first: first.clone(),
                 duplicates_only: duplicates == messages.len(),
+                refused,
             });
         }
     }
-    if n as usize != sent {
+    if usize::try_from(n).ok() != Some(sent) {
         return Err(bad(format!("n = {n}, expected {sent}")));
     }
     Ok(UpdateOutcome {
@@ -122,6 +154,37 @@ mod tests {
                 duplicates_only: false,
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn statements_the_stored_document_refuses_are_named() {
+        let overflow = doc! {"n": 1, "writeErrors": [
+            {"index": 1, "code": 2, "errmsg": "Failed to apply $inc operations to current value ((NumberLong)9223372036854775806)"},
+            {"index": 3, "code": 14, "errmsg": "Cannot apply $inc to a value of non-numeric type"},
+        ], "ok": 1.0};
+        match check_reply("site_views_hour", &overflow, 4) {
+            Err(ReplyError::StatementsFailed {
+                refused, failed, ..
+            }) => {
+                assert_eq!((refused, failed), (vec![1, 3], 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        // One failure that may pass on a retry: nothing is named, the
+        // batch is retried whole.
+        let mixed = doc! {"n": 1, "writeErrors": [
+            {"index": 0, "code": 2, "errmsg": "overflow"},
+            {"index": 2, "code": 11000, "errmsg": "E11000"},
+        ], "ok": 1.0};
+        assert!(matches!(
+            check_reply("c", &mixed, 3),
+            Err(ReplyError::StatementsFailed { refused, .. }) if refused.is_empty()
+        ));
+        let negative = doc! {"n": 0, "writeErrors": [{"index": -1, "code": 2}], "ok": 1.0};
+        assert!(matches!(
+            check_reply("c", &negative, 1),
+            Err(ReplyError::BadReply { .. })
         ));
     }
 

@@ -338,6 +338,23 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "Statements applied to the database, by write-behind stream.",
         &by_stream(w.statements.map(|n| n as f64)),
     );
+    let set_aside = |counters: &[std::sync::atomic::AtomicU64; 3]| {
+        by_stream(counters.each_ref().map(|n| n.load(Relaxed) as f64))
+    };
+    labelled(
+        &mut out,
+        "tickertape_applier_statements_set_aside_total",
+        "counter",
+        "Statements the database refused for what their bucket holds (a counter past the largest NumberLong, or of another type), left out of their batch so the rest of the lane went on (each logged with its bucket), by write-behind stream.",
+        &set_aside(&stats.set_aside_statements),
+    );
+    labelled(
+        &mut out,
+        "tickertape_applier_hits_set_aside_total",
+        "counter",
+        "Hits (views, and events for the sources) in the statements set aside, by write-behind stream.",
+        &set_aside(&stats.set_aside_hits),
+    );
     labelled(
         &mut out,
         "tickertape_apply_transaction_seconds_total",
@@ -412,7 +429,8 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "Days whose visitor salt is made here because the database could not be asked (visitors may count twice across instances meanwhile).",
         visitors.salts.provisional() as u64,
     );
-    let counters: [(&str, &str, u64); 10] = [
+    let background = state.store.background();
+    let counters: [(&str, &str, u64); 12] = [
         ("tickertape_write_path_panics_total", "Panics caught in journal writers and appliers (each logged; the lane went on).", js.writer_panics.load(Relaxed)),
         ("tickertape_apply_resolved_by_progress_total", "Batches with an unknown commit outcome found applied by reading the progress document.", stats.resolved_by_progress.load(Relaxed)),
         ("tickertape_journal_committed_hits_total", "Hits synced to the journal (including those found on disk at start).", w.committed),
@@ -423,6 +441,8 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         ("tickertape_journal_torn_tails_total", "Torn journal tails cut off at start.", w.torn_tails),
         ("tickertape_apply_failures_total", "Failed attempts to apply a batch.", w.apply_failures),
         ("tickertape_fast_hits_lost_total", "Fast-mode hits answered but lost to a journal write error.", w.fast_hits_lost),
+        ("tickertape_backfill_skipped_buckets_total", "Stored buckets the site totals and page summaries backfills left out for a date outside 1990 to the day after tomorrow (counted at each run that finds them; each logged).", background.skipped_buckets.load(Relaxed)),
+        ("tickertape_backfill_failed_sites_total", "Sites whose site totals or page summaries backfill failed (each logged); the backfill went on with the next site.", background.failed_sites.load(Relaxed)),
     ];
     for (name, help, value) in counters {
         metrics::counter(&mut out, name, help, value);

@@ -35,6 +35,7 @@ mod site_owner;
 mod site_totals;
 mod sources;
 mod storage;
+mod stored_extremes;
 mod tenant_limits;
 mod time_zones;
 mod two_factor;
