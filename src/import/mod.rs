@@ -542,6 +542,8 @@ pub struct RatioBound<R> {
     inner: R,
     compressed: Rc<std::cell::Cell<u64>>,
     out: u64,
+    /// [`RATIO_FREE_BYTES`] (less in tests).
+    free: u64,
 }
 
 impl<R> RatioBound<R> {
@@ -550,6 +552,7 @@ impl<R> RatioBound<R> {
             inner,
             compressed,
             out: 0,
+            free: RATIO_FREE_BYTES,
         }
     }
 }
@@ -558,8 +561,7 @@ impl<R: Read> Read for RatioBound<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.out += n as u64;
-        if self.out > RATIO_FREE_BYTES && self.out > self.compressed.get().saturating_mul(MAX_RATIO)
-        {
+        if self.out > self.free && self.out > self.compressed.get().saturating_mul(MAX_RATIO) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
@@ -805,5 +807,91 @@ async fn apply_batch<T: Counted>(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(text: &[u8]) -> Result<Vec<u64>, RowError> {
+        let mut csv = CsvFile::open(text, "t.csv", &["a"], &[], |_| Ok(()))?;
+        let mut lines = Vec::new();
+        while let Some(next) = csv.next_record() {
+            lines.push(next?.0);
+        }
+        Ok(lines)
+    }
+
+    #[test]
+    fn a_record_over_the_bound_is_refused_on_the_line_it_starts_even_across_quoted_line_ends() {
+        let long = "x".repeat(MAX_RECORD_BYTES as usize);
+        let ok = format!("a,b\n1,{}\n2,3\n", &long[..long.len() - 10]);
+        assert_eq!(records(ok.as_bytes()).unwrap(), vec![2, 3]);
+        let over = format!("a,b\n1,2\n3,{long}\n4,5\n");
+        let e = records(over.as_bytes()).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, ""), "{e}");
+        assert!(
+            e.to_string().starts_with("t.csv:3: a row over 64 KiB"),
+            "{e}"
+        );
+        // Line ends inside quotes do not end the record.
+        let quoted = format!("a,b\n1,\"{}\"\n", "y\n".repeat(MAX_RECORD_BYTES as usize));
+        let e = records(quoted.as_bytes()).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    /// `data` gzipped, read back through a [`RatioBound`] that checks
+    /// from 1 MiB on: what it read, or why it stopped.
+    fn expand(data: &[u8]) -> std::io::Result<u64> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(data).unwrap();
+        let packed = gz.finish().unwrap();
+        let compressed = Counting::new(&packed[..]);
+        let count = compressed.count.clone();
+        let mut read = RatioBound::new(flate2::read::GzDecoder::new(compressed), count);
+        read.free = 1 << 20;
+        std::io::copy(&mut read, &mut std::io::sink())
+    }
+
+    #[test]
+    fn a_stream_expanding_past_the_ratio_is_refused_and_a_plain_one_is_not() {
+        let e = expand(&vec![b'\n'; 8 << 20]).unwrap_err();
+        assert!(e.to_string().contains("decompression bomb"), "{e}");
+        // Text that differs from line to line passes.
+        let text: String = (0..200_000u64)
+            .map(|i| format!("{i},{}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+            .collect();
+        assert_eq!(expand(text.as_bytes()).unwrap(), text.len() as u64);
+    }
+
+    #[test]
+    fn dates_are_plain_and_within_the_window() {
+        for good in [
+            "2026-11-25",
+            "2026-11-25T10:00:00Z",
+            "2026-11-25 10:00:00+00",
+        ] {
+            assert!(starts_with_plain_date(good), "{good}");
+        }
+        for bad in [
+            "+262142-12-31",
+            "-0001-01-01",
+            "-0044-03-15 10:00:00+00",
+            "2026-1-5",
+            "2026-01-5",
+            "26-01-05",
+            "2026-01-05x",
+            "",
+        ] {
+            assert!(!starts_with_plain_date(bad), "{bad}");
+        }
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        assert!(day_in_window(day("1990-01-01")).is_ok());
+        assert!(day_in_window(Utc::now().date_naive() + chrono::Days::new(1)).is_ok());
+        assert!(day_in_window(day("1989-12-31")).is_err());
+        assert!(day_in_window(day("0000-01-01")).is_err());
+        assert!(day_in_window(Utc::now().date_naive() + chrono::Days::new(2)).is_err());
     }
 }

@@ -1033,6 +1033,71 @@ mod tests {
         }
     }
 
+    fn site() -> Site {
+        use crate::domain::DomainName;
+        Site {
+            id: crate::domain::SiteId::new(),
+            name: "Example".into(),
+            domain: DomainName::parse("example.com").unwrap(),
+            aliases: vec![],
+            owners: vec![],
+            created_at: Utc::now(),
+            time_zone: crate::domain::TimeZone::UTC,
+            totals_complete: true,
+            page_cap: crate::domain::PageCapSetting::Default,
+            unconfirmed_hosts: vec![],
+            goals: vec![],
+        }
+    }
+
+    /// The rows of a visitors file of `rows`, each `date,visitors,…`.
+    fn visitors_file(rows: &[&str]) -> Result<Vec<DayRow>, RowError> {
+        let text = format!(
+            "date,visitors,pageviews,bounces,visits,visit_duration\n{}\n",
+            rows.join("\n")
+        );
+        let read = rows_of(text.as_bytes(), Table::Visitors)?;
+        read.map(|r| r.map(|r| r.expect("counted"))).collect()
+    }
+
+    fn rows_of(
+        text: &[u8],
+        table: Table,
+    ) -> Result<super::super::Rows<TableFormat, &[u8]>, RowError> {
+        rows(
+            text,
+            "imported_visitors.csv",
+            table,
+            site(),
+            &mut Vec::new(),
+        )
+    }
+
+    #[test]
+    fn each_figure_is_bounded_and_so_is_a_files_total() {
+        let most = "2026-11-20,10000000,2147483647,0,2147483647,185542587014400";
+        let ok = visitors_file(&[most]).unwrap();
+        assert_eq!(ok.len(), 1);
+        for (row, column) in [
+            ("2026-11-20,1,1,0,1,86401", "visit_duration"),
+            ("2026-11-20,2,2,0,1,10", "visitors"),
+            ("2026-11-20,10000001,20000000,0,20000000,0", "visitors"),
+            ("2026-11-20,1,2147483648,0,1,0", "pageviews"),
+            ("2026-11-20,1,1,2,1,0", "bounces"),
+            ("2026-1-5,1,1,0,1,0", "date"),
+        ] {
+            let e = visitors_file(&[row]).unwrap_err();
+            assert_eq!((e.line, e.column.as_str()), (2, column), "{row}: {e}");
+        }
+        // Rows each within their bounds, adding up past 2^53: refused on
+        // the row that passes it.
+        let many = vec![most; 60];
+        let e = visitors_file(&many).unwrap_err();
+        let rows_fit = MAX_FILE_TOTAL / (185_542_587_014_400 + 2_147_483_647);
+        assert_eq!(e.line, rows_fit as u64 + 2, "{e}");
+        assert!(e.message.contains("add up"), "{e}");
+    }
+
     #[test]
     fn peers_names_become_ours() {
         assert_eq!(browser("Microsoft Edge"), "Edge");
