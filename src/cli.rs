@@ -148,6 +148,12 @@ struct UmamiArgs {
     /// views' browser, system, device and country are "unknown".
     #[arg(long)]
     sessions: Option<PathBuf>,
+    /// The Umami website (its `website_id`) whose rows to import, when it
+    /// is not the site's own id; rows of other websites are skipped and
+    /// counted. Without it, a row of a website other than the site's id
+    /// is refused.
+    #[arg(long, value_name = "WEBSITE_ID")]
+    from_website: Option<String>,
 }
 
 #[derive(Args)]
@@ -247,7 +253,10 @@ async fn list_imports(args: ListImports) -> anyhow::Result<()> {
                     i.views,
                     i.events
                 ),
-                None => "incomplete: run it again to finish".to_owned(),
+                None if i.deleting => {
+                    "being deleted: run `import delete` again to finish".to_owned()
+                }
+                None => "incomplete: run it again to finish, or `import delete` it".to_owned(),
             };
             let days: Vec<String> = i.skipped_days.iter().map(|d| d.to_string()).collect();
             let replaced: Vec<String> = i.replaced.iter().map(|r| r.day.to_string()).collect();
@@ -336,11 +345,24 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
                 args.key
             )
         })?;
-        anyhow::ensure!(
-            record.finished_at.is_some(),
-            "import {} is incomplete: run it again to complete it, then delete it",
-            record.key
-        );
+        // An import that never completed (killed, or refused on a rerun
+        // by rules newer than it) is taken back as far as each of its
+        // streams got: its file is read that far, and rows after it need
+        // not pass today's rules.
+        let until = match record.finished_at {
+            Some(_) => None,
+            None => {
+                let mut until = [0u64; 3];
+                for stream in crate::storage::progress::Stream::ALL {
+                    until[stream.index()] =
+                        crate::storage::progress::position(&store, &record.key, 0, stream)
+                            .await?
+                            .unwrap_or(0);
+                }
+                Some(until)
+            }
+        };
+        let limit = until.map_or(u64::MAX, |u| u.into_iter().max().unwrap_or(0));
         let site = site_by_id_or_domain(&store, &record.site).await?;
         let now = import_context(&record.kind, &site);
         anyhow::ensure!(
@@ -379,7 +401,6 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
             record.key,
             record.started_at.timestamp_millis()
         );
-        let skipped = import::Skips::of(&record);
         let not_the_file = || {
             anyhow::anyhow!(
                 "{name} is not the file import {} read (its content differs): \
@@ -390,17 +411,30 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
         let summary = match record.kind.as_str() {
             plausible::KIND => {
                 let export = plausible::Export::open(&file)?;
-                let checked = export.check(&site)?;
-                let count = checked.rows;
-                if import::key(plausible::KIND, &site.id, &checked.content) != record.key {
+                if import::key(plausible::KIND, &site.id, &export.content()?) != record.key {
                     return Err(not_the_file());
                 }
-                let rows = export.rows(&site)?.map_while(Result::ok);
+                // Every row it read checked, as far as it got.
+                let mut count = 0u64;
+                for row in export.rows(&site)?.take(limit_rows(limit)) {
+                    let _counted_or_skipped = row?;
+                    count += 1;
+                }
+                let rows = export
+                    .rows(&site)?
+                    .take(limit_rows(limit))
+                    .map_while(Result::ok);
                 // From here the import may be half taken back: it must not
                 // run again until the delete ends.
                 imports::mark_deleting(&store, &record.key).await?;
-                let summary =
-                    apply_checked(&store, &delete_key, &name, count, rows, &skipped, -1).await?;
+                let summary = apply_checked(
+                    &store,
+                    &record,
+                    (&delete_key, -1, until),
+                    (&name, count),
+                    rows,
+                )
+                .await?;
                 anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
                 summary
             }
@@ -421,6 +455,13 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
                     }
                     _ => (umami::Sessions::default(), None),
                 };
+                let websites = match record.from_website.as_deref() {
+                    Some(id) => umami::Websites::From(
+                        uuid::Uuid::try_parse(id)
+                            .with_context(|| format!("the import's website {id:?}"))?,
+                    ),
+                    None => umami::Websites::Any,
+                };
                 let rows = |read: Box<dyn std::io::Read>| -> Result<
                     Box<
                         dyn Iterator<Item = Result<crate::import::Row, crate::import::RowError>>
@@ -432,31 +473,36 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
                         goatcounter::KIND => {
                             Box::new(goatcounter::rows(read, &name, site.clone(), &user_agents)?)
                         }
-                        _ => Box::new(umami::rows(read, &name, site.clone(), &sessions)?),
+                        _ => Box::new(umami::rows(read, &name, site.clone(), &sessions, websites)?),
                     })
                 };
-                let (read, hasher) = import::Hashing::new(open(&file)?);
-                let mut count = 0u64;
-                for row in rows(Box::new(read))? {
-                    let _counted_or_skipped = row?;
-                    count += 1;
-                }
-                let content = {
-                    let mut hasher = hasher.borrow_mut();
-                    if let Some(other) = also {
-                        hasher.update(other.as_bytes());
-                    }
-                    hasher.finalize()
-                };
+                // The content as the import hashed it, read whole.
+                let (mut read, hasher) = import::Hashing::new(open(&file)?);
+                std::io::copy(&mut read, &mut std::io::sink())
+                    .with_context(|| format!("reading {name}"))?;
+                let content = umami_content(hasher.borrow().clone(), also, &record.from_website);
                 if import::key(kind, &site.id, &content) != record.key {
                     return Err(not_the_file());
                 }
-                let checked = rows(open(&file)?)?.map_while(Result::ok);
+                let mut count = 0u64;
+                for row in rows(open(&file)?)?.take(limit_rows(limit)) {
+                    let _counted_or_skipped = row?;
+                    count += 1;
+                }
+                let checked = rows(open(&file)?)?
+                    .take(limit_rows(limit))
+                    .map_while(Result::ok);
                 // From here the import may be half taken back: it must not
                 // run again until the delete ends.
                 imports::mark_deleting(&store, &record.key).await?;
-                let summary =
-                    apply_checked(&store, &delete_key, &name, count, checked, &skipped, -1).await?;
+                let summary = apply_checked(
+                    &store,
+                    &record,
+                    (&delete_key, -1, until),
+                    (&name, count),
+                    checked,
+                )
+                .await?;
                 anyhow::ensure!(summary.rows == count, "{name} changed while it was read");
                 summary
             }
@@ -467,12 +513,44 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
         }
         imports::forget(&store, &record, &delete_key).await?;
         println!(
-            "deleted import {}: {} rows taken back: {} views, {} events",
-            record.key, summary.rows, summary.views, summary.events
+            "deleted import {}{}: {} rows taken back: {} views, {} events",
+            record.key,
+            if until.is_some() {
+                " (incomplete: the rows it had written)"
+            } else {
+                ""
+            },
+            summary.rows,
+            summary.views,
+            summary.events
         );
         Ok(())
     })
     .await
+}
+
+/// Rows as far as `limit` (an incomplete import's furthest stream).
+fn limit_rows(limit: u64) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
+/// An import's content from the hash of its rows' file, with what else
+/// decides its rows: the sessions file's hash, and Umami's
+/// `--from-website` (imports without it keep the key they had before it
+/// existed).
+fn umami_content(
+    mut hasher: blake3::Hasher,
+    also: Option<blake3::Hash>,
+    from_website: &Option<String>,
+) -> blake3::Hash {
+    if let Some(other) = also {
+        hasher.update(other.as_bytes());
+    }
+    if let Some(website) = from_website {
+        hasher.update(b"from-website ");
+        hasher.update(website.as_bytes());
+    }
+    hasher.finalize()
 }
 
 async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
@@ -480,7 +558,7 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     // The User-Agent rules before the database: the first pass needs no
     // database, and a bad file should not wait for one.
     let user_agents = crate::classify::UserAgentClassifier::new();
-    run_import(&args, goatcounter::KIND, None, |read, file, site| {
+    run_import(&args, goatcounter::KIND, None, None, |read, file, site| {
         goatcounter::rows(read, file, site, &user_agents)
     })
     .await
@@ -502,11 +580,20 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
         }
         None => (umami::Sessions::default(), None),
     };
+    let from = match &args.from_website {
+        Some(id) => Some(
+            uuid::Uuid::try_parse(id)
+                .with_context(|| format!("--from-website {id:?}: not an Umami website id"))?,
+        ),
+        None => None,
+    };
+    let websites = from.map_or(umami::Websites::TheSites, umami::Websites::From);
     run_import(
         &args.import,
         umami::KIND,
         sessions_hash,
-        |read, file, site| umami::rows(read, file, site, &sessions),
+        from.map(|id| id.to_string()),
+        |read, file, site| umami::rows(read, file, site, &sessions, websites),
     )
     .await
 }
@@ -570,8 +657,8 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
         let checked = export
             .rows(&site)?
             .map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-        let skips = import::Skips::of(&record);
-        let summary = apply_checked(&store, &key, &name, count, checked, &skips, 1).await?;
+        let summary =
+            apply_checked(&store, &record, (&key, 1, None), (&name, count), checked).await?;
         if let Some(e) = unreadable {
             anyhow::bail!("{name} changed while it was imported: {e}");
         }
@@ -602,6 +689,7 @@ async fn run_import<I>(
     args: &ImportArgs,
     kind: &str,
     also_hashed: Option<(blake3::Hash, String)>,
+    from_website: Option<String>,
     rows: impl Fn(Box<dyn std::io::Read>, &str, sites::Site) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -609,9 +697,14 @@ where
 {
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
-        apply_import(&store, &site, kind, args, also_hashed, |read| {
-            rows(read, &args.file.display().to_string(), site.clone())
-        })
+        apply_import(
+            &store,
+            &site,
+            kind,
+            args,
+            (also_hashed, from_website),
+            |read| rows(read, &args.file.display().to_string(), site.clone()),
+        )
         .await
     })
     .await
@@ -624,7 +717,7 @@ async fn apply_import<I>(
     site: &sites::Site,
     kind: &str,
     args: &ImportArgs,
-    also_hashed: Option<(blake3::Hash, String)>,
+    (also_hashed, from_website): (Option<(blake3::Hash, String)>, Option<String>),
     rows: impl Fn(Box<dyn std::io::Read>) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -643,13 +736,11 @@ where
         }
         count += 1;
     }
-    let content = {
-        let mut hasher = hasher.borrow_mut();
-        if let Some((other, _)) = &also_hashed {
-            hasher.update(other.as_bytes());
-        }
-        hasher.finalize()
-    };
+    let content = umami_content(
+        hasher.borrow().clone(),
+        also_hashed.as_ref().map(|(hash, _)| *hash),
+        &from_website,
+    );
     let key = import::key(kind, &site.id, &content);
     // A rerun keeps the first run's decision: nothing to decide.
     let first_run = crate::storage::imports::get(store, &key).await?.is_none();
@@ -670,6 +761,7 @@ where
         site,
         crate::storage::imports::ImportRecord {
             also_file: also_hashed.as_ref().map(|(_, file)| file.clone()),
+            from_website,
             skipped_days: live,
             replaced,
             ..new_record(kind, site, args, &key, count)
@@ -679,16 +771,7 @@ where
     // Second pass: the same rows, applied in batches.
     let mut unreadable = None;
     let checked = rows(open()?)?.map_while(|row| row.map_err(|e| unreadable = Some(e)).ok());
-    let summary = apply_checked(
-        store,
-        &key,
-        &name,
-        count,
-        checked,
-        &import::Skips::of(&record),
-        1,
-    )
-    .await?;
+    let summary = apply_checked(store, &record, (&key, 1, None), (&name, count), checked).await?;
     if let Some(e) = unreadable {
         anyhow::bail!("{name} changed while it was imported: {e}");
     }
@@ -722,6 +805,8 @@ fn new_record(
         replaced: Vec::new(),
         cleared: false,
         cleared_by_others: Vec::new(),
+        part: crate::storage::buckets::PART_IMPORT,
+        from_website: None,
     }
 }
 
@@ -807,15 +892,16 @@ async fn clear_replaced(
 }
 
 /// The second pass: `rows`, every one checked by the first, applied in
-/// batches with a progress line on a terminal.
+/// batches as `record` says (its part, its skipped days and spans) under
+/// `key`, with `sign` −1 taking them back; `until`, for an import that
+/// never completed, how far each of its streams got. A progress line on a
+/// terminal.
 async fn apply_checked<T: crate::import::Counted>(
     store: &Store,
-    key: &str,
-    name: &str,
-    count: u64,
+    record: &crate::storage::imports::ImportRecord,
+    (key, sign, until): (&str, i32, Option<[u64; 3]>),
+    (name, count): (&str, u64),
     rows: impl Iterator<Item = Result<T, crate::import::Skipped>>,
-    skips: &crate::import::Skips,
-    sign: i32,
 ) -> anyhow::Result<crate::import::Summary> {
     use std::io::IsTerminal;
     let batch_rows = std::env::var("TICKERTAPE_IMPORT_BATCH_ROWS")
@@ -824,7 +910,16 @@ async fn apply_checked<T: crate::import::Counted>(
         .filter(|n| *n > 0)
         .unwrap_or(crate::import::BATCH_ROWS);
     let terminal = std::io::stderr().is_terminal();
-    let summary = crate::import::apply(store, key, rows, skips, batch_rows, sign, |done| {
+    let skips = crate::import::Skips::of(record);
+    let pass = crate::import::Pass {
+        key,
+        skips: &skips,
+        batch_rows,
+        sign,
+        part: record.part,
+        until,
+    };
+    let summary = crate::import::apply(store, &pass, rows, |done| {
         if terminal {
             eprint!("\r{name}: {done} of {count} rows");
         }

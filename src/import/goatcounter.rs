@@ -74,9 +74,17 @@ impl super::Format for GoatCounter<'_> {
         let error =
             |column: &str, message: String| RowError::new(csv.file(), line, column, message);
         let cell = |name: &str| csv.cell(record, name);
-        let at: DateTime<Utc> = DateTime::parse_from_rfc3339(cell("Date"))
+        let raw_at = cell("Date");
+        if !super::starts_with_plain_date(raw_at) {
+            return Err(error(
+                "Date",
+                format!("not an RFC 3339 time (2026-11-25T10:00:00Z): {raw_at:?}"),
+            ));
+        }
+        let at: DateTime<Utc> = DateTime::parse_from_rfc3339(raw_at)
             .map_err(|e| error("Date", format!("not an RFC 3339 time: {e}")))?
             .with_timezone(&Utc);
+        super::day_in_window(at.date_naive()).map_err(|e| error("Date", e))?;
         let bot: u32 = cell("Bot")
             .parse()
             .map_err(|_| error("Bot", format!("not a whole number: {:?}", cell("Bot"))))?;

@@ -79,6 +79,9 @@ pub enum Skipped {
     /// A row the peer keeps beside views and events (Umami's link, pixel
     /// and performance rows).
     NotAViewOrEvent,
+    /// A row of another website than the one named to import (Umami's
+    /// `--from-website`).
+    OtherWebsite,
 }
 
 impl Skipped {
@@ -88,6 +91,7 @@ impl Skipped {
             Skipped::Overlap => "on days with live figures",
             Skipped::Replaced => "on days another import replaced",
             Skipped::NotAViewOrEvent => "neither a view nor an event",
+            Skipped::OtherWebsite => "of other websites",
         }
     }
 }
@@ -121,7 +125,10 @@ pub type Row = Result<ImportHit, Skipped>;
 
 /// A row that cannot be read: where, and why.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}: column {column:?}: {message}")]
+#[error("{file}:{line}: {}{message}", match column.as_str() {
+    "" => String::new(),
+    column => format!("column {column:?}: "),
+})]
 pub struct RowError {
     pub file: String,
     pub line: u64,
@@ -143,9 +150,61 @@ impl RowError {
 /// A CSV export with a header row, its columns found by name (in any
 /// order; the others are ignored), read record by record.
 pub struct CsvFile<R: Read> {
-    records: csv::StringRecordsIntoIter<R>,
+    records: csv::StringRecordsIntoIter<RecordBound<R>>,
     columns: HashMap<&'static str, usize>,
     file: String,
+    /// Where a record went over [`MAX_RECORD_BYTES`], once one did.
+    overlong: Rc<std::cell::Cell<Option<u64>>>,
+    /// The line read up to (where a failed read failed).
+    line: Rc<std::cell::Cell<u64>>,
+}
+
+/// The longest record (a row, its line end and any line ends inside its
+/// quotes) an import reads: the rows of every peer's export are far
+/// shorter, and a longer one is refused as soon as it passes this, so
+/// memory stays bounded whatever a file holds.
+pub const MAX_RECORD_BYTES: u64 = 64 << 10;
+
+/// Passes a CSV file's bytes through, failing once a record (quotes
+/// followed, as `csv` reads them) passes [`MAX_RECORD_BYTES`]; `overlong`
+/// learns the line it started on.
+pub struct RecordBound<R> {
+    inner: R,
+    in_quotes: bool,
+    /// Bytes of the record so far.
+    record: u64,
+    /// The line the next byte is on, and the one the record started on.
+    line: Rc<std::cell::Cell<u64>>,
+    record_line: u64,
+    overlong: Rc<std::cell::Cell<Option<u64>>>,
+}
+
+impl<R: Read> Read for RecordBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            self.record += 1;
+            match b {
+                b'"' => self.in_quotes = !self.in_quotes,
+                b'\n' => {
+                    self.line.set(self.line.get() + 1);
+                    if !self.in_quotes {
+                        self.record = 0;
+                        self.record_line = self.line.get();
+                    }
+                }
+                _ => {}
+            }
+            if self.record > MAX_RECORD_BYTES {
+                self.overlong.set(Some(self.record_line));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a record over the longest an import reads",
+                ));
+            }
+        }
+        Ok(n)
+    }
 }
 
 impl<R: Read> CsvFile<R> {
@@ -159,10 +218,23 @@ impl<R: Read> CsvFile<R> {
         optional: &[&'static str],
         check: impl FnOnce(&csv::StringRecord) -> Result<(), RowError>,
     ) -> Result<Self, RowError> {
-        let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(read);
-        let header = reader
-            .headers()
-            .map_err(|e| RowError::new(file, 1, "", format!("not CSV: {e}")))?;
+        let overlong = Rc::new(std::cell::Cell::new(None));
+        let line = Rc::new(std::cell::Cell::new(1));
+        let bounded = RecordBound {
+            inner: read,
+            in_quotes: false,
+            record: 0,
+            line: line.clone(),
+            record_line: 1,
+            overlong: overlong.clone(),
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(false)
+            .from_reader(bounded);
+        let header = reader.headers().map_err(|e| match overlong.get() {
+            Some(line) => overlong_error(file, line),
+            None => RowError::new(file, 1, "", not_csv(&e)),
+        })?;
         check(header)?;
         let mut columns = HashMap::new();
         for &name in required.iter().chain(optional) {
@@ -185,6 +257,8 @@ impl<R: Read> CsvFile<R> {
             records: reader.into_records(),
             columns,
             file: file.to_owned(),
+            overlong,
+            line,
         })
     }
 
@@ -210,14 +284,75 @@ impl<R: Read> CsvFile<R> {
     pub fn next_record(&mut self) -> Option<Result<(u64, csv::StringRecord), RowError>> {
         Some(match self.records.next()? {
             Ok(record) => Ok((record.position().map_or(0, |p| p.line()), record)),
+            Err(_) if self.overlong.get().is_some() => Err(overlong_error(
+                &self.file,
+                self.overlong.get().unwrap_or_default(),
+            )),
             Err(e) => Err(RowError::new(
                 &self.file,
-                e.position().map_or(0, |p| p.line()),
+                e.position().map_or(self.line.get(), |p| p.line()),
                 "",
-                format!("not CSV: {e}"),
+                not_csv(&e),
             )),
         })
     }
+}
+
+/// Why a file stops being read: it is not CSV, or its bytes cannot be
+/// read (a decompression bomb, a broken zip entry).
+fn not_csv(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::Io(io) => format!("cannot be read: {io}"),
+        _ => format!("not CSV: {e}"),
+    }
+}
+
+fn overlong_error(file: &str, line: u64) -> RowError {
+    RowError::new(
+        file,
+        line,
+        "",
+        format!(
+            "a row over {} KiB (the longest an import reads; is it an export at all?)",
+            MAX_RECORD_BYTES >> 10
+        ),
+    )
+}
+
+/// The first day an import takes: earlier dates are typing errors (or
+/// worse), and far-out ones would overflow the date arithmetic of the
+/// tasks that read the buckets.
+pub const FIRST_DAY: NaiveDate = match NaiveDate::from_ymd_opt(1990, 1, 1) {
+    Some(day) => day,
+    None => panic!("1990-01-01 is a date"),
+};
+
+/// Checks that `day` (a row's date; for a time, its UTC date) is within
+/// [`FIRST_DAY`] to tomorrow (UTC), the days an import takes.
+pub fn day_in_window(day: NaiveDate) -> Result<(), String> {
+    let tomorrow = Utc::now().date_naive() + chrono::Days::new(1);
+    if day < FIRST_DAY || day > tomorrow {
+        return Err(format!(
+            "{day} is outside the days an import takes ({FIRST_DAY} to tomorrow, {tomorrow}, UTC)"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `raw` starts with a date written `YYYY-MM-DD`, four digits of
+/// year and two each of month and day, and then ends or goes on with a
+/// time (`T` or a space): chrono alone also takes `+262142-12-31` and
+/// `2026-1-5`.
+pub fn starts_with_plain_date(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    b.len() >= 10
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b.get(10), None | Some(b'T' | b't' | b' '))
 }
 
 /// A format's reading of one record of its file.
@@ -350,15 +485,95 @@ impl Counted for ImportHit {
     }
 }
 
-/// Opens `path`, gunzipping it when it starts with gzip's magic bytes.
+/// Opens `path`, gunzipping it when it starts with gzip's magic bytes
+/// (within [`MAX_RATIO`]).
 pub fn open(path: &Path) -> std::io::Result<Box<dyn Read>> {
-    let mut file = BufReader::new(std::fs::File::open(path)?);
+    let read = Counting::new(std::fs::File::open(path)?);
+    let compressed = read.count.clone();
+    let mut file = BufReader::new(read);
     let gzipped = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
     Ok(if gzipped {
-        Box::new(flate2::read::MultiGzDecoder::new(file))
+        Box::new(RatioBound::new(
+            flate2::read::MultiGzDecoder::new(file),
+            compressed,
+        ))
     } else {
         Box::new(file)
     })
+}
+
+/// The most a compressed file (gzip, or a zip's entry) may expand, once
+/// past [`RATIO_FREE_BYTES`]: the peers' exports compress 5 to 50 times
+/// (dates, ids and times differ from row to row), while a decompression
+/// bomb of repeated bytes expands about 1,000 times; refused before it
+/// costs much.
+pub const MAX_RATIO: u64 = 500;
+/// What a compressed file may expand to before [`MAX_RATIO`] is checked
+/// (a small file's ratio says little).
+pub const RATIO_FREE_BYTES: u64 = 16 << 20;
+
+/// Counts the bytes read through it (shared, to be read by a
+/// [`RatioBound`] above a decompressor).
+pub struct Counting<R> {
+    inner: R,
+    pub count: Rc<std::cell::Cell<u64>>,
+}
+
+impl<R> Counting<R> {
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            count: Rc::new(std::cell::Cell::new(0)),
+        }
+    }
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// A decompressor's output, failing once it passes [`RATIO_FREE_BYTES`]
+/// and [`MAX_RATIO`] times the compressed bytes read so far.
+pub struct RatioBound<R> {
+    inner: R,
+    compressed: Rc<std::cell::Cell<u64>>,
+    out: u64,
+    /// [`RATIO_FREE_BYTES`] (less in tests).
+    free: u64,
+}
+
+impl<R> RatioBound<R> {
+    pub fn new(inner: R, compressed: Rc<std::cell::Cell<u64>>) -> Self {
+        Self {
+            inner,
+            compressed,
+            out: 0,
+            free: RATIO_FREE_BYTES,
+        }
+    }
+}
+
+impl<R: Read> Read for RatioBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.out += n as u64;
+        if self.out > self.free && self.out > self.compressed.get().saturating_mul(MAX_RATIO) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "it expands over {MAX_RATIO} times ({} bytes from {}): \
+                     refused as a decompression bomb",
+                    self.out,
+                    self.compressed.get()
+                ),
+            ));
+        }
+        Ok(n)
+    }
 }
 
 /// A row's page as a path of `site`: a path, or a full address on one of
@@ -434,21 +649,41 @@ pub async fn expired_levels(
     Ok(Expired::new(|level| before[level as usize]))
 }
 
-/// Applies `rows` (the file's rows in order, every one valid) under
-/// `key`, skipping the batches already in. `progress` is told the rows
+/// How a run applies an import's rows: under `key` (its progress), in
+/// batches of `batch_rows`, skipping `skips`; `sign` −1 takes them back
+/// (under another key), as exactly. Site buckets are written as `part`
+/// (the import's record says which). `until`, for taking back an import
+/// that never completed, is how far each stream ([`Stream::index`]) got:
+/// a stream's batches past it are not taken back, since they never went
+/// in.
+pub struct Pass<'a> {
+    pub key: &'a str,
+    pub skips: &'a Skips,
+    pub batch_rows: u64,
+    pub sign: i32,
+    pub part: i32,
+    pub until: Option<[u64; 3]>,
+}
+
+/// Applies `rows` (the file's rows in order, every one valid) as `pass`
+/// says, skipping the batches already in. `progress` is told the rows
 /// done so far.
-/// Rows on `skipped_days` (as [`Counted::day`] names them) are skipped as
-/// overlapping live figures. With `sign` −1 (under another key) the rows
-/// are taken back, as exactly.
+/// Rows on the skipped days (as [`Counted::day`] names them) are skipped
+/// as overlapping live figures.
 pub async fn apply<T: Counted>(
     store: &Store,
-    key: &str,
+    pass: &Pass<'_>,
     rows: impl Iterator<Item = Result<T, Skipped>>,
-    skips: &Skips,
-    batch_rows: u64,
-    sign: i32,
     mut progress: impl FnMut(u64),
 ) -> anyhow::Result<Summary> {
+    let Pass {
+        key,
+        skips,
+        batch_rows,
+        sign,
+        part,
+        until,
+    } = *pass;
     let rows = rows.map(|row| match row {
         Ok(counted) if skips.days.contains(&counted.day()) => Err(Skipped::Overlap),
         Ok(counted) if skips.replaced(counted.at()) => Err(Skipped::Replaced),
@@ -465,13 +700,16 @@ pub async fn apply<T: Counted>(
             );
         }
     }
-    let writer = BucketWriter::new(store).skipping(expired);
+    let writer = BucketWriter::new(store)
+        .skipping(expired)
+        .writing_part(part);
     let mut at = [0u64; 3];
     for stream in Stream::ALL {
         at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;
     }
     let mut summary = Summary::default();
-    let mut batch: Vec<Result<T, Skipped>> = Vec::with_capacity(batch_rows as usize);
+    let mut batch: Vec<Result<T, Skipped>> =
+        Vec::with_capacity(batch_rows.min(BATCH_ROWS) as usize);
     let mut from = 0u64;
     let mut rows = rows.peekable();
     while rows.peek().is_some() {
@@ -481,7 +719,7 @@ pub async fn apply<T: Counted>(
         while (batch.len() as u64) < batch_rows && visitors < BATCH_VISITORS {
             let Some(row) = rows.next() else { break };
             if let Ok(counted) = &row {
-                visitors += counted.visitors();
+                visitors = visitors.saturating_add(counted.visitors());
             }
             batch.push(row);
         }
@@ -495,6 +733,18 @@ pub async fn apply<T: Counted>(
             let position = &mut at[stream.index()];
             if *position >= to {
                 continue;
+            }
+            if let Some(until) = until {
+                let got = until[stream.index()];
+                if got <= from {
+                    continue;
+                }
+                anyhow::ensure!(
+                    got >= to,
+                    "the import's {} progress is at row {got}, not at a batch end ({to}): \
+                     was it run with another batch size (TICKERTAPE_IMPORT_BATCH_ROWS)?",
+                    stream.as_str()
+                );
             }
             anyhow::ensure!(
                 *position == from,
@@ -557,5 +807,91 @@ async fn apply_batch<T: Counted>(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(text: &[u8]) -> Result<Vec<u64>, RowError> {
+        let mut csv = CsvFile::open(text, "t.csv", &["a"], &[], |_| Ok(()))?;
+        let mut lines = Vec::new();
+        while let Some(next) = csv.next_record() {
+            lines.push(next?.0);
+        }
+        Ok(lines)
+    }
+
+    #[test]
+    fn a_record_over_the_bound_is_refused_on_the_line_it_starts_even_across_quoted_line_ends() {
+        let long = "x".repeat(MAX_RECORD_BYTES as usize);
+        let ok = format!("a,b\n1,{}\n2,3\n", &long[..long.len() - 10]);
+        assert_eq!(records(ok.as_bytes()).unwrap(), vec![2, 3]);
+        let over = format!("a,b\n1,2\n3,{long}\n4,5\n");
+        let e = records(over.as_bytes()).unwrap_err();
+        assert_eq!((e.line, e.column.as_str()), (3, ""), "{e}");
+        assert!(
+            e.to_string().starts_with("t.csv:3: a row over 64 KiB"),
+            "{e}"
+        );
+        // Line ends inside quotes do not end the record.
+        let quoted = format!("a,b\n1,\"{}\"\n", "y\n".repeat(MAX_RECORD_BYTES as usize));
+        let e = records(quoted.as_bytes()).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    /// `data` gzipped, read back through a [`RatioBound`] that checks
+    /// from 1 MiB on: what it read, or why it stopped.
+    fn expand(data: &[u8]) -> std::io::Result<u64> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(data).unwrap();
+        let packed = gz.finish().unwrap();
+        let compressed = Counting::new(&packed[..]);
+        let count = compressed.count.clone();
+        let mut read = RatioBound::new(flate2::read::GzDecoder::new(compressed), count);
+        read.free = 1 << 20;
+        std::io::copy(&mut read, &mut std::io::sink())
+    }
+
+    #[test]
+    fn a_stream_expanding_past_the_ratio_is_refused_and_a_plain_one_is_not() {
+        let e = expand(&vec![b'\n'; 8 << 20]).unwrap_err();
+        assert!(e.to_string().contains("decompression bomb"), "{e}");
+        // Text that differs from line to line passes.
+        let text: String = (0..200_000u64)
+            .map(|i| format!("{i},{}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+            .collect();
+        assert_eq!(expand(text.as_bytes()).unwrap(), text.len() as u64);
+    }
+
+    #[test]
+    fn dates_are_plain_and_within_the_window() {
+        for good in [
+            "2026-11-25",
+            "2026-11-25T10:00:00Z",
+            "2026-11-25 10:00:00+00",
+        ] {
+            assert!(starts_with_plain_date(good), "{good}");
+        }
+        for bad in [
+            "+262142-12-31",
+            "-0001-01-01",
+            "-0044-03-15 10:00:00+00",
+            "2026-1-5",
+            "2026-01-5",
+            "26-01-05",
+            "2026-01-05x",
+            "",
+        ] {
+            assert!(!starts_with_plain_date(bad), "{bad}");
+        }
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        assert!(day_in_window(day("1990-01-01")).is_ok());
+        assert!(day_in_window(Utc::now().date_naive() + chrono::Days::new(1)).is_ok());
+        assert!(day_in_window(day("1989-12-31")).is_err());
+        assert!(day_in_window(day("0000-01-01")).is_err());
+        assert!(day_in_window(Utc::now().date_naive() + chrono::Days::new(2)).is_err());
     }
 }

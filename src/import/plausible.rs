@@ -47,9 +47,16 @@ use crate::storage::sites::Site;
 
 pub const KIND: &str = "plausible";
 
-/// The largest file taken out of a zip (uncompressed): a year of 10,000
-/// pages is about 300 MB of `pages` rows.
-pub const MAX_ENTRY_BYTES: u64 = 8 << 30;
+/// Most visitors one row may count: each is a made-up visitor id added
+/// to the day's sketches one by one, so this bounds the time a row costs
+/// (ten million: about a second).
+pub const MAX_ROW_VISITORS: u64 = 10_000_000;
+
+/// Most one table file's figures (views, visits, bounces, entries, exits,
+/// events and visit durations in seconds, all its rows together) may add
+/// up to: 2^53, so that no bucket's counter (a 64-bit integer) can
+/// overflow from imports, even a thousand of them added to one day.
+pub const MAX_FILE_TOTAL: u128 = 1 << 53;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Table {
@@ -221,42 +228,142 @@ fn is_date_stamp(s: &str) -> bool {
     s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// An export's files, found by name in a directory or taken out of a zip
-/// into a temporary directory (private to this user, removed when this is
-/// dropped), one file at a time, so that memory stays bounded whatever
-/// the export's size.
+/// An export's files, found by name in a directory or in a zip (read
+/// in place, entry by entry, never unpacked: nothing is written to
+/// temporary space), so that memory stays bounded whatever the export's
+/// size.
 pub struct Export {
     /// In [`Table::ALL`]'s order.
-    pub files: Vec<(Table, PathBuf)>,
+    pub files: Vec<(Table, TableSource)>,
     /// Files that are no table of the export, named in a note.
     pub ignored: Vec<String>,
-    _unpacked: Option<tempfile::TempDir>,
 }
 
-/// The most a zip may hold uncompressed, all its tables together.
-pub const MAX_UNPACKED_BYTES: u64 = 32 << 30;
+/// Where a table file is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TableSource {
+    File(PathBuf),
+    /// A zip's entry, read from its bytes in the zip.
+    Entry(ZipEntry),
+}
+
+/// A zip entry as its central directory describes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ZipEntry {
+    zip: PathBuf,
+    name: String,
+    /// Where its compressed bytes start, and how many there are.
+    start: u64,
+    compressed: u64,
+    /// Its size and CRC-32 uncompressed, checked as it is read.
+    size: u64,
+    crc: u32,
+    deflated: bool,
+}
+
+impl TableSource {
+    /// How errors name it.
+    pub fn shown(&self) -> String {
+        match self {
+            TableSource::File(path) => path.display().to_string(),
+            TableSource::Entry(e) => format!("{}/{}", e.zip.display(), e.name),
+        }
+    }
+
+    fn open(&self) -> anyhow::Result<Box<dyn Read>> {
+        use anyhow::Context;
+        match self {
+            TableSource::File(path) => {
+                super::open(path).with_context(|| format!("reading {}", path.display()))
+            }
+            TableSource::Entry(e) => e
+                .open()
+                .with_context(|| format!("reading {}", self.shown())),
+        }
+    }
+}
+
+impl ZipEntry {
+    /// Its bytes, decompressed within [`super::MAX_RATIO`], then checked
+    /// against its size and CRC-32.
+    fn open(&self) -> std::io::Result<Box<dyn Read>> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::File::open(&self.zip)?;
+        file.seek(SeekFrom::Start(self.start))?;
+        let raw = super::Counting::new(file.take(self.compressed));
+        let compressed = raw.count.clone();
+        let data: Box<dyn Read> = if self.deflated {
+            Box::new(super::RatioBound::new(
+                flate2::read::DeflateDecoder::new(std::io::BufReader::new(raw)),
+                compressed,
+            ))
+        } else {
+            Box::new(raw)
+        };
+        Ok(Box::new(EntryCheck {
+            inner: data,
+            crc: flate2::Crc::new(),
+            read: 0,
+            entry: self.clone(),
+        }))
+    }
+}
+
+/// A zip entry's bytes, failing where they pass the size its directory
+/// gives, or end short of it or with another CRC-32.
+struct EntryCheck {
+    inner: Box<dyn Read>,
+    crc: flate2::Crc,
+    read: u64,
+    entry: ZipEntry,
+}
+
+impl Read for EntryCheck {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        self.read += n as u64;
+        let read = self.read;
+        let broken = |why: String| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the zip entry {} {why}", self.entry.name),
+            ))
+        };
+        if read > self.entry.size {
+            return broken(format!("holds more than its {} bytes", self.entry.size));
+        }
+        if n == 0 && read != self.entry.size {
+            return broken(format!("ends at {read} of its {} bytes", self.entry.size));
+        }
+        if n == 0 && self.crc.sum() != self.entry.crc {
+            return broken("does not match its checksum".into());
+        }
+        Ok(n)
+    }
+}
 
 impl Export {
     pub fn open(path: &Path) -> anyhow::Result<Export> {
         use anyhow::Context;
         let shown = path.display();
         let mut ignored = Vec::new();
-        let (dir, unpacked) = if path.is_dir() {
-            (path.to_owned(), None)
+        let mut files = Vec::new();
+        if path.is_dir() {
+            for entry in std::fs::read_dir(path).with_context(|| format!("reading {shown}"))? {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                match Table::of_file_name(&name) {
+                    Some(table) if entry.path().is_file() => {
+                        files.push((table, TableSource::File(entry.path())))
+                    }
+                    _ => ignored.push(name),
+                }
+            }
         } else {
             let file = std::fs::File::open(path).with_context(|| format!("reading {shown}"))?;
-            let dir = unpack(file, &mut ignored)
+            entries(file, path, &mut files, &mut ignored)
                 .with_context(|| format!("{shown}: not a readable zip"))?;
-            (dir.path().to_owned(), Some(dir))
-        };
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {shown}"))? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            match Table::of_file_name(&name) {
-                Some(table) if entry.path().is_file() => files.push((table, entry.path())),
-                _ => ignored.push(name),
-            }
         }
         files.sort();
         ignored.sort();
@@ -267,8 +374,8 @@ impl Export {
                 pair[0].0 != pair[1].0,
                 "{shown}: two files for the {} table ({} and {}): import one export at a time",
                 pair[0].0.name(),
-                pair[0].1.display(),
-                pair[1].1.display()
+                pair[0].1.shown(),
+                pair[1].1.shown()
             );
         }
         for table in Table::REQUIRED {
@@ -281,11 +388,7 @@ impl Export {
                 table.name()
             );
         }
-        Ok(Export {
-            files,
-            ignored,
-            _unpacked: unpacked,
-        })
+        Ok(Export { files, ignored })
     }
 
     /// Tables the export has no file for (their figures stay empty).
@@ -296,20 +399,34 @@ impl Export {
             .map(Table::name)
             .collect()
     }
+
+    /// The export's content as [`Export::check`] hashes it, read whole
+    /// without checking a row (to find an import's key again).
+    pub fn content(&self) -> anyhow::Result<blake3::Hash> {
+        let mut content = blake3::Hasher::new();
+        for (table, source) in &self.files {
+            let (mut read, hasher) = super::Hashing::new(source.open()?);
+            std::io::copy(&mut read, &mut std::io::sink())
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", source.shown()))?;
+            content.update(table.name().as_bytes());
+            content.update(hasher.borrow().finalize().as_bytes());
+        }
+        Ok(content.finalize())
+    }
 }
 
-/// Takes a zip's table files (at any depth; their names alone count) out
-/// into a new temporary directory; other entries are named in `ignored`.
-/// Bounded: each entry and all of them together, whatever their headers
-/// claim.
-fn unpack(file: std::fs::File, ignored: &mut Vec<String>) -> anyhow::Result<tempfile::TempDir> {
+/// A zip's table files (at any depth; their names alone count), each
+/// stored or deflated and not encrypted; other entries are named in
+/// `ignored`.
+fn entries(
+    file: std::fs::File,
+    path: &Path,
+    files: &mut Vec<(Table, TableSource)>,
+    ignored: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))?;
-    let dir = tempfile::Builder::new()
-        .prefix("tickertape-plausible-")
-        .tempdir()?;
-    let mut total = 0u64;
     for i in 0..zip.len() {
-        let entry = zip.by_index(i)?;
+        let entry = zip.by_index_raw(i)?;
         if entry.is_dir() {
             continue;
         }
@@ -319,27 +436,42 @@ fn unpack(file: std::fs::File, ignored: &mut Vec<String>) -> anyhow::Result<temp
             .next()
             .unwrap_or_default()
             .to_owned();
-        if Table::of_file_name(&name).is_none() {
+        let Some(table) = Table::of_file_name(&name) else {
             ignored.push(entry.name().to_owned());
             continue;
-        }
-        let target = dir.path().join(&name);
+        };
         anyhow::ensure!(
-            !target.exists(),
+            !entry.encrypted(),
+            "{name} is encrypted: export it again without a password"
+        );
+        let deflated = match entry.compression() {
+            zip::CompressionMethod::Stored => false,
+            zip::CompressionMethod::Deflated => true,
+            other => anyhow::bail!("{name} is compressed with {other}: not read (only deflate)"),
+        };
+        anyhow::ensure!(
+            !files
+                .iter()
+                .any(|(_, s)| matches!(s, TableSource::Entry(e) if e.name == name)),
             "{name} is in the zip twice: import one export at a time"
         );
-        let mut out = std::fs::File::create(&target)?;
-        let room = MAX_ENTRY_BYTES.min(MAX_UNPACKED_BYTES - total);
-        let copied = std::io::copy(&mut entry.take(room + 1), &mut out)?;
-        anyhow::ensure!(
-            copied <= room,
-            "{name} takes the zip over {} GiB uncompressed (an entry at most {} GiB)",
-            MAX_UNPACKED_BYTES >> 30,
-            MAX_ENTRY_BYTES >> 30
-        );
-        total += copied;
+        let start = entry
+            .data_start()
+            .ok_or_else(|| anyhow::anyhow!("{name}: where its data starts is unknown"))?;
+        files.push((
+            table,
+            TableSource::Entry(ZipEntry {
+                zip: path.to_owned(),
+                name,
+                start,
+                compressed: entry.compressed_size(),
+                size: entry.size(),
+                crc: entry.crc32(),
+                deflated,
+            }),
+        ));
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// What the first pass over an export found: every row checked, each
@@ -364,9 +496,9 @@ impl Export {
             notes: Vec::new(),
         };
         let mut content = blake3::Hasher::new();
-        for (table, path) in &self.files {
-            let (read, hasher) = super::Hashing::new(open(path)?);
-            let shown = path.display().to_string();
+        for (table, source) in &self.files {
+            let (read, hasher) = super::Hashing::new(source.open()?);
+            let shown = source.shown();
             for row in rows(read, &shown, *table, site.clone(), &mut checked.notes)? {
                 if let Ok(day) = row? {
                     checked.days.insert(day.day);
@@ -388,17 +520,18 @@ impl Export {
     {
         let mut notes = Vec::new();
         let mut files = Vec::new();
-        for (table, path) in &self.files {
-            let shown = path.display().to_string();
-            files.push(rows(open(path)?, &shown, *table, site.clone(), &mut notes)?);
+        for (table, source) in &self.files {
+            let shown = source.shown();
+            files.push(rows(
+                source.open()?,
+                &shown,
+                *table,
+                site.clone(),
+                &mut notes,
+            )?);
         }
         Ok(files.into_iter().flatten())
     }
-}
-
-fn open(path: &Path) -> anyhow::Result<Box<dyn Read>> {
-    use anyhow::Context;
-    super::open(path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// A day's figure, as read.
@@ -437,6 +570,27 @@ pub enum DayCounts {
         names: Vec<(Dimension, String)>,
         n: u32,
     },
+}
+
+impl DayCounts {
+    /// Its figures added up, durations in seconds too.
+    fn total(&self) -> u128 {
+        match self {
+            DayCounts::Views(n) | DayCounts::Exits(n) | DayCounts::Labels { n, .. } => {
+                u128::from(*n)
+            }
+            DayCounts::SiteVisits {
+                visits,
+                bounces,
+                duration_secs,
+            }
+            | DayCounts::Entries {
+                visits,
+                bounces,
+                duration_secs,
+            } => u128::from(*visits) + u128::from(*bounces) + u128::from(*duration_secs),
+        }
+    }
 }
 
 impl DayRow {
@@ -523,6 +677,8 @@ pub struct TableFormat {
     /// `pageviews`, or in older exports `visits`: what a breakdown counts.
     count_column: &'static str,
     site_seed: u64,
+    /// The file's figures so far, added up ([`MAX_FILE_TOTAL`]).
+    total: u128,
 }
 
 /// A table file's rows, each checked; `notes` gets the columns it does
@@ -585,6 +741,7 @@ pub fn rows<R: Read>(
             home,
             count_column,
             site_seed,
+            total: 0,
         },
     ))
 }
@@ -615,14 +772,25 @@ impl super::Format for TableFormat {
                 .filter(|n: &u32| i32::try_from(*n).is_ok())
                 .ok_or_else(|| error(column, "over 2,147,483,647 in one day".into()))
         };
-        // A part can be no more than its whole (visitors than visits, …):
-        // also what bounds the made-up visitor ids a row costs.
+        // A part can be no more than its whole (visitors than visits, …).
         let at_most = |column: &str, whole: &str, limit: u32| -> Result<u64, RowError> {
             let n = number(column)?;
             if n > u64::from(limit) {
                 return Err(error(
                     column,
                     format!("{n} is over the row's {limit} {whole}"),
+                ));
+            }
+            Ok(n)
+        };
+        // Visitors are made-up ids added one by one: bounded by the row's
+        // whole and by MAX_ROW_VISITORS, so that no row can take long.
+        let visitors_of = |whole: &str, limit: u32| -> Result<u64, RowError> {
+            let n = at_most("visitors", whole, limit)?;
+            if n > MAX_ROW_VISITORS {
+                return Err(error(
+                    "visitors",
+                    format!("{n} is over the {MAX_ROW_VISITORS} visitors a row may count"),
                 ));
             }
             Ok(n)
@@ -638,12 +806,12 @@ impl super::Format for TableFormat {
             }
             Ok(seconds)
         };
-        let day = NaiveDate::parse_from_str(cell("date"), "%Y-%m-%d").map_err(|_| {
-            error(
-                "date",
-                format!("not a date (YYYY-MM-DD): {:?}", cell("date")),
-            )
-        })?;
+        let raw_day = cell("date");
+        let day = Some(raw_day)
+            .filter(|raw| raw.len() == 10 && super::starts_with_plain_date(raw))
+            .and_then(|raw| NaiveDate::parse_from_str(raw, "%Y-%m-%d").ok())
+            .ok_or_else(|| error("date", format!("not a date (YYYY-MM-DD): {raw_day:?}")))?;
+        super::day_in_window(day).map_err(|e| error("date", e))?;
         let page_of = |column: &str| -> Result<String, RowError> {
             let path = super::site_path(&self.site, cell(column)).map_err(|e| error(column, e))?;
             Ok(Page::new(&self.site.domain, &path).into_string())
@@ -652,10 +820,12 @@ impl super::Format for TableFormat {
         let mut visitors = 0;
         let counts = match self.table {
             Table::Visitors => {
-                visitors = number("visitors")?;
                 // Read to be checked; the day's views are the pages file's.
-                number("pageviews")?;
+                count("pageviews")?;
                 let visits = count("visits")?;
+                // Every visitor of a day made a visit that day (a visit
+                // need not have a page view: one may start with an event).
+                visitors = visitors_of("visits", visits)?;
                 let bounces = count("bounces")?;
                 if bounces > visits {
                     return Err(error(
@@ -666,13 +836,13 @@ impl super::Format for TableFormat {
                 DayCounts::SiteVisits {
                     visits,
                     bounces,
-                    duration_secs: number("visit_duration")?,
+                    duration_secs: duration(visits)?,
                 }
             }
             Table::Pages => {
                 page = page_of("page")?;
                 let views = count("pageviews")?;
-                visitors = at_most("visitors", "pageviews", views)?;
+                visitors = visitors_of("pageviews", views)?;
                 DayCounts::Views(views)
             }
             Table::EntryPages => {
@@ -694,7 +864,7 @@ impl super::Format for TableFormat {
                     .map_err(|e| error("name", format!("not an event name: {e}")))?;
                 let events = count("events")?;
                 if csv.has("visitors") {
-                    visitors = at_most("visitors", "events", events)?;
+                    visitors = visitors_of("events", events)?;
                 }
                 DayCounts::Labels {
                     names: vec![(Dimension::Event, name.into_string())],
@@ -733,6 +903,16 @@ impl super::Format for TableFormat {
                 DayCounts::Labels { names: labels, n }
             }
         };
+        self.total += counts.total();
+        if self.total > MAX_FILE_TOTAL {
+            return Err(error(
+                "",
+                format!(
+                    "the file's figures (views, visits, durations in seconds, …) add up \
+                     to over {MAX_FILE_TOTAL} by this row: more than any site's history"
+                ),
+            ));
+        }
         let at = crate::reports::local::midnight(day, self.tz);
         let seed = crate::domain::sketch::mix(
             self.site_seed ^ (day.to_epoch_days() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -851,6 +1031,71 @@ mod tests {
         ] {
             assert_eq!(Table::of_file_name(name), table, "{name}");
         }
+    }
+
+    fn site() -> Site {
+        use crate::domain::DomainName;
+        Site {
+            id: crate::domain::SiteId::new(),
+            name: "Example".into(),
+            domain: DomainName::parse("example.com").unwrap(),
+            aliases: vec![],
+            owners: vec![],
+            created_at: Utc::now(),
+            time_zone: crate::domain::TimeZone::UTC,
+            totals_complete: true,
+            page_cap: crate::domain::PageCapSetting::Default,
+            unconfirmed_hosts: vec![],
+            goals: vec![],
+        }
+    }
+
+    /// The rows of a visitors file of `rows`, each `date,visitors,…`.
+    fn visitors_file(rows: &[&str]) -> Result<Vec<DayRow>, RowError> {
+        let text = format!(
+            "date,visitors,pageviews,bounces,visits,visit_duration\n{}\n",
+            rows.join("\n")
+        );
+        let read = rows_of(text.as_bytes(), Table::Visitors)?;
+        read.map(|r| r.map(|r| r.expect("counted"))).collect()
+    }
+
+    fn rows_of(
+        text: &[u8],
+        table: Table,
+    ) -> Result<super::super::Rows<TableFormat, &[u8]>, RowError> {
+        rows(
+            text,
+            "imported_visitors.csv",
+            table,
+            site(),
+            &mut Vec::new(),
+        )
+    }
+
+    #[test]
+    fn each_figure_is_bounded_and_so_is_a_files_total() {
+        let most = "2026-11-20,10000000,2147483647,0,2147483647,185542587014400";
+        let ok = visitors_file(&[most]).unwrap();
+        assert_eq!(ok.len(), 1);
+        for (row, column) in [
+            ("2026-11-20,1,1,0,1,86401", "visit_duration"),
+            ("2026-11-20,2,2,0,1,10", "visitors"),
+            ("2026-11-20,10000001,20000000,0,20000000,0", "visitors"),
+            ("2026-11-20,1,2147483648,0,1,0", "pageviews"),
+            ("2026-11-20,1,1,2,1,0", "bounces"),
+            ("2026-1-5,1,1,0,1,0", "date"),
+        ] {
+            let e = visitors_file(&[row]).unwrap_err();
+            assert_eq!((e.line, e.column.as_str()), (2, column), "{row}: {e}");
+        }
+        // Rows each within their bounds, adding up past 2^53: refused on
+        // the row that passes it.
+        let many = vec![most; 60];
+        let e = visitors_file(&many).unwrap_err();
+        let rows_fit = MAX_FILE_TOTAL / (185_542_587_014_400 + 2_147_483_647);
+        assert_eq!(e.line, rows_fit as u64 + 2, "{e}");
+        assert!(e.message.contains("add up"), "{e}");
     }
 
     #[test]

@@ -280,7 +280,26 @@ pub struct Umami<'a> {
     key: [u8; 32],
     visits: OpenVisits,
     previous_at: Option<DateTime<Utc>>,
-    website: Option<String>,
+    websites: Websites,
+    /// The first `website_id` seen ([`Websites::Any`]).
+    website: Option<uuid::Uuid>,
+}
+
+/// Which rows of a `website_event` file are the site's, by their
+/// `website_id` (a file without that column has no say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Websites {
+    /// The site's own id, as when the site was added with Umami's website
+    /// id (README, "Switching from Umami"): a row of another website is
+    /// refused, and the message names `--from-website`.
+    TheSites,
+    /// `--from-website <id>`: that website's rows; other websites' rows
+    /// are skipped and counted (an export of every website is fine).
+    From(uuid::Uuid),
+    /// One website, whichever: how imports were read before the site's
+    /// id was checked, so that deleting one of those reads its rows as it
+    /// did (its content is checked against its key first).
+    Any,
 }
 
 /// `website_event`'s rows in order, each checked.
@@ -289,6 +308,7 @@ pub fn rows<'a, R: Read>(
     file: &str,
     site: Site,
     sessions: &'a Sessions,
+    websites: Websites,
 ) -> Result<super::Rows<Umami<'a>, R>, RowError> {
     let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
         Ok(())
@@ -303,6 +323,7 @@ pub fn rows<'a, R: Read>(
         key,
         visits: OpenVisits::new(VisitsConfig::default()),
         previous_at: None,
+        websites,
         website: None,
     };
     Ok(super::Rows::new(csv, umami))
@@ -336,15 +357,19 @@ impl super::Format for Umami<'_> {
         let cell = |name: &str| csv.cell(record, name);
         let error =
             |column: &str, message: String| RowError::new(csv.file(), line, column, message);
-        let at = time(cell(CREATED_AT)).ok_or_else(|| {
-            error(
-                CREATED_AT,
-                format!(
-                    "not a time as psql writes one (2026-11-25 10:00:00.123+00): {:?}",
-                    cell(CREATED_AT)
-                ),
-            )
-        })?;
+        let at = Some(cell(CREATED_AT))
+            .filter(|raw| super::starts_with_plain_date(raw))
+            .and_then(time)
+            .ok_or_else(|| {
+                error(
+                    CREATED_AT,
+                    format!(
+                        "not a time as psql writes one (2026-11-25 10:00:00.123+00): {:?}",
+                        cell(CREATED_AT)
+                    ),
+                )
+            })?;
+        super::day_in_window(at.date_naive()).map_err(|e| error(CREATED_AT, e))?;
         if let Some(before) = self.previous_at.filter(|&b| at < b) {
             return Err(error(
                 CREATED_AT,
@@ -358,19 +383,37 @@ impl super::Format for Umami<'_> {
         }
         self.previous_at = Some(at);
         if csv.has(WEBSITE_ID) {
-            let website = cell(WEBSITE_ID);
-            match &self.website {
-                None => self.website = Some(website.to_owned()),
-                Some(first) if first != website => {
+            let raw = cell(WEBSITE_ID);
+            let website = uuid::Uuid::try_parse(raw)
+                .map_err(|_| error(WEBSITE_ID, format!("not a UUID: {raw:?}")))?;
+            match self.websites {
+                Websites::TheSites if website != self.site.id.as_uuid() => {
                     return Err(error(
                         WEBSITE_ID,
                         format!(
-                            "a second website ({website}, after {first}): export one website's \
-                             rows, WHERE website_id = '…'"
+                            "{website} is another website than this site ({}): to import \
+                             that website's rows into it, add --from-website {website}",
+                            self.site.id
                         ),
                     ))
                 }
-                Some(_) => {}
+                Websites::From(wanted) if website != wanted => {
+                    return Ok(Err(Skipped::OtherWebsite))
+                }
+                Websites::Any => match self.website {
+                    None => self.website = Some(website),
+                    Some(first) if first != website => {
+                        return Err(error(
+                            WEBSITE_ID,
+                            format!(
+                                "a second website ({website}, after {first}): export one \
+                                 website's rows, WHERE website_id = '…'"
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                },
+                _ => {}
             }
         }
         let session = uuid(cell(SESSION_ID)).map_err(|m| error(SESSION_ID, m))?;
@@ -534,7 +577,14 @@ mod tests {
     }
 
     fn read(text: &str, sessions: &Sessions) -> Result<Vec<Row>, RowError> {
-        rows(text.as_bytes(), "website_event.csv", site(), sessions)?.collect()
+        rows(
+            text.as_bytes(),
+            "website_event.csv",
+            site(),
+            sessions,
+            Websites::TheSites,
+        )?
+        .collect()
     }
 
     fn sessions() -> Sessions {

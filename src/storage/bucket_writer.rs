@@ -48,6 +48,10 @@ pub struct BucketWriter {
     /// The view levels' buckets this writer leaves out as already past
     /// retention (an import's old rows); none for live hits.
     expired: Expired,
+    /// The site buckets' part this writer writes, when it is not its
+    /// lane's ([`part_of`]): an import's own, so that nothing it adds can
+    /// make a live lane's statement fail.
+    part: Option<i32>,
 }
 
 /// Per view level, the instant before which a bucket is already past the
@@ -317,7 +321,21 @@ impl BucketWriter {
             store: store.clone(),
             known_names: Default::default(),
             expired: Expired::default(),
+            part: None,
         }
+    }
+
+    /// A writer of the site buckets' `part` whatever its advance's lane
+    /// (an import's: [`super::buckets::PART_IMPORT`], or the part an
+    /// older import was written to, for its deletion).
+    pub fn writing_part(mut self, part: i32) -> Self {
+        self.part = Some(part);
+        self
+    }
+
+    /// The site buckets' part written with `advance`.
+    fn part(&self, advance: Option<&Advance<'_>>) -> i32 {
+        self.part.unwrap_or_else(|| part_of(advance))
     }
 
     /// A writer that leaves out the view buckets `expired` says are past
@@ -347,7 +365,7 @@ impl BucketWriter {
         sign: i32,
     ) -> Result<FlushReport, ApplyError> {
         let stream = advance.map(|a| a.stream);
-        let mut increments = view_increments(stream, part_of(advance));
+        let mut increments = view_increments(stream, self.part(advance));
         if sign < 0 {
             increments.iter_mut().for_each(Increments::mark_taken_back);
         }
@@ -376,7 +394,7 @@ impl BucketWriter {
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
-        let by_source = breakdown_increments(part_of(advance), counted.iter());
+        let by_source = breakdown_increments(self.part(advance), counted.iter());
         self.transact(&increments, &by_source, advance)
             .await
             .map(|outcomes| FlushReport {
@@ -391,7 +409,7 @@ impl BucketWriter {
         figures: &[Figure<'_>],
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        let mut increments = view_increments(Some(advance.stream), part_of(Some(advance)));
+        let mut increments = view_increments(Some(advance.stream), self.part(Some(advance)));
         if figures.iter().any(|f| f.sign < 0) {
             increments.iter_mut().for_each(Increments::mark_taken_back);
         }
@@ -416,7 +434,7 @@ impl BucketWriter {
                 }
             }
         }
-        let by_source = breakdown_increments(part_of(Some(advance)), counted.iter());
+        let by_source = breakdown_increments(self.part(Some(advance)), counted.iter());
         self.transact(&increments, &by_source, Some(advance))
             .await
             .map(|outcomes| FlushReport {
@@ -448,7 +466,7 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        let by_source = breakdown_increments(part_of(Some(advance)), views);
+        let by_source = breakdown_increments(self.part(Some(advance)), views);
         self.transact(&[], &by_source, Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })

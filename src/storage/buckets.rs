@@ -78,7 +78,8 @@ pub fn site_indexes() -> Vec<super::schema::IndexSpec> {
 /// over a page collection still means "pages".
 ///
 /// A site bucket is split by writer into *parts* (`part`: the journal lane,
-/// [`PART_DIRECT`] or [`PART_BACKFILL`]), and readers add the parts up.
+/// [`PART_DIRECT`], [`PART_BACKFILL`] or [`PART_IMPORT`]), and readers add
+/// the parts up.
 /// Pages are spread over lanes, so every lane writes to the same site
 /// buckets: with one document per site and time, the lanes' transactions
 /// conflicted on it all the time (measured: four lanes retrying each other
@@ -124,6 +125,11 @@ pub const PART_DIRECT: i32 = -1;
 /// The part the backfill sets: what the page buckets hold beyond the
 /// other parts (views from before site totals existed).
 pub const PART_BACKFILL: i32 = -2;
+/// The part imports write (`tickertape import`): never a live lane's, so
+/// that no figure an import adds can make a lane's statement fail. Imports
+/// run before this part existed wrote lane 0's part (`part` 0), and their
+/// deletions still do (the import's record keeps its part).
+pub const PART_IMPORT: i32 = -3;
 
 /// A bucket as read back. Upserted buckets carry only the slots that were
 /// incremented; a missing slot is 0.

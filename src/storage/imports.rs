@@ -51,6 +51,13 @@ pub struct ImportRecord {
     /// Spans later imports of the site cleared to replace them: this
     /// import's rows there are gone, and its delete skips them.
     pub cleared_by_others: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The site buckets' part its rows went to
+    /// ([`super::buckets::PART_IMPORT`]; 0, lane 0's, for imports recorded
+    /// before imports had a part of their own): its delete takes them back
+    /// from there.
+    pub part: i32,
+    /// Umami's `--from-website`: the website whose rows it imported.
+    pub from_website: Option<String>,
 }
 
 /// A day an import replaces, and the instants it spans (a day in the
@@ -89,6 +96,8 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
             })
             .collect(),
         cleared: d.get_bool("cleared").unwrap_or(false),
+        part: d.get_i32("part").unwrap_or(0),
+        from_website: d.get_str("fromWebsite").ok().map(str::to_owned),
         cleared_by_others: documents(d, "clearedByOthers")
             .filter_map(span_of)
             .collect(),
@@ -234,6 +243,8 @@ pub async fn begin(
                 "skippedDays": days,
                 "replaced": replaced,
                 "cleared": record.replaced.is_empty(),
+                "part": record.part,
+                "fromWebsite": &record.from_website,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
                 "dailyFrom": record.daily.map(|(from, _)| bson::DateTime::from_chrono(from)),
                 "dailyTo": record.daily.map(|(_, to)| bson::DateTime::from_chrono(to)),

@@ -457,6 +457,27 @@ async fn every_bad_export_is_named_by_line_and_column_and_writes_nothing() {
             nth_line(&good, 6, &|l| l.rsplit_once(',').unwrap().0.to_owned()),
             "not CSV",
         ),
+        (
+            "a date in the year 0",
+            nth_line(&good, 3, &|l| {
+                l.rsplit_once(',').unwrap().0.to_owned() + ",0000-01-01T10:00:00Z"
+            }),
+            ":4: column \"Date\"",
+        ),
+        (
+            "a date before 1990",
+            nth_line(&good, 3, &|l| {
+                l.rsplit_once(',').unwrap().0.to_owned() + ",1989-12-31T23:00:00Z"
+            }),
+            ":4: column \"Date\"",
+        ),
+        (
+            "a date after tomorrow",
+            nth_line(&good, 3, &|l| {
+                l.rsplit_once(',').unwrap().0.to_owned() + ",2099-01-01T00:00:00Z"
+            }),
+            ":4: column \"Date\"",
+        ),
     ];
     for (what, text, says) in cases {
         let file = dir.path().join("bad.csv");
@@ -822,8 +843,71 @@ fn umami_import(
     sessions: &std::path::Path,
 ) -> Command {
     let mut cmd = import_command_of(app, "umami", site, events);
-    cmd.arg("--sessions").arg(sessions);
+    cmd.arg("--sessions")
+        .arg(sessions)
+        .args(["--from-website", UMAMI_WEBSITE]);
     cmd
+}
+
+#[tokio::test]
+async fn an_umami_export_of_another_website_is_refused_unless_named_with_from_website() {
+    let app = spawn_app().await;
+    let site = app.add_site("umami.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rows = umami_export(4);
+    let (events, sessions) = umami_files(dir.path(), &rows);
+    // Its website id is not the site's: refused, and the message says
+    // how to import it anyway.
+    let out = import_command_of(&app, "umami", "umami.test", &events)
+        .arg("--sessions")
+        .arg(&sessions)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("website_event.csv:2: column \"website_id\"")
+            && stderr.contains(&format!("--from-website {UMAMI_WEBSITE}"))
+            && stderr.contains(&site.id.to_string()),
+        "{stderr}"
+    );
+    assert_nothing_written(&app, "another website").await;
+
+    // Named, its rows are imported and another website's rows in the
+    // same file are skipped and counted.
+    let other = "5f4dcc3b-5aa7-4d61-8b6f-000000000000";
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let others: Vec<String> = lines[1..4]
+        .iter()
+        .map(|l| l.replacen(UMAMI_WEBSITE, other, 1))
+        .collect();
+    for (i, l) in others.into_iter().enumerate() {
+        lines.insert(2 + 2 * i, l);
+    }
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    let out = umami_import(&app, "umami.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("3 of other websites"), "{stdout}");
+    assert_umami_figures_stored(&app, &umami_expected("umami.test", &rows)).await;
+    // Its site figures are the import's part, never a live lane's.
+    let parts = crate::imports_plausible::site_documents_by_part(&app).await;
+    assert_eq!(
+        parts.keys().copied().collect::<Vec<_>>(),
+        vec![tickertape::storage::buckets::PART_IMPORT],
+        "{parts:?}"
+    );
+    // Deleting it takes back the rows it imported, by the website it
+    // named.
+    let key = printed_key(&out);
+    let deleted = delete_command(&app, &key).output().unwrap();
+    assert!(deleted.status.success(), "{deleted:?}");
+    let mut left = everything_counted(&app).await;
+    left.retain(|k, _| !k.ends_with(" takenBack"));
+    assert_eq!(left, BTreeMap::new());
 }
 
 #[tokio::test]
@@ -1070,6 +1154,24 @@ async fn every_bad_umami_export_is_named_by_file_line_and_column_and_writes_noth
             nth_line(&good, 3, &|l| l.replacen(",2026-", ",26.10.", 1)),
             sessions.clone(),
             "website_event.csv:4: column \"created_at\"",
+        ),
+        (
+            "a date before the common era",
+            nth_line(&good, 1, &|l| l.replacen(",2026-", ",-0044-", 1)),
+            sessions.clone(),
+            "website_event.csv:2: column \"created_at\"",
+        ),
+        (
+            "a date in the year 0",
+            nth_line(&good, 1, &|l| l.replacen(",2026-", ",0000-", 1)),
+            sessions.clone(),
+            "website_event.csv:2: column \"created_at\"",
+        ),
+        (
+            "a date in the year 262142",
+            nth_line(&good, 1, &|l| l.replacen(",2026-", ",+262142-", 1)),
+            sessions.clone(),
+            "website_event.csv:2: column \"created_at\"",
         ),
         (
             "rows out of order",

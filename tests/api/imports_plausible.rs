@@ -1285,3 +1285,296 @@ async fn a_deleted_plausible_import_takes_every_figure_back() {
         "{again:?} after {pages:?}"
     );
 }
+
+/// Runs `cmd` to its end, or kills it (by its id) after `limit`: an
+/// import must never hang on what a file holds.
+pub(crate) fn output_within(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match outcome.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &id.to_string()])
+                .status();
+            panic!("still running after {limit:?}: killed")
+        }
+    }
+}
+
+/// The export of [`export`] with one cell of the visitors file's first
+/// row (line 2) set to `value`; and that file's name.
+fn with_visitors_cell(column: &str, value: &str) -> (Export, String) {
+    let mut e = export(2, 0, false, false);
+    let name = e
+        .files
+        .keys()
+        .find(|k| k.starts_with("imported_visitors"))
+        .unwrap()
+        .clone();
+    let text = e.files[&name].clone();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let i = lines[0].split(',').position(|c| c == column).unwrap();
+    let mut cells: Vec<String> = lines[1].split(',').map(str::to_owned).collect();
+    cells[i] = value.to_owned();
+    lines[1] = cells.join(",");
+    e.files.insert(name.clone(), lines.join("\n") + "\n");
+    (e, name)
+}
+
+#[tokio::test]
+async fn every_imported_figure_and_date_is_bounded_and_a_row_past_a_bound_is_refused_by_file_line_and_column(
+) {
+    let app = spawn_app().await;
+    app.add_site("plausible.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let in_three_days = (chrono::Utc::now() + chrono::TimeDelta::days(3))
+        .date_naive()
+        .to_string();
+    let cases = [
+        // A day of visits is at most a day each: one such row once
+        // overflowed a live site bucket and stopped a journal lane.
+        ("visit_duration", "9223372036854775000"),
+        ("visit_duration", "18446744073709551615"),
+        ("visit_duration", "3456001"),
+        // Visitors are made-up ids added one by one: 10^12 never ended.
+        ("visitors", "1000000000000"),
+        ("visitors", "41"),
+        ("pageviews", "99999999999"),
+        ("date", "+262142-12-31"),
+        ("date", "-0001-01-01"),
+        ("date", "0000-01-01"),
+        ("date", "2026-1-5"),
+        ("date", "1989-12-31"),
+        ("date", &in_three_days),
+    ];
+    for (column, value) in cases {
+        let (e, file) = with_visitors_cell(column, value);
+        let files = dir.path().join(format!("{column}-{value}"));
+        write_dir(&files, &e);
+        let out = output_within(
+            plausible(&app, "plausible.test", &files),
+            std::time::Duration::from_secs(60),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let what = format!("{column} {value}");
+        assert!(!out.status.success(), "{what}: {out:?}");
+        assert!(
+            stderr.contains(&format!("{file}:2: column \"{column}\"")),
+            "{what}: {stderr}"
+        );
+        assert_eq!(app.bucket_count().await, 0, "{what}");
+        let records = app
+            .store
+            .db()
+            .collection::<bson::Document>(tickertape::storage::imports::COLLECTION)
+            .count_documents(bson::doc! {})
+            .await
+            .unwrap();
+        assert_eq!(records, 0, "{what}");
+    }
+    // At the bounds, the file is taken: 40 visits of a day each.
+    let (e, _) = with_visitors_cell("visit_duration", "3456000");
+    let files = dir.path().join("at-the-bound");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Views per writer part over the site buckets of every level.
+pub(crate) async fn site_views_by_part(app: &TestApp) -> BTreeMap<i32, i64> {
+    let mut parts = BTreeMap::new();
+    for g in Resolution::ALL {
+        let name = tickertape::storage::buckets::Subject::Site.collection(g);
+        let docs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+            app.store
+                .db()
+                .collection::<bson::Document>(name)
+                .find(bson::doc! {})
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        for d in docs {
+            let views = match d.get("totalViews") {
+                Some(bson::Bson::Int32(n)) => i64::from(*n),
+                Some(bson::Bson::Int64(n)) => *n,
+                _ => 0,
+            };
+            *parts.entry(d.get_i32("part").unwrap()).or_default() += views;
+        }
+    }
+    parts
+}
+
+/// How many site documents (views and breakdowns) each part has.
+pub(crate) async fn site_documents_by_part(app: &TestApp) -> BTreeMap<i32, u64> {
+    let mut parts = BTreeMap::new();
+    let db = app.store.db();
+    for name in db.list_collection_names().await.unwrap() {
+        if !name.starts_with("site_") {
+            continue;
+        }
+        let docs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+            db.collection::<bson::Document>(&name)
+                .find(bson::doc! {"part": {"$exists": true}})
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+        for d in docs {
+            *parts.entry(d.get_i32("part").unwrap()).or_default() += 1;
+        }
+    }
+    parts
+}
+
+#[tokio::test]
+async fn an_imports_site_figures_land_in_a_part_of_their_own_and_an_older_imports_are_taken_back_from_lane_zeros(
+) {
+    use tickertape::storage::buckets::PART_IMPORT;
+    let app = spawn_app().await;
+    app.add_site("plausible.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = export(3, 0, false, false);
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = crate::imports::printed_key(&out);
+    // Every site document the import wrote is the import's part: none is
+    // a live lane's.
+    let documents = site_documents_by_part(&app).await;
+    assert_eq!(
+        documents.keys().copied().collect::<Vec<_>>(),
+        vec![PART_IMPORT],
+        "{documents:?}"
+    );
+    let views: i64 = e.views.values().sum();
+    assert_eq!(
+        site_views_by_part(&app).await,
+        BTreeMap::from([(PART_IMPORT, 3 * views)]),
+        "minute, hour and day"
+    );
+    let record = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::imports::COLLECTION)
+        .find_one(bson::doc! {"_id": &key})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.get_i32("part"), Ok(PART_IMPORT));
+
+    // An import from before imports had a part: its site figures are in
+    // lane 0's part and its record names none. Its delete takes them back
+    // from there, exactly.
+    let db = app.store.db();
+    for name in db.list_collection_names().await.unwrap() {
+        if name.starts_with("site_") {
+            db.collection::<bson::Document>(&name)
+                .update_many(
+                    bson::doc! {"part": PART_IMPORT},
+                    bson::doc! {"$set": {"part": 0}},
+                )
+                .await
+                .unwrap();
+        }
+    }
+    db.collection::<bson::Document>(tickertape::storage::imports::COLLECTION)
+        .update_one(
+            bson::doc! {"_id": &key},
+            bson::doc! {"$unset": {"part": ""}},
+        )
+        .await
+        .unwrap();
+    let out = crate::imports::delete_command(&app, &key).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        site_views_by_part(&app).await,
+        BTreeMap::from([(0, 0)]),
+        "lane 0's part back to nothing, and nothing written to another"
+    );
+    let mut left = crate::imports::everything_counted(&app).await;
+    left.retain(|k, _| !k.ends_with(" takenBack"));
+    assert_eq!(left, BTreeMap::new());
+}
+
+#[tokio::test]
+async fn an_import_killed_midway_can_be_deleted_and_takes_back_exactly_what_it_wrote() {
+    let app = spawn_app().await;
+    app.add_site("plausible.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = export(40, 60, false, false);
+    let files = dir.path().join("export");
+    write_dir(&files, &e);
+    let mut child = plausible(&app, "plausible.test", &files)
+        .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let progress = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::progress::COLLECTION);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let done = progress
+            .find_one(bson::doc! {"stream": "views", "journal": {"$regex": "^import/"}})
+            .await
+            .unwrap()
+            .and_then(|d| d.get_i64("position").ok())
+            .unwrap_or(0);
+        if done >= 1_000 {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
+        assert!(std::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!crate::imports::everything_counted(&app).await.is_empty());
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
+        .args(["import", "list"])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("or `import delete` it"), "{listed}");
+    let key = listed.split('\t').next().unwrap().to_owned();
+    let out = crate::imports::delete_command(&app, &key)
+        .env("TICKERTAPE_IMPORT_BATCH_ROWS", "250")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("incomplete"),
+        "{out:?}"
+    );
+    let mut left = crate::imports::everything_counted(&app).await;
+    left.retain(|k, _| !k.ends_with(" takenBack"));
+    assert_eq!(left, BTreeMap::new());
+    // Forgotten: the same export imports again, whole.
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        app.total_views(Resolution::Day).await,
+        e.views.values().sum::<i64>()
+    );
+}

@@ -16,6 +16,7 @@ mod crash;
 mod deployment;
 mod goals;
 mod imports;
+mod imports_hostile;
 mod imports_plausible;
 mod ingest;
 mod journal_privacy;
