@@ -156,7 +156,18 @@ pub async fn create(
     };
     match collection(store).insert_one(&doc).await {
         Ok(_) => Ok(doc.into()),
-        Err(e) if is_duplicate_key(&e) => Err(UserError::EmailTaken(email)),
+        Err(e) if is_duplicate_key(&e) => {
+            // A retried insert (the driver retries a write whose answer was
+            // lost, and a server without retryable-write records applies
+            // it again) finds its own first attempt: that is a success.
+            let held = collection(store)
+                .find_one(doc! {"email": email.as_str()})
+                .await?;
+            match held {
+                Some(held) if held.id == doc.id => Ok(doc.into()),
+                _ => Err(UserError::EmailTaken(email)),
+            }
+        }
         Err(e) => Err(e.into()),
     }
 }
