@@ -96,6 +96,18 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         })
         .await
         .unwrap();
+    // Its home page's minute bucket with a slot map of another type (a
+    // hand edit), which no `$inc` of a slot can go into.
+    app.store
+        .db()
+        .collection::<Document>(Resolution::Minute.collection())
+        .insert_one(doc! {
+            "page": "poisoned.test/",
+            "timestamp": bson::DateTime::from_chrono(Resolution::Minute.floor(t0())),
+            "totalViews": 0_i64, "seconds": "not a document",
+        })
+        .await
+        .unwrap();
     // And the site's sources of that hour: its views' total there.
     app.store
         .db()
@@ -197,6 +209,33 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         )
         .await,
         4.0
+    );
+    // The minutes likewise: the page's minute is set aside, its site's
+    // minute (above) and the other site's pages are in.
+    assert_eq!(
+        sum_views(
+            &app.store,
+            Resolution::Minute.collection(),
+            doc! {"page": {"$in": ["healthy.test/", "healthy.test/pricing"]}}
+        )
+        .await,
+        2
+    );
+    let statements = labelled_metric(
+        &app,
+        "tickertape_applier_statements_set_aside_total",
+        "stream=\"views\"",
+    )
+    .await;
+    assert!((1.0..=2.0).contains(&statements), "{statements}");
+    assert_eq!(
+        labelled_metric(
+            &app,
+            "tickertape_applier_hits_set_aside_total",
+            "stream=\"views\""
+        )
+        .await,
+        2.0
     );
     // The sources likewise: the healthy site's are in, the poisoned
     // site's hour is set aside (its page's with it: they are one hit's).
