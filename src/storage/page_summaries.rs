@@ -414,10 +414,15 @@ pub async fn read(
         ) else {
             continue;
         };
+        // Only the spans asked for: a stored level or index edited by hand
+        // (a level past 63 would overflow the span's shifts) is made again.
         let span = Span {
-            level: level as u32,
+            level: u32::try_from(level).unwrap_or(u32::MAX),
             index,
         };
+        if !spans.contains(&span) {
+            continue;
+        }
         match decode(data) {
             Ok(pages) => out.push(Summary { span, total, pages }),
             Err(e) => tracing::warn!(site, ?span, "{e}: it will be made again"),

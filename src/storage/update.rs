@@ -13,18 +13,19 @@ use super::values::{number, DUPLICATE_KEY};
 
 /// Write error codes that say a statement can never succeed on the
 /// document as it is stored, however often it is sent: an `$inc` past
-/// the largest NumberLong (`BadValue` on MongoDB: "Failed to apply $inc
-/// operations to current value"), a counter or slot map of the wrong type
-/// (`TypeMismatch`, `PathNotViable`), a result out of range (`Overflow`),
-/// a document the collection's validator rejects. Only a hand edit or an
-/// old import's figures put buckets in such a state; a conflict or an
-/// outage never gives these codes.
-pub const REFUSED_CODES: [i64; 5] = [
-    2,   // BadValue
-    14,  // TypeMismatch
-    15,  // Overflow
-    28,  // PathNotViable
-    121, // DocumentValidationFailure
+/// the largest NumberLong (`BadValue` on MongoDB and the local server:
+/// "Failed to apply $inc operations to current value"), a counter or slot
+/// map of the wrong type (`TypeMismatch`, `PathNotViable`), a result out
+/// of range (`Overflow`). Only a hand edit or an old import's figures put
+/// a bucket in such a state; a conflict or an outage never gives these
+/// codes. A collection's validator refusing a write
+/// (`DocumentValidationFailure`) is not one: it is the operator's setting
+/// for every bucket, and the hits wait in the journal until it is fixed.
+pub const REFUSED_CODES: [i64; 4] = [
+    2,  // BadValue
+    14, // TypeMismatch
+    15, // Overflow
+    28, // PathNotViable
 ];
 
 #[derive(Debug, thiserror::Error)]

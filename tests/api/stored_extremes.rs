@@ -17,9 +17,11 @@ use tickertape::storage::{site_totals, Resolution, Store, Subject};
 
 use crate::helpers::*;
 
-/// A count one view short of the largest NumberLong: the probe's value
-/// (two imported rows of 9223372036854775000 and 806).
-const NEAR_MAX: i64 = i64::MAX - 1;
+/// The largest NumberLong: one more view can never be added. (The probe
+/// left one view short of it, two imported rows of 9223372036854775000
+/// and 806, and two views in one batch overflowed; at the largest any
+/// view does, however the hits are batched.)
+const FULL: i64 = i64::MAX;
 
 /// One sample of a labelled metric, e.g. `name{stream="rollups"}`.
 async fn labelled_metric(app: &TestApp, name: &str, labels: &str) -> f64 {
@@ -75,14 +77,13 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
     let hour = Resolution::Hour.floor(t0());
     let at = bson::DateTime::from_chrono(hour);
     // The shape the probe left: the site's hour bucket of the live lane's
-    // part, and its home page's hour bucket, one view from the largest
-    // NumberLong.
+    // part, and its home page's hour bucket, full.
     app.store
         .db()
         .collection::<Document>(Subject::Site.collection(Resolution::Hour))
         .insert_one(doc! {
             "site": "poisoned.test", "timestamp": at, "part": 0_i32,
-            "totalViews": NEAR_MAX, "minutes": {"1": NEAR_MAX},
+            "totalViews": FULL, "minutes": {"1": FULL},
         })
         .await
         .unwrap();
@@ -91,7 +92,19 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         .collection::<Document>(Resolution::Hour.collection())
         .insert_one(doc! {
             "page": "poisoned.test/", "timestamp": at,
-            "totalViews": NEAR_MAX, "minutes": {"1": NEAR_MAX},
+            "totalViews": FULL, "minutes": {"1": FULL},
+        })
+        .await
+        .unwrap();
+    // Its home page's minute bucket with a slot map of another type (a
+    // hand edit), which no `$inc` of a slot can go into.
+    app.store
+        .db()
+        .collection::<Document>(Resolution::Minute.collection())
+        .insert_one(doc! {
+            "page": "poisoned.test/",
+            "timestamp": bson::DateTime::from_chrono(Resolution::Minute.floor(t0())),
+            "totalViews": 0_i64, "seconds": "not a document",
         })
         .await
         .unwrap();
@@ -101,7 +114,7 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         .collection::<Document>("site_sources_hour")
         .insert_one(doc! {
             "site": "poisoned.test", "timestamp": at, "part": 0_i32,
-            "totalViews": NEAR_MAX, "sources": {"search.test": NEAR_MAX},
+            "totalViews": FULL, "sources": {"search.test": FULL},
         })
         .await
         .unwrap();
@@ -177,7 +190,7 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
             poisoned_site
         )
         .await,
-        NEAR_MAX
+        FULL
     );
     // Counted: the site's hour bucket and its page's, once per batch that
     // carried the poisoned site's views (one or two), two views in each.
@@ -196,6 +209,33 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
         )
         .await,
         4.0
+    );
+    // The minutes likewise: the page's minute is set aside, its site's
+    // minute (above) and the other site's pages are in.
+    assert_eq!(
+        sum_views(
+            &app.store,
+            Resolution::Minute.collection(),
+            doc! {"page": {"$in": ["healthy.test/", "healthy.test/pricing"]}}
+        )
+        .await,
+        2
+    );
+    let statements = labelled_metric(
+        &app,
+        "tickertape_applier_statements_set_aside_total",
+        "stream=\"views\"",
+    )
+    .await;
+    assert!((1.0..=2.0).contains(&statements), "{statements}");
+    assert_eq!(
+        labelled_metric(
+            &app,
+            "tickertape_applier_hits_set_aside_total",
+            "stream=\"views\""
+        )
+        .await,
+        2.0
     );
     // The sources likewise: the healthy site's are in, the poisoned
     // site's hour is set aside (its page's with it: they are one hit's).
