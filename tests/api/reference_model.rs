@@ -895,7 +895,11 @@ impl Run<'_> {
                 (count, row[3].clone()),
                 (
                     now_counts.get(&name).copied().unwrap_or(0),
-                    tickertape::web::fmt::change(c, w),
+                    tickertape::web::fmt::row_change(
+                        now_counts.get(&name).copied().unwrap_or(0),
+                        c,
+                        w,
+                    ),
                 ),
             );
         }

@@ -228,7 +228,7 @@ fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> Brea
         },
         count,
         share: fmt::share(count, of),
-        change: fmt::change(is, was),
+        change: fmt::row_change(count, is, was),
     };
     let mut rows: Vec<BreakdownRow> = now
         .names

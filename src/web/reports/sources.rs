@@ -219,7 +219,7 @@ pub(super) fn view(
         name,
         views,
         share: fmt::share(views, current.views),
-        change: fmt::change(is, was),
+        change: fmt::row_change(views, is, was),
     };
     let rows = matching(&current.sources, &filter)
         .into_iter()
