@@ -375,6 +375,28 @@ async fn before_visitors_were_counted_the_pages_say_so_instead_of_zeros() {
 }
 
 #[tokio::test]
+async fn a_new_site_speaks_of_no_upgrade_and_its_realtime_panel_says_when_it_was_read() {
+    let mut app = spawn_app().await;
+    let site = app.add_site("brand-new.test", &[]).await;
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let (_, html) = login.text(&format!("/sites/{}?range=today", site.id)).await;
+    assert!(
+        !html.contains("id=\"visitors-since\"") && !html.contains("upgrade"),
+        "a site without a view has nothing to explain"
+    );
+    let (_, page) = login
+        .text(&format!("/sites/{}/page?path=/&range=today", site.id))
+        .await;
+    assert!(!page.contains("Reload the page"), "no chore for the reader");
+    assert!(
+        page.contains("id=\"realtime-as-of\">Figures as of 10:01:07 UTC."),
+        "the panel says when it was read"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn salts_rotate_at_the_utc_day_and_are_deleted_two_days_later() {
     let mut app = spawn_app().await;
     let salts = app.store.db().collection::<Document>("salts");
