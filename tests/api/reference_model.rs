@@ -747,6 +747,42 @@ impl Run<'_> {
             );
         }
 
+        // A page's series, in the API and series.csv.
+        if let Some(path) = pages.first() {
+            let a = get(
+                app,
+                self.token,
+                &format!("{}?path={path}&{query}", api("page/series")),
+            )
+            .await;
+            let points: Vec<(DateTime<Utc>, Vec<String>)> = a.json["points"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| (time(&p["at"]), vec![p["views"].to_string()]))
+                .collect();
+            for (row, cells) in rows_of(&points, span) {
+                let want = model.figures(s, Some(path), row);
+                check.eq(
+                    &format!("{at} api page series {path} {}", row.0),
+                    int(&cells[0]),
+                    want.views,
+                );
+            }
+            let (status, csv) = self
+                .login
+                .text(&format!(
+                    "/sites/{}/series.csv?path={path}&{query}",
+                    site.id
+                ))
+                .await;
+            check.eq(&format!("{at} series.csv {path} status"), status, 200);
+            let csv_points: Vec<i64> = csv_rows(&csv).iter().map(|r| int(&r[1])).collect();
+            let api_points: Vec<i64> = points.iter().map(|(_, c)| int(&c[0])).collect();
+            check.eq(&format!("{at} series.csv {path}"), csv_points, api_points);
+        }
+
         // Breakdowns and sources: their covered hours, and the change's
         // stretches (the complete hours of a running period against the
         // same stretch of the one before).
@@ -841,7 +877,19 @@ impl Run<'_> {
                 (name.clone(), (*n, c, w))
             })
             .collect();
-        check.eq(&format!("{at} api sources"), got, want);
+        check.eq(&format!("{at} api sources"), got.clone(), want.clone());
+        // sources.csv: the same rows, and "(none)" for views without one.
+        let (status, csv) = self
+            .login
+            .text(&format!("/sites/{}/sources.csv?{query}", site.id))
+            .await;
+        check.eq(&format!("{at} sources.csv status"), status, 200);
+        let mut from_csv: BTreeMap<String, (i64, i64, i64)> = csv_rows(&csv)
+            .into_iter()
+            .map(|r| (r[0].clone(), (int(&r[1]), int(&r[3]), int(&r[4]))))
+            .collect();
+        from_csv.remove("(none)");
+        check.eq(&format!("{at} sources.csv"), from_csv, want);
         let views_covered = model.views_in(s, None, covered(span)).count() as i64;
         let with_source: i64 = now_counts.values().sum();
         check.eq(
