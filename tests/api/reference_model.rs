@@ -140,13 +140,16 @@ struct Model {
     visits: Vec<Visit>,
 }
 
+type OpenKey = (usize, usize, NaiveDate);
+
 /// A visit's next view comes after less than this: the visit goes on.
 const GAP: TimeDelta = TimeDelta::minutes(30);
 
 impl Model {
     fn new(hits: Vec<Hit>, visitors: Vec<Visitor>) -> Model {
-        let mut open: HashMap<(usize, usize, NaiveDate), (DateTime<Utc>, usize, usize)> =
-            HashMap::new();
+        // Per site, visitor and UTC day: the last view's time, its visit
+        // and its index.
+        let mut open: HashMap<OpenKey, (DateTime<Utc>, usize, usize)> = HashMap::new();
         let (mut views, mut visits): (Vec<View>, Vec<Visit>) = (Vec::new(), Vec::new());
         for h in hits.iter().filter(|h| h.event.is_none()) {
             let day = h.at.date_naive();
@@ -319,7 +322,7 @@ fn traffic(
                     .then(|| rng.below(CAMPAIGNS.len() as u64) as usize);
                 hits.push(Hit {
                     site,
-                    path: *rng.pick(&PATHS),
+                    path: PATHS[rng.below(PATHS.len() as u64) as usize],
                     at,
                     visitor: v,
                     referrer: rng.below(REFERRERS.len() as u64) as usize,
