@@ -339,8 +339,9 @@ impl Increments {
         // The visit's previous hit: `duration_secs` is the difference of
         // the two hits' whole-second clocks, so this is the second it was
         // made in (same minute, same bucket).
-        let previous_at =
-            whole_second(at) - chrono::TimeDelta::seconds(i64::from(visit.duration_secs));
+        let previous_at = whole_second(at)
+            .checked_sub_signed(chrono::TimeDelta::seconds(i64::from(visit.duration_secs)))
+            .unwrap_or(at);
         let credit = |inc: &mut Self, page: &str, when: DateTime<Utc>, counter: usize, n: i64| {
             let n = n * i64::from(sign);
             if n != 0 {

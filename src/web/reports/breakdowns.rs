@@ -78,10 +78,16 @@ impl Stretches {
                 running: false,
             };
         }
+        // max/min rather than clamp: never a panic, whatever the bounds.
         let cut = crate::reports::Resolution::Hour
             .floor(now)
-            .clamp(period.from, period.to);
-        let end = (cut - period.shift()).clamp(before.from, before.to);
+            .max(period.from)
+            .min(period.to);
+        let end = cut
+            .checked_sub_signed(period.shift())
+            .unwrap_or(before.from)
+            .max(before.from)
+            .min(before.to);
         Stretches {
             current: (period.from, cut),
             previous: (before.from, end),
