@@ -34,7 +34,7 @@ SCHEMATHESIS := $(SCHEMATHESIS_VENV)/bin/schemathesis
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
-.PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick bench-big
+.PHONY: setup rust-components test-deps run test test-long lint fmt clean-data bench bench-quick bench-big
 
 setup: $(SECANTUS) rust-components $(GEOIP)
 
@@ -101,6 +101,12 @@ lint:
 test: test-deps lint
 	cargo build --release --bin tickertape
 	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
+
+# Longer runs with random seeds, each printed so that a failure can be
+# replayed: the reference model with more traffic and ranges
+# (REFERENCE_SEED=<n> replays one).
+test-long: test-deps
+	cargo test --test api reference_model -- --ignored --nocapture
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.

@@ -3,6 +3,7 @@
 
 mod access_token;
 pub mod client_ip;
+pub mod countries;
 pub mod dimension;
 mod domain_name;
 mod email;

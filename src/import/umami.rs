@@ -669,8 +669,8 @@ mod tests {
         assert_eq!(delta.previous.as_deref(), Some("example.com/"));
         assert!(delta.second_view);
         assert_eq!(
-            delta.duration_secs, 299,
-            "whole seconds since 10:00:00.123456"
+            delta.duration_secs, 300,
+            "the difference of the whole-second clocks since 10:00:00.123456"
         );
         assert_eq!(delta.visitor, first.visit.as_ref().unwrap().visitor);
         let signup = ok(&rows[2]);

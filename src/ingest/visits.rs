@@ -101,7 +101,10 @@ impl OpenVisits {
         let stamp = inner.next_stamp;
         let continued = match inner.visits.get_mut(&visitor) {
             Some(open) if at - open.last_at < GAP => {
-                let gap = (at - open.last_at).num_seconds().max(0) as u32;
+                // The difference of the whole-second clocks: the writer finds
+                // the previous hit's second from it (`buckets::VisitFields`).
+                let gap = (at.timestamp() - open.last_at.timestamp()).clamp(0, i64::from(u32::MAX))
+                    as u32;
                 let visit = Visit {
                     visitor,
                     duration_secs: gap,

@@ -4,8 +4,10 @@
 use super::queries::Point;
 
 pub fn field(value: &str) -> String {
-    // Leading = + - @ would be read as formulas by spreadsheets.
-    let value = if value.starts_with(['=', '+', '-', '@']) {
+    // Leading = + - @ would be read as formulas by spreadsheets; a number
+    // (a negative change, say) is a number, never text.
+    let number = value.parse::<f64>().is_ok_and(f64::is_finite);
+    let value = if !number && value.starts_with(['=', '+', '-', '@']) {
         format!("'{value}")
     } else {
         value.to_owned()
@@ -101,6 +103,8 @@ mod tests {
         assert_eq!(field("/a,b"), "\"/a,b\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(field("=SUM(A1)"), "'=SUM(A1)");
+        assert_eq!(field("-1"), "-1", "a number stays a number");
+        assert_eq!(field("-1+cmd"), "'-1+cmd");
         assert_eq!(field("/plain"), "/plain");
     }
 }

@@ -170,6 +170,11 @@ pub type Span = (DateTime<Utc>, DateTime<Utc>);
 /// middle from day buckets, the rest from hour buckets (widened to whole
 /// hours).
 pub fn plan(from: DateTime<Utc>, to: DateTime<Utc>) -> (Vec<Span>, Option<Span>) {
+    // An empty stretch (a running period's complete part before its first
+    // whole hour) covers no hour, not the hour it starts in.
+    if from >= to {
+        return (Vec::new(), None);
+    }
     let hour = Resolution::Hour;
     let day = Resolution::Day;
     let start = hour.floor(from);
@@ -236,6 +241,22 @@ pub async fn top_sources(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_empty_stretch_covers_no_hour() {
+        use chrono::TimeZone;
+        let t = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 15, 0)
+            .unwrap();
+        assert_eq!(super::covered(t, t), (t, t));
+        let h = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .unwrap();
+        assert_eq!(
+            super::covered(t, t + chrono::TimeDelta::minutes(1)),
+            (h, h + chrono::TimeDelta::hours(1))
+        );
+    }
+
     #[test]
     fn the_source_filter_is_trimmed_bounded_and_text() {
         use super::{parse_filter, BadSourceFilter};

@@ -7,9 +7,10 @@
 //! sketches of the buckets a range covers. A visitor's id changes with the
 //! UTC day (its salt), so one person is one visitor per UTC day and the
 //! visitors of a range are the sum over its UTC days of each day's union:
-//! a whole UTC day reads its day bucket's sketch, a part of one reads the
-//! sketches of the hour buckets it touches (a range edge inside a UTC hour,
-//! as at +05:30, counts that whole hour's visitors).
+//! a whole UTC day reads its day bucket's sketch, a part of one the
+//! sketches of the whole UTC hours it covers and of the minutes of the
+//! hours it cuts (an edge inside an hour, as "last hour" or at +05:30), so
+//! a range counts exactly who viewed in it, whatever its edges.
 
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
@@ -316,16 +317,26 @@ pub async fn visitors_series(
 }
 
 /// What reading a range's visitors takes: the UTC days it covers whole,
-/// and the UTC hours of the days it covers in part.
+/// the UTC hours it covers whole in the other days, and the minutes of
+/// the hours it cuts.
 #[derive(Debug, Default, PartialEq)]
 struct Plan {
     days: BTreeSet<DateTime<Utc>>,
     hours: BTreeSet<DateTime<Utc>>,
+    minutes: BTreeSet<DateTime<Utc>>,
+}
+
+/// A part of a range within one UTC day covered in part: its whole UTC
+/// hours and the minutes of the hours it cuts.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Part {
+    hours: Vec<DateTime<Utc>>,
+    minutes: Vec<DateTime<Utc>>,
 }
 
 /// A part of a range within one UTC day: the day, and `None` when the
-/// range covers it whole, else the UTC hours of it the range touches.
-type Piece = (DateTime<Utc>, Option<Vec<DateTime<Utc>>>);
+/// range covers it whole.
+type Piece = (DateTime<Utc>, Option<Part>);
 
 /// A range's pieces, one per UTC day it touches.
 fn pieces(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Piece> {
@@ -338,13 +349,18 @@ fn pieces(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Piece> {
         if a == d && b == next {
             out.push((d, None));
         } else if a < b {
-            let mut hours = Vec::new();
-            let mut h = hour.floor(a);
-            while h < b {
-                hours.push(h);
-                h += TimeDelta::hours(1);
+            let mut part = Part::default();
+            let mut t = Resolution::Minute.floor(a);
+            while t < b {
+                if hour.floor(t) == t && t + TimeDelta::hours(1) <= b {
+                    part.hours.push(t);
+                    t += TimeDelta::hours(1);
+                } else {
+                    part.minutes.push(t);
+                    t += TimeDelta::minutes(1);
+                }
             }
-            out.push((d, Some(hours)));
+            out.push((d, Some(part)));
         }
         d = next;
     }
@@ -371,8 +387,15 @@ pub async fn visitors(
     let mut known: HashMap<(DateTime<Utc>, Hours), u64> = HashMap::new();
     let mut missing: Vec<&Piece> = Vec::new();
     let mut queued: std::collections::HashSet<(DateTime<Utc>, Hours)> = Default::default();
+    let mut cut: Vec<&Piece> = Vec::new();
     for piece in split.iter().flatten() {
-        let part = (piece.0, hours_of(piece));
+        // A piece cut inside an hour is read each time (its minutes are
+        // the recent ones, which hits still change).
+        let Some(hours) = hours_of(piece) else {
+            cut.push(piece);
+            continue;
+        };
+        let part = (piece.0, hours);
         if known.contains_key(&part) || queued.contains(&part) {
             continue;
         }
@@ -392,21 +415,43 @@ pub async fn visitors(
             }
         }
     }
-    if !missing.is_empty() {
-        let plan = plan_of(&[missing.iter().map(|p| (*p).clone()).collect()]);
-        let (by_day, by_hour) = tokio::try_join!(
+    let mut counted_cut: HashMap<(DateTime<Utc>, Vec<DateTime<Utc>>), u64> = HashMap::new();
+    if !missing.is_empty() || !cut.is_empty() {
+        let read: Vec<Piece> = missing.iter().chain(&cut).map(|p| (*p).clone()).collect();
+        let plan = plan_of(&[read]);
+        let (by_day, by_hour, by_minute) = tokio::try_join!(
             sketches(store, Whose::Scope(scope), Resolution::Day, &plan.days),
             sketches(store, Whose::Scope(scope), Resolution::Hour, &plan.hours),
+            sketches(
+                store,
+                Whose::Scope(scope),
+                Resolution::Minute,
+                &plan.minutes
+            ),
         )?;
+        let read = Reads {
+            by_day,
+            by_hour,
+            by_minute,
+        };
         for piece in missing {
-            let n = count_piece("", piece, &by_day, &by_hour);
-            let (day, hours) = (piece.0, hours_of(piece));
+            let n = count_piece("", piece, &read);
+            let Some(hours) = hours_of(piece) else {
+                continue;
+            };
+            let day = piece.0;
             let total = totals.get(&day).copied().unwrap_or(0);
             kept.keep(&key, day, hours, total, n);
             known.insert((day, hours), n);
         }
+        for piece in cut {
+            counted_cut.insert(cut_key(piece), count_piece("", piece, &read));
+        }
     }
-    let count = |p: &Piece| known.get(&(p.0, hours_of(p))).copied().unwrap_or(0);
+    let count = |p: &Piece| match hours_of(p) {
+        Some(hours) => known.get(&(p.0, hours)).copied().unwrap_or(0),
+        None => counted_cut.get(&cut_key(p)).copied().unwrap_or(0),
+    };
     Ok(Some(
         split
             .iter()
@@ -415,12 +460,26 @@ pub async fn visitors(
     ))
 }
 
-/// The hours of its UTC day a piece covers.
-fn hours_of((_, hours): &Piece) -> Hours {
-    match hours {
-        None => WHOLE_DAY,
-        Some(hours) => hours.iter().fold(0, |mask, h| mask | 1 << h.hour()),
+/// The hours of its UTC day a piece covers; `None` for one cut inside an
+/// hour.
+fn hours_of((_, part): &Piece) -> Option<Hours> {
+    match part {
+        None => Some(WHOLE_DAY),
+        Some(part) if part.minutes.is_empty() => {
+            Some(part.hours.iter().fold(0, |mask, h| mask | 1 << h.hour()))
+        }
+        Some(_) => None,
     }
+}
+
+/// What tells a piece cut inside an hour from another: its day, hours
+/// and minutes.
+fn cut_key((day, part): &Piece) -> (DateTime<Utc>, Vec<DateTime<Utc>>) {
+    let mut starts = Vec::new();
+    if let Some(part) = part {
+        starts.extend(part.hours.iter().chain(&part.minutes).copied());
+    }
+    (*day, starts)
 }
 
 /// A scope's views on each of `days` (UTC day starts): what guards the kept
@@ -501,14 +560,25 @@ async fn visitors_of_pages(
 ) -> Result<HashMap<String, i64>, mongodb::error::Error> {
     let split = pieces(from, to);
     let plan = plan_of(std::slice::from_ref(&split));
-    let (by_day, by_hour) = tokio::try_join!(
+    let (by_day, by_hour, by_minute) = tokio::try_join!(
         sketches(store, Whose::Pages(pages), Resolution::Day, &plan.days),
         sketches(store, Whose::Pages(pages), Resolution::Hour, &plan.hours),
+        sketches(
+            store,
+            Whose::Pages(pages),
+            Resolution::Minute,
+            &plan.minutes
+        ),
     )?;
+    let read = Reads {
+        by_day,
+        by_hour,
+        by_minute,
+    };
     Ok(pages
         .iter()
         .map(|p| {
-            let count = |piece: &Piece| count_piece(p.as_str(), piece, &by_day, &by_hour);
+            let count = |piece: &Piece| count_piece(p.as_str(), piece, &read);
             (
                 p.as_str().to_owned(),
                 split.iter().map(count).sum::<u64>() as i64,
@@ -520,12 +590,15 @@ async fn visitors_of_pages(
 /// The days and hours the pieces of some ranges read.
 fn plan_of(split: &[Vec<Piece>]) -> Plan {
     let mut plan = Plan::default();
-    for (day, hours) in split.iter().flatten() {
-        match hours {
+    for (day, part) in split.iter().flatten() {
+        match part {
             None => {
                 plan.days.insert(*day);
             }
-            Some(hours) => plan.hours.extend(hours.iter().copied()),
+            Some(part) => {
+                plan.hours.extend(part.hours.iter().copied());
+                plan.minutes.extend(part.minutes.iter().copied());
+            }
         }
     }
     plan
@@ -534,21 +607,33 @@ fn plan_of(split: &[Vec<Piece>]) -> Plan {
 /// Sketches read, by page (`""` for a scope's own) and bucket start.
 type Read = HashMap<String, HashMap<DateTime<Utc>, Sketch>>;
 
+/// The sketches read at each level.
+struct Reads {
+    by_day: Read,
+    by_hour: Read,
+    by_minute: Read,
+}
+
 /// The visitors of one piece of a range: its day's sketch when it covers
-/// the day whole, else the union of its hours'.
-fn count_piece(page: &str, (day, hours): &Piece, by_day: &Read, by_hour: &Read) -> u64 {
-    match hours {
-        None => by_day
+/// the day whole, else the union of its hours' and minutes'.
+fn count_piece(page: &str, (day, part): &Piece, read: &Reads) -> u64 {
+    match part {
+        None => read
+            .by_day
             .get(page)
             .and_then(|days| days.get(day))
             .map_or(0, Sketch::estimate_count),
-        Some(hours) => {
-            let Some(read) = by_hour.get(page) else {
-                return 0;
-            };
+        Some(part) => {
             let mut union = Sketch::default();
-            for sketch in hours.iter().filter_map(|h| read.get(h)) {
-                union.merge(sketch);
+            for (level, starts) in [
+                (&read.by_hour, &part.hours),
+                (&read.by_minute, &part.minutes),
+            ] {
+                if let Some(read) = level.get(page) {
+                    for sketch in starts.iter().filter_map(|t| read.get(t)) {
+                        union.merge(sketch);
+                    }
+                }
             }
             union.estimate_count()
         }
@@ -681,18 +766,34 @@ mod tests {
         // A Berlin day: 23:00 the day before to 23:00.
         let p = pieces(t(24, 23, 0), t(25, 23, 0));
         assert_eq!(p.len(), 2);
-        assert_eq!(p[0], (t(24, 0, 0), Some(vec![t(24, 23, 0)])));
-        assert_eq!(p[1].1.as_ref().map(Vec::len), Some(23));
+        let hours = |p: &Piece| p.1.as_ref().map(|part| part.hours.clone());
+        assert_eq!(hours(&p[0]), Some(vec![t(24, 23, 0)]));
+        assert_eq!(hours(&p[1]).map(|h| h.len()), Some(23));
         // Three UTC days: the middle one whole.
         let p = pieces(t(23, 12, 0), t(25, 1, 0));
         assert_eq!(p[1], (t(24, 0, 0), None));
-        assert_eq!(p[2], (t(25, 0, 0), Some(vec![t(25, 0, 0)])));
-        // An edge inside an hour (+05:30) takes that whole hour.
+        assert_eq!(hours(&p[2]), Some(vec![t(25, 0, 0)]));
+        // An edge inside an hour (+05:30) reads the minutes it covers.
         let p = pieces(t(24, 18, 30), t(24, 19, 30));
+        let minutes: Vec<_> = (30..60)
+            .map(|m| t(24, 18, m))
+            .chain((0..30).map(|m| t(24, 19, m)))
+            .collect();
         assert_eq!(
             p,
-            vec![(t(24, 0, 0), Some(vec![t(24, 18, 0), t(24, 19, 0)]))]
+            vec![(
+                t(24, 0, 0),
+                Some(Part {
+                    hours: vec![],
+                    minutes
+                })
+            )]
         );
+        // Whole hours between cut ones are read as hours.
+        let p = pieces(t(24, 9, 58), t(24, 11, 1));
+        let part = p[0].1.clone().unwrap();
+        assert_eq!(part.hours, vec![t(24, 10, 0)]);
+        assert_eq!(part.minutes, vec![t(24, 9, 58), t(24, 9, 59), t(24, 11, 0)]);
         assert!(pieces(t(24, 0, 0), t(24, 0, 0)).is_empty());
     }
 

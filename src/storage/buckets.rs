@@ -222,6 +222,11 @@ pub struct SetAside {
     pub views: i64,
 }
 
+/// The start of the second `at` falls in.
+fn whole_second(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(at.timestamp(), 0).unwrap_or(at)
+}
+
 /// A bucket's count of deletions that took counts out of it. Totals
 /// only grow otherwise, so readers that keep an answer while a day's
 /// total is unchanged (page summaries, visitor estimates) also compare
@@ -245,15 +250,18 @@ struct VisitIncrement {
 
 /// The visit counters of an hour or day bucket, each a map of slot to
 /// count like the views' (`minutes` of an hour bucket, `hours` of a day
-/// bucket), and the visitors' sketch:
+/// bucket), and the visitors' sketch (which minute buckets keep too, for
+/// ranges cut inside an hour):
 ///
 /// - `visits`: visits started (on a page: visits that entered there);
 /// - `nonBounces`: visits that went on to a second view, credited to the
-///   entry page, in the slot of that second view;
+///   entry page, in the slot of the visit's first view (so a slot's
+///   non-bounces are of the visits it counts);
 /// - `duration`: seconds between a visit's hits, credited to its entry
 ///   page, in the slot of the later hit;
 /// - `exits` (pages only): +1 on each viewed page, −1 on the visit's
-///   previous page, so over a visit only its last page keeps one;
+///   previous page in the slot of that previous view, so over a visit
+///   only its last view keeps one, and no range's sum is below zero;
 /// - `visitors`: the HyperLogLog registers of the visitor ids seen
 ///   (`domain::sketch`), merged with `$max`.
 pub struct VisitFields;
@@ -336,15 +344,29 @@ impl Increments {
             return;
         };
         if self.target.resolution == Resolution::Minute {
+            // Minute buckets keep the visitors (not the visit counters), so
+            // a range cut inside an hour counts exactly who viewed in it.
+            if sign > 0 {
+                self.bucket(page, at)
+                    .visits_mut()
+                    .visitors
+                    .insert(visit.visitor);
+            }
             return;
         }
-        let slot = self.target.resolution.slot(at) as u16;
         let pages = self.target.subject == Subject::Page;
-        let credit = |inc: &mut Self, page: &str, counter: usize, n: i64| {
+        // The visit's previous hit: `duration_secs` is the difference of
+        // the two hits' whole-second clocks, so this is the second it was
+        // made in.
+        let previous_at = whole_second(at)
+            .checked_sub_signed(chrono::TimeDelta::seconds(i64::from(visit.duration_secs)))
+            .unwrap_or(at);
+        let credit = |inc: &mut Self, page: &str, when: DateTime<Utc>, counter: usize, n: i64| {
             let n = n.saturating_mul(i64::from(sign));
             if n != 0 {
+                let slot = inc.target.resolution.slot(when) as u16;
                 let sum = &mut inc
-                    .bucket(page, at)
+                    .bucket(page, when)
                     .visits_mut()
                     .slots
                     .entry(slot)
@@ -354,29 +376,37 @@ impl Increments {
         };
         match (&visit.entry, &visit.previous) {
             (Some(entry), previous) => {
+                // The second view undoes the bounce where the visit started
+                // (its previous hit is the entry), so every range's bounces
+                // are of the visits it counts, never below zero.
                 credit(
                     self,
                     entry,
+                    previous_at,
                     VisitFields::NON_BOUNCES,
                     i64::from(visit.second_view),
                 );
                 credit(
                     self,
                     entry,
+                    at,
                     VisitFields::DURATION,
                     i64::from(visit.duration_secs),
                 );
                 if pages {
-                    credit(self, page, VisitFields::EXITS, 1);
+                    credit(self, page, at, VisitFields::EXITS, 1);
+                    // The previous page loses its exit where it was viewed:
+                    // a range's exits are its views that ended their visit,
+                    // never fewer than none.
                     if let Some(previous) = previous {
-                        credit(self, previous, VisitFields::EXITS, -1);
+                        credit(self, previous, previous_at, VisitFields::EXITS, -1);
                     }
                 }
             }
             (None, _) => {
-                credit(self, page, VisitFields::VISITS, 1);
+                credit(self, page, at, VisitFields::VISITS, 1);
                 if pages {
-                    credit(self, page, VisitFields::EXITS, 1);
+                    credit(self, page, at, VisitFields::EXITS, 1);
                 }
             }
         }

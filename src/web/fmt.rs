@@ -8,6 +8,17 @@ pub use crate::reports::numbers::thousands;
 /// Change against the previous period: "+12.5%", "−3.0%", "±0%", "new"
 /// (none before), or "—" when neither has any (nothing to compare; "±0%"
 /// there would claim a steady figure).
+/// A row's change: its `compared` count (the complete part of a running
+/// period) against `previous` (the same stretch before), and "new" as
+/// soon as the row has any `count` against none, as the report's first
+/// line says.
+pub fn row_change(count: i64, compared: i64, previous: i64) -> String {
+    if previous == 0 && count > 0 {
+        return "new".into();
+    }
+    change(compared, previous)
+}
+
 pub fn change(current: i64, previous: i64) -> String {
     if previous == 0 {
         return if current == 0 {

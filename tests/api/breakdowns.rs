@@ -191,7 +191,7 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
         "{rows:?}"
     );
     let countries = table_rows(&html, "breakdown-country");
-    assert_eq!(countries[0][0], "\u{1F1FA}\u{1F1F8} US");
+    assert_eq!(countries[0][0], "United States (US)");
     let events = table_rows(&html, "breakdown-event");
     assert_eq!(events[0][..2], ["Signup".to_owned(), "2".to_owned()]);
     let (_, page_html) = admin
@@ -214,7 +214,7 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
     assert!(cd.ends_with("_os.csv\""), "{cd}");
     assert_eq!(
         r.text().await.unwrap(),
-        "os,views,share_percent,previous_period_views\r\nWindows,5,45.5,0\r\nLinux,3,27.3,0\r\niOS,3,27.3,0\r\n"
+        "os,views,share_percent,compared_views,previous_period_views\r\nWindows,5,45.5,0,0\r\nLinux,3,27.3,0,0\r\niOS,3,27.3,0,0\r\n"
     );
     let r = admin
         .get(&format!(
@@ -225,7 +225,7 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
     // Campaign shares are of every view of the page's covered hours.
     assert_eq!(
         r.text().await.unwrap(),
-        "campaign,views,share_percent,previous_period_views\r\nspring,4,57.1,0\r\n"
+        "campaign,views,share_percent,compared_views,previous_period_views\r\nspring,4,57.1,0,0\r\n"
     );
     for bad in [
         "",
@@ -288,9 +288,10 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
                 site.id
             ))
             .await;
+        // The load's hours are complete now: the change compares them.
         assert_eq!(
             r.text().await.unwrap(),
-            "os,views,share_percent,previous_period_views\r\nWindows,5,45.5,0\r\nLinux,3,27.3,0\r\niOS,3,27.3,0\r\n",
+            "os,views,share_percent,compared_views,previous_period_views\r\nWindows,5,45.5,5,0\r\nLinux,3,27.3,3,0\r\niOS,3,27.3,3,0\r\n",
             "{range}"
         );
         let (_, page_html) = admin
@@ -383,7 +384,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_re
     assert_eq!(r.status(), 200);
     let csv = r.text().await.unwrap();
     assert_eq!(csv.lines().count(), 1 + MAX_NAMES_PER_BUCKET + 1, "{csv}");
-    assert!(csv.ends_with("(other),7,12.3,0\r\n"), "{csv}");
+    assert!(csv.ends_with("(other),7,12.3,0,0\r\n"), "{csv}");
     let token = crate::json_api::create_token(&admin, "cap", None).await;
     let a = crate::json_api::get(
         &app,
@@ -652,7 +653,7 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
     assert_eq!(r.status(), 200);
     assert_eq!(
         r.text().await.unwrap(),
-        "kind,goal,conversions,converting_visitors,conversion_rate\r\nevent,Signup,4,3,30.0%\r\npage,/thanks,2,2,20.0%\r\n"
+        "kind,goal,conversions,converting_visitors,conversion_rate_percent\r\nevent,Signup,4,3,30.0\r\npage,/thanks,2,2,20.0\r\n"
     );
     // A site without goals says where to set them.
     let other = app.add_site("nogoal.test", &[]).await;

@@ -669,9 +669,15 @@ async fn the_api_serves_the_same_numbers_as_the_pages() {
             let csv = format!("{base}/sources.csv?{range}{scope}");
             // The CSV's "(none)" row is the API's `none` (no `other` here).
             let none = &sources.json["none"];
-            for (column, field) in ["source", "views", "share", "previousPeriodViews"]
-                .into_iter()
-                .enumerate()
+            for (column, field) in [
+                "source",
+                "views",
+                "share",
+                "comparedViews",
+                "previousPeriodViews",
+            ]
+            .into_iter()
+            .enumerate()
             {
                 let mut api = numbers(&sources.json, "sources", field);
                 if none["views"].as_i64().unwrap() > 0 {

@@ -25,6 +25,7 @@ mod metrics;
 mod page_summaries;
 mod pixel_rules;
 mod preallocation;
+mod reference_model;
 mod reports;
 mod retention;
 mod schemathesis;

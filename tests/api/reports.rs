@@ -155,9 +155,9 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
     assert_eq!(
         rows,
         [
-            "path,views,share_percent,entries,exits",
-            "/a,8,53.3,0,0",
-            "/b,7,46.7,0,0"
+            "path,views,share_percent,entries,exits,visitors",
+            "/a,8,53.3,0,0,0",
+            "/b,7,46.7,0,0,0"
         ]
     );
     let rows = csv(
@@ -167,7 +167,10 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
     .await;
     assert_eq!(
         rows,
-        ["path,views,share_percent,entries,exits", "/b,7,46.7,0,0"]
+        [
+            "path,views,share_percent,entries,exits,visitors",
+            "/b,7,46.7,0,0,0"
+        ]
     );
 
     // The seconds of one minute.

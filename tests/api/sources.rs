@@ -217,7 +217,7 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
     let body = r.text().await.unwrap();
     assert_eq!(
         body,
-        "source,views,share_percent,previous_period_views\r\ngoogle.com,3,75.0,2\r\nduckduckgo.com,1,25.0,0\r\n"
+        "source,views,share_percent,compared_views,previous_period_views\r\ngoogle.com,3,75.0,3,2\r\nduckduckgo.com,1,25.0,0,0\r\n"
     );
     // A filter too long is refused with a clear answer.
     let r = admin
@@ -279,7 +279,11 @@ async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
     };
     let row =
         |s: &str, v: &str, share: &str, change: &str| [s, v, share, change].map(str::to_owned);
-    for (range, none_before, none_change) in [("1h", 1, "+100.0%"), ("24h", 0, "new")] {
+    // Each change compares the complete hours (to 10:00) with the same
+    // stretch before: the 09:01 view without a source is in the compared
+    // part, nothing before it.
+    let (none_compared, none_before) = (1, 0);
+    for (range, none_change) in [("1h", "new"), ("24h", "new")] {
         let (status, html) = admin.text(&format!("{base}?range={range}")).await;
         assert_eq!(status, 200);
         let rows = source_rows(&html);
@@ -314,7 +318,7 @@ async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
         assert_eq!(
             csv,
             format!(
-                "source,views,share_percent,previous_period_views\r\ngoogle.com,4,40.0,0\r\ndirect,2,20.0,0\r\nnews.example,2,20.0,0\r\n(none),2,20.0,{none_before}\r\n"
+                "source,views,share_percent,compared_views,previous_period_views\r\ngoogle.com,4,40.0,0,0\r\ndirect,2,20.0,0,0\r\nnews.example,2,20.0,0,0\r\n(none),2,20.0,{none_compared},{none_before}\r\n"
             ),
             "{range}"
         );
@@ -326,7 +330,7 @@ async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
         );
         assert_eq!(
             json["none"],
-            serde_json::json!({"views": 2, "share": 20.0, "previousPeriodViews": none_before}),
+            serde_json::json!({"views": 2, "share": 20.0, "comparedViews": none_compared, "previousPeriodViews": none_before}),
             "{range}"
         );
         let mut shares: Vec<f64> = json["sources"]
@@ -344,14 +348,14 @@ async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
         source_rows(&html),
         [
             row("news.example", "2", "50.0%", "new"),
-            row("(none)", "2", "50.0%", "+100.0%"),
+            row("(none)", "2", "50.0%", "new"),
         ]
     );
     let (_, csv) = admin
         .text(&format!("{base}/sources.csv?range=1h&path=/b"))
         .await;
     assert!(
-        csv.ends_with("news.example,2,50.0,0\r\n(none),2,50.0,1\r\n"),
+        csv.ends_with("news.example,2,50.0,0,0\r\n(none),2,50.0,1,0\r\n"),
         "{csv}"
     );
     let json = api("range=1h&path=/b".into()).await;

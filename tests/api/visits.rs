@@ -106,10 +106,12 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     assert_eq!(v23.estimate_count(), 1);
     let site_hour = |h| with(hour(22, h), "site", "visits.test");
     let (h10, v10) = sums(&app, "site_views_hour", site_hour(10)).await;
-    assert_eq!(h10, [3, 1, 300 + 900, 0, 5], "site, 10:00");
+    // Visit 2's second view (11:10) undoes its bounce where it started
+    // (10:51), so each hour's bounces are of the visits it counts.
+    assert_eq!(h10, [3, 2, 300 + 900, 0, 5], "site, 10:00");
     assert_eq!(v10.estimate_count(), 2);
     let (h11, v11) = sums(&app, "site_views_hour", site_hour(11)).await;
-    assert_eq!(h11, [0, 1, 1140, 0, 1], "site, 11:00");
+    assert_eq!(h11, [0, 0, 1140, 0, 1], "site, 11:00");
     assert_eq!(v11.estimate_count(), 1);
     // Pages: a visit counts on its entry page; exits on the last page.
     let page_day = |p: &str| with(day(22), "page", p);
@@ -283,7 +285,7 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
         lines[0],
         "timestamp,visitors,visits,views,bounces,visit_duration_seconds"
     );
-    assert_eq!(lines[11], "2026-11-22T10:00:00Z,2,3,5,2,1200");
+    assert_eq!(lines[11], "2026-11-22T10:00:00Z,2,3,5,1,1200");
     assert_eq!(lines[12], "2026-11-22T11:00:00Z,1,0,1,0,1140");
     assert_eq!(lines.len(), 25);
     let (_, csv) = login
@@ -292,7 +294,7 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
         ))
         .await;
     assert_eq!(csv.lines().nth(1), Some("2026-11-22T00:00:00Z,2,1,3,1,0"));
-    // pages.csv: entries and exits after the views and the share.
+    // pages.csv: entries, exits and visitors after the views and the share.
     let (_, csv) = login
         .text(&format!(
             "/sites/{id}/pages.csv?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"
@@ -301,10 +303,10 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     assert_eq!(
         csv.lines().collect::<Vec<_>>(),
         [
-            "path,views,share_percent,entries,exits",
-            "/b,3,50.0,1,2",
-            "/,2,33.3,2,0",
-            "/c,1,16.7,0,1"
+            "path,views,share_percent,entries,exits,visitors",
+            "/b,3,50.0,1,2,2",
+            "/,2,33.3,2,0,1",
+            "/c,1,16.7,0,1,1"
         ]
     );
     // The API's top pages carry the same per page.
@@ -369,6 +371,28 @@ async fn before_visitors_were_counted_the_pages_say_so_instead_of_zeros() {
     assert!(html[at..at + 200].contains("<span class=\"big\">—</span>"));
     // Stopped before its database is dropped: an applier's open
     // transaction would hold the drop for a minute.
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_site_speaks_of_no_upgrade_and_its_realtime_panel_says_when_it_was_read() {
+    let mut app = spawn_app().await;
+    let site = app.add_site("brand-new.test", &[]).await;
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let (_, html) = login.text(&format!("/sites/{}?range=today", site.id)).await;
+    assert!(
+        !html.contains("id=\"visitors-since\"") && !html.contains("upgrade"),
+        "a site without a view has nothing to explain"
+    );
+    let (_, page) = login
+        .text(&format!("/sites/{}/page?path=/&range=today", site.id))
+        .await;
+    assert!(!page.contains("Reload the page"), "no chore for the reader");
+    assert!(
+        page.contains("id=\"realtime-as-of\">Figures as of 10:01:07 UTC."),
+        "the panel says when it was read"
+    );
     app.stop().await;
 }
 

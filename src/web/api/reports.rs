@@ -9,9 +9,11 @@ use super::query::{ApiQuery, NamedPath};
 use super::{ApiClient, ApiError};
 use crate::domain::Page;
 use crate::reports::retention::Coarsened;
-use crate::reports::sources::{self, SourceScope, SourceShares, SourceTotals};
+use crate::reports::sources::{self, SourceScope};
 use crate::reports::{filter, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
+use crate::web::reports::breakdowns::Stretches;
+use crate::web::reports::sources::ComparedShares;
 use crate::web::state::WebState;
 
 type Data = web::Data<WebState>;
@@ -334,6 +336,7 @@ struct SourcesBody {
     /// The whole hours the sources were read from (sources are kept by the
     /// hour, so a range that starts or ends inside one is widened).
     covered: Covered,
+    compared: ComparedBody,
     /// Every view in `covered`, with a known source or not (the share's
     /// denominator).
     views: i64,
@@ -354,6 +357,31 @@ struct Covered {
     to: DateTime<Utc>,
 }
 
+/// What each entry's change compares: while the period runs, its complete
+/// hours (`from` to `to`) with the same stretch of the period before
+/// (`previousFrom` to `previousTo`); once it is over, the whole of both.
+/// Both are read as whole UTC hours, as `covered`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ComparedBody {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    previous_from: DateTime<Utc>,
+    previous_to: DateTime<Utc>,
+}
+
+impl ComparedBody {
+    fn of(period: &crate::reports::Period, now: DateTime<Utc>) -> Self {
+        let s = Stretches::of(period, now);
+        ComparedBody {
+            from: s.current.0,
+            to: s.current.1,
+            previous_from: s.previous.0,
+            previous_to: s.previous.1,
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SourceEntry {
@@ -361,7 +389,11 @@ struct SourceEntry {
     views: i64,
     /// Percent of `views`, one decimal (as in `sources.csv`).
     share: f64,
-    /// The same source's views in the period just before.
+    /// The same source's views in `compared` (the complete hours of a
+    /// running period, else all of it): what its change compares.
+    compared_views: i64,
+    /// The same source's views in the same stretch of the period just
+    /// before (`previousCompared`).
     previous_period_views: i64,
 }
 
@@ -371,6 +403,7 @@ struct SourceEntry {
 struct NoSource {
     views: i64,
     share: f64,
+    compared_views: i64,
     previous_period_views: i64,
 }
 
@@ -384,7 +417,8 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let filter = q.source_filter()?;
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
-    let (current, previous) = match &path {
+    let now = state.clock.now();
+    let read = match &path {
         None => {
             let scope = SourceScope::Site(&site);
             crate::web::reports::sources::read_shares(&state, scope, &period).await?
@@ -394,14 +428,9 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
             let scope = SourceScope::Page(&page);
             crate::web::reports::sources::read_shares(&state, scope, &period).await?
         }
-        Some(NamedPath::Nowhere(_)) => {
-            let before = period.previous();
-            (
-                SourceShares::new(SourceTotals::none(period.from, period.to), 0),
-                SourceShares::new(SourceTotals::none(before.from, before.to), 0),
-            )
-        }
+        Some(NamedPath::Nowhere(_)) => ComparedShares::nothing(&period, now),
     };
+    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
     let matching = sources::matching(&current.sources, &filter);
     let sources = matching
         .iter()
@@ -411,6 +440,7 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
             source: source.to_string(),
             views: *views,
             share: share(*views, current.views),
+            compared_views: compared.sources.views_of(source),
             previous_period_views: previous.sources.views_of(source),
         })
         .collect();
@@ -422,12 +452,14 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
             from: current.sources.from,
             to: current.sources.to,
         },
+        compared: ComparedBody::of(&period, now),
         views: current.views,
         total: current.sources.total,
         other: current.sources.other,
         none: NoSource {
             views: current.without_source(),
             share: share(current.without_source(), current.views),
+            compared_views: compared.without_source(),
             previous_period_views: previous.without_source(),
         },
         matching: matching.len(),
@@ -447,6 +479,7 @@ struct BreakdownBody {
     dimension: &'static str,
     /// The whole hours the breakdown was read from.
     covered: Covered,
+    compared: ComparedBody,
     /// What the shares are of: the dimension's own total where every view
     /// has a name in it (device, browser, os, country) and for events;
     /// every view of `covered` for source, medium and campaign.
@@ -468,6 +501,9 @@ struct BreakdownEntry {
     count: i64,
     /// Percent of `of`, one decimal (as in `breakdown.csv`).
     share: f64,
+    /// The count in `compared` (what the change compares).
+    compared_count: i64,
+    /// The count in the same stretch of the period before.
     previous_period_count: i64,
 }
 
@@ -482,7 +518,7 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
     let read = |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
-    let (now, was, of) = match &path {
+    let (now, compared, was, of) = match &path {
         None => read(SourceScope::Site(&site)).await?,
         Some(NamedPath::Page(p)) => {
             let page = Page::new(&site.domain, p);
@@ -499,6 +535,7 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
             name: name.clone(),
             count: *count,
             share: share(*count, of),
+            compared_count: compared.of(name),
             previous_period_count: was.of(name),
         })
         .collect();
@@ -509,6 +546,7 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         period: PeriodBody::new(&period, coarsened.as_ref()),
         dimension: dimension.key(),
         covered: Covered { from, to },
+        compared: ComparedBody::of(&period, state.clock.now()),
         of,
         total: now.total,
         other: now.other,

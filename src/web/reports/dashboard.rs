@@ -166,7 +166,7 @@ pub async fn show_dashboard(
         queries::views_now(&state.store, &scope, now),
         super::visit_line::read_line(state, &scope, &period, now),
     )?;
-    let source_buckets = super::breakdowns::sources_of((&breakdowns.0, &breakdowns.1), &period);
+    let source_buckets = super::breakdowns::sources_of(&breakdowns, &period);
     let chart = super::visit_line::chart_view(
         &state.store,
         &scope,
@@ -195,7 +195,7 @@ pub async fn show_dashboard(
         state,
         &site,
         &period,
-        (&breakdowns.0, &breakdowns.1),
+        (&breakdowns.now, &breakdowns.before),
         (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
         audience.export(join(&format!("{}/goals.csv", audience.base), &params, &[])),
         |path| {
@@ -221,8 +221,7 @@ pub async fn show_dashboard(
     let names: Vec<&crate::domain::Page> = shown.iter().map(|(page, _)| page).collect();
     let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now);
     let mut visits = line.line(&current, &previous);
-    let (chart, (sources_now, sources_before), goals, figures) =
-        tokio::try_join!(chart, sources, goals, figures)?;
+    let (chart, sources_read, goals, figures) = tokio::try_join!(chart, sources, goals, figures)?;
     visits.basis = change_basis(&period, &current, now, &state.retention);
     visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
     let overflow = overflow_note(&site, &top, total, audience.shared);
@@ -283,8 +282,7 @@ pub async fn show_dashboard(
             &[("q", &filter)],
         )),
         sources: super::sources::view(
-            &sources_now,
-            &sources_before,
+            &sources_read,
             &period,
             source_filter.clone(),
             audience.export(join(
@@ -295,9 +293,9 @@ pub async fn show_dashboard(
         ),
         breakdowns: super::breakdowns::view(
             state,
-            (&breakdowns.0, &breakdowns.1),
+            &breakdowns,
             &period,
-            sources_now.views,
+            sources_read.now.views,
             |d| {
                 audience.export(join(
                     &format!("{base}/breakdown.csv"),

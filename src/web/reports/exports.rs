@@ -200,27 +200,48 @@ pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let [entries, exits] = visits::entries_and_exits(store, &site, &period).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let needle = q.page_filter()?.to_lowercase();
+    let top: Vec<(Page, i64)> = top
+        .into_iter()
+        .filter(|(page, _)| crate::reports::filter::matches(page, &needle))
+        .collect();
+    // Visitors as the table and the API give them (`page_rows`), a
+    // thousand pages per read.
+    let now = state.clock.now();
+    let mut visitors: Vec<Option<i64>> = Vec::with_capacity(top.len());
+    for chunk in top.chunks(1_000) {
+        let names: Vec<&Page> = chunk.iter().map(|(page, _)| page).collect();
+        let rows = visits::page_rows(store, &scope, &names, &period, now).await?;
+        visitors.extend(rows.iter().map(|f| f.visitors));
+    }
     let of = move |counts: &std::collections::HashMap<String, i64>, page: &Page| {
         counts.get(page.as_str()).copied().unwrap_or(0).to_string()
     };
-    // Entries and exits after the columns this file always had, so that
+    // Entries, exits and visitors after the columns this file always had, so that
     // scripts reading those by position go on working. Sent a thousand
     // rows at a time as they are made: a site of 100,000 pages is never
     // one string.
     let rows = top
         .into_iter()
-        .filter(move |(page, _)| crate::reports::filter::matches(page, &needle))
-        .map(move |(page, views)| {
+        .zip(visitors)
+        .map(move |((page, views), visitors)| {
             vec![
                 page.path().to_owned(),
                 views.to_string(),
                 fmt::percent(views, total),
                 of(&entries, &page),
                 of(&exits, &page),
+                visitors.map_or_else(String::new, |v| v.to_string()),
             ]
         });
     let pieces = csv::table_pieces(
-        &["path", "views", "share_percent", "entries", "exits"],
+        &[
+            "path",
+            "views",
+            "share_percent",
+            "entries",
+            "exits",
+            "visitors",
+        ],
         rows,
         1_000,
     );

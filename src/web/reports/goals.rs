@@ -26,7 +26,11 @@ pub struct GoalRow {
     pub conversions_change: String,
     /// Converting unique visitors ("—" where the visitors are unknown).
     pub visitors: String,
+    pub converting: Option<i64>,
     pub rate: String,
+    /// The rate as a plain percentage with one decimal, for `goals.csv`
+    /// (empty where unknown).
+    pub rate_percent: String,
     pub rate_change: String,
 }
 
@@ -132,7 +136,9 @@ pub async fn view(
             conversions,
             conversions_change: fmt::change(conversions, was),
             visitors: converting.map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
+            converting,
             rate: rate_now.map_or_else(|| "—".to_owned(), |r| format!("{:.1}%", r * 100.0)),
+            rate_percent: rate_now.map_or_else(String::new, |r| format!("{:.1}", r * 100.0)),
             rate_change: match (rate_now, rate_before) {
                 (Some(a), Some(b)) => points(a, b),
                 (Some(_), None) => "new".to_owned(),
@@ -156,14 +162,13 @@ pub async fn goals_csv(
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);
-    let (now, before) =
-        super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
+    let read = super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
     let no_links = |_: &str| String::new();
     let goals = view(
         &state,
         &site,
         &period,
-        (&now, &before),
+        (&read.now, &read.before),
         None,
         String::new(),
         no_links,
@@ -174,8 +179,9 @@ pub async fn goals_csv(
             g.kind.to_owned(),
             g.name,
             g.conversions.to_string(),
-            g.visitors,
-            g.rate,
+            // Plain numbers, as in every CSV; unknown is an empty cell.
+            g.converting.map_or_else(String::new, |c| c.to_string()),
+            g.rate_percent,
         ]
     });
     let body = crate::reports::csv::table(
@@ -184,7 +190,7 @@ pub async fn goals_csv(
             "goal",
             "conversions",
             "converting_visitors",
-            "conversion_rate",
+            "conversion_rate_percent",
         ],
         rows,
     );

@@ -38,6 +38,8 @@ pub(super) struct PageReport {
     csv_realtime: String,
     csv_current: String,
     freshness: String,
+    /// When the realtime panels were read, in the site's zone.
+    realtime_as_of: String,
     /// How far behind the write-behind is, when more than a few seconds.
     behind: Option<String>,
     /// The site's dashboard, in the same range.
@@ -113,7 +115,7 @@ pub async fn show_page_report(
         names,
         super::visit_line::read_line(state, &scope, &period, now),
     )?;
-    let sources = super::breakdowns::sources_of((&names.0, &names.1), &period);
+    let sources = super::breakdowns::sources_of(&names, &period);
     let page_name = page.to_string();
     let chart = super::visit_line::chart_view(
         &state.store,
@@ -219,8 +221,7 @@ pub async fn show_page_report(
             ],
         ),
         sources: super::sources::view(
-            &sources.0,
-            &sources.1,
+            &sources,
             &period,
             source_filter.clone(),
             audience.export(join(
@@ -229,23 +230,18 @@ pub async fn show_page_report(
                 &[("path", path.as_str()), ("src", &source_filter)],
             )),
         ),
-        breakdowns: super::breakdowns::view(
-            state,
-            (&names.0, &names.1),
-            &period,
-            sources.0.views,
-            |d| {
-                audience.export(join(
-                    &format!("{site_base}/breakdown.csv"),
-                    &params,
-                    &[("path", path.as_str()), ("dimension", d.key())],
-                ))
-            },
-        ),
+        breakdowns: super::breakdowns::view(state, &names, &period, sources.now.views, |d| {
+            audience.export(join(
+                &format!("{site_base}/breakdown.csv"),
+                &params,
+                &[("path", path.as_str()), ("dimension", d.key())],
+            ))
+        }),
         sources_action: base.clone(),
         sources_hidden: vec![("path", path.as_str().to_owned())],
         back_href: join(&site_base, &params, &[]),
         minute: minute_value,
+        realtime_as_of: now.with_timezone(&zone).format("%H:%M:%S %Z").to_string(),
         freshness: freshness(state),
         behind: behind(state),
         site,

@@ -4,11 +4,11 @@ use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
 use crate::reports::sources::{
-    covered, covered_views, matching, top_sources, SourceScope, SourceShares, SourceTotals,
-    NONE_ROW,
+    covered_views, matching, top_sources, SourceScope, SourceShares, SourceTotals, NONE_ROW,
 };
 use crate::reports::{csv, Period};
 use crate::web::fmt;
+use chrono::{DateTime, Utc};
 
 pub struct SourceRow {
     pub name: String,
@@ -35,18 +35,90 @@ pub struct SourcesView {
     pub widened: Option<String>,
 }
 
-/// Sources of the period and the previous one, read together (the buckets
-/// alone: [`shares`] adds the views of the same hours).
+/// The sources of a period, and of the stretches its rows' changes
+/// compare (`breakdowns::Stretches`).
+pub(crate) struct ComparedTotals {
+    pub now: SourceTotals,
+    /// The complete part of a running period; `None`: all of it.
+    pub compared: Option<SourceTotals>,
+    pub before: SourceTotals,
+}
+
+/// [`ComparedTotals`] with the views of the hours each covers.
+pub(crate) struct ComparedShares {
+    pub now: SourceShares,
+    compared: Option<SourceShares>,
+    pub before: SourceShares,
+}
+
+impl ComparedShares {
+    /// No sources and no views (a page that does not exist).
+    pub fn nothing(period: &Period, now: DateTime<Utc>) -> Self {
+        let stretches = super::breakdowns::Stretches::of(period, now);
+        let none = |(from, to)| SourceShares::new(SourceTotals::none(from, to), 0);
+        ComparedShares {
+            now: none((period.from, period.to)),
+            compared: stretches.running.then(|| none(stretches.current)),
+            before: none(stretches.previous),
+        }
+    }
+
+    /// The current side of each row's change.
+    pub fn compared_now(&self) -> &SourceShares {
+        self.compared.as_ref().unwrap_or(&self.now)
+    }
+}
+
+/// Sources over `[from, to)`; none for an empty stretch.
+async fn sources_in(
+    state: &WebState,
+    scope: SourceScope<'_>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<SourceTotals, mongodb::error::Error> {
+    if from >= to {
+        return Ok(SourceTotals::none(from, to));
+    }
+    top_sources(&state.store, scope, from, to).await
+}
+
+/// Sources of the period and of the stretches its rows compare, read
+/// together (the buckets alone: [`shares`] adds the views of the same
+/// hours).
 pub(crate) async fn read(
     state: &WebState,
     scope: SourceScope<'_>,
     period: &Period,
-) -> Result<(SourceTotals, SourceTotals), mongodb::error::Error> {
-    let before = period.previous();
-    tokio::try_join!(
-        top_sources(&state.store, scope, period.from, period.to),
-        top_sources(&state.store, scope, before.from, before.to),
-    )
+) -> Result<ComparedTotals, mongodb::error::Error> {
+    let stretches = super::breakdowns::Stretches::of(period, state.clock.now());
+    let compared = async {
+        if stretches.running {
+            sources_in(state, scope, stretches.current).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (now, compared, before) = tokio::try_join!(
+        sources_in(state, scope, (period.from, period.to)),
+        compared,
+        sources_in(state, scope, stretches.previous),
+    )?;
+    Ok(ComparedTotals {
+        now,
+        compared,
+        before,
+    })
+}
+
+/// Every view of the hours `totals` covers (none for an empty stretch).
+async fn views_in(
+    state: &WebState,
+    scope: SourceScope<'_>,
+    totals: &SourceTotals,
+) -> Result<i64, mongodb::error::Error> {
+    if totals.from >= totals.to {
+        return Ok(0);
+    }
+    covered_views(&state.store, &scope.views(), (totals.from, totals.to)).await
 }
 
 /// The views of the hours `totals` covers: `known`, the report's own count
@@ -72,58 +144,64 @@ pub(crate) async fn shares(
     state: &WebState,
     scope: SourceScope<'_>,
     period: &Period,
-    (current, previous): (SourceTotals, SourceTotals),
+    read: ComparedTotals,
     known: Option<(i64, i64)>,
-) -> Result<(SourceShares, SourceShares), mongodb::error::Error> {
+) -> Result<ComparedShares, mongodb::error::Error> {
     let before = period.previous();
-    let (now, then) = tokio::try_join!(
-        views_of(state, scope, &current, period, known.map(|k| k.0)),
-        views_of(state, scope, &previous, &before, known.map(|k| k.1)),
+    let compared_views = async {
+        match &read.compared {
+            Some(totals) => views_in(state, scope, totals).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (now, compared, then) = tokio::try_join!(
+        views_of(state, scope, &read.now, period, known.map(|k| k.0)),
+        compared_views,
+        views_of(state, scope, &read.before, &before, known.map(|k| k.1)),
     )?;
-    Ok((
-        SourceShares::new(current, now),
-        SourceShares::new(previous, then),
-    ))
+    Ok(ComparedShares {
+        now: SourceShares::new(read.now, now),
+        compared: read
+            .compared
+            .zip(compared)
+            .map(|(totals, views)| SourceShares::new(totals, views)),
+        before: SourceShares::new(read.before, then),
+    })
 }
 
-/// Sources and views of the period and the previous one, all read
-/// together (`sources.csv` and the API, which read no series of their own).
+/// Sources and views of the period and the stretches its rows compare,
+/// all read together (`sources.csv` and the API, which read no series of
+/// their own).
 pub(crate) async fn read_shares(
     state: &WebState,
     scope: SourceScope<'_>,
     period: &Period,
-) -> Result<(SourceShares, SourceShares), mongodb::error::Error> {
-    let before = period.previous();
-    let views = scope.views();
-    let ((current, previous), now, then) = tokio::try_join!(
-        read(state, scope, period),
-        covered_views(&state.store, &views, covered(period.from, period.to)),
-        covered_views(&state.store, &views, covered(before.from, before.to)),
-    )?;
-    Ok((
-        SourceShares::new(current, now),
-        SourceShares::new(previous, then),
-    ))
+) -> Result<ComparedShares, mongodb::error::Error> {
+    let read = read(state, scope, period).await?;
+    shares(state, scope, period, read, None).await
 }
 
 /// The rows after the named sources when no filter is set, each when it
 /// has views: the sources beyond the cap (named `other`) and [`NONE_ROW`],
-/// as (name, views, the previous period's views).
-fn rest_rows<'a>(
-    current: &SourceShares,
-    previous: &SourceShares,
-    other: &'a str,
-) -> Vec<(&'a str, i64, i64)> {
+/// as (name, views, the compared views now and before).
+fn rest_rows<'a>(read: &ComparedShares, other: &'a str) -> Vec<(&'a str, i64, i64, i64)> {
+    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
     [
-        (other, current.sources.other, previous.sources.other),
+        (
+            other,
+            current.sources.other,
+            compared.sources.other,
+            previous.sources.other,
+        ),
         (
             NONE_ROW,
             current.without_source(),
+            compared.without_source(),
             previous.without_source(),
         ),
     ]
     .into_iter()
-    .filter(|(_, views, _)| *views > 0)
+    .filter(|(_, views, _, _)| *views > 0)
     .collect()
 }
 
@@ -131,17 +209,17 @@ fn rest_rows<'a>(
 const SHOWN: usize = 20;
 
 pub(super) fn view(
-    current: &SourceShares,
-    previous: &SourceShares,
+    read: &ComparedShares,
     period: &Period,
     filter: String,
     csv: String,
 ) -> SourcesView {
-    let row = |name: String, views: i64, before: i64| SourceRow {
+    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
+    let row = |name: String, views: i64, (is, was): (i64, i64)| SourceRow {
         name,
         views,
         share: fmt::share(views, current.views),
-        change: fmt::change(views, before),
+        change: fmt::row_change(views, is, was),
     };
     let rows = matching(&current.sources, &filter)
         .into_iter()
@@ -150,15 +228,18 @@ pub(super) fn view(
             row(
                 source.to_string(),
                 *views,
-                previous.sources.views_of(source),
+                (
+                    compared.sources.views_of(source),
+                    previous.sources.views_of(source),
+                ),
             )
         })
         .collect();
     // A filter matches names; these rows have none.
     let rest = if filter.is_empty() {
-        rest_rows(current, previous, "(other sources)")
+        rest_rows(read, "(other sources)")
             .into_iter()
-            .map(|(name, views, before)| row(name.to_owned(), views, before))
+            .map(|(name, views, is, was)| row(name.to_owned(), views, (is, was)))
             .collect()
     } else {
         Vec::new()
@@ -191,25 +272,40 @@ pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = SourceScope::of(&site, page.as_ref());
-    let (current, previous) = read_shares(&state, scope, &period).await?;
+    let read = read_shares(&state, scope, &period).await?;
+    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
     let named = matching(&current.sources, &filter)
         .into_iter()
-        .map(|(source, views)| (source.as_str(), *views, previous.sources.views_of(source)));
+        .map(|(source, views)| {
+            (
+                source.as_str(),
+                *views,
+                compared.sources.views_of(source),
+                previous.sources.views_of(source),
+            )
+        });
     let rest = if filter.is_empty() {
-        rest_rows(&current, &previous, "(other)")
+        rest_rows(&read, "(other)")
     } else {
         Vec::new()
     };
-    let rows = named.chain(rest).map(|(name, views, before)| {
+    let rows = named.chain(rest).map(|(name, views, is, before)| {
         vec![
             name.to_owned(),
             views.to_string(),
             fmt::percent(views, current.views),
+            is.to_string(),
             before.to_string(),
         ]
     });
     let body = csv::table(
-        &["source", "views", "share_percent", "previous_period_views"],
+        &[
+            "source",
+            "views",
+            "share_percent",
+            "compared_views",
+            "previous_period_views",
+        ],
         rows,
     );
     timed(&state, started);

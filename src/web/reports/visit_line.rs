@@ -335,8 +335,10 @@ fn build(
         ratio_change(pair(&duration), &minutes_seconds),
     ));
     let note = match since {
+        // A site without a view yet has nothing to explain.
+        None if shown.views == 0 => None,
         None => Some(
-            "Visitors and visits are counted from the first view after the upgrade that brought them: this site has none yet."
+            "Visitors and visits are counted from the first view after the upgrade that brought them: these views came before it."
                 .to_owned(),
         ),
         Some(since) if since > period.from => Some(format!(
