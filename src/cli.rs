@@ -1016,6 +1016,10 @@ async fn finish_import(
         chrono::Utc::now(),
     )
     .await?;
+    // A stored page summary is kept while its span's views stand; an
+    // import may add entries and exits to days whose views it leaves as
+    // they are (days without pages rows): the site's are made again.
+    crate::storage::page_summaries::delete_site(store, &record.site).await?;
     print_summary(name, summary, record);
     Ok(())
 }

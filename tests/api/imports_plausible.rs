@@ -1702,6 +1702,27 @@ async fn days_and_pages_without_page_rows_keep_their_visitors_entries_and_exits_
     let landing = api_visits(&app, &token, &site, (d2, d3), Some("/landing")).await;
     assert_eq!(landing["visits"].as_i64(), Some(5), "entries: {landing}");
     assert_eq!(landing["exits"].as_i64(), Some(4), "exits: {landing}");
+    // The pages report lists it with its entries and exits, and every
+    // entry and exit of the days.
+    let (status, csv) = admin
+        .text(&format!(
+            "/sites/{}/pages.csv?range=custom&from={d1}T00:00&to={d3}T00:00",
+            site.id
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let landing_row = csv.lines().find(|l| l.starts_with("/landing,"));
+    assert!(
+        landing_row.is_some_and(|l| l.starts_with("/landing,0,") && l.ends_with(",5,4")),
+        "{csv}"
+    );
+    let column = |i: usize| -> i64 {
+        csv.lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(i).unwrap().parse::<i64>().unwrap())
+            .sum()
+    };
+    assert_eq!((column(3), column(4)), (17, 16), "entries, exits: {csv}");
 
     // A visitors-only export is taken: the site's figures, no pages.
     let alone = dir.path().join("visitors-only");
