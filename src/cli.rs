@@ -558,9 +558,12 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
     // The User-Agent rules before the database: the first pass needs no
     // database, and a bad file should not wait for one.
     let user_agents = crate::classify::UserAgentClassifier::new();
-    run_import(&args, goatcounter::KIND, None, None, |read, file, site| {
-        goatcounter::rows(read, file, site, &user_agents)
-    })
+    run_import(
+        &args,
+        goatcounter::KIND,
+        Beside::default(),
+        |read, file, site| goatcounter::rows(read, file, site, &user_agents),
+    )
     .await
 }
 
@@ -588,14 +591,47 @@ async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
         None => None,
     };
     let websites = from.map_or(umami::Websites::TheSites, umami::Websites::From);
+    let from_website = from.map(|id| id.to_string());
+    // The events by their ids (with the website read): the same events
+    // read again with other sessions are recognised as another import's.
+    let shown = args.import.file.display().to_string();
+    let rows_key = umami::event_ids(
+        import::open(&args.import.file).with_context(|| format!("reading {shown}"))?,
+        &shown,
+    )?
+    .map(|ids| {
+        let mut key = blake3::Hasher::new();
+        key.update(ids.as_bytes());
+        if let Some(website) = &from_website {
+            key.update(website.as_bytes());
+        }
+        key.finalize().to_hex()[..24].to_owned()
+    });
     run_import(
         &args.import,
         umami::KIND,
-        sessions_hash,
-        from.map(|id| id.to_string()),
+        Beside {
+            also_hashed: sessions_hash,
+            from_website,
+            rows_key,
+        },
         |read, file, site| umami::rows(read, file, site, &sessions, websites),
     )
     .await
+}
+
+/// What decides an import's rows besides its file, and what recognises
+/// them (Umami's).
+#[derive(Default)]
+struct Beside {
+    /// Another file's hash the rows depend on (Umami's sessions), and its
+    /// path as recorded.
+    also_hashed: Option<(blake3::Hash, String)>,
+    /// Umami's `--from-website`.
+    from_website: Option<String>,
+    /// What identifies the rows whatever the other files (Umami's event
+    /// ids): another import of the site with the same is refused.
+    rows_key: Option<String>,
 }
 
 async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
@@ -666,6 +702,13 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
             println!("note: {file} is no table of Plausible's export: not read");
         }
         let missing = export.missing();
+        if missing.contains(&plausible::Table::Pages.name()) {
+            println!(
+                "note: no pages file: the site's visits, visitors, bounces and visit \
+                 durations are imported, its page views are not (a day's views are its \
+                 pages' views)"
+            );
+        }
         if !missing.is_empty() {
             println!(
                 "note: no file for {}: those figures stay empty",
@@ -688,8 +731,7 @@ async fn import_plausible(args: ImportArgs) -> anyhow::Result<()> {
 async fn run_import<I>(
     args: &ImportArgs,
     kind: &str,
-    also_hashed: Option<(blake3::Hash, String)>,
-    from_website: Option<String>,
+    beside: Beside,
     rows: impl Fn(Box<dyn std::io::Read>, &str, sites::Site) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -697,14 +739,9 @@ where
 {
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
-        apply_import(
-            &store,
-            &site,
-            kind,
-            args,
-            (also_hashed, from_website),
-            |read| rows(read, &args.file.display().to_string(), site.clone()),
-        )
+        apply_import(&store, &site, kind, args, beside, |read| {
+            rows(read, &args.file.display().to_string(), site.clone())
+        })
         .await
     })
     .await
@@ -717,7 +754,11 @@ async fn apply_import<I>(
     site: &sites::Site,
     kind: &str,
     args: &ImportArgs,
-    (also_hashed, from_website): (Option<(blake3::Hash, String)>, Option<String>),
+    Beside {
+        also_hashed,
+        from_website,
+        rows_key,
+    }: Beside,
     rows: impl Fn(Box<dyn std::io::Read>) -> Result<I, crate::import::RowError>,
 ) -> anyhow::Result<()>
 where
@@ -744,6 +785,24 @@ where
     let key = import::key(kind, &site.id, &content);
     // A rerun keeps the first run's decision: nothing to decide.
     let first_run = crate::storage::imports::get(store, &key).await?.is_none();
+    if let (true, Some(rows_key)) = (first_run, &rows_key) {
+        let site_id = site.id.to_string();
+        if let Some(other) = crate::storage::imports::list(store, Some(&site_id))
+            .await?
+            .into_iter()
+            .find(|o| o.rows_key.as_ref() == Some(rows_key) && o.key != key)
+        {
+            anyhow::bail!(
+                "{name} holds the same events (by their ids) as import {} of {}, which \
+                 read them with other files beside it (sessions): they would count \
+                 twice, or their days be skipped as taken. To import them this way, \
+                 `tickertape import delete {}` first",
+                other.key,
+                other.file,
+                other.key
+            );
+        }
+    }
     let live = match args.overlap {
         _ if !first_run => Vec::new(),
         Overlap::Skip | Overlap::Replace => {
@@ -762,6 +821,7 @@ where
         crate::storage::imports::ImportRecord {
             also_file: also_hashed.as_ref().map(|(_, file)| file.clone()),
             from_website,
+            rows_key,
             skipped_days: live,
             replaced,
             ..new_record(kind, site, args, &key, count)
@@ -787,6 +847,7 @@ fn new_record(
     key: &str,
     rows: u64,
 ) -> crate::storage::imports::ImportRecord {
+    let now = chrono::Utc::now();
     crate::storage::imports::ImportRecord {
         key: key.to_owned(),
         kind: kind.into(),
@@ -795,7 +856,7 @@ fn new_record(
         also_file: None,
         rows,
         skipped_days: Vec::new(),
-        started_at: chrono::Utc::now(),
+        started_at: now,
         finished_at: None,
         views: 0,
         events: 0,
@@ -807,6 +868,8 @@ fn new_record(
         cleared_by_others: Vec::new(),
         part: crate::storage::buckets::PART_IMPORT,
         from_website: None,
+        skip_after: Some(now),
+        rows_key: None,
     }
 }
 
@@ -954,6 +1017,10 @@ async fn finish_import(
         chrono::Utc::now(),
     )
     .await?;
+    // A stored page summary is kept while its span's views stand; an
+    // import may add entries and exits to days whose views it leaves as
+    // they are (days without pages rows): the site's are made again.
+    crate::storage::page_summaries::delete_site(store, &record.site).await?;
     print_summary(name, summary, record);
     Ok(())
 }
@@ -1009,16 +1076,28 @@ fn print_summary(
             days.join(", ")
         );
     }
+    // What was really written: rows counted in batches applied now.
+    let skipped_now = match summary.applied_rows - summary.written {
+        0 => String::new(),
+        n => format!(" ({n} more skipped)"),
+    };
     if summary.applied_rows == 0 {
         println!("already imported: nothing was written");
     } else if summary.applied_rows < summary.rows {
         println!(
-            "{} rows written now; the {} before them were in from an earlier run",
-            summary.applied_rows,
+            "{} rows written now{skipped_now}; the {} before them were in from an earlier run",
+            summary.written,
             summary.rows - summary.applied_rows
         );
     } else {
-        println!("{} rows written", summary.applied_rows);
+        println!("{} rows written{skipped_now}", summary.written);
+    }
+    if let Some(last) = summary.last_row {
+        println!(
+            "note: a CSV file cannot show that it is whole: its last row counted is of {}; \
+             if the export was cut short, the rows after it are missing",
+            last.to_rfc3339()
+        );
     }
 }
 

@@ -7,15 +7,19 @@
 //! an event named by its path (GoatCounter keeps no page for an event:
 //! it counts on the site's home page). `Bot` other than 0 is skipped. The
 //! User-Agent is classified as the pixel does and dropped; `Location`'s
-//! country (`NL`, or `US-CA` for a region) is kept; Title, Browser and
-//! System (GoatCounter's own reading of the User-Agent), Session and
+//! country (`NL`, or `US-CA` for a region) is kept. Current exports leave
+//! `UserAgent` blank (GoatCounter's docs: "always blank") and carry its own
+//! reading of it in `Browser` (`Chrome 86`) and `System` (`Windows 7`):
+//! without a User-Agent, those name the browser and system (the device
+//! class then comes from the screen size alone). Title, Session and
 //! FirstVisit are not read: imported rows carry no visits.
 
 use chrono::{DateTime, Utc};
 use std::io::Read;
 
 use super::{CsvFile, ImportHit, Row, RowError, Skipped};
-use crate::classify::{parse_screen_width, Country, UserAgentClassifier};
+use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
+use crate::classify::{parse_screen_width, Country, UserAgentClassifier, UNKNOWN};
 use crate::domain::{Dimension, EventName, Labels, Page, PagePath, Source};
 use crate::storage::sites::Site;
 
@@ -34,6 +38,10 @@ const REQUIRED: [&str; 8] = [
     "Date",
 ];
 const LOCATION: &str = "Location";
+/// GoatCounter's own reading of the User-Agent (`Chrome 86`, `Windows
+/// 7`): what its current exports carry, with `UserAgent` left blank.
+const BROWSER: &str = "Browser";
+const SYSTEM: &str = "System";
 
 /// GoatCounter's reading of a row.
 pub struct GoatCounter<'a> {
@@ -48,8 +56,12 @@ pub fn rows<'a, R: Read>(
     site: Site,
     user_agents: &'a UserAgentClassifier,
 ) -> Result<super::Rows<GoatCounter<'a>, R>, RowError> {
-    let csv = CsvFile::open(read, file, &REQUIRED, &[LOCATION], |header| {
-        match header.get(0) {
+    let csv = CsvFile::open(
+        read,
+        file,
+        &REQUIRED,
+        &[LOCATION, BROWSER, SYSTEM],
+        |header| match header.get(0) {
             Some(PATH) => Ok(()),
             other => Err(RowError::new(
                 file,
@@ -57,8 +69,8 @@ pub fn rows<'a, R: Read>(
                 other.unwrap_or_default(),
                 "not a GoatCounter export of format version 2 (its first column is `2Path`)",
             )),
-        }
-    })?;
+        },
+    )?;
     Ok(super::Rows::new(csv, GoatCounter { site, user_agents }))
 }
 
@@ -114,9 +126,17 @@ impl super::Format for GoatCounter<'_> {
                 .split(',')
                 .next()
                 .and_then(parse_screen_width);
-            let device = self.user_agents.classify(cell("UserAgent"), width);
-            labels.set(Dimension::Browser, device.browser);
-            labels.set(Dimension::Os, device.os);
+            let user_agent = cell("UserAgent");
+            let device = self.user_agents.classify(user_agent, width);
+            let (browser, os) = match user_agent {
+                "" => (
+                    named(BROWSERS, cell(BROWSER)),
+                    named(OPERATING_SYSTEMS, cell(SYSTEM)),
+                ),
+                _ => (device.browser, device.os),
+            };
+            labels.set(Dimension::Browser, browser);
+            labels.set(Dimension::Os, os);
             labels.set(Dimension::Device, device.class.as_str());
             labels.set(Dimension::Country, country.as_str());
             (
@@ -135,6 +155,28 @@ impl super::Format for GoatCounter<'_> {
             visit: None,
         }))
     }
+}
+
+/// GoatCounter's browser or system (`Chrome 86`, `Windows 7`, `macOS
+/// 10.15`) as one of `ours`: its version left out, a few names mapped;
+/// "unknown" when none fits.
+fn named(ours: &'static [&'static str], goatcounter: &str) -> &'static str {
+    let name = match goatcounter.rsplit_once(' ') {
+        Some((name, version)) if version.starts_with(|c: char| c.is_ascii_digit()) => name,
+        _ => goatcounter,
+    };
+    let name = match name {
+        "Mac OS X" | "OS X" | "Mac" | "Mac OS" => "macOS",
+        "Chrome OS" | "Chromium OS" => "ChromeOS",
+        "MSIE" | "IE" => "Internet Explorer",
+        "Samsung Browser" | "SamsungBrowser" => "Samsung Internet",
+        "Windows Phone" => UNKNOWN,
+        other => other,
+    };
+    ours.iter()
+        .copied()
+        .find(|o| o.eq_ignore_ascii_case(name))
+        .unwrap_or(UNKNOWN)
 }
 
 impl GoatCounter<'_> {

@@ -82,6 +82,9 @@ pub enum Skipped {
     /// A row of another website than the one named to import (Umami's
     /// `--from-website`).
     OtherWebsite,
+    /// Later than the import's first start: not over when it was
+    /// exported (or dated wrong), held back rather than shown early.
+    Later,
 }
 
 impl Skipped {
@@ -92,6 +95,7 @@ impl Skipped {
             Skipped::Replaced => "on days another import replaced",
             Skipped::NotAViewOrEvent => "neither a view nor an event",
             Skipped::OtherWebsite => "of other websites",
+            Skipped::Later => "later than the import's start",
         }
     }
 }
@@ -103,6 +107,8 @@ impl Skipped {
 pub struct Skips {
     pub days: BTreeSet<NaiveDate>,
     pub cleared: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Rows after this are held back ([`Skipped::Later`]).
+    pub after: Option<DateTime<Utc>>,
 }
 
 impl Skips {
@@ -110,6 +116,7 @@ impl Skips {
         Skips {
             days: record.skipped_days.iter().copied().collect(),
             cleared: record.cleared_by_others.clone(),
+            after: record.skip_after,
         }
     }
 
@@ -157,6 +164,8 @@ pub struct CsvFile<R: Read> {
     overlong: Rc<std::cell::Cell<Option<u64>>>,
     /// The line read up to (where a failed read failed).
     line: Rc<std::cell::Cell<u64>>,
+    /// The header's names, by position: what a row short of fields lacks.
+    header: Vec<String>,
 }
 
 /// The longest record (a row, its line end and any line ends inside its
@@ -236,6 +245,7 @@ impl<R: Read> CsvFile<R> {
             None => RowError::new(file, 1, "", not_csv(&e)),
         })?;
         check(header)?;
+        let names = header.iter().map(|h| h.trim().to_owned()).collect();
         let mut columns = HashMap::new();
         for &name in required.iter().chain(optional) {
             match header.iter().position(|h| h.trim() == name) {
@@ -259,6 +269,7 @@ impl<R: Read> CsvFile<R> {
             file: file.to_owned(),
             overlong,
             line,
+            header: names,
         })
     }
 
@@ -288,12 +299,31 @@ impl<R: Read> CsvFile<R> {
                 &self.file,
                 self.overlong.get().unwrap_or_default(),
             )),
-            Err(e) => Err(RowError::new(
-                &self.file,
-                e.position().map_or(self.line.get(), |p| p.line()),
-                "",
-                not_csv(&e),
-            )),
+            Err(e) => {
+                let line = e.position().map_or(self.line.get(), |p| p.line());
+                Err(match e.kind() {
+                    // Named by the first field it lacks (or has beyond
+                    // the header, by its number).
+                    &csv::ErrorKind::UnequalLengths {
+                        expected_len, len, ..
+                    } => {
+                        let column = match self.header.get(len as usize) {
+                            Some(name) if len < expected_len => name.clone(),
+                            _ => format!("{}", expected_len + 1),
+                        };
+                        RowError::new(
+                            &self.file,
+                            line,
+                            &column,
+                            format!(
+                                "not CSV as its header says: the row has {len} fields, \
+                                 the header {expected_len}"
+                            ),
+                        )
+                    }
+                    _ => RowError::new(&self.file, line, "", not_csv(&e)),
+                })
+            }
         })
     }
 }
@@ -406,6 +436,11 @@ pub struct Summary {
     pub last: Option<DateTime<Utc>>,
     /// Rows applied now (the rest were in already).
     pub applied_rows: u64,
+    /// Of those, the rows counted (the others were skipped).
+    pub written: u64,
+    /// When the file's last counted row is (files in time order end
+    /// there, and a file cut short ends early).
+    pub last_row: Option<DateTime<Utc>>,
 }
 
 impl Summary {
@@ -417,6 +452,7 @@ impl Summary {
                 let at = counted.at();
                 self.first = Some(self.first.map_or(at, |f| f.min(at)));
                 self.last = Some(self.last.map_or(at, |l| l.max(at)));
+                self.last_row = Some(at);
             }
             Err(why) => *self.skipped.entry(why.reason()).or_default() += 1,
         }
@@ -685,6 +721,7 @@ pub async fn apply<T: Counted>(
         until,
     } = *pass;
     let rows = rows.map(|row| match row {
+        Ok(counted) if skips.after.is_some_and(|after| counted.at() > after) => Err(Skipped::Later),
         Ok(counted) if skips.days.contains(&counted.day()) => Err(Skipped::Overlap),
         Ok(counted) if skips.replaced(counted.at()) => Err(Skipped::Replaced),
         other => other,
@@ -765,6 +802,7 @@ pub async fn apply<T: Counted>(
         }
         if applied {
             summary.applied_rows += to - from;
+            summary.written += counted.len() as u64;
         }
         progress(to);
         from = to;

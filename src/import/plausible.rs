@@ -25,7 +25,8 @@
 //!   on the home page too.
 //!
 //! Visitors are made-up ids from one pool per day (`Figure::seed`), so the
-//! site's sketch and its pages' agree as real ones do.
+//! site's sketch and its pages' agree as real ones do; several rows of one
+//! page (or event) and day take successive ids, so their visitors add up.
 //!
 //! The tables are applied in [`Table::ALL`]'s order, `pages` last: a kept
 //! page summary is checked against the site's day total of views, which
@@ -34,6 +35,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -88,8 +90,10 @@ impl Table {
         Table::Pages,
     ];
 
-    /// Without them an export is refused: they carry the views and visits.
-    pub const REQUIRED: [Table; 2] = [Table::Visitors, Table::Pages];
+    /// Without it an export is refused: it carries the site's visits and
+    /// visitors. An export without `pages` is taken (Plausible takes
+    /// one): its page views stay empty, and a note says so.
+    pub const REQUIRED: [Table; 1] = [Table::Visitors];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -679,6 +683,9 @@ pub struct TableFormat {
     site_seed: u64,
     /// The file's figures so far, added up ([`MAX_FILE_TOTAL`]).
     total: u128,
+    /// The day being read, and the made-up visitor ids its rows took so
+    /// far per page (or event).
+    pools: (Option<NaiveDate>, HashMap<String, u64>),
 }
 
 /// A table file's rows, each checked; `notes` gets the columns it does
@@ -742,6 +749,7 @@ pub fn rows<R: Read>(
             count_column,
             site_seed,
             total: 0,
+            pools: (None, HashMap::new()),
         },
     ))
 }
@@ -914,9 +922,25 @@ impl super::Format for TableFormat {
             ));
         }
         let at = crate::reports::local::midnight(day, self.tz);
+        // Several rows of one page (or event) and day (Plausible writes
+        // one per hostname) have visitors of their own: each row takes
+        // the ids after the ones the rows before it took, so that they
+        // add up. Kept for the day being read (Plausible writes a table
+        // by date), so memory stays a day's pages.
+        if self.pools.0 != Some(day) {
+            self.pools = (Some(day), HashMap::new());
+        }
+        let pool = match &counts {
+            DayCounts::Labels { names, .. } => format!("{page}\n{}", names[0].1),
+            _ => page.clone(),
+        };
+        let taken = self.pools.1.entry(pool).or_default();
+        let first_id = *taken;
+        *taken = taken.saturating_add(visitors);
         let seed = crate::domain::sketch::mix(
             self.site_seed ^ (day.to_epoch_days() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        );
+        )
+        .wrapping_add(first_id);
         Ok(Ok(DayRow {
             day,
             at,

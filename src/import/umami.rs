@@ -69,6 +69,7 @@ const EVENT_COLUMNS: [&str; 7] = [
     REFERRER_DOMAIN,
 ];
 const URL_QUERY: &str = "url_query";
+const EVENT_ID: &str = "event_id";
 const WEBSITE_ID: &str = "website_id";
 const UTM_SOURCE: &str = "utm_source";
 const UTM_MEDIUM: &str = "utm_medium";
@@ -300,6 +301,22 @@ pub enum Websites {
     /// id was checked, so that deleting one of those reads its rows as it
     /// did (its content is checked against its key first).
     Any,
+}
+
+/// The file's `event_id`s in order, hashed (`None` for a file without
+/// that column): the same events, whatever else an export holds.
+pub fn event_ids(read: impl Read, file: &str) -> Result<Option<blake3::Hash>, RowError> {
+    let mut csv = CsvFile::open(read, file, &[], &[EVENT_ID], |_| Ok(()))?;
+    if !csv.has(EVENT_ID) {
+        return Ok(None);
+    }
+    let mut ids = blake3::Hasher::new();
+    while let Some(next) = csv.next_record() {
+        let (_, record) = next?;
+        ids.update(csv.cell(&record, EVENT_ID).as_bytes());
+        ids.update(b"\n");
+    }
+    Ok(Some(ids.finalize()))
 }
 
 /// `website_event`'s rows in order, each checked.

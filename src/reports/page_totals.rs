@@ -112,7 +112,7 @@ fn answer<'a>(
         // request alone.
         let mut whole = summarise_with(store, site, &totals, (first, cover_end), &mut out).await?;
         let recent: Vec<i64> = (grain.number(cover_end)..grain.number(last))
-            .filter(|d| totals.by_unit.get(d).copied().unwrap_or(0) != 0)
+            .filter(|d| totals.unit_has_figures(*d))
             .collect();
         if !recent.is_empty() {
             let expected = recent
@@ -197,7 +197,7 @@ async fn summarise_with(
     };
     let spans: Vec<Span> = Span::cover_in(grain, grain.number(first), grain.number(end))
         .into_iter()
-        .filter(|s| totals.over(*s) != 0)
+        .filter(|s| totals.has_figures(*s))
         .collect();
     let stored = builder.stored(&spans).await?;
     let mut exact = true;
@@ -236,6 +236,10 @@ struct Totals {
     /// Per unit, the deletions that took counts out of it: the totals
     /// alone could come back to a value they had with other pages.
     taken_back: BTreeMap<i64, i64>,
+    /// Per unit with any, the site's visits: a unit with visits and no
+    /// views (an imported day without pages rows) still has pages with
+    /// entries and exits.
+    visits: BTreeMap<i64, i64>,
 }
 
 impl Totals {
@@ -247,7 +251,12 @@ impl Totals {
     ) -> Result<Self, mongodb::error::Error> {
         let read =
             queries::site_totals_guarded(store, &site.domain, grain.resolution(), range).await?;
+        let visits = queries::site_visits(store, &site.domain, grain.resolution(), range).await?;
         Ok(Totals {
+            visits: visits
+                .iter()
+                .map(|(at, n)| (grain.number(*at), *n))
+                .collect(),
             grain,
             by_unit: read
                 .iter()
@@ -268,7 +277,24 @@ impl Totals {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.by_unit.hash(&mut h);
         self.taken_back.hash(&mut h);
+        self.visits.hash(&mut h);
         h.finish()
+    }
+
+    /// Whether a span has anything of its pages to read: views, or
+    /// visits (whose entries and exits are pages' figures).
+    fn has_figures(&self, span: Span) -> bool {
+        self.over(span) != 0
+            || self
+                .visits
+                .range(span.first()..span.end())
+                .any(|(_, n)| *n != 0)
+    }
+
+    /// Whether a unit has views or visits.
+    fn unit_has_figures(&self, unit: i64) -> bool {
+        self.by_unit.get(&unit).copied().unwrap_or(0) != 0
+            || self.visits.get(&unit).copied().unwrap_or(0) != 0
     }
 
     /// The site's views over a span's units.
@@ -321,12 +347,12 @@ impl Builder<'_> {
                 Some(halves) => {
                     let wanted: Vec<Span> = halves
                         .into_iter()
-                        .filter(|h| self.totals.over(*h) != 0)
+                        .filter(|h| self.totals.has_figures(*h))
                         .collect();
                     let mut stored = self.stored(&wanted).await?;
                     let mut parts = Vec::with_capacity(2);
                     for half in halves {
-                        parts.push(if self.totals.over(half) == 0 {
+                        parts.push(if !self.totals.has_figures(half) {
                             Made {
                                 summary: Summary {
                                     span: half,

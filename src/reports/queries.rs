@@ -773,6 +773,38 @@ pub async fn site_totals_guarded(
     Ok(totals)
 }
 
+/// The site's visits per bucket start at `resolution` over `[first,
+/// last)` (all writer parts added up), where there are any.
+pub async fn site_visits(
+    store: &Store,
+    domain: &DomainName,
+    resolution: Resolution,
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
+    let visits = VisitFields::COUNTERS[VisitFields::VISITS];
+    let mut out: HashMap<DateTime<Utc>, i64> = HashMap::new();
+    let mut cursor = store
+        .reports()
+        .collection::<Document>(Subject::Site.collection(resolution))
+        .find(doc! {
+            "site": domain.as_str(),
+            "timestamp": time_filter(first, last),
+            visits: {"$exists": true},
+        })
+        .projection(doc! {"_id": 0, "timestamp": 1, visits: 1})
+        .max_time(store.report_max_time())
+        .await?;
+    while let Some(d) = cursor.try_next().await? {
+        if let Ok(at) = d.get_datetime("timestamp") {
+            let n = slots_sum(d.get_document(visits).ok());
+            let entry = out.entry(at.to_chrono()).or_default();
+            *entry = entry.saturating_add(n);
+        }
+    }
+    out.retain(|_, n| *n != 0);
+    Ok(out)
+}
+
 /// The first and last UTC day of the site's day totals within
 /// [`crate::storage::stored_dates::window`] at `now`.
 pub async fn site_day_range(
@@ -830,15 +862,20 @@ pub async fn page_units(
             continue;
         };
         let views = number(d.get("totalViews"));
-        if views != 0 {
+        let entries = slots_sum(d.get_document(visits).ok());
+        let exits = slots_sum(d.get_document(exits).ok());
+        // A page may have entries or exits in a unit without views: an
+        // imported day's figures (Plausible's entry and exit pages
+        // without a pages row for that page and day).
+        if views != 0 || entries != 0 || exits != 0 {
             read.entry(grain.number(day.to_chrono()))
                 .or_default()
                 .push((
                     page.to_owned(),
                     PageFigures {
                         views,
-                        entries: slots_sum(d.get_document(visits).ok()),
-                        exits: slots_sum(d.get_document(exits).ok()),
+                        entries,
+                        exits,
                         visitors: d
                             .get_document(VisitFields::VISITORS)
                             .map_or(0, super::visits::estimate_stored),

@@ -505,24 +505,36 @@ async fn day_totals(
         "timestamp",
         times_filter(days, *first, *last, Resolution::Day),
     );
+    let visits = VisitFields::COUNTERS[VisitFields::VISITS];
     let mut cursor = store
         .reports()
         .collection::<Document>(coll)
         .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1})
+        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, visits: 1, TAKEN_BACK: 1})
         .max_time(store.report_max_time())
         .await?;
     let mut taken_back: HashMap<DateTime<Utc>, i64> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
         if let Ok(at) = d.get_datetime("timestamp") {
-            *out.entry(at.to_chrono()).or_default() += queries::number(d.get("totalViews"));
+            // Visits beside the views: an imported day can have visits
+            // and visitors but no page views (Plausible's visitors table
+            // without pages rows for the day).
+            let visits: i64 = d.get_document(visits).map_or(0, |slots| {
+                slots
+                    .iter()
+                    .map(|(_, v)| queries::number(Some(v)))
+                    .fold(0, i64::wrapping_add)
+            });
+            let guard = queries::number(d.get("totalViews")).wrapping_add(visits << 20);
+            let entry = out.entry(at.to_chrono()).or_default();
+            *entry = entry.wrapping_add(guard);
             *taken_back.entry(at.to_chrono()).or_default() += queries::number(d.get(TAKEN_BACK));
         }
     }
-    // The guard: 0 for a day without views (it has no visitors), else its
-    // views and, above them, the deletions that took counts out of it
-    // (`buckets::TAKEN_BACK`): a day emptied and filled again to the same
-    // views is not taken for the one kept.
+    // The guard: 0 for a day without views or visits (it has no
+    // visitors), else its views and visits and, above them, the deletions
+    // that took counts out of it (`buckets::TAKEN_BACK`): a day emptied and
+    // filled again to the same views is not taken for the one kept.
     for (day, guard) in out.iter_mut() {
         if *guard != 0 {
             *guard = guard.wrapping_add(taken_back.get(day).copied().unwrap_or(0) << 40);

@@ -58,6 +58,12 @@ pub struct ImportRecord {
     pub part: i32,
     /// Umami's `--from-website`: the website whose rows it imported.
     pub from_website: Option<String>,
+    /// Rows later than this are held back (its first start; none for
+    /// imports recorded before rows were held back).
+    pub skip_after: Option<DateTime<Utc>>,
+    /// What identifies its rows whatever else its files hold (Umami's
+    /// event ids), to recognise them in another import.
+    pub rows_key: Option<String>,
 }
 
 /// A day an import replaces, and the instants it spans (a day in the
@@ -98,6 +104,8 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         cleared: d.get_bool("cleared").unwrap_or(false),
         part: d.get_i32("part").unwrap_or(0),
         from_website: d.get_str("fromWebsite").ok().map(str::to_owned),
+        skip_after: d.get_datetime("skipAfter").ok().map(|t| t.to_chrono()),
+        rows_key: d.get_str("rowsKey").ok().map(str::to_owned),
         cleared_by_others: documents(d, "clearedByOthers")
             .filter_map(span_of)
             .collect(),
@@ -245,6 +253,8 @@ pub async fn begin(
                 "cleared": record.replaced.is_empty(),
                 "part": record.part,
                 "fromWebsite": &record.from_website,
+                "skipAfter": record.skip_after.map(bson::DateTime::from_chrono),
+                "rowsKey": &record.rows_key,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
                 "dailyFrom": record.daily.map(|(from, _)| bson::DateTime::from_chrono(from)),
                 "dailyTo": record.daily.map(|(_, to)| bson::DateTime::from_chrono(to)),

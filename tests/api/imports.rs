@@ -1592,8 +1592,14 @@ async fn rows_past_a_levels_retention_skip_its_buckets_yet_hours_and_days_are_ex
     };
     let out = run();
     assert!(out.status.success(), "{out:?}");
+    // What was written: the rows counted, the bots skipped.
+    let bots = lines.iter().filter(|l| l.bot != 0).count();
+    assert!(bots > 0);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("600 rows written"),
+        String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "{} rows written ({bots} more skipped)",
+            600 - bots
+        )),
         "{out:?}"
     );
 
@@ -1693,4 +1699,135 @@ async fn rows_past_a_levels_retention_skip_its_buckets_yet_hours_and_days_are_ex
         "{again:?}"
     );
     check("rerun").await;
+}
+
+#[tokio::test]
+async fn a_current_goatcounter_export_keeps_browsers_and_systems_from_its_own_columns_and_says_where_it_ends(
+) {
+    let app = spawn_app().await;
+    app.add_site("docs.test", &[]).await;
+    let start = Resolution::Day.floor(t0()) - TimeDelta::days(40);
+    // GoatCounter's current export: `UserAgent` always blank, its own
+    // reading in `Browser` and `System`.
+    let seen = [
+        ("Chrome 86", "Windows 7"),
+        ("Firefox 133", "Linux"),
+        ("Safari 18.1", "macOS 15.1"),
+        ("Chrome 131", "Android 14"),
+        ("Edge 131", "Windows 10"),
+        ("Netscape 4", "BeOS"),
+    ];
+    let last = start + TimeDelta::minutes(seen.len() as i64 - 1);
+    let text = csv_text(
+        HEADER,
+        seen.iter().enumerate().map(|(i, (browser, system))| {
+            format!(
+                "/docs/{i},A title,false,,{browser},{system},{},0,,,\"1440,900,1\",NL,true,{}",
+                uuid::Uuid::new_v4(),
+                (start + TimeDelta::minutes(i as i64)).to_rfc3339()
+            )
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("export.csv");
+    std::fs::write(&file, text).unwrap();
+    let out = import(&app, "docs.test", &file);
+    assert!(out.status.success(), "{out:?}");
+    let count = |pairs: &[(&str, i64)]| -> BTreeMap<String, i64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
+    assert_eq!(
+        site_day_counts(&app, Dimension::Browser).await,
+        count(&[
+            ("Chrome", 2),
+            ("Edge", 1),
+            ("Firefox", 1),
+            ("Safari", 1),
+            ("unknown", 1)
+        ])
+    );
+    assert_eq!(
+        site_day_counts(&app, Dimension::Os).await,
+        count(&[
+            ("Android", 1),
+            ("Linux", 1),
+            ("Windows", 2),
+            ("macOS", 1),
+            ("unknown", 1)
+        ])
+    );
+    // A file cut at a line end cannot tell: the summary says so, with its
+    // last row's time.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("cannot show that it is whole")
+            && stdout.contains(&format!("last row counted is of {}", last.to_rfc3339())),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn umami_rows_later_than_the_import_are_held_back_and_the_same_events_with_other_sessions_are_recognised(
+) {
+    let app = spawn_app().await;
+    app.add_site("umami.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rows = umami_export(4);
+    // Two views after the export was made (an hour from now).
+    let mut with_later = rows.clone();
+    for k in 0..2 {
+        with_later.push(UmamiRow {
+            session: 2,
+            visit: 0xfeed,
+            at: Utc::now() + TimeDelta::hours(1) + TimeDelta::minutes(k),
+            path: "/docs/1".into(),
+            kind: 1,
+            name: "",
+            referrer: "",
+            utm: false,
+        });
+    }
+    let (events, sessions) = umami_files(dir.path(), &with_later);
+    let out = umami_import(&app, "umami.test", &events, &sessions)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("2 later than the import's start"),
+        "{stdout}"
+    );
+    // What it says it wrote is what it wrote: the views and events, not
+    // the rows it skipped.
+    let skipped = rows.iter().filter(|r| r.kind == 5).count() + 2;
+    assert!(
+        stdout.contains(&format!(
+            "{} rows written ({skipped} more skipped)",
+            with_later.len() - skipped
+        )),
+        "{stdout}"
+    );
+    let want = umami_expected("umami.test", &rows);
+    assert_umami_figures_stored(&app, &want).await;
+    let before = everything_counted(&app).await;
+
+    // The same events with another session file: recognised as the
+    // import before, refused, nothing written.
+    let other_sessions = dir.path().join("session-2.csv");
+    std::fs::write(
+        &other_sessions,
+        umami_sessions_text().replacen(",firefox,", ",chrome,", 1),
+    )
+    .unwrap();
+    let key = printed_key(&out);
+    let again = umami_import(&app, "umami.test", &events, &other_sessions)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{again:?}");
+    assert!(
+        stderr.contains("holds the same events") && stderr.contains(&key),
+        "{stderr}"
+    );
+    assert_eq!(everything_counted(&app).await, before);
 }

@@ -111,6 +111,7 @@ async fn a_gzipped_goatcounter_export_with_a_400_mb_row_is_refused_at_once_in_bo
         .env("RUST_LOG", "warn");
     let started = Instant::now();
     let (out, memory) = run_measured(&cmd);
+    eprintln!("held at most {} MiB resident", memory >> 20);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -226,6 +227,7 @@ async fn a_plausible_zip_bomb_is_refused_at_once_with_nothing_unpacked_and_bound
         .env("RUST_LOG", "warn");
     let started = Instant::now();
     let (out, memory) = run_measured(&cmd);
+    eprintln!("held at most {} MiB resident", memory >> 20);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(

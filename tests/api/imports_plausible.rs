@@ -793,15 +793,15 @@ async fn every_bad_plausible_export_is_named_by_file_line_and_column_and_writes_
         assert_eq!(app.bucket_count().await, 0, "{what}");
         assert_eq!(app.total_views(Resolution::Day).await, 0, "{what}");
     }
-    // Without its pages file, or not an export at all.
+    // Without its visitors file, or not an export at all.
     let mut e = export(2, 0, false, false);
-    e.files.remove(pages);
-    let files = dir.path().join("no-pages");
+    e.files.remove(visitors);
+    let files = dir.path().join("no-visitors");
     write_dir(&files, &e);
     let out = plausible(&app, "plausible.test", &files).output().unwrap();
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no pages file"),
+        String::from_utf8_lossy(&out.stderr).contains("no visitors file"),
         "{out:?}"
     );
     let junk = dir.path().join("junk.zip");
@@ -1384,6 +1384,20 @@ async fn every_imported_figure_and_date_is_bounded_and_a_row_past_a_bound_is_ref
             .unwrap();
         assert_eq!(records, 0, "{what}");
     }
+    // A row short of a field names the field it lacks, by its header.
+    let (mut e, file) = with_visitors_cell("visit_duration", "1000");
+    let text = e.files[&file].replacen(",1000\n", "\n", 1);
+    e.files.insert(file.clone(), text);
+    let files = dir.path().join("short-row");
+    write_dir(&files, &e);
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains(&format!("{file}:2: column \"visit_duration\"")),
+        "{stderr}"
+    );
+    assert_eq!(app.bucket_count().await, 0);
     // At the bounds, the file is taken: 40 visits of a day each.
     let (e, _) = with_visitors_cell("visit_duration", "3456000");
     let files = dir.path().join("at-the-bound");
@@ -1577,4 +1591,156 @@ async fn an_import_killed_midway_can_be_deleted_and_takes_back_exactly_what_it_w
         app.total_views(Resolution::Day).await,
         e.views.values().sum::<i64>()
     );
+}
+
+/// A CSV table as Plausible's exporter writes it: its header, then a row
+/// per line.
+fn plausible_table(header: &str, rows: &[String]) -> String {
+    let mut text = format!("{header}\n");
+    for row in rows {
+        text += row;
+        text += "\n";
+    }
+    text
+}
+
+/// The JSON API's figures of `site` (and `path`) over the days `from` to
+/// `to` (exclusive).
+async fn api_visits(
+    app: &TestApp,
+    token: &str,
+    site: &tickertape::storage::sites::Site,
+    (from, to): (NaiveDate, NaiveDate),
+    path: Option<&str>,
+) -> serde_json::Value {
+    let mut query = format!(
+        "/api/v1/sites/{}/visits?range=custom&from={from}T00:00&to={to}T00:00",
+        site.id
+    );
+    if let Some(path) = path {
+        query += &format!("&path={path}");
+    }
+    let a = crate::json_api::get(app, token, &query).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    a.json
+}
+
+#[tokio::test]
+async fn days_and_pages_without_page_rows_keep_their_visitors_entries_and_exits_and_rows_of_one_page_add_up(
+) {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    let only = app.add_site("only.test", &[]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let d1 = first_day();
+    let d2 = d1.succ_opt().unwrap();
+    let d3 = d2.succ_opt().unwrap();
+    let stamp = format!("{}_{}", d1.format("%Y%m%d"), d2.format("%Y%m%d"));
+    let visitors = plausible_table(
+        "date,visitors,pageviews,bounces,visits,visit_duration",
+        &[
+            format!("{d1},10,12,4,12,600"),
+            // A day with visits and no pages rows.
+            format!("{d2},11,20,3,13,400"),
+        ],
+    );
+    // One page and day on three hostnames: their visitors add up.
+    let pages = plausible_table(
+        "date,hostname,page,visits,visitors,pageviews,total_scroll_depth,total_scroll_depth_visits,total_time_on_page,total_time_on_page_visits",
+        &[
+            format!("{d1},a.plausible.test,/,2,1,2,0,0,0,0"),
+            format!("{d1},b.plausible.test,/,1,1,1,0,0,0,0"),
+            format!("{d1},plausible.test,/,7,6,9,0,0,0,0"),
+        ],
+    );
+    // Entries and exits of a page that has no pages row that day.
+    let entries = plausible_table(
+        "date,entry_page,entrances,visitors,visit_duration,bounces,pageviews",
+        &[
+            format!("{d1},/,12,10,600,4,12"),
+            format!("{d2},/landing,5,5,100,1,9"),
+        ],
+    );
+    let exits = plausible_table(
+        "date,exit_page,exits,visitors,visit_duration,bounces,pageviews",
+        &[
+            format!("{d1},/,12,10,600,4,12"),
+            format!("{d2},/landing,4,4,80,1,6"),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("export");
+    std::fs::create_dir(&files).unwrap();
+    for (table, text) in [
+        ("visitors", &visitors),
+        ("pages", &pages),
+        ("entry_pages", &entries),
+        ("exit_pages", &exits),
+    ] {
+        std::fs::write(files.join(format!("imported_{table}_{stamp}.csv")), text).unwrap();
+    }
+    let out = plausible(&app, "plausible.test", &files).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let both = api_visits(&app, &token, &site, (d1, d3), None).await;
+    assert_eq!(both["visits"].as_i64(), Some(25), "{both}");
+    let visitors_of = |json: &serde_json::Value| json["visitors"].as_f64().unwrap().round() as i64;
+    assert_eq!(visitors_of(&both), 21, "{both}");
+    let second = api_visits(&app, &token, &site, (d2, d3), None).await;
+    assert_eq!(
+        visitors_of(&second),
+        11,
+        "a day without pages rows: {second}"
+    );
+    assert_eq!(second["visits"].as_i64(), Some(13), "{second}");
+    let home = api_visits(&app, &token, &site, (d1, d2), Some("/")).await;
+    assert_eq!(home["views"].as_i64(), Some(12), "{home}");
+    assert_eq!(visitors_of(&home), 8, "rows of 1, 1 and 6 visitors: {home}");
+    let landing = api_visits(&app, &token, &site, (d2, d3), Some("/landing")).await;
+    assert_eq!(landing["visits"].as_i64(), Some(5), "entries: {landing}");
+    assert_eq!(landing["exits"].as_i64(), Some(4), "exits: {landing}");
+    // The pages report lists it with its entries and exits, and every
+    // entry and exit of the days.
+    let (status, csv) = admin
+        .text(&format!(
+            "/sites/{}/pages.csv?range=custom&from={d1}T00:00&to={d3}T00:00",
+            site.id
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let landing_row = csv.lines().find(|l| l.starts_with("/landing,"));
+    assert!(
+        landing_row.is_some_and(|l| l.starts_with("/landing,0,") && l.ends_with(",5,4")),
+        "{csv}"
+    );
+    let column = |i: usize| -> i64 {
+        csv.lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(i).unwrap().parse::<i64>().unwrap())
+            .sum()
+    };
+    assert_eq!((column(3), column(4)), (17, 16), "entries, exits: {csv}");
+
+    // A visitors-only export is taken: the site's figures, no pages.
+    let alone = dir.path().join("visitors-only");
+    std::fs::create_dir(&alone).unwrap();
+    std::fs::write(
+        alone.join(format!("imported_visitors_{stamp}.csv")),
+        &visitors,
+    )
+    .unwrap();
+    let out = plausible(&app, "only.test", &alone).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("note: no pages file"),
+        "{out:?}"
+    );
+    let figures = api_visits(&app, &token, &only, (d1, d3), None).await;
+    assert_eq!(figures["visits"].as_i64(), Some(25), "{figures}");
+    assert_eq!(figures["bounces"].as_i64(), Some(7), "{figures}");
+    assert_eq!(figures["durationSeconds"].as_i64(), Some(1000), "{figures}");
+    assert_eq!(visitors_of(&figures), 21, "{figures}");
 }
