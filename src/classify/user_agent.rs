@@ -17,12 +17,12 @@
 //!    held sideways reports its longer side).
 //! 4. Android without `Mobi` is a tablet, or a phone when the width is
 //!    under 768.
-//! 5. Anything else (Windows, macOS, Linux, ChromeOS, or no system at all)
-//!    is decided by the width when there is one: under 768 mobile, 768 to
-//!    1023 tablet, 1024 and over desktop; without a width, a known desktop
-//!    system is a desktop and the rest "unknown". No desktop screen is
-//!    narrower than 1024 CSS pixels, but phones and tablets that ask for
-//!    "desktop sites" send a desktop User-Agent.
+//! 5. A desktop system (Windows, Linux, ChromeOS) is a desktop whatever
+//!    the width: the User-Agent decides the class, and the width only
+//!    refines within it (rule 6). A User-Agent naming no system (curl, a
+//!    made-up one) is decided by the width when there is one: under 768
+//!    mobile, 768 to 1023 tablet, 1024 and over desktop; without a width
+//!    it is "unknown".
 //! 6. Since iPadOS 13, Safari on an iPad sends the Mac's User-Agent, so a
 //!    Mac User-Agent with a width under 1024 is an iPad (iPadOS), and one
 //!    under 768 an iPhone asking for the desktop site (iOS). The 12.9 and
@@ -243,7 +243,7 @@ enum Form {
     Phone,
     /// Android without `Mobi` (rule 4).
     AndroidTablet,
-    /// A desktop system's User-Agent (rule 5).
+    /// A desktop system's User-Agent (rule 5): a desktop at any width.
     Desktop,
     /// A Mac's, which may be an iPad's or iPhone's (rule 6).
     Mac,
@@ -288,8 +288,12 @@ impl Found {
                 DeviceClass::Tablet => ("iPadOS", DeviceClass::Tablet),
                 class => (os, class),
             },
-            (Form::Mac | Form::Desktop, None) => (os, DeviceClass::Desktop),
-            (Form::Desktop | Form::Unknown, Some(w)) => (os, DeviceClass::of_width(w)),
+            (Form::Mac, None) => (os, DeviceClass::Desktop),
+            // The User-Agent decides first: a desktop system stays a
+            // desktop on a narrow screen (a window on a small laptop or a
+            // scaled display), which would otherwise count as a tablet.
+            (Form::Desktop, _) => (os, DeviceClass::Desktop),
+            (Form::Unknown, Some(w)) => (os, DeviceClass::of_width(w)),
             (Form::Unknown, None) => (os, DeviceClass::Unknown),
         };
         Device { browser, os, class }
@@ -596,12 +600,69 @@ mod tests {
         assert_eq!(class(iphone, Some(2000)), DeviceClass::Mobile);
         assert_eq!(class(tv, Some(300)), DeviceClass::Desktop);
         assert_eq!(class(windows, None), DeviceClass::Desktop);
-        assert_eq!(class(windows, Some(767)), DeviceClass::Mobile);
-        assert_eq!(class(windows, Some(768)), DeviceClass::Tablet);
-        assert_eq!(class(windows, Some(1023)), DeviceClass::Tablet);
         assert_eq!(class(windows, Some(1024)), DeviceClass::Desktop);
         assert_eq!(class("curl/8.5.0", None), DeviceClass::Unknown);
+        assert_eq!(class("curl/8.5.0", Some(767)), DeviceClass::Mobile);
+        assert_eq!(class("curl/8.5.0", Some(768)), DeviceClass::Tablet);
+        assert_eq!(class("curl/8.5.0", Some(1023)), DeviceClass::Tablet);
         assert_eq!(class("curl/8.5.0", Some(1280)), DeviceClass::Desktop);
+    }
+
+    #[test]
+    fn a_desktop_system_on_a_narrow_screen_stays_a_desktop() {
+        // Real User-Agents of current desktop browsers, with the screen
+        // widths GoatCounter's `s` and Umami's `screen` carry from small
+        // laptops, scaled displays and portrait monitors.
+        let classifier = UserAgentClassifier::new();
+        let desktops = [
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+                "Chrome",
+                "Linux",
+            ),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+                "Firefox",
+                "Linux",
+            ),
+            (
+                "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0",
+                "Edge",
+                "Windows",
+            ),
+            (
+                "Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+                "Chrome",
+                "ChromeOS",
+            ),
+        ];
+        for (ua, browser, os) in desktops {
+            for width in [360, 767, 800, 1023, 1366, 2560] {
+                let d = classifier.classify(ua, Some(width));
+                assert_eq!(
+                    (d.browser, d.os, d.class),
+                    (browser, os, DeviceClass::Desktop),
+                    "{ua} at {width}"
+                );
+            }
+        }
+        // Within its class the screen still refines: an iPad asking for
+        // the desktop site says Macintosh and is told by its touch-size
+        // screen; a phone's or a tablet's own User-Agent is not overruled
+        // by a desktop-size width.
+        let ipad_as_mac = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15";
+        let d = classifier.classify(ipad_as_mac, Some(820));
+        assert_eq!((d.os, d.class), ("iPadOS", DeviceClass::Tablet));
+        let pixel = "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36";
+        assert_eq!(
+            classifier.classify(pixel, Some(1280)).class,
+            DeviceClass::Mobile
+        );
+        let ipad = "Mozilla/5.0 (iPad; CPU OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1";
+        assert_eq!(
+            classifier.classify(ipad, Some(1366)).class,
+            DeviceClass::Tablet
+        );
     }
 
     #[test]

@@ -488,3 +488,217 @@ umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
         map(&[("Copy", 1), ("Signup", 1)])
     );
 }
+
+/// What GoatCounter's own count.js requests for a page opened without a
+/// referrer: written from reading its `get_data` and `urlencode`
+/// (GoatCounter's `public/count.js`; the file is not copied here). `p` is
+/// `pathname + search`, `q` is `location.search` again, empty values (`r`
+/// when `document.referrer` is empty, `e` when false) are left out, `b`
+/// is its bot check (0) and `rnd` five random characters, in that order.
+fn count_js_view(path: &str, search: &str, title: &str, screen: &str) -> String {
+    let e = |s: &str| {
+        url::form_urlencoded::byte_serialize(s.as_bytes())
+            .collect::<String>()
+            .replace('+', "%20")
+    };
+    let mut query = format!(
+        "p={}&t={}&s={}&b=0",
+        e(&format!("{path}{search}")),
+        e(title),
+        e(screen)
+    );
+    if !search.is_empty() {
+        query.push_str(&format!("&q={}", e(search)));
+    }
+    query + "&rnd=k2x9a"
+}
+
+#[tokio::test]
+async fn count_js_keeps_every_campaign_field_of_a_page_with_a_query() {
+    let app = spawn_app().await;
+    app.add_site("docs.test", &[]).await;
+    let query = count_js_view(
+        "/guide",
+        "?utm_source=Newsletter&utm_medium=email&utm_campaign=nov",
+        "Guide",
+        "1920,1080,1",
+    );
+    let r = app
+        .http
+        .get(format!("{}/count?{query}", app.address))
+        // A cross-origin image request carries the page's origin.
+        .header("referer", "https://docs.test/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None), "{query}");
+    assert_eq!(views_by_page(&app).await, map(&[("docs.test/guide", 1)]));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("newsletter", 1)])
+    );
+    assert_eq!(
+        site_day_counts(&app, Dimension::Medium).await,
+        map(&[("email", 1)])
+    );
+    assert_eq!(
+        site_day_counts(&app, Dimension::Campaign).await,
+        map(&[("nov", 1)])
+    );
+}
+
+/// One rule for every way in: a view whose script ran and found no
+/// referrer is `direct`; a view where nothing could know the referrer
+/// (the bare pixel, GoatCounter's `<noscript>` image) has no source and
+/// counts under the reports' "(none)".
+#[tokio::test]
+async fn a_view_without_a_referrer_is_direct_from_every_script_and_sourceless_from_a_bare_image() {
+    let app = spawn_app().await;
+    let site = app.add_site("web.test", &[]).await;
+    let id = site.id.to_string();
+    let gc = |query: String| {
+        let request = app
+            .http
+            .get(format!("{}/count?{query}", app.address))
+            .header("referer", "https://web.test/");
+        async move { request.send().await.unwrap() }
+    };
+    let mut views = BTreeMap::new();
+    let mut step = |page: &str| {
+        views.insert(format!("web.test{page}"), 1);
+        views.clone()
+    };
+
+    // The pixel alone: nothing knows the page's referrer.
+    let r = app.pixel(&format!("site={id}&page=%2Fbare")).await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/bare"));
+    assert_eq!(site_day_counts(&app, Dimension::Source).await, map(&[]));
+
+    // tt.js sends `ref` even when empty.
+    let r = app
+        .pixel(&format!("site={id}&page=%2Ftt&ref=&w=1280"))
+        .await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/tt"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 1)])
+    );
+
+    // Plausible's tracker sends `r: null` without a referrer.
+    let r = plausible(
+        &app,
+        r#"{"n":"pageview","u":"https://web.test/plausible","d":"web.test","r":null}"#,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 202);
+    assert_eq!(views_by_page(&app).await, step("/plausible"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 2)])
+    );
+
+    // Umami's tracker sends `referrer: ""` (its `src/tracker/index.js`).
+    let r = app
+        .http
+        .post(format!("{}/api/send", app.address))
+        .json(&serde_json::json!({"type": "event", "payload": {
+            "website": id, "screen": "1920x1080", "language": "en-US", "title": "Umami",
+            "hostname": "web.test", "url": "https://web.test/umami", "referrer": ""}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/umami"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 3)])
+    );
+
+    // GoatCounter's count.js leaves `r` out without a referrer.
+    let r = gc(count_js_view(
+        "/goatcounter",
+        "",
+        "GoatCounter",
+        "1920,1080,1",
+    ))
+    .await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/goatcounter"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 4)])
+    );
+
+    // Tickertape's own count.js sends `r` empty.
+    let r = gc("p=%2Fcountjs&r=&s=1920%2C1080%2C1&rnd=x1".into()).await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/countjs"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 5)])
+    );
+
+    // GoatCounter's `<noscript>` image: no script ran.
+    let r = gc("p=%2Fnoscript".into()).await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(views_by_page(&app).await, step("/noscript"));
+    assert_eq!(
+        site_day_counts(&app, Dimension::Source).await,
+        map(&[("direct", 5)])
+    );
+}
+
+/// A desktop browser in a narrow window: GoatCounter's `s` and Umami's
+/// `screen` carry an 800-px width, and the User-Agent (desktop Chrome on
+/// Linux) decides the class.
+#[tokio::test]
+async fn a_desktop_browser_on_a_narrow_screen_is_a_desktop_through_every_tracker() {
+    let app = spawn_app().await;
+    let site = app.add_site("narrow.test", &[]).await;
+    let id = site.id.to_string();
+    let r = app
+        .http
+        .get(format!(
+            "{}/count?{}",
+            app.address,
+            count_js_view("/gc", "", "GoatCounter", "800,600,1")
+        ))
+        .header("user-agent", BROWSER_UA)
+        .header("referer", "https://narrow.test/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    let r = app
+        .http
+        .post(format!("{}/api/send", app.address))
+        .header("user-agent", BROWSER_UA)
+        .json(&serde_json::json!({"type": "event", "payload": {
+            "website": id, "screen": "800x600", "hostname": "narrow.test",
+            "url": "https://narrow.test/umami", "referrer": ""}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    let r = app.pixel(&format!("site={id}&page=%2Ftt&ref=&w=800")).await;
+    assert_eq!((r.status().as_u16(), reason(&r)), (200, None));
+    assert_eq!(
+        views_by_page(&app).await,
+        map(&[
+            ("narrow.test/gc", 1),
+            ("narrow.test/tt", 1),
+            ("narrow.test/umami", 1)
+        ])
+    );
+    assert_eq!(
+        site_day_counts(&app, Dimension::Device).await,
+        map(&[("desktop", 3)])
+    );
+    assert_eq!(
+        site_day_counts(&app, Dimension::Os).await,
+        map(&[("Linux", 3)])
+    );
+}
