@@ -34,7 +34,7 @@ SCHEMATHESIS := $(SCHEMATHESIS_VENV)/bin/schemathesis
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
-.PHONY: setup rust-components test-deps run test lint fmt clean-data bench bench-quick bench-big
+.PHONY: setup rust-components test-deps run test test-long lint fmt clean-data bench bench-quick bench-big
 
 setup: $(SECANTUS) rust-components $(GEOIP)
 
@@ -101,6 +101,11 @@ lint:
 test: test-deps lint
 	cargo build --release --bin tickertape
 	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
+
+# Longer checks than `make test`, one command each; each draws its own
+# seed and prints it (the line it prints says how to replay it).
+test-long: test-deps
+	cargo test --test api schemathesis_with_a_random_seed -- --ignored --nocapture
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.

@@ -49,6 +49,8 @@ pub struct BackfillReport {
 /// its totals complete.
 pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillReport> {
     let mut report = BackfillReport::default();
+    // Reports of the site say how far this is while it runs.
+    let tracker = super::preparation::Tracker::start(site.domain.as_str());
     // Day level first: it tells which hours have views at all, so the hour
     // and minute levels only visit those.
     let days = first_and_last(store, &site.domain, Resolution::Day).await?;
@@ -57,12 +59,17 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
             let step = window(g);
             let mut from = first;
             let end = last + TimeDelta::days(1);
+            let windows = ((end - from).num_seconds().max(0) as u64)
+                .div_ceil(step.num_seconds().max(1) as u64);
+            let mut done = 0;
             while from < end {
+                tracker.at(g, done, windows);
                 let to = (from + step).min(end);
                 if g == Resolution::Day || has_views(store, &site.domain, from, to).await? {
                     report.buckets[i] += recompute(store, &site.domain, g, from, to).await?;
                 }
                 from = to;
+                done += 1;
             }
         }
     }

@@ -306,3 +306,97 @@ async fn kept_page_days_give_the_buckets_numbers_and_follow_late_views() {
     assert_eq!(views(&after, "/a"), views(&first, "/a") + 1);
     assert_eq!(views(&after, "/b"), views(&first, "/b") + 100);
 }
+
+/// A site whose totals are not built yet (views written by another tool,
+/// or an upgrade), with a report time limit too small for its page
+/// buckets: the 12-month dashboard, page report and API answer what is
+/// being prepared (202, and how far while the backfill runs), never 503
+/// "database unavailable"; the database is healthy.
+#[tokio::test]
+async fn a_long_range_of_a_site_being_prepared_says_so_instead_of_failing() {
+    let app = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;
+    let site = app.add_site("prepared.test", &[]).await;
+    app.add_user("owner@example.com", tickertape::accounts::Role::Owner)
+        .await;
+    let owner_id = tickertape::accounts::users::find_by_email(
+        &app.store,
+        &tickertape::domain::Email::parse("owner@example.com").unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .id;
+    app.set_owners(&site, &[owner_id]).await;
+    // A year of 40 pages, a view a day each: more page buckets than the
+    // time limit lets a report read.
+    let pages: Vec<String> = (0..40).map(|i| format!("prepared.test/p{i}")).collect();
+    let mut hits = Vec::new();
+    for day in 0..365 {
+        for page in &pages {
+            hits.push((page.as_str(), t0() - TimeDelta::days(day)));
+        }
+    }
+    write_old_page_buckets(&app.store, &hits).await;
+    mark_old(&app.store, &site).await;
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let owner = app.login("owner@example.com").await;
+    let token = crate::json_api::create_token(&owner, "prep", None).await;
+    let api = |path: String| {
+        let (http, address, token) = (app.http.clone(), app.address.clone(), token.clone());
+        async move {
+            let r = http
+                .get(format!("{address}{path}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let retry = r.headers().get("retry-after").is_some();
+            (r.status().as_u16(), retry, r.text().await.unwrap())
+        }
+    };
+
+    let dashboard = format!("/sites/{}?range=12mo", site.id);
+    let (status, html) = owner.text(&dashboard).await;
+    assert_eq!(status, 202, "{html}");
+    assert!(html.contains("cannot be shown yet"), "{html}");
+    assert!(html.contains("backfill-site-totals"), "{html}");
+    assert!(!html.contains("Database unavailable"), "{html}");
+    let (status, html) = owner
+        .text(&format!("/sites/{}/page?path=/p1&range=12mo", site.id))
+        .await;
+    assert_ne!(status, 503, "{html}");
+    let series = format!("/api/v1/sites/{}/series?range=12mo", site.id);
+    let (status, retry, body) = api(series.clone()).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(retry, "a client is told when to ask again");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], "preparing", "{body}");
+    for endpoint in ["pages", "visits", "sources", "breakdown?dimension=browser&"] {
+        let sep = if endpoint.ends_with('&') { "" } else { "?" };
+        let (status, _, body) = api(format!(
+            "/api/v1/sites/{}/{endpoint}{sep}range=12mo",
+            site.id
+        ))
+        .await;
+        assert_ne!(status, 503, "{endpoint}: {body}");
+    }
+
+    // While the backfill runs, the answer says how far it is.
+    let store = app.store.clone();
+    let backfill = tokio::spawn(async move {
+        let site = reload(&store, &site).await;
+        site_totals::backfill(&store, &site).await.unwrap()
+    });
+    let mut told = None;
+    while !backfill.is_finished() {
+        let (status, _, body) = api(series.clone()).await;
+        if status == 202 && body.contains("being prepared now") {
+            told = Some(body);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let told = told.expect("the progress was told while the backfill ran");
+    assert!(told.contains(" totals "), "{told}");
+    backfill.await.unwrap();
+}
