@@ -441,6 +441,16 @@ impl Served {
     }
 }
 
+impl Drop for Served {
+    /// A failed test leaves no server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Logs in as the first admin with `password`: `true` when the login is
 /// taken (and sends them to choose their own password).
 async fn first_admin_logs_in(address: &str, password: &str) -> bool {

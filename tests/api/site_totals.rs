@@ -327,13 +327,13 @@ async fn a_long_range_of_a_site_being_prepared_says_so_instead_of_failing() {
     .unwrap()
     .id;
     app.set_owners(&site, &[owner_id]).await;
-    // A year of 40 pages, a view a day each: more page buckets than the
-    // time limit lets a report read.
-    let pages: Vec<String> = (0..40).map(|i| format!("prepared.test/p{i}")).collect();
+    // 20 pages with views on a day of every week of a year: more page
+    // buckets than the time limit lets a report read.
+    let pages: Vec<String> = (0..20).map(|i| format!("prepared.test/p{i}")).collect();
     let mut hits = Vec::new();
-    for day in 0..365 {
+    for week in 0..52 {
         for page in &pages {
-            hits.push((page.as_str(), t0() - TimeDelta::days(day)));
+            hits.push((page.as_str(), t0() - TimeDelta::days(week * 7)));
         }
     }
     write_old_page_buckets(&app.store, &hits).await;
@@ -396,7 +396,9 @@ async fn a_long_range_of_a_site_being_prepared_says_so_instead_of_failing() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // A year of minute windows takes a while: the answer during it is
+    // what this checks.
+    backfill.abort();
     let told = told.expect("the progress was told while the backfill ran");
     assert!(told.contains(" totals "), "{told}");
-    backfill.await.unwrap();
 }
