@@ -283,6 +283,13 @@ impl ResponseError for JsonError {
 #[error(transparent)]
 pub struct CsvError(#[from] pub WebError);
 
+impl CsvError {
+    /// See [`WebError::unless_preparing`].
+    pub fn unless_preparing(self, site: &crate::storage::sites::Site) -> Self {
+        CsvError(self.0.unless_preparing(site))
+    }
+}
+
 impl From<mongodb::error::Error> for CsvError {
     fn from(e: mongodb::error::Error) -> Self {
         CsvError(e.into())

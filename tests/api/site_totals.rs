@@ -365,6 +365,16 @@ async fn a_long_range_of_a_site_being_prepared_says_so_instead_of_failing() {
         .text(&format!("/sites/{}/page?path=/p1&range=12mo", site.id))
         .await;
     assert_ne!(status, 503, "{html}");
+    for csv in ["series", "visits", "pages", "sources", "goals"] {
+        let r = owner
+            .get(&format!("/sites/{}/{csv}.csv?range=12mo", site.id))
+            .await;
+        assert_ne!(r.status(), 503, "{csv}.csv");
+    }
+    let r = owner
+        .get(&format!("/sites/{}/series.csv?range=12mo", site.id))
+        .await;
+    assert_eq!(r.status(), 202, "series.csv");
     let series = format!("/api/v1/sites/{}/series?range=12mo", site.id);
     let (status, retry, body) = api(series.clone()).await;
     assert_eq!(status, 202, "{body}");
