@@ -67,7 +67,7 @@ async fn assert_totals_match_pages(store: &Store, site: &Site) {
 
 /// Page buckets as the version before site totals wrote them: no site
 /// bucket at all.
-async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
+pub(crate) async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
     for g in Resolution::ALL {
         let mut inc = Increments::new(g);
         for (page, at) in hits {
@@ -85,7 +85,7 @@ async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
     }
 }
 
-async fn mark_old(store: &Store, site: &Site) {
+pub(crate) async fn mark_old(store: &Store, site: &Site) {
     store
         .db()
         .collection::<Document>("sites")

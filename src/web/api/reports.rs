@@ -190,30 +190,24 @@ pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
 pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    let answer: Reply = async {
-        let path = q.path()?;
-        let period = q.period(&state, &site)?;
-        let points = match &path {
-            NamedPath::Page(p) => {
-                let page = Page::new(&site.domain, p);
-                queries::series(&state.store, &Scope::Page(&page), &period.0).await?
-            }
-            NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
-        };
-        let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
-        Ok(ok(&series_body(
-            &site,
-            Some(&path),
-            &period,
-            &points,
-            state.clock.now(),
-            daily_only,
-        )))
-    }
-    .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    let path = q.path()?;
+    let period = q.period(&state, &site)?;
+    let points = match &path {
+        NamedPath::Page(p) => {
+            let page = Page::new(&site.domain, p);
+            queries::series(&state.store, &Scope::Page(&page), &period.0).await?
+        }
+        NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
+    };
+    let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
+    Ok(ok(&series_body(
+        &site,
+        Some(&path),
+        &period,
+        &points,
+        state.clock.now(),
+        daily_only,
+    )))
 }
 
 #[derive(Serialize)]
