@@ -102,11 +102,13 @@ test: test-deps lint
 	cargo build --release --bin tickertape
 	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
 
-# Longer runs with random seeds, each printed so that a failure can be
-# replayed: the reference model with more traffic and ranges
-# (REFERENCE_SEED=<n> replays one).
+# Longer checks than `make test`, one command each; each draws its own
+# seed and prints it (the line it prints says how to replay it): the
+# reference model with more traffic and ranges (REFERENCE_SEED=<n>
+# replays one) and schemathesis.
 test-long: test-deps
 	cargo test --test api reference_model -- --ignored --nocapture
+	cargo test --test api schemathesis_with_a_random_seed -- --ignored --nocapture
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.

@@ -170,6 +170,10 @@ struct ServeArgs {
 enum UserCommand {
     /// Add a user; the password is read from the first line of stdin.
     Add(AddUser),
+    /// Give a user a new one-time password (printed; it works for 7 days,
+    /// only to choose their own), turn off their two-factor login and end
+    /// their sessions and API tokens: the way back in for a locked-out admin.
+    ResetLogin(ResetLogin),
 }
 
 #[derive(Args)]
@@ -223,6 +227,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Setup(args) => setup(args).await,
         Command::Site(SiteCommand::Add(args)) => add_site(args).await,
         Command::User(UserCommand::Add(args)) => add_user(args).await,
+        Command::User(UserCommand::ResetLogin(args)) => reset_login(args).await,
         Command::Preallocate(args) => preallocate(args).await,
         Command::Demo(args) => demo(args).await,
         Command::Site(SiteCommand::List(args)) => list_sites(args).await,
@@ -1358,6 +1363,31 @@ async fn add_user(args: AddUser) -> anyhow::Result<()> {
     .await
 }
 
+async fn reset_login(args: ResetLogin) -> anyhow::Result<()> {
+    let ResetLogin { email, db } = args;
+    let email = Email::parse(&email).with_context(|| format!("--email {email:?}"))?;
+    with_store(&db, |store| async move {
+        let user = users::find_by_email(&store, &email)
+            .await?
+            .with_context(|| format!("no user {email}: `tickertape user add` adds one"))?;
+        let password = NewPassword::generate();
+        let now = chrono::Utc::now();
+        users::set_one_time_password(&store, user.id, &password, now).await?;
+        // As an admin's reset on the users page: whoever held the account
+        // is out, and a lost second factor no longer locks the owner out.
+        crate::accounts::totp::disable(&store, user.id).await?;
+        crate::accounts::sessions::delete_for_user(&store, user.id, None).await?;
+        crate::accounts::api_tokens::delete_for_user(&store, user.id).await?;
+        println!(
+            "log in as {email} with password {} (one-time: it works until {}, only to choose your own; two-factor login is off, sessions and API tokens ended)",
+            password.expose(),
+            (now + users::ONE_TIME_PASSWORD_LIFETIME).format("%Y-%m-%d %H:%M UTC")
+        );
+        Ok(())
+    })
+    .await
+}
+
 async fn preallocate(args: PreallocateArgs) -> anyhow::Result<()> {
     let PreallocateArgs {
         site,
@@ -1532,30 +1562,66 @@ where
     result
 }
 
-/// On a database without users, creates the first admin with a random
-/// password and returns the credentials to show once.
-async fn ensure_first_admin(store: &Store) -> anyhow::Result<Option<(Email, String)>> {
-    if users::count(store).await? > 0 {
+/// The first admin `serve` creates on a database without users.
+const FIRST_ADMIN: &str = "admin@localhost";
+
+/// What `serve` tells about the first admin's login at start.
+enum FirstLogin {
+    /// A one-time password to print, and when it stops working.
+    Password {
+        email: Email,
+        password: String,
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// The first admin's one-time password ran out before anyone chose a
+    /// password of their own.
+    Expired(Email),
+}
+
+/// On a database without users, creates the first admin with a one-time
+/// password. While the first admin is the only user, has never chosen
+/// their own password and the one-time password still works, each start
+/// replaces it with a new one (same end) to print: the one printed by an earlier start may never have
+/// been seen, and a password hash cannot be printed again.
+async fn first_admin_login(store: &Store) -> anyhow::Result<Option<FirstLogin>> {
+    let email = Email::parse(FIRST_ADMIN).context("the first admin's e-mail")?;
+    let now = chrono::Utc::now();
+    let password = NewPassword::generate();
+    let users = users::count(store).await?;
+    if users == 0 {
+        match users::create(store, email.clone(), &password, Role::Admin, now).await {
+            Ok(user) => {
+                users::require_password_change(store, user.id, now).await?;
+                return Ok(Some(FirstLogin::Password {
+                    email,
+                    password: password.expose().to_owned(),
+                    until: now + users::ONE_TIME_PASSWORD_LIFETIME,
+                }));
+            }
+            // Another process created it first.
+            Err(users::UserError::EmailTaken(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Only while the console is still the one way in: once there are other
+    // users, an admin resets a password on the users page (or with
+    // `user reset-login`), and a restart must not replace it.
+    if users > 1 {
         return Ok(None);
     }
-    let email = Email::parse("admin@localhost").expect("valid e-mail");
-    let password = NewPassword::generate();
-    match users::create(
-        store,
-        email.clone(),
-        &password,
-        Role::Admin,
-        chrono::Utc::now(),
-    )
-    .await
-    {
-        Ok(user) => {
-            users::require_password_change(store, user.id, chrono::Utc::now()).await?;
-            Ok(Some((email, password.expose().to_owned())))
-        }
-        // Another process created it first.
-        Err(users::UserError::EmailTaken(_)) => Ok(None),
-        Err(e) => Err(e.into()),
+    let Some(user) = users::find_by_email(store, &email).await? else {
+        return Ok(None);
+    };
+    if !user.must_change_password {
+        return Ok(None);
+    }
+    match users::replace_one_time_password(store, user.id, &password, now).await? {
+        Some(until) => Ok(Some(FirstLogin::Password {
+            email,
+            password: password.expose().to_owned(),
+            until,
+        })),
+        None => Ok(Some(FirstLogin::Expired(email))),
     }
 }
 
@@ -1568,6 +1634,10 @@ fn announce(line: &str) {
 }
 
 async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()> {
+    // The port before anything else: a start that cannot serve creates
+    // nothing (no first admin whose password is never printed, no demo
+    // written for minutes before failing).
+    let listener = crate::startup::bind(&settings)?;
     let local = match settings.database.uri() {
         Some(_) => None,
         None => {
@@ -1589,19 +1659,32 @@ async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()
         let db = &settings.database;
         let store = Store::connect(&db.store_options()?, &uri).await?;
         tracing::info!(topology = ?store.topology(), database = %db.name, "connected");
+        crate::startup::check_store(&store)?;
         crate::indexes::ensure(&store).await?;
         for warning in sharding::warnings(&store).await {
             tracing::warn!("{warning}");
         }
-        let first_admin = ensure_first_admin(&store).await?;
+        let first_admin = first_admin_login(&store).await?;
         if demo_if_empty {
             let options = DemoOptions {
-                domain: DomainName::parse(demo::DEFAULT_DOMAIN).expect("a valid domain"),
+                domain: DomainName::parse(demo::DEFAULT_DOMAIN).context("the demo domain")?,
                 days: 30,
                 daily_views: 4000,
                 seed: 20261122,
             };
-            let report = demo::generate(&store, &options, chrono::Utc::now(), true).await?;
+            // A minute or two on a small machine: a line per few days says
+            // it is working.
+            let mut progress = |p: demo::Progress| {
+                if p.day % 5 == 0 || p.day == p.days {
+                    announce(&format!(
+                        "writing the demo: day {} of {}, {} views so far",
+                        p.day, p.days, p.hits
+                    ));
+                }
+            };
+            let report =
+                demo::generate_reporting(&store, &options, chrono::Utc::now(), true, &mut progress)
+                    .await?;
             if !report.skipped {
                 announce(&format!(
                     "wrote {} demo views over 30 days for {}",
@@ -1609,7 +1692,7 @@ async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()
                 ));
             }
         }
-        let app = Application::build(&settings, store, clock::system()).await?;
+        let app = Application::build_on(&settings, store, clock::system(), listener).await?;
         settings.listen.set_port(app.port());
         let public = public_url_or(settings.public_url.as_deref(), settings.listen);
         if let Some(warning) = snippets::url_warning(&public) {
@@ -1618,10 +1701,15 @@ async fn serve(mut settings: Settings, demo_if_empty: bool) -> anyhow::Result<()
         }
         announce(&format!("tickertape listening on http://{}", settings.listen));
         announce(&format!("embed snippets use {public} (set TICKERTAPE_PUBLIC_URL to change)"));
-        if let Some((email, password)) = first_admin {
-            announce(&format!(
-                "first run: log in at {public}/login as {email} with password {password} (shown once; it works for 7 days, only to choose your own)"
-            ));
+        match first_admin {
+            Some(FirstLogin::Password { email, password, until }) => announce(&format!(
+                "first run: log in at {public}/login as {email} with password {password} (one-time, only to choose your own; it works until {}, and each start prints a new one until you have chosen yours)",
+                until.format("%Y-%m-%d %H:%M UTC")
+            )),
+            Some(FirstLogin::Expired(email)) => announce(&format!(
+                "the first admin's one-time password expired unused: `tickertape user reset-login --email {email}` prints a new one"
+            )),
+            None => {}
         }
         app.run_until_stopped().await
     }
@@ -1701,6 +1789,14 @@ struct AddUser {
     /// Make the user an admin (default: site owner).
     #[arg(long)]
     admin: bool,
+    #[command(flatten)]
+    db: DatabaseArgs,
+}
+
+#[derive(Args)]
+struct ResetLogin {
+    #[arg(long)]
+    email: String,
     #[command(flatten)]
     db: DatabaseArgs,
 }

@@ -257,11 +257,31 @@ impl DayVisitors {
 
 /// Creates the demo site if needed and fills `days` days up to `now`.
 /// With `if_empty`, does nothing when the site already has views.
+/// How far [`generate_reporting`] is: the day it has written, of how many,
+/// and the views so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub day: u32,
+    pub days: u32,
+    pub hits: u64,
+}
+
 pub async fn generate(
     store: &Store,
     options: &DemoOptions,
     now: DateTime<Utc>,
     if_empty: bool,
+) -> anyhow::Result<DemoReport> {
+    generate_reporting(store, options, now, if_empty, &mut |_| {}).await
+}
+
+/// [`generate`], calling `progress` after each day is written.
+pub async fn generate_reporting(
+    store: &Store,
+    options: &DemoOptions,
+    now: DateTime<Utc>,
+    if_empty: bool,
+    progress: &mut dyn FnMut(Progress),
 ) -> anyhow::Result<DemoReport> {
     let site = match sites::list(store)
         .await?
@@ -351,8 +371,9 @@ pub async fn generate(
     let mut hits = 0u64;
     let per_visit = mean_visit_views();
     let end = Resolution::Minute.floor(now);
-    let mut minute =
-        Resolution::Day.floor(now) - TimeDelta::days(i64::from(options.days.max(1)) - 1);
+    let days = options.days.max(1);
+    let mut minute = Resolution::Day.floor(now) - TimeDelta::days(i64::from(days) - 1);
+    let mut day = 0;
     while minute <= end {
         let n = rng.poisson(rate(minute, f64::from(options.daily_views)) / per_visit);
         let last_second = if minute == end { now.second() } else { 59 };
@@ -430,6 +451,12 @@ pub async fn generate(
             batch.clear();
         }
         minute += TimeDelta::minutes(1);
+        // Views written so far: those of the day's last batch, still
+        // gathering, count in the next line.
+        if (minute.hour() == 0 && minute.minute() == 0) || minute > end {
+            day += 1;
+            progress(Progress { day, days, hits });
+        }
     }
     Ok(DemoReport {
         site,

@@ -43,13 +43,20 @@ impl Application {
         store: Store,
         clock: SharedClock,
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            store.topology().supports_transactions(),
-            "the database is a standalone server, without multi-document transactions, which \
-             Tickertape needs to apply hits exactly once. Run it as a one-member replica set: \
-             start mongod with --replSet rs0 and run rs.initiate() once (the embedded database \
-             already is one)"
-        );
+        let listener = bind(settings)?;
+        Self::build_on(settings, store, clock, listener).await
+    }
+
+    /// [`build`](Self::build) on a listener bound beforehand: `serve` binds
+    /// its port before it creates anything, so that a taken port stops it
+    /// before the first admin or the demo exist.
+    pub async fn build_on(
+        settings: &Settings,
+        store: Store,
+        clock: SharedClock,
+        listener: TcpListener,
+    ) -> anyhow::Result<Self> {
+        check_store(&store)?;
         let retention = settings
             .retention
             .retention()
@@ -140,7 +147,6 @@ impl Application {
                 }
             });
         }
-        let listener = TcpListener::bind(settings.listen)?;
         let bound = listener.local_addr()?;
         let port = bound.port();
         let public_url = public_url_or(settings.public_url.as_deref(), bound);
@@ -269,6 +275,29 @@ impl Application {
         );
         Ok(served?)
     }
+}
+
+/// Binds the listen address (port 0 picks a free one), naming it when it
+/// cannot be had.
+pub fn bind(settings: &Settings) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(settings.listen).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {}: {e}. Stop what uses it or set TICKERTAPE_LISTEN to another address",
+            settings.listen
+        )
+    })
+}
+
+/// What the database must offer before anything is written to it.
+pub fn check_store(store: &Store) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        store.topology().supports_transactions(),
+        "the database is a standalone server, without multi-document transactions, which \
+         Tickertape needs to apply hits exactly once. Run it as a one-member replica set: \
+         start mongod with --replSet rs0 and run rs.initiate() once (the embedded database \
+         already is one)"
+    );
+    Ok(())
 }
 
 /// Request logging: path (without the query string, which can hold

@@ -349,6 +349,31 @@ pub async fn set_one_time_password(
     Ok(())
 }
 
+/// Replaces a one-time password that still works and was never replaced
+/// by the user's own, keeping its end: `serve` prints the first admin a new
+/// one at each start until then, since the one printed before may never
+/// have been seen (a start that failed after printing it, a lost console).
+/// Returns when it stops working, or `None` when the user has no such
+/// password (they chose their own, or it expired).
+pub async fn replace_one_time_password(
+    store: &Store,
+    id: Uuid,
+    password: &NewPassword,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, UserError> {
+    let user = collection(store)
+        .find_one_and_update(
+            doc! {
+                "_id": bson::Uuid::from(id),
+                "mustChangePassword": true,
+                "oneTimeUntil": {"$gt": bson::DateTime::from_chrono(now)},
+            },
+            doc! {"$set": {"passwordHash": password.hash()}},
+        )
+        .await?;
+    Ok(user.and_then(|u| u.one_time_until.map(|t| t.to_chrono())))
+}
+
 /// Marks a user's current password as one-time (the first admin's printed
 /// one), working until `now` plus [`ONE_TIME_PASSWORD_LIFETIME`].
 pub async fn require_password_change(

@@ -253,6 +253,9 @@ impl Applier {
             return;
         };
         self.applied = start;
+        // Known from the start, so the sources need not wait for the
+        // rollups' first batch (see `wait_for_rollups`).
+        self.lane.applied(self.stream.index(), start);
         tracing::info!(
             lane,
             stream,
@@ -290,8 +293,34 @@ impl Applier {
     async fn round(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
         let closing = *shutdown.borrow();
         match self.gather(shutdown).await {
-            Some(batch) => self.commit(batch, shutdown).await,
+            Some(batch) => {
+                if self.stream == Stream::Sources {
+                    self.wait_for_rollups(batch.to, shutdown).await;
+                }
+                self.commit(batch, shutdown).await
+            }
             None => !(closing || *shutdown.borrow()),
+        }
+    }
+
+    /// Reports read a period's views from the hour and day buckets and its
+    /// sources (and other breakdowns) beside them: breakdowns applied
+    /// before the rollups would show more views with a known source than
+    /// views for the seconds the rollups trail. So a breakdowns batch waits
+    /// until the rollups have applied its hits, at most [`ROLLUPS_WAIT`]:
+    /// a rollups stream that cannot go on delays the breakdowns by that
+    /// much, never stops them.
+    async fn wait_for_rollups(&self, to: u64, shutdown: &mut watch::Receiver<bool>) {
+        let until = Instant::now() + ROLLUPS_WAIT;
+        let rollups = Stream::Rollups.index();
+        while self.lane.applied_by(rollups) < to && Instant::now() < until {
+            if *shutdown.borrow() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = shutdown.changed() => {}
+            }
         }
     }
 
@@ -758,6 +787,10 @@ impl Applier {
         true
     }
 }
+
+/// The longest a breakdowns batch waits for the rollups to apply its hits
+/// (see `Applier::wait_for_rollups`): a few rollups windows.
+const ROLLUPS_WAIT: Duration = Duration::from_secs(20);
 
 /// When a batch whose oldest hit was made `at` closes: a window later, but
 /// never later than a window from now (a clock ahead) and at once for hits

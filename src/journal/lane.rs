@@ -210,6 +210,12 @@ impl Lane {
         })
     }
 
+    /// Where applier `applier` (0 views, 1 sources, 2 rollups) stands:
+    /// everything before it is in the database (0 until it has said).
+    pub fn applied_by(&self, applier: usize) -> u64 {
+        self.applied[applier].load(Relaxed)
+    }
+
     /// Applier `applier` (0 views, 1 sources, 2 rollups) has everything
     /// before `position` in the database: release what all of them have.
     pub fn applied(&self, applier: usize, position: u64) {

@@ -8,6 +8,7 @@ pub mod day_visitors;
 pub mod imports;
 pub mod last_use;
 pub mod page_summaries;
+pub mod preparation;
 pub mod progress;
 pub mod retention;
 pub mod salts;

@@ -67,6 +67,8 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
         tracing::warn!(site = %site.domain, buckets = report.skipped,
             "page-day buckets dated outside 1990 to the day after tomorrow are left out of the site totals");
     }
+    // Reports of the site say how far this is while it runs.
+    let tracker = super::preparation::Tracker::start(site.domain.as_str());
     // Day level first: it tells which hours have views at all, so the hour
     // and minute levels only visit those.
     let days = first_and_last(store, &site.domain, Resolution::Day, now).await?;
@@ -77,12 +79,17 @@ pub async fn backfill(store: &Store, site: &Site) -> anyhow::Result<BackfillRepo
         for (i, g) in Resolution::ALL.into_iter().enumerate().rev() {
             let step = window(g);
             let mut from = first;
+            let windows = ((end - from).num_seconds().max(0) as u64)
+                .div_ceil(step.num_seconds().max(1) as u64);
+            let mut done = 0;
             while from < end {
+                tracker.at(g, done, windows);
                 let to = from.checked_add_signed(step).map_or(end, |t| t.min(end));
                 if g == Resolution::Day || has_views(store, &site.domain, from, to).await? {
                     report.buckets[i] += recompute(store, &site.domain, g, from, to).await?;
                 }
                 from = to;
+                done += 1;
             }
         }
     }

@@ -40,6 +40,11 @@ pub enum WebError {
     Busy,
     #[error("the database did not answer; try again in a moment")]
     Database(#[source] anyhow::Error),
+    /// A report of a site whose totals are not built yet (an upgrade,
+    /// views written by another tool) that the page buckets cannot answer
+    /// within the time limit: what is being prepared, and how far.
+    #[error("{0}")]
+    Preparing(String),
     #[error("something went wrong")]
     Internal(#[source] anyhow::Error),
 }
@@ -65,7 +70,21 @@ impl WebError {
             WebError::BadCsrf => "bad_csrf",
             WebError::Busy => "busy",
             WebError::Database(_) => "database_unavailable",
+            WebError::Preparing(_) => "preparing",
             WebError::Internal(_) => "internal",
+        }
+    }
+
+    /// A time-limited report read of `site` that failed because the site's
+    /// totals are still being built becomes [`WebError::Preparing`]: the
+    /// database is healthy, the figures are not ready. Anything else is
+    /// left as it is.
+    pub fn unless_preparing(self, site: &crate::storage::sites::Site) -> Self {
+        match self {
+            WebError::Database(e) if !site.totals_complete && is_time_limit(&e) => {
+                WebError::Preparing(preparing_message(site))
+            }
+            other => other,
         }
     }
 
@@ -90,6 +109,34 @@ impl WebError {
             _ => {}
         }
     }
+}
+
+/// The server stopped a read at its time limit (`maxTimeMS`): code 50,
+/// `MaxTimeMSExpired`.
+pub fn is_time_limit(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<mongodb::error::Error>()
+            .is_some_and(stopped_at_time_limit)
+    })
+}
+
+/// `MaxTimeMSExpired`, as the server answers a command run past its
+/// `maxTimeMS`.
+pub fn stopped_at_time_limit(e: &mongodb::error::Error) -> bool {
+    matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 50)
+}
+
+/// What a report of `site` says while its totals are being prepared.
+pub fn preparing_message(site: &crate::storage::sites::Site) -> String {
+    let how_far = match crate::storage::preparation::of(site.domain.as_str()) {
+        Some(p) => format!("They are being prepared now: {}.", p.describe()),
+        None => "They are not being prepared in this process: `serve` prepares them at start, and `tickertape backfill-site-totals` does it now.".to_owned(),
+    };
+    format!(
+        "This range of {} cannot be shown yet: the site's totals are built once from its page buckets (after an upgrade, or views written by another tool), up to about 15 minutes for a year of 10,000 pages. {how_far} Shorter ranges may already show; this one will once they are ready.",
+        site.domain
+    )
 }
 
 impl From<mongodb::error::Error> for WebError {
@@ -134,6 +181,8 @@ impl ResponseError for WebError {
             | WebError::PasswordChangeRequired => StatusCode::SEE_OTHER,
             WebError::Forbidden | WebError::BadCsrf => StatusCode::FORBIDDEN,
             WebError::Busy | WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+            // Accepted, not ready: never a 503 for a healthy database.
+            WebError::Preparing(_) => StatusCode::ACCEPTED,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -171,10 +220,21 @@ impl ResponseError for WebError {
                 "Database unavailable",
                 "The database did not answer. Please try again in a moment.",
             ),
+            WebError::Preparing(message) => {
+                error_page(status, "Figures being prepared", message)
+            }
             WebError::Internal(_) => {
                 error_page(status, "Something went wrong", "Please try again.")
             }
         };
+        if matches!(self, WebError::Preparing(_)) {
+            // The page comes back by itself, and shows the figures once
+            // they are ready.
+            page.headers_mut()
+                .insert(header::REFRESH, header::HeaderValue::from_static("30"));
+            page.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
+        }
         if matches!(self, WebError::Busy) {
             page.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
@@ -222,6 +282,13 @@ impl ResponseError for JsonError {
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct CsvError(#[from] pub WebError);
+
+impl CsvError {
+    /// See [`WebError::unless_preparing`].
+    pub fn unless_preparing(self, site: &crate::storage::sites::Site) -> Self {
+        CsvError(self.0.unless_preparing(site))
+    }
+}
 
 impl From<mongodb::error::Error> for CsvError {
     fn from(e: mongodb::error::Error) -> Self {

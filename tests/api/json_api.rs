@@ -824,6 +824,34 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
             get(app, &token, &bad).await;
         }
     }
+    // `preparing`: a site whose totals are not built yet, with a report
+    // time limit its page buckets cannot meet over a year.
+    let slow = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;
+    let site = slow.add_site("slow.test", &[]).await;
+    let owner = slow.add_user("c@example.com", Role::Owner).await;
+    slow.set_owners(&site, &[owner.id]).await;
+    let pages: Vec<String> = (0..20).map(|i| format!("slow.test/p{i}")).collect();
+    let mut hits = Vec::new();
+    for week in 0..52 {
+        for page in &pages {
+            hits.push((page.as_str(), t0() - chrono::TimeDelta::days(week * 7)));
+        }
+    }
+    crate::site_totals::write_old_page_buckets(&slow.store, &hits).await;
+    crate::site_totals::mark_old(&slow.store, &site).await;
+    slow.ingest.directory.reload(&slow.store).await.unwrap();
+    let c = create_token(&slow.login("c@example.com").await, "c", None).await;
+    for op in [
+        "series?",
+        "pages?",
+        "visits?",
+        "sources?",
+        "breakdown?dimension=browser&",
+    ] {
+        let path = format!("/api/v1/sites/{}/{op}range=12mo", site.id);
+        let r = get(&slow, &c, &path).await;
+        assert_eq!((r.status, code(&r)), (202, "preparing"), "{path}");
+    }
     let seen = openapi::seen().lock().unwrap().clone();
     let missing: Vec<_> = openapi::documented().difference(&seen).cloned().collect();
     assert!(

@@ -378,3 +378,185 @@ async fn make_runs_demo_loads_on_the_embedded_database_and_serves_a_report() {
     let status = child.wait().unwrap();
     assert!(health.is_ok_and(|r| r.status().is_success()), "{status:?}");
 }
+
+/// A running `serve`, its stdout lines up to "listening" kept.
+struct Served {
+    child: std::process::Child,
+    lines: Vec<String>,
+    address: String,
+}
+
+impl Served {
+    fn start(data: &std::path::Path, extra: &[&str]) -> Served {
+        let mut child = tickertape()
+            .arg("serve")
+            .args(extra)
+            .env("TICKERTAPE_DATA_DIR", data)
+            .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut lines = Vec::new();
+        let mut address = None;
+        // Up to the address, then whatever follows within a second (the
+        // login line comes right after it).
+        while let Ok(line) = rx.recv_timeout(if address.is_some() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(180)
+        }) {
+            if let Some(url) = line.strip_prefix("tickertape listening on ") {
+                address = Some(url.to_owned());
+            }
+            lines.push(line);
+        }
+        let address = address.unwrap_or_else(|| panic!("serve did not come up: {lines:?}"));
+        Served {
+            child,
+            lines,
+            address,
+        }
+    }
+
+    /// The one-time password the "first run" line prints, if it does.
+    fn password(&self) -> Option<String> {
+        let line = self.lines.iter().find(|l| l.starts_with("first run: "))?;
+        let rest = line.split(" with password ").nth(1)?;
+        Some(rest.split(' ').next()?.to_owned())
+    }
+
+    fn stop(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+impl Drop for Served {
+    /// A failed test leaves no server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Logs in as the first admin with `password`: `true` when the login is
+/// taken (and sends them to choose their own password).
+async fn first_admin_logs_in(address: &str, password: &str) -> bool {
+    let http = cookie_client();
+    let page = http
+        .get(format!("{address}/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = csrf_in(&page).expect("the login form's token");
+    let r = http
+        .post(format!("{address}/login"))
+        .form(&[
+            ("email", "admin@localhost"),
+            ("password", password),
+            ("csrf", csrf.as_str()),
+            ("next", "/sites"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    r.status() == 303
+        && r.headers()["location"]
+            .to_str()
+            .is_ok_and(|l| l.starts_with("/account/password"))
+}
+
+/// `serve --demo-if-empty` on a port already taken stops at once, before
+/// it has created anything: no database, no first admin, no demo. (It used
+/// to create the admin and write the demo for over a minute, then fail
+/// without printing the one-time password, which no later start printed.)
+#[tokio::test]
+async fn a_taken_port_stops_serve_before_anything_is_created() {
+    let data = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let started = Instant::now();
+    let out = tickertape()
+        .args(["serve", "--demo-if-empty"])
+        .env("TICKERTAPE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TICKERTAPE_DATA_DIR", data.path())
+        .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it stopped at once"
+    );
+    assert!(
+        !data.path().join("db").exists()
+            || std::fs::read_dir(data.path().join("db"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no database was created"
+    );
+    drop(taken);
+    // The next start is a first start: it prints the one-time login.
+    let served = Served::start(data.path(), &[]);
+    let password = served.password().expect("the first start's login");
+    assert!(first_admin_logs_in(&served.address, &password).await);
+    served.stop();
+}
+
+/// Each start prints a working one-time login while the first admin is
+/// the only user and has not chosen a password (the one printed before may
+/// never have been seen); the one printed before stops working.
+/// `user reset-login` gives a new one, also beside a running `serve`.
+#[tokio::test]
+async fn every_start_prints_the_first_admins_login_until_it_is_used() {
+    let data = tempfile::tempdir().unwrap();
+    let first = Served::start(data.path(), &[]);
+    let p1 = first.password().expect("the first start's login");
+    first.stop();
+    let second = Served::start(data.path(), &[]);
+    let p2 = second
+        .password()
+        .unwrap_or_else(|| panic!("the second start prints a login too: {:?}", second.lines));
+    assert_ne!(p1, p2);
+    assert!(first_admin_logs_in(&second.address, &p2).await);
+    assert!(!first_admin_logs_in(&second.address, &p1).await);
+
+    let reset = tickertape()
+        .args(["user", "reset-login", "--email", "admin@localhost"])
+        .env("TICKERTAPE_DATA_DIR", data.path())
+        .env("TICKERTAPE_LOCALDB_BIN", localdb_binary())
+        .output()
+        .unwrap();
+    assert!(reset.status.success(), "{reset:?}");
+    let said = String::from_utf8_lossy(&reset.stdout);
+    let p3 = said
+        .split(" with password ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_owned();
+    assert!(first_admin_logs_in(&second.address, &p3).await);
+    assert!(!first_admin_logs_in(&second.address, &p2).await);
+    second.stop();
+}

@@ -67,7 +67,7 @@ async fn assert_totals_match_pages(store: &Store, site: &Site) {
 
 /// Page buckets as the version before site totals wrote them: no site
 /// bucket at all.
-async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
+pub(crate) async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
     for g in Resolution::ALL {
         let mut inc = Increments::new(g);
         for (page, at) in hits {
@@ -85,7 +85,7 @@ async fn write_old_page_buckets(store: &Store, hits: &[(&str, DateTime<Utc>)]) {
     }
 }
 
-async fn mark_old(store: &Store, site: &Site) {
+pub(crate) async fn mark_old(store: &Store, site: &Site) {
     store
         .db()
         .collection::<Document>("sites")
@@ -305,4 +305,110 @@ async fn kept_page_days_give_the_buckets_numbers_and_follow_late_views() {
     let after = read(&kept).await.unwrap();
     assert_eq!(views(&after, "/a"), views(&first, "/a") + 1);
     assert_eq!(views(&after, "/b"), views(&first, "/b") + 100);
+}
+
+/// A site whose totals are not built yet (views written by another tool,
+/// or an upgrade), with a report time limit too small for its page
+/// buckets: the 12-month dashboard, page report and API answer what is
+/// being prepared (202, and how far while the backfill runs), never 503
+/// "database unavailable"; the database is healthy.
+#[tokio::test]
+async fn a_long_range_of_a_site_being_prepared_says_so_instead_of_failing() {
+    let app = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;
+    let site = app.add_site("prepared.test", &[]).await;
+    app.add_user("owner@example.com", tickertape::accounts::Role::Owner)
+        .await;
+    let owner_id = tickertape::accounts::users::find_by_email(
+        &app.store,
+        &tickertape::domain::Email::parse("owner@example.com").unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .id;
+    app.set_owners(&site, &[owner_id]).await;
+    // 20 pages with views on a day of every week of a year: more page
+    // buckets than the time limit lets a report read.
+    let pages: Vec<String> = (0..20).map(|i| format!("prepared.test/p{i}")).collect();
+    let mut hits = Vec::new();
+    for week in 0..52 {
+        for page in &pages {
+            hits.push((page.as_str(), t0() - TimeDelta::days(week * 7)));
+        }
+    }
+    write_old_page_buckets(&app.store, &hits).await;
+    mark_old(&app.store, &site).await;
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let owner = app.login("owner@example.com").await;
+    let token = crate::json_api::create_token(&owner, "prep", None).await;
+    let api = |path: String| {
+        let (http, address, token) = (app.http.clone(), app.address.clone(), token.clone());
+        async move {
+            let r = http
+                .get(format!("{address}{path}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let retry = r.headers().get("retry-after").is_some();
+            (r.status().as_u16(), retry, r.text().await.unwrap())
+        }
+    };
+
+    let dashboard = format!("/sites/{}?range=12mo", site.id);
+    let (status, html) = owner.text(&dashboard).await;
+    assert_eq!(status, 202, "{html}");
+    assert!(html.contains("cannot be shown yet"), "{html}");
+    assert!(html.contains("backfill-site-totals"), "{html}");
+    assert!(!html.contains("Database unavailable"), "{html}");
+    let (status, html) = owner
+        .text(&format!("/sites/{}/page?path=/p1&range=12mo", site.id))
+        .await;
+    assert_ne!(status, 503, "{html}");
+    for csv in ["series", "visits", "pages", "sources", "goals"] {
+        let r = owner
+            .get(&format!("/sites/{}/{csv}.csv?range=12mo", site.id))
+            .await;
+        assert_ne!(r.status(), 503, "{csv}.csv");
+    }
+    let r = owner
+        .get(&format!("/sites/{}/series.csv?range=12mo", site.id))
+        .await;
+    assert_eq!(r.status(), 202, "series.csv");
+    let series = format!("/api/v1/sites/{}/series?range=12mo", site.id);
+    let (status, retry, body) = api(series.clone()).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(retry, "a client is told when to ask again");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], "preparing", "{body}");
+    for endpoint in ["pages", "visits", "sources", "breakdown?dimension=browser&"] {
+        let sep = if endpoint.ends_with('&') { "" } else { "?" };
+        let (status, _, body) = api(format!(
+            "/api/v1/sites/{}/{endpoint}{sep}range=12mo",
+            site.id
+        ))
+        .await;
+        assert_ne!(status, 503, "{endpoint}: {body}");
+    }
+
+    // While the backfill runs, the answer says how far it is.
+    let store = app.store.clone();
+    let backfill = tokio::spawn(async move {
+        let site = reload(&store, &site).await;
+        site_totals::backfill(&store, &site).await.unwrap()
+    });
+    let mut told = None;
+    while !backfill.is_finished() {
+        let (status, _, body) = api(series.clone()).await;
+        if status == 202 && body.contains("being prepared now") {
+            told = Some(body);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A year of minute windows takes a while: the answer during it is
+    // what this checks.
+    backfill.abort();
+    let told = told.expect("the progress was told while the backfill ran");
+    assert!(told.contains(" totals "), "{told}");
 }

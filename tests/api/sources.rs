@@ -521,3 +521,91 @@ async fn sources_that_cannot_be_written_make_the_app_degraded_and_wait_in_the_jo
         assert_eq!((other, total), (0, 3), "{coll}");
     }
 }
+
+/// Every report reads views from the hour and day buckets, which the
+/// rollups applier writes a window after the hit: the freshness note says
+/// so, and never that the minutes show within a second (they took 5 s).
+#[tokio::test]
+async fn the_freshness_note_states_when_the_reports_show_a_view() {
+    let app = spawn_app_with(|s| {
+        s.ingest.apply_window_ms = 1_000;
+        s.ingest.sources_window_ms = 2_000;
+        s.ingest.rollups_window_ms = 5_000;
+    })
+    .await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("note.test", &[]).await;
+    let admin = app.login("admin@example.com").await;
+    let (_, html) = admin.text(&format!("/sites/{}", site.id)).await;
+    assert!(
+        html.contains("New views show here within about 6 seconds"),
+        "{html}"
+    );
+    assert!(!html.contains("within about a second"), "{html}");
+}
+
+/// The breakdowns applier gathers over a shorter window than the rollups,
+/// but a report never shows more views with a known source than views:
+/// read one after the other (sources first, so a race could only favour
+/// the views), the sources' total never exceeds the series' at any moment
+/// while a view is on its way.
+#[tokio::test]
+async fn a_report_never_shows_more_views_with_a_source_than_views() {
+    let app = spawn_app_with(|s| {
+        s.ingest.apply_window_ms = 10;
+        s.ingest.sources_window_ms = 10;
+        s.ingest.rollups_window_ms = 3_000;
+    })
+    .await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("ahead.test", &[]).await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "ahead", None).await;
+    let get = |path: String| {
+        let (http, address, token) = (app.http.clone(), app.address.clone(), token.clone());
+        async move {
+            let r = http
+                .get(format!("{address}{path}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    // The hit's time is now, so each applier waits its window.
+    app.clock.set(chrono::Utc::now());
+    let r = app
+        .pixel(&format!(
+            "site={}&page=/post&ref=https://news.ycombinator.com/item",
+            site.id
+        ))
+        .await;
+    assert_eq!(r.status(), 200);
+    let started = std::time::Instant::now();
+    let mut polls = 0;
+    loop {
+        let sources = get(format!("/api/v1/sites/{}/sources?range=today", site.id)).await;
+        let series = get(format!("/api/v1/sites/{}/series?range=today", site.id)).await;
+        let (sourced, views) = (
+            sources["total"].as_i64().unwrap(),
+            series["total"].as_i64().unwrap(),
+        );
+        assert!(
+            sourced <= views,
+            "after {:?}: {sourced} views with a known source beside {views} views",
+            started.elapsed()
+        );
+        polls += 1;
+        if sourced == 1 && views == 1 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the view and its source arrive"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(polls > 1, "the view was read while on its way");
+}

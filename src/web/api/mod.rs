@@ -93,6 +93,10 @@ pub enum ApiError {
     },
     #[error("The database did not answer. Please try again in a moment.")]
     Database(#[from] mongodb::error::Error),
+    /// The site's totals are still being built and this range cannot be
+    /// read from its page buckets within the time limit.
+    #[error("{0}")]
+    Preparing(String),
 }
 
 impl From<PeriodError> for ApiError {
@@ -116,6 +120,20 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::BadParameter { .. } => "bad_parameter",
             ApiError::Database(_) => "database_unavailable",
+            ApiError::Preparing(_) => "preparing",
+        }
+    }
+
+    /// See `WebError::unless_preparing`: a read of `site` stopped at the
+    /// time limit while its totals are not built is no database failure.
+    pub fn unless_preparing(self, site: &crate::storage::sites::Site) -> Self {
+        match self {
+            ApiError::Database(e)
+                if !site.totals_complete && crate::web::error::stopped_at_time_limit(&e) =>
+            {
+                ApiError::Preparing(crate::web::error::preparing_message(site))
+            }
+            other => other,
         }
     }
 }
@@ -141,6 +159,7 @@ impl ResponseError for ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Preparing(_) => StatusCode::ACCEPTED,
         }
     }
 
@@ -159,6 +178,9 @@ impl ResponseError for ApiError {
             }
             ApiError::Database(_) => {
                 response.insert_header((header::RETRY_AFTER, "5"));
+            }
+            ApiError::Preparing(_) => {
+                response.insert_header((header::RETRY_AFTER, "30"));
             }
             _ => {}
         }

@@ -170,17 +170,23 @@ fn series_body(
 /// `GET /api/v1/sites/{id}/series`: the dashboard's chart.
 pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    let period = q.period(&state, &site)?;
-    let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
-    let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
-    Ok(ok(&series_body(
-        &site,
-        None,
-        &period,
-        &points,
-        state.clock.now(),
-        daily_only,
-    )))
+    let answer: Reply = async {
+        let period = q.period(&state, &site)?;
+        let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
+        let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
+        Ok(ok(&series_body(
+            &site,
+            None,
+            &period,
+            &points,
+            state.clock.now(),
+            daily_only,
+        )))
+    }
+    .await;
+    // A long range of a site whose totals are being built: what is
+    // being prepared, not a 503.
+    answer.map_err(|e| e.unless_preparing(&site))
 }
 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
@@ -285,38 +291,44 @@ struct PageEntry {
 /// first, with its filter (`q`) and `limit`/`offset` paging.
 pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    let (period, coarsened) = q.period(&state, &site)?;
-    let needle = q.page_filter()?;
-    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
-    let offset = q.offset()?;
-    let scope = Scope::of_site(&site);
-    let now = state.clock.now();
-    let top = queries::top_pages(&state.store, &scope, &period).await?;
-    let total: i64 = top.iter().map(|(_, v)| v).sum();
-    let matching = filter::matching(&top, &needle);
-    let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();
-    let names: Vec<&Page> = shown.iter().map(|(page, _)| page).collect();
-    let figures =
-        crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
-    let pages = shown
-        .into_iter()
-        .zip(figures)
-        .map(|((page, views), f)| PageEntry {
-            path: page.path().to_owned(),
-            views: *views,
-            share: share(*views, total),
-            visitors: f.visitors,
-            entries: f.visits,
-            exits: f.exits.unwrap_or(0),
-        })
-        .collect();
-    Ok(ok(&PagesBody {
-        site: site.id.to_string(),
-        period: PeriodBody::new(&period, coarsened.as_ref()),
-        total,
-        matching: matching.len(),
-        pages,
-    }))
+    let answer: Reply = async {
+        let (period, coarsened) = q.period(&state, &site)?;
+        let needle = q.page_filter()?;
+        let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+        let offset = q.offset()?;
+        let scope = Scope::of_site(&site);
+        let now = state.clock.now();
+        let top = queries::top_pages(&state.store, &scope, &period).await?;
+        let total: i64 = top.iter().map(|(_, v)| v).sum();
+        let matching = filter::matching(&top, &needle);
+        let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();
+        let names: Vec<&Page> = shown.iter().map(|(page, _)| page).collect();
+        let figures =
+            crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
+        let pages = shown
+            .into_iter()
+            .zip(figures)
+            .map(|((page, views), f)| PageEntry {
+                path: page.path().to_owned(),
+                views: *views,
+                share: share(*views, total),
+                visitors: f.visitors,
+                entries: f.visits,
+                exits: f.exits.unwrap_or(0),
+            })
+            .collect();
+        Ok(ok(&PagesBody {
+            site: site.id.to_string(),
+            period: PeriodBody::new(&period, coarsened.as_ref()),
+            total,
+            matching: matching.len(),
+            pages,
+        }))
+    }
+    .await;
+    // A long range of a site whose totals are being built: what is
+    // being prepared, not a 503.
+    answer.map_err(|e| e.unless_preparing(&site))
 }
 
 /// Percent with one decimal, the number `pages.csv` prints.
@@ -412,59 +424,65 @@ struct NoSource {
 /// pages and `limit`/`offset` paging.
 pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    let (period, coarsened) = q.period(&state, &site)?;
-    let path = q.optional_path()?;
-    let filter = q.source_filter()?;
-    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
-    let offset = q.offset()?;
-    let now = state.clock.now();
-    let read = match &path {
-        None => {
-            let scope = SourceScope::Site(&site);
-            crate::web::reports::sources::read_shares(&state, scope, &period).await?
-        }
-        Some(NamedPath::Page(p)) => {
-            let page = Page::new(&site.domain, p);
-            let scope = SourceScope::Page(&page);
-            crate::web::reports::sources::read_shares(&state, scope, &period).await?
-        }
-        Some(NamedPath::Nowhere(_)) => ComparedShares::nothing(&period, now),
-    };
-    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-    let matching = sources::matching(&current.sources, &filter);
-    let sources = matching
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|(source, views)| SourceEntry {
-            source: source.to_string(),
-            views: *views,
-            share: share(*views, current.views),
-            compared_views: compared.sources.views_of(source),
-            previous_period_views: previous.sources.views_of(source),
-        })
-        .collect();
-    Ok(ok(&SourcesBody {
-        site: site.id.to_string(),
-        path: path.as_ref().map(|p| p.shown().to_owned()),
-        period: PeriodBody::new(&period, coarsened.as_ref()),
-        covered: Covered {
-            from: current.sources.from,
-            to: current.sources.to,
-        },
-        compared: ComparedBody::of(&period, now),
-        views: current.views,
-        total: current.sources.total,
-        other: current.sources.other,
-        none: NoSource {
-            views: current.without_source(),
-            share: share(current.without_source(), current.views),
-            compared_views: compared.without_source(),
-            previous_period_views: previous.without_source(),
-        },
-        matching: matching.len(),
-        sources,
-    }))
+    let answer: Reply = async {
+        let (period, coarsened) = q.period(&state, &site)?;
+        let path = q.optional_path()?;
+        let filter = q.source_filter()?;
+        let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+        let offset = q.offset()?;
+        let now = state.clock.now();
+        let read = match &path {
+            None => {
+                let scope = SourceScope::Site(&site);
+                crate::web::reports::sources::read_shares(&state, scope, &period).await?
+            }
+            Some(NamedPath::Page(p)) => {
+                let page = Page::new(&site.domain, p);
+                let scope = SourceScope::Page(&page);
+                crate::web::reports::sources::read_shares(&state, scope, &period).await?
+            }
+            Some(NamedPath::Nowhere(_)) => ComparedShares::nothing(&period, now),
+        };
+        let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
+        let matching = sources::matching(&current.sources, &filter);
+        let sources = matching
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(source, views)| SourceEntry {
+                source: source.to_string(),
+                views: *views,
+                share: share(*views, current.views),
+                compared_views: compared.sources.views_of(source),
+                previous_period_views: previous.sources.views_of(source),
+            })
+            .collect();
+        Ok(ok(&SourcesBody {
+            site: site.id.to_string(),
+            path: path.as_ref().map(|p| p.shown().to_owned()),
+            period: PeriodBody::new(&period, coarsened.as_ref()),
+            covered: Covered {
+                from: current.sources.from,
+                to: current.sources.to,
+            },
+            compared: ComparedBody::of(&period, now),
+            views: current.views,
+            total: current.sources.total,
+            other: current.sources.other,
+            none: NoSource {
+                views: current.without_source(),
+                share: share(current.without_source(), current.views),
+                compared_views: compared.without_source(),
+                previous_period_views: previous.without_source(),
+            },
+            matching: matching.len(),
+            sources,
+        }))
+    }
+    .await;
+    // A long range of a site whose totals are being built: what is
+    // being prepared, not a 503.
+    answer.map_err(|e| e.unless_preparing(&site))
 }
 
 // ----------------------------------------------------------- breakdown
@@ -512,47 +530,53 @@ struct BreakdownEntry {
 /// previous period's counts, paged with `limit` and `offset`.
 pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    let (period, coarsened) = q.period(&state, &site)?;
-    let dimension = q.dimension()?;
-    let path = q.optional_path()?;
-    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
-    let offset = q.offset()?;
-    let read = |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
-    let (now, compared, was, of) = match &path {
-        None => read(SourceScope::Site(&site)).await?,
-        Some(NamedPath::Page(p)) => {
-            let page = Page::new(&site.domain, p);
-            read(SourceScope::Page(&page)).await?
-        }
-        Some(NamedPath::Nowhere(_)) => Default::default(),
-    };
-    let entries = now
-        .names
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(|(name, count)| BreakdownEntry {
-            name: name.clone(),
-            count: *count,
-            share: share(*count, of),
-            compared_count: compared.of(name),
-            previous_period_count: was.of(name),
-        })
-        .collect();
-    let (from, to) = sources::covered(period.from, period.to);
-    Ok(ok(&BreakdownBody {
-        site: site.id.to_string(),
-        path: path.as_ref().map(|p| p.shown().to_owned()),
-        period: PeriodBody::new(&period, coarsened.as_ref()),
-        dimension: dimension.key(),
-        covered: Covered { from, to },
-        compared: ComparedBody::of(&period, state.clock.now()),
-        of,
-        total: now.total,
-        other: now.other,
-        matching: now.names.len(),
-        entries,
-    }))
+    let answer: Reply = async {
+        let (period, coarsened) = q.period(&state, &site)?;
+        let dimension = q.dimension()?;
+        let path = q.optional_path()?;
+        let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+        let offset = q.offset()?;
+        let read = |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
+        let (now, compared, was, of) = match &path {
+            None => read(SourceScope::Site(&site)).await?,
+            Some(NamedPath::Page(p)) => {
+                let page = Page::new(&site.domain, p);
+                read(SourceScope::Page(&page)).await?
+            }
+            Some(NamedPath::Nowhere(_)) => Default::default(),
+        };
+        let entries = now
+            .names
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(name, count)| BreakdownEntry {
+                name: name.clone(),
+                count: *count,
+                share: share(*count, of),
+                compared_count: compared.of(name),
+                previous_period_count: was.of(name),
+            })
+            .collect();
+        let (from, to) = sources::covered(period.from, period.to);
+        Ok(ok(&BreakdownBody {
+            site: site.id.to_string(),
+            path: path.as_ref().map(|p| p.shown().to_owned()),
+            period: PeriodBody::new(&period, coarsened.as_ref()),
+            dimension: dimension.key(),
+            covered: Covered { from, to },
+            compared: ComparedBody::of(&period, state.clock.now()),
+            of,
+            total: now.total,
+            other: now.other,
+            matching: now.names.len(),
+            entries,
+        }))
+    }
+    .await;
+    // A long range of a site whose totals are being built: what is
+    // being prepared, not a 503.
+    answer.map_err(|e| e.unless_preparing(&site))
 }
 
 // --------------------------------------------------------------- visits
@@ -589,55 +613,61 @@ struct VisitsBody {
 /// page report's) first line: visitors, visits, views, bounce rate and
 /// visit duration over the period.
 pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
-    use crate::reports::visits as v;
     let site = client.site(&state, &id)?;
-    let (period, coarsened) = q.period(&state, &site)?;
-    let path = q.optional_path()?;
-    let page = match &path {
-        Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
-        _ => None,
-    };
-    let scope = match (&path, &page) {
-        (_, Some(page)) => Scope::Page(page),
-        (None, _) => Scope::of_site(&site),
-        // Not a page of this site: nothing, as the other endpoints answer.
-        (Some(NamedPath::Nowhere(_)), None) | (Some(NamedPath::Page(_)), None) => {
-            return Ok(ok(&VisitsBody {
-                site: site.id.to_string(),
-                path: path.as_ref().map(|p| p.shown().to_owned()),
-                period: PeriodBody::new(&period, coarsened.as_ref()),
-                visitors: Some(0),
-                visits: 0,
-                views: 0,
-                bounces: 0,
-                duration_seconds: 0,
-                exits: Some(0),
-                views_per_visit: None,
-                bounce_rate: None,
-                visit_duration: None,
-                counted_since: None,
-            }))
-        }
-    };
-    let (views, figures, since) = tokio::try_join!(
-        queries::read_series(&state.store, &scope, &period),
-        v::figures(&state.store, &scope, &period),
-        v::counted_since(&state.store, &scope),
-    )?;
-    let views = queries::total(&views);
-    Ok(ok(&VisitsBody {
-        site: site.id.to_string(),
-        path: path.as_ref().map(|p| p.shown().to_owned()),
-        period: PeriodBody::new(&period, coarsened.as_ref()),
-        visitors: figures.visitors,
-        visits: figures.visits,
-        views,
-        bounces: figures.bounces(),
-        duration_seconds: figures.duration_secs,
-        exits: figures.exits,
-        views_per_visit: figures.views_per_visit(views),
-        bounce_rate: figures.bounce_rate(),
-        visit_duration: figures.average_duration(),
-        counted_since: since,
-    }))
+    let answer: Reply = async {
+        use crate::reports::visits as v;
+        let (period, coarsened) = q.period(&state, &site)?;
+        let path = q.optional_path()?;
+        let page = match &path {
+            Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
+            _ => None,
+        };
+        let scope = match (&path, &page) {
+            (_, Some(page)) => Scope::Page(page),
+            (None, _) => Scope::of_site(&site),
+            // Not a page of this site: nothing, as the other endpoints answer.
+            (Some(NamedPath::Nowhere(_)), None) | (Some(NamedPath::Page(_)), None) => {
+                return Ok(ok(&VisitsBody {
+                    site: site.id.to_string(),
+                    path: path.as_ref().map(|p| p.shown().to_owned()),
+                    period: PeriodBody::new(&period, coarsened.as_ref()),
+                    visitors: Some(0),
+                    visits: 0,
+                    views: 0,
+                    bounces: 0,
+                    duration_seconds: 0,
+                    exits: Some(0),
+                    views_per_visit: None,
+                    bounce_rate: None,
+                    visit_duration: None,
+                    counted_since: None,
+                }))
+            }
+        };
+        let (views, figures, since) = tokio::try_join!(
+            queries::read_series(&state.store, &scope, &period),
+            v::figures(&state.store, &scope, &period),
+            v::counted_since(&state.store, &scope),
+        )?;
+        let views = queries::total(&views);
+        Ok(ok(&VisitsBody {
+            site: site.id.to_string(),
+            path: path.as_ref().map(|p| p.shown().to_owned()),
+            period: PeriodBody::new(&period, coarsened.as_ref()),
+            visitors: figures.visitors,
+            visits: figures.visits,
+            views,
+            bounces: figures.bounces(),
+            duration_seconds: figures.duration_secs,
+            exits: figures.exits,
+            views_per_visit: figures.views_per_visit(views),
+            bounce_rate: figures.bounce_rate(),
+            visit_duration: figures.average_duration(),
+            counted_since: since,
+        }))
+    }
+    .await;
+    // A long range of a site whose totals are being built: what is
+    // being prepared, not a 503.
+    answer.map_err(|e| e.unless_preparing(&site))
 }

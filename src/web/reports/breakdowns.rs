@@ -324,6 +324,15 @@ pub fn lag(state: &WebState) -> Option<String> {
 /// `path`): every name of one dimension over the range, with its share and
 /// the previous period's count.
 pub async fn breakdown_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    breakdown_csv_of(CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let dimension = q.dimension()?;

@@ -124,8 +124,21 @@ pub async fn dashboard(r: SiteRequest, q: Query) -> Answer {
 }
 
 /// The dashboard of `site` as `audience` sees it (signed in, or through a
-/// share link).
+/// share link). A long range of a site whose totals are still being built
+/// says what is being prepared instead of failing.
 pub async fn show_dashboard(
+    state: &WebState,
+    q: &ReportQuery,
+    site: Arc<Site>,
+    audience: Audience,
+) -> Answer {
+    let of = site.clone();
+    dashboard_of(state, q, site, audience)
+        .await
+        .map_err(|e| e.unless_preparing(&of))
+}
+
+async fn dashboard_of(
     state: &WebState,
     q: &ReportQuery,
     site: Arc<Site>,

@@ -97,6 +97,15 @@ pub(super) fn file_stem(
 
 /// The series of the dashboard (no `path`) or of a page report (`path`).
 pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    series_csv_of(CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn series_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let started = r.started;
@@ -124,6 +133,15 @@ pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 /// bucket, of the dashboard (no `path`) or of a page report (`path`: its
 /// visits are those that entered there).
 pub async fn visits_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    visits_csv_of(CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     use crate::reports::visits;
     let state = r.state;
     let site = r.site;
@@ -187,6 +205,15 @@ pub async fn visits_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    pages_csv_of(CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let started = r.started;

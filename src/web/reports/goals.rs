@@ -159,6 +159,18 @@ pub async fn goals_csv(
     super::exports::CsvRequest(r): super::exports::CsvRequest,
     q: super::Query,
 ) -> super::exports::CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    goals_csv_of(super::exports::CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn goals_csv_of(
+    super::exports::CsvRequest(r): super::exports::CsvRequest,
+    q: super::Query,
+) -> super::exports::CsvAnswer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);

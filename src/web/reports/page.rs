@@ -67,8 +67,21 @@ pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
     show_page_report(&r.state, r.site, audience, &q).await
 }
 
-/// A page report of `site` as `audience` sees it.
+/// A page report of `site` as `audience` sees it (what is being prepared,
+/// for a long range of a site whose totals are still being built).
 pub async fn show_page_report(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &ReportQuery,
+) -> Answer {
+    let of = site.clone();
+    page_report_of(state, site, audience, q)
+        .await
+        .map_err(|e| e.unless_preparing(&of))
+}
+
+async fn page_report_of(
     state: &WebState,
     site: Arc<Site>,
     audience: Audience,

@@ -266,6 +266,15 @@ pub(super) fn view(
 /// `GET /sites/{id}/sources.csv` (site, or page with `path`): every
 /// source of the range, with share and the previous period's views.
 pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // A long range of a site whose totals are being built: what is being
+    // prepared, not a 503.
+    let site = r.site.clone();
+    sources_csv_of(CsvRequest(r), q)
+        .await
+        .map_err(|e| e.unless_preparing(&site))
+}
+
+async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
