@@ -536,7 +536,8 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         let path = q.optional_path()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
         let offset = q.offset()?;
-        let read = |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
+        let read =
+            |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
         let (now, compared, was, of) = match &path {
             None => read(SourceScope::Site(&site)).await?,
             Some(NamedPath::Page(p)) => {
