@@ -297,6 +297,14 @@ impl Totals {
             || self.visits.get(&unit).copied().unwrap_or(0) != 0
     }
 
+    /// The site buckets' `takenBack` over a span's units.
+    fn taken_back_over(&self, span: Span) -> i64 {
+        self.taken_back
+            .range(span.first()..span.end())
+            .map(|(_, n)| *n)
+            .fold(0, i64::saturating_add)
+    }
+
     /// The site's views over a span's units.
     fn over(&self, span: Span) -> i64 {
         self.by_unit
@@ -331,7 +339,10 @@ impl Builder<'_> {
             page_summaries::read(self.store, self.totals.grain, &self.key, spans)
                 .await?
                 .into_iter()
-                .filter(|s| s.total == self.totals.over(s.span))
+                .filter(|s| {
+                    s.total == self.totals.over(s.span)
+                        && s.taken_back == self.totals.taken_back_over(s.span)
+                })
                 .map(|s| (s.span, s))
                 .collect(),
         )
@@ -357,6 +368,7 @@ impl Builder<'_> {
                                 summary: Summary {
                                     span: half,
                                     total: 0,
+                                    taken_back: self.totals.taken_back_over(half),
                                     pages: Vec::new(),
                                 },
                                 exact: true,
@@ -377,7 +389,10 @@ impl Builder<'_> {
                     }
                 }
             };
-            if made.exact && made.summary.total == self.totals.over(span) {
+            if made.exact
+                && made.summary.total == self.totals.over(span)
+                && made.summary.taken_back == self.totals.taken_back_over(span)
+            {
                 let grain = self.totals.grain;
                 page_summaries::write(self.store, grain, &self.site.id, &made.summary).await?;
             }
@@ -415,6 +430,9 @@ impl Builder<'_> {
             summary: Summary {
                 span,
                 total: views,
+                // As the totals read before the buckets say: a credit
+                // that came in between makes it differ next time.
+                taken_back: self.totals.taken_back_over(span),
                 pages,
             },
         })

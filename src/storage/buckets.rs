@@ -227,11 +227,12 @@ fn whole_second(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(at.timestamp(), 0).unwrap_or(at)
 }
 
-/// A bucket's count of deletions that took counts out of it. Totals
-/// only grow otherwise, so readers that keep an answer while a day's
-/// total is unchanged (page summaries, visitor estimates) also compare
-/// this: a day taken back and filled again to the same total is not the
-/// same day.
+/// A bucket's count of deletions that took counts out of it, and (site
+/// buckets) of hits of a later hour or day that credited its views' exits
+/// and bounces. Totals only grow otherwise, so readers that keep an answer
+/// while a day's total is unchanged (page summaries, visitor estimates)
+/// also compare this: a day taken back and filled again to the same total,
+/// or whose last view's exit moved on to the next day, is not the same day.
 pub const TAKEN_BACK: &str = "takenBack";
 
 #[derive(Debug, Default)]
@@ -239,6 +240,10 @@ struct BucketIncrement {
     /// Signed: an import's deletion takes its views back.
     views: Vec<i32>,
     visits: Option<Box<VisitIncrement>>,
+    /// A later hit changed what this (site) bucket's pages hold without a
+    /// view of its own here: raises [`TAKEN_BACK`], so that answers kept
+    /// while the bucket's total is unchanged are made again.
+    credited_late: bool,
 }
 
 #[derive(Debug, Default)]
@@ -306,6 +311,7 @@ impl Increments {
             .or_insert_with(|| BucketIncrement {
                 views: vec![0; g.slot_count()],
                 visits: None,
+                credited_late: false,
             })
     }
 
@@ -361,6 +367,17 @@ impl Increments {
         let previous_at = whole_second(at)
             .checked_sub_signed(chrono::TimeDelta::seconds(i64::from(visit.duration_secs)))
             .unwrap_or(at);
+        // The previous view's exit and the visit's bounce are credited where
+        // that view was: when it is an earlier hour or day, the site's
+        // bucket there says so, since page summaries and visit answers
+        // are kept while a bucket's total is unchanged (and this changes
+        // its pages without a view).
+        if visit.entry.is_some()
+            && self.target.subject == Subject::Site
+            && self.target.bucket_of(page, previous_at) != self.target.bucket_of(page, at)
+        {
+            self.bucket(page, previous_at).credited_late = true;
+        }
         let credit = |inc: &mut Self, page: &str, when: DateTime<Utc>, counter: usize, n: i64| {
             let n = n.saturating_mul(i64::from(sign));
             if n != 0 {
@@ -531,7 +548,7 @@ impl Increments {
                 // At most 1,440 slots of i32: the sum fits an i64.
                 let total: i64 = bucket.views.iter().map(|&n| i64::from(n)).sum();
                 let mut inc = doc! { "totalViews": total };
-                if self.taken_back {
+                if self.taken_back || bucket.credited_late {
                     inc.insert(TAKEN_BACK, 1_i64);
                 }
                 for (slot, &n) in bucket.views.iter().enumerate().filter(|(_, &n)| n != 0) {
@@ -723,6 +740,39 @@ mod tests {
             &doc! {"totalViews": 3_i64, "minutes.1": 2, "minutes.2": 1}
         );
         assert_eq!(ours.get_document("q").unwrap().get_i32("part"), Ok(3));
+    }
+
+    #[test]
+    fn a_credit_to_an_earlier_hour_marks_the_sites_bucket_there() {
+        let visit = |duration_secs| Visit {
+            visitor: 42,
+            duration_secs,
+            entry: Some("example.com/a".into()),
+            previous: Some("example.com/a".into()),
+            second_view: true,
+        };
+        let taken_back = |duration_secs| {
+            let mut inc = Increments::for_site(Resolution::Hour, 0);
+            inc.add_hit("example.com/b", at(10, 1, 7), Some(&visit(duration_secs)));
+            let mut marks: Vec<(DateTime<Utc>, i64)> = inc
+                .statements()
+                .iter()
+                .map(|s| {
+                    let q = s.get_document("q").unwrap();
+                    let u = s.get_document("u").unwrap().get_document("$inc").unwrap();
+                    (
+                        q.get_datetime("timestamp").unwrap().to_chrono(),
+                        u.get_i64(TAKEN_BACK).unwrap_or(0),
+                    )
+                })
+                .collect();
+            marks.sort();
+            marks
+        };
+        // The previous view at 10:00:37: same hour, nothing marked.
+        assert_eq!(taken_back(30), [(at(10, 0, 0), 0)]);
+        // At 09:59:07: the 09:00 bucket gets the bounce and is marked.
+        assert_eq!(taken_back(120), [(at(9, 0, 0), 1), (at(10, 0, 0), 0)]);
     }
 
     #[test]

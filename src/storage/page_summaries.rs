@@ -17,11 +17,12 @@
 //! day totals, `site_views_day`), and is used only while that total is
 //! still the site's. Every view reaches the site's totals in the same
 //! transaction as its page buckets, and a visit's credits (entries, exits,
-//! durations, visitor registers) ride on a view of that site and day, so
+//! durations, visitor registers) ride on a view of that site and day, or,
+//! for the exit and bounce a later view moves back to an earlier hour or
+//! day, raise that site bucket's `takenBack` (compared with the total), so
 //! an unchanged total means unchanged pages; a late view (a journal
 //! replayed after an outage) changes it, and the summary is made again
-//! from its halves. Views are never taken back, so equal totals are
-//! proof; the write path keeps its rate (it writes nothing more).
+//! from its halves.
 //!
 //! **Hours.** The parts of days a range covers (today, the last 24 hours,
 //! the hours before a zone's midnight) are summarised the same way in
@@ -218,6 +219,10 @@ impl Span {
 pub struct Summary {
     pub span: Span,
     pub total: i64,
+    /// The site buckets' `takenBack` over the span when it was made: with
+    /// `total`, what says the summary is still right (a deletion, or a
+    /// visit's exit moved back into the span, changes it without views).
+    pub taken_back: i64,
     pub pages: Vec<(String, PageFigures)>,
 }
 
@@ -254,6 +259,7 @@ impl Summary {
         Summary {
             span,
             total: a.total.saturating_add(b.total),
+            taken_back: a.taken_back.saturating_add(b.taken_back),
             pages,
         }
     }
@@ -401,7 +407,7 @@ pub async fn read(
         .reports()
         .collection::<Document>(grain.collection())
         .find(doc! {"_id": {"$in": ids}})
-        .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "data": 1})
+        .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "takenBack": 1, "data": 1})
         .max_time(store.report_max_time())
         .await?;
     let mut out = Vec::with_capacity(spans.len());
@@ -424,7 +430,14 @@ pub async fn read(
             continue;
         }
         match decode(data) {
-            Ok(pages) => out.push(Summary { span, total, pages }),
+            Ok(pages) => out.push(Summary {
+                span,
+                total,
+                // Summaries stored before the field: as if nothing was
+                // taken back (one whose span was is made again).
+                taken_back: d.get_i64("takenBack").unwrap_or(0),
+                pages,
+            }),
             Err(e) => tracing::warn!(site, ?span, "{e}: it will be made again"),
         }
     }
@@ -471,6 +484,7 @@ pub async fn write(
                 "timestamp": bson::DateTime::from_chrono(grain.start(span.first())),
                 units: 1_i32 << span.level,
                 "total": summary.total,
+                "takenBack": summary.taken_back,
                 "pages": summary.pages.len() as i64,
                 "data": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: data }),
             },
@@ -693,15 +707,17 @@ mod tests {
         let left = Summary {
             span: a,
             total: 5,
+            taken_back: 1,
             pages: vec![("s/a".into(), figures(2)), ("s/c".into(), figures(3))],
         };
         let right = Summary {
             span: b,
             total: 4,
+            taken_back: 2,
             pages: vec![("s/b".into(), figures(1)), ("s/c".into(), figures(3))],
         };
         let both = Summary::merged(span, &left, &right);
-        assert_eq!(both.total, 9);
+        assert_eq!((both.total, both.taken_back), (9, 3));
         let mut c = figures(3);
         c.add(&figures(3));
         assert_eq!(

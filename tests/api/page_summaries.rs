@@ -416,3 +416,50 @@ async fn no_summary_is_stored_for_a_site_marked_deleted() {
     page_totals::backfill(&app.store, &site).await.unwrap();
     assert!(of_site(summaries(&app).await) > 0);
 }
+
+/// A visit's next view moves its previous view's exit (and bounce) back
+/// to that view's hour, without a view there: an hour summary kept while
+/// the hour's total is unchanged would keep the old exit. The site's
+/// bucket of that hour is marked, so the summary is made again.
+#[tokio::test]
+async fn an_exit_moved_back_to_a_summarised_hour_is_seen() {
+    let app = spawn_app().await;
+    let site = app.add_site("late.test", &[]).await;
+    let hour = Resolution::Hour.floor(Utc::now() - TimeDelta::hours(3));
+    let exits =
+        |answer: &page_summaries::Answer, page: &str| answer.get(page).map_or(0, |f| f.exits);
+    app.clock.set(hour + TimeDelta::minutes(58));
+    let r = app.pixel(&format!("site={}&page=/first", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let range = (hour, hour + TimeDelta::hours(1));
+    let before = page_totals::whole_hours(&app.store, &site, range)
+        .await
+        .unwrap();
+    assert_eq!(exits(&before, "late.test/first"), 1, "{before:?}");
+    assert!(
+        !hour_summaries(&app).await.is_empty(),
+        "the hour is summarised"
+    );
+    // Three minutes later, in the next hour, the same visitor goes on.
+    app.clock.set(hour + TimeDelta::minutes(61));
+    let r = app.pixel(&format!("site={}&page=/second", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let after = page_totals::whole_hours(&app.store, &site, range)
+        .await
+        .unwrap();
+    assert_eq!(
+        exits(&after, "late.test/first"),
+        0,
+        "its visit went on: {after:?}"
+    );
+    let next = page_totals::whole_hours(
+        &app.store,
+        &site,
+        (hour + TimeDelta::hours(1), hour + TimeDelta::hours(2)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(exits(&next, "late.test/second"), 1, "{next:?}");
+}
