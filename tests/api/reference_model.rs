@@ -1204,7 +1204,7 @@ fn goatcounter_export(
             let event = rng.chance(10).then(|| *rng.pick(&EVENTS));
             Imported {
                 site: i % sites,
-                path: *rng.pick(&PATHS),
+                path: PATHS[rng.below(PATHS.len() as u64) as usize],
                 event,
                 at: day + TimeDelta::seconds(second),
                 browser: rng.below(IMPORTED_BROWSERS.len() as u64) as usize,
