@@ -129,7 +129,12 @@ fn import_command(app: &TestApp, site: &str, file: &std::path::Path) -> Command 
 
 /// `tickertape import <kind> --site <site> <file>` against the test's
 /// database.
-fn import_command_of(app: &TestApp, kind: &str, site: &str, file: &std::path::Path) -> Command {
+pub(crate) fn import_command_of(
+    app: &TestApp,
+    kind: &str,
+    site: &str,
+    file: &std::path::Path,
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickertape"));
     cmd.args(["import", kind, "--site", site])
         .arg(file)

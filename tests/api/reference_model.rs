@@ -1,14 +1,17 @@
 //! The reference model: random traffic sent through the pixel with the
 //! test clock (visitors with several pages and gaps around the 30-minute
 //! visit rule, sources, campaigns, browsers, countries, events, views
-//! across midnight, one site in UTC and one at +05:30), a plain
-//! computation of every figure from the hits themselves, and every report
-//! compared with it: the API's visits, pages, series, sources and
-//! breakdowns, `visits.csv`, `pages.csv`, `breakdown.csv`, the dashboard
-//! and the page report, for every preset and random ranges with edges
-//! inside hours and days. Exact everywhere but the visitors, which a
-//! sketch estimates (within its documented error, and never more than the
-//! views they made).
+//! across midnight, one site in UTC and one at +05:30), a GoatCounter
+//! export of the weeks before that traffic imported through the real
+//! `tickertape import` (views and events without visits), a plain
+//! computation of every figure from the hits and rows themselves, and
+//! every report compared with it: the API's visits, pages, series, sources
+//! and breakdowns, `visits.csv`, `pages.csv`, `breakdown.csv`, the
+//! dashboard and the page report, for every preset and random ranges with
+//! edges inside hours and days, some reaching back into the imported
+//! days. Exact everywhere but the visitors, which a sketch estimates
+//! (within its documented error, and never more than the views they
+//! made).
 //!
 //! `REFERENCE_SEED=<n>` replays a run; a failure prints its seed.
 
@@ -23,18 +26,22 @@ use crate::json_api::{create_token, get};
 /// The seed `make test` runs.
 const FIXED_SEED: u64 = 20_261_122;
 
-const BROWSERS: [(&str, &str); 3] = [
+/// (the User-Agent sent, the browser and the system it counts as).
+const BROWSERS: [(&str, &str, &str); 3] = [
     (
         "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
         "Chrome",
+        "Windows",
     ),
     (
         "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
         "Firefox",
+        "Linux",
     ),
     (
         "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
         "Safari",
+        "iOS",
     ),
 ];
 
@@ -67,6 +74,36 @@ const REFERRERS: [(Option<&str>, Option<&str>); 4] = [
 const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social", "launch")];
 
 const EVENTS: [&str; 2] = ["Signup", "Download"];
+
+/// GoatCounter's own reading of a User-Agent, as its current exports carry
+/// it (`Browser`, `System`, with `UserAgent` left blank), and the browser
+/// and system it counts as. Edge on macOS is only ever imported.
+const IMPORTED_BROWSERS: [(&str, &str, &str, &str); 4] = [
+    ("Chrome 131", "Windows 10", "Chrome", "Windows"),
+    ("Firefox 133", "Linux", "Firefox", "Linux"),
+    ("Safari 18.1", "iOS 18.1", "Safari", "iOS"),
+    ("Edge 131", "macOS 15.1", "Edge", "macOS"),
+];
+
+/// GoatCounter's `Location` (a country, or a country and its region) and
+/// the country it counts as.
+const LOCATIONS: [(&str, &str); 4] = [("US", "US"), ("US-CA", "US"), ("NL", "NL"), ("", "unknown")];
+
+/// GoatCounter's `Referrer` (kept without its scheme) and `Referrer
+/// scheme` (`h`: a host and path), and the source it counts as.
+const IMPORTED_REFERRERS: [(&str, &str, &str); 3] = [
+    ("", "", "direct"),
+    ("www.google.com/search?q=t", "h", "google.com"),
+    (
+        "news.ycombinator.com/item?id=1",
+        "h",
+        "news.ycombinator.com",
+    ),
+];
+
+/// How many days before the live traffic's first UTC day the export
+/// reaches back: past the 30 days' preset and into last month.
+const IMPORTED_DAYS: i64 = 38;
 
 /// splitmix64: small, seedable, the same everywhere.
 struct Rng(u64);
@@ -125,6 +162,49 @@ struct View {
     last: bool,
 }
 
+/// One row of the imported GoatCounter export: a view of `path`, or with
+/// `event` that event (GoatCounter names an event in its path column and
+/// counts it on no page), at its own second. It has no visitor and no
+/// visit: it adds views and breakdown counts, never visits, visitors,
+/// bounces, durations, entries or exits.
+#[derive(Debug, Clone)]
+struct Imported {
+    site: usize,
+    path: &'static str,
+    event: Option<&'static str>,
+    at: DateTime<Utc>,
+    browser: usize,
+    location: usize,
+    referrer: usize,
+    /// A bot's row: in the file, skipped by the import.
+    bot: bool,
+}
+
+impl Imported {
+    /// The export's line (format version 2's columns, `UserAgent` blank
+    /// as GoatCounter's current exports leave it).
+    fn csv(&self, i: usize) -> String {
+        let (browser, system, _, _) = IMPORTED_BROWSERS[self.browser];
+        let (referrer, scheme, _) = IMPORTED_REFERRERS[self.referrer];
+        format!(
+            "{},A title,{},,{browser},{system},session-{i},{},{referrer},{scheme},\"1440,900,1\",{},{},{}",
+            self.event.unwrap_or(self.path),
+            self.event.is_some(),
+            if self.bot { 150 } else { 0 },
+            LOCATIONS[self.location].0,
+            i % 7 == 0,
+            self.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+
+    /// A view the import counts.
+    fn counted_view(&self) -> bool {
+        !self.bot && self.event.is_none()
+    }
+}
+
+const GOATCOUNTER_HEADER: &str = "2Path,Title,Event,UserAgent,Browser,System,Session,Bot,Referrer,Referrer scheme,Screen size,Location,FirstVisit,Date";
+
 #[derive(Debug, Clone)]
 struct Visit {
     site: usize,
@@ -138,6 +218,7 @@ struct Model {
     visitors: Vec<Visitor>,
     views: Vec<View>,
     visits: Vec<Visit>,
+    imported: Vec<Imported>,
 }
 
 type OpenKey = (usize, usize, NaiveDate);
@@ -146,7 +227,7 @@ type OpenKey = (usize, usize, NaiveDate);
 const GAP: TimeDelta = TimeDelta::minutes(30);
 
 impl Model {
-    fn new(hits: Vec<Hit>, visitors: Vec<Visitor>) -> Model {
+    fn new(hits: Vec<Hit>, visitors: Vec<Visitor>, imported: Vec<Imported>) -> Model {
         // Per site, visitor and UTC day: the last view's time, its visit
         // and its index.
         let mut open: HashMap<OpenKey, (DateTime<Utc>, usize, usize)> = HashMap::new();
@@ -186,7 +267,39 @@ impl Model {
             visitors,
             views,
             visits,
+            imported,
         }
+    }
+
+    /// The imported views of a site (or of its page) over `[from, to)`.
+    fn imported_views<'a>(
+        &'a self,
+        site: usize,
+        page: Option<&'a str>,
+        (from, to): Span,
+    ) -> impl Iterator<Item = &'a Imported> + 'a {
+        self.imported.iter().filter(move |r| {
+            r.counted_view()
+                && r.site == site
+                && page.is_none_or(|p| r.path == p)
+                && r.at >= from
+                && r.at < to
+        })
+    }
+
+    /// Views over `[from, to)`, live and imported.
+    fn view_count(&self, site: usize, page: Option<&str>, span: Span) -> i64 {
+        (self.views_in(site, page, span).count() + self.imported_views(site, page, span).count())
+            as i64
+    }
+
+    /// Whether the page was ever viewed, live or imported.
+    fn viewed(&self, site: usize, path: &str) -> bool {
+        self.views.iter().any(|v| v.site == site && v.path == path)
+            || self
+                .imported
+                .iter()
+                .any(|r| r.counted_view() && r.site == site && r.path == path)
     }
 
     fn views_in<'a>(
@@ -223,7 +336,8 @@ impl Model {
             .map(|v| v.gap)
             .sum();
         Figures {
-            views: views.len() as i64,
+            // Imported rows add their views, nothing else.
+            views: self.view_count(site, page, span),
             visitors: visitors.len() as i64,
             visits,
             bounces,
@@ -244,6 +358,7 @@ impl Model {
                 ("event", Some(e)) => Some(e.to_owned()),
                 ("event", None) | (_, Some(_)) => None,
                 ("browser", None) => Some(BROWSERS[self.visitors[h.visitor].browser].1.to_owned()),
+                ("os", None) => Some(BROWSERS[self.visitors[h.visitor].browser].2.to_owned()),
                 ("country", None) => Some(self.visitors[h.visitor].country.to_owned()),
                 ("campaign", None) => h.campaign.map(|c| CAMPAIGNS[c].1.to_owned()),
                 ("medium", None) => h.campaign.map(|c| CAMPAIGNS[c].0.to_owned()),
@@ -252,6 +367,27 @@ impl Model {
             };
             if let Some(name) = name {
                 *out.entry(name).or_default() += 1;
+            }
+        }
+        for r in self
+            .imported
+            .iter()
+            .filter(|r| !r.bot && r.site == site && r.at >= from && r.at < to)
+        {
+            // An imported event carries its name alone; a view its
+            // browser, system, country and source, and no campaign.
+            let name = match (dimension, r.event) {
+                ("event", Some(e)) => Some(e),
+                ("event", None) | (_, Some(_)) => None,
+                ("browser", None) => Some(IMPORTED_BROWSERS[r.browser].2),
+                ("os", None) => Some(IMPORTED_BROWSERS[r.browser].3),
+                ("country", None) => Some(LOCATIONS[r.location].1),
+                ("source", None) => Some(IMPORTED_REFERRERS[r.referrer].2),
+                ("campaign" | "medium", None) => None,
+                _ => unreachable!("{dimension}"),
+            };
+            if let Some(name) = name {
+                *out.entry(name.to_owned()).or_default() += 1;
             }
         }
         out
@@ -513,7 +649,7 @@ impl Run<'_> {
         let pages: Vec<&str> = PATHS
             .iter()
             .copied()
-            .filter(|p| model.views.iter().any(|v| v.site == s && v.path == *p))
+            .filter(|p| model.viewed(s, p))
             .collect();
         for path in pages.iter().take(3) {
             let a = get(
@@ -800,7 +936,7 @@ impl Run<'_> {
                 (before.0, (cut - length).clamp(before.0, before.1)),
             )
         };
-        for dimension in ["browser", "country", "campaign", "event", "medium"] {
+        for dimension in ["browser", "os", "country", "campaign", "event", "medium"] {
             let a = get(
                 app,
                 self.token,
@@ -893,10 +1029,10 @@ impl Run<'_> {
             .collect();
         from_csv.remove("(none)");
         check.eq(&format!("{at} sources.csv"), from_csv, want);
-        let views_covered = model.views_in(s, None, covered(span)).count() as i64;
+        let views_covered = model.view_count(s, None, covered(span));
         let with_source: i64 = now_counts.values().sum();
         let without = |span: Span, with: &BTreeMap<String, i64>| {
-            model.views_in(s, None, covered(span)).count() as i64 - with.values().sum::<i64>()
+            model.view_count(s, None, covered(span)) - with.values().sum::<i64>()
         };
         check.eq(
             &format!("{at} api sources (none)"),
@@ -969,8 +1105,17 @@ impl Run<'_> {
 }
 
 /// Custom ranges with random edges in the site's zone: inside hours,
-/// inside days, across midnight, minutes long to days long.
-fn custom_ranges(rng: &mut Rng, zone: chrono_tz::Tz, now: DateTime<Utc>, n: usize) -> Vec<String> {
+/// inside days, across midnight, minutes long to days long; and half as
+/// many again from any time since `imported_from`, over the imported days
+/// and across the day the live traffic began, with one range of whole
+/// days over all of it.
+fn custom_ranges(
+    rng: &mut Rng,
+    zone: chrono_tz::Tz,
+    now: DateTime<Utc>,
+    imported_from: DateTime<Utc>,
+    n: usize,
+) -> Vec<String> {
     let earliest = now - TimeDelta::hours(44);
     let local = |t: DateTime<Utc>| t.with_timezone(&zone).format("%Y-%m-%dT%H:%M").to_string();
     // A range that started after the last whole hour and is still
@@ -999,7 +1144,120 @@ fn custom_ranges(rng: &mut Rng, zone: chrono_tz::Tz, now: DateTime<Utc>, n: usiz
             local(from + length)
         ));
     }
+    let day = |t: DateTime<Utc>| t.with_timezone(&zone).format("%Y-%m-%d").to_string();
+    out.push(format!(
+        "range=custom&from={}&to={}",
+        day(imported_from),
+        day(now)
+    ));
+    let minutes_back = (now - imported_from).num_minutes() as u64;
+    for i in 0..n.div_ceil(2) {
+        let from = imported_from + TimeDelta::minutes(rng.below(minutes_back) as i64);
+        // Each length with resolutions whose points stay within the
+        // period rules' bound.
+        let (length, res) = match i % 3 {
+            0 => (
+                TimeDelta::minutes(1 + rng.below(120) as i64),
+                *rng.pick(&["", "&res=minute"]),
+            ),
+            1 => (
+                TimeDelta::minutes(300 + rng.below(2_880) as i64),
+                *rng.pick(&["", "&res=hour"]),
+            ),
+            _ => (
+                TimeDelta::days(3 + rng.below(25) as i64)
+                    + TimeDelta::minutes(rng.below(1_440) as i64),
+                *rng.pick(&["", "&res=hour", "&res=day"]),
+            ),
+        };
+        out.push(format!(
+            "range=custom&from={}&to={}{res}",
+            local(from),
+            local(from + length)
+        ));
+    }
     out
+}
+
+/// A GoatCounter export of both sites' `rows` rows over the
+/// [`IMPORTED_DAYS`] UTC days before `first_live_day` (imports skip days
+/// with live figures): more in its last week, so that the 7 days' preset
+/// reads many, and some on the edges of UTC and +05:30 days.
+fn goatcounter_export(
+    rng: &mut Rng,
+    sites: usize,
+    first_live_day: NaiveDate,
+    rows: usize,
+) -> Vec<Imported> {
+    let end = first_live_day.and_time(chrono::NaiveTime::MIN).and_utc();
+    let start = end - TimeDelta::days(IMPORTED_DAYS);
+    let mut out: Vec<Imported> = (0..rows)
+        .map(|i| {
+            let days = if rng.chance(40) { 7 } else { IMPORTED_DAYS };
+            let day = end - TimeDelta::days(1 + rng.below(days as u64) as i64);
+            let second = match rng.below(10) {
+                // A UTC midnight, a +05:30 midnight, either side of it,
+                // and a UTC day's last second.
+                0 => *rng.pick(&[0, 66_600, 66_599, 86_399]),
+                _ => rng.below(86_400) as i64,
+            };
+            let event = rng.chance(10).then(|| *rng.pick(&EVENTS));
+            Imported {
+                site: i % sites,
+                path: PATHS[rng.below(PATHS.len() as u64) as usize],
+                event,
+                at: day + TimeDelta::seconds(second),
+                browser: rng.below(IMPORTED_BROWSERS.len() as u64) as usize,
+                location: rng.below(LOCATIONS.len() as u64) as usize,
+                referrer: rng.below(IMPORTED_REFERRERS.len() as u64) as usize,
+                bot: rng.chance(5),
+            }
+        })
+        .collect();
+    debug_assert!(out.iter().all(|r| r.at >= start && r.at < end));
+    // An export is in time order.
+    out.sort_by_key(|r| r.at);
+    out
+}
+
+/// Writes `site`'s rows of the export to a file in `dir` and imports it
+/// with `tickertape import goatcounter`, as a site owner would, after the
+/// live traffic (so its days are checked against the live ones).
+async fn import_export(
+    app: &TestApp,
+    dir: &std::path::Path,
+    s: usize,
+    site: &Site,
+    rows: &[Imported],
+) {
+    let mut text = String::from(GOATCOUNTER_HEADER);
+    text.push('\n');
+    let mut written = 0;
+    for (i, r) in rows.iter().filter(|r| r.site == s).enumerate() {
+        text.push_str(&r.csv(i));
+        text.push('\n');
+        written += usize::from(!r.bot);
+    }
+    let file = dir.join(format!("goatcounter-{}.csv", site.domain));
+    std::fs::write(&file, text).expect("write the export");
+    let mut command = crate::imports::import_command_of(app, "goatcounter", site.domain, &file);
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the import's thread")
+        .expect("run tickertape import");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{} import: {out:?}", site.domain);
+    // Every row not a bot's is written: none is on a day with live
+    // figures, nor later than the import.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{written} rows written")))
+            && !stdout.contains("on days with live figures")
+            && !stdout.contains("later than"),
+        "{} import: {stdout}",
+        site.domain
+    );
 }
 
 const PRESETS: [&str; 9] = [
@@ -1073,7 +1331,14 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
     }
     app.clock.set(now);
     app.settle().await;
-    let model = Model::new(hits, visitors);
+    let first_live_day = hits.first().map_or(now, |h| h.at).date_naive();
+    let imported = goatcounter_export(&mut rng, sites.len(), first_live_day, people * 10);
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for (s, site) in sites.iter().enumerate() {
+        import_export(&app, dir.path(), s, site, &imported).await;
+    }
+    let imported_from = imported.first().map_or(now, |r| r.at);
+    let model = Model::new(hits, visitors, imported);
 
     app.add_user("model@example.com", Role::Admin).await;
     let login = app.login("model@example.com").await;
@@ -1088,7 +1353,13 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
     let mut check = Check::default();
     for (s, site) in sites.iter().enumerate() {
         let mut queries: Vec<String> = PRESETS.iter().map(|p| format!("range={p}")).collect();
-        queries.extend(custom_ranges(&mut rng, site.zone, now, ranges));
+        queries.extend(custom_ranges(
+            &mut rng,
+            site.zone,
+            now,
+            imported_from,
+            ranges,
+        ));
         for query in &queries {
             run.compare(&mut check, s, site, query).await;
         }
@@ -1101,8 +1372,9 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
         check.failures.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
     );
     println!(
-        "reference model: seed {seed}: {} views, {} visits, {} comparisons, all equal",
+        "reference model: seed {seed}: {} views, {} imported views, {} visits, {} comparisons, all equal",
         model.views.len(),
+        model.imported.iter().filter(|r| r.counted_view()).count(),
         model.visits.len(),
         check.compared
     );
