@@ -2,7 +2,7 @@
 #   make run    build and serve on an embedded local database
 #   make test   formatting, lints and every test
 # Both install what they need (cmake, the local database server, and for
-# tests Debian's chromium and prometheus, and the schemathesis fuzzer; the
+# tests Debian's chromium, prometheus and time, and the schemathesis fuzzer; the
 # country database from npm) into the system or the ignored .tools directory.
 
 SHELL := /bin/bash
@@ -52,6 +52,7 @@ test-deps: setup $(AXE) $(SCHEMATHESIS) $(PEER_TRACKERS)
 	@scripts/need $(CHROMIUM) chromium
 	@scripts/need $(CHROMEDRIVER) chromium-driver
 	@scripts/need promtool prometheus
+	@scripts/need /usr/bin/time time
 
 # Debian's python3 has `venv` only with python3-venv (its ensurepip).
 $(SCHEMATHESIS): tests/api/schemathesis-constraints.txt
