@@ -254,7 +254,9 @@ impl Applier {
         };
         self.applied = start;
         // Known from the start, so the sources need not wait for the
-        // rollups' first batch (see `wait_for_rollups`).
+        // rollups' first batch (see `wait_for_rollups`), and segments from
+        // before a restart that every stream has applied go now, not at
+        // the next batch (which a quiet lane may not have for hours).
         self.lane.applied(self.stream.index(), start);
         tracing::info!(
             lane,
@@ -340,10 +342,6 @@ impl Applier {
             match found {
                 Ok(Some(position)) => {
                     self.count_applied_before(position);
-                    // Segments from before a restart that every stream has
-                    // applied go now, not at the next batch (which a quiet
-                    // lane may not have for hours).
-                    self.lane.applied(self.stream.index(), position);
                     return Some(position);
                 }
                 Ok(None) => {
