@@ -956,31 +956,11 @@ impl Run<'_> {
             let now_counts = model.breakdown(s, dimension, covered(span));
             let compared = model.breakdown(s, dimension, covered(current_part));
             let was = model.breakdown(s, dimension, covered(previous_part));
-            let got: BTreeMap<String, (i64, i64, i64)> = j["entries"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .map(|e| {
-                    (
-                        e["name"].as_str().unwrap_or_default().to_owned(),
-                        (
-                            e["count"].as_i64().unwrap_or(-1),
-                            e["comparedCount"].as_i64().unwrap_or(-1),
-                            e["previousPeriodCount"].as_i64().unwrap_or(-1),
-                        ),
-                    )
-                })
-                .collect();
-            let want: BTreeMap<String, (i64, i64, i64)> = now_counts
-                .iter()
-                .map(|(name, n)| {
-                    let c = compared.get(name).copied().unwrap_or(0);
-                    let w = was.get(name).copied().unwrap_or(0);
-                    (name.clone(), (*n, c, w))
-                })
-                .collect();
-            check.eq(&at, got, want);
+            let got = api_rows(
+                &j["entries"],
+                ["name", "count", "comparedCount", "previousPeriodCount"],
+            );
+            check.eq(&at, got, model_rows(&now_counts, &compared, &was));
         }
         let a = get(
             app,
@@ -992,30 +972,11 @@ impl Run<'_> {
         let now_counts = model.breakdown(s, "source", covered(span));
         let compared = model.breakdown(s, "source", covered(current_part));
         let was = model.breakdown(s, "source", covered(previous_part));
-        let got: BTreeMap<String, (i64, i64, i64)> = j["sources"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| {
-                (
-                    e["source"].as_str().unwrap_or_default().to_owned(),
-                    (
-                        e["views"].as_i64().unwrap_or(-1),
-                        e["comparedViews"].as_i64().unwrap_or(-1),
-                        e["previousPeriodViews"].as_i64().unwrap_or(-1),
-                    ),
-                )
-            })
-            .collect();
-        let want: BTreeMap<String, (i64, i64, i64)> = now_counts
-            .iter()
-            .map(|(name, n)| {
-                let c = compared.get(name).copied().unwrap_or(0);
-                let w = was.get(name).copied().unwrap_or(0);
-                (name.clone(), (*n, c, w))
-            })
-            .collect();
+        let got = api_rows(
+            &j["sources"],
+            ["source", "views", "comparedViews", "previousPeriodViews"],
+        );
+        let want = model_rows(&now_counts, &compared, &was);
         check.eq(&format!("{at} api sources"), got.clone(), want.clone());
         // sources.csv: the same rows, and "(none)" for views without one.
         let (status, csv) = self
@@ -1442,4 +1403,38 @@ async fn every_report_agrees_with_the_reference_model_for_a_random_seed() {
         u64::from_le_bytes(bytes)
     });
     run_model(seed, 160, 24).await;
+}
+
+/// An API answer's rows by name: each row's count, its count over the
+/// compared stretch and over the previous one (−1 where a field is
+/// missing, so a missing one never equals the model's).
+fn api_rows(
+    rows: &serde_json::Value,
+    [name, count, compared, previous]: [&str; 4],
+) -> BTreeMap<String, (i64, i64, i64)> {
+    rows.as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let n = |field: &str| e[field].as_i64().unwrap_or(-1);
+            (
+                e[name].as_str().unwrap_or_default().to_owned(),
+                (n(count), n(compared), n(previous)),
+            )
+        })
+        .collect()
+}
+
+/// The model's rows in [`api_rows`]' shape: each name of `now` with its
+/// counts over the compared stretch and the previous one.
+fn model_rows(
+    now: &BTreeMap<String, i64>,
+    compared: &BTreeMap<String, i64>,
+    was: &BTreeMap<String, i64>,
+) -> BTreeMap<String, (i64, i64, i64)> {
+    let of = |m: &BTreeMap<String, i64>, name: &str| m.get(name).copied().unwrap_or(0);
+    now.iter()
+        .map(|(name, n)| (name.clone(), (*n, of(compared, name), of(was, name))))
+        .collect()
 }
