@@ -534,6 +534,29 @@ struct Check {
 }
 
 impl Check {
+    /// An API `visits` answer against the model's figures: views, visits
+    /// (a page's: its entries), bounces, duration, visitors, and with
+    /// `exits` a page's exits.
+    fn api_visits(&mut self, at: &str, j: &serde_json::Value, want: &Figures, exits: bool) {
+        let fields = [
+            ("views", "views", want.views),
+            ("visits", "visits", want.visits),
+            ("bounces", "bounces", want.bounces),
+            ("duration", "durationSeconds", want.duration),
+        ];
+        for (what, field, n) in fields {
+            self.eq(&format!("{at} {what}"), j[field].as_i64(), Some(n));
+        }
+        if exits {
+            self.eq(
+                &format!("{at} exits"),
+                j["exits"].as_i64(),
+                Some(want.exits),
+            );
+        }
+        self.visitors(at, j["visitors"].as_i64(), want.visitors, want.views);
+    }
+
     fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
         self.compared += 1;
         if got != want {
@@ -618,32 +641,7 @@ impl Run<'_> {
         let span = (time(&j["period"]["from"]), time(&j["period"]["to"]));
         let at = format!("{} {query}", site.domain);
         let want = model.figures(s, None, span);
-        check.eq(
-            &format!("{at} api visits views"),
-            j["views"].as_i64(),
-            Some(want.views),
-        );
-        check.eq(
-            &format!("{at} api visits visits"),
-            j["visits"].as_i64(),
-            Some(want.visits),
-        );
-        check.eq(
-            &format!("{at} api visits bounces"),
-            j["bounces"].as_i64(),
-            Some(want.bounces),
-        );
-        check.eq(
-            &format!("{at} api visits duration"),
-            j["durationSeconds"].as_i64(),
-            Some(want.duration),
-        );
-        check.visitors(
-            &format!("{at} api visits"),
-            j["visitors"].as_i64(),
-            want.visitors,
-            want.views,
-        );
+        check.api_visits(&format!("{at} api visits"), j, &want, false);
 
         // Each page through the API's visits, and its report.
         let pages: Vec<&str> = PATHS
@@ -661,37 +659,8 @@ impl Run<'_> {
             let j = &a.json;
             let want = model.figures(s, Some(path), span);
             let at = format!("{at} page {path}");
-            check.eq(
-                &format!("{at} api views"),
-                j["views"].as_i64(),
-                Some(want.views),
-            );
-            check.eq(
-                &format!("{at} api entries"),
-                j["visits"].as_i64(),
-                Some(want.visits),
-            );
-            check.eq(
-                &format!("{at} api bounces"),
-                j["bounces"].as_i64(),
-                Some(want.bounces),
-            );
-            check.eq(
-                &format!("{at} api duration"),
-                j["durationSeconds"].as_i64(),
-                Some(want.duration),
-            );
-            check.eq(
-                &format!("{at} api exits"),
-                j["exits"].as_i64(),
-                Some(want.exits),
-            );
-            check.visitors(
-                &format!("{at} api"),
-                j["visitors"].as_i64(),
-                want.visitors,
-                want.views,
-            );
+            // A page's visits are the visits that entered there.
+            check.api_visits(&format!("{at} api"), j, &want, true);
         }
         if let Some(path) = pages.first() {
             let (status, html) = self
