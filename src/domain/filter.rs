@@ -1,0 +1,531 @@
+//! Report filters: `filter=<dimension>:<value>`, repeatable, all must hold.
+//!
+//! A filter names a visit-level property (where the visit came from, what
+//! it ran on, where it entered or left) or something the visit contains (a
+//! page it viewed, an event it sent). Parsed once here, so the read side
+//! never re-checks a value. What each dimension selects is stated on
+//! [`FilterDimension`] and in docs/segments.md.
+
+use std::fmt;
+
+use super::dimension::MAX_NAME_BYTES;
+use super::{Dimension, EventName, PageRef};
+
+/// Most filters on one report: each is a condition on every visit read,
+/// so the bound is on the work of a request (and on the address's length).
+pub const MAX_FILTERS: usize = 6;
+
+/// Longest page value (a pattern included), in characters: a stored path
+/// has at most 512 bytes, so no longer value can name one.
+pub const MAX_PAGE_VALUE_CHARS: usize = 512;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FilterDimension {
+    /// Visits that viewed the page; of those visits, only the views of
+    /// that page count as views (as in Plausible).
+    Page,
+    /// Visits that entered on the page; all their views.
+    Entry,
+    /// Visits that left from the page; all their views.
+    Exit,
+    /// Visits with this property (each visit has one of each, set by its
+    /// first hit); all their views.
+    Source,
+    Medium,
+    Campaign,
+    Browser,
+    Os,
+    Device,
+    Country,
+    /// Visits that sent the event at least once; all their views.
+    Event,
+}
+
+impl FilterDimension {
+    pub const ALL: [FilterDimension; 11] = [
+        FilterDimension::Page,
+        FilterDimension::Entry,
+        FilterDimension::Exit,
+        FilterDimension::Source,
+        FilterDimension::Medium,
+        FilterDimension::Campaign,
+        FilterDimension::Browser,
+        FilterDimension::Os,
+        FilterDimension::Device,
+        FilterDimension::Country,
+        FilterDimension::Event,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            FilterDimension::Page => "page",
+            FilterDimension::Entry => "entry",
+            FilterDimension::Exit => "exit",
+            FilterDimension::Source => "source",
+            FilterDimension::Medium => "medium",
+            FilterDimension::Campaign => "campaign",
+            FilterDimension::Browser => "browser",
+            FilterDimension::Os => "os",
+            FilterDimension::Device => "device",
+            FilterDimension::Country => "country",
+            FilterDimension::Event => "event",
+        }
+    }
+
+    pub fn parse(key: &str) -> Option<Self> {
+        // `goal` is the word of the goals panel: a goal is an event (a page
+        // goal is a page filter).
+        if key == "goal" {
+            return Some(FilterDimension::Event);
+        }
+        Self::ALL.into_iter().find(|d| d.key() == key)
+    }
+
+    pub fn keys() -> String {
+        Self::ALL.map(Self::key).join(", ")
+    }
+
+    /// The words of its chip.
+    pub fn title(self) -> &'static str {
+        match self {
+            FilterDimension::Page => "Page",
+            FilterDimension::Entry => "Entry page",
+            FilterDimension::Exit => "Exit page",
+            FilterDimension::Event => "Event",
+            other => other.breakdown().map_or("", Dimension::title),
+        }
+    }
+
+    /// The breakdown dimension of the same name, for the visit-level ones.
+    pub fn breakdown(self) -> Option<Dimension> {
+        Some(match self {
+            FilterDimension::Source => Dimension::Source,
+            FilterDimension::Medium => Dimension::Medium,
+            FilterDimension::Campaign => Dimension::Campaign,
+            FilterDimension::Browser => Dimension::Browser,
+            FilterDimension::Os => Dimension::Os,
+            FilterDimension::Device => Dimension::Device,
+            FilterDimension::Country => Dimension::Country,
+            FilterDimension::Event => Dimension::Event,
+            FilterDimension::Page | FilterDimension::Entry | FilterDimension::Exit => return None,
+        })
+    }
+
+    /// The filter a breakdown's row adds.
+    pub fn of_breakdown(d: Dimension) -> Self {
+        match d {
+            Dimension::Source => FilterDimension::Source,
+            Dimension::Medium => FilterDimension::Medium,
+            Dimension::Campaign => FilterDimension::Campaign,
+            Dimension::Browser => FilterDimension::Browser,
+            Dimension::Os => FilterDimension::Os,
+            Dimension::Device => FilterDimension::Device,
+            Dimension::Country => FilterDimension::Country,
+            Dimension::Event => FilterDimension::Event,
+        }
+    }
+
+    /// Whether its value is a page path (or a path pattern).
+    pub fn is_page(self) -> bool {
+        matches!(
+            self,
+            FilterDimension::Page | FilterDimension::Entry | FilterDimension::Exit
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("a filter is <dimension>:<value>, such as country:DE or page:/pricing")]
+    NoColon,
+    #[error("there is no filter dimension `{0}`: use one of {keys}", keys = FilterDimension::keys())]
+    UnknownDimension(String),
+    #[error("the {0} filter needs a value after the colon")]
+    EmptyValue(&'static str),
+    #[error("a page filter's value is a path starting with /, such as /pricing (* matches any characters)")]
+    NotAPath,
+    #[error("a page filter's value is at most {MAX_PAGE_VALUE_CHARS} characters")]
+    PageTooLong,
+    #[error("a filter's value is at most {MAX_NAME_BYTES} bytes")]
+    ValueTooLong,
+    #[error("a country filter's value is a two-letter ISO 3166 code, such as DE")]
+    NotACountry,
+    #[error("an event filter's value is an event name: {0}")]
+    Event(super::EventNameError),
+    #[error("at most {MAX_FILTERS} filters at once")]
+    TooMany,
+}
+
+/// How a page filter's value matches a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PageMatch {
+    /// One page, normalised as the pixel normalises the pages it counts.
+    Exact(String),
+    /// A pattern: `*` matches any run of characters (none included), the
+    /// rest literally, and the whole path must match.
+    Pattern(String),
+}
+
+impl PageMatch {
+    /// A path or a pattern as typed: it starts with `/`; with a `*` it is
+    /// a pattern kept as typed, without one the page it names.
+    pub fn parse(raw: &str) -> Result<Self, FilterError> {
+        if !raw.starts_with('/') {
+            return Err(FilterError::NotAPath);
+        }
+        if raw.chars().count() > MAX_PAGE_VALUE_CHARS {
+            return Err(FilterError::PageTooLong);
+        }
+        if raw.contains('*') {
+            if raw.chars().any(char::is_control) {
+                return Err(FilterError::NotAPath);
+            }
+            return Ok(PageMatch::Pattern(raw.to_owned()));
+        }
+        match PageRef::parse(raw) {
+            Ok(PageRef::Path(p)) => Ok(PageMatch::Exact(p.as_str().to_owned())),
+            _ => Err(FilterError::NotAPath),
+        }
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PageMatch::Exact(p) => p == path,
+            PageMatch::Pattern(pattern) => wildcard(pattern, path),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            PageMatch::Exact(p) | PageMatch::Pattern(p) => p,
+        }
+    }
+}
+
+/// Whether `text` matches `pattern` whole, `*` matching any run of
+/// characters. Greedy with one back-track point: linear in practice and
+/// never exponential, whatever the number of stars.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// What a filter requires of a visit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Condition {
+    /// A page dimension (page, entry, exit) against a path or pattern.
+    Page(PageMatch),
+    /// A named property or event, compared exactly as stored.
+    Name(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Filter {
+    dimension: FilterDimension,
+    condition: Condition,
+}
+
+impl Filter {
+    /// `<dimension>:<value>`, split at the first colon (values may hold
+    /// colons, such as an event named `a:b`).
+    pub fn parse(raw: &str) -> Result<Self, FilterError> {
+        let (key, value) = raw.split_once(':').ok_or(FilterError::NoColon)?;
+        let dimension = FilterDimension::parse(key.trim())
+            .ok_or_else(|| FilterError::UnknownDimension(bounded(key.trim())))?;
+        Self::new(dimension, value)
+    }
+
+    /// The filter of `dimension` for `value` (as a breakdown row shows it).
+    pub fn new(dimension: FilterDimension, value: &str) -> Result<Self, FilterError> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(FilterError::EmptyValue(dimension.key()));
+        }
+        let condition = match dimension {
+            d if d.is_page() => Condition::Page(PageMatch::parse(value)?),
+            FilterDimension::Country => {
+                if value.len() != 2 || !value.bytes().all(|b| b.is_ascii_alphabetic()) {
+                    return Err(FilterError::NotACountry);
+                }
+                Condition::Name(value.to_ascii_uppercase())
+            }
+            FilterDimension::Event => Condition::Name(
+                EventName::parse(value)
+                    .map_err(FilterError::Event)?
+                    .into_string(),
+            ),
+            _ => {
+                if value.len() > MAX_NAME_BYTES {
+                    return Err(FilterError::ValueTooLong);
+                }
+                Condition::Name(value.to_owned())
+            }
+        };
+        Ok(Filter {
+            dimension,
+            condition,
+        })
+    }
+
+    pub fn dimension(&self) -> FilterDimension {
+        self.dimension
+    }
+
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+
+    pub fn value(&self) -> &str {
+        match &self.condition {
+            Condition::Page(m) => m.as_str(),
+            Condition::Name(n) => n,
+        }
+    }
+
+    /// Whether a name (of a visit-level dimension, or an event) is the
+    /// one this filter names.
+    pub fn names(&self, name: &str) -> bool {
+        match &self.condition {
+            Condition::Name(n) => n == name,
+            Condition::Page(m) => m.matches(name),
+        }
+    }
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.dimension.key(), self.value())
+    }
+}
+
+/// An unknown key as the message repeats it: never more than 40 characters.
+fn bounded(key: &str) -> String {
+    key.chars().take(40).collect()
+}
+
+/// The filters of one report, all of which must hold: sorted and without
+/// repeats, so two addresses with the same filters read the same thing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Filters(Vec<Filter>);
+
+impl Filters {
+    /// The `filter` values of an address; empty ones are ignored (a form
+    /// with an empty field sends one).
+    pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Self, FilterError> {
+        let mut filters = Vec::new();
+        for value in raw {
+            if value.trim().is_empty() {
+                continue;
+            }
+            // Checked before parsing so an address of thousands of filters
+            // costs nothing to refuse.
+            if filters.len() >= MAX_FILTERS * 2 {
+                return Err(FilterError::TooMany);
+            }
+            filters.push(Filter::parse(value)?);
+        }
+        Self::of(filters)
+    }
+
+    pub fn of(mut filters: Vec<Filter>) -> Result<Self, FilterError> {
+        filters.sort();
+        filters.dedup();
+        if filters.len() > MAX_FILTERS {
+            return Err(FilterError::TooMany);
+        }
+        Ok(Filters(filters))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Filter> {
+        self.0.iter()
+    }
+
+    /// These filters and one more (a breakdown row's link); unchanged when
+    /// it is already there or there would be too many.
+    pub fn with(&self, filter: Filter) -> Self {
+        let mut more = self.0.clone();
+        more.push(filter);
+        Self::of(more).unwrap_or_else(|_| self.clone())
+    }
+
+    /// These filters without `filter` (a chip's remove link).
+    pub fn without(&self, filter: &Filter) -> Self {
+        Filters(self.0.iter().filter(|f| *f != filter).cloned().collect())
+    }
+
+    /// The page filters (views of other pages do not count).
+    pub fn pages(&self) -> impl Iterator<Item = &PageMatch> {
+        self.0
+            .iter()
+            .filter_map(|f| match (&f.dimension, &f.condition) {
+                (FilterDimension::Page, Condition::Page(m)) => Some(m),
+                _ => None,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_is_a_dimension_and_a_value() {
+        let f = Filter::parse("country:de").unwrap();
+        assert_eq!(f.dimension(), FilterDimension::Country);
+        assert_eq!(f.value(), "DE");
+        assert_eq!(f.to_string(), "country:DE");
+        assert_eq!(Filter::parse("browser:Firefox").unwrap().value(), "Firefox");
+    }
+
+    #[test]
+    fn without_a_colon_it_is_refused() {
+        assert_eq!(Filter::parse("country"), Err(FilterError::NoColon));
+    }
+
+    #[test]
+    fn an_unknown_dimension_is_refused_and_named_briefly() {
+        assert_eq!(
+            Filter::parse("planet:Mars"),
+            Err(FilterError::UnknownDimension("planet".into()))
+        );
+        let long = format!("{}:x", "k".repeat(1000));
+        match Filter::parse(&long) {
+            Err(FilterError::UnknownDimension(k)) => assert_eq!(k.len(), 40),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn goal_is_the_event_dimension() {
+        assert_eq!(
+            Filter::parse("goal:Signup").unwrap(),
+            Filter::parse("event:Signup").unwrap()
+        );
+    }
+
+    #[test]
+    fn an_empty_value_is_refused() {
+        assert_eq!(
+            Filter::parse("source: "),
+            Err(FilterError::EmptyValue("source"))
+        );
+    }
+
+    #[test]
+    fn a_value_may_hold_colons() {
+        assert_eq!(Filter::parse("event:a:b").unwrap().value(), "a:b");
+    }
+
+    #[test]
+    fn page_values_are_paths_normalised_like_the_pixel() {
+        assert_eq!(Filter::parse("page:pricing"), Err(FilterError::NotAPath));
+        assert_eq!(
+            Filter::parse("entry:/a/../pricing?x=1").unwrap().value(),
+            "/pricing"
+        );
+        assert_eq!(
+            Filter::parse(&format!("exit:/{}", "a".repeat(MAX_PAGE_VALUE_CHARS))),
+            Err(FilterError::PageTooLong)
+        );
+    }
+
+    #[test]
+    fn a_star_makes_a_pattern_matching_the_whole_path() {
+        let m = PageMatch::parse("/blog/*").unwrap();
+        assert!(m.matches("/blog/"));
+        assert!(m.matches("/blog/a/b"));
+        assert!(!m.matches("/blogs"));
+        let m = PageMatch::parse("/*/signup").unwrap();
+        assert!(m.matches("/en/signup"));
+        assert!(!m.matches("/en/signup/done"));
+        let m = PageMatch::parse("/a*b*c").unwrap();
+        assert!(m.matches("/abc"));
+        assert!(m.matches("/axxbyyc"));
+        assert!(!m.matches("/axxbyy"));
+        // Many stars against a long path stay quick (no back-tracking blow-up).
+        let m = PageMatch::parse(&format!("/{}b", "*a".repeat(100))).unwrap();
+        assert!(!m.matches(&format!("/{}", "a".repeat(500))));
+    }
+
+    #[test]
+    fn an_exact_page_matches_only_itself() {
+        let m = PageMatch::parse("/pricing").unwrap();
+        assert!(m.matches("/pricing"));
+        assert!(!m.matches("/pricing/more"));
+    }
+
+    #[test]
+    fn other_values_are_bounded_in_bytes() {
+        assert!(Filter::parse(&format!("source:{}", "a".repeat(MAX_NAME_BYTES))).is_ok());
+        assert_eq!(
+            Filter::parse(&format!("campaign:{}", "a".repeat(MAX_NAME_BYTES + 1))),
+            Err(FilterError::ValueTooLong)
+        );
+    }
+
+    #[test]
+    fn a_country_is_two_letters_in_upper_case() {
+        assert_eq!(Filter::parse("country:DEU"), Err(FilterError::NotACountry));
+        assert_eq!(Filter::parse("country:D1"), Err(FilterError::NotACountry));
+        assert_eq!(Filter::parse("country:fr").unwrap().value(), "FR");
+    }
+
+    #[test]
+    fn an_event_follows_the_event_name_rules() {
+        assert!(matches!(
+            Filter::parse(&format!("event:{}", "a".repeat(65))),
+            Err(FilterError::Event(_))
+        ));
+    }
+
+    #[test]
+    fn filters_are_sorted_without_repeats_and_bounded_in_count() {
+        let f = Filters::parse(["device:mobile", "country:DE", "country:de", ""]).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f.iter().next().unwrap().to_string(), "device:mobile");
+        let many: Vec<String> = (0..=MAX_FILTERS).map(|i| format!("source:s{i}")).collect();
+        assert_eq!(
+            Filters::parse(many.iter().map(String::as_str)),
+            Err(FilterError::TooMany)
+        );
+        let thousands: Vec<String> = (0..10_000).map(|_| "source:x".to_owned()).collect();
+        assert_eq!(
+            Filters::parse(thousands.iter().map(String::as_str)),
+            Err(FilterError::TooMany)
+        );
+    }
+
+    #[test]
+    fn with_and_without_add_and_remove_one_filter() {
+        let base = Filters::parse(["country:DE"]).unwrap();
+        let more = base.with(Filter::parse("device:mobile").unwrap());
+        assert_eq!(more.len(), 2);
+        assert_eq!(more.with(Filter::parse("country:DE").unwrap()).len(), 2);
+        assert_eq!(more.without(&Filter::parse("device:mobile").unwrap()), base);
+    }
+}
