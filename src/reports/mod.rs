@@ -6,6 +6,7 @@ pub mod breakdowns;
 pub mod chart;
 pub mod csv;
 pub mod filter;
+pub mod filtered;
 pub mod local;
 pub mod numbers;
 pub mod page_totals;

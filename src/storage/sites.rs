@@ -661,6 +661,7 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
         .collection::<bson::Document>(super::share_links::COLLECTION)
         .delete_many(doc! {"siteId": id})
         .await?;
+    super::funnels::delete_site(store, &site.id).await?;
     // The mark and the hosts go together: a host is free exactly when the
     // site is gone.
     let mut tries = 0;

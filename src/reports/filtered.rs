@@ -1,0 +1,558 @@
+//! Filtered figures, computed from the stored visits (one record per visit
+//! with its dimensions and its ordered pages and events) rather than from
+//! the buckets, which keep no dimension beside another.
+//!
+//! What a filtered report counts (docs/segments.md says it to users):
+//! - the visits that **started** in the period and pass every filter,
+//!   each with all of its steps, whenever they happened (a visit never
+//!   crosses a UTC day, so a range of whole UTC days is exact either way);
+//! - their views, except that with a `page` filter only the views of the
+//!   pages it names count (the visits are those that include it), as in
+//!   Plausible;
+//! - visits, bounces (visits of one view), duration (seconds from a
+//!   visit's first hit to its last), entries and exits exactly; visitors
+//!   as the union of the visits' sketch registers per UTC day, summed over
+//!   the days, as the unfiltered reports count them.
+//!
+//! This module is the computation alone, over [`VisitRecord`]s: the read
+//! of the store and the pages around it are elsewhere, so it is tested
+//! with plain values.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeMap, HashMap};
+
+use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
+use crate::domain::sketch::Sketch;
+use crate::domain::{Dimension, FunnelSteps};
+
+/// One step of a visit, at its offset in seconds from the visit's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    View { offset: u32, path: String },
+    Event { offset: u32, name: String },
+}
+
+impl Step {
+    pub fn offset(&self) -> u32 {
+        match self {
+            Step::View { offset, .. } | Step::Event { offset, .. } => *offset,
+        }
+    }
+
+    fn path(&self) -> Option<&str> {
+        match self {
+            Step::View { path, .. } => Some(path),
+            Step::Event { .. } => None,
+        }
+    }
+
+    fn event(&self) -> Option<&str> {
+        match self {
+            Step::Event { name, .. } => Some(name),
+            Step::View { .. } => None,
+        }
+    }
+}
+
+/// What the read side needs of one stored visit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VisitRecord {
+    pub start: DateTime<Utc>,
+    /// Its visit-level dimensions (source, medium, campaign, browser, os,
+    /// device, country), where known.
+    pub labels: BTreeMap<Dimension, String>,
+    /// In the order they happened ([`VisitRecord::new`] sorts them: hits
+    /// of one visit may be written by different lanes).
+    pub steps: Vec<Step>,
+    /// The visitor's register in the visitors sketch, never the visitor.
+    pub register: Option<(u16, u8)>,
+}
+
+impl VisitRecord {
+    pub fn new(
+        start: DateTime<Utc>,
+        labels: BTreeMap<Dimension, String>,
+        mut steps: Vec<Step>,
+        register: Option<(u16, u8)>,
+    ) -> Self {
+        // Stable: two steps of one second keep the order they were stored in.
+        steps.sort_by_key(Step::offset);
+        VisitRecord {
+            start,
+            labels,
+            steps,
+            register,
+        }
+    }
+
+    pub fn views(&self) -> impl Iterator<Item = &str> {
+        self.steps.iter().filter_map(Step::path)
+    }
+
+    pub fn entry(&self) -> Option<&str> {
+        self.views().next()
+    }
+
+    pub fn exit(&self) -> Option<&str> {
+        self.views().last()
+    }
+
+    pub fn view_count(&self) -> usize {
+        self.views().count()
+    }
+
+    /// Seconds from its first view to its last (events do not lengthen a
+    /// visit, as they do not in the unfiltered figures).
+    pub fn duration(&self) -> u32 {
+        let mut offsets = self
+            .steps
+            .iter()
+            .filter(|s| s.path().is_some())
+            .map(Step::offset);
+        match offsets.next() {
+            None => 0,
+            Some(first) => offsets.last().map_or(0, |last| last - first),
+        }
+    }
+
+    pub fn bounced(&self) -> bool {
+        self.view_count() == 1
+    }
+}
+
+/// Whether a visit passes every filter.
+pub fn admits(filters: &Filters, visit: &VisitRecord) -> bool {
+    filters.iter().all(|f| holds(f, visit))
+}
+
+fn holds(filter: &Filter, visit: &VisitRecord) -> bool {
+    let page = |path: Option<&str>| match filter.condition() {
+        Condition::Page(m) => path.is_some_and(|p| m.matches(p)),
+        Condition::Name(_) => false,
+    };
+    match filter.dimension() {
+        FilterDimension::Page => visit.views().any(|p| page(Some(p))),
+        FilterDimension::Entry => page(visit.entry()),
+        FilterDimension::Exit => page(visit.exit()),
+        FilterDimension::Event => visit
+            .steps
+            .iter()
+            .filter_map(Step::event)
+            .any(|e| filter.names(e)),
+        other => other
+            .breakdown()
+            .and_then(|d| visit.labels.get(&d))
+            .is_some_and(|name| filter.names(name)),
+    }
+}
+
+/// The views of an admitted visit that count: all of them, or with page
+/// filters only those of pages every page filter names.
+pub fn counted_views<'a>(
+    filters: &'a Filters,
+    visit: &'a VisitRecord,
+) -> impl Iterator<Item = &'a str> + 'a {
+    visit
+        .views()
+        .filter(move |p| filters.pages().all(|m| m.matches(p)))
+}
+
+/// The figures of one page of the pages panel.
+#[derive(Debug, Clone, Default)]
+pub struct PageFigures {
+    pub views: i64,
+    /// Admitted visits that entered or left on it.
+    pub entries: i64,
+    pub exits: i64,
+    visitors: DaySketches,
+}
+
+impl PageFigures {
+    pub fn visitors(&self) -> i64 {
+        self.visitors.estimate()
+    }
+}
+
+/// Visitors as the unfiltered reports count them: a sketch per UTC day
+/// (a visitor's id changes with the day), the estimates added up.
+#[derive(Debug, Clone, Default)]
+pub struct DaySketches(BTreeMap<NaiveDate, Sketch>);
+
+impl DaySketches {
+    fn add(&mut self, at: DateTime<Utc>, register: Option<(u16, u8)>) {
+        if let Some((index, rank)) = register {
+            self.0
+                .entry(at.date_naive())
+                .or_default()
+                .raise(index, rank);
+        }
+    }
+
+    pub fn estimate(&self) -> i64 {
+        self.0.values().map(|s| s.estimate_count() as i64).sum()
+    }
+}
+
+/// Everything a filtered report shows, for one period.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub views: i64,
+    pub visits: i64,
+    pub bounces: i64,
+    pub duration_secs: i64,
+    visitors: DaySketches,
+    /// Per page path.
+    pub pages: HashMap<String, PageFigures>,
+    /// Per dimension, views per name (events: events per name).
+    pub breakdowns: BTreeMap<Dimension, HashMap<String, i64>>,
+    /// Per shown bucket (the period's points): views, visits, visitors.
+    pub series: Vec<SeriesPoint>,
+    /// One in how many visits were read (1: all of them); the counts above
+    /// are already scaled back up.
+    pub sample_rate: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SeriesPoint {
+    pub at: DateTime<Utc>,
+    pub views: i64,
+    pub visits: i64,
+    visitors: DaySketches,
+}
+
+impl SeriesPoint {
+    pub fn visitors(&self) -> i64 {
+        self.visitors.estimate()
+    }
+}
+
+impl Figures {
+    pub fn visitors(&self) -> i64 {
+        self.visitors.estimate()
+    }
+
+    pub fn non_bounces(&self) -> i64 {
+        self.visits - self.bounces
+    }
+
+    /// The pages by views, most first, then by path.
+    pub fn top_pages(&self) -> Vec<(&str, &PageFigures)> {
+        let mut rows: Vec<(&str, &PageFigures)> = self
+            .pages
+            .iter()
+            .filter(|(_, f)| f.views > 0)
+            .map(|(p, f)| (p.as_str(), f))
+            .collect();
+        rows.sort_by(|a, b| b.1.views.cmp(&a.1.views).then(a.0.cmp(b.0)));
+        rows
+    }
+
+    /// A dimension's names by count, most first, then by name.
+    pub fn top(&self, d: Dimension) -> Vec<(&str, i64)> {
+        let mut rows: Vec<(&str, i64)> = self
+            .breakdowns
+            .get(&d)
+            .map(|m| m.iter().map(|(n, c)| (n.as_str(), *c)).collect())
+            .unwrap_or_default();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        rows
+    }
+}
+
+/// The figures of the visits that pass `filters`, bucketed at `points`
+/// (the starts of the period's shown buckets, ascending; a visit before
+/// the first is in none). `sample_rate` is how many visits each read one
+/// stands for: counts are multiplied by it, visitors are not (a sampled
+/// sketch already estimates the sample; the page says visitors are
+/// sampled).
+pub fn compute<'a>(
+    filters: &Filters,
+    visits: impl IntoIterator<Item = &'a VisitRecord>,
+    points: &[DateTime<Utc>],
+    sample_rate: u32,
+) -> Figures {
+    let mut f = Figures {
+        series: points
+            .iter()
+            .map(|at| SeriesPoint {
+                at: *at,
+                ..SeriesPoint::default()
+            })
+            .collect(),
+        sample_rate: sample_rate.max(1),
+        ..Figures::default()
+    };
+    let scale = i64::from(f.sample_rate);
+    for visit in visits {
+        if !admits(filters, visit) {
+            continue;
+        }
+        f.visits += scale;
+        if visit.bounced() {
+            f.bounces += scale;
+        }
+        f.duration_secs += i64::from(visit.duration()) * scale;
+        f.visitors.add(visit.start, visit.register);
+        let mut views = 0;
+        for path in counted_views(filters, visit) {
+            views += scale;
+            let page = f.pages.entry(path.to_owned()).or_default();
+            page.views += scale;
+            page.visitors.add(visit.start, visit.register);
+        }
+        f.views += views;
+        if let Some(entry) = visit.entry() {
+            f.pages.entry(entry.to_owned()).or_default().entries += scale;
+        }
+        if let Some(exit) = visit.exit() {
+            f.pages.entry(exit.to_owned()).or_default().exits += scale;
+        }
+        for (d, name) in &visit.labels {
+            // The breakdowns count views under each name, as the
+            // unfiltered ones do.
+            *f.breakdowns
+                .entry(*d)
+                .or_default()
+                .entry(name.clone())
+                .or_default() += views;
+        }
+        for name in visit.steps.iter().filter_map(Step::event) {
+            *f.breakdowns
+                .entry(Dimension::Event)
+                .or_default()
+                .entry(name.to_owned())
+                .or_default() += scale;
+        }
+        let at = points.partition_point(|p| *p <= visit.start);
+        if at > 0 {
+            let point = &mut f.series[at - 1];
+            point.views += views;
+            point.visits += scale;
+            point.visitors.add(visit.start, visit.register);
+        }
+    }
+    f
+}
+
+/// A funnel's figures: per step, the visits that reached it, having
+/// reached every step before it in order within the visit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunnelFigures {
+    pub steps: Vec<FunnelStepFigures>,
+    pub sample_rate: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunnelStepFigures {
+    pub step: String,
+    pub visits: i64,
+}
+
+impl FunnelFigures {
+    /// Visits of step `i` per visit of the step before, 0 to 1 (the first
+    /// step: 1 when it has visits).
+    pub fn from_previous(&self, i: usize) -> Option<f64> {
+        let before = if i == 0 {
+            self.steps.first()?.visits
+        } else {
+            self.steps.get(i - 1)?.visits
+        };
+        (before > 0).then(|| self.steps[i].visits as f64 / before as f64)
+    }
+
+    /// Visits of step `i` per visit of the first step, 0 to 1.
+    pub fn from_start(&self, i: usize) -> Option<f64> {
+        let start = self.steps.first()?.visits;
+        (start > 0).then(|| self.steps.get(i).map_or(0, |s| s.visits) as f64 / start as f64)
+    }
+
+    /// Visits of the step before that did not reach step `i`.
+    pub fn drop_off(&self, i: usize) -> i64 {
+        if i == 0 {
+            return 0;
+        }
+        self.steps[i - 1].visits - self.steps[i].visits
+    }
+}
+
+/// How far a visit went along `funnel`: each of its steps, in order,
+/// advances at most one funnel step, when it is the next one.
+pub fn reached(funnel: &FunnelSteps, visit: &VisitRecord) -> usize {
+    let wanted = funnel.steps();
+    let mut next = 0;
+    for step in &visit.steps {
+        if next == wanted.len() {
+            break;
+        }
+        if wanted[next].matches(step.path(), step.event()) {
+            next += 1;
+        }
+    }
+    next
+}
+
+pub fn funnel<'a>(
+    filters: &Filters,
+    funnel: &FunnelSteps,
+    visits: impl IntoIterator<Item = &'a VisitRecord>,
+    sample_rate: u32,
+) -> FunnelFigures {
+    let sample_rate = sample_rate.max(1);
+    let mut counts = vec![0i64; funnel.steps().len()];
+    for visit in visits {
+        if !admits(filters, visit) {
+            continue;
+        }
+        for c in counts.iter_mut().take(reached(funnel, visit)) {
+            *c += i64::from(sample_rate);
+        }
+    }
+    FunnelFigures {
+        steps: funnel
+            .steps()
+            .iter()
+            .zip(counts)
+            .map(|(s, visits)| FunnelStepFigures {
+                step: s.to_string(),
+                visits,
+            })
+            .collect(),
+        sample_rate,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 2, h, m, 0).unwrap()
+    }
+
+    fn view(offset: u32, path: &str) -> Step {
+        Step::View {
+            offset,
+            path: path.into(),
+        }
+    }
+
+    fn event(offset: u32, name: &str) -> Step {
+        Step::Event {
+            offset,
+            name: name.into(),
+        }
+    }
+
+    fn visit(start: DateTime<Utc>, country: &str, steps: Vec<Step>, reg: u16) -> VisitRecord {
+        let mut labels = BTreeMap::new();
+        labels.insert(Dimension::Country, country.to_owned());
+        labels.insert(Dimension::Device, "desktop".to_owned());
+        VisitRecord::new(start, labels, steps, Some((reg, 1)))
+    }
+
+    fn filters(raw: &[&str]) -> Filters {
+        Filters::parse(raw.iter().copied()).unwrap()
+    }
+
+    fn sample() -> Vec<VisitRecord> {
+        vec![
+            visit(
+                at(10, 0),
+                "DE",
+                vec![view(60, "/b"), view(0, "/a"), event(30, "Signup")],
+                1,
+            ),
+            visit(at(10, 5), "DE", vec![view(0, "/b")], 2),
+            visit(at(11, 0), "FR", vec![view(0, "/a"), view(100, "/c")], 3),
+        ]
+    }
+
+    #[test]
+    fn steps_are_put_in_order_and_give_entry_exit_duration() {
+        let v = &sample()[0];
+        assert_eq!(v.entry(), Some("/a"));
+        assert_eq!(v.exit(), Some("/b"));
+        assert_eq!(v.duration(), 60);
+        assert!(!v.bounced());
+        assert!(sample()[1].bounced());
+    }
+
+    #[test]
+    fn visit_dimensions_select_visits_with_all_their_views() {
+        let f = compute(
+            &filters(&["country:DE"]),
+            &sample(),
+            &[at(10, 0), at(11, 0)],
+            1,
+        );
+        assert_eq!(
+            (f.views, f.visits, f.bounces, f.duration_secs),
+            (3, 2, 1, 60)
+        );
+        assert_eq!(f.visitors(), 2);
+        assert_eq!(f.pages["/b"].views, 2);
+        assert_eq!(f.pages["/a"].entries, 1);
+        assert_eq!(f.pages["/b"].exits, 2);
+        assert_eq!(f.top(Dimension::Country), [("DE", 3)]);
+        assert_eq!(f.top(Dimension::Event), [("Signup", 1)]);
+        assert_eq!(f.series[0].views, 3);
+        assert_eq!(f.series[1].visits, 0);
+    }
+
+    #[test]
+    fn a_page_filter_keeps_visits_that_include_it_and_only_its_views() {
+        let f = compute(&filters(&["page:/a"]), &sample(), &[at(0, 0)], 1);
+        assert_eq!((f.views, f.visits), (2, 2));
+        assert_eq!(f.top_pages().len(), 1);
+        // Their entries and exits are the visits', whatever the page.
+        assert_eq!(f.pages["/c"].exits, 1);
+    }
+
+    #[test]
+    fn entry_exit_and_event_filters_look_at_the_visit() {
+        let count = |raw: &[&str]| compute(&filters(raw), &sample(), &[], 1).visits;
+        assert_eq!(count(&["entry:/a"]), 2);
+        assert_eq!(count(&["exit:/b"]), 2);
+        assert_eq!(count(&["exit:/*"]), 3);
+        assert_eq!(count(&["event:Signup"]), 1);
+        assert_eq!(count(&["event:Signup", "country:FR"]), 0);
+        assert_eq!(count(&["browser:Firefox"]), 0);
+        assert_eq!(count(&[]), 3);
+    }
+
+    #[test]
+    fn a_sample_is_scaled_back_up() {
+        let f = compute(&Filters::default(), &sample()[..1], &[], 10);
+        assert_eq!((f.views, f.visits, f.sample_rate), (20, 10, 10));
+    }
+
+    #[test]
+    fn a_funnel_counts_visits_reaching_each_step_in_order() {
+        let steps = FunnelSteps::parse(["/a", "event:Signup", "/b"]).unwrap();
+        let f = funnel(&Filters::default(), &steps, &sample(), 1);
+        let visits: Vec<i64> = f.steps.iter().map(|s| s.visits).collect();
+        assert_eq!(visits, [2, 1, 1]);
+        assert_eq!(f.drop_off(1), 1);
+        assert_eq!(f.from_previous(1), Some(0.5));
+        assert_eq!(f.from_start(2), Some(0.5));
+        // Out of order is not reached: /b came before /a in no visit, and
+        // a /b first does not count towards a funnel starting at /a.
+        let back = FunnelSteps::parse(["/b", "/a"]).unwrap();
+        assert_eq!(
+            funnel(&Filters::default(), &back, &sample(), 1).steps[1].visits,
+            0
+        );
+        // Filters choose the visits.
+        let fr = funnel(&filters(&["country:FR"]), &steps, &sample(), 1);
+        assert_eq!(fr.steps[0].visits, 1);
+        assert_eq!(fr.steps[1].visits, 0);
+    }
+
+    #[test]
+    fn one_hit_advances_one_step() {
+        let steps = FunnelSteps::parse(["/*", "/a"]).unwrap();
+        let only_a = visit(at(1, 0), "DE", vec![view(0, "/a")], 9);
+        assert_eq!(reached(&steps, &only_a), 1);
+    }
+}
