@@ -66,22 +66,35 @@ pub struct VisitRecord {
     pub steps: Vec<Step>,
     /// The visitor's register in the visitors sketch, never the visitor.
     pub register: Option<(u16, u8)>,
+    /// Its views and duration as stored: they count every view, also past
+    /// the steps a visit keeps.
+    pub views: i64,
+    pub duration: i64,
 }
 
 impl VisitRecord {
+    /// A visit of these steps (in the order they happened), its views
+    /// and duration counted from them.
     pub fn new(
         start: DateTime<Utc>,
         labels: BTreeMap<Dimension, String>,
-        mut steps: Vec<Step>,
+        steps: Vec<Step>,
         register: Option<(u16, u8)>,
     ) -> Self {
-        // Stable: two steps of one second keep the order they were stored in.
-        steps.sort_by_key(Step::offset);
+        let views = steps.iter().filter(|s| s.path().is_some()).count() as i64;
+        let duration = steps
+            .iter()
+            .filter(|s| s.path().is_some())
+            .map(|s| i64::from(s.offset()))
+            .max()
+            .unwrap_or(0);
         VisitRecord {
             start,
             labels,
             steps,
             register,
+            views,
+            duration,
         }
     }
 
@@ -97,26 +110,10 @@ impl VisitRecord {
         self.views().last()
     }
 
-    pub fn view_count(&self) -> usize {
-        self.views().count()
-    }
-
-    /// Seconds from its first view to its last (events do not lengthen a
-    /// visit, as they do not in the unfiltered figures).
-    pub fn duration(&self) -> u32 {
-        let mut offsets = self
-            .steps
-            .iter()
-            .filter(|s| s.path().is_some())
-            .map(Step::offset);
-        match offsets.next() {
-            None => 0,
-            Some(first) => offsets.last().map_or(0, |last| last - first),
-        }
-    }
-
+    /// A visit of one view (events do not undo a bounce, as in the
+    /// unfiltered figures).
     pub fn bounced(&self) -> bool {
-        self.view_count() == 1
+        self.views == 1
     }
 }
 
@@ -175,13 +172,26 @@ impl PageFigures {
 
 /// Visitors as the unfiltered reports count them: a sketch per UTC day
 /// (a visitor's id changes with the day), the estimates added up.
-#[derive(Debug, Clone, Default)]
-pub struct DaySketches(BTreeMap<NaiveDate, Sketch>);
+#[derive(Debug, Clone)]
+pub struct DaySketches {
+    days: BTreeMap<NaiveDate, Sketch>,
+    /// The share of visitors read, to scale the estimate up by.
+    share: f64,
+}
+
+impl Default for DaySketches {
+    fn default() -> Self {
+        DaySketches {
+            days: BTreeMap::new(),
+            share: 1.0,
+        }
+    }
+}
 
 impl DaySketches {
     fn add(&mut self, at: DateTime<Utc>, register: Option<(u16, u8)>) {
         if let Some((index, rank)) = register {
-            self.0
+            self.days
                 .entry(at.date_naive())
                 .or_default()
                 .raise(index, rank);
@@ -189,7 +199,8 @@ impl DaySketches {
     }
 
     pub fn estimate(&self) -> i64 {
-        self.0.values().map(|s| s.estimate_count() as i64).sum()
+        let n: u64 = self.days.values().map(Sketch::estimate_count).sum();
+        (n as f64 / self.share).round() as i64
     }
 }
 
@@ -207,9 +218,9 @@ pub struct Figures {
     pub breakdowns: BTreeMap<Dimension, HashMap<String, i64>>,
     /// Per shown bucket (the period's points): views, visits, visitors.
     pub series: Vec<SeriesPoint>,
-    /// One in how many visits were read (1: all of them); the counts above
-    /// are already scaled back up.
-    pub sample_rate: u32,
+    /// The share of visitors read (1: all of them); the counts above are
+    /// already scaled back up by its inverse.
+    pub sampled: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -261,15 +272,14 @@ impl Figures {
 
 /// The figures of the visits that pass `filters`, bucketed at `points`
 /// (the starts of the period's shown buckets, ascending; a visit before
-/// the first is in none). `sample_rate` is how many visits each read one
-/// stands for: counts are multiplied by it, visitors are not (a sampled
-/// sketch already estimates the sample; the page says visitors are
-/// sampled).
+/// the first is in none). `sampled` is the share of visitors the visits
+/// are (1: all): every count, visitors included (a sample keeps or drops
+/// each visitor whole), is scaled back up by its inverse.
 pub fn compute<'a>(
     filters: &Filters,
     visits: impl IntoIterator<Item = &'a VisitRecord>,
     points: &[DateTime<Utc>],
-    sample_rate: u32,
+    sampled: f64,
 ) -> Figures {
     let mut f = Figures {
         series: points
@@ -279,33 +289,42 @@ pub fn compute<'a>(
                 ..SeriesPoint::default()
             })
             .collect(),
-        sample_rate: sample_rate.max(1),
+        sampled: if sampled > 0.0 && sampled < 1.0 {
+            sampled
+        } else {
+            1.0
+        },
         ..Figures::default()
     };
-    let scale = i64::from(f.sample_rate);
+    let page_filtered = filters.pages().next().is_some();
     for visit in visits {
         if !admits(filters, visit) {
             continue;
         }
-        f.visits += scale;
+        f.visits += 1;
         if visit.bounced() {
-            f.bounces += scale;
+            f.bounces += 1;
         }
-        f.duration_secs += i64::from(visit.duration()) * scale;
+        f.duration_secs += visit.duration;
         f.visitors.add(visit.start, visit.register);
         let mut views = 0;
         for path in counted_views(filters, visit) {
-            views += scale;
+            views += 1;
             let page = f.pages.entry(path.to_owned()).or_default();
-            page.views += scale;
+            page.views += 1;
             page.visitors.add(visit.start, visit.register);
+        }
+        // Views past the steps a visit keeps are counted, not kept: they
+        // count only without a page filter (their pages are unknown).
+        if !page_filtered {
+            views = views.max(visit.views);
         }
         f.views += views;
         if let Some(entry) = visit.entry() {
-            f.pages.entry(entry.to_owned()).or_default().entries += scale;
+            f.pages.entry(entry.to_owned()).or_default().entries += 1;
         }
         if let Some(exit) = visit.exit() {
-            f.pages.entry(exit.to_owned()).or_default().exits += scale;
+            f.pages.entry(exit.to_owned()).or_default().exits += 1;
         }
         for (d, name) in &visit.labels {
             // The breakdowns count views under each name, as the
@@ -321,25 +340,60 @@ pub fn compute<'a>(
                 .entry(Dimension::Event)
                 .or_default()
                 .entry(name.to_owned())
-                .or_default() += scale;
+                .or_default() += 1;
         }
         let at = points.partition_point(|p| *p <= visit.start);
         if at > 0 {
             let point = &mut f.series[at - 1];
             point.views += views;
-            point.visits += scale;
+            point.visits += 1;
             point.visitors.add(visit.start, visit.register);
         }
+    }
+    if f.sampled < 1.0 {
+        f.scale_up();
     }
     f
 }
 
+impl Figures {
+    /// Every count divided by the share of visitors read.
+    fn scale_up(&mut self) {
+        let share = self.sampled;
+        let up = |n: &mut i64| *n = (*n as f64 / share).round() as i64;
+        for n in [
+            &mut self.views,
+            &mut self.visits,
+            &mut self.bounces,
+            &mut self.duration_secs,
+        ] {
+            up(n);
+        }
+        self.visitors.share = share;
+        for p in self.pages.values_mut() {
+            up(&mut p.views);
+            up(&mut p.entries);
+            up(&mut p.exits);
+            p.visitors.share = share;
+        }
+        for names in self.breakdowns.values_mut() {
+            names.values_mut().for_each(up);
+        }
+        for p in &mut self.series {
+            up(&mut p.views);
+            up(&mut p.visits);
+            p.visitors.share = share;
+        }
+    }
+}
+
 /// A funnel's figures: per step, the visits that reached it, having
 /// reached every step before it in order within the visit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FunnelFigures {
     pub steps: Vec<FunnelStepFigures>,
-    pub sample_rate: u32,
+    /// The share of visitors read (1: all of them).
+    pub sampled: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,17 +449,24 @@ pub fn funnel<'a>(
     filters: &Filters,
     funnel: &FunnelSteps,
     visits: impl IntoIterator<Item = &'a VisitRecord>,
-    sample_rate: u32,
+    sampled: f64,
 ) -> FunnelFigures {
-    let sample_rate = sample_rate.max(1);
+    let sampled = if sampled > 0.0 && sampled < 1.0 {
+        sampled
+    } else {
+        1.0
+    };
     let mut counts = vec![0i64; funnel.steps().len()];
     for visit in visits {
         if !admits(filters, visit) {
             continue;
         }
         for c in counts.iter_mut().take(reached(funnel, visit)) {
-            *c += i64::from(sample_rate);
+            *c += 1;
         }
+    }
+    for c in &mut counts {
+        *c = (*c as f64 / sampled).round() as i64;
     }
     FunnelFigures {
         steps: funnel
@@ -417,7 +478,7 @@ pub fn funnel<'a>(
                 visits,
             })
             .collect(),
-        sample_rate,
+        sampled,
     }
 }
 
@@ -448,6 +509,8 @@ mod tests {
         let mut labels = BTreeMap::new();
         labels.insert(Dimension::Country, country.to_owned());
         labels.insert(Dimension::Device, "desktop".to_owned());
+        let mut steps = steps;
+        steps.sort_by_key(Step::offset);
         VisitRecord::new(start, labels, steps, Some((reg, 1)))
     }
 
@@ -473,7 +536,7 @@ mod tests {
         let v = &sample()[0];
         assert_eq!(v.entry(), Some("/a"));
         assert_eq!(v.exit(), Some("/b"));
-        assert_eq!(v.duration(), 60);
+        assert_eq!(v.duration, 60);
         assert!(!v.bounced());
         assert!(sample()[1].bounced());
     }
@@ -484,7 +547,7 @@ mod tests {
             &filters(&["country:DE"]),
             &sample(),
             &[at(10, 0), at(11, 0)],
-            1,
+            1.0,
         );
         assert_eq!(
             (f.views, f.visits, f.bounces, f.duration_secs),
@@ -502,7 +565,7 @@ mod tests {
 
     #[test]
     fn a_page_filter_keeps_visits_that_include_it_and_only_its_views() {
-        let f = compute(&filters(&["page:/a"]), &sample(), &[at(0, 0)], 1);
+        let f = compute(&filters(&["page:/a"]), &sample(), &[at(0, 0)], 1.0);
         assert_eq!((f.views, f.visits), (2, 2));
         assert_eq!(f.top_pages().len(), 1);
         // Their entries and exits are the visits', whatever the page.
@@ -511,7 +574,7 @@ mod tests {
 
     #[test]
     fn entry_exit_and_event_filters_look_at_the_visit() {
-        let count = |raw: &[&str]| compute(&filters(raw), &sample(), &[], 1).visits;
+        let count = |raw: &[&str]| compute(&filters(raw), &sample(), &[], 1.0).visits;
         assert_eq!(count(&["entry:/a"]), 2);
         assert_eq!(count(&["exit:/b"]), 2);
         assert_eq!(count(&["exit:/*"]), 3);
@@ -523,14 +586,14 @@ mod tests {
 
     #[test]
     fn a_sample_is_scaled_back_up() {
-        let f = compute(&Filters::default(), &sample()[..1], &[], 10);
-        assert_eq!((f.views, f.visits, f.sample_rate), (20, 10, 10));
+        let f = compute(&Filters::default(), &sample()[..1], &[], 0.1);
+        assert_eq!((f.views, f.visits, f.visitors()), (20, 10, 10));
     }
 
     #[test]
     fn a_funnel_counts_visits_reaching_each_step_in_order() {
         let steps = FunnelSteps::parse(["/a", "event:Signup", "/b"]).unwrap();
-        let f = funnel(&Filters::default(), &steps, &sample(), 1);
+        let f = funnel(&Filters::default(), &steps, &sample(), 1.0);
         let visits: Vec<i64> = f.steps.iter().map(|s| s.visits).collect();
         assert_eq!(visits, [2, 1, 1]);
         assert_eq!(f.drop_off(1), 1);
@@ -540,11 +603,11 @@ mod tests {
         // a /b first does not count towards a funnel starting at /a.
         let back = FunnelSteps::parse(["/b", "/a"]).unwrap();
         assert_eq!(
-            funnel(&Filters::default(), &back, &sample(), 1).steps[1].visits,
+            funnel(&Filters::default(), &back, &sample(), 1.0).steps[1].visits,
             0
         );
         // Filters choose the visits.
-        let fr = funnel(&filters(&["country:FR"]), &steps, &sample(), 1);
+        let fr = funnel(&filters(&["country:FR"]), &steps, &sample(), 1.0);
         assert_eq!(fr.steps[0].visits, 1);
         assert_eq!(fr.steps[1].visits, 0);
     }

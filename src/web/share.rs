@@ -16,7 +16,7 @@ use super::auth::{client_address, Post, Viewer};
 use super::error::{see_other, WebError};
 use super::forms::FormError;
 use super::pages::{error_page, render_form, Nav};
-use super::reports::{self, Audience, ReportQuery};
+use super::reports::{self, Audience};
 use super::state::WebState;
 use crate::domain::{AccessToken, ExpiryDays, Label, TokenKind};
 use crate::storage::share_links::{self, Lookup, ShareLink, ShareLinkError};
@@ -119,7 +119,7 @@ fn audience(token: &str) -> Audience {
 type Data = web::Data<WebState>;
 type Done = web::Query<crate::web::forms::DoneQuery>;
 type Token = web::Path<String>;
-type Q = web::Query<ReportQuery>;
+type Q = reports::Query;
 
 pub async fn shared_dashboard(req: HttpRequest, state: Data, token: Token, q: Q) -> Answer {
     shared(req, state, token, q, false).await

@@ -6,7 +6,8 @@ use super::*;
 use crate::web::fmt;
 
 impl ReportQuery {
-    /// The range parameters as a query string, for links and exports.
+    /// The range parameters and the filters as a query string, for links
+    /// and exports.
     pub(super) fn range_params(&self) -> String {
         [
             ("range", &self.range),
@@ -20,6 +21,12 @@ impl ReportQuery {
                 .filter(|v| !v.is_empty())
                 .map(|v| format!("{k}={}", fmt::query(v)))
         })
+        // The filters go with the range: every link keeps both.
+        .chain(
+            self.filter_params()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", fmt::query(&v))),
+        )
         .collect::<Vec<_>>()
         .join("&")
     }

@@ -6,6 +6,7 @@
 pub(crate) mod breakdowns;
 mod dashboard;
 mod exports;
+mod filter_query;
 pub(crate) mod goals;
 mod links;
 mod page;
@@ -51,7 +52,7 @@ use super::state::WebState;
 use crate::domain::SiteId;
 use crate::storage::sites::Site;
 
-type Query = web::Query<ReportQuery>;
+pub use filter_query::Query;
 
 /// Who looks at a report, and so where its links lead and what it offers.
 pub struct Audience {

@@ -31,6 +31,10 @@ pub struct ReportQuery {
     pub(super) metric: Option<String>,
     /// `breakdown.csv`: which dimension (`browser`, `country`, ...).
     pub(super) dimension: Option<String>,
+    /// Every report: `filter` values as sent (`filter_query::Query` reads
+    /// them, as they repeat).
+    #[serde(skip)]
+    pub(super) filter: Vec<String>,
 }
 
 impl ReportQuery {

@@ -167,7 +167,10 @@ pub(super) fn controls(
     period: &Period,
     error: Option<&PeriodError>,
 ) -> Controls {
-    let hidden_params: Vec<(&str, &str)> = hidden.to_vec();
+    let filters = q.filter_params();
+    let mut hidden_params: Vec<(&str, &str)> = hidden.to_vec();
+    // The range picker keeps the filters.
+    hidden_params.extend(filters.iter().map(|(k, v)| (*k, v.as_str())));
     let kept = |v: &Option<String>| v.clone().unwrap_or_default();
     Controls {
         action: action.to_owned(),
@@ -190,6 +193,7 @@ pub(super) fn controls(
                     .filter(|v| !v.is_empty())
                     .map(|v| (k.to_owned(), v))
             })
+            .chain(filters.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
             .collect()
         },
         presets: Preset::ALL
