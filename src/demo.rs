@@ -211,6 +211,7 @@ fn plan_visit(
                 entry: Some(pages[entry].as_str().to_owned()),
                 previous: Some(pages[previous].as_str().to_owned()),
                 second_view: view == 1,
+                place: None,
             },
         });
         previous = page;

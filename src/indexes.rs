@@ -16,6 +16,7 @@ pub fn all() -> Vec<IndexSpec> {
         crate::accounts::api_tokens::indexes(),
         crate::storage::share_links::indexes(),
         crate::storage::funnels::indexes(),
+        crate::storage::visit_log::indexes(),
         crate::preallocation::indexes(),
     ]
     .concat()

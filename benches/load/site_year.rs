@@ -517,6 +517,7 @@ fn visits_of(
                     entry: Some(names[entry].clone()),
                     previous: Some(names[previous].clone()),
                     second_view: views == 1,
+                    place: None,
                 }
             }
             _ => {

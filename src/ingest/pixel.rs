@@ -338,6 +338,7 @@ async fn count(
             source: None,
             visit: Some(crate::journal::Visit {
                 visitor,
+                place: state.visitors.open.event(visitor, at),
                 ..Default::default()
             }),
             labels: Labels::default().with(Dimension::Event, event.into_string()),

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use crate::journal::Visit;
+use crate::journal::{Visit, VisitPlace};
 
 /// Longest gap between two hits of one visit.
 pub const GAP: TimeDelta = TimeDelta::minutes(30);
@@ -59,6 +59,11 @@ struct Inner {
 
 #[derive(Debug)]
 struct Open {
+    /// The visit's id in the visit store, drawn at random when it opens.
+    id: u64,
+    start: DateTime<Utc>,
+    /// Hits (views and events) taken so far: the next one's step.
+    steps: u32,
     last_at: DateTime<Utc>,
     entry: Box<str>,
     previous: Box<str>,
@@ -111,7 +116,13 @@ impl OpenVisits {
                     entry: Some(open.entry.to_string()),
                     previous: Some(open.previous.to_string()),
                     second_view: open.views == 1,
+                    place: Some(VisitPlace {
+                        id: open.id,
+                        start: open.start,
+                        step: open.steps,
+                    }),
                 };
+                open.steps = open.steps.saturating_add(1);
                 let before = open.bytes();
                 open.views = open.views.saturating_add(1);
                 open.last_at = open.last_at.max(at);
@@ -126,7 +137,11 @@ impl OpenVisits {
         let visit = match continued {
             Some(visit) => visit,
             None => {
+                let id = new_visit_id();
                 let open = Open {
+                    id,
+                    start: at,
+                    steps: 1,
                     last_at: at,
                     entry: page.into(),
                     previous: page.into(),
@@ -139,6 +154,11 @@ impl OpenVisits {
                 }
                 Visit {
                     visitor,
+                    place: Some(VisitPlace {
+                        id,
+                        start: at,
+                        step: 0,
+                    }),
                     ..Visit::default()
                 }
             }
@@ -150,6 +170,26 @@ impl OpenVisits {
         }
         inner.compact();
         (visit, Touch { visitor, stamp })
+    }
+
+    /// The place of an event of `visitor` at `at` in its open visit, if
+    /// it has one: the event takes the next step number and changes
+    /// nothing else of the visit (it is not a view: no duration, no exit,
+    /// and it does not keep the visit open). `None`: the event is outside
+    /// any visit, and the visit store does not keep it.
+    pub fn event(&self, visitor: u64, at: DateTime<Utc>) -> Option<VisitPlace> {
+        let mut inner = self.inner.lock().expect("visits lock");
+        let open = inner.visits.get_mut(&visitor)?;
+        if at - open.last_at >= GAP {
+            return None;
+        }
+        let step = open.steps;
+        open.steps = open.steps.saturating_add(1);
+        Some(VisitPlace {
+            id: open.id,
+            start: open.start,
+            step,
+        })
     }
 
     /// Takes back a touch whose hit was not journaled: its visit is
@@ -177,6 +217,17 @@ impl OpenVisits {
     pub fn config(&self) -> VisitsConfig {
         self.config
     }
+}
+
+/// A random visit id: never derived from the visitor or the address. The
+/// system's generator; without one (it cannot fail on Linux), a clock and
+/// counter mix still tells visits apart.
+fn new_visit_id() -> u64 {
+    static FALLBACK: AtomicU64 = AtomicU64::new(0);
+    getrandom::u64().unwrap_or_else(|_| {
+        let nanos = Utc::now().timestamp_nanos_opt().unwrap_or(0) as u64;
+        crate::domain::sketch::mix(nanos ^ FALLBACK.fetch_add(1, Relaxed).rotate_left(40))
+    })
 }
 
 impl Inner {
@@ -258,6 +309,29 @@ mod tests {
         assert_eq!(third.previous.as_deref(), Some("a.com/b"));
         assert!(!third.second_view);
         assert_eq!(third.duration_secs, 60);
+    }
+
+    #[test]
+    fn each_hit_takes_the_next_step_of_its_visit_and_a_new_visit_a_new_id() {
+        let t = table();
+        let (first, _) = t.hit(1, "a.com/", at(10, 0));
+        let place = first.place.unwrap();
+        assert_eq!((place.start, place.step), (at(10, 0), 0));
+        let event = t.event(1, at(10, 1)).unwrap();
+        assert_eq!((event.id, event.step), (place.id, 1));
+        let (second, _) = t.hit(1, "a.com/b", at(10, 2));
+        let second = second.place.unwrap();
+        assert_eq!(
+            (second.id, second.start, second.step),
+            (place.id, at(10, 0), 2)
+        );
+        // Another visitor's visit has another id; an event outside any
+        // visit has no place.
+        let other = t.hit(2, "a.com/", at(10, 2)).0.place.unwrap();
+        assert_ne!(other.id, place.id);
+        assert_eq!(t.event(3, at(10, 2)), None);
+        // An event does not keep a visit open.
+        assert_eq!(t.event(1, at(10, 40)), None);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 pub use lane::Lane;
-pub use record::{Record, Visit};
+pub use record::{Record, Visit, VisitPlace};
 pub use stats::JournalStats;
 pub use writer::{AppendError, CommittedBatch};
 

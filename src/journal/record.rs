@@ -2,6 +2,10 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
+//! payload v5 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
+//!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
+//!              visit_id:u64le  visit_start_ms:i64le  step:u32le
+//!              page  source  entry  previous  labels[rest]
 //! payload v4 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
 //!              page  source  entry  previous  labels[rest]
@@ -14,7 +18,9 @@
 //! crc        = CRC32C(len bytes ++ payload)
 //! flags      = bit 0: the hit carries a visit (the fields after it mean
 //!              something); bit 1: it starts a visit; bit 2: it is the
-//!              visit's second view (its bounce becomes a non-bounce)
+//!              visit's second view (its bounce becomes a non-bounce);
+//!              bit 3 (format 5): the hit has a place in a visit (the
+//!              visit id, start and step mean something)
 //! ```
 //!
 //! Format 2 (issue 10) adds the view's source; an empty source means none
@@ -24,7 +30,11 @@
 //! previous hit, and the visit's entry and previous pages (empty when it
 //! starts one). Format 4 (issue 20) adds the hit's breakdown labels
 //! (`domain::Labels`: medium, campaign, browser, OS, device, country, and
-//! the event's name for an event, which is not a view). Segments say their
+//! the event's name for an event, which is not a view). Format 5 adds the
+//! hit's place in its visit (`VisitPlace`: a random visit id drawn when the
+//! visit opens, never derived from the visitor, the visit's start and the
+//! hit's step number), which the visit store (`storage::visit_log`) keys
+//! and orders its steps by. Segments say their
 //! format in their header, and a journal
 //! written by a previous version is still replayed: format-1 records decode
 //! with no source, format-1 and format-2 records with no visit.
@@ -42,7 +52,7 @@ pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
 /// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
 /// three pages); anything longer on disk is damage, not data.
-pub const MAX_PAYLOAD: usize = V4_FIXED + 3 * 1024 + 512 + MAX_LABELS;
+pub const MAX_PAYLOAD: usize = V5_FIXED + 3 * 1024 + 512 + MAX_LABELS;
 
 /// Bounds one page of a record (a domain plus a path, with room).
 const MAX_PAGE: usize = 1024;
@@ -53,19 +63,24 @@ pub const FORMAT_V1: u32 = 1;
 pub const FORMAT_V2: u32 = 2;
 /// The record format of format-3 segments: a visit, no labels.
 pub const FORMAT_V3: u32 = 3;
-/// The record format this build writes.
+/// The record format of format-4 segments: labels, no place in a visit.
 pub const FORMAT_V4: u32 = 4;
+/// The record format this build writes.
+pub const FORMAT_V5: u32 = 5;
 
 /// Bytes of a format-3 payload before its strings.
 const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
 /// Bytes of a format-4 payload before its strings.
 const V4_FIXED: usize = V3_FIXED + 2;
+/// Bytes of a format-5 payload before its strings.
+const V5_FIXED: usize = V4_FIXED + 8 + 8 + 4;
 /// Most bytes of a record's labels: one per dimension, each at most 255.
 const MAX_LABELS: usize = Dimension::ALL.len() * (2 + MAX_NAME_BYTES);
 
 const HAS_VISIT: u8 = 1;
 const STARTS: u8 = 2;
 const SECOND_VIEW: u8 = 4;
+const HAS_PLACE: u8 = 8;
 
 /// A hit as journaled: which page, when it happened, where it came from
 /// when that is known, and what it changes of its visit.
@@ -98,6 +113,22 @@ pub struct Visit {
     pub previous: Option<String>,
     /// The visit's second view: its entry page's bounce is undone.
     pub second_view: bool,
+    /// The hit's place in its visit (format 5); `None` in older formats
+    /// and for an event outside any open visit.
+    pub place: Option<VisitPlace>,
+}
+
+/// Where a hit stands in its visit, for the visit store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisitPlace {
+    /// Drawn at random when the visit opens: not derived from the visitor
+    /// or the address, so it ties nothing beyond the one visit.
+    pub id: u64,
+    /// The visit's first hit.
+    pub start: DateTime<Utc>,
+    /// The hit's number in its visit: 0 for the entry, then in the order
+    /// the pixel took the visit's hits (views and events).
+    pub step: u32,
 }
 
 impl Visit {
@@ -141,7 +172,7 @@ impl Record {
 
     /// Bytes this record takes on disk.
     pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.payload_len(FORMAT_V4)
+        HEADER_LEN + self.payload_len(FORMAT_V5)
     }
 
     fn payload_len(&self, format: u32) -> usize {
@@ -154,7 +185,12 @@ impl Record {
             FORMAT_V3 => V3_FIXED + strings,
             _ => {
                 let labels: usize = self.labels.iter().map(|(_, n)| 2 + n.len()).sum();
-                V4_FIXED + strings + labels
+                let fixed = if format == FORMAT_V4 {
+                    V4_FIXED
+                } else {
+                    V5_FIXED
+                };
+                fixed + strings + labels
             }
         }
     }
@@ -163,6 +199,13 @@ impl Record {
     /// allows are a bug upstream (the pixel's rules bound them), so they
     /// panic here instead of writing a record that would read back as damage.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.encode_format_into(out, FORMAT_V5);
+    }
+
+    /// Writes a record as format 4 did (labels, no place in a visit): only
+    /// for tests that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v4_into(&self, out: &mut Vec<u8>) {
         self.encode_format_into(out, FORMAT_V4);
     }
 
@@ -179,6 +222,10 @@ impl Record {
         fn text(s: &Option<String>) -> &[u8] {
             s.as_deref().unwrap_or_default().as_bytes()
         }
+        let place = match (&self.visit, format) {
+            (Some(v), FORMAT_V5) => v.place,
+            _ => None,
+        };
         let (flags, visitor, duration, entry, previous) = match &self.visit {
             None => (0, 0, 0, &[][..], &[][..]),
             Some(v) => {
@@ -188,6 +235,9 @@ impl Record {
                 }
                 if v.second_view {
                     flags |= SECOND_VIEW;
+                }
+                if place.is_some() {
+                    flags |= HAS_PLACE;
                 }
                 let (entry, previous) = (text(&v.entry), text(&v.previous));
                 (flags, v.visitor, v.duration_secs, entry, previous)
@@ -210,6 +260,13 @@ impl Record {
         }
         for len in lens {
             out.extend_from_slice(&(len as u16).to_le_bytes());
+        }
+        if format == FORMAT_V5 {
+            let (id, start, step) =
+                place.map_or((0, 0, 0), |p| (p.id, p.start.timestamp_millis(), p.step));
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&start.to_le_bytes());
+            out.extend_from_slice(&step.to_le_bytes());
         }
         for part in [self.page.as_bytes(), source, entry, previous] {
             out.extend_from_slice(part);
@@ -274,7 +331,8 @@ impl Record {
             FORMAT_V1 => 8,
             FORMAT_V2 => 10,
             FORMAT_V3 => V3_FIXED as u32,
-            _ => V4_FIXED as u32,
+            FORMAT_V4 => V4_FIXED as u32,
+            _ => V5_FIXED as u32,
         };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
@@ -330,10 +388,34 @@ impl Record {
                 } else {
                     [21, 23, 25, 27].map(|i| usize::from(u16_at(i))).to_vec()
                 };
-                let rest = &payload[if v3 { V3_FIXED } else { V4_FIXED }..];
-                if lens.iter().sum::<usize>() > rest.len() || flags & !7 != 0 {
+                let v5 = format == FORMAT_V5;
+                let fixed = match format {
+                    FORMAT_V3 => V3_FIXED,
+                    FORMAT_V4 => V4_FIXED,
+                    _ => V5_FIXED,
+                };
+                let rest = &payload[fixed..];
+                let known_flags = if v5 { 15 } else { 7 };
+                if lens.iter().sum::<usize>() > rest.len() || flags & !known_flags != 0 {
                     return Err(DecodeError::BadPayload);
                 }
+                let place = if v5 {
+                    let id = u64::from_le_bytes(payload[29..37].try_into().expect("8 bytes"));
+                    let start_ms = i64::from_le_bytes(payload[37..45].try_into().expect("8 bytes"));
+                    let step = u32::from_le_bytes(payload[45..49].try_into().expect("4 bytes"));
+                    if flags & HAS_PLACE == 0 {
+                        if id != 0 || start_ms != 0 || step != 0 {
+                            return Err(DecodeError::BadPayload);
+                        }
+                        None
+                    } else {
+                        let start = DateTime::<Utc>::from_timestamp_millis(start_ms)
+                            .ok_or(DecodeError::BadPayload)?;
+                        Some(VisitPlace { id, start, step })
+                    }
+                } else {
+                    None
+                };
                 let (page, rest) = rest.split_at(lens[0]);
                 let (source, rest) = rest.split_at(lens[1]);
                 let (entry, rest) = rest.split_at(lens[2]);
@@ -355,6 +437,8 @@ impl Record {
                     None
                 } else {
                     // A visit starts exactly when it names no entry page.
+                    // (An event's visit names none either: it changes
+                    // nothing of the visit, whatever its step.)
                     if (flags & STARTS != 0) != entry.is_none()
                         || entry.is_some() != previous.is_some()
                     {
@@ -366,6 +450,7 @@ impl Record {
                         entry,
                         previous,
                         second_view: flags & SECOND_VIEW != 0,
+                        place,
                     })
                 };
                 Record {
@@ -431,17 +516,33 @@ mod tests {
             entry: Some("example.com/".into()),
             previous: Some("example.com/a".into()),
             second_view: false,
+            place: Some(VisitPlace {
+                id: 77,
+                start: Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap(),
+                step: 3,
+            }),
         });
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
         assert!(!r.is_event());
+        let without_place = Some(Visit {
+            place: None,
+            ..r.visit.clone().unwrap()
+        });
         let mut old = Vec::new();
         r.encode_v3_into(&mut old);
         let (decoded, _) = Record::decode(&old, FORMAT_V3).unwrap();
         assert_eq!(decoded.labels, Labels::default());
-        assert_eq!(decoded.visit, r.visit);
+        assert_eq!(decoded.visit, without_place);
+        // A format-4 record keeps its labels and reads with no place.
+        let mut v4 = Vec::new();
+        r.encode_v4_into(&mut v4);
+        let (decoded, len) = Record::decode(&v4, FORMAT_V4).unwrap();
+        assert_eq!(len, v4.len());
+        assert_eq!(decoded.labels, r.labels);
+        assert_eq!(decoded.visit, without_place);
         let event = Record {
             labels: Labels::default().with(Dimension::Event, "Signup"),
             ..record("example.com/")
@@ -460,7 +561,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V4).unwrap_err(),
+            Record::decode(&buf, FORMAT_V5).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -471,12 +572,12 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
         r.source = Some("news.ycombinator.com".into());
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
         for visit in [
             Visit {
                 visitor: u64::MAX,
@@ -488,13 +589,23 @@ mod tests {
                 entry: Some("example.com/".into()),
                 previous: Some("example.com/a".into()),
                 second_view: true,
+                place: None,
+            },
+            Visit {
+                visitor: 7,
+                place: Some(VisitPlace {
+                    id: u64::MAX,
+                    start: Utc.with_ymd_and_hms(2026, 11, 22, 9, 59, 59).unwrap(),
+                    step: 0,
+                }),
+                ..Visit::default()
             },
         ] {
             r.visit = Some(visit);
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             assert_eq!(buf.len(), r.encoded_len());
-            assert_eq!(Record::decode(&buf, FORMAT_V4), Ok((r.clone(), buf.len())));
+            assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
         }
     }
 
@@ -524,7 +635,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V4).unwrap_err(),
+            Record::decode(&buf, FORMAT_V5).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -541,7 +652,7 @@ mod tests {
     #[test]
     fn zeros_are_not_a_record() {
         assert_eq!(
-            Record::decode(&[0; 64], FORMAT_V4).unwrap_err(),
+            Record::decode(&[0; 64], FORMAT_V5).unwrap_err(),
             DecodeError::BadLength(0)
         );
     }
@@ -557,6 +668,11 @@ mod tests {
                 any::<u32>(),
                 proptest::option::of(("\\PC{0,100}", "\\PC{0,100}")),
                 any::<bool>(),
+                proptest::option::of((
+                    any::<u64>(),
+                    -62_000_000_000_000i64..253_000_000_000_000i64,
+                    any::<u32>(),
+                )),
             )),
         )
             .prop_map(|(page, ms, source, visit)| Record {
@@ -569,7 +685,7 @@ mod tests {
                 source,
                 // An empty page name reads back as none: the pixel never
                 // journals one.
-                visit: visit.map(|(visitor, duration_secs, pages, second_view)| {
+                visit: visit.map(|(visitor, duration_secs, pages, second_view, place)| {
                     let pages = pages.map(|(e, p)| (format!("e{e}"), format!("p{p}")));
                     Visit {
                         visitor,
@@ -577,6 +693,11 @@ mod tests {
                         entry: pages.as_ref().map(|p| p.0.clone()),
                         previous: pages.map(|p| p.1),
                         second_view,
+                        place: place.map(|(id, ms, step)| VisitPlace {
+                            id,
+                            start: DateTime::<Utc>::from_timestamp_millis(ms).unwrap(),
+                            step,
+                        }),
                     }
                 }),
             })
@@ -591,7 +712,7 @@ mod tests {
             }
             let mut at = 0;
             for r in &records {
-                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V4).unwrap();
+                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V5).unwrap();
                 prop_assert_eq!(&decoded, r);
                 at += len;
             }
@@ -603,7 +724,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             let cut = cut % buf.len();
-            prop_assert!(Record::decode(&buf[..cut], FORMAT_V4).is_err());
+            prop_assert!(Record::decode(&buf[..cut], FORMAT_V5).is_err());
         }
 
         #[test]
@@ -615,7 +736,7 @@ mod tests {
             // A flip may make the record look longer than the buffer
             // (truncated) or fail the length, checksum or payload checks:
             // never may it decode as a record.
-            prop_assert!(Record::decode(&buf, FORMAT_V4).is_err());
+            prop_assert!(Record::decode(&buf, FORMAT_V5).is_err());
         }
     }
 }

@@ -20,6 +20,11 @@ fn hit(i: usize) -> Record {
         source: (i % 3 == 0).then(|| format!("source{i}.example")),
         visit: (i % 2 == 0).then(|| record::Visit {
             visitor: i as u64,
+            place: (i % 4 == 0).then(|| record::VisitPlace {
+                id: 1_000 + i as u64,
+                start: Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap(),
+                step: i as u32,
+            }),
             ..Default::default()
         }),
         labels: match i % 4 {
@@ -394,6 +399,65 @@ async fn a_format_1_journal_with_records_replays_them_and_goes_on_in_format_2() 
     drop(journal);
 
     // Reopened, both formats still read back the same.
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(read_all(&journal.lanes()[0]), expected);
+}
+
+#[tokio::test]
+async fn a_format_4_journal_replays_without_places_and_goes_on_in_format_5() {
+    // The journal as the version before the visit store left it: meta
+    // format 4 and a segment of format-4 records (labels, no place).
+    let dir = tempfile::tempdir().unwrap();
+    let id = uuid::Uuid::new_v4();
+    std::fs::write(
+        dir.path().join(META),
+        format!("tickertape-journal\nformat=4\nid={id}\nlanes=1\n"),
+    )
+    .unwrap();
+    let lane_dir = dir.path().join("lane-0");
+    std::fs::create_dir_all(&lane_dir).unwrap();
+    let old = SegmentHeader {
+        format: record::FORMAT_V4,
+        lane: 0,
+        start: 0,
+        journal: id,
+    };
+    let (mut file, _) = segment::create(&lane_dir, &old).unwrap();
+    let mut body = Vec::new();
+    let old_hits: Vec<Record> = (0..8).map(hit).collect();
+    for r in &old_hits {
+        r.encode_v4_into(&mut body);
+    }
+    file.write_all(&body).unwrap();
+    drop(file);
+    // What they read back as: everything but the place.
+    let expected_old: Vec<Record> = old_hits
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            if let Some(v) = r.visit.as_mut() {
+                v.place = None;
+            }
+            r
+        })
+        .collect();
+    assert!(old_hits
+        .iter()
+        .any(|r| r.visit.as_ref().is_some_and(|v| v.place.is_some())));
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(journal.id(), id);
+    let meta = std::fs::read_to_string(dir.path().join(META)).unwrap();
+    assert!(meta.contains(&format!("format={FORMAT}")), "{meta}");
+    write(&journal, 20..25).await;
+    let mut expected = expected_old;
+    expected.extend((20..25).map(hit));
+    let all = read_all(&journal.lanes()[0]);
+    assert_eq!(all, expected);
+    // The new segment keeps the places.
+    assert_eq!(all[8].visit.as_ref().unwrap().place.unwrap().id, 1_020);
+    journal.close_writers().await;
+    drop(journal);
     let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
     assert_eq!(read_all(&journal.lanes()[0]), expected);
 }

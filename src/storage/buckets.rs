@@ -750,6 +750,7 @@ mod tests {
             entry: Some("example.com/a".into()),
             previous: Some("example.com/a".into()),
             second_view: true,
+            place: None,
         };
         let taken_back = |duration_secs| {
             let mut inc = Increments::for_site(Resolution::Hour, 0);
@@ -783,6 +784,7 @@ mod tests {
             entry: Some("example.com/a".into()),
             previous: Some("example.com/a".into()),
             second_view: true,
+            place: None,
         };
         let statement = |sign: i32| {
             let mut inc = Increments::new(Resolution::Hour);

@@ -23,6 +23,7 @@ pub mod system;
 pub mod txn;
 pub mod update;
 pub mod values;
+pub mod visit_log;
 
 use bson::{doc, Document};
 use mongodb::options::{

@@ -26,7 +26,10 @@ pub async fn current(store: &Store, level: Resolution) -> Result<TtlState, mongo
     current_of(store, level.collection()).await
 }
 
-async fn current_of(store: &Store, name: &str) -> Result<TtlState, mongodb::error::Error> {
+pub(super) async fn current_of(
+    store: &Store,
+    name: &str,
+) -> Result<TtlState, mongodb::error::Error> {
     // The raw listing: `expireAfterSeconds` as the server stores it, of
     // whatever numeric type. A handful of indexes fit in the first batch.
     let reply = match store.db().run_command(doc! {"listIndexes": name}).await {

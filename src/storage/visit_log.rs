@@ -1,0 +1,679 @@
+//! `visits`: one document per visit, its dimensions and its ordered steps
+//! (page views and events), for the reports that filter by a dimension and
+//! for funnels. The unfiltered reports never read it: they keep reading the
+//! buckets.
+//!
+//! ```text
+//! { _id: NumberLong(visit id),      // random, drawn when the visit opens
+//!   site: "example.com",            // the site's canonical domain
+//!   start: ISODate(first hit, ms),
+//!   entry: "/", source, medium, campaign, browser, os, device, country,
+//!                                   // from the visit's first view; absent when unknown
+//!   reg: 1234, rank: 3,             // the visitor's HyperLogLog register
+//!   views: 3,                       // page views of the visit
+//!   duration: 95,                   // seconds from its first to its last view
+//!   steps: [ {n: 0, t: 0, p: "/"},
+//!            {n: 1, t: 40, p: "/pricing"},
+//!            {n: 2, t: 52, p: "/pricing", e: "Signup"},   // an event
+//!            {n: 3, t: 95, p: "/signup"} ] }
+//! ```
+//!
+//! Written by the write-behind's fourth stream (`ingest::applier`, stream
+//! `visits`), exactly once per journaled hit: every batch's statements
+//! commit with the stream's progress document. A batch holds one upsert
+//! per visit it touches, matched on `{_id, site, start}` (the shard key is
+//! `{site, start}`, and a sharded upsert must name it). The hits of one
+//! visit may sit in different journal lanes, so the steps of a visit can
+//! arrive in any order and its later steps before its first: `n` (the
+//! hit's place in its visit, given at the pixel) orders them at read, the
+//! dimensions are `$set` by whichever batch holds the first view, and
+//! `views` (`$inc`) and `duration` (`$max`) need no order.
+//!
+//! What it keeps of a visitor is only what the visitors sketch of the
+//! buckets already keeps (the register index and rank, `domain::sketch`):
+//! never the visitor id, the address or the User-Agent, so two visits can
+//! be tied to one visitor no more than the day's aggregated sketch allows.
+//!
+//! Invariants (tested in `tests/api/visit_log.rs`):
+//! - every answered view or event of a visit is exactly one step, across
+//!   crashes of the app or the database;
+//! - `views` is the number of view steps (up to [`MAX_STEPS`], past which
+//!   steps are no longer kept but still counted), `duration` the greatest
+//!   offset of a view step, the entry the page of step 0;
+//! - a visit lies within one UTC day (the visitor id changes with the day's
+//!   salt), so a day's visits are those whose `start` is in that day.
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use mongodb::options::IndexOptions;
+use mongodb::IndexModel;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+use super::retention::{TtlState, INDEX as RETENTION_INDEX};
+use super::schema::IndexSpec;
+use super::Store;
+use crate::domain::dimension::Dimension;
+use crate::domain::sketch::{register_of, REGISTERS};
+use crate::journal::Record;
+
+pub const COLLECTION: &str = "visits";
+
+/// Steps kept per visit: a visit is a person's reading of a site, and this
+/// bounds the document (about 40 bytes a step) whatever a script does. Past
+/// it the visit's `views` and `duration` still count every view.
+pub const MAX_STEPS: u32 = 2_000;
+
+/// The shard key (and the reads' index): one site's visits are contiguous
+/// and in time order.
+pub fn shard_key() -> Document {
+    doc! {"site": 1, "start": 1}
+}
+
+pub fn indexes() -> Vec<IndexSpec> {
+    vec![IndexSpec::new(COLLECTION, "site_1_start_1", shard_key())]
+}
+
+/// One stored visit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredVisit {
+    #[serde(rename = "_id")]
+    pub id: i64,
+    pub site: String,
+    pub start: bson::DateTime,
+    /// The entry page's path; absent only while the batch holding the
+    /// first view is not applied yet (its lane trails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub medium: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+    /// The visitor's register in the visitors sketch (`domain::sketch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reg: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i32>,
+    #[serde(default)]
+    pub views: i64,
+    #[serde(default)]
+    pub duration: i64,
+    /// In the order they were applied; [`StoredVisit::ordered_steps`]
+    /// orders them as they happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Step>,
+}
+
+/// A page view or an event of a visit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// Its place in the visit, from 0 (the entry).
+    pub n: i32,
+    /// Seconds since the visit's start.
+    pub t: i32,
+    /// The page's path.
+    pub p: String,
+    /// The event's name; absent for a page view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e: Option<String>,
+}
+
+impl Step {
+    pub fn is_view(&self) -> bool {
+        self.e.is_none()
+    }
+}
+
+impl StoredVisit {
+    pub fn start(&self) -> DateTime<Utc> {
+        self.start.to_chrono()
+    }
+
+    /// The steps as they happened.
+    pub fn ordered_steps(&self) -> Vec<&Step> {
+        let mut steps: Vec<&Step> = self.steps.iter().collect();
+        steps.sort_by_key(|s| s.n);
+        steps
+    }
+
+    /// The page of the last view: where the visit left the site.
+    pub fn exit(&self) -> Option<&str> {
+        self.steps
+            .iter()
+            .filter(|s| s.is_view())
+            .max_by_key(|s| s.n)
+            .map(|s| s.p.as_str())
+    }
+
+    /// A visit of a single view (events do not undo a bounce, as in the
+    /// buckets).
+    pub fn bounced(&self) -> bool {
+        self.views == 1
+    }
+
+    /// The visit's name in `dimension`; for [`Dimension::Event`], its
+    /// first event's (see [`StoredVisit::has_event`] for any).
+    pub fn dimension(&self, dimension: Dimension) -> Option<&str> {
+        match dimension {
+            Dimension::Source => self.source.as_deref(),
+            Dimension::Medium => self.medium.as_deref(),
+            Dimension::Campaign => self.campaign.as_deref(),
+            Dimension::Browser => self.browser.as_deref(),
+            Dimension::Os => self.os.as_deref(),
+            Dimension::Device => self.device.as_deref(),
+            Dimension::Country => self.country.as_deref(),
+            Dimension::Event => self
+                .ordered_steps()
+                .into_iter()
+                .find_map(|s| s.e.as_deref()),
+        }
+    }
+
+    pub fn has_event(&self, name: &str) -> bool {
+        self.steps.iter().any(|s| s.e.as_deref() == Some(name))
+    }
+
+    /// The visitor's register in the visitors sketch, to add to a
+    /// `domain::Sketch` with `raise`.
+    pub fn register(&self) -> Option<(u16, u8)> {
+        let index = u16::try_from(self.reg?).ok()?;
+        let rank = u8::try_from(self.rank?).ok()?;
+        (usize::from(index) < REGISTERS).then_some((index, rank))
+    }
+}
+
+/// The field of a dimension in the document (its key, as the API names
+/// it): what a filter on the database matches.
+pub fn field(dimension: Dimension) -> &'static str {
+    dimension.key()
+}
+
+/// Which visits a read takes: those of `site` that started in
+/// `[from, to)`, optionally only a sample of their visitors.
+#[derive(Debug, Clone)]
+pub struct VisitQuery<'a> {
+    /// The site's canonical domain.
+    pub site: &'a str,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub sample: Option<Sample>,
+    /// Without steps a visit is about a tenth of its size: enough for
+    /// filters on its dimensions and its entry, views, duration and bounce
+    /// (not its exit, which is its last view step).
+    pub steps: bool,
+    /// Extra conditions on the stored fields (`{country: "DE"}`), or none.
+    pub filter: Document,
+}
+
+impl<'a> VisitQuery<'a> {
+    pub fn new(site: &'a str, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        Self {
+            site,
+            from,
+            to,
+            sample: None,
+            steps: true,
+            filter: Document::new(),
+        }
+    }
+
+    fn selector(&self) -> Document {
+        let mut q = doc! {
+            "site": self.site,
+            "start": {"$gte": bson::DateTime::from_chrono(self.from), "$lt": bson::DateTime::from_chrono(self.to)},
+        };
+        if let Some(sample) = self.sample {
+            q.insert("reg", doc! {"$lt": i32::from(sample.registers)});
+        }
+        for (k, v) in &self.filter {
+            q.insert(k.clone(), v.clone());
+        }
+        q
+    }
+
+    fn projection(&self) -> Option<Document> {
+        (!self.steps).then(|| doc! {"steps": 0})
+    }
+}
+
+/// A sample of the visitors: those whose sketch register index is below
+/// `registers` (of [`REGISTERS`]). The register is a hash of the visitor,
+/// so a sample keeps or drops all the visits of a visitor together and
+/// every visitor with the same chance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    registers: u16,
+}
+
+impl Sample {
+    /// The sample closest to `rate` (0 < rate ≤ 1), at least one register.
+    pub fn rate(rate: f64) -> Self {
+        let registers = (rate.clamp(0.0, 1.0) * REGISTERS as f64).round() as usize;
+        Self {
+            registers: registers.clamp(1, REGISTERS) as u16,
+        }
+    }
+
+    /// The share of visitors the sample keeps: the factor to scale counts
+    /// by is its inverse.
+    pub fn fraction(self) -> f64 {
+        f64::from(self.registers) / REGISTERS as f64
+    }
+
+    pub fn registers(self) -> u16 {
+        self.registers
+    }
+}
+
+/// The visits `query` selects, in the order of their start.
+pub async fn visits(
+    store: &Store,
+    query: &VisitQuery<'_>,
+) -> Result<Vec<StoredVisit>, mongodb::error::Error> {
+    visit_cursor(store, query).await?.try_collect().await
+}
+
+/// The same visits as a stream, for readers that fold them without
+/// holding them all.
+pub async fn visit_cursor(
+    store: &Store,
+    query: &VisitQuery<'_>,
+) -> Result<mongodb::Cursor<StoredVisit>, mongodb::error::Error> {
+    let visits = collection(store, true);
+    let mut find = visits
+        .find(query.selector())
+        .sort(doc! {"site": 1, "start": 1})
+        .max_time(store.report_max_time())
+        .batch_size(1_000);
+    if let Some(projection) = query.projection() {
+        find = find.projection(projection);
+    }
+    find.await
+}
+
+/// How many visits `query` selects (its steps and sample flag aside).
+pub async fn count(store: &Store, query: &VisitQuery<'_>) -> Result<u64, mongodb::error::Error> {
+    collection(store, true)
+        .count_documents(query.selector())
+        .max_time(store.report_max_time())
+        .await
+}
+
+/// The collection, through the reports' read preference or the primary.
+pub fn collection(store: &Store, reports: bool) -> mongodb::Collection<StoredVisit> {
+    let db = if reports { store.reports() } else { store.db() };
+    db.collection(COLLECTION)
+}
+
+/// `TICKERTAPE_VISIT_RETENTION_DAYS`: a TTL index named `retention` on
+/// `start` deletes visits this many days after they started (`None`:
+/// kept for ever, no index). Returns what was done.
+pub async fn apply_retention(
+    store: &Store,
+    days: Option<u32>,
+) -> Result<String, mongodb::error::Error> {
+    let coll = store.db().collection::<Document>(COLLECTION);
+    let wanted = days.map(|d| i64::from(d) * 86_400);
+    let current = super::retention::current_of(store, COLLECTION).await?;
+    let line = match (current, wanted) {
+        (TtlState::Absent, None) => format!("{COLLECTION}: kept for ever (no TTL index)"),
+        (TtlState::ExpireAfter(_), None) => {
+            coll.drop_index(RETENTION_INDEX).await?;
+            format!("{COLLECTION}: TTL index dropped, visits now kept for ever")
+        }
+        (TtlState::Absent, Some(secs)) => {
+            coll.create_index(
+                IndexModel::builder()
+                    .keys(doc! {"start": 1})
+                    .options(
+                        IndexOptions::builder()
+                            .name(RETENTION_INDEX.to_owned())
+                            .expire_after(std::time::Duration::from_secs(secs as u64))
+                            .build(),
+                    )
+                    .build(),
+            )
+            .await?;
+            format!("{COLLECTION}: TTL index created, expireAfterSeconds {secs}")
+        }
+        (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
+            format!("{COLLECTION}: TTL index already at expireAfterSeconds {secs}")
+        }
+        (TtlState::ExpireAfter(was), Some(secs)) => {
+            store
+                .db()
+                .run_command(doc! {
+                    "collMod": COLLECTION,
+                    "index": {"name": RETENTION_INDEX, "expireAfterSeconds": secs},
+                })
+                .await?;
+            format!(
+                "{COLLECTION}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}"
+            )
+        }
+    };
+    tracing::info!("{line}");
+    Ok(line)
+}
+
+/// The steps and counters a batch of journaled hits adds to each visit it
+/// touches, merged per visit: one statement per visit per batch.
+#[derive(Debug, Default)]
+pub struct VisitWrites {
+    visits: HashMap<i64, Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    site: String,
+    start: bson::DateTime,
+    /// What the visit's first view sets, when this batch holds it.
+    first: Option<Document>,
+    views: i64,
+    duration: Option<i64>,
+    steps: Vec<Step>,
+    hits: u64,
+}
+
+impl VisitWrites {
+    /// Adds a journaled hit; hits without a place in a visit (older
+    /// journal formats, imports, an event outside any visit) add nothing.
+    pub fn add_record(&mut self, record: &Record) {
+        let Some(visit) = &record.visit else { return };
+        let Some(place) = &visit.place else { return };
+        let (site, path) = match record.page.split_once('/') {
+            Some((site, rest)) => (site, format!("/{rest}")),
+            None => (record.page.as_str(), "/".to_owned()),
+        };
+        let id = place.id as i64;
+        let start_ms = place.start.timestamp_millis();
+        let pending = self.visits.entry(id).or_insert_with(|| Pending {
+            site: site.to_owned(),
+            start: bson::DateTime::from_millis(start_ms),
+            first: None,
+            views: 0,
+            duration: None,
+            steps: Vec::new(),
+            hits: 0,
+        });
+        pending.hits += 1;
+        // Whole seconds, as the buckets count a visit's duration.
+        let t = (record.at.timestamp() - place.start.timestamp()).clamp(0, i64::from(i32::MAX));
+        let event = record.labels.get(Dimension::Event).map(str::to_owned);
+        if event.is_none() {
+            pending.views += 1;
+            pending.duration = Some(pending.duration.map_or(t, |d| d.max(t)));
+            if place.step == 0 {
+                let mut first = doc! {"entry": path.as_str()};
+                if let Some(source) = &record.source {
+                    first.insert("source", source.as_str());
+                }
+                for (dimension, name) in record.labels.iter() {
+                    if dimension != Dimension::Event {
+                        first.insert(field(dimension), name);
+                    }
+                }
+                let (reg, rank) = register_of(visit.visitor);
+                first.insert("reg", i32::from(reg));
+                first.insert("rank", i32::from(rank));
+                pending.first = Some(first);
+            }
+        }
+        if place.step < MAX_STEPS {
+            pending.steps.push(Step {
+                n: place.step as i32,
+                t: t as i32,
+                p: path,
+                e: event,
+            });
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.visits.is_empty()
+    }
+
+    /// Visits the batch touches.
+    pub fn len(&self) -> usize {
+        self.visits.len()
+    }
+
+    /// One upsert per visit.
+    pub fn statements(&self) -> Vec<Document> {
+        let mut ids: Vec<&i64> = self.visits.keys().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .map(|id| {
+                let p = &self.visits[id];
+                let mut u = Document::new();
+                if let Some(first) = &p.first {
+                    u.insert("$set", first.clone());
+                }
+                if p.views > 0 {
+                    u.insert("$inc", doc! {"views": p.views});
+                }
+                if let Some(d) = p.duration {
+                    u.insert("$max", doc! {"duration": d});
+                }
+                if !p.steps.is_empty() {
+                    let steps: Vec<Bson> = p
+                        .steps
+                        .iter()
+                        .map(|s| bson::to_bson(s).expect("a step serializes"))
+                        .collect();
+                    u.insert("$push", doc! {"steps": {"$each": steps}});
+                }
+                if u.is_empty() {
+                    // Only steps past the cap of events: still make sure
+                    // the visit exists.
+                    u.insert("$max", doc! {"views": 0i64});
+                }
+                doc! {
+                    "q": {"_id": *id, "site": p.site.as_str(), "start": p.start},
+                    "u": u,
+                    "upsert": true,
+                }
+            })
+            .collect()
+    }
+
+    /// Takes out the visit of a refused statement (its filter `q`);
+    /// returns its hits, or `None` if no visit of the batch has that id.
+    pub fn set_aside(&mut self, q: &Document) -> Option<u64> {
+        let id = q.get_i64("_id").ok()?;
+        self.visits.remove(&id).map(|p| p.hits)
+    }
+}
+
+/// Bytes the collection's documents take (`collStats`'s `size`), and how
+/// many there are: the storage per visit.
+pub async fn storage(store: &Store) -> Result<(i64, i64), mongodb::error::Error> {
+    let stats = store
+        .db()
+        .run_command(doc! {"collStats": COLLECTION})
+        .await?;
+    Ok((
+        super::values::count(stats.get("size")),
+        super::values::count(stats.get("count")),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::dimension::Labels;
+    use crate::journal::{Visit, VisitPlace};
+    use chrono::TimeZone;
+
+    fn at(s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 27, 10, 0, s).unwrap()
+    }
+
+    fn hit(page: &str, s: u32, step: u32, event: Option<&str>) -> Record {
+        let labels = match event {
+            Some(e) => Labels::default().with(Dimension::Event, e),
+            None => Labels::default()
+                .with(Dimension::Country, "DE")
+                .with(Dimension::Browser, "Firefox"),
+        };
+        Record {
+            page: page.into(),
+            at: at(s),
+            source: (step == 0).then(|| "google.com".to_owned()),
+            visit: Some(Visit {
+                visitor: 0xdead_beef_0000_0001,
+                place: Some(VisitPlace {
+                    id: 42,
+                    start: at(0) + chrono::TimeDelta::milliseconds(250),
+                    step,
+                }),
+                ..Visit::default()
+            }),
+            labels,
+        }
+    }
+
+    #[test]
+    fn a_batch_merges_a_visit_into_one_upsert_keyed_by_the_shard_key() {
+        let mut w = VisitWrites::default();
+        w.add_record(&hit("a.com/pricing", 40, 1, None));
+        w.add_record(&hit("a.com/", 0, 0, None));
+        w.add_record(&hit("a.com/pricing", 52, 2, Some("Signup")));
+        let statements = w.statements();
+        assert_eq!(statements.len(), 1);
+        let s = &statements[0];
+        assert_eq!(
+            s.get_document("q").unwrap(),
+            &doc! {"_id": 42i64, "site": "a.com", "start": bson::DateTime::from_chrono(at(0) + chrono::TimeDelta::milliseconds(250))}
+        );
+        let u = s.get_document("u").unwrap();
+        assert_eq!(u.get_document("$inc").unwrap(), &doc! {"views": 2i64});
+        assert_eq!(u.get_document("$max").unwrap(), &doc! {"duration": 40i64});
+        let set = u.get_document("$set").unwrap();
+        assert_eq!(set.get_str("entry"), Ok("/"));
+        assert_eq!(set.get_str("source"), Ok("google.com"));
+        assert_eq!(set.get_str("country"), Ok("DE"));
+        let steps = u
+            .get_document("$push")
+            .unwrap()
+            .get_document("steps")
+            .unwrap()
+            .get_array("$each")
+            .unwrap();
+        assert_eq!(steps.len(), 3);
+        // Refused: the whole visit is taken out.
+        assert_eq!(w.set_aside(s.get_document("q").unwrap()), Some(3));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_later_batch_adds_steps_without_touching_the_dimensions() {
+        let mut w = VisitWrites::default();
+        w.add_record(&hit("a.com/b", 30, 3, None));
+        let u = w.statements()[0].get_document("u").unwrap().clone();
+        assert!(u.get_document("$set").is_err());
+        // An event alone neither counts a view nor moves the duration.
+        let mut e = VisitWrites::default();
+        e.add_record(&hit("a.com/b", 59, 4, Some("Play")));
+        let u = e.statements()[0].get_document("u").unwrap().clone();
+        assert!(u.get_document("$inc").is_err());
+        assert!(u.get_document("$max").is_err());
+    }
+
+    #[test]
+    fn steps_past_the_cap_are_counted_not_kept() {
+        let mut w = VisitWrites::default();
+        w.add_record(&hit("a.com/b", 30, MAX_STEPS, None));
+        let u = w.statements()[0].get_document("u").unwrap().clone();
+        assert!(u.get_document("$push").is_err());
+        assert_eq!(u.get_document("$inc").unwrap(), &doc! {"views": 1i64});
+    }
+
+    #[test]
+    fn hits_without_a_place_in_a_visit_add_nothing() {
+        let mut w = VisitWrites::default();
+        let mut r = hit("a.com/", 0, 0, None);
+        r.visit.as_mut().unwrap().place = None;
+        w.add_record(&r);
+        w.add_record(&Record::view("a.com/", at(0)));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_stored_visit_orders_its_steps_and_finds_its_exit() {
+        let v = StoredVisit {
+            id: 1,
+            site: "a.com".into(),
+            start: bson::DateTime::from_chrono(at(0)),
+            entry: Some("/".into()),
+            source: None,
+            medium: None,
+            campaign: None,
+            browser: None,
+            os: None,
+            device: None,
+            country: Some("DE".into()),
+            reg: Some(7),
+            rank: Some(2),
+            views: 2,
+            duration: 40,
+            steps: vec![
+                Step {
+                    n: 2,
+                    t: 50,
+                    p: "/b".into(),
+                    e: Some("Go".into()),
+                },
+                Step {
+                    n: 0,
+                    t: 0,
+                    p: "/".into(),
+                    e: None,
+                },
+                Step {
+                    n: 1,
+                    t: 40,
+                    p: "/a".into(),
+                    e: None,
+                },
+            ],
+        };
+        let order: Vec<i32> = v.ordered_steps().iter().map(|s| s.n).collect();
+        assert_eq!(order, [0, 1, 2]);
+        assert_eq!(v.exit(), Some("/a"));
+        assert!(!v.bounced());
+        assert_eq!(v.dimension(Dimension::Country), Some("DE"));
+        assert_eq!(v.dimension(Dimension::Event), Some("Go"));
+        assert!(v.has_event("Go"));
+        assert_eq!(v.register(), Some((7, 2)));
+        let stored = bson::to_document(&v).unwrap();
+        assert!(stored.get("source").is_none());
+        assert_eq!(bson::from_document::<StoredVisit>(stored).unwrap(), v);
+    }
+
+    #[test]
+    fn a_sample_keeps_a_share_of_the_registers() {
+        assert_eq!(Sample::rate(1.0).registers() as usize, REGISTERS);
+        assert_eq!(Sample::rate(0.0).registers(), 1);
+        assert!((Sample::rate(0.1).fraction() - 0.1).abs() < 0.001);
+        let q = VisitQuery {
+            sample: Some(Sample::rate(0.5)),
+            filter: doc! {"country": "DE"},
+            ..VisitQuery::new("a.com", at(0), at(30))
+        };
+        let s = q.selector();
+        assert_eq!(s.get_document("reg").unwrap(), &doc! {"$lt": 8192});
+        assert_eq!(s.get_str("country"), Ok("DE"));
+    }
+}
