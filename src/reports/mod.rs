@@ -7,6 +7,7 @@ pub mod chart;
 pub mod csv;
 pub mod filter;
 pub mod filtered;
+pub mod filtered_read;
 pub mod local;
 pub mod numbers;
 pub mod page_totals;

@@ -1,0 +1,242 @@
+//! Reading the visit store for a filtered report or a funnel: which
+//! visits (the conditions the database can check, a sample for ranges too
+//! large to read in time), and each stored visit as a [`VisitRecord`].
+
+use bson::{doc, Bson, Document};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use std::collections::BTreeMap;
+
+use super::filtered::{self, Figures, FunnelFigures, Step, VisitRecord};
+use super::Period;
+use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
+use crate::domain::{Dimension, FunnelSteps};
+use crate::storage::sites::Site;
+use crate::storage::visit_log::{self, Sample, StoredVisit, VisitQuery};
+use crate::storage::Store;
+
+/// Most visits one report reads whole: past it, a sample of the visitors
+/// of about this many visits is read and the counts scaled up (the page
+/// shows the rate). About a second of reading on the embedded database.
+pub const MAX_VISITS_READ: u64 = 200_000;
+
+/// What a stored visit says, as the read side uses it.
+pub fn record(v: &StoredVisit) -> VisitRecord {
+    let mut labels = BTreeMap::new();
+    for d in Dimension::ALL {
+        if d == Dimension::Event {
+            continue;
+        }
+        if let Some(name) = v.dimension(d) {
+            labels.insert(d, name.to_owned());
+        }
+    }
+    let steps = v
+        .ordered_steps()
+        .into_iter()
+        .map(|s| {
+            let offset = u32::try_from(s.t).unwrap_or(0);
+            match &s.e {
+                Some(name) => Step::Event {
+                    offset,
+                    name: name.clone(),
+                },
+                None => Step::View {
+                    offset,
+                    path: s.p.clone(),
+                },
+            }
+        })
+        .collect();
+    VisitRecord {
+        start: v.start(),
+        labels,
+        steps,
+        register: v.register(),
+        views: v.views,
+        duration: v.duration,
+    }
+}
+
+/// The conditions the database checks (on indexed or stored fields),
+/// every one of which each filter's exact check implies: a visit they
+/// leave out could not pass, and the exact check runs on what they keep.
+pub fn pushdown(filters: &Filters) -> Document {
+    let mut all: Vec<Bson> = Vec::new();
+    for f in filters.iter() {
+        let cond = match (f.dimension(), f.condition()) {
+            (FilterDimension::Entry, Condition::Page(PageMatch::Exact(p))) => {
+                doc! {"entry": p.as_str()}
+            }
+            (FilterDimension::Page, Condition::Page(PageMatch::Exact(p))) => {
+                doc! {"steps.p": p.as_str()}
+            }
+            (FilterDimension::Event, Condition::Name(n)) => doc! {"steps.e": n.as_str()},
+            (d, Condition::Name(n)) => match d.breakdown() {
+                Some(b) if b != Dimension::Event => doc! {visit_log::field(b): n.as_str()},
+                _ => continue,
+            },
+            // Patterns and exits are checked on the visits read.
+            _ => continue,
+        };
+        all.push(Bson::Document(cond));
+    }
+    if all.is_empty() {
+        Document::new()
+    } else {
+        doc! {"$and": all}
+    }
+}
+
+/// The visits of `site` that started in `[from, to)` and may pass
+/// `filters`, and the share of visitors they are (1 unless sampled).
+pub async fn read_visits(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(Vec<VisitRecord>, f64), mongodb::error::Error> {
+    let mut query = VisitQuery::new(site.domain.as_str(), from, to);
+    query.filter = pushdown(filters);
+    let count = visit_log::count(store, &query).await?;
+    let share = if count > MAX_VISITS_READ {
+        let sample = Sample::rate(MAX_VISITS_READ as f64 / count as f64);
+        query.sample = Some(sample);
+        sample.fraction()
+    } else {
+        1.0
+    };
+    let visits: Vec<VisitRecord> = visit_log::visit_cursor(store, &query)
+        .await?
+        .map_ok(|v| record(&v))
+        .try_collect()
+        .await?;
+    Ok((visits, share))
+}
+
+/// A filtered report's figures over `period`, bucketed as it shows them.
+pub async fn figures(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    period: &Period,
+) -> Result<Figures, mongodb::error::Error> {
+    let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
+    Ok(filtered::compute(filters, &visits, &period.points(), share))
+}
+
+/// A funnel's figures over `period` for the visits passing `filters`.
+pub async fn funnel(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    steps: &FunnelSteps,
+    period: &Period,
+) -> Result<FunnelFigures, mongodb::error::Error> {
+    let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
+    Ok(filtered::funnel(filters, steps, &visits, share))
+}
+
+/// What a filtered report says of imported figures, when the site has any:
+/// imports bring days' or hours' totals, not visits, so no filter can
+/// apply to them and they are left out.
+pub async fn imported_note(
+    store: &Store,
+    site: &Site,
+) -> Result<Option<String>, mongodb::error::Error> {
+    let imports = crate::storage::imports::list(store, Some(&site.id.to_string())).await?;
+    Ok((!imports.is_empty()).then(|| {
+        "Imported figures are left out: an import brings totals, not visits, so no filter applies to them. Filtered figures count the visits recorded here.".to_owned()
+    }))
+}
+
+/// "1 in 12" for a share of visitors read; `None` when all were read.
+pub fn sample_words(share: f64) -> Option<String> {
+    (share < 1.0).then(|| {
+        format!(
+            "Sampled: the visits of about {:.1} % of visitors (1 in {:.0}) were read and the counts scaled up, as this range has too many visits to read in time.",
+            share * 100.0,
+            1.0 / share
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_exact_conditions_go_to_the_database() {
+        let f = Filters::parse([
+            "country:de",
+            "entry:/a",
+            "page:/b",
+            "event:Go",
+            "exit:/c",
+            "page:/blog/*",
+        ])
+        .unwrap();
+        let d = pushdown(&f);
+        let all = d.get_array("$and").unwrap();
+        assert_eq!(all.len(), 4);
+        assert!(all.contains(&Bson::Document(doc! {"country": "DE"})));
+        assert!(all.contains(&Bson::Document(doc! {"entry": "/a"})));
+        assert!(all.contains(&Bson::Document(doc! {"steps.p": "/b"})));
+        assert!(all.contains(&Bson::Document(doc! {"steps.e": "Go"})));
+        assert!(pushdown(&Filters::default()).is_empty());
+    }
+
+    #[test]
+    fn a_stored_visit_reads_as_a_record_in_step_order() {
+        let v = StoredVisit {
+            id: 1,
+            site: "a.com".into(),
+            start: bson::DateTime::from_millis(0),
+            entry: Some("/".into()),
+            source: Some("google.com".into()),
+            medium: None,
+            campaign: None,
+            browser: None,
+            os: None,
+            device: None,
+            country: Some("DE".into()),
+            reg: Some(3),
+            rank: Some(2),
+            views: 2,
+            duration: 40,
+            steps: vec![
+                visit_log::Step {
+                    n: 2,
+                    t: 40,
+                    p: "/b".into(),
+                    e: None,
+                },
+                visit_log::Step {
+                    n: 1,
+                    t: 40,
+                    p: "/".into(),
+                    e: Some("Go".into()),
+                },
+                visit_log::Step {
+                    n: 0,
+                    t: 0,
+                    p: "/".into(),
+                    e: None,
+                },
+            ],
+        };
+        let r = record(&v);
+        assert_eq!(r.entry(), Some("/"));
+        assert_eq!(r.exit(), Some("/b"));
+        assert_eq!(r.labels[&Dimension::Source], "google.com");
+        assert!(matches!(&r.steps[1], Step::Event { name, .. } if name == "Go"));
+        assert_eq!((r.views, r.duration, r.register), (2, 40, Some((3, 2))));
+    }
+
+    #[test]
+    fn the_sample_is_said_only_when_there_is_one() {
+        assert_eq!(sample_words(1.0), None);
+        assert!(sample_words(0.25).unwrap().contains("1 in 4"));
+    }
+}
