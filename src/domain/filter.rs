@@ -9,7 +9,7 @@
 use std::fmt;
 
 use super::dimension::MAX_NAME_BYTES;
-use super::{Dimension, EventName, PageRef};
+use super::{Dimension, PageRef};
 
 /// Most filters on one report: each is a condition on every visit read,
 /// so the bound is on the work of a request (and on the address's length).
@@ -134,6 +134,18 @@ impl FilterDimension {
     }
 }
 
+/// Longest event value, in characters (an event name's bound).
+pub const MAX_EVENT_VALUE_CHARS: usize = super::dimension::MAX_EVENT_CHARS;
+
+/// Longest value of the other dimensions, in characters: a stored name
+/// has at most 255 bytes, so no longer value can name one.
+pub const MAX_NAME_VALUE_CHARS: usize = MAX_NAME_BYTES;
+
+// The rules are those a regular expression can state (docs/openapi.json
+// gives it, and the API fuzzer holds the server to it both ways): values
+// are taken as sent, never trimmed, and a value that is well formed but
+// names nothing stored (a path the pixel would refuse, an event name it
+// would not count) is a filter matching nothing, not an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
     #[error("a filter is <dimension>:<value>, such as country:DE or page:/pricing")]
@@ -146,12 +158,12 @@ pub enum FilterError {
     NotAPath,
     #[error("a page filter's value is at most {MAX_PAGE_VALUE_CHARS} characters")]
     PageTooLong,
-    #[error("a filter's value is at most {MAX_NAME_BYTES} bytes")]
+    #[error("a filter's value is at most {MAX_NAME_VALUE_CHARS} characters")]
     ValueTooLong,
+    #[error("an event filter's value is at most {MAX_EVENT_VALUE_CHARS} characters")]
+    EventTooLong,
     #[error("a country filter's value is a two-letter ISO 3166 code, such as DE")]
     NotACountry,
-    #[error("an event filter's value is an event name: {0}")]
-    Event(super::EventNameError),
     #[error("at most {MAX_FILTERS} filters at once")]
     TooMany,
 }
@@ -177,15 +189,14 @@ impl PageMatch {
             return Err(FilterError::PageTooLong);
         }
         if raw.contains('*') {
-            if raw.chars().any(char::is_control) {
-                return Err(FilterError::NotAPath);
-            }
             return Ok(PageMatch::Pattern(raw.to_owned()));
         }
-        match PageRef::parse(raw) {
-            Ok(PageRef::Path(p)) => Ok(PageMatch::Exact(p.as_str().to_owned())),
-            _ => Err(FilterError::NotAPath),
-        }
+        // Normalised as the pixel normalises the pages it counts; a path
+        // it would refuse is kept as sent, and matches no stored page.
+        Ok(match PageRef::parse(raw) {
+            Ok(PageRef::Path(p)) => PageMatch::Exact(p.as_str().to_owned()),
+            _ => PageMatch::Exact(raw.to_owned()),
+        })
     }
 
     pub fn matches(&self, path: &str) -> bool {
@@ -247,17 +258,17 @@ impl Filter {
     /// colons, such as an event named `a:b`).
     pub fn parse(raw: &str) -> Result<Self, FilterError> {
         let (key, value) = raw.split_once(':').ok_or(FilterError::NoColon)?;
-        let dimension = FilterDimension::parse(key.trim())
-            .ok_or_else(|| FilterError::UnknownDimension(bounded(key.trim())))?;
+        let dimension = FilterDimension::parse(key)
+            .ok_or_else(|| FilterError::UnknownDimension(bounded(key)))?;
         Self::new(dimension, value)
     }
 
     /// The filter of `dimension` for `value` (as a breakdown row shows it).
     pub fn new(dimension: FilterDimension, value: &str) -> Result<Self, FilterError> {
-        let value = value.trim();
         if value.is_empty() {
             return Err(FilterError::EmptyValue(dimension.key()));
         }
+        let chars = value.chars().count();
         let condition = match dimension {
             d if d.is_page() => Condition::Page(PageMatch::parse(value)?),
             FilterDimension::Country => {
@@ -266,17 +277,11 @@ impl Filter {
                 }
                 Condition::Name(value.to_ascii_uppercase())
             }
-            FilterDimension::Event => Condition::Name(
-                EventName::parse(value)
-                    .map_err(FilterError::Event)?
-                    .into_string(),
-            ),
-            _ => {
-                if value.len() > MAX_NAME_BYTES {
-                    return Err(FilterError::ValueTooLong);
-                }
-                Condition::Name(value.to_owned())
+            FilterDimension::Event if chars > MAX_EVENT_VALUE_CHARS => {
+                return Err(FilterError::EventTooLong)
             }
+            _ if chars > MAX_NAME_VALUE_CHARS => return Err(FilterError::ValueTooLong),
+            _ => Condition::Name(value.to_owned()),
         };
         Ok(Filter {
             dimension,
@@ -328,15 +333,13 @@ pub struct Filters(Vec<Filter>);
 impl Filters {
     /// The `filter` values of an address; empty ones are ignored (a form
     /// with an empty field sends one).
+    /// Counted as sent, repeats included (the document's `maxItems`).
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Self, FilterError> {
         let mut filters = Vec::new();
         for value in raw {
-            if value.trim().is_empty() {
-                continue;
-            }
             // Checked before parsing so an address of thousands of filters
             // costs nothing to refuse.
-            if filters.len() >= MAX_FILTERS * 2 {
+            if filters.len() == MAX_FILTERS {
                 return Err(FilterError::TooMany);
             }
             filters.push(Filter::parse(value)?);
@@ -395,11 +398,10 @@ mod tests {
 
     #[test]
     fn a_filter_is_a_dimension_and_a_value() {
-        let f = Filter::parse("country:de").unwrap();
-        assert_eq!(f.dimension(), FilterDimension::Country);
-        assert_eq!(f.value(), "DE");
-        assert_eq!(f.to_string(), "country:DE");
-        assert_eq!(Filter::parse("browser:Firefox").unwrap().value(), "Firefox");
+        let f = Filter::parse("browser:Firefox").unwrap();
+        assert_eq!(f.dimension(), FilterDimension::Browser);
+        assert_eq!(f.value(), "Firefox");
+        assert_eq!(f.to_string(), "browser:Firefox");
     }
 
     #[test]
@@ -412,6 +414,11 @@ mod tests {
         assert_eq!(
             Filter::parse("planet:Mars"),
             Err(FilterError::UnknownDimension("planet".into()))
+        );
+        // Keys are taken as sent: no spaces around them.
+        assert_eq!(
+            Filter::parse(" country:DE"),
+            Err(FilterError::UnknownDimension(" country".into()))
         );
         let long = format!("{}:x", "k".repeat(1000));
         match Filter::parse(&long) {
@@ -431,14 +438,15 @@ mod tests {
     #[test]
     fn an_empty_value_is_refused() {
         assert_eq!(
-            Filter::parse("source: "),
+            Filter::parse("source:"),
             Err(FilterError::EmptyValue("source"))
         );
     }
 
     #[test]
-    fn a_value_may_hold_colons() {
+    fn a_value_is_taken_as_sent_colons_and_spaces_included() {
         assert_eq!(Filter::parse("event:a:b").unwrap().value(), "a:b");
+        assert_eq!(Filter::parse("source: x ").unwrap().value(), " x ");
     }
 
     #[test]
@@ -448,10 +456,14 @@ mod tests {
             Filter::parse("entry:/a/../pricing?x=1").unwrap().value(),
             "/pricing"
         );
+        assert!(Filter::parse(&format!("exit:/{}", "a".repeat(MAX_PAGE_VALUE_CHARS - 1))).is_ok());
         assert_eq!(
             Filter::parse(&format!("exit:/{}", "a".repeat(MAX_PAGE_VALUE_CHARS))),
             Err(FilterError::PageTooLong)
         );
+        // A path the pixel would refuse matches nothing, and is no error.
+        let f = Filter::parse("page:/a\u{7}b").unwrap();
+        assert!(!f.names("/ab"));
     }
 
     #[test]
@@ -480,10 +492,13 @@ mod tests {
     }
 
     #[test]
-    fn other_values_are_bounded_in_bytes() {
-        assert!(Filter::parse(&format!("source:{}", "a".repeat(MAX_NAME_BYTES))).is_ok());
+    fn other_values_are_bounded_in_characters() {
+        assert!(Filter::parse(&format!("source:{}", "é".repeat(MAX_NAME_VALUE_CHARS))).is_ok());
         assert_eq!(
-            Filter::parse(&format!("campaign:{}", "a".repeat(MAX_NAME_BYTES + 1))),
+            Filter::parse(&format!(
+                "campaign:{}",
+                "a".repeat(MAX_NAME_VALUE_CHARS + 1)
+            )),
             Err(FilterError::ValueTooLong)
         );
     }
@@ -496,16 +511,17 @@ mod tests {
     }
 
     #[test]
-    fn an_event_follows_the_event_name_rules() {
-        assert!(matches!(
+    fn an_event_is_bounded_like_an_event_name() {
+        assert!(Filter::parse(&format!("event:{}", "a".repeat(64))).is_ok());
+        assert_eq!(
             Filter::parse(&format!("event:{}", "a".repeat(65))),
-            Err(FilterError::Event(_))
-        ));
+            Err(FilterError::EventTooLong)
+        );
     }
 
     #[test]
-    fn filters_are_sorted_without_repeats_and_bounded_in_count() {
-        let f = Filters::parse(["device:mobile", "country:DE", "country:de", ""]).unwrap();
+    fn filters_are_sorted_without_repeats_and_bounded_in_count_as_sent() {
+        let f = Filters::parse(["device:mobile", "country:DE", "country:de"]).unwrap();
         assert_eq!(f.len(), 2);
         assert_eq!(f.iter().next().unwrap().to_string(), "device:mobile");
         let many: Vec<String> = (0..=MAX_FILTERS).map(|i| format!("source:s{i}")).collect();
@@ -513,11 +529,9 @@ mod tests {
             Filters::parse(many.iter().map(String::as_str)),
             Err(FilterError::TooMany)
         );
-        let thousands: Vec<String> = (0..10_000).map(|_| "source:x".to_owned()).collect();
-        assert_eq!(
-            Filters::parse(thousands.iter().map(String::as_str)),
-            Err(FilterError::TooMany)
-        );
+        // Repeats count: the document bounds the items sent.
+        let repeated = vec!["source:x"; MAX_FILTERS + 1];
+        assert_eq!(Filters::parse(repeated), Err(FilterError::TooMany));
     }
 
     #[test]

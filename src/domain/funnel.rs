@@ -4,8 +4,8 @@
 
 use std::fmt;
 
+use super::dimension::MAX_EVENT_CHARS;
 use super::filter::{FilterError, PageMatch};
-use super::EventName;
 
 pub const MIN_STEPS: usize = 2;
 pub const MAX_STEPS: usize = 8;
@@ -30,23 +30,28 @@ pub enum FunnelError {
     EmptyStep,
     #[error("a step's page {0}")]
     Page(&'static str),
-    #[error("a step's event name: {0}")]
-    Event(super::EventNameError),
+    #[error("a step's event: {0}")]
+    Event(&'static str),
     #[error("name the funnel (at most {MAX_FUNNEL_NAME_CHARS} characters)")]
     Name,
 }
 
 impl FunnelStep {
-    /// `/pricing`, `/blog/*` or `event:Signup`.
+    /// `/pricing`, `/blog/*` or `event:Signup`, as sent (the settings form
+    /// trims what was typed first). An event's value is bounded like an
+    /// event name; one the pixel would not count is a step nobody reaches.
     pub fn parse(raw: &str) -> Result<Self, FunnelError> {
-        let raw = raw.trim();
         if raw.is_empty() {
             return Err(FunnelError::EmptyStep);
         }
         if let Some(name) = raw.strip_prefix("event:") {
-            return EventName::parse(name)
-                .map(|n| FunnelStep::Event(n.into_string()))
-                .map_err(FunnelError::Event);
+            if name.is_empty() {
+                return Err(FunnelError::Event("the name is empty"));
+            }
+            if name.chars().count() > MAX_EVENT_CHARS {
+                return Err(FunnelError::Event("the name is at most 64 characters"));
+            }
+            return Ok(FunnelStep::Event(name.to_owned()));
         }
         PageMatch::parse(raw).map(FunnelStep::Page).map_err(|e| {
             FunnelError::Page(match e {
@@ -80,13 +85,11 @@ impl fmt::Display for FunnelStep {
 pub struct FunnelSteps(Vec<FunnelStep>);
 
 impl FunnelSteps {
-    /// Empty entries are skipped (the settings form has eight fields).
+    /// Every entry is a step (the settings form leaves its empty fields
+    /// out before).
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Self, FunnelError> {
         let mut steps = Vec::new();
         for s in raw {
-            if s.trim().is_empty() {
-                continue;
-            }
             if steps.len() == MAX_STEPS {
                 return Err(FunnelError::StepCount);
             }
@@ -135,14 +138,18 @@ mod tests {
             FunnelStep::Page(PageMatch::Pattern("/blog/*".into()))
         );
         assert_eq!(
-            FunnelStep::parse(" event:Signup ").unwrap(),
+            FunnelStep::parse("event:Signup").unwrap(),
             FunnelStep::Event("Signup".into())
         );
     }
 
     #[test]
     fn a_step_that_is_neither_is_refused() {
-        assert_eq!(FunnelStep::parse(" "), Err(FunnelError::EmptyStep));
+        assert_eq!(FunnelStep::parse(""), Err(FunnelError::EmptyStep));
+        assert!(matches!(
+            FunnelStep::parse(&format!("event:{}", "a".repeat(65))),
+            Err(FunnelError::Event(_))
+        ));
         assert!(matches!(
             FunnelStep::parse("pricing"),
             Err(FunnelError::Page(_))
@@ -169,8 +176,11 @@ mod tests {
             FunnelSteps::parse(nine.iter().map(String::as_str)),
             Err(FunnelError::StepCount)
         );
-        // Empty fields of the form do not count.
-        assert!(FunnelSteps::parse(["/a", "", "event:B", " "]).is_ok());
+        // Every entry is a step: an empty one is refused.
+        assert_eq!(
+            FunnelSteps::parse(["/a", "", "event:B"]),
+            Err(FunnelError::EmptyStep)
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/sources", reports::top_sources))
             .service(get("/sites/{id}/breakdown", reports::breakdown))
             .service(get("/sites/{id}/visits", reports::visits))
+            .service(get("/sites/{id}/funnel", reports::funnel))
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );
 }

@@ -31,6 +31,47 @@ pub struct ApiQuery {
     minute: Option<String>,
     source: Option<String>,
     dimension: Option<String>,
+    /// `filter` and the funnel's `step`, which repeat: read from the query
+    /// string by [`ApiQ`], not by serde.
+    #[serde(skip)]
+    filter: Vec<String>,
+    #[serde(skip)]
+    step: Vec<String>,
+}
+
+/// The API's query string, with its repeated parameters.
+pub struct ApiQ(ApiQuery);
+
+impl std::ops::Deref for ApiQ {
+    type Target = ApiQuery;
+
+    fn deref(&self) -> &ApiQuery {
+        &self.0
+    }
+}
+
+impl actix_web::FromRequest for ApiQ {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(
+        req: &actix_web::HttpRequest,
+        payload: &mut actix_web::dev::Payload,
+    ) -> Self::Future {
+        let mut q = match actix_web::web::Query::<ApiQuery>::from_request(req, payload).into_inner()
+        {
+            Ok(q) => q.into_inner(),
+            Err(e) => return std::future::ready(Err(e)),
+        };
+        for (k, v) in url::form_urlencoded::parse(req.query_string().as_bytes()) {
+            match &*k {
+                "filter" => q.filter.push(v.into_owned()),
+                "step" => q.step.push(v.into_owned()),
+                _ => {}
+            }
+        }
+        std::future::ready(Ok(ApiQ(q)))
+    }
 }
 
 /// What `path` names: a page as the pixel stores it, or a path no page can
@@ -147,6 +188,26 @@ impl ApiQuery {
                     crate::domain::Dimension::keys()
                 ),
             })
+    }
+
+    /// The report's filters (`filter`, repeatable, all must hold).
+    pub fn filters(&self) -> Result<crate::domain::Filters, ApiError> {
+        crate::domain::Filters::parse(self.filter.iter().map(String::as_str)).map_err(|e| {
+            ApiError::BadParameter {
+                parameter: "filter",
+                message: format!("That filter cannot be used: {e}."),
+            }
+        })
+    }
+
+    /// The ad-hoc funnel's steps (`step`, 2 to 8 of them, in order).
+    pub fn funnel_steps(&self) -> Result<crate::domain::FunnelSteps, ApiError> {
+        crate::domain::FunnelSteps::parse(self.step.iter().map(String::as_str)).map_err(|e| {
+            ApiError::BadParameter {
+                parameter: "step",
+                message: format!("That funnel cannot be read: {e}."),
+            }
+        })
     }
 
     pub fn limit(&self, default: usize, max: usize) -> Result<usize, ApiError> {

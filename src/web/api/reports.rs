@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use super::query::{ApiQuery, NamedPath};
+use super::query::NamedPath;
 use super::{ApiClient, ApiError};
 use crate::domain::Page;
 use crate::reports::retention::Coarsened;
@@ -16,9 +16,12 @@ use crate::web::reports::breakdowns::Stretches;
 use crate::web::reports::sources::ComparedShares;
 use crate::web::state::WebState;
 
+mod filtered;
+pub use filtered::funnel;
+
 type Data = web::Data<WebState>;
 type Id = web::Path<String>;
-type Q = web::Query<ApiQuery>;
+type Q = super::query::ApiQ;
 type Reply = Result<HttpResponse, ApiError>;
 
 /// Default and largest number of rows of `pages` and `sources`.
@@ -104,6 +107,9 @@ struct PeriodBody {
     /// figures: they show at each day's first instant (series only).
     #[serde(skip_serializing_if = "Option::is_none")]
     daily_only: Option<String>,
+    /// With `filter`: what the figures are (`filtered::FilteredBody`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filtered: Option<filtered::FilteredBody>,
 }
 
 impl PeriodBody {
@@ -115,6 +121,7 @@ impl PeriodBody {
             preset: p.preset.map(|p| p.key()),
             coarsened: coarsened.map(|c| c.to_string()),
             daily_only: None,
+            filtered: None,
         }
     }
 }
@@ -170,6 +177,11 @@ fn series_body(
 /// `GET /api/v1/sites/{id}/series`: the dashboard's chart.
 pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::site_series(&state, &site, &q, &filters).await;
+    }
     let answer: Reply = async {
         let period = q.period(&state, &site)?;
         let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
@@ -192,6 +204,11 @@ pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
 pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::page_series(&state, &site, &q, &filters).await;
+    }
     let path = q.path()?;
     let period = q.period(&state, &site)?;
     let points = match &path {
@@ -232,6 +249,11 @@ struct SecondPoint {
 /// per-second breakdown of one minute (60 points).
 pub async fn page_seconds(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::page_seconds(&state, &site, &q, &filters).await;
+    }
     let path = q.path()?;
     let minute = Resolution::Minute.floor(q.minute()?);
     let seconds = match &path {
@@ -291,6 +313,11 @@ struct PageEntry {
 /// first, with its filter (`q`) and `limit`/`offset` paging.
 pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::top_pages(&state, &site, &q, &filters).await;
+    }
     let answer: Reply = async {
         let (period, coarsened) = q.period(&state, &site)?;
         let needle = q.page_filter()?;
@@ -424,6 +451,11 @@ struct NoSource {
 /// pages and `limit`/`offset` paging.
 pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::top_sources(&state, &site, &q, &filters).await;
+    }
     let answer: Reply = async {
         let (period, coarsened) = q.period(&state, &site)?;
         let path = q.optional_path()?;
@@ -530,6 +562,11 @@ struct BreakdownEntry {
 /// previous period's counts, paged with `limit` and `offset`.
 pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::breakdown(&state, &site, &q, &filters).await;
+    }
     let answer: Reply = async {
         let (period, coarsened) = q.period(&state, &site)?;
         let dimension = q.dimension()?;
@@ -615,6 +652,11 @@ struct VisitsBody {
 /// visit duration over the period.
 pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
+    // Filtered: read from the visit store instead of the buckets.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return filtered::visits(&state, &site, &q, &filters).await;
+    }
     let answer: Reply = async {
         use crate::reports::visits as v;
         let (period, coarsened) = q.period(&state, &site)?;

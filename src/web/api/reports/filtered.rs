@@ -1,0 +1,434 @@
+//! The report endpoints with `filter`: the same bodies, read from the
+//! visit store (`reports::filtered`) instead of the buckets, and the
+//! funnel endpoint. What a filtered figure counts is said in
+//! docs/segments.md; `period.filtered` says which filters and whether the
+//! visits were sampled.
+
+use chrono::TimeDelta;
+use serde::Serialize;
+
+use super::*;
+use crate::domain::filter::{Filter, FilterDimension, Filters};
+use crate::domain::Dimension;
+use crate::reports::filtered::{Figures, FunnelFigures};
+use crate::reports::filtered_read;
+
+/// `period.filtered`: the filters applied, and the share of visitors read.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct FilteredBody {
+    filters: Vec<String>,
+    /// The share of visitors whose visits were read, 0 to 1 (1: all of
+    /// them); counts are scaled up by its inverse.
+    sampled: f64,
+    /// Set when the site has imported figures, which no filter applies to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    imported: Option<String>,
+}
+
+async fn period_body(
+    state: &WebState,
+    site: &Site,
+    q: &Q,
+    filters: &Filters,
+    sampled: f64,
+) -> Result<(Period, PeriodBody), ApiError> {
+    let (period, coarsened) = q.period(state, site)?;
+    let imported = filtered_read::imported_note(&state.store, site).await?;
+    let body = PeriodBody {
+        filtered: Some(FilteredBody {
+            filters: filters.iter().map(ToString::to_string).collect(),
+            sampled,
+            imported,
+        }),
+        ..PeriodBody::new(&period, coarsened.as_ref())
+    };
+    Ok((period, body))
+}
+
+/// `filters` and the page `path` names (a report of one page).
+fn with_page(filters: &Filters, path: &NamedPath) -> Result<Option<Filters>, ApiError> {
+    let NamedPath::Page(p) = path else {
+        return Ok(None);
+    };
+    let page =
+        Filter::new(FilterDimension::Page, p.as_str()).map_err(|e| ApiError::BadParameter {
+            parameter: "path",
+            message: format!("That page cannot be filtered on: {e}."),
+        })?;
+    let mut all: Vec<Filter> = filters.iter().cloned().collect();
+    all.push(page);
+    Filters::of(all)
+        .map(Some)
+        .map_err(|e| ApiError::BadParameter {
+            parameter: "filter",
+            message: format!("That filter cannot be used: {e} (the page counts as one)."),
+        })
+}
+
+/// The figures of `filters` over the asked period (none for a path no page
+/// can have), and the previous period's.
+async fn read_both(
+    state: &WebState,
+    site: &Site,
+    q: &Q,
+    filters: Option<&Filters>,
+) -> Result<(Figures, Figures), ApiError> {
+    let (period, _) = q.period(state, site)?;
+    let before = period.previous();
+    match filters {
+        None => Ok((
+            crate::reports::filtered::compute(&Filters::default(), [], &period.points(), 1.0),
+            crate::reports::filtered::compute(&Filters::default(), [], &before.points(), 1.0),
+        )),
+        Some(f) => Ok(tokio::try_join!(
+            filtered_read::figures(&state.store, site, f, &period),
+            filtered_read::figures(&state.store, site, f, &before),
+        )?),
+    }
+}
+
+fn series_of(figures: &Figures, period: &Period, now: DateTime<Utc>) -> (i64, Vec<PointBody>) {
+    let points = figures
+        .series
+        .iter()
+        .map(|p| PointBody {
+            at: p.at,
+            views: p.views,
+            partial: period.is_partial(p.at, now),
+        })
+        .collect::<Vec<_>>();
+    (points.iter().map(|p| p.views).sum(), points)
+}
+
+pub(super) async fn site_series(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let (period, _) = q.period(state, site)?;
+    let figures = filtered_read::figures(&state.store, site, filters, &period).await?;
+    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let (total, points) = series_of(&figures, &period, state.clock.now());
+    Ok(ok(&SeriesBody {
+        site: site.id.to_string(),
+        path: None,
+        period: body,
+        total,
+        points,
+    }))
+}
+
+pub(super) async fn page_series(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let path = q.path()?;
+    let (period, _) = q.period(state, site)?;
+    let figures = match with_page(filters, &path)? {
+        Some(f) => filtered_read::figures(&state.store, site, &f, &period).await?,
+        None => crate::reports::filtered::compute(filters, [], &period.points(), 1.0),
+    };
+    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let (total, points) = series_of(&figures, &period, state.clock.now());
+    Ok(ok(&SeriesBody {
+        site: site.id.to_string(),
+        path: Some(path.shown().to_owned()),
+        period: body,
+        total,
+        points,
+    }))
+}
+
+/// One minute of a page by second: the visits that may hold a view in it
+/// started on the same UTC day (a visit never crosses one), before its end.
+pub(super) async fn page_seconds(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let path = q.path()?;
+    let minute = Resolution::Minute.floor(q.minute()?);
+    let end = minute + TimeDelta::minutes(1);
+    let mut seconds = [0i64; 60];
+    if let Some(f) = with_page(filters, &path)? {
+        let day = minute
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .expect("midnight exists")
+            .and_utc();
+        let (visits, _) = filtered_read::read_visits(&state.store, site, &f, day, end).await?;
+        for v in visits
+            .iter()
+            .filter(|v| crate::reports::filtered::admits(&f, v))
+        {
+            for step in &v.steps {
+                let crate::reports::filtered::Step::View { offset, path } = step else {
+                    continue;
+                };
+                if !f.pages().all(|m| m.matches(path)) {
+                    continue;
+                }
+                let at = v.start.timestamp() + i64::from(*offset);
+                if (minute.timestamp()..end.timestamp()).contains(&at) {
+                    seconds[(at - minute.timestamp()) as usize] += 1;
+                }
+            }
+        }
+    }
+    Ok(ok(&SecondsBody {
+        site: site.id.to_string(),
+        path: path.shown().to_owned(),
+        minute,
+        total: seconds.iter().sum(),
+        points: seconds
+            .iter()
+            .enumerate()
+            .map(|(s, views)| SecondPoint {
+                at: minute + TimeDelta::seconds(s as i64),
+                views: *views,
+            })
+            .collect(),
+    }))
+}
+
+pub(super) async fn top_pages(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let needle = q.page_filter()?.to_lowercase();
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    let (period, _) = q.period(state, site)?;
+    let figures = filtered_read::figures(&state.store, site, filters, &period).await?;
+    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let matching: Vec<_> = figures
+        .top_pages()
+        .into_iter()
+        .filter(|(path, _)| needle.is_empty() || path.to_lowercase().contains(&needle))
+        .collect();
+    let pages = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(path, f)| PageEntry {
+            path: (*path).to_owned(),
+            views: f.views,
+            share: share(f.views, figures.views),
+            visitors: Some(f.visitors()),
+            entries: f.entries,
+            exits: f.exits,
+        })
+        .collect();
+    Ok(ok(&PagesBody {
+        site: site.id.to_string(),
+        period: body,
+        total: figures.views,
+        matching: matching.len(),
+        pages,
+    }))
+}
+
+/// What a filtered report's changes compare: the whole period with the
+/// whole period before (no hours to widen to).
+fn compared(period: &Period) -> (Covered, ComparedBody) {
+    let before = period.previous();
+    (
+        Covered {
+            from: period.from,
+            to: period.to,
+        },
+        ComparedBody {
+            from: period.from,
+            to: period.to,
+            previous_from: before.from,
+            previous_to: before.to,
+        },
+    )
+}
+
+/// The filters of a report of the site or (with `path`) of one page;
+/// `None` for a path no page can have.
+fn scoped(filters: &Filters, path: Option<&NamedPath>) -> Result<Option<Filters>, ApiError> {
+    match path {
+        None => Ok(Some(filters.clone())),
+        Some(p) => with_page(filters, p),
+    }
+}
+
+pub(super) async fn top_sources(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let path = q.optional_path()?;
+    let needle = q.source_filter()?.to_lowercase();
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    let (period, _) = q.period(state, site)?;
+    let scope = scoped(filters, path.as_ref())?;
+    let (now, before) = read_both(state, site, q, scope.as_ref()).await?;
+    let (_, body) = period_body(state, site, q, filters, now.sampled).await?;
+    let rows = now.top(Dimension::Source);
+    let was = before.top(Dimension::Source);
+    let was_of = |name: &str| was.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c);
+    let total: i64 = rows.iter().map(|(_, c)| c).sum();
+    let total_before: i64 = was.iter().map(|(_, c)| c).sum();
+    let matching: Vec<_> = rows
+        .iter()
+        .filter(|(n, _)| needle.is_empty() || n.to_lowercase().contains(&needle))
+        .collect();
+    let sources = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(name, views)| SourceEntry {
+            source: (*name).to_owned(),
+            views: *views,
+            share: share(*views, now.views),
+            compared_views: *views,
+            previous_period_views: was_of(name),
+        })
+        .collect();
+    let (covered, compared) = compared(&period);
+    Ok(ok(&SourcesBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period: body,
+        covered,
+        compared,
+        views: now.views,
+        total,
+        other: 0,
+        none: NoSource {
+            views: now.views - total,
+            share: share(now.views - total, now.views),
+            compared_views: now.views - total,
+            previous_period_views: before.views - total_before,
+        },
+        matching: matching.len(),
+        sources,
+    }))
+}
+
+pub(super) async fn breakdown(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let dimension = q.dimension()?;
+    let path = q.optional_path()?;
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    let (period, _) = q.period(state, site)?;
+    let scope = scoped(filters, path.as_ref())?;
+    let (now, before) = read_both(state, site, q, scope.as_ref()).await?;
+    let (_, body) = period_body(state, site, q, filters, now.sampled).await?;
+    let rows = now.top(dimension);
+    let was = before.top(dimension);
+    let was_of = |name: &str| was.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c);
+    let total: i64 = rows.iter().map(|(_, c)| c).sum();
+    let of = if dimension.covers_every_view() || dimension == Dimension::Event {
+        total
+    } else {
+        now.views.max(total)
+    };
+    let entries = rows
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(name, count)| BreakdownEntry {
+            name: (*name).to_owned(),
+            count: *count,
+            share: share(*count, of),
+            compared_count: *count,
+            previous_period_count: was_of(name),
+        })
+        .collect();
+    let (covered, compared) = compared(&period);
+    Ok(ok(&BreakdownBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period: body,
+        dimension: dimension.key(),
+        covered,
+        compared,
+        of,
+        total,
+        other: 0,
+        matching: rows.len(),
+        entries,
+    }))
+}
+
+pub(super) async fn visits(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
+    let path = q.optional_path()?;
+    let (period, _) = q.period(state, site)?;
+    let scope = scoped(filters, path.as_ref())?;
+    let figures = match &scope {
+        Some(f) => filtered_read::figures(&state.store, site, f, &period).await?,
+        None => crate::reports::filtered::compute(filters, [], &[], 1.0),
+    };
+    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let visits = figures.visits;
+    let ratio = |n: i64| (visits > 0).then(|| n as f64 / visits as f64);
+    Ok(ok(&VisitsBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period: body,
+        visitors: Some(figures.visitors()),
+        visits,
+        views: figures.views,
+        bounces: figures.bounces,
+        duration_seconds: figures.duration_secs,
+        exits: match &path {
+            Some(p) => Some(figures.pages.get(p.shown()).map_or(0, |f| f.exits)),
+            None => None,
+        },
+        views_per_visit: ratio(figures.views),
+        bounce_rate: ratio(figures.bounces),
+        visit_duration: ratio(figures.duration_secs),
+        counted_since: None,
+    }))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunnelBody {
+    site: String,
+    period: PeriodBody,
+    steps: Vec<FunnelStepBody>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunnelStepBody {
+    step: String,
+    /// Visits that reached this step after every step before it, in order,
+    /// within the visit.
+    visits: i64,
+    /// Of the previous step's visits, 0 to 1 (the first step: 1, or null
+    /// without visits).
+    conversion_from_previous: Option<f64>,
+    /// Of the first step's visits, 0 to 1.
+    conversion_from_start: Option<f64>,
+    /// The previous step's visits that did not reach this one.
+    drop_off: i64,
+}
+
+pub(crate) fn funnel_rows(f: &FunnelFigures) -> Vec<(String, i64, Option<f64>, Option<f64>, i64)> {
+    (0..f.steps.len())
+        .map(|i| {
+            (
+                f.steps[i].step.clone(),
+                f.steps[i].visits,
+                f.from_previous(i),
+                f.from_start(i),
+                f.drop_off(i),
+            )
+        })
+        .collect()
+}
+
+/// `GET /api/v1/sites/{id}/funnel?step=/pricing&step=event:Signup`: an
+/// ad-hoc funnel of 2 to 8 steps over the period, with the filters.
+pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    let site = client.site(&state, &id)?;
+    let filters = q.filters()?;
+    let steps = q.funnel_steps()?;
+    let (period, _) = q.period(&state, &site)?;
+    let figures = filtered_read::funnel(&state.store, &site, &filters, &steps, &period).await?;
+    let (_, body) = period_body(&state, &site, &q, &filters, figures.sampled).await?;
+    Ok(ok(&FunnelBody {
+        site: site.id.to_string(),
+        period: body,
+        steps: funnel_rows(&figures)
+            .into_iter()
+            .map(|(step, visits, prev, start, drop_off)| FunnelStepBody {
+                step,
+                visits,
+                conversion_from_previous: prev,
+                conversion_from_start: start,
+                drop_off,
+            })
+            .collect(),
+    }))
+}
