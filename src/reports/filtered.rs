@@ -216,6 +216,10 @@ pub struct Figures {
     pub pages: HashMap<String, PageFigures>,
     /// Per dimension, views per name (events: events per name).
     pub breakdowns: BTreeMap<Dimension, HashMap<String, i64>>,
+    /// Visits that viewed each page (any of their views, whatever the page
+    /// filters), and visits that sent each event: the goals' conversions.
+    pub converting_pages: HashMap<String, i64>,
+    pub converting_events: HashMap<String, i64>,
     /// Per shown bucket (the period's points): views, visits, visitors.
     pub series: Vec<SeriesPoint>,
     /// The share of visitors read (1: all of them); the counts above are
@@ -335,6 +339,18 @@ pub fn compute<'a>(
                 .entry(name.clone())
                 .or_default() += views;
         }
+        let mut seen: Vec<&str> = visit.views().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for path in seen {
+            *f.converting_pages.entry(path.to_owned()).or_default() += 1;
+        }
+        let mut sent: Vec<&str> = visit.steps.iter().filter_map(Step::event).collect();
+        sent.sort_unstable();
+        sent.dedup();
+        for name in sent {
+            *f.converting_events.entry(name.to_owned()).or_default() += 1;
+        }
         for name in visit.steps.iter().filter_map(Step::event) {
             *f.breakdowns
                 .entry(Dimension::Event)
@@ -379,6 +395,8 @@ impl Figures {
         for names in self.breakdowns.values_mut() {
             names.values_mut().for_each(up);
         }
+        self.converting_pages.values_mut().for_each(up);
+        self.converting_events.values_mut().for_each(up);
         for p in &mut self.series {
             up(&mut p.views);
             up(&mut p.visits);
@@ -559,6 +577,8 @@ mod tests {
         assert_eq!(f.pages["/b"].exits, 2);
         assert_eq!(f.top(Dimension::Country), [("DE", 3)]);
         assert_eq!(f.top(Dimension::Event), [("Signup", 1)]);
+        assert_eq!(f.converting_pages["/b"], 2);
+        assert_eq!(f.converting_events["Signup"], 1);
         assert_eq!(f.series[0].views, 3);
         assert_eq!(f.series[1].visits, 0);
     }

@@ -12,9 +12,35 @@ use chrono::{DateTime, Utc};
 
 pub struct BreakdownRow {
     pub name: String,
+    /// The name as stored (a country's code), and the link that adds it as
+    /// a filter (none for "(other)").
+    pub value: String,
+    pub href: Option<String>,
     pub count: i64,
     pub share: String,
     pub change: String,
+}
+
+impl BreakdownsView {
+    /// Makes each named row a link: `link(dimension, name)`.
+    pub fn link_rows(&mut self, link: impl Fn(Dimension, &str) -> Option<String>) {
+        for t in self
+            .devices
+            .iter_mut()
+            .chain(&mut self.countries)
+            .chain(&mut self.campaigns)
+            .chain(&mut self.events)
+        {
+            let Some(d) = Dimension::parse(t.key) else {
+                continue;
+            };
+            for row in &mut t.rows {
+                if row.value != "(other)" {
+                    row.href = link(d, &row.value);
+                }
+            }
+        }
+    }
 }
 
 /// One dimension's table.
@@ -228,6 +254,8 @@ fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> Brea
     let before = read.compared_before().of(dimension);
     let of = denominator(dimension, &now, views);
     let row = |name: String, count: i64, (is, was): (i64, i64)| BreakdownRow {
+        value: name.clone(),
+        href: None,
         name: match dimension {
             Dimension::Country => country_label(&name),
             _ => name,
@@ -243,6 +271,7 @@ fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> Brea
         .map(|(name, count)| row(name.clone(), *count, (compared.of(name), before.of(name))))
         .collect();
     if now.other > 0 {
+        // No filter names the names beyond the cap.
         rows.push(row(
             "(other)".to_owned(),
             now.other,

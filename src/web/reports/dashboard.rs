@@ -18,6 +18,8 @@ pub(super) const PAGES_PER_SCREEN: usize = 25;
 
 pub struct PageRow {
     pub path: String,
+    /// The link that filters the dashboard by visits that viewed it.
+    pub filter_href: Option<String>,
     pub views: i64,
     /// Unique visitors ("—" where unknown), visits that entered on the
     /// page, visits that left from it.
@@ -43,6 +45,10 @@ pub enum Empty {
 #[template(path = "dashboard.html")]
 pub(super) struct DashboardPage {
     nav: Option<Nav>,
+    /// The active filters (none here: a filtered dashboard is its own
+    /// page) and where the site's funnels are.
+    chips: super::filtered::FilterChips,
+    funnels_href: Option<String>,
     /// Through a share link (no tracking code, settings or exports).
     shared: bool,
     base: String,
@@ -144,6 +150,11 @@ async fn dashboard_of(
     site: Arc<Site>,
     audience: Audience,
 ) -> Answer {
+    // Filtered: every figure from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered::dashboard(state, q, site, audience, filters).await;
+    }
     let started = audience.started;
     let now = state.clock.now();
     let (period, range_error, coarsened) =
@@ -243,6 +254,11 @@ async fn dashboard_of(
         .into_iter()
         .zip(figures)
         .map(|((page, views), f)| PageRow {
+            filter_href: q.add_filter_link(
+                &base,
+                crate::domain::FilterDimension::Page,
+                page.path(),
+            ),
             path: page.path().to_owned(),
             views: *views,
             visitors: f
@@ -270,7 +286,33 @@ async fn dashboard_of(
         vec![("q", filter.as_str())]
     };
     let status = status_of(range_error.as_ref());
+    let add = |d: crate::domain::FilterDimension, value: &str| q.add_filter_link(&base, d, value);
+    let mut breakdowns_view =
+        super::breakdowns::view(state, &breakdowns, &period, sources_read.now.views, |d| {
+            audience.export(join(
+                &format!("{base}/breakdown.csv"),
+                &params,
+                &[("dimension", d.key())],
+            ))
+        });
+    breakdowns_view.link_rows(|d, v| add(crate::domain::FilterDimension::of_breakdown(d), v));
+    let mut sources_view = super::sources::view(
+        &sources_read,
+        &period,
+        source_filter.clone(),
+        audience.export(join(
+            &format!("{base}/sources.csv"),
+            &params,
+            &[("src", &source_filter)],
+        )),
+    );
+    for row in &mut sources_view.rows {
+        row.href = add(crate::domain::FilterDimension::Source, &row.name);
+    }
+    let chips = super::filtered::FilterChips::of(q, &base, &filters);
     let page = DashboardPage {
+        chips,
+        funnels_href: (!audience.shared).then(|| join(&format!("{base}/funnels"), &params, &[])),
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),
@@ -294,29 +336,8 @@ async fn dashboard_of(
             &params,
             &[("q", &filter)],
         )),
-        sources: super::sources::view(
-            &sources_read,
-            &period,
-            source_filter.clone(),
-            audience.export(join(
-                &format!("{base}/sources.csv"),
-                &params,
-                &[("src", &source_filter)],
-            )),
-        ),
-        breakdowns: super::breakdowns::view(
-            state,
-            &breakdowns,
-            &period,
-            sources_read.now.views,
-            |d| {
-                audience.export(join(
-                    &format!("{base}/breakdown.csv"),
-                    &params,
-                    &[("dimension", d.key())],
-                ))
-            },
-        ),
+        sources: sources_view,
+        breakdowns: breakdowns_view,
         goals,
         sources_action: base.clone(),
         sources_hidden: if filter.is_empty() {

@@ -9,6 +9,18 @@ impl ReportQuery {
     /// The range parameters and the filters as a query string, for links
     /// and exports.
     pub(super) fn range_params(&self) -> String {
+        let filters = self
+            .filter_params()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={}", fmt::query(&v)));
+        let mut all: Vec<String> = vec![self.range_only_params()];
+        all.retain(|p| !p.is_empty());
+        all.extend(filters);
+        all.join("&")
+    }
+
+    /// The range parameters alone.
+    pub(super) fn range_only_params(&self) -> String {
         [
             ("range", &self.range),
             ("from", &self.from),
@@ -21,14 +33,28 @@ impl ReportQuery {
                 .filter(|v| !v.is_empty())
                 .map(|v| format!("{k}={}", fmt::query(v)))
         })
-        // The filters go with the range: every link keeps both.
-        .chain(
-            self.filter_params()
-                .into_iter()
-                .map(|(k, v)| format!("{k}={}", fmt::query(&v))),
-        )
         .collect::<Vec<_>>()
         .join("&")
+    }
+
+    /// `base` (a dashboard) with the range and `filters`.
+    pub(super) fn filtered_link(&self, base: &str, filters: &crate::domain::Filters) -> String {
+        let values: Vec<String> = filters.iter().map(ToString::to_string).collect();
+        let extra: Vec<(&str, &str)> = values.iter().map(|v| ("filter", v.as_str())).collect();
+        join(base, &self.range_only_params(), &extra)
+    }
+
+    /// A breakdown row's link: `base` with this report's filters and one
+    /// more; `None` for a value no filter can name (such as "(other)").
+    pub(super) fn add_filter_link(
+        &self,
+        base: &str,
+        dimension: crate::domain::FilterDimension,
+        value: &str,
+    ) -> Option<String> {
+        let filter = crate::domain::Filter::new(dimension, value).ok()?;
+        let filters = self.filters().unwrap_or_default().with(filter);
+        Some(self.filtered_link(base, &filters))
     }
 }
 

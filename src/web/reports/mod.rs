@@ -7,6 +7,7 @@ pub(crate) mod breakdowns;
 mod dashboard;
 mod exports;
 mod filter_query;
+mod filtered;
 pub(crate) mod goals;
 mod links;
 mod page;

@@ -87,8 +87,14 @@ async fn page_report_of(
     audience: Audience,
     q: &ReportQuery,
 ) -> Answer {
-    let started = audience.started;
     let (path, page) = q.page_of(&site)?;
+    // Filtered: the filtered dashboard of the visits that viewed the page.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        let filters = super::filtered::with_page(&filters, path.as_str())?;
+        return super::filtered::dashboard(state, q, site, audience, filters).await;
+    }
+    let started = audience.started;
     let now = state.clock.now();
     let zone = site.time_zone.tz();
     let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention, zone);
@@ -171,6 +177,23 @@ async fn page_report_of(
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = status_of(range_error.as_ref());
+    // Each row filters the dashboard by visits that viewed this page and
+    // have that name.
+    let mut breakdowns = super::breakdowns::view(state, &names, &period, sources.now.views, |d| {
+        audience.export(join(
+            &format!("{site_base}/breakdown.csv"),
+            &params,
+            &[("path", path.as_str()), ("dimension", d.key())],
+        ))
+    });
+    breakdowns.link_rows(|d, v| {
+        let f =
+            crate::domain::Filter::new(crate::domain::FilterDimension::of_breakdown(d), v).ok()?;
+        let page =
+            crate::domain::Filter::new(crate::domain::FilterDimension::Page, path.as_str()).ok()?;
+        let filters = crate::domain::Filters::of(vec![page, f]).ok()?;
+        Some(q.filtered_link(&site_base, &filters))
+    });
     let report = PageReport {
         nav: audience.nav.clone(),
         shared: audience.shared,
@@ -243,13 +266,7 @@ async fn page_report_of(
                 &[("path", path.as_str()), ("src", &source_filter)],
             )),
         ),
-        breakdowns: super::breakdowns::view(state, &names, &period, sources.now.views, |d| {
-            audience.export(join(
-                &format!("{site_base}/breakdown.csv"),
-                &params,
-                &[("path", path.as_str()), ("dimension", d.key())],
-            ))
-        }),
+        breakdowns,
         sources_action: base.clone(),
         sources_hidden: vec![("path", path.as_str().to_owned())],
         back_href: join(&site_base, &params, &[]),

@@ -12,6 +12,8 @@ use chrono::{DateTime, Utc};
 
 pub struct SourceRow {
     pub name: String,
+    /// The link that adds it as a filter (named sources only).
+    pub href: Option<String>,
     pub views: i64,
     /// Share of every view of the hours the sources cover.
     pub share: String,
@@ -217,6 +219,7 @@ pub(super) fn view(
     let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
     let row = |name: String, views: i64, (is, was): (i64, i64)| SourceRow {
         name,
+        href: None,
         views,
         share: fmt::share(views, current.views),
         change: fmt::row_change(views, is, was),

@@ -174,7 +174,7 @@ pub(super) fn controls(
     let kept = |v: &Option<String>| v.clone().unwrap_or_default();
     Controls {
         action: action.to_owned(),
-        hidden: hidden
+        hidden: hidden_params
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),

@@ -207,7 +207,7 @@ impl LineReads {
 
 /// The line of a site, or of a page (`page`), where a visit is counted on
 /// its entry page: "Entries" and its exits instead of views per visit.
-fn build(
+pub(super) fn build(
     shown: &Totals,
     compared: Option<&(Totals, Totals)>,
     since: Option<DateTime<Utc>>,
