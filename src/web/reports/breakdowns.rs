@@ -362,6 +362,11 @@ pub async fn breakdown_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::breakdown(r, &q, &filters).await;
+    }
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let dimension = q.dimension()?;

@@ -106,6 +106,11 @@ pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn series_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::series(r, &q, &filters).await;
+    }
     let state = r.state;
     let site = r.site;
     let started = r.started;
@@ -142,6 +147,11 @@ pub async fn visits_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::visits(r, &q, &filters).await;
+    }
     use crate::reports::visits;
     let state = r.state;
     let site = r.site;
@@ -214,6 +224,11 @@ pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::pages(r, &q, &filters).await;
+    }
     let state = r.state;
     let site = r.site;
     let started = r.started;
@@ -296,6 +311,11 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::seconds(r, &q, &filters).await;
+    }
     let state = r.state;
     let site = r.site;
     let (path, page) = q.page_of(&site)?;
@@ -317,6 +337,11 @@ pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn realtime_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::realtime(r, &q, &filters).await;
+    }
     let state = r.state;
     let site = r.site;
     let (path, page) = q.page_of(&site)?;

@@ -171,6 +171,10 @@ async fn goals_csv_of(
     super::exports::CsvRequest(r): super::exports::CsvRequest,
     q: super::Query,
 ) -> super::exports::CsvAnswer {
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::goals(r, &q, &filters).await;
+    }
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);

@@ -8,6 +8,7 @@ mod dashboard;
 mod exports;
 mod filter_query;
 mod filtered;
+mod filtered_csv;
 pub(crate) mod goals;
 mod links;
 mod page;

@@ -278,6 +278,11 @@ pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
+    // Filtered: the same columns from the visit store.
+    let filters = q.filters()?;
+    if !filters.is_empty() {
+        return super::filtered_csv::sources(r, &q, &filters).await;
+    }
     let (state, site, started) = (r.state, r.site, r.started);
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
