@@ -109,6 +109,12 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::post().to(reports::save_page_cap),
     )
     .route("/sites/{id}/goals", web::post().to(reports::add_goal))
+    .route("/sites/{id}/funnels", web::get().to(reports::funnels_page))
+    .route("/sites/{id}/funnels", web::post().to(reports::add_funnel))
+    .route(
+        "/sites/{id}/funnels/remove",
+        web::post().to(reports::remove_funnel),
+    )
     .route(
         "/sites/{id}/goals/remove",
         web::post().to(reports::remove_goal),
@@ -124,6 +130,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .service(csv("/sites/{id}/sources.csv", reports::sources_csv))
     .service(csv("/sites/{id}/breakdown.csv", reports::breakdown_csv))
     .service(csv("/sites/{id}/goals.csv", reports::goals_csv))
+    .service(csv("/sites/{id}/funnel.csv", reports::funnel_csv))
     .service(csv("/sites/{id}/seconds.csv", reports::seconds_csv))
     .service(csv("/sites/{id}/realtime.csv", reports::realtime_csv))
     .route(

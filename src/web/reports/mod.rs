@@ -9,6 +9,7 @@ mod exports;
 mod filter_query;
 mod filtered;
 mod filtered_csv;
+mod funnels;
 pub(crate) mod goals;
 mod links;
 mod page;
@@ -24,6 +25,7 @@ pub use dashboard::{dashboard, now_json, show_dashboard, status_json};
 pub use exports::{
     pages_csv, query_config as csv_query_config, realtime_csv, seconds_csv, series_csv, visits_csv,
 };
+pub use funnels::{add_funnel, funnel_csv, funnels_page, remove_funnel};
 pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;

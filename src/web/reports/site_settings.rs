@@ -54,6 +54,10 @@ pub(super) struct SettingsPage {
     /// The site's imports (`tickertape import`), as lines to show; `None`
     /// when the database did not answer.
     imports: Option<Vec<ImportLine>>,
+    /// The site's funnels (`super::funnels`); `None` when the database did
+    /// not answer.
+    funnels: Option<Vec<crate::storage::funnels::Funnel>>,
+    max_funnels: usize,
 }
 
 /// One import as the settings page shows it.
@@ -158,6 +162,13 @@ pub(super) async fn settings_page(
                 None
             }
         };
+    let funnels = match crate::storage::funnels::list(&state.store, &site.id).await {
+        Ok(list) => Some(list),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "the site's funnels could not be read");
+            None
+        }
+    };
     let (goal_kind, goal_name, goal_error, typed) = match typed {
         Some(Typed::Goal(kind, name, error)) => (kind, name, Some(error), None),
         other => ("event".to_owned(), String::new(), None, other),
@@ -215,6 +226,8 @@ pub(super) async fn settings_page(
             goal_error,
             max_goals: crate::domain::MAX_GOALS_PER_SITE,
             imports,
+            funnels,
+            max_funnels: crate::domain::funnel::MAX_FUNNELS_PER_SITE,
         },
     )
 }
@@ -229,6 +242,8 @@ pub async fn site_settings(r: SiteRequest, q: web::Query<SettingsQuery>) -> Answ
         Some("cap-saved") => Some("The site's new-page cap was saved."),
         Some("goal-added") => Some("The goal was added."),
         Some("goal-removed") => Some("The goal was removed."),
+        Some("funnel-added") => Some("The funnel was added."),
+        Some("funnel-removed") => Some("The funnel was removed."),
         _ => None,
     };
     Ok(settings_page(&state, &viewer, site, done, None).await)
