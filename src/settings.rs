@@ -203,6 +203,23 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_BREAKDOWNS", default_value_t = true, action = clap::ArgAction::Set)]
     pub breakdowns: bool,
 
+    /// Write the visit store (one document per visit: its dimensions and
+    /// its pages and events in order), which filtered reports and funnels
+    /// read. `false` writes nothing there (its applier only moves its
+    /// journal progress): filters and funnels then have no visits for
+    /// that time, and the unfiltered reports are unchanged.
+    #[arg(long, env = "TICKERTAPE_VISIT_STORE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub visit_store: bool,
+
+    /// How long the visit store's applier gathers hits at light load, in
+    /// ms: a visit's hits within one window are one statement.
+    #[arg(long, env = "TICKERTAPE_VISITS_WINDOW_MS", default_value_t = 5_000)]
+    pub visits_window_ms: u64,
+
+    /// Most hits in one batch of the visit store.
+    #[arg(long, env = "TICKERTAPE_VISITS_MAX_HITS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub visits_max_hits: u64,
+
     /// Most hits in one batch of sources (merged per page, hour and source
     /// as they are read, so the batch holds only the buckets it touches).
     #[arg(long, env = "TICKERTAPE_SOURCES_MAX_HITS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -365,6 +382,12 @@ pub struct RetentionSettings {
     /// Days day buckets are kept (at least as long as hour buckets).
     #[arg(long, env = "TICKERTAPE_RETAIN_DAY_DAYS", default_value_t = 0)]
     pub retain_day_days: u32,
+
+    /// Days visits are kept in the visit store (filters and funnels),
+    /// counted from their start; 0 keeps them for ever. Independent of
+    /// the buckets: past it, filtered reports have no visits to read.
+    #[arg(long, env = "TICKERTAPE_VISIT_RETENTION_DAYS", default_value_t = 400, value_parser = clap::value_parser!(u32).range(0..=36_500))]
+    pub visit_retention_days: u32,
 }
 
 impl RetentionSettings {
@@ -374,6 +397,11 @@ impl RetentionSettings {
             self.retain_hour_days,
             self.retain_day_days,
         )
+    }
+
+    /// The visit store's retention: `None` for ever.
+    pub fn visit_retention(&self) -> Option<u32> {
+        (self.visit_retention_days > 0).then_some(self.visit_retention_days)
     }
 
     pub fn set(&mut self, r: crate::domain::Retention) {
@@ -506,6 +534,9 @@ impl IngestSettings {
             rollups_max_hits: self.rollups_max_hits as usize,
             sources_window: Duration::from_millis(self.sources_window_ms),
             sources_max_hits: self.sources_max_hits as usize,
+            visits_window: Duration::from_millis(self.visits_window_ms),
+            visits_max_hits: self.visits_max_hits as usize,
+            visit_store: self.visit_store,
             max_buckets: self.apply_max_buckets as usize,
         }
     }

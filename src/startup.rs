@@ -62,6 +62,8 @@ impl Application {
             .retention()
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
+        crate::storage::visit_log::apply_retention(&store, settings.retention.visit_retention())
+            .await?;
         store.summary_retention().set(
             retention.kept(crate::domain::Resolution::Day),
             retention.kept(crate::domain::Resolution::Hour),

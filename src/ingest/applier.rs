@@ -8,7 +8,12 @@
 //! - **rollups** (the page and site hour and day buckets) read the lane's
 //!   files and merge over a few seconds;
 //! - **sources** (every breakdown dimension and the events: the stream
-//!   kept its first name) read the files and merge over 2 s.
+//!   kept its first name) read the files and merge over 2 s;
+//! - **visits** (the visit store, `storage::visit_log`) read the files and
+//!   merge each visit's hits over 5 s into one upsert per visit.
+//!   Switched off (`TICKERTAPE_VISIT_STORE=false`), it still moves its
+//!   progress, writing nothing, so switching it on later goes on from
+//!   there.
 //!
 //! *Why*: a statement costs about the same whatever it carries, and each
 //! level costs one statement per distinct page in a batch, so at 10,000
@@ -53,6 +58,7 @@ use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
 use crate::storage::breakdowns::BreakdownCounts;
 use crate::storage::bucket_writer::{self, ApplyError, BucketWriter};
 use crate::storage::progress::{self, Advance, Stream};
+use crate::storage::visit_log::VisitWrites;
 use crate::storage::{Increments, Store};
 use chrono::{DateTime, Utc};
 
@@ -68,6 +74,10 @@ pub struct ApplyConfig {
     /// The same two for the sources applier.
     pub sources_window: Duration,
     pub sources_max_hits: usize,
+    /// The same two for the visit store, and whether it is written at all.
+    pub visits_window: Duration,
+    pub visits_max_hits: usize,
+    pub visit_store: bool,
     /// Most buckets (all levels) in one minutes or rollups batch: bounds
     /// the transaction and the applier's memory however many pages a
     /// backlog touches.
@@ -80,6 +90,7 @@ impl ApplyConfig {
             Stream::Views => (self.window, self.max_hits),
             Stream::Rollups => (self.rollups_window, self.rollups_max_hits),
             Stream::Sources => (self.sources_window, self.sources_max_hits),
+            Stream::Visits => (self.visits_window, self.visits_max_hits),
         }
     }
 }
@@ -125,6 +136,8 @@ struct Applier {
     /// Held by a rollups applier while its transaction runs (see
     /// [`Appliers::start`]).
     rollups_turn: Arc<tokio::sync::Mutex<()>>,
+    /// Whether the visits stream writes the visit store.
+    visit_store: bool,
 }
 
 struct Batch {
@@ -133,6 +146,8 @@ struct Batch {
     levels: Vec<Increments>,
     /// The breakdowns applier's hits, merged the same way.
     sources: BreakdownCounts,
+    /// The visits applier's hits, merged per visit.
+    visits: VisitWrites,
     /// Journaled hits in the batch (with or without a source).
     hits: usize,
     /// The times of its oldest and newest hits (their lag).
@@ -148,6 +163,7 @@ impl Batch {
         Self {
             levels,
             sources: BreakdownCounts::default(),
+            visits: VisitWrites::default(),
             hits: 0,
             first_at: None,
             last_at: None,
@@ -162,7 +178,10 @@ impl Batch {
     }
 
     fn is_full(&self, max_hits: usize, max_buckets: usize) -> bool {
-        self.hits >= max_hits || self.buckets() >= max_buckets || self.sources.is_full()
+        self.hits >= max_hits
+            || self.buckets() >= max_buckets
+            || self.sources.is_full()
+            || self.visits.len() >= max_buckets
     }
 }
 
@@ -206,13 +225,14 @@ impl Appliers {
                 journal_stats: journal_stats.clone(),
                 directory: directory.clone(),
                 rollups_turn: rollups_turn.clone(),
+                visit_store: config.visit_store,
             }
         };
         let mut handles = Vec::new();
         for feed in feeds {
             // The rollups and sources appliers read only the files: a
             // receiver with no sender, closed from the start.
-            for stream in [Stream::Rollups, Stream::Sources] {
+            for stream in [Stream::Rollups, Stream::Sources, Stream::Visits] {
                 let (_, closed) = mpsc::channel(1);
                 let applier = applier(feed.lane.clone(), stream, closed);
                 handles.push(tokio::spawn(applier.run(shutdown.subscribe())));
@@ -553,6 +573,13 @@ impl Applier {
                     batch.sources.add_record(r);
                 }
             }
+            // Switched off, the stream only moves its progress.
+            Stream::Visits if self.visit_store => {
+                for r in &records {
+                    batch.visits.add_record(r);
+                }
+            }
+            Stream::Visits => {}
         }
     }
 
@@ -576,6 +603,7 @@ impl Applier {
                     .filter(|inc| inc.collection() == collection)
                     .find_map(|inc| inc.set_aside(q)),
                 Stream::Sources => batch.sources.set_aside(collection, q),
+                Stream::Visits => batch.visits.set_aside(q),
             };
             taken.extend(found);
         }
@@ -646,6 +674,15 @@ impl Applier {
                         .filter(|(page, ..)| !directory.is_deleted_page(page));
                     self.writer
                         .apply_breakdowns(counts, batch.hits, &advance)
+                        .await
+                }
+                Stream::Visits => {
+                    batch
+                        .visits
+                        .drop_sites(|site| directory.is_deleted_page(&format!("{site}/")));
+                    let statements = batch.visits.statements();
+                    self.writer
+                        .apply_visits(&statements, batch.hits, &advance)
                         .await
                 }
             };

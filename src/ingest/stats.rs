@@ -32,16 +32,18 @@ pub struct IngestStats {
     pub sources_consecutive_failures: AtomicU64,
     /// The same for the rollups (hour and day buckets).
     pub rollups_consecutive_failures: AtomicU64,
+    /// The same for the visit store.
+    pub visits_consecutive_failures: AtomicU64,
     /// Per stream (`Stream::index`): statements applied, and the time their
     /// transactions took (µs), for the cost per statement and per hit.
-    pub statements: [AtomicU64; 3],
-    pub transaction_micros: [AtomicU64; 3],
+    pub statements: [AtomicU64; 4],
+    pub transaction_micros: [AtomicU64; 4],
     /// Per stream: statements the database refused for what their bucket
     /// holds (an `$inc` past the largest NumberLong, a counter of another
     /// type), left out of their batch so the rest of the lane goes on; and
     /// the hits they carried.
-    pub set_aside_statements: [AtomicU64; 3],
-    pub set_aside_hits: [AtomicU64; 3],
+    pub set_aside_statements: [AtomicU64; 4],
+    pub set_aside_hits: [AtomicU64; 4],
     pub batch_sizes: Histogram,
     pub flush_seconds: Histogram,
     /// Hits applied per batch over the last minute, for the apply rate.
@@ -78,6 +80,7 @@ impl Default for IngestStats {
             consecutive_failures: AtomicU64::new(0),
             sources_consecutive_failures: AtomicU64::new(0),
             rollups_consecutive_failures: AtomicU64::new(0),
+            visits_consecutive_failures: AtomicU64::new(0),
             statements: Default::default(),
             transaction_micros: Default::default(),
             set_aside_statements: Default::default(),
@@ -172,6 +175,7 @@ impl IngestStats {
             Stream::Views => &self.consecutive_failures,
             Stream::Sources => &self.sources_consecutive_failures,
             Stream::Rollups => &self.rollups_consecutive_failures,
+            Stream::Visits => &self.visits_consecutive_failures,
         }
     }
 

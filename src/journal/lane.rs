@@ -37,7 +37,7 @@ impl SegmentInfo {
 }
 
 /// How many appliers read each lane (one per `storage::progress::Stream`).
-pub const APPLIERS: usize = 3;
+pub const APPLIERS: usize = 4;
 
 #[derive(Debug)]
 pub struct Lane {

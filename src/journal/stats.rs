@@ -18,6 +18,8 @@ pub struct JournalStats {
     /// Records whose hour and day buckets are applied (the rollups trail
     /// the minutes by up to their window).
     pub rollups_applied_records: AtomicU64,
+    /// Records the visit store has taken (or skipped, switched off).
+    pub visits_applied_records: AtomicU64,
     /// Records the appliers read back from segment files (replay after a
     /// restart, or catching up after falling behind) rather than from memory.
     pub replayed_records: AtomicU64,
@@ -44,6 +46,7 @@ impl Default for JournalStats {
             applied_records: AtomicU64::new(0),
             sources_applied_records: AtomicU64::new(0),
             rollups_applied_records: AtomicU64::new(0),
+            visits_applied_records: AtomicU64::new(0),
             replayed_records: AtomicU64::new(0),
             group_commits: AtomicU64::new(0),
             sync_failures: AtomicU64::new(0),
@@ -78,13 +81,19 @@ impl JournalStats {
         self.backlog_of(2)
     }
 
+    /// Committed records not yet in the visit store.
+    pub fn visits_backlog(&self) -> u64 {
+        self.backlog_of(3)
+    }
+
     /// The counter of records applier `applier` has applied (0 views, 1
-    /// sources, 2 rollups: `storage::progress::Stream::index`).
+    /// sources, 2 rollups, 3 visits: `storage::progress::Stream::index`).
     pub fn applied_by(&self, applier: usize) -> &AtomicU64 {
         match applier {
             0 => &self.applied_records,
             1 => &self.sources_applied_records,
-            _ => &self.rollups_applied_records,
+            2 => &self.rollups_applied_records,
+            _ => &self.visits_applied_records,
         }
     }
 

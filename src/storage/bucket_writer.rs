@@ -395,7 +395,7 @@ impl BucketWriter {
             return Ok(FlushReport::default());
         }
         let by_source = breakdown_increments(self.part(advance), counted.iter());
-        self.transact(&increments, &by_source, advance)
+        self.transact(&increments, &by_source, &[], advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
@@ -435,7 +435,7 @@ impl BucketWriter {
             }
         }
         let by_source = breakdown_increments(self.part(Some(advance)), counted.iter());
-        self.transact(&increments, &by_source, Some(advance))
+        self.transact(&increments, &by_source, &[], Some(advance))
             .await
             .map(|outcomes| FlushReport {
                 hits: figures.len(),
@@ -452,7 +452,7 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        self.transact(increments, &[], Some(advance))
+        self.transact(increments, &[], &[], Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -467,7 +467,20 @@ impl BucketWriter {
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
         let by_source = breakdown_increments(self.part(Some(advance)), views);
-        self.transact(&[], &by_source, Some(advance))
+        self.transact(&[], &by_source, &[], Some(advance))
+            .await
+            .map(|outcomes| FlushReport { hits, outcomes })
+    }
+
+    /// The visit store's statements of a batch (`visit_log::VisitWrites`),
+    /// with the visits stream's progress, in one transaction.
+    pub async fn apply_visits(
+        &self,
+        statements: &[Document],
+        hits: usize,
+        advance: &Advance<'_>,
+    ) -> Result<FlushReport, ApplyError> {
+        self.transact(&[], &[], statements, Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -476,6 +489,7 @@ impl BucketWriter {
         &self,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
+        visits: &[Document],
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -493,7 +507,7 @@ impl BucketWriter {
             .await
             .map_err(|e| ApplyError::NotApplied(e.into()))?;
         let body = self
-            .statements(&mut session, increments, by_source, advance)
+            .statements(&mut session, increments, by_source, visits, advance)
             .await;
         let (outcomes, written_names) = match body {
             Ok(done) => done,
@@ -584,6 +598,7 @@ impl BucketWriter {
         session: &mut ClientSession,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
+        visits: &[Document],
         advance: Option<&Advance<'_>>,
     ) -> Result<(Vec<UpdateOutcome>, Vec<breakdowns::Names>), ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -608,6 +623,17 @@ impl BucketWriter {
             written_names.push(names);
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
+                .await?;
+            outcomes.push(outcome);
+        }
+        if !visits.is_empty() {
+            let outcome = self
+                .update(
+                    session,
+                    super::visit_log::COLLECTION,
+                    visits.to_vec(),
+                    limit,
+                )
                 .await?;
             outcomes.push(outcome);
         }
@@ -765,13 +791,13 @@ fn approx_len(doc: &Document) -> usize {
 }
 
 /// The view levels a stream writes: minutes for the views stream, hours
-/// and days for the rollups, none for the sources; all three for writers
+/// and days for the rollups, none for the sources and visits; all three for writers
 /// outside the journal (`None`).
 pub fn levels(stream: Option<Stream>) -> &'static [Resolution] {
     match stream {
         Some(Stream::Views) => &[Resolution::Minute],
         Some(Stream::Rollups) => &[Resolution::Hour, Resolution::Day],
-        Some(Stream::Sources) => &[],
+        Some(Stream::Sources | Stream::Visits) => &[],
         None => &Resolution::ALL,
     }
 }

@@ -30,10 +30,21 @@ pub enum Stream {
     Sources,
     /// The page and site hour and day buckets, gathered over a few seconds.
     Rollups,
+    /// The visit store (`storage::visit_log`): one upsert per visit a
+    /// batch touches, gathered over a few seconds.
+    Visits,
 }
 
 impl Stream {
+    /// The streams that write buckets (what an import applies too).
     pub const ALL: [Stream; 3] = [Stream::Views, Stream::Sources, Stream::Rollups];
+    /// Every applier of a journal lane: the bucket streams and the visits.
+    pub const EVERY: [Stream; 4] = [
+        Stream::Views,
+        Stream::Sources,
+        Stream::Rollups,
+        Stream::Visits,
+    ];
 
     pub fn index(self) -> usize {
         self as usize
@@ -44,6 +55,7 @@ impl Stream {
             Stream::Views => "views",
             Stream::Sources => "sources",
             Stream::Rollups => "rollups",
+            Stream::Visits => "visits",
         }
     }
 }
@@ -65,6 +77,7 @@ pub fn id(journal: &str, lane: u32, stream: Stream) -> String {
         Stream::Views => format!("{journal}/{lane}"),
         Stream::Sources => format!("{journal}/{lane}/sources"),
         Stream::Rollups => format!("{journal}/{lane}/rollups"),
+        Stream::Visits => format!("{journal}/{lane}/visits"),
     }
 }
 
@@ -149,5 +162,8 @@ pub async fn ensure_lane(
     let views = ensure(store, journal, lane, Stream::Views, oldest).await?;
     ensure(store, journal, lane, Stream::Sources, views).await?;
     ensure(store, journal, lane, Stream::Rollups, views).await?;
+    // A lane from before the visit store starts its visits where its views
+    // are: hits journaled before have no place in a visit anyway.
+    ensure(store, journal, lane, Stream::Visits, views).await?;
     Ok(views)
 }

@@ -645,6 +645,7 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
             Subject::Site => (collection, doc! {"site": site_key}),
         });
     }
+    targets.push((super::visit_log::COLLECTION, doc! {"site": site_key}));
     for (collection, filter) in targets {
         removed += store
             .db()

@@ -488,11 +488,27 @@ impl VisitWrites {
             .collect()
     }
 
-    /// Takes out the visit of a refused statement (its filter `q`);
-    /// returns its hits, or `None` if no visit of the batch has that id.
-    pub fn set_aside(&mut self, q: &Document) -> Option<u64> {
+    /// Takes out the visit of a refused statement (its filter `q`): its
+    /// site and start (its key says "visit" and its random id, nothing of
+    /// its visitor) and its hits, or `None` if no visit of the batch has
+    /// that id.
+    pub fn set_aside(&mut self, q: &Document) -> Option<super::buckets::SetAside> {
         let id = q.get_i64("_id").ok()?;
-        self.visits.remove(&id).map(|p| p.hits)
+        self.visits.remove(&id).map(|p| super::buckets::SetAside {
+            key: format!("{} visit {id}", p.site),
+            start: p.start.to_chrono(),
+            views: i64::try_from(p.hits).unwrap_or(i64::MAX),
+        })
+    }
+
+    /// Leaves out the visits of the sites `deleted` names (by domain).
+    pub fn drop_sites(&mut self, deleted: impl Fn(&str) -> bool) {
+        self.visits.retain(|_, p| !deleted(&p.site));
+    }
+
+    /// Journaled hits the batch holds for the store.
+    pub fn hits(&self) -> u64 {
+        self.visits.values().map(|p| p.hits).sum()
     }
 }
 
@@ -573,7 +589,8 @@ mod tests {
             .unwrap();
         assert_eq!(steps.len(), 3);
         // Refused: the whole visit is taken out.
-        assert_eq!(w.set_aside(s.get_document("q").unwrap()), Some(3));
+        let taken = w.set_aside(s.get_document("q").unwrap()).unwrap();
+        assert_eq!((taken.key.as_str(), taken.views), ("a.com visit 42", 3));
         assert!(w.is_empty());
     }
 

@@ -29,13 +29,15 @@ pub struct WriteBehind {
     pub sources_backlog: u64,
     /// Journaled hits whose hour and day buckets are not yet applied.
     pub rollups_backlog: u64,
+    /// Journaled hits not yet in the visit store.
+    pub visits_backlog: u64,
     pub backlog_age_secs: f64,
-    /// Per stream (`Stream::ALL` order: views, sources, rollups): how far
-    /// behind it is, in seconds.
-    pub lag_secs: [f64; 3],
+    /// Per stream (`Stream::EVERY` order: views, sources, rollups,
+    /// visits): how far behind it is, in seconds.
+    pub lag_secs: [f64; 4],
     /// Per stream: statements applied and the time their transactions took.
-    pub statements: [u64; 3],
-    pub transaction_secs: [f64; 3],
+    pub statements: [u64; 4],
+    pub transaction_secs: [f64; 4],
     /// The highest one-minute applied rate since start during which the
     /// minutes stayed within the freshness bound (hits/s).
     pub sustained_rate: f64,
@@ -50,6 +52,7 @@ pub struct WriteBehind {
     pub consecutive_failures: u64,
     pub sources_consecutive_failures: u64,
     pub rollups_consecutive_failures: u64,
+    pub visits_consecutive_failures: u64,
     pub group_commits: u64,
     pub mean_sync_ms: f64,
     pub torn_tails: u64,
@@ -76,10 +79,11 @@ impl WriteBehind {
             backlog: js.backlog(),
             sources_backlog: js.sources_backlog(),
             rollups_backlog: js.rollups_backlog(),
+            visits_backlog: js.visits_backlog(),
             backlog_age_secs: journal.backlog_age_secs(state.clock.now()),
-            lag_secs: Stream::ALL.map(|s| journal.lag_secs(s.index(), state.clock.now())),
-            statements: Stream::ALL.map(|s| stats.statements[s.index()].load(Relaxed)),
-            transaction_secs: Stream::ALL
+            lag_secs: Stream::EVERY.map(|s| journal.lag_secs(s.index(), state.clock.now())),
+            statements: Stream::EVERY.map(|s| stats.statements[s.index()].load(Relaxed)),
+            transaction_secs: Stream::EVERY
                 .map(|s| stats.transaction_micros[s.index()].load(Relaxed) as f64 / 1e6),
             sustained_rate: stats.sustained_rate(),
             committed: js.committed_records.load(Relaxed),
@@ -93,6 +97,7 @@ impl WriteBehind {
             consecutive_failures: stats.consecutive_failures.load(Relaxed),
             sources_consecutive_failures: stats.sources_consecutive_failures.load(Relaxed),
             rollups_consecutive_failures: stats.rollups_consecutive_failures.load(Relaxed),
+            visits_consecutive_failures: stats.visits_consecutive_failures.load(Relaxed),
             group_commits: js.group_commits.load(Relaxed),
             mean_sync_ms: js.sync_seconds.mean() * 1000.0,
             torn_tails: js.torn_tails_truncated.load(Relaxed),
@@ -121,6 +126,12 @@ impl WriteBehind {
             return Some(format!(
                 "hour and day write-behind failing ({} attempts in a row); {} hits wait in the journal",
                 self.rollups_consecutive_failures, self.rollups_backlog
+            ));
+        }
+        if self.visits_consecutive_failures > 0 {
+            return Some(format!(
+                "visit store write-behind failing ({} attempts in a row); {} hits wait in the journal",
+                self.visits_consecutive_failures, self.visits_backlog
             ));
         }
         if self.backlog_age_secs > max_backlog_secs as f64 {
@@ -162,10 +173,14 @@ impl WriteBehind {
                 n(self.rollups_backlog),
             ),
             (
-                "Lag: minutes / hours and days / sources",
+                "Visit store backlog (hits whose visits wait for their batch)",
+                n(self.visits_backlog),
+            ),
+            (
+                "Lag: minutes / hours and days / sources / visits",
                 format!(
-                    "{:.1} s / {:.1} s / {:.1} s",
-                    self.lag_secs[0], self.lag_secs[2], self.lag_secs[1]
+                    "{:.1} s / {:.1} s / {:.1} s / {:.1} s",
+                    self.lag_secs[0], self.lag_secs[2], self.lag_secs[1], self.lag_secs[3]
                 ),
             ),
             (
@@ -257,7 +272,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             stats.count(o)
         ));
     }
-    let gauges: [(&str, &str, u64); 11] = [
+    let gauges: [(&str, &str, u64); 13] = [
         (
             "tickertape_queue_depth",
             "Hits waiting for the journal writers.",
@@ -294,6 +309,16 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             w.rollups_backlog,
         ),
         (
+            "tickertape_journal_visits_backlog_hits",
+            "Journaled hits not yet in the visit store (they trail the views by up to the visits window).",
+            w.visits_backlog,
+        ),
+        (
+            "tickertape_visits_apply_consecutive_failures",
+            "Failed visit store apply attempts since the last applied visits batch.",
+            w.visits_consecutive_failures,
+        ),
+        (
             "tickertape_sources_apply_consecutive_failures",
             "Failed sources apply attempts since the last applied sources batch.",
             w.sources_consecutive_failures,
@@ -321,14 +346,14 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "# HELP tickertape_journal_backlog_age_seconds Age of the oldest hit not yet applied.\n# TYPE tickertape_journal_backlog_age_seconds gauge\ntickertape_journal_backlog_age_seconds {:.3}\n",
         w.backlog_age_secs
     ));
-    let by_stream = |values: [f64; 3]| {
-        Stream::ALL.map(|s| (format!("stream=\"{}\"", s.as_str()), values[s.index()]))
+    let by_stream = |values: [f64; 4]| {
+        Stream::EVERY.map(|s| (format!("stream=\"{}\"", s.as_str()), values[s.index()]))
     };
     labelled(
         &mut out,
         "tickertape_write_behind_lag_seconds",
         "gauge",
-        "Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources).",
+        "Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources; visits: the visit store).",
         &by_stream(w.lag_secs),
     );
     labelled(
@@ -338,7 +363,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "Statements applied to the database, by write-behind stream.",
         &by_stream(w.statements.map(|n| n as f64)),
     );
-    let set_aside = |counters: &[std::sync::atomic::AtomicU64; 3]| {
+    let set_aside = |counters: &[std::sync::atomic::AtomicU64; 4]| {
         by_stream(counters.each_ref().map(|n| n.load(Relaxed) as f64))
     };
     labelled(

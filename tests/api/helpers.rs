@@ -107,6 +107,7 @@ pub fn test_settings() -> Settings {
     settings.ingest.apply_window_ms = 10;
     settings.ingest.sources_window_ms = 10;
     settings.ingest.rollups_window_ms = 10;
+    settings.ingest.visits_window_ms = 10;
     settings.prealloc.prealloc_schedule = false;
     // Buckets kept for ever: tests write at a pinned date, and the server's
     // TTL monitor expires by the wall clock, so a retention would delete
@@ -271,13 +272,18 @@ impl TestApp {
     pub async fn settle(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let stats = self.journal.stats();
-        while stats.backlog() > 0 || stats.sources_backlog() > 0 || stats.rollups_backlog() > 0 {
+        while stats.backlog() > 0
+            || stats.sources_backlog() > 0
+            || stats.rollups_backlog() > 0
+            || stats.visits_backlog() > 0
+        {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the backlog did not drain: {} hits, {} hits' sources, {} hits' hours and days",
+                "the backlog did not drain: {} hits, {} hits' sources, {} hits' hours and days, {} hits' visits",
                 stats.backlog(),
                 stats.sources_backlog(),
-                stats.rollups_backlog()
+                stats.rollups_backlog(),
+                stats.visits_backlog()
             );
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }

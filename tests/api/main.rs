@@ -41,4 +41,5 @@ mod stored_extremes;
 mod tenant_limits;
 mod time_zones;
 mod two_factor;
+mod visit_log;
 mod visits;

@@ -1,0 +1,555 @@
+//! The visit store (`storage::visit_log`): random visits (several pages,
+//! gaps around the 30-minute rule, sources, campaigns, browsers,
+//! countries, events inside and outside visits) sent through the real
+//! server, and the stored visits compared with a plain computation over
+//! the hits sent: steps in order, dimensions, views, duration, bounce,
+//! exit. Also: the store switched off writes nothing, a site's purge takes
+//! its visits, and the visit retention (its TTL index, and the database
+//! deleting old visits).
+//!
+//! `VISIT_LOG_SEED=<n>` replays a run; a failure prints its seed.
+
+use bson::{doc, Document};
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use std::collections::HashMap;
+use tickertape::domain::sketch::Sketch;
+use tickertape::storage::visit_log::{self, StoredVisit, VisitQuery};
+
+use crate::helpers::*;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// (the User-Agent sent, the browser and the system it counts as).
+const BROWSERS: [(&str, &str, &str); 3] = [
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+        "Chrome",
+        "Windows",
+    ),
+    (
+        "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+        "Firefox",
+        "Linux",
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+        "Safari",
+        "iOS",
+    ),
+];
+
+const PATHS: [&str; 6] = ["/", "/pricing", "/blog/one", "/docs", "/signup", "/x/y"];
+
+/// (the `ref` sent, the source it names).
+const REFERRERS: [(Option<&str>, Option<&str>); 3] = [
+    (Some(""), Some("direct")),
+    (
+        Some("https://www.google.com/search?q=t"),
+        Some("google.com"),
+    ),
+    (None, None),
+];
+
+const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social", "launch")];
+
+const EVENTS: [&str; 2] = ["Signup", "Download"];
+
+#[derive(Debug, Clone)]
+struct Person {
+    user_agent: usize,
+    ip: String,
+    /// What the pixel classifies the address as.
+    country: &'static str,
+}
+
+#[derive(Debug, Clone)]
+struct Hit {
+    person: usize,
+    at: DateTime<Utc>,
+    path: &'static str,
+    event: Option<&'static str>,
+    referrer: usize,
+    campaign: Option<usize>,
+}
+
+/// A visit as the hits say it should be stored: comparable field by field.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Expected {
+    start_ms: i64,
+    entry: String,
+    exit: Option<String>,
+    views: i64,
+    duration: i64,
+    bounced: bool,
+    /// (path, event) in order.
+    steps: Vec<(String, Option<String>)>,
+    source: Option<String>,
+    medium: Option<String>,
+    campaign: Option<String>,
+    browser: Option<String>,
+    os: Option<String>,
+    country: Option<String>,
+}
+
+/// Random people over ten hours of one UTC day (a visit never crosses
+/// midnight: the visitor id changes with the day's salt).
+fn traffic(rng: &mut Rng, people: usize, start: DateTime<Utc>) -> (Vec<Person>, Vec<Hit>) {
+    let persons: Vec<Person> = (0..people)
+        .map(|i| {
+            let (ip, country) = if rng.chance(60) {
+                (format!("8.8.8.{}", 1 + i % 250), "US")
+            } else {
+                (format!("10.9.{}.{}", i / 250, 1 + i % 250), "unknown")
+            };
+            Person {
+                user_agent: rng.below(BROWSERS.len() as u64) as usize,
+                ip,
+                country,
+            }
+        })
+        .collect();
+    let mut hits = Vec::new();
+    for person in 0..people {
+        let mut at = start + TimeDelta::seconds(rng.below(36_000) as i64);
+        for _ in 0..1 + rng.below(3) {
+            // One visit: 1 to 6 views, gaps of seconds to 25 minutes.
+            for view in 0..1 + rng.below(6) {
+                if view > 0 {
+                    at += TimeDelta::seconds(1 + rng.below(1_500) as i64);
+                }
+                hits.push(Hit {
+                    person,
+                    at,
+                    path: PATHS[rng.below(PATHS.len() as u64) as usize],
+                    event: None,
+                    referrer: rng.below(REFERRERS.len() as u64) as usize,
+                    campaign: rng.chance(20).then(|| rng.below(2) as usize),
+                });
+                if rng.chance(25) {
+                    // An event a little after the view, in the same visit.
+                    hits.push(Hit {
+                        person,
+                        at: at + TimeDelta::seconds(rng.below(20) as i64),
+                        path: PATHS[rng.below(PATHS.len() as u64) as usize],
+                        event: Some(EVENTS[rng.below(2) as usize]),
+                        referrer: 2,
+                        campaign: None,
+                    });
+                }
+            }
+            // The next visit: 30 minutes or more later (an event alone in
+            // between, outside any visit, is not kept).
+            at += TimeDelta::minutes(30) + TimeDelta::seconds(rng.below(3_000) as i64);
+            if rng.chance(20) {
+                hits.push(Hit {
+                    person,
+                    at: at - TimeDelta::minutes(1),
+                    path: "/",
+                    event: Some("Outside"),
+                    referrer: 2,
+                    campaign: None,
+                });
+            }
+        }
+    }
+    // Sent in time order (one clock); a person's hits keep their order.
+    hits.sort_by_key(|h| (h.at, h.person));
+    (persons, hits)
+}
+
+/// The plain computation: a person's views 30 minutes apart or more are
+/// two visits; an event belongs to the visit open at its time (within 30
+/// minutes of that visit's last view), or to none.
+fn expected_visits(persons: &[Person], hits: &[Hit]) -> Vec<Expected> {
+    let gap = TimeDelta::minutes(30);
+    let mut open: HashMap<usize, (usize, DateTime<Utc>)> = HashMap::new();
+    let mut visits: Vec<(DateTime<Utc>, Vec<&Hit>)> = Vec::new();
+    for h in hits {
+        match (h.event, open.get(&h.person).copied()) {
+            (Some(_), Some((v, last))) if h.at - last < gap => visits[v].1.push(h),
+            (Some(_), _) => {}
+            (None, Some((v, last))) if h.at - last < gap => {
+                visits[v].1.push(h);
+                open.insert(h.person, (v, h.at.max(last)));
+            }
+            (None, _) => {
+                open.insert(h.person, (visits.len(), h.at));
+                visits.push((h.at, vec![h]));
+            }
+        }
+    }
+    let mut out: Vec<Expected> = visits
+        .into_iter()
+        .map(|(start, hits)| {
+            let first = hits[0];
+            let person = &persons[first.person];
+            let views: Vec<&&Hit> = hits.iter().filter(|h| h.event.is_none()).collect();
+            let duration = views
+                .iter()
+                .map(|h| (h.at.timestamp() - start.timestamp()).max(0))
+                .max()
+                .unwrap_or(0);
+            let (_, browser, os) = BROWSERS[person.user_agent];
+            Expected {
+                start_ms: start.timestamp_millis(),
+                entry: first.path.to_owned(),
+                exit: views.last().map(|h| h.path.to_owned()),
+                views: views.len() as i64,
+                duration,
+                bounced: views.len() == 1,
+                steps: hits
+                    .iter()
+                    .map(|h| (h.path.to_owned(), h.event.map(str::to_owned)))
+                    .collect(),
+                source: REFERRERS[first.referrer].1.map(str::to_owned),
+                medium: first.campaign.map(|c| CAMPAIGNS[c].0.to_owned()),
+                campaign: first.campaign.map(|c| CAMPAIGNS[c].1.to_owned()),
+                browser: Some(browser.to_owned()),
+                os: Some(os.to_owned()),
+                country: Some(person.country.to_owned()),
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn stored_as_expected(v: &StoredVisit) -> Expected {
+    Expected {
+        start_ms: v.start.timestamp_millis(),
+        entry: v.entry.clone().unwrap_or_default(),
+        exit: v.exit().map(str::to_owned),
+        views: v.views,
+        duration: v.duration,
+        bounced: v.bounced(),
+        steps: v
+            .ordered_steps()
+            .iter()
+            .map(|s| (s.p.clone(), s.e.clone()))
+            .collect(),
+        source: v.source.clone(),
+        medium: v.medium.clone(),
+        campaign: v.campaign.clone(),
+        browser: v.browser.clone(),
+        os: v.os.clone(),
+        country: v.country.clone(),
+    }
+}
+
+fn urlencode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
+    for h in hits {
+        app.clock.set(h.at);
+        let person = &persons[h.person];
+        let mut page = h.path.to_owned();
+        if let Some(c) = h.campaign {
+            let (medium, campaign) = CAMPAIGNS[c];
+            page = format!("{page}?utm_medium={medium}&utm_campaign={campaign}");
+        }
+        let mut query = format!("site={site}&page={}", urlencode(&page));
+        match (h.event, REFERRERS[h.referrer].0) {
+            (Some(e), _) => query.push_str(&format!("&e={e}")),
+            (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
+            (None, None) => {}
+        }
+        let r = app
+            .pixel_with(
+                &query,
+                &[
+                    ("user-agent", BROWSERS[person.user_agent].0),
+                    ("x-forwarded-for", person.ip.as_str()),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{query}");
+    }
+}
+
+/// Waits until the day's salt is stored, so that no visitor id changes
+/// within the day (the pixel lets a salt in ahead of its day).
+async fn salt_ready(app: &TestApp, day: &str) {
+    let salts = app.store.db().collection::<Document>("salts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while salts.count_documents(doc! {"_id": day}).await.unwrap() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no salt for {day}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+async fn all_visits(app: &TestApp, site: &str) -> Vec<StoredVisit> {
+    let from = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+    let to = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
+    visit_log::visits(&app.store, &VisitQuery::new(site, from, to))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn random_visits_are_stored_as_a_plain_computation_over_the_hits_says() {
+    let seed = std::env::var("VISIT_LOG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_127u64);
+    let mut rng = Rng(seed);
+    // The test's client stands for many people: its forwarded addresses
+    // are theirs.
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let site = app.add_site("store.test", &[]).await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 22, 8, 0, 0).unwrap();
+    app.clock.set(start);
+    salt_ready(&app, "2026-11-22").await;
+    let (persons, hits) = traffic(&mut rng, 40, start);
+    send(&app, &site.id.to_string(), &persons, &hits).await;
+    app.settle().await;
+
+    let expected = expected_visits(&persons, &hits);
+    let stored = all_visits(&app, "store.test").await;
+    let mut got: Vec<Expected> = stored.iter().map(stored_as_expected).collect();
+    got.sort();
+    assert_eq!(got.len(), expected.len(), "visits (seed {seed})");
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g, e, "seed {seed}");
+    }
+    // Each step has its own number, from 0, and the first is the entry.
+    for v in &stored {
+        let numbers: Vec<i32> = v.ordered_steps().iter().map(|s| s.n).collect();
+        let mut unique = numbers.clone();
+        unique.dedup();
+        assert_eq!(numbers, unique, "seed {seed}");
+        assert_eq!(numbers[0], 0);
+    }
+    // The registers estimate the people, as the buckets' sketch does.
+    let mut sketch = Sketch::default();
+    for v in &stored {
+        let (index, rank) = v.register().expect("a register");
+        sketch.raise(index, rank);
+    }
+    assert_eq!(sketch.estimate_count(), persons.len() as u64);
+    // The figures the buckets hold for the day, summed from the visits.
+    let visits = stored.len() as i64;
+    let views: i64 = stored.iter().map(|v| v.views).sum();
+    let bounces = stored.iter().filter(|v| v.bounced()).count() as i64;
+    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>("site_views_day")
+            .find(doc! {"site": "store.test"})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let sum = |name: &str| -> i64 {
+        docs.iter()
+            .filter_map(|d| d.get_document(name).ok())
+            .flat_map(|slots| slots.iter().map(|(_, v)| v.as_i64().unwrap()))
+            .sum()
+    };
+    let bucket_views: i64 = docs.iter().map(|d| d.get_i64("totalViews").unwrap()).sum();
+    assert_eq!(views, bucket_views, "views (seed {seed})");
+    assert_eq!(visits, sum("visits"), "visits (seed {seed})");
+    assert_eq!(visits - bounces, sum("nonBounces"), "bounces (seed {seed})");
+    let duration: i64 = stored.iter().map(|v| v.duration).sum();
+    assert_eq!(duration, sum("duration"), "duration (seed {seed})");
+
+    // Reads: a half-open range of starts, a filter, a sample, no steps.
+    let first = got[0].start_ms;
+    let from = DateTime::<Utc>::from_timestamp_millis(first).unwrap();
+    let one = VisitQuery::new("store.test", from, from + TimeDelta::milliseconds(1));
+    assert_eq!(visit_log::count(&app.store, &one).await.unwrap(), 1);
+    let after = VisitQuery::new(
+        "store.test",
+        from + TimeDelta::milliseconds(1),
+        start + TimeDelta::days(1),
+    );
+    assert_eq!(
+        visit_log::count(&app.store, &after).await.unwrap(),
+        stored.len() as u64 - 1
+    );
+    let us = VisitQuery {
+        filter: doc! {"country": "US"},
+        steps: false,
+        ..VisitQuery::new("store.test", start, start + TimeDelta::days(1))
+    };
+    let found = visit_log::visits(&app.store, &us).await.unwrap();
+    assert_eq!(
+        found.len(),
+        expected
+            .iter()
+            .filter(|e| e.country.as_deref() == Some("US"))
+            .count()
+    );
+    assert!(found.iter().all(|v| v.steps.is_empty() && v.views > 0));
+    let half = VisitQuery {
+        sample: Some(visit_log::Sample::rate(0.5)),
+        ..VisitQuery::new("store.test", start, start + TimeDelta::days(1))
+    };
+    let sampled = visit_log::visits(&app.store, &half).await.unwrap();
+    assert!(sampled.len() < stored.len());
+    assert!(sampled.iter().all(|v| v.reg.unwrap() < 8192));
+}
+
+#[tokio::test]
+async fn the_store_switched_off_writes_no_visit_and_the_buckets_are_the_same() {
+    let app = spawn_app_with(|s| s.ingest.visit_store = false).await;
+    let site = app.add_site("off.test", &[]).await;
+    let id = site.id.to_string();
+    for path in ["/", "/a", "/b"] {
+        let r = app.pixel(&format!("site={id}&page={path}")).await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
+    assert!(all_visits(&app, "off.test").await.is_empty());
+    assert_eq!(
+        app.site_total_views(tickertape::domain::Resolution::Day)
+            .await,
+        3
+    );
+    // Its progress still moved: nothing waits in the journal for it.
+    assert_eq!(app.journal.stats().visits_backlog(), 0);
+}
+
+#[tokio::test]
+async fn a_purged_site_loses_its_visits() {
+    let app = spawn_app().await;
+    let site = app.add_site("gone.test", &[]).await;
+    let r = app.pixel(&format!("site={}&page=/", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    assert_eq!(all_visits(&app, "gone.test").await.len(), 1);
+    tickertape::storage::sites::mark_deleted(&app.store, &site, Utc::now())
+        .await
+        .unwrap();
+    let purged = tickertape::storage::sites::purge_due(
+        &app.store,
+        Utc::now() + TimeDelta::seconds(1),
+        TimeDelta::zero(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(purged.len(), 1);
+    assert!(all_visits(&app, "gone.test").await.is_empty());
+}
+
+/// The `retention` index of the visits, as `listIndexes` returns it.
+async fn visit_ttl(store: &tickertape::storage::Store) -> Option<i64> {
+    let reply = store
+        .db()
+        .run_command(doc! {"listIndexes": visit_log::COLLECTION})
+        .await
+        .unwrap();
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .filter_map(|i| i.as_document())
+        .find(|i| i.get_str("name") == Ok("retention"))
+        .map(|i| tickertape::storage::values::count(i.get("expireAfterSeconds")))
+}
+
+#[tokio::test]
+async fn visit_retention_is_its_own_setting_and_follows_a_change() {
+    let app = spawn_app_with(|s| s.retention.visit_retention_days = 30).await;
+    assert_eq!(visit_ttl(&app.store).await, Some(30 * 86_400));
+    let changed = visit_log::apply_retention(&app.store, Some(7))
+        .await
+        .unwrap();
+    assert!(changed.contains("collMod"), "{changed}");
+    assert_eq!(visit_ttl(&app.store).await, Some(7 * 86_400));
+    let dropped = visit_log::apply_retention(&app.store, None).await.unwrap();
+    assert!(dropped.contains("dropped"), "{dropped}");
+    assert_eq!(visit_ttl(&app.store).await, None);
+}
+
+#[tokio::test]
+async fn visit_retention_deletes_old_visits() {
+    // A server of its own, its TTL monitor every second (see the buckets'
+    // retention test).
+    let dir = tempfile::tempdir().unwrap();
+    let options = tickertape::localdb::LocalDbOptions {
+        cache_size: "64M".into(),
+        log_file_max: "16MB".into(),
+        ..Default::default()
+    };
+    let db = tickertape::localdb::LocalDb::start(&localdb_binary(), dir.path(), &options)
+        .await
+        .expect("start a local database");
+    let store = connect(db.uri(), &test_settings()).await;
+    store
+        .client()
+        .database("admin")
+        .run_command(doc! {"setParameter": 1, "ttlMonitorSleepSecs": 1})
+        .await
+        .unwrap();
+    visit_log::apply_retention(&store, Some(1)).await.unwrap();
+    let visit = |id: i64, start: DateTime<Utc>| StoredVisit {
+        id,
+        site: "old.test".into(),
+        start: bson::DateTime::from_chrono(start),
+        entry: Some("/".into()),
+        source: None,
+        medium: None,
+        campaign: None,
+        browser: None,
+        os: None,
+        device: None,
+        country: None,
+        reg: Some(1),
+        rank: Some(1),
+        views: 1,
+        duration: 0,
+        steps: vec![],
+    };
+    let coll = visit_log::collection(&store, false);
+    coll.insert_many([
+        visit(1, Utc.with_ymd_and_hms(2020, 1, 1, 10, 0, 0).unwrap()),
+        visit(2, Utc::now()),
+    ])
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while coll.count_documents(doc! {}).await.unwrap() > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old visit was not expired within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let left = coll.find_one(doc! {}).await.unwrap().unwrap();
+    assert_eq!(left.id, 2);
+    drop(store);
+    db.stop();
+}
