@@ -31,6 +31,7 @@ mod retention;
 mod schemathesis;
 mod security;
 mod security_two;
+mod segments;
 mod serve;
 mod share_links;
 mod site_owner;
