@@ -814,7 +814,18 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
     let other = create_token(&b, "b", None).await;
     call(app, "GET", None, "/api/v1/openapi.json").await;
     call(app, "POST", None, "/api/v1/openapi.json").await;
-    for path in std::iter::once("/api/v1/sites".to_owned()).chain(site_paths(&w.alpha)) {
+    // Filtered reports and funnels read the visit store, which this world
+    // has no visits in: their answers are checked here, their numbers in
+    // tests/api/segments.rs.
+    let filtered = [
+        "/visits?range=24h&filter=country:US&filter=page:/secret-page",
+        "/funnel?step=/&step=/secret-page&range=24h",
+    ]
+    .map(|p| format!("/api/v1/sites/{}{p}", w.alpha));
+    for path in std::iter::once("/api/v1/sites".to_owned())
+        .chain(site_paths(&w.alpha))
+        .chain(filtered)
+    {
         get(app, &token, &path).await;
         call(app, "GET", None, &path).await;
         call(app, "DELETE", Some(&token), &path).await;
