@@ -376,6 +376,16 @@ impl Filters {
         Self::of(more).unwrap_or_else(|_| self.clone())
     }
 
+    /// These filters and the page a page report is about: never refused
+    /// for their number, as the page is the report's, not one more filter.
+    pub fn and_page(&self, page: Filter) -> Self {
+        let mut all = self.0.clone();
+        all.push(page);
+        all.sort();
+        all.dedup();
+        Filters(all)
+    }
+
     /// These filters without `filter` (a chip's remove link).
     pub fn without(&self, filter: &Filter) -> Self {
         Filters(self.0.iter().filter(|f| *f != filter).cloned().collect())
@@ -541,5 +551,12 @@ mod tests {
         assert_eq!(more.len(), 2);
         assert_eq!(more.with(Filter::parse("country:DE").unwrap()).len(), 2);
         assert_eq!(more.without(&Filter::parse("device:mobile").unwrap()), base);
+        // A page report's page comes on top of the most filters.
+        let six: Vec<String> = (0..MAX_FILTERS).map(|i| format!("source:s{i}")).collect();
+        let six = Filters::parse(six.iter().map(String::as_str)).unwrap();
+        assert_eq!(
+            six.and_page(Filter::parse("page:/a").unwrap()).len(),
+            MAX_FILTERS + 1
+        );
     }
 }

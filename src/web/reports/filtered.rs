@@ -371,7 +371,6 @@ fn goal_rows(
 pub(super) fn with_page(filters: &Filters, path: &str) -> Result<Filters, WebError> {
     let page = Filter::new(FilterDimension::Page, path)
         .map_err(|e| WebError::Invalid(format!("That page cannot be filtered on: {e}.")))?;
-    let mut all: Vec<Filter> = filters.iter().cloned().collect();
-    all.push(page);
-    Filters::of(all).map_err(|e| WebError::Invalid(format!("That filter cannot be used: {e}.")))
+    // The report's page comes on top of the filters, however many.
+    Ok(filters.and_page(page))
 }

@@ -56,14 +56,8 @@ fn with_page(filters: &Filters, path: &NamedPath) -> Result<Option<Filters>, Api
             parameter: "path",
             message: format!("That page cannot be filtered on: {e}."),
         })?;
-    let mut all: Vec<Filter> = filters.iter().cloned().collect();
-    all.push(page);
-    Filters::of(all)
-        .map(Some)
-        .map_err(|e| ApiError::BadParameter {
-            parameter: "filter",
-            message: format!("That filter cannot be used: {e} (the page counts as one)."),
-        })
+    // The report's page comes on top of the filters, however many.
+    Ok(Some(filters.and_page(page)))
 }
 
 /// The figures of `filters` over the asked period (none for a path no page
