@@ -1398,3 +1398,139 @@ async fn events_from_a_real_page_count_as_events_and_never_as_views() {
     );
     handle.stop(true).await;
 }
+
+/// Filters and funnels in a real browser: a country row of the dashboard
+/// filters it (a chip says so, and the figures are the filtered ones), the
+/// chip's × removes it; a funnel defined on the settings page is shown.
+/// Saves `docs/images/filtered-dashboard.png` and `docs/images/funnel.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_country_row_filters_the_dashboard_and_a_funnel_is_shown_in_a_real_browser() {
+    use crate::webdriver::Browser;
+    use tickertape::accounts::Role;
+
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let site = app.add_site("filters.test", &[]).await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    app.set_owners(&site, &[owner.id]).await;
+    // Visits from the US (a public address) and from nowhere known (a
+    // private one): pages, a source, an event.
+    let start = t0() - chrono::TimeDelta::hours(2);
+    let salts = app.store.db().collection::<bson::Document>("salts");
+    app.clock.set(start);
+    let day = start.format("%Y-%m-%d").to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while salts
+        .count_documents(bson::doc! {"_id": &day})
+        .await
+        .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "no salt");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut us_views = 0;
+    for person in 0..12u32 {
+        let ip = if person % 3 == 0 {
+            format!("10.9.0.{}", person + 1)
+        } else {
+            format!("8.8.8.{}", person + 1)
+        };
+        let paths: &[&str] = match person % 4 {
+            0 => &["/", "/pricing", "/signup"],
+            1 => &["/", "/pricing"],
+            2 => &["/blog/one"],
+            _ => &["/", "/docs", "/pricing", "/signup"],
+        };
+        for (i, path) in paths.iter().enumerate() {
+            app.clock
+                .set(start + chrono::TimeDelta::minutes(i64::from(person) * 5 + i as i64));
+            let mut query = format!("site={}&page={}", site.id, path.replace('/', "%2F"));
+            if i == 0 && person % 2 == 0 {
+                query.push_str("&ref=https%3A%2F%2Fwww.google.com%2F");
+            }
+            let r = app
+                .pixel_with(
+                    &query,
+                    &[("user-agent", BROWSER_UA), ("x-forwarded-for", &ip)],
+                )
+                .await;
+            assert_eq!(r.status(), 200);
+            if person % 3 != 0 {
+                us_views += 1;
+            }
+            if *path == "/signup" {
+                let e = format!("site={}&page=%2Fsignup&e=Signup", site.id);
+                app.pixel_with(&e, &[("user-agent", BROWSER_UA), ("x-forwarded-for", &ip)])
+                    .await;
+            }
+        }
+    }
+    app.clock.set(t0());
+    app.settle().await;
+
+    let browser = Browser::start(BROWSER_UA).await;
+    browser.goto(&format!("{}/login", app.address)).await;
+    browser.type_into("#email", "owner@example.com").await;
+    browser.type_into("#password", PASSWORD).await;
+    browser.click_and_load("form button[type=submit]").await;
+    browser.wait_for_url(|u| u.ends_with("/sites")).await;
+    let dashboard = format!("{}/sites/{}?range=24h", app.address, site.id);
+    browser.goto(&dashboard).await;
+    assert_eq!(browser.count("#filters").await, 0, "no chip unfiltered");
+    let all = browser.text("#total").await;
+    // The country panel's row of the United States.
+    browser
+        .click_and_load("#breakdown-country a.add-filter[data-filter='country:US']")
+        .await;
+    let url = browser.wait_for_url(|u| u.contains("filter=country")).await;
+    assert!(url.contains("filter=country%3AUS"), "{url}");
+    assert_eq!(browser.count("#filters .chip").await, 1, "one chip");
+    assert!(browser
+        .text("#filters .chip")
+        .await
+        .contains("United States"));
+    assert_eq!(
+        browser.text("#total").await,
+        tickertape::web::fmt::thousands(&us_views),
+        "the views of the US visits"
+    );
+    let shot = browser.screenshot("filtered-dashboard").await;
+    let images = repo_root().join("docs/images");
+    std::fs::create_dir_all(&images).unwrap();
+    std::fs::copy(&shot, images.join("filtered-dashboard.png")).unwrap();
+    // The chip's × takes the filter away: the dashboard as before.
+    browser.click_and_load("#filters .chip-remove").await;
+    let url = browser.wait_for_url(|u| !u.contains("filter=")).await;
+    assert!(!url.contains("filter="), "{url}");
+    assert_eq!(browser.count("#filters").await, 0);
+    assert_eq!(browser.text("#total").await, all);
+
+    // A funnel defined on the settings page, then its report.
+    browser
+        .goto(&format!("{}/sites/{}/settings", app.address, site.id))
+        .await;
+    browser.type_into("#funnel_name", "Pricing to signup").await;
+    browser.type_into("#funnel_step1", "/").await;
+    browser.type_into("#funnel_step2", "/pricing").await;
+    browser.type_into("#funnel_step3", "/signup").await;
+    browser.type_into("#funnel_step4", "event:Signup").await;
+    browser
+        .click_and_load("#funnel-form button[type=submit]")
+        .await;
+    browser.wait_for_url(|u| u.contains("funnel-added")).await;
+    assert_eq!(browser.count("#funnels-list tbody tr").await, 1);
+    browser
+        .goto(&format!(
+            "{}/sites/{}/funnels?range=24h",
+            app.address, site.id
+        ))
+        .await;
+    assert_eq!(browser.count(".funnel-table tbody tr").await, 4);
+    assert!(browser.text("#funnel-table-1").await.contains("/pricing"));
+    let shot = browser.screenshot("funnel").await;
+    std::fs::copy(&shot, images.join("funnel.png")).unwrap();
+    browser.quit().await;
+}
