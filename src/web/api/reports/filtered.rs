@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::*;
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
-use crate::reports::filtered::{Figures, FunnelFigures};
+use crate::reports::filtered::Figures;
 use crate::reports::filtered_read;
 
 /// `period.filtered`: the filters applied, and the share of visitors read.
@@ -388,20 +388,6 @@ struct FunnelStepBody {
     drop_off: i64,
 }
 
-pub(crate) fn funnel_rows(f: &FunnelFigures) -> Vec<(String, i64, Option<f64>, Option<f64>, i64)> {
-    (0..f.steps.len())
-        .map(|i| {
-            (
-                f.steps[i].step.clone(),
-                f.steps[i].visits,
-                f.from_previous(i),
-                f.from_start(i),
-                f.drop_off(i),
-            )
-        })
-        .collect()
-}
-
 /// `GET /api/v1/sites/{id}/funnel?step=/pricing&step=event:Signup`: an
 /// ad-hoc funnel of 2 to 8 steps over the period, with the filters.
 pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
@@ -414,14 +400,13 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     Ok(ok(&FunnelBody {
         site: site.id.to_string(),
         period: body,
-        steps: funnel_rows(&figures)
-            .into_iter()
-            .map(|(step, visits, prev, start, drop_off)| FunnelStepBody {
-                step,
-                visits,
-                conversion_from_previous: prev,
-                conversion_from_start: start,
-                drop_off,
+        steps: (0..figures.steps.len())
+            .map(|i| FunnelStepBody {
+                step: figures.steps[i].step.clone(),
+                visits: figures.steps[i].visits,
+                conversion_from_previous: figures.from_previous(i),
+                conversion_from_start: figures.from_start(i),
+                drop_off: figures.drop_off(i),
             })
             .collect(),
     }))
