@@ -548,6 +548,21 @@ pub fn num_cells(html: &str) -> Vec<String> {
         .collect()
 }
 
+/// A cell's text: its markup (a row's link) left out.
+fn text_of(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The first four cells' text of each body row of the table `id`.
 pub fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
     let start = html
@@ -563,7 +578,7 @@ pub fn table_rows(html: &str, id: &str) -> Vec<[String; 4]> {
                 .skip(1)
                 .map(|c| {
                     let c = &c[c.find('>').unwrap() + 1..];
-                    c[..c.find("</td>").unwrap()].to_owned()
+                    text_of(&c[..c.find("</td>").unwrap()])
                 })
                 .collect();
             [0, 1, 2, 3].map(|i| cells[i].clone())
