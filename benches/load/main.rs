@@ -24,7 +24,9 @@
 //! BENCH_BIG_ONLY=1 (`make bench-big`) to run only those; BENCH_TRACKERS=0
 //! skips the peers' endpoints beside the pixel, BENCH_TRACKERS_ONLY=1 runs
 //! only them (see `trackers.rs`); BENCH_IMPORTS=0 skips the import speed,
-//! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`); BENCH_SERVE_BIN
+//! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`); BENCH_VISIT_STORE=0
+//! skips the visit store's write-path cost, BENCH_VISIT_STORE_ONLY=1 runs
+//! only it (see `visit_store.rs`); BENCH_SERVE_BIN
 //! serves the report benches from another build of `tickertape` (a
 //! before), BENCH_YEAR_INGEST=0 skips the year bench's write-path rounds.
 //!
@@ -50,6 +52,7 @@ mod statement_cost;
 mod storage_table;
 mod sustained;
 mod trackers;
+mod visit_store;
 
 pub const SITE_DOMAIN: &str = "bench.test";
 
@@ -444,6 +447,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         db.stop();
         return Ok(());
     }
+    if std::env::var("BENCH_VISIT_STORE_ONLY").is_ok_and(|v| v == "1") {
+        visit_store::run(&mut db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_BIG_ONLY").is_ok_and(|v| v == "1") {
         big_site::run(&db).await?;
         db.stop();
@@ -467,6 +475,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     print_backlog(&rows);
     if options.sustained {
         sustained::run(&mut db, &options).await?;
+    }
+    if std::env::var("BENCH_VISIT_STORE").map_or(true, |v| v != "0") {
+        visit_store::run(&mut db, &options).await?;
     }
     if options.page_cap {
         page_cap::run(&db, &options).await?;

@@ -33,7 +33,7 @@ use crate::{env_or, wrk, Options, Spec};
 const FRESH_SECS: f64 = 5.0;
 
 #[derive(Debug, Clone)]
-struct RunSpec {
+pub(crate) struct RunSpec {
     label: String,
     pages: u32,
     uniform: bool,
@@ -43,7 +43,7 @@ struct RunSpec {
 }
 
 impl RunSpec {
-    fn parse(label: &str) -> anyhow::Result<Self> {
+    pub fn parse(label: &str) -> anyhow::Result<Self> {
         let mut parts = label.split('+');
         let head = parts.next().unwrap_or_default();
         let (head, pace) = match head.split_once('@') {
@@ -84,8 +84,8 @@ struct Sample {
     at: f64,
     committed: f64,
     applied: f64,
-    backlog: [f64; 3],
-    lag: [f64; 3],
+    backlog: [f64; 4],
+    lag: [f64; 4],
     statements: f64,
     transaction_secs: f64,
     journal_bytes: f64,
@@ -93,7 +93,7 @@ struct Sample {
 }
 
 /// The streams as `/metrics` labels them, in the order of `Sample`'s arrays.
-const STREAMS: [&str; 3] = ["views", "rollups", "sources"];
+const STREAMS: [&str; 4] = ["views", "rollups", "sources", "visits"];
 
 fn value(text: &str, name: &str) -> f64 {
     text.lines()
@@ -130,6 +130,7 @@ async fn sample(address: &str, pid: u32, started: Instant) -> Option<Sample> {
             value(&text, "tickertape_journal_backlog_hits"),
             value(&text, "tickertape_journal_rollups_backlog_hits"),
             value(&text, "tickertape_journal_sources_backlog_hits"),
+            value(&text, "tickertape_journal_visits_backlog_hits"),
         ],
         lag: STREAMS.map(|s| {
             value(
@@ -144,17 +145,21 @@ async fn sample(address: &str, pid: u32, started: Instant) -> Option<Sample> {
     })
 }
 
-struct Outcome {
-    label: String,
+pub(crate) struct Outcome {
+    pub label: String,
     rate: Option<u32>,
-    acked_rate: f64,
-    applied_rate: f64,
+    pub acked_rate: f64,
+    pub applied_rate: f64,
     p99_ms: f64,
     lag_p50: f64,
-    lag_p99: f64,
+    pub lag_p99: f64,
     lag_max: f64,
     rollups_p99: f64,
     sources_p99: f64,
+    /// The visit store's lag (p99, s), and its `collStats` size and count
+    /// at the end of the run.
+    pub visits_p99: f64,
+    pub visit_storage: (i64, i64),
     end_backlog: f64,
     end_lag: f64,
     drain_secs: f64,
@@ -167,7 +172,7 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn keeps_up(&self) -> bool {
+    pub fn keeps_up(&self) -> bool {
         self.lag_p99 < FRESH_SECS && self.end_lag < FRESH_SECS
     }
 }
@@ -181,7 +186,7 @@ fn percentile(values: &[f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-async fn run_one(
+pub(crate) async fn run_one(
     db: &Database,
     spec: &RunSpec,
     rate: Option<u32>,
@@ -257,6 +262,9 @@ async fn run_one(
     for (i, g) in tickertape::storage::Resolution::ALL.iter().enumerate() {
         difference[i] = roles::stored(&store, *g).await? - counted;
     }
+    let visit_storage = tickertape::storage::visit_log::storage(&store)
+        .await
+        .unwrap_or((0, 0));
     store.db().drop().await?;
     let first = samples.first().cloned().unwrap_or_default();
     let during: Vec<&Sample> = samples.iter().filter(|s| s.at >= 5.0).collect();
@@ -274,6 +282,8 @@ async fn run_one(
         lag_max: percentile(&lags(0), 1.0),
         rollups_p99: percentile(&lags(1), 0.99),
         sources_p99: percentile(&lags(2), 0.99),
+        visits_p99: percentile(&lags(3), 0.99),
+        visit_storage,
         end_backlog: at_end.backlog[0],
         end_lag: at_end.lag[0],
         drain_secs,

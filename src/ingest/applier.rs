@@ -136,6 +136,10 @@ struct Applier {
     /// Held by a rollups applier while its transaction runs (see
     /// [`Appliers::start`]).
     rollups_turn: Arc<tokio::sync::Mutex<()>>,
+    /// Held by a visits applier while its transaction runs: the hits of
+    /// one visit sit in every lane, so two lanes' batches write the same
+    /// visit documents and would conflict.
+    visits_turn: Arc<tokio::sync::Mutex<()>>,
     /// Whether the visits stream writes the visit store.
     visit_store: bool,
 }
@@ -205,6 +209,9 @@ impl Appliers {
         // turns they never do (other instances' conflicts are retried, as
         // before).
         let rollups_turn = Arc::new(tokio::sync::Mutex::new(()));
+        // The visits streams likewise: a visit's steps come from every
+        // lane, so every lane's batch writes the same visit documents.
+        let visits_turn = Arc::new(tokio::sync::Mutex::new(()));
         let applier = |lane: Arc<Lane>, stream, committed| {
             let (window, max_hits) = config.for_stream(stream);
             Applier {
@@ -225,6 +232,7 @@ impl Appliers {
                 journal_stats: journal_stats.clone(),
                 directory: directory.clone(),
                 rollups_turn: rollups_turn.clone(),
+                visits_turn: visits_turn.clone(),
                 visit_store: config.visit_store,
             }
         };
@@ -681,6 +689,7 @@ impl Applier {
                         .visits
                         .drop_sites(|site| directory.is_deleted_page(&format!("{site}/")));
                     let statements = batch.visits.statements();
+                    let _turn = self.visits_turn.lock().await;
                     self.writer
                         .apply_visits(&statements, batch.hits, &advance)
                         .await

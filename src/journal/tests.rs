@@ -106,9 +106,11 @@ async fn a_segment_stays_until_every_applier_is_past_it() {
     let lane = &journal.lanes()[0];
     let before = segments(dir.path()).len();
     assert!(before > 2);
-    // The views and rollups are all in; the sources not yet: nothing may go.
+    // The views, rollups and visits are all in; the sources not yet:
+    // nothing may go.
     lane.applied(0, lane.committed());
     lane.applied(2, lane.committed());
+    lane.applied(3, lane.committed());
     assert_eq!(segments(dir.path()).len(), before);
     // The sources reach the middle: only what lies before it goes.
     let middle = read_all(lane).len() / 2;
@@ -132,6 +134,20 @@ async fn a_segment_stays_until_every_applier_is_past_it() {
     assert_eq!(segments(dir.path()).len(), after);
     // All past everything: only the writer's segment is left.
     lane.applied(2, lane.committed());
+    assert_eq!(segments(dir.path()).len(), 1);
+}
+
+#[tokio::test]
+async fn a_segment_stays_until_the_visit_store_is_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
+    let lane = &journal.lanes()[0];
+    let before = segments(dir.path()).len();
+    for bucket_stream in 0..3 {
+        lane.applied(bucket_stream, lane.committed());
+    }
+    assert_eq!(segments(dir.path()).len(), before, "the visits need them");
+    lane.applied(3, lane.committed());
     assert_eq!(segments(dir.path()).len(), 1);
 }
 

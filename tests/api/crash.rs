@@ -210,13 +210,14 @@ impl AppProcess {
     }
 
     /// Waits until the app has applied everything it journaled: minutes,
-    /// hours and days, and sources.
+    /// hours and days, sources, and the visit store.
     async fn drained(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
             if self.metric("tickertape_journal_backlog_hits").await == Some(0.0)
                 && self.metric("tickertape_journal_sources_backlog_hits").await == Some(0.0)
                 && self.metric("tickertape_journal_rollups_backlog_hits").await == Some(0.0)
+                && self.metric("tickertape_journal_visits_backlog_hits").await == Some(0.0)
             {
                 return;
             }
@@ -469,6 +470,7 @@ async fn check_exactly_once(uri: &str, database: &str, tally: &Tally) {
         assert_eq!(total, site_views, "{g:?}: site totals equal the pages");
     }
     check_visits(uri, database, tally).await;
+    check_visit_store(uri, database, tally, site_views).await;
     check_summaries(uri, database, stored).await;
     // Every view carries every dimension but the event's: each one's
     // counts equal the views, once, page and site, under the cap.
@@ -586,6 +588,64 @@ async fn check_visits(uri: &str, database: &str, tally: &Tally) {
         by_level[0], by_level[1],
         "hours and days agree, page by page"
     );
+}
+
+/// The visit store took every hit once: its visits' views add up to the
+/// buckets' (which hold every answered view once), no step of a visit is
+/// there twice, each page's view steps are its answered views (and at most
+/// the lost answers more), and its event steps at most its events (an
+/// event outside any open visit, as after a restart, has no step).
+async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views: i64) {
+    use tickertape::storage::visit_log::{StoredVisit, COLLECTION, MAX_STEPS};
+    let visits: Vec<StoredVisit> = all(uri, database, COLLECTION).await;
+    assert!(!visits.is_empty(), "visits were stored");
+    let views: i64 = visits.iter().map(|v| v.views).sum();
+    assert_eq!(views, site_views, "the visits' views are the buckets'");
+    let mut view_steps: HashMap<String, i64> = HashMap::new();
+    let mut event_steps: HashMap<String, i64> = HashMap::new();
+    let mut capped = false;
+    for v in &visits {
+        assert_eq!(v.site, "crash.test");
+        let mut numbers: Vec<i32> = v.steps.iter().map(|s| s.n).collect();
+        numbers.sort_unstable();
+        let before = numbers.len();
+        numbers.dedup();
+        assert_eq!(numbers.len(), before, "visit {}: a step twice", v.id);
+        let kept_views = v.steps.iter().filter(|s| s.is_view()).count() as i64;
+        if v.steps.len() as u32 >= MAX_STEPS {
+            capped = true;
+        } else {
+            assert_eq!(kept_views, v.views, "visit {}: a step per view", v.id);
+        }
+        for step in &v.steps {
+            let page = format!("crash.test{}", step.p);
+            let counts = if step.is_view() {
+                &mut view_steps
+            } else {
+                &mut event_steps
+            };
+            *counts.entry(page).or_default() += 1;
+        }
+    }
+    let mut pages: Vec<&String> = view_steps.keys().chain(tally.acked.keys()).collect();
+    pages.sort();
+    pages.dedup();
+    for page in pages {
+        let acked = tally.acked.get(page).copied().unwrap_or(0);
+        let unknown = tally.unknown.get(page).copied().unwrap_or(0);
+        let got = view_steps.get(page).copied().unwrap_or(0);
+        assert!(
+            (capped || acked <= got) && got <= acked + unknown,
+            "{page}: {got} view steps, answered 200 {acked}, answers lost {unknown}"
+        );
+    }
+    for (page, got) in &event_steps {
+        let most = tally.events_acked.get(page).copied().unwrap_or(0)
+            + tally.events_unknown.get(page).copied().unwrap_or(0);
+        assert!(*got <= most, "{page}: {got} event steps of at most {most}");
+    }
+    let events: i64 = event_steps.values().sum();
+    assert!(events > 0, "events inside visits are steps");
 }
 
 /// Page summaries (issue 22) of days and of hours, made while the load
@@ -1052,6 +1112,18 @@ async fn no_address_nor_user_agent_reaches_the_journal_the_database_or_the_logs(
         .await
         .unwrap();
     assert!(names.len() > 10, "{names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n == tickertape::storage::visit_log::COLLECTION),
+        "the visit store is searched too: {names:?}"
+    );
+    let visits: Vec<bson::Document> = all(&db.uri(), &database, "visits").await;
+    assert!(visits.len() >= 1000, "{} visits stored", visits.len());
+    for v in &visits {
+        // What a visit keeps of its visitor: the sketch register only.
+        assert!(v.get("visitor").is_none() && v.get("ip").is_none(), "{v}");
+    }
     for name in names {
         let docs: Vec<bson::Document> = all(&db.uri(), &database, &name).await;
         let mut dump = Vec::new();

@@ -103,4 +103,24 @@ async fn no_applied_hit_stays_in_the_journal_past_the_segment_age() {
         app.total_views(tickertape::storage::Resolution::Day).await,
         3
     );
+    // The visit store keeps the trail (that is what funnels read) but
+    // nothing that ties it to whoever made it: neither the visitor id nor
+    // the address or User-Agent, and a visit id of its own.
+    let visits: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<bson::Document>(tickertape::storage::visit_log::COLLECTION)
+            .find(bson::doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(visits.len(), 1, "{visits:?}");
+    let stored = bson::to_vec(&visits[0]).unwrap();
+    assert!(contains(&stored, trail[2].as_bytes()), "the trail is there");
+    assert!(!contains(&stored, &visitor.to_le_bytes()), "the visitor id");
+    assert!(!contains(&stored, client.as_bytes()), "the address");
+    assert!(!contains(&stored, b"Firefox/132"), "the User-Agent");
+    assert_ne!(visits[0].get_i64("_id"), Ok(visitor as i64));
 }

@@ -77,6 +77,18 @@ async fn metrics_pass_promtool_after_traffic() {
     }
 
     let text = app.metrics().await;
+    // The visit store's stream is measured like the others.
+    let visits_statements: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tickertape_apply_statements_total{stream=\"visits\"} "))
+        .expect("the visits stream's statements")
+        .parse()
+        .unwrap();
+    assert!(visits_statements >= 1.0, "{visits_statements}");
+    assert_eq!(
+        app.metric("tickertape_journal_visits_backlog_hits").await,
+        0.0
+    );
     let (clean, said) = check(&text);
     assert!(clean, "promtool check metrics:\n{said}\n{text}");
     // Every histogram was observed, so the check saw real buckets.
