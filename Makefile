@@ -122,7 +122,7 @@ bench: setup
 bench-quick:
 	BENCH_QUICK=1 $(MAKE) bench
 
-# Only the big-site reports (issue 22): BENCH_BIG=PAGESxDAYS,... to choose.
+# Only the big-site reports: BENCH_BIG=PAGESxDAYS,... to choose.
 bench-big:
 	BENCH_BIG_ONLY=1 $(MAKE) bench
 

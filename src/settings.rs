@@ -280,7 +280,7 @@ pub struct PreallocSettings {
     pub prealloc_threshold: i64,
 }
 
-/// Limits that protect the web app from abuse (issue 13).
+/// Limits that protect the web app from abuse.
 #[derive(Debug, Clone, Args)]
 pub struct SecuritySettings {
     /// Password checks (argon2id, about 19 MiB each) that may run at once;

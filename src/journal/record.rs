@@ -17,12 +17,12 @@
 //!              visit's second view (its bounce becomes a non-bounce)
 //! ```
 //!
-//! Format 2 (issue 10) adds the view's source; an empty source means none
+//! Format 2 adds the view's source; an empty source means none
 //! was known (a pixel without the script). Format 3 (visitors) adds what
 //! the hit changes of its visit: the visitor id (a keyed hash, never an
 //! address), whether it starts a visit, the seconds since the visit's
 //! previous hit, and the visit's entry and previous pages (empty when it
-//! starts one). Format 4 (issue 20) adds the hit's breakdown labels
+//! starts one). Format 4 adds the hit's breakdown labels
 //! (`domain::Labels`: medium, campaign, browser, OS, device, country, and
 //! the event's name for an event, which is not a view). Segments say their
 //! format in their header, and a journal

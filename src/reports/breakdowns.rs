@@ -1,4 +1,4 @@
-//! A site's or a page's breakdowns over a range (issue 20), from the
+//! A site's or a page's breakdowns over a range, from the
 //! breakdown buckets (`storage::breakdowns`): whole UTC days from the day
 //! buckets, the edges from the hour buckets, every dimension asked for in
 //! the same read ([`sources::plan`] decides the stretches, as for sources).

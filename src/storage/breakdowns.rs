@@ -1,4 +1,4 @@
-//! Breakdowns (issue 20): what views and events are counted under beside
+//! Breakdowns: what views and events are counted under beside
 //! their page, in one bounded bucket document per page (and per site) and
 //! hour, and per day, holding every dimension (`domain::Dimension`):
 //!
@@ -547,7 +547,7 @@ fn same_question(a: &KeptKey, b: &KeptKey) -> bool {
 
 /// The last answers of long ranges' breakdowns: a year is a year of day
 /// buckets holding every dimension's names (97 ms a 12-month dashboard
-/// at 1,000 pages, issue 20), yet its past days rarely change. An answer
+/// at 1,000 pages), yet its past days rarely change. An answer
 /// is used only while the fingerprint of its buckets' [`WRITES`] is the
 /// one it was read with, so a late record (a replayed journal, an
 /// import) is seen at once.
@@ -643,7 +643,7 @@ pub const MAX_KNOWN_BUCKETS: usize = 50_000;
 /// from batches that committed, so a batch whose every name is known needs
 /// no lookup in its transaction (at 1,000 pages the lookup read every
 /// page's bucket of the hour and day for each batch, half the write path's
-/// cost with breakdowns: docs/benchmarks.md, issue 20).
+/// cost with breakdowns: docs/benchmarks.md).
 ///
 /// What it holds is a lower bound of each bucket's names, whatever else
 /// writes the bucket (another instance, an import): a name, once in a
@@ -1139,7 +1139,7 @@ mod tests {
 
     #[test]
     fn the_counts_are_hashed_with_a_key_of_their_own() {
-        // Issue 24, item 14: with an unkeyed hash (FxHash) every batch
+        // With an unkeyed hash (FxHash) every batch
         // placed the same names the same way, so colliding names could be
         // computed once and sent to any instance. Keyed per map, two
         // batches of the same 1,000 names keep them in different orders.

@@ -35,11 +35,11 @@ pub struct Site {
     /// Its site totals are complete (created with them, or backfilled):
     /// reports read them instead of adding up page buckets.
     pub totals_complete: bool,
-    /// Its own new-page cap, set by an admin (issue 29).
+    /// Its own new-page cap, set by an admin.
     pub page_cap: PageCapSetting,
     /// Hosts an owner added that no admin has confirmed yet.
     pub unconfirmed_hosts: Vec<DomainName>,
-    /// The events and pages its owner marked as goals (issue 20), in the
+    /// The events and pages its owner marked as goals, in the
     /// order they were added; at most [`MAX_GOALS_PER_SITE`].
     pub goals: Vec<Goal>,
 }

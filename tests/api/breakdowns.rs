@@ -1,4 +1,4 @@
-//! Breakdowns (issue 20): classified at the pixel, counted in one bucket
+//! Breakdowns: classified at the pixel, counted in one bucket
 //! per page and hour (and day, and site) for every dimension, shown in the
 //! panels, `breakdown.csv` and the API.
 

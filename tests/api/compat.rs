@@ -1,4 +1,4 @@
-//! Peers' trackers, unchanged (issue 27): Plausible's `POST /api/event`,
+//! Peers' trackers, unchanged: Plausible's `POST /api/event`,
 //! Umami's `POST /api/send` and GoatCounter's `/count` count like the
 //! pixel, with its rules, and every bad request changes nothing.
 

@@ -1,4 +1,4 @@
-//! `tickertape import` (issue 27): a peer's export, validated whole before
+//! `tickertape import`: a peer's export, validated whole before
 //! anything is written, then applied exactly once, also across a rerun
 //! and a `kill -9`.
 

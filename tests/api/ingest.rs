@@ -510,7 +510,7 @@ async fn many_pages_in_small_batches_drain_exact_on_every_level() {
 
 #[tokio::test]
 async fn over_the_page_cap_the_pixel_never_waits_on_the_database() {
-    // Issue 24 item 13: new pages beyond the first-sight budget used to
+    // New pages beyond the first-sight budget used to
     // cost a database lookup each (up to 2 s with the database away). The
     // admission is decided in memory now: with the database down, thirty
     // new pages over the cap are answered at once from the journal (the

@@ -1,4 +1,4 @@
-//! The big-site read model (issue 22): top pages of long ranges come from
+//! The big-site read model: top pages of long ranges come from
 //! page summaries over aligned spans of days, and the parts of days (the
 //! last 24 hours, today, a zone's day edges) from summaries of hours; both
 //! give exactly what reading every page bucket gives, in every zone, for

@@ -1,4 +1,4 @@
-//! Issue 28: an independent fuzzer holds the API to docs/openapi.json.
+//! An independent fuzzer holds the API to docs/openapi.json.
 //! schemathesis (PyPI, the version pinned in the Makefile, installed by
 //! `make test-deps` into `.tools/`) reads the served document and sends
 //! requests generated from it, valid and invalid, with `--checks all`:

@@ -43,7 +43,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
     let mut warned = false;
     for line in stdout.by_ref() {
         let line = line.unwrap();
-        // Issue 23, item 4: no public URL, so the snippets use the
+        // No public URL, so the snippets use the
         // loopback listen address, and serve says so at start.
         warned |= line.starts_with("warning: ") && line.contains("TICKERTAPE_PUBLIC_URL");
         if let Some(rest) = line.strip_prefix("embedded database pid ") {
@@ -84,7 +84,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .unwrap();
     assert_eq!(css.headers()["content-encoding"], "gzip");
 
-    // Issue 23, item 5: a command run beside `serve` uses its database.
+    // A command run beside `serve` uses its database.
     let cli = |args: &[&str]| {
         tickertape()
             .args(args)
@@ -116,14 +116,14 @@ async fn serve_starts_and_stops_the_embedded_database() {
     // With `serve` stopped, a command starts serve's database, not a new one.
     let listed = cli(&["site", "list"]);
     assert!(listed.status.success(), "{listed:?}");
-    // Issue 23: each site with its zone (id, domain, name, zone, aliases).
+    // Each site with its zone (id, domain, name, zone, aliases).
     assert!(
         String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\tbeside.test\tUTC\t"),
         "{listed:?}"
     );
 }
 
-/// Issue 23, item 5: run where `serve` keeps no data, a command other than
+/// Run where `serve` keeps no data, a command other than
 /// `serve` creates nothing and names the two ways to point it at the
 /// database.
 #[test]
@@ -207,7 +207,7 @@ fn drop_database(database: String) {
     .join();
 }
 
-/// Issue 27: a site moved from Umami keeps its website id (the snippets'
+/// A site moved from Umami keeps its website id (the snippets'
 /// `data-website-id`); an id taken or malformed adds nothing.
 #[test]
 fn site_add_keeps_a_chosen_id_and_refuses_a_taken_or_bad_one() {

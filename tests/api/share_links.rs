@@ -192,7 +192,7 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
         a.post(&revoke, &[("csrf", "nope"), sure]).await.status(),
         403
     );
-    // Issue 23, item 12: without the "Sure" box, the link keeps working.
+    // Without the "Sure" box, the link keeps working.
     assert_eq!(
         admin.post(&revoke, &[("csrf", &admin.csrf)]).await.status(),
         400

@@ -238,7 +238,7 @@ fn adds_up(shares: &[f64]) -> bool {
 
 #[tokio::test]
 async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
-    // Issue 23, item 8: pixel-only views write no source bucket; the
+    // Pixel-only views write no source bucket; the
     // panel, sources.csv and the API count them as "(none)", over exactly
     // the whole hours the sources cover, and the shares are of every view.
     let app = spawn_app().await;

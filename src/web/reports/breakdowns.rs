@@ -1,5 +1,5 @@
 //! The breakdown panels of the dashboard and the page report (devices,
-//! countries, campaigns, events; issue 20), and `breakdown.csv`.
+//! countries, campaigns, events), and `breakdown.csv`.
 
 use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
 use super::*;

@@ -1,4 +1,4 @@
-//! The dashboard's Goals table (issue 20): each goal the owner marked on
+//! The dashboard's Goals table: each goal the owner marked on
 //! the settings page, with its conversions, converting unique visitors and
 //! conversion rate (converting visitors / the site's visitors), each
 //! against the previous period.

@@ -32,7 +32,7 @@ pub(super) struct SettingsPage {
     time_zone: String,
     time_zones: Vec<&'static str>,
     error: Option<crate::web::forms::FormError>,
-    /// The new-page cap and this hour's figures (issues 13 and 29).
+    /// The new-page cap and this hour's figures.
     cap: crate::ingest::page_cap::CapStatus,
     /// Views counted under the overflow page today (UTC), from the
     /// database; `None` when it could not be read.
