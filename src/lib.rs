@@ -8,7 +8,6 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod domain;
-pub mod head;
 pub mod import;
 pub mod indexes;
 pub mod ingest;

@@ -208,7 +208,9 @@ impl Application {
                 // Pages, CSV and tt.js go out gzip-compressed to clients
                 // that accept it.
                 .wrap(actix_web::middleware::Compress::default())
-                .wrap(actix_web::middleware::from_fn(crate::head::head_as_get))
+                .wrap(actix_web::middleware::from_fn(
+                    crate::web::head::head_as_get,
+                ))
                 .wrap(crate::web::security::headers(https))
                 .wrap(tracing_actix_web_lite())
                 .wrap(tracing_actix_web::TracingLogger::<

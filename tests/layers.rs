@@ -18,16 +18,8 @@ use std::path::{Path, PathBuf};
 /// independent of each other).
 const LAYERS: &[&[&str]] = &[
     // Knows nothing of the product's flow: values parsed once, the clock,
-    // metric primitives, logging, the HEAD mark, the User-Agent and
-    // country classifiers.
-    &[
-        "domain",
-        "clock",
-        "metrics",
-        "telemetry",
-        "head",
-        "classify",
-    ],
+    // metric primitives, logging, the User-Agent and country classifiers.
+    &["domain", "clock", "metrics", "telemetry", "classify"],
     &["journal"],
     &["storage"],
     &["ingest", "preallocation", "reports", "accounts", "demo"],
@@ -592,7 +584,7 @@ fn siblings_are_reported_and_lower_layers_are_not() {
     );
     assert!(reached(
         "web/admin.rs",
-        "use crate::storage::Store;\nuse crate::accounts::User;\nuse crate::{journal, head};\n"
+        "use crate::storage::Store;\nuse crate::accounts::User;\nuse crate::{journal, classify};\n"
     )
     .is_empty());
     assert!(reached(
@@ -639,5 +631,67 @@ fn templates_count_as_web() {
             .map(|v| (v.to.as_str(), v.line))
             .collect::<Vec<_>>(),
         [("cli", 2)]
+    );
+}
+
+/// The layers below `web` that must not know the web framework: HTTP
+/// handlers, extractors and middleware belong in `web`, so the rules they
+/// call can be used (and tested) without a request.
+const FREE_OF_ACTIX: &[&str] = &[
+    "domain",
+    "journal",
+    "storage",
+    "ingest",
+    "reports",
+    "accounts",
+    "preallocation",
+    "import",
+];
+
+/// The lines of a source that name `actix` in code (not in comments or
+/// strings), numbered from 1.
+fn actix_lines(source: &str) -> Vec<usize> {
+    let code: String = code_only(source).into_iter().collect();
+    code.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            line.match_indices("actix").any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+#[test]
+fn the_layers_below_web_do_not_use_actix() {
+    assert_eq!(actix_lines("use actix_web::HttpRequest;\n"), [1]);
+    assert_eq!(
+        actix_lines(
+            "// actix_web\nfn f(r: &::actix_web::HttpRequest) {}\nconst S: &str = \"actix\";\n"
+        ),
+        [2]
+    );
+    let src = root().join("src");
+    let mut found = Vec::new();
+    for module in FREE_OF_ACTIX {
+        let dir = src.join(module);
+        let files = if dir.is_dir() {
+            files_under(&dir, "rs")
+        } else {
+            vec![src.join(format!("{module}.rs"))]
+        };
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("readable source");
+            for line in actix_lines(&source) {
+                found.push(format!("src/{}:{line}", relative(&path, &src)));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "actix below `web` (move the handler, extractor or middleware into web/):\n{}",
+        found.join("\n")
     );
 }

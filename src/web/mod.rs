@@ -1,5 +1,5 @@
 //! HTTP routes. Each route family has its own module and error type: the
-//! pixel (`ingest::pixel`), accounts (`auth`), reports (`reports`), admin
+//! pixel (`pixel`) and the peers' endpoints (`compat`), accounts (`auth`), reports (`reports`), admin
 //! (`admin`); this module wires them and serves the operational endpoints.
 
 pub mod account_tokens;
@@ -7,12 +7,15 @@ pub mod admin;
 pub mod api;
 pub mod assets;
 pub mod auth;
+pub mod compat;
 pub use crate::domain::client_ip;
 pub mod error;
 pub mod fmt;
 pub mod forms;
+pub mod head;
 pub mod ops;
 pub mod pages;
+pub mod pixel;
 pub mod prealloc_runs;
 pub mod preallocation;
 pub mod qr;
@@ -26,8 +29,6 @@ pub mod two_factor;
 
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpResponse};
-
-use crate::ingest::pixel;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.app_data(
@@ -63,7 +64,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/pixel.gif",
         web::method(Method::OPTIONS).to(pixel::options),
     )
-    .configure(crate::ingest::compat::routes)
+    .configure(compat::routes)
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/static/waiting.js", web::get().to(assets::waiting_script))

@@ -1161,7 +1161,7 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
                     async {
                         HttpResponse::Ok()
                             .content_type("image/gif")
-                            .body(tickertape::ingest::pixel::GIF.as_slice())
+                            .body(tickertape::web::pixel::GIF.as_slice())
                     }
                 }),
             )

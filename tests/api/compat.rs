@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 use tickertape::domain::Dimension;
-use tickertape::ingest::pixel::REASON_HEADER;
 use tickertape::storage::Resolution;
+use tickertape::web::pixel::REASON_HEADER;
 
 use crate::helpers::*;
 

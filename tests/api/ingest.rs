@@ -309,7 +309,7 @@ async fn a_counted_hit_gets_the_gif_without_cookies_or_caching() {
     assert!(h.get("set-cookie").is_none());
     assert!(h.get("x-tickertape-reason").is_none());
     let body = r.bytes().await.unwrap();
-    assert_eq!(body.as_ref(), tickertape::ingest::pixel::GIF.as_slice());
+    assert_eq!(body.as_ref(), tickertape::web::pixel::GIF.as_slice());
 }
 
 #[tokio::test]
