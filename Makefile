@@ -1,6 +1,8 @@
 # Two commands set everything up on a fresh machine:
 #   make run         build and serve on an embedded local database
 #   make test        formatting, lints and every test
+#   make test-fast   the same without the browser, crash, schemathesis and
+#                    reference-model tiers (docs/testing.md)
 # Both install what they need (cmake, the local database server, and for
 # tests Debian's chromium, prometheus and time, and the schemathesis fuzzer; the
 # country database from npm). What takes long to build or fetch is kept once
@@ -49,7 +51,10 @@ SCHEMATHESIS_LINK := $(TOOLS)/schemathesis-$(SCHEMATHESIS_VERSION)
 export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
-.PHONY: setup rust-components test-deps run test test-long lint fmt clean-data bench bench-quick bench-big
+# The API tests of these modules are the slow tiers `test-fast` leaves out.
+SLOW_API_TIERS := browser browser_sharing crash schemathesis reference_model
+
+.PHONY: setup rust-components test-deps run test test-fast test-long lint fmt clean-data bench bench-quick bench-big
 
 setup: $(SECANTUS) rust-components $(GEOIP)
 
@@ -138,6 +143,12 @@ lint:
 test: test-deps lint
 	cargo build --release --bin tickertape
 	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
+
+# Lints, unit tests, the layer rules and the API tests without the slow
+# tiers (no release build, no browser).
+test-fast: test-deps lint
+	cargo test --lib --bins --test layers
+	cargo test --test api -- $(foreach tier,$(SLOW_API_TIERS),--skip $(tier)::)
 
 # Longer checks than `make test`, one command each; each draws its own
 # seed and prints it (the line it prints says how to replay it): the
