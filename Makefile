@@ -54,7 +54,7 @@ export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 # The API tests of these modules are the slow tiers `test-fast` leaves out.
 SLOW_API_TIERS := browser browser_sharing crash schemathesis reference_model
 
-.PHONY: setup rust-components test-deps run test test-fast test-long lint fmt clean-data bench bench-quick bench-big
+.PHONY: setup rust-components test-deps run test test-fast test-long lint fmt clean-data bench bench-quick bench-big screenshots
 
 setup: $(SECANTUS) rust-components $(GEOIP)
 
@@ -149,6 +149,11 @@ test: test-deps lint
 test-fast: test-deps lint
 	cargo test --lib --bins --test layers
 	cargo test --test api -- $(foreach tier,$(SLOW_API_TIERS),--skip $(tier)::)
+
+# The dashboard's screenshot in docs/images/dashboard.png (the README's),
+# taken by the browser test that renders a populated site.
+screenshots: test-deps
+	TICKERTAPE_UPDATE_SCREENSHOTS=1 cargo test --test api browser::an_owner_logs_in_and_reads_the_reports_in_a_real_browser -- --exact
 
 # Longer checks than `make test`, one command each; each draws its own
 # seed and prints it (the line it prints says how to replay it): the
