@@ -60,15 +60,23 @@ setup: $(SECANTUS) rust-components $(GEOIP)
 
 # Installed under a temporary root and moved into place, so that a build
 # that stops half-way (or a second make at the same time) leaves no
-# half-installed server behind.
+# half-installed server behind. A clone that installed this version into
+# .tools itself (before the cache) gives its copy instead of a new build.
+SECANTUS_PARTIAL := $(CACHE)/secantusd-rs-$(SECANTUS_VERSION).partial
 $(SECANTUS_CACHED):
-	@scripts/need cmake cmake
-	@echo "building secantusd-rs $(SECANTUS_VERSION) into $(CACHE) (6 to 10 minutes, once per machine)"
-	rm -rf $(CACHE)/secantusd-rs-$(SECANTUS_VERSION).partial
-	cargo install secantus-mdb --version $(SECANTUS_VERSION) --locked --ignore-rust-version \
-	  --root $(CACHE)/secantusd-rs-$(SECANTUS_VERSION).partial
+	rm -rf $(SECANTUS_PARTIAL)
+	@if [ -f $(SECANTUS) ] && [ ! -L $(SECANTUS) ] && \
+	    [ "$$($(SECANTUS) --version 2>/dev/null | head -n 1)" = "secantusd-rs $(SECANTUS_VERSION)" ]; then \
+	  echo "keeping .tools/bin/secantusd-rs $(SECANTUS_VERSION) in $(CACHE)"; \
+	  mkdir -p $(SECANTUS_PARTIAL)/bin && cp $(SECANTUS) $(SECANTUS_PARTIAL)/bin/; \
+	else \
+	  scripts/need cmake cmake && \
+	  echo "building secantusd-rs $(SECANTUS_VERSION) into $(CACHE) (6 to 10 minutes, once per machine)" && \
+	  cargo install secantus-mdb --version $(SECANTUS_VERSION) --locked --ignore-rust-version \
+	    --root $(SECANTUS_PARTIAL); \
+	fi
 	rm -rf $(CACHE)/secantusd-rs-$(SECANTUS_VERSION)
-	mv $(CACHE)/secantusd-rs-$(SECANTUS_VERSION).partial $(CACHE)/secantusd-rs-$(SECANTUS_VERSION)
+	mv $(SECANTUS_PARTIAL) $(CACHE)/secantusd-rs-$(SECANTUS_VERSION)
 	@$@ --version
 
 $(SECANTUS): $(SECANTUS_CACHED)
