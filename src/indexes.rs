@@ -11,11 +11,11 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::breakdowns::indexes(),
         crate::storage::page_summaries::indexes(),
         crate::storage::sites::indexes(),
-        crate::accounts::users::indexes(),
-        crate::accounts::sessions::indexes(),
-        crate::accounts::api_tokens::indexes(),
+        crate::storage::users::indexes(),
+        crate::storage::sessions::indexes(),
+        crate::storage::api_tokens::indexes(),
         crate::storage::share_links::indexes(),
-        crate::preallocation::indexes(),
+        crate::storage::prealloc::indexes(),
     ]
     .concat()
 }

@@ -536,6 +536,21 @@ pub async fn count_owned(store: &Store, owner: Uuid) -> Result<u64, mongodb::err
         .await
 }
 
+/// Takes a deleted user off every site's owners, deleted sites included:
+/// no site names a user who no longer exists.
+pub async fn remove_owner_everywhere(
+    store: &Store,
+    owner: Uuid,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_many(
+            doc! {"owners": bson::Uuid::from(owner)},
+            doc! {"$pull": {"owners": bson::Uuid::from(owner)}},
+        )
+        .await
+        .map(|_| ())
+}
+
 fn owned_filter(owner: bson::Uuid) -> bson::Document {
     doc! {"owners": owner, "deletedAt": {"$exists": false}}
 }

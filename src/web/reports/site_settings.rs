@@ -114,13 +114,8 @@ pub(super) fn aliases_text(site: &Site) -> String {
 async fn overflow_today(state: &WebState, site: &Site) -> Option<i64> {
     let page = format!("{}{}", site.domain, crate::ingest::page_cap::OVERFLOW_PATH);
     let day = crate::storage::Resolution::Day.floor(state.clock.now());
-    let found = state
-        .store
-        .buckets(crate::storage::Resolution::Day)
-        .find_one(bson::doc! {"page": page, "timestamp": bson::DateTime::from_chrono(day)})
-        .await;
-    match found {
-        Ok(bucket) => Some(bucket.map_or(0, |b| b.total_views)),
+    match crate::storage::buckets::day_views(&state.store, &page, day).await {
+        Ok(views) => Some(views),
         Err(e) => {
             tracing::warn!(error = %crate::telemetry::chain(&e), "could not read the overflow page's views");
             None
