@@ -527,21 +527,14 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         time_zone,
     };
     let now = state.clock.now();
-    let added = match by {
-        // A bound on what one owner can make the instance keep (and on
-        // hosts claimed in bulk), checked in the insert's transaction.
-        ChangedBy::Owner => {
-            crate::storage::sites::insert_owned(
-                &state.store,
-                new,
-                now,
-                viewer.user.id,
-                state.owner_max_sites,
-            )
-            .await
-        }
-        ChangedBy::Admin => crate::storage::sites::insert_as(&state.store, new, now, by).await,
+    let creator = match by {
+        ChangedBy::Owner => crate::storage::sites::Creator::Owner {
+            user: viewer.user.id,
+            max_sites: state.owner_max_sites,
+        },
+        ChangedBy::Admin => crate::storage::sites::Creator::Admin,
     };
+    let added = crate::storage::sites::create(&state.store, new, creator, now).await;
     let site = match added {
         Ok(site) => site,
         Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),
