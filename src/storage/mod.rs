@@ -12,6 +12,7 @@ pub mod page_summaries;
 pub mod prealloc;
 pub mod preparation;
 pub mod progress;
+pub mod renames;
 pub mod retention;
 pub mod salts;
 pub mod schema;
