@@ -1,5 +1,6 @@
-//! A site's settings (name, aliases, snippets, goals) and adding a site as
-//! its owner.
+//! A site's settings (name, aliases, time zone, snippets, page cap, goals,
+//! imports) and adding a site as its owner: the pages and their handlers,
+//! none of them a report.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -7,7 +8,7 @@ use askama::Template;
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::*;
+use super::reports::SiteRequest;
 use crate::storage::sites::{ChangedBy, Site};
 use crate::web::auth::{Post, Viewer};
 use crate::web::error::{see_other, Answer, WebError};
