@@ -1320,10 +1320,8 @@ async fn add_site(args: AddSite) -> anyhow::Result<()> {
             owners: vec![],
             time_zone,
         };
-        let site = match id {
-            Some(id) => sites::insert_with_id(&store, new, id, chrono::Utc::now()).await?,
-            None => sites::insert(&store, new, chrono::Utc::now()).await?,
-        };
+        let by = sites::Creator::Operator { id };
+        let site = sites::create(&store, new, by, chrono::Utc::now()).await?;
         let s = snippets::for_site(&public_url, &site.id);
         println!("{}", site.id);
         eprintln!(

@@ -695,3 +695,80 @@ fn the_layers_below_web_do_not_use_actix() {
         found.join("\n")
     );
 }
+
+/// Files outside `src/storage/` that still open collections themselves:
+/// the report reads, whose move into `storage/` is under way on another
+/// branch. Remove each entry as its file moves (and this list with the
+/// last one).
+const OPENS_COLLECTIONS_FOR_NOW: &[&str] = &[
+    "reports/breakdowns.rs",
+    "reports/page_totals.rs",
+    "reports/queries.rs",
+    "reports/visits.rs",
+];
+
+/// Where a file's code (comments and literals blanked) names a collection:
+/// opens one (`.collection(name)`, `.collection::<T>(name)`) or declares a
+/// `…COLLECTION…` constant. `Resolution::collection()` without arguments
+/// only reads a name and opens nothing.
+fn names_a_collection(source: &str) -> Vec<(usize, String)> {
+    let code: String = code_only(source).into_iter().collect();
+    let lines: Vec<&str> = source.lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let opens = line.match_indices(".collection").any(|(at, m)| {
+            let rest = line[at + m.len()..].trim_start();
+            rest.starts_with("::<")
+                || (rest.starts_with('(') && !rest[1..].trim_start().starts_with(')'))
+        });
+        let constant = line
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word.contains("COLLECTION"));
+        if opens || constant {
+            found.push((n + 1, lines.get(n).map_or("", |l| l.trim()).to_owned()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_checker_of_collection_names_sees_what_it_must() {
+    for named in [
+        "fn f(s: &Store) { s.db().collection(\"x\"); }",
+        "fn f(s: &Store) { s.db()\n    .collection::<Document>(NAME); }",
+        "fn f(s: &Store) { s.db().collection (name); }",
+        "pub const COLLECTION: &str = \"x\";",
+        "const USERS_COLLECTION: &str = \"users\";",
+    ] {
+        assert!(!names_a_collection(named).is_empty(), "missed: {named}");
+    }
+    for clean in [
+        "fn f(g: Resolution) -> bool { g.collection() == \"x\" }",
+        "// s.db().collection(\"x\") in a comment",
+        "fn f() -> &'static str { \".collection(COLLECTION)\" }",
+    ] {
+        assert!(names_a_collection(clean).is_empty(), "flagged: {clean}");
+    }
+}
+
+#[test]
+fn only_storage_names_a_collection() {
+    let src = root().join("src");
+    let mut found = Vec::new();
+    for path in files_under(&src, "rs") {
+        let rel = relative(&path, &src);
+        if rel.starts_with("storage/") || OPENS_COLLECTIONS_FOR_NOW.contains(&rel.as_str()) {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("readable source");
+        for (line, code) in names_a_collection(&source) {
+            found.push(format!("src/{rel}:{line}: {code}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "only storage/ names collections, their indexes and their documents: \
+         move this into a storage module and call it:\n{}",
+        found.join("\n")
+    );
+}

@@ -1,5 +1,6 @@
 //! Everything that talks to MongoDB.
 
+pub mod api_tokens;
 pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
@@ -8,19 +9,24 @@ pub mod day_visitors;
 pub mod imports;
 pub mod last_use;
 pub mod page_summaries;
+pub mod prealloc;
 pub mod preparation;
 pub mod progress;
+pub mod renames;
 pub mod retention;
 pub mod salts;
 pub mod schema;
+pub mod sessions;
 pub mod sharding;
 pub mod share_links;
 pub mod site_totals;
 pub mod sites;
 pub mod stored_dates;
 pub mod system;
+pub mod totp;
 pub mod txn;
 pub mod update;
+pub mod users;
 pub mod values;
 
 use bson::{doc, Document};

@@ -308,66 +308,69 @@ async fn holder_refusal(store: &Store, host: String) -> SiteError {
     }
 }
 
-/// Adds a site whose hosts an admin (or the command line) vouches for.
-pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
-    insert_as(store, new, now, ChangedBy::Admin).await
+/// Who adds a site, which decides the rules it is added under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creator {
+    /// The command line: the operator vouches for the hosts, and may give
+    /// the id (a site moved from Umami keeps its website id, so the
+    /// `data-website-id` of its snippets stays as it is).
+    Operator { id: Option<SiteId> },
+    /// An admin (the admin form, or an admin on the owner's form): the
+    /// hosts are confirmed, the owners are whoever the admin lists.
+    Admin,
+    /// An owner adding a site of their own: they are among its owners,
+    /// every host starts unconfirmed (until an admin confirms it), and
+    /// they may own at most `max_sites` (a bound on what one owner can
+    /// make the instance keep, and on hosts claimed in bulk).
+    Owner { user: Uuid, max_sites: u64 },
 }
 
-/// [`insert`] under a chosen id: a site moved from Umami keeps its website
-/// id, so the `data-website-id` of its snippets stays as it is.
-pub async fn insert_with_id(
-    store: &Store,
-    new: NewSite,
-    id: SiteId,
-    now: DateTime<Utc>,
-) -> Result<Site, SiteError> {
-    let existing = collection(store)
-        .clone_with_type::<bson::Document>()
-        .find_one(doc! {"_id": bson::Uuid::from(id.as_uuid())})
-        .await?;
-    if existing.is_some() {
-        return Err(SiteError::IdTaken(id));
-    }
-    insert_under(store, new, id, now, ChangedBy::Admin, None).await
-}
-
-/// Adds a site as `by` does: an owner's site starts with every host
-/// unconfirmed.
-pub async fn insert_as(
-    store: &Store,
-    new: NewSite,
-    now: DateTime<Utc>,
-    by: ChangedBy,
-) -> Result<Site, SiteError> {
-    insert_under(store, new, SiteId::new(), now, by, None).await
-}
-
-/// An owner's own new site, refused with [`SiteError::OwnerCap`] when
-/// `owner` already owns `max_sites`. The count and the insert are one
-/// transaction that also writes the owner's document in
+/// Adds a site: the one way the command line, the admin form and the
+/// owner form create one. The owner's cap is counted in the insert's
+/// transaction, which also writes the owner's document in
 /// [`OWNER_TICKETS`], so two adds of one owner never both see room: the
-/// second conflicts, runs again and counts the first one's site.
-pub async fn insert_owned(
+/// second conflicts, runs again and counts the first one's site. That is
+/// why the rules live here, beside the transaction, rather than in each
+/// caller: none of them can skip one.
+pub async fn create(
     store: &Store,
-    new: NewSite,
+    mut new: NewSite,
+    by: Creator,
     now: DateTime<Utc>,
-    owner: Uuid,
-    max_sites: u64,
 ) -> Result<Site, SiteError> {
-    insert_under(
-        store,
-        new,
-        SiteId::new(),
-        now,
-        ChangedBy::Owner,
-        Some((owner, max_sites)),
-    )
-    .await
+    match by {
+        Creator::Operator { id: Some(id) } => {
+            let existing = collection(store)
+                .clone_with_type::<bson::Document>()
+                .find_one(doc! {"_id": bson::Uuid::from(id.as_uuid())})
+                .await?;
+            if existing.is_some() {
+                return Err(SiteError::IdTaken(id));
+            }
+            insert_under(store, new, id, now, ChangedBy::Admin, None).await
+        }
+        Creator::Operator { id: None } | Creator::Admin => {
+            insert_under(store, new, SiteId::new(), now, ChangedBy::Admin, None).await
+        }
+        Creator::Owner { user, max_sites } => {
+            if !new.owners.contains(&user) {
+                new.owners.push(user);
+            }
+            let cap = Some((user, max_sites));
+            insert_under(store, new, SiteId::new(), now, ChangedBy::Owner, cap).await
+        }
+    }
+}
+
+/// Adds a site whose hosts an admin (or the command line) vouches for:
+/// [`create`] by [`Creator::Admin`].
+pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
+    create(store, new, Creator::Admin, now).await
 }
 
 /// One document per owner who added a site of their own,
 /// `{_id: owner, adds}`: written by every such add so that concurrent
-/// adds of one owner conflict (see [`insert_owned`]).
+/// adds of one owner conflict (see [`create`]).
 pub const OWNER_TICKETS: &str = "site_owner_tickets";
 
 async fn insert_under(
@@ -534,6 +537,21 @@ pub async fn count_owned(store: &Store, owner: Uuid) -> Result<u64, mongodb::err
     collection(store)
         .count_documents(owned_filter(bson::Uuid::from(owner)))
         .await
+}
+
+/// Takes a deleted user off every site's owners, deleted sites included:
+/// no site names a user who no longer exists.
+pub async fn remove_owner_everywhere(
+    store: &Store,
+    owner: Uuid,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_many(
+            doc! {"owners": bson::Uuid::from(owner)},
+            doc! {"$pull": {"owners": bson::Uuid::from(owner)}},
+        )
+        .await
+        .map(|_| ())
 }
 
 fn owned_filter(owner: bson::Uuid) -> bson::Document {

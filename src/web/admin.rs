@@ -233,13 +233,14 @@ pub async fn create_site(post: AdminPost<NewSiteForm>) -> Answer {
         Ok(Err(e)) => return Err(e),
         Err(refused) => return sites_page_with(&state, &viewer, input, Some(refused), None).await,
     };
-    let site = match sites::insert(&state.store, new, state.clock.now()).await {
-        Ok(site) => site,
-        Err(e) => {
-            let refused = site_refusal(e, "domain")?;
-            return sites_page_with(&state, &viewer, input, Some(refused), None).await;
-        }
-    };
+    let site =
+        match sites::create(&state.store, new, sites::Creator::Admin, state.clock.now()).await {
+            Ok(site) => site,
+            Err(e) => {
+                let refused = site_refusal(e, "domain")?;
+                return sites_page_with(&state, &viewer, input, Some(refused), None).await;
+            }
+        };
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, site = %site.domain, "site created");
     Ok(see_other(&format!(

@@ -23,6 +23,7 @@ pub mod rate_limit;
 pub mod reports;
 pub mod security;
 pub mod share;
+pub mod site_settings;
 pub mod snippets;
 pub mod state;
 pub mod two_factor;
@@ -93,26 +94,26 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))
-    .route("/sites/new", web::get().to(reports::new_site_form))
-    .route("/sites/new", web::post().to(reports::add_site))
+    .route("/sites/new", web::get().to(site_settings::new_site_form))
+    .route("/sites/new", web::post().to(site_settings::add_site))
     .route("/sites/{id}", web::get().to(reports::dashboard))
     .route("/sites/{id}/page", web::get().to(reports::page_report))
     .route(
         "/sites/{id}/settings",
-        web::get().to(reports::site_settings),
+        web::get().to(site_settings::site_settings),
     )
     .route(
         "/sites/{id}/settings",
-        web::post().to(reports::save_site_settings),
+        web::post().to(site_settings::save_site_settings),
     )
     .route(
         "/sites/{id}/page-cap",
-        web::post().to(reports::save_page_cap),
+        web::post().to(site_settings::save_page_cap),
     )
-    .route("/sites/{id}/goals", web::post().to(reports::add_goal))
+    .route("/sites/{id}/goals", web::post().to(site_settings::add_goal))
     .route(
         "/sites/{id}/goals/remove",
-        web::post().to(reports::remove_goal),
+        web::post().to(site_settings::remove_goal),
     )
     .route(
         "/sites/{id}/status.json",

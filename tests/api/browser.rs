@@ -274,7 +274,7 @@ async fn the_script_reports_the_referring_site_and_utm_source_in_a_real_browser(
         let db = app.store.db().clone();
         async move {
             let d = db
-                .collection::<bson::Document>("sources_day")
+                .collection::<bson::Document>("breakdowns_day")
                 .find_one(bson::doc! {"page": page})
                 .await
                 .unwrap()
@@ -1359,7 +1359,7 @@ async fn events_from_a_real_page_count_as_events_and_never_as_views() {
         app.settle().await;
         let got = breakdown_counts(
             &app,
-            "site_sources_day",
+            "site_breakdowns_day",
             bson::doc! {"site": "events.test"},
             Dimension::Event,
         )
@@ -1373,7 +1373,7 @@ async fn events_from_a_real_page_count_as_events_and_never_as_views() {
     assert_eq!(
         breakdown_counts(
             &app,
-            "sources_day",
+            "breakdowns_day",
             bson::doc! {"page": "events.test/pricing"},
             Dimension::Event
         )

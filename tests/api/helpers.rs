@@ -572,7 +572,7 @@ pub async fn site_day_counts(
     dimension: tickertape::domain::Dimension,
 ) -> std::collections::BTreeMap<String, i64> {
     app.settle().await;
-    breakdown_counts(app, "site_sources_day", bson::doc! {}, dimension).await
+    breakdown_counts(app, "site_breakdowns_day", bson::doc! {}, dimension).await
 }
 
 /// One dimension's counts (decoded names) over the breakdown buckets of

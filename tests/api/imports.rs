@@ -227,7 +227,7 @@ async fn a_goatcounter_export_lands_exactly_once_plain_or_gzipped() {
     let countries = app
         .store
         .db()
-        .collection::<Document>("site_sources_day")
+        .collection::<Document>("site_breakdowns_day")
         .count_documents(doc! {"country": {"$exists": true}})
         .await
         .unwrap();

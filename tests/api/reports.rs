@@ -508,7 +508,7 @@ async fn demo_data_lands_in_all_three_levels_once() {
     let with_source: i64 = futures::TryStreamExt::try_collect::<Vec<bson::Document>>(
         app.store
             .db()
-            .collection::<bson::Document>("site_sources_day")
+            .collection::<bson::Document>("site_breakdowns_day")
             .find(bson::doc! {"site": "demo.test"})
             .await
             .unwrap(),
