@@ -20,8 +20,8 @@ use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::queries;
 use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
+use crate::storage::report_reads;
 use crate::storage::sites::Site;
 use crate::storage::{stored_dates, Store, Subject};
 use bson::doc;
@@ -132,7 +132,8 @@ fn answer<'a>(
                     }
                 }
                 _ => {
-                    let read = queries::page_units(store, &site.domain, grain, &recent).await?;
+                    let read =
+                        report_reads::page_units(store, &site.domain, grain, &recent).await?;
                     let mut views = 0;
                     for (_, pages) in read {
                         let read = pages.iter().map(|(_, f)| f.views);
@@ -250,8 +251,10 @@ impl Totals {
         range: (DateTime<Utc>, DateTime<Utc>),
     ) -> Result<Self, mongodb::error::Error> {
         let read =
-            queries::site_totals_guarded(store, &site.domain, grain.resolution(), range).await?;
-        let visits = queries::site_visits(store, &site.domain, grain.resolution(), range).await?;
+            report_reads::site_totals_guarded(store, &site.domain, grain.resolution(), range)
+                .await?;
+        let visits =
+            report_reads::site_visits(store, &site.domain, grain.resolution(), range).await?;
         Ok(Totals {
             visits: visits
                 .iter()
@@ -411,13 +414,13 @@ impl Builder<'_> {
         let number = span.first();
         let before = self.totals.over(span);
         let domain = &self.site.domain;
-        let mut read = queries::page_units(self.store, domain, grain, &[number]).await?;
+        let mut read = report_reads::page_units(self.store, domain, grain, &[number]).await?;
         let pages = read.remove(&number).unwrap_or_default();
         let start = grain.start(number);
         let end = start
             .checked_add_signed(TimeDelta::seconds(grain.seconds()))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
-        let after = queries::site_totals(self.store, domain, grain.resolution(), (start, end))
+        let after = report_reads::site_totals(self.store, domain, grain.resolution(), (start, end))
             .await?
             .values()
             .fold(0, |sum: i64, n| sum.saturating_add(*n));
@@ -464,7 +467,7 @@ pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error:
         tracing::warn!(site = %site.domain, buckets = skipped,
             "site-day buckets dated outside 1990 to the day after tomorrow are left out of the page summaries");
     }
-    let Some((first, last)) = queries::site_day_range(store, &site.domain, now).await? else {
+    let Some((first, last)) = report_reads::site_day_range(store, &site.domain, now).await? else {
         return Ok(0);
     };
     let first = match store.summary_retention().first_usable(Grain::Day) {

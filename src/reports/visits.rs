@@ -25,6 +25,8 @@ use crate::storage::buckets::TAKEN_BACK;
 use crate::storage::day_visitors::{Hours, WHOLE_DAY};
 use crate::storage::{Store, Subject};
 
+pub use crate::storage::report_reads::estimate_stored;
+
 pub const VISITS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::VISITS]);
 pub const NON_BOUNCES: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::NON_BOUNCES]);
 pub const DURATION: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::DURATION]);
@@ -648,19 +650,6 @@ fn count_piece(page: &str, (day, part): &Piece, read: &Reads) -> u64 {
                 }
             }
             union.estimate_count()
-        }
-    }
-}
-
-/// The estimate of one stored sketch (0, with a warning, for one of a
-/// format this build does not read).
-pub fn estimate_stored(stored: &Document) -> i64 {
-    let mut sketch = Sketch::default();
-    match sketch.merge_stored(stored) {
-        Ok(()) => sketch.estimate_count() as i64,
-        Err(e) => {
-            tracing::warn!(error = %e, "a visitors sketch of an unknown format is skipped");
-            0
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod last_use;
 pub mod page_summaries;
 pub mod preparation;
 pub mod progress;
+pub mod report_reads;
 pub mod retention;
 pub mod salts;
 pub mod schema;
