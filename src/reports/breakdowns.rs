@@ -1,7 +1,7 @@
 //! A site's or a page's breakdowns over a range (issue 20), from the
 //! breakdown buckets (`storage::breakdowns`): whole UTC days from the day
 //! buckets, the edges from the hour buckets, every dimension asked for in
-//! the same read ([`sources::plan`] decides the stretches, as for sources).
+//! the same read ([`hours::plan`] decides the stretches, as for sources).
 //!
 //! What the stored data answers exactly: one dimension at a time, for the
 //! whole site or for one page, over whole hours. It cannot answer two
@@ -15,8 +15,8 @@ use futures::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::hours::{self, SourceScope};
 use super::queries::number;
-use super::sources::{self, SourceScope};
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
 use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, GENERATION, WRITES};
@@ -87,7 +87,7 @@ pub async fn read(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Breakdown, mongodb::error::Error> {
-    let (hours, days) = sources::plan(from, to);
+    let (hours, days) = hours::plan(from, to);
     let mut read = Reader::new(dimensions, converted);
     for (f, t) in hours {
         read.buckets(store, scope, Resolution::Hour, (f, t)).await?;
@@ -348,7 +348,7 @@ impl<'a> Reader<'a> {
                 (dimension, totals)
             })
             .collect();
-        let (covered_from, covered_to) = sources::covered(from, to);
+        let (covered_from, covered_to) = hours::covered(from, to);
         Breakdown {
             by,
             converted: sketches,

@@ -6,6 +6,7 @@ pub mod breakdowns;
 pub mod chart;
 pub mod csv;
 pub mod filter;
+pub mod hours;
 pub mod local;
 pub mod numbers;
 pub mod page_totals;
@@ -13,6 +14,7 @@ pub mod period;
 pub mod queries;
 pub mod retention;
 pub mod sources;
+pub mod summaries;
 pub mod visits;
 pub mod wall_clock;
 

@@ -16,6 +16,7 @@ pub mod salts;
 pub mod schema;
 pub mod sharding;
 pub mod share_links;
+pub mod site_purge;
 pub mod site_totals;
 pub mod sites;
 pub mod stored_dates;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::*;
-use crate::reports::{chart, queries};
+use crate::reports::chart;
+use crate::reports::summaries::{self, SiteSummary};
 use crate::storage::sites::Site;
 use crate::web::auth::Viewer;
 use crate::web::error::Answer;
@@ -32,7 +33,7 @@ pub struct SiteRow {
 pub async fn summaries(
     state: &WebState,
     can_see: impl Fn(&Site) -> bool,
-) -> Result<Vec<(Arc<Site>, queries::SiteSummary)>, mongodb::error::Error> {
+) -> Result<Vec<(Arc<Site>, SiteSummary)>, mongodb::error::Error> {
     let now = state.clock.now();
     let mut visible: Vec<Arc<Site>> = state
         .directory
@@ -44,7 +45,7 @@ pub async fn summaries(
     let figures = futures::future::try_join_all(
         visible
             .iter()
-            .map(|site| queries::site_summary(&state.store, site, now)),
+            .map(|site| summaries::site_summary(&state.store, site, now)),
     )
     .await?;
     Ok(visible.into_iter().zip(figures).collect())
