@@ -938,3 +938,56 @@ fn a_circle_is_found_through_any_number_of_modules() {
     let open = &files[..2];
     assert!(circles(&module_edges(open, &modules)).is_empty());
 }
+
+/// The uses in the files of module `from` (a second-level module such as
+/// `web::api`) of module `to`, as "file:line: code".
+fn uses_between(files: &[(String, String)], from: [&str; 2], to: [&str; 2]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (relative, source) in files {
+        let path = module_path(relative);
+        if path.len() < 2 || path[0] != from[0] || path[1] != from[1] {
+            continue;
+        }
+        let lines: Vec<&str> = source.lines().collect();
+        for (used, line) in module_uses(relative, source) {
+            if used == to {
+                let code = lines.get(line - 1).map_or("", |l| l.trim());
+                found.push(format!("src/{relative}:{line}: {code}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_api_and_the_report_pages_share_no_code_but_the_reports() {
+    let src = root().join("src");
+    let files: Vec<(String, String)> = files_under(&src, "rs")
+        .into_iter()
+        .map(|p| {
+            let source = std::fs::read_to_string(&p).expect("readable source");
+            (relative(&p, &src), source)
+        })
+        .collect();
+    // What a report is made of is read once, in `reports/`; `web::api`
+    // and `web::reports` each only parse a request and render the answer
+    // (JSON; HTML and CSV), so neither can change what the other shows.
+    let mut found = uses_between(&files, ["web", "api"], ["web", "reports"]);
+    found.extend(uses_between(&files, ["web", "reports"], ["web", "api"]));
+    assert!(
+        found.is_empty(),
+        "web::api and web::reports use each other; move what both need into reports/:\n{}",
+        found.join("\n")
+    );
+    // The rule sees each way of naming the other module.
+    let probe = [(
+        "web/api/x.rs".to_owned(),
+        "use crate::web::reports::sources;\nfn f() { super::super::reports::summaries(); }\n\
+         use crate::web::{reports::breakdowns, state};\nuse crate::reports::compared;\n"
+            .to_owned(),
+    )];
+    assert_eq!(
+        uses_between(&probe, ["web", "api"], ["web", "reports"]).len(),
+        3
+    );
+}

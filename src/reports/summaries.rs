@@ -2,6 +2,7 @@
 //! local days, the 30 days' chart, and the 30 days' visitors.
 
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
 use super::queries::{series, Scope};
 use super::{visits, Period, RangeQuery};
@@ -46,4 +47,18 @@ pub async fn site_summary(
         daily,
         visitors_30_days: visitors.map(|v| v[0]),
     })
+}
+
+/// `sites`, by name, each with the sites list's figures: the same on the
+/// page and in the API.
+pub async fn of_sites(
+    store: &Store,
+    mut sites: Vec<Arc<Site>>,
+    now: DateTime<Utc>,
+) -> Result<Vec<(Arc<Site>, SiteSummary)>, mongodb::error::Error> {
+    sites.sort_by_key(|s| s.name.to_lowercase());
+    let figures =
+        futures::future::try_join_all(sites.iter().map(|site| site_summary(store, site, now)))
+            .await?;
+    Ok(sites.into_iter().zip(figures).collect())
 }

@@ -28,9 +28,8 @@ pub use site_settings::{
     add_goal, add_site, new_site_form, remove_goal, save_page_cap, save_site_settings,
     site_settings,
 };
-pub use sites::{sites, summaries};
+pub use sites::sites;
 pub use sources::sources_csv;
-pub use view::daily_only_note;
 pub use view::{behind, freshness};
 
 use links::*;
