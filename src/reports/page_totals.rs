@@ -23,8 +23,7 @@ use std::sync::Arc;
 use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
 use crate::storage::report_reads;
 use crate::storage::sites::Site;
-use crate::storage::{stored_dates, Store, Subject};
-use bson::doc;
+use crate::storage::{stored_dates, Store};
 
 /// Units that ended less than this long ago are read from their buckets
 /// and not summarised: the rollups of their last hits may still be on
@@ -456,12 +455,7 @@ impl Builder<'_> {
 pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
     let now = Utc::now();
     let days = crate::storage::Resolution::Day;
-    let site_days = doc! {"site": site.domain.as_str()};
-    let skipped = store
-        .db()
-        .collection::<bson::Document>(Subject::Site.collection(days))
-        .count_documents(stored_dates::outside(site_days, now))
-        .await?;
+    let skipped = report_reads::site_days_outside_window(store, &site.domain, now).await?;
     if skipped > 0 {
         store.background().skipped(skipped);
         tracing::warn!(site = %site.domain, buckets = skipped,

@@ -24,6 +24,7 @@ pub mod system;
 pub mod txn;
 pub mod update;
 pub mod values;
+pub mod visit_reads;
 
 use bson::{doc, Document};
 use mongodb::options::{

@@ -583,3 +583,19 @@ pub fn estimate_stored(stored: &Document) -> i64 {
         }
     }
 }
+
+/// How many of the site's day totals are dated outside
+/// [`super::stored_dates::window`] at `now` (a hand edit, an old import's
+/// year +262142 or −1): what a backfill leaves out.
+pub async fn site_days_outside_window(
+    store: &Store,
+    domain: &DomainName,
+    now: DateTime<Utc>,
+) -> Result<u64, mongodb::error::Error> {
+    let site_days = doc! {"site": domain.as_str()};
+    store
+        .db()
+        .collection::<Document>(Subject::Site.collection(Resolution::Day))
+        .count_documents(super::stored_dates::outside(site_days, now))
+        .await
+}
