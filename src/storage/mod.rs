@@ -1,5 +1,6 @@
 //! Everything that talks to MongoDB.
 
+pub mod breakdown_reads;
 pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
