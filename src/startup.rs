@@ -321,7 +321,7 @@ fn spawn_site_purger(store: Store, clock: SharedClock, after_secs: u64) -> JoinH
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            match crate::storage::sites::purge_due(&store, clock.now(), after).await {
+            match crate::storage::site_purge::purge_due(&store, clock.now(), after).await {
                 Ok(purged) => {
                     for (domain, buckets) in purged {
                         tracing::info!(site = %domain, buckets, "deleted site purged");

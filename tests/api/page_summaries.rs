@@ -375,7 +375,7 @@ async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
     .await;
     assert!(!none_left(hour_summaries(&app).await));
     sites::mark_deleted(&app.store, &site, t0()).await.unwrap();
-    sites::purge_due(&app.store, t0(), TimeDelta::zero())
+    tickertape::storage::site_purge::purge_due(&app.store, t0(), TimeDelta::zero())
         .await
         .unwrap();
     assert!(none_left(summaries(&app).await));

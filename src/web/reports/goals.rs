@@ -174,7 +174,13 @@ async fn goals_csv_of(
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);
-    let read = super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
+    let request = crate::reports::request::ReportRequest::new(
+        &state.store,
+        scope,
+        &period,
+        state.clock.now(),
+    );
+    let read = crate::reports::compared::breakdowns(&request, &event_names(&site)).await?;
     let no_links = |_: &str| String::new();
     let goals = view(
         &state,

@@ -23,9 +23,8 @@ pub use exports::{
 pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
-pub use sites::{sites, summaries};
+pub use sites::sites;
 pub use sources::sources_csv;
-pub use view::daily_only_note;
 pub use view::{behind, freshness};
 
 use links::*;
