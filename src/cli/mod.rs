@@ -5,8 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::app::serve::{has_local_database, local_uri_file, start_local, stop_local};
 use crate::domain::SiteId;
-use crate::localdb::{self, LocalDb, LocalDbOptions};
 use crate::settings::{DatabaseSettings, LocalDbSettings};
 use crate::storage::{sites, Store};
 
@@ -145,33 +145,6 @@ async fn sites_named(store: &Store, site: Option<&str>) -> anyhow::Result<Vec<si
         anyhow::bail!("no site has the domain {d:?}");
     }
     Ok(chosen)
-}
-
-/// Where a running `serve` records its embedded database, so that CLI
-/// commands run beside it use the same server instead of a second one
-/// (which could not open the locked data directory).
-fn local_uri_file(local: &LocalDbSettings) -> PathBuf {
-    local.data_dir.join("localdb.uri")
-}
-
-async fn start_local(local: &LocalDbSettings) -> anyhow::Result<LocalDb> {
-    let binary = localdb::locate(local.localdb_bin.as_deref())?;
-    let db = LocalDb::start(
-        &binary,
-        &local.data_dir.join("db"),
-        &LocalDbOptions::default(),
-    )
-    .await?;
-    Ok(db)
-}
-
-async fn stop_local(db: LocalDb) {
-    let _ = tokio::task::spawn_blocking(move || db.stop()).await;
-}
-
-/// Whether `serve` has created its embedded database in `dir`.
-fn has_local_database(dir: &std::path::Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
 }
 
 /// Runs `f` with a store: `MONGODB_URI` if set, else the embedded database
