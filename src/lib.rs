@@ -3,6 +3,7 @@
 //! the buckets.
 
 pub mod accounts;
+pub mod app;
 pub mod classify;
 pub mod cli;
 pub mod clock;
@@ -17,7 +18,6 @@ pub mod metrics;
 pub mod preallocation;
 pub mod reports;
 pub mod settings;
-pub mod startup;
 pub mod storage;
 pub mod telemetry;
 pub mod web;

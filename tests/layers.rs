@@ -32,7 +32,9 @@ const LAYERS: &[&[&str]] = &[
     // Parses the environment and flags into each module's own config type;
     // starts the embedded database.
     &["settings", "localdb"],
-    &["startup"],
+    // Builds and runs the application: its state, middleware and
+    // background tasks, and `serve`'s steps before it.
+    &["app"],
     &["cli"],
 ];
 
@@ -567,9 +569,9 @@ fn super_paths_are_reported_once_they_climb_to_the_crate_root() {
     assert_eq!(
         reached(
             "web/api/auth.rs",
-            "use super::super::super::startup::X;\nuse super::super::error::E;\n"
+            "use super::super::super::app::X;\nuse super::super::error::E;\n"
         ),
-        [("startup".to_owned(), 1)]
+        [("app".to_owned(), 1)]
     );
 }
 
@@ -589,7 +591,7 @@ fn siblings_are_reported_and_lower_layers_are_not() {
     .is_empty());
     assert!(reached(
         "cli.rs",
-        "use crate::startup::Application;\nuse crate::web::snippets;\n"
+        "use crate::app::Application;\nuse crate::web::snippets;\n"
     )
     .is_empty());
 }

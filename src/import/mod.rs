@@ -19,6 +19,7 @@
 pub mod goatcounter;
 pub mod plausible;
 pub mod umami;
+pub mod workflow;
 
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use std::cell::RefCell;

@@ -7,7 +7,7 @@
 //! effects on `GET` (the pixel) look for the mark and skip them.
 //!
 //! HTTP middleware, so in `web`: the pixel and GoatCounter's endpoint read
-//! the mark and `startup` installs the middleware for the whole app.
+//! the mark and `app` installs the middleware for the whole app.
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};

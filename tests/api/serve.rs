@@ -560,3 +560,38 @@ async fn every_start_prints_the_first_admins_login_until_it_is_used() {
     assert!(!first_admin_logs_in(&second.address, &p2).await);
     second.stop();
 }
+
+#[tokio::test]
+async fn once_the_application_stops_none_of_its_background_tasks_runs() {
+    let mut settings = test_settings();
+    settings.prealloc.prealloc_schedule = true;
+    let dir = tempfile::tempdir().unwrap();
+    settings.ingest.journal_dir = Some(dir.path().to_owned());
+    let store = connect(database_uri(), &settings).await;
+    let clock = tickertape::clock::ManualClock::new(t0());
+    let app = tickertape::app::Application::build(&settings, store, clock)
+        .await
+        .expect("build the app");
+    let tasks = app.tasks();
+    let running = tasks.names();
+    // The hourly backfill of page summaries never ends by itself: it is
+    // what a dropped handle left running after a stop.
+    for name in [
+        "backfills",
+        "site directory refresh",
+        "deleted sites purge",
+        "visitor salts",
+        "preallocation schedule",
+    ] {
+        assert!(running.contains(&name), "{name} not in {running:?}");
+    }
+    let handle = app.handle();
+    let served = tokio::spawn(app.run_until_stopped());
+    handle.stop(true).await;
+    served.await.expect("app task").expect("stopped cleanly");
+    assert!(
+        tasks.names().is_empty(),
+        "still running after the stop: {:?}",
+        tasks.names()
+    );
+}
