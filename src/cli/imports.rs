@@ -164,7 +164,7 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
         db,
     } = args;
     with_store(&db, |store| async move {
-        let deleted = workflow::delete(
+        let deleted = crate::import::delete(
             &store,
             &key,
             file.as_deref(),

@@ -21,6 +21,9 @@ pub mod plausible;
 pub mod umami;
 pub mod workflow;
 
+mod by_kind;
+pub use by_kind::delete;
+
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

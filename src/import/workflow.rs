@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{goatcounter, plausible, umami, Counted, RowError, Skipped, Summary};
+use super::{Counted, RowError, Skipped, Summary};
 use crate::domain::SiteId;
 use crate::storage::imports::{self, ImportRecord, ReplacedDay};
 use crate::storage::progress::{self, Stream};
@@ -276,34 +276,32 @@ pub async fn import<S: Importer>(
     })
 }
 
-/// Takes the import `key` back, exactly, and forgets it: its file is read
-/// again (from where the import read it, or `file`; Umami's sessions from
-/// `sessions`) and must be the same. A delete killed midway and run again
-/// completes.
-pub async fn delete(
+/// The import recorded under `key`.
+pub async fn recorded(store: &Store, key: &str) -> anyhow::Result<ImportRecord> {
+    imports::get(store, key).await?.with_context(|| {
+        format!("no import has the key {key}: `tickertape import list` shows them")
+    })
+}
+
+/// Takes `record` back through its source `S`, exactly, and forgets it:
+/// its file is read again (from where the import read it, or `file`;
+/// Umami's sessions from `sessions`) and must be the same. A delete killed
+/// midway and run again completes. [`super::delete`] finds `S` by the kind
+/// the import recorded.
+pub async fn delete_as<S: Importer>(
     store: &Store,
-    key: &str,
+    record: ImportRecord,
     file: Option<&Path>,
     sessions: Option<&Path>,
     watch: &mut impl Watch,
 ) -> anyhow::Result<Deleted> {
-    let record = imports::get(store, key).await?.with_context(|| {
-        format!("no import has the key {key}: `tickertape import list` shows them")
-    })?;
-    // The source is found by the kind the import recorded, once; the
-    // rest goes through its `Importer`.
     let delete = Delete {
         store,
         record: &record,
         file,
         sessions,
     };
-    let (summary, until) = match record.kind.as_str() {
-        goatcounter::KIND => delete.of::<goatcounter::Export>(watch).await?,
-        umami::KIND => delete.of::<umami::Export>(watch).await?,
-        plausible::KIND => delete.of::<plausible::Export>(watch).await?,
-        other => anyhow::bail!("import {} is of an unknown kind {other:?}", record.key),
-    };
+    let (summary, until) = delete.of::<S>(watch).await?;
     Ok(Deleted {
         record,
         summary,
