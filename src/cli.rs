@@ -18,6 +18,8 @@ use crate::storage::{sharding, site_totals, sites, stored_dates, Store};
 use crate::web::snippets;
 use std::sync::atomic::Ordering::Relaxed;
 
+mod email;
+
 #[derive(Parser)]
 #[command(
     name = "tickertape",
@@ -63,6 +65,9 @@ enum Command {
     /// only what is not in yet).
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Email reports: send one now (docs/email.md).
+    #[command(subcommand)]
+    Email(email::EmailCommand),
 }
 
 #[derive(Subcommand)]
@@ -240,6 +245,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Import(ImportCommand::Plausible(args)) => import_plausible(args).await,
         Command::Import(ImportCommand::List(args)) => list_imports(args).await,
         Command::Import(ImportCommand::Delete(args)) => delete_import(args).await,
+        Command::Email(command) => email::run(command).await,
     }
 }
 

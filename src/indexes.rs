@@ -15,6 +15,7 @@ pub fn all() -> Vec<IndexSpec> {
         crate::accounts::sessions::indexes(),
         crate::accounts::api_tokens::indexes(),
         crate::storage::share_links::indexes(),
+        crate::storage::email::indexes(),
         crate::preallocation::indexes(),
     ]
     .concat()

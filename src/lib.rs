@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod domain;
+pub mod email;
 pub mod head;
 pub mod import;
 pub mod indexes;

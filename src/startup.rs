@@ -30,6 +30,8 @@ pub struct Application {
     /// Keeps the visitor salts (`ingest::visitor::Salts::keep`).
     salts: (tokio::sync::watch::Sender<bool>, JoinHandle<()>),
     scheduler: Option<JoinHandle<()>>,
+    /// The email sender's rounds, when SMTP is configured.
+    email: Option<JoinHandle<()>>,
     ingest: IngestState,
 }
 
@@ -161,6 +163,16 @@ impl Application {
         let scheduler_task = prealloc
             .prealloc_schedule
             .then(|| scheduler.clone().spawn());
+        let email = Arc::new(
+            crate::email::Sender::new(
+                store.clone(),
+                ingest.clock.clone(),
+                settings.email.email_config().map_err(anyhow::Error::msg)?,
+                public_url.clone(),
+            )
+            .map_err(anyhow::Error::msg)?,
+        );
+        let email_task = email.enabled().then(|| email.clone().spawn());
         let web_state = web::Data::new(WebState {
             store,
             scheduler: prealloc.prealloc_schedule.then_some(scheduler),
@@ -194,6 +206,7 @@ impl Application {
             journal: journal.clone(),
             ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
             apply: settings.ingest.apply_config(),
+            email,
         });
         // The system page's sizes are measured now, not on its first view.
         web_state
@@ -231,6 +244,7 @@ impl Application {
             purger,
             salts: (salts_stop, salts_keeper),
             scheduler: scheduler_task,
+            email: email_task,
             ingest,
         })
     }
@@ -263,6 +277,9 @@ impl Application {
         let _ = self.salts.0.send(true);
         let _ = self.salts.1.await;
         if let Some(task) = self.scheduler {
+            task.abort();
+        }
+        if let Some(task) = self.email {
             task.abort();
         }
         self.journal.close_writers().await;
