@@ -2,7 +2,8 @@
 #   make run    build and serve on an embedded local database
 #   make test   formatting, lints and every test
 # Both install what they need (cmake, the local database server, and for
-# tests Debian's chromium, prometheus and time, and the schemathesis fuzzer; the
+# tests Debian's chromium, prometheus, time and python3-aiosmtpd (the
+# email tests' SMTP server), and the schemathesis fuzzer; the
 # country database from npm) into the system or the ignored .tools directory.
 
 SHELL := /bin/bash
@@ -53,6 +54,7 @@ test-deps: setup $(AXE) $(SCHEMATHESIS) $(PEER_TRACKERS)
 	@scripts/need $(CHROMEDRIVER) chromium-driver
 	@scripts/need promtool prometheus
 	@scripts/need /usr/bin/time time
+	@scripts/need /usr/lib/python3/dist-packages/aiosmtpd python3-aiosmtpd
 
 # Debian's python3 has `venv` only with python3-venv (its ensurepip).
 $(SCHEMATHESIS): tests/api/schemathesis-constraints.txt

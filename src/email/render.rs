@@ -180,12 +180,11 @@ fn html_page(title: &str, body: &str, unsubscribe: &str) -> String {
 
 /// A periodic report.
 pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
-    let subject = format!(
-        "{}: {} — {} views",
-        r.site_name,
-        r.title,
-        thousands(&r.now.views)
-    );
+    let views = match r.now.views {
+        1 => "1 view".to_owned(),
+        n => format!("{} views", thousands(&n)),
+    };
+    let subject = format!("{}: {} — {views}", r.site_name, r.title);
     let lines = lines(&r.now, &r.before);
     let zone = r.period.zone.name();
     let mut text = format!(

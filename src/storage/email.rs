@@ -26,7 +26,7 @@ pub const EPISODES: &str = "email_alert_episodes";
 pub const KEYS: &str = "email_keys";
 
 /// Most subscriptions one site may have (every address and schedule).
-pub const MAX_PER_SITE: u64 = 100;
+pub const MAX_PER_SITE: u64 = 500;
 
 /// How long a send record is kept: long past any period it keeps from
 /// being sent twice (a month), so the system page can list recent ones.

@@ -380,7 +380,7 @@ pub fn api_routes(cfg: &mut web::ServiceConfig) {
             .app_data(json)
             .route(web::get().to(api_list))
             .route(web::post().to(api_subscribe))
-            .default_service(web::to(|| async { not_allowed("GET, POST") })),
+            .default_service(web::to(|| async { not_allowed("GET, HEAD, POST") })),
     )
     .service(
         web::resource("/sites/{id}/email/subscriptions/{sub}")

@@ -14,6 +14,7 @@ mod browser_sharing;
 mod compat;
 mod crash;
 mod deployment;
+mod email;
 mod goals;
 mod imports;
 mod imports_hostile;
