@@ -688,7 +688,23 @@ async fn a_spike_alert_is_sent_once_per_episode() {
 
     // Two quiet hours end the episode; the next spike is a new one.
     app.clock.advance(TimeDelta::hours(2));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let episodes = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::email::EPISODES);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while episodes
+        .find_one(bson::doc! {"open": false})
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the episode did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(sink.received().len(), 1);
     // All at once, so the alert's count is not taken halfway.
     let now = app.clock.now();
@@ -718,7 +734,8 @@ async fn failed_deliveries_are_retried_with_back_off_counted_and_shown() {
         &site.id,
         &tickertape::domain::Recipient::parse("ops@example.com").unwrap(),
         tickertape::domain::Schedule::Daily,
-        t0() - TimeDelta::days(1),
+        // Sunday: the first report due is Monday's.
+        t0(),
     )
     .await
     .unwrap();
