@@ -993,3 +993,44 @@ async fn call_with_body(
         headers,
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_alert_comes_when_usual_hours_pass_without_a_view() {
+    let sink = SmtpSink::start(None, 0).await;
+    let app = spawn_app_with(|s| send_through(s, &sink)).await;
+    let site = app.add_site("drop.test", &[]).await;
+    // A view at 09:00 on each of the 7 days before; none today.
+    let days: Vec<_> = (1..=7)
+        .map(|d| Utc.with_ymd_and_hms(2026, 11, 22 - d, 9, 0, 0).unwrap())
+        .collect();
+    let hits: Vec<(&str, chrono::DateTime<Utc>)> =
+        days.iter().map(|t| ("drop.test/", *t)).collect();
+    app.write_hits(&hits).await;
+    tickertape::storage::email::set_alert_rules(
+        &app.store,
+        &site.id,
+        tickertape::domain::AlertRules::parse("", "", "2").unwrap(),
+    )
+    .await
+    .unwrap();
+    tickertape::storage::email::subscribe(
+        &app.store,
+        &site.id,
+        &tickertape::domain::Recipient::parse("ops@example.com").unwrap(),
+        tickertape::domain::Schedule::Alerts,
+        t0(),
+    )
+    .await
+    .unwrap();
+    // 10:01 on Sunday: 08:02 to 10:02 had a view on every day before.
+    let got = sink.wait_for(1).await;
+    assert_eq!(
+        got[0]["subject"],
+        "Traffic drop on drop.test: no views for 2 hours"
+    );
+    assert!(got[0]["text"].as_str().unwrap().contains("usually have 1"));
+    // Still none: the same episode, no second email.
+    app.clock.advance(TimeDelta::minutes(30));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(sink.received().len(), 1);
+}
