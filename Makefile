@@ -4,7 +4,8 @@
 #   make test-fast   the same without the browser, crash, schemathesis and
 #                    reference-model tiers (docs/testing.md)
 # Both install what they need (cmake, the local database server, and for
-# tests Debian's chromium, prometheus and time, and the schemathesis fuzzer; the
+# tests Debian's chromium, prometheus, time and python3-aiosmtpd (the email
+# tests' SMTP server), and the schemathesis fuzzer; the
 # country database from npm). What takes long to build or fetch is kept once
 # per machine, by version, in the user's cache (TICKERTAPE_CACHE) and linked
 # or copied into the clone's ignored .tools directory, so a new clone (or a CI
@@ -92,6 +93,7 @@ test-deps: setup $(AXE) $(SCHEMATHESIS_LINK) $(PEER_TRACKERS)
 	@scripts/need $(CHROMEDRIVER) chromium-driver
 	@scripts/need promtool prometheus
 	@scripts/need /usr/bin/time time
+	@scripts/need /usr/lib/python3/dist-packages/aiosmtpd python3-aiosmtpd
 
 # Debian's python3 has `venv` only with python3-venv (its ensurepip).
 # The venv is complete once its stamp is written (last).

@@ -16,6 +16,7 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::api_tokens::indexes(),
         crate::storage::share_links::indexes(),
         crate::storage::prealloc::indexes(),
+        crate::storage::email::indexes(),
     ]
     .concat()
 }

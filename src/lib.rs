@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod domain;
+pub mod email;
 pub mod import;
 pub mod indexes;
 pub mod ingest;

@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::journal::AckMode;
+
+mod email;
 use crate::storage::{ConnectError, GroupingChoice, StoreOptions, WriteAck};
+pub use email::EmailSettings;
 
 /// `TICKERTAPE_ACK_MODE` names the journal's modes; each value's help is
 /// what the mode does.
@@ -415,6 +418,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub retention: RetentionSettings,
+
+    #[command(flatten)]
+    pub email: EmailSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

@@ -24,8 +24,9 @@ const LAYERS: &[&[&str]] = &[
     &["storage"],
     &["ingest", "preallocation", "reports", "accounts", "demo"],
     // Replays a peer's rows through the pixel's own rules (its visits
-    // table, its utm rule).
-    &["import"],
+    // table, its utm rule); composes and sends the email reports and
+    // alerts from the reports' figures.
+    &["import", "email"],
     // Composes the indexes each module below declares.
     &["indexes"],
     &["web"],

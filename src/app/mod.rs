@@ -138,6 +138,18 @@ impl Application {
         if prealloc.prealloc_schedule {
             tasks.adopt("preallocation schedule", scheduler.clone().spawn());
         }
+        let email = Arc::new(
+            crate::email::Sender::new(
+                store.clone(),
+                ingest.clock.clone(),
+                settings.email.email_config().map_err(anyhow::Error::msg)?,
+                public_url.clone(),
+            )
+            .map_err(anyhow::Error::msg)?,
+        );
+        if email.enabled() {
+            tasks.adopt("email", email.clone().spawn());
+        }
         let web_state = state::web(
             settings,
             state::WebParts {
@@ -147,6 +159,7 @@ impl Application {
                 scheduler: prealloc.prealloc_schedule.then_some(scheduler),
                 retention,
                 public_url,
+                email,
             },
         );
         // The system page's sizes are measured now, not on its first view.

@@ -57,6 +57,8 @@ pub struct WebParts {
     pub retention: Retention,
     /// Where browsers reach the app.
     pub public_url: String,
+    /// The email sender (its rounds run as a task of the application).
+    pub email: Arc<crate::email::Sender>,
 }
 
 /// The web app's state: accounts, reports, preallocation, sharing.
@@ -68,6 +70,7 @@ pub fn web(settings: &Settings, parts: WebParts) -> web::Data<WebState> {
         scheduler,
         retention,
         public_url,
+        email,
     } = parts;
     let accounts = &settings.accounts;
     let prealloc = &settings.prealloc;
@@ -104,5 +107,6 @@ pub fn web(settings: &Settings, parts: WebParts) -> web::Data<WebState> {
         journal,
         ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         apply: settings.ingest.apply_config(),
+        email,
     })
 }

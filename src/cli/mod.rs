@@ -10,6 +10,7 @@ use crate::domain::SiteId;
 use crate::settings::{DatabaseSettings, LocalDbSettings};
 use crate::storage::{sites, Store};
 
+mod email;
 mod imports;
 mod maintenance;
 mod serve;
@@ -67,6 +68,9 @@ enum Command {
     /// only what is not in yet).
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Email reports: send one now (docs/email.md).
+    #[command(subcommand)]
+    Email(email::EmailCommand),
 }
 
 #[derive(Args)]
@@ -111,6 +115,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::BackfillSiteTotals(args) => maintenance::backfill_site_totals(args).await,
         Command::BackfillPageSummaries(args) => maintenance::backfill_page_summaries(args).await,
         Command::Import(command) => imports::run(command).await,
+        Command::Email(command) => email::run(command).await,
     }
 }
 

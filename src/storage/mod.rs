@@ -7,6 +7,7 @@ pub mod bucket_writer;
 pub mod buckets;
 pub mod clear;
 pub mod day_visitors;
+pub mod email;
 pub mod imports;
 pub mod last_use;
 pub mod page_summaries;

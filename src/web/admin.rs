@@ -603,6 +603,8 @@ struct SystemPage {
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
     geoip: GeoIpView,
+    /// `None`: the database did not answer.
+    email: Option<super::email::SystemEmail>,
 }
 
 /// The country database the pixel uses, as the system page states it.
@@ -714,6 +716,7 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),
         geoip: GeoIpView::of(&state.ingest.classifier),
+        email: super::email::system(&state).await.ok(),
     };
     Ok(render(StatusCode::OK, &page))
 }

@@ -8,6 +8,7 @@ pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod compat;
+pub mod email;
 pub use crate::domain::client_ip;
 pub mod error;
 pub mod fmt;
@@ -54,6 +55,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     }))
     .configure(api::routes)
     .configure(share::routes)
+    .configure(email::routes)
     .route("/sites/{id}/share", web::get().to(share::share_page))
     .route("/sites/{id}/share", web::post().to(share::create))
     .route(

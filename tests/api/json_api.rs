@@ -824,6 +824,7 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
             get(app, &token, &bad).await;
         }
     }
+    crate::email::subscription_answers(app, &token, &other, &w.alpha).await;
     // `preparing`: a site whose totals are not built yet, with a report
     // time limit its page buckets cannot meet over a year.
     let slow = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;

@@ -15,6 +15,7 @@ mod compat;
 mod crash;
 mod credentials;
 mod deployment;
+mod email;
 mod goals;
 mod imports;
 mod imports_hostile;
