@@ -6,6 +6,7 @@
 //! all and the tests check real responses against it.
 
 mod auth;
+mod email;
 mod query;
 mod reports;
 
@@ -57,7 +58,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/sources", reports::top_sources))
             .service(get("/sites/{id}/breakdown", reports::breakdown))
             .service(get("/sites/{id}/visits", reports::visits))
-            .configure(crate::web::email::api_routes)
+            .configure(email::api_routes)
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );
 }
