@@ -1,4 +1,4 @@
-//! Time per hit of classification at the pixel (issue 20): the User-Agent
+//! Time per hit of classification at the pixel: the User-Agent
 //! classifier over the table of real User-Agents, answered from its cache
 //! and parsed anew, and the country lookup over a set of addresses in the
 //! shipped database. `make bench` runs it; docs/benchmarks.md has results.

@@ -1,7 +1,7 @@
 -- wrk script for Tickertape's pixel: pages /p/1 .. /p/N of one site, with
 -- Zipf popularity (page k is requested in proportion to 1/k), or uniform,
 -- or "junk": a new random path every request, over the comma-separated
--- site ids given (the page cap's flood, issue 29).
+-- site ids given (the page cap's flood).
 -- Usage: wrk ... -s benches/pixel.lua URL -- <site-id>[,...] <pages> [interval-ms] [zipf|uniform|junk]
 -- The interval is only read by benches/pace.lua, which the bench appends
 -- for paced runs.
@@ -24,7 +24,7 @@ local junk = false
 local sites = {}
 local cdf = {}
 -- Real browsers' User-Agents, so the breakdowns classify as they would
--- for real traffic (issue 20).
+-- for real traffic.
 local uas = {
   "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
   "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0",
@@ -42,7 +42,7 @@ end
 
 -- What tt.js sends besides the page: a referrer (one of 40 hosts), the
 -- screen width, and on one view in five a campaign, so every breakdown
--- has names to count (issue 20).
+-- has names to count.
 local widths = { "390", "820", "1440", "1920" }
 local function extra(page)
   local n = math.random(200)

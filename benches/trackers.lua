@@ -1,4 +1,4 @@
--- wrk script for the peers' endpoints (issue 27) beside the pixel: the same
+-- wrk script for the peers' endpoints beside the pixel: the same
 -- pages (uniform over /p/1 .. /p/N of bench.test) and visitors, through
 -- one route per run.
 -- Usage: wrk ... -s benches/trackers.lua URL -- <site-id> <pages> <pixel|plausible|umami|goatcounter>

@@ -3,12 +3,13 @@
 //! the buckets.
 
 pub mod accounts;
+pub mod app;
 pub mod classify;
 pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod domain;
-pub mod head;
+pub mod email;
 pub mod import;
 pub mod indexes;
 pub mod ingest;
@@ -18,7 +19,6 @@ pub mod metrics;
 pub mod preallocation;
 pub mod reports;
 pub mod settings;
-pub mod startup;
 pub mod storage;
 pub mod telemetry;
 pub mod web;

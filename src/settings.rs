@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::journal::AckMode;
+
+mod email;
 use crate::storage::{ConnectError, GroupingChoice, StoreOptions, WriteAck};
+pub use email::EmailSettings;
 
 /// `TICKERTAPE_ACK_MODE` names the journal's modes; each value's help is
 /// what the mode does.
@@ -297,7 +300,7 @@ pub struct PreallocSettings {
     pub prealloc_threshold: i64,
 }
 
-/// Limits that protect the web app from abuse (issue 13).
+/// Limits that protect the web app from abuse.
 #[derive(Debug, Clone, Args)]
 pub struct SecuritySettings {
     /// Password checks (argon2id, about 19 MiB each) that may run at once;
@@ -443,6 +446,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub retention: RetentionSettings,
+
+    #[command(flatten)]
+    pub email: EmailSettings,
 }
 
 pub fn public_url_or(configured: Option<&str>, listen: SocketAddr) -> String {

@@ -18,29 +18,24 @@ use std::path::{Path, PathBuf};
 /// independent of each other).
 const LAYERS: &[&[&str]] = &[
     // Knows nothing of the product's flow: values parsed once, the clock,
-    // metric primitives, logging, the HEAD mark, the User-Agent and
-    // country classifiers.
-    &[
-        "domain",
-        "clock",
-        "metrics",
-        "telemetry",
-        "head",
-        "classify",
-    ],
+    // metric primitives, logging, the User-Agent and country classifiers.
+    &["domain", "clock", "metrics", "telemetry", "classify"],
     &["journal"],
     &["storage"],
     &["ingest", "preallocation", "reports", "accounts", "demo"],
     // Replays a peer's rows through the pixel's own rules (its visits
-    // table, its utm rule).
-    &["import"],
+    // table, its utm rule); composes and sends the email reports and
+    // alerts from the reports' figures.
+    &["import", "email"],
     // Composes the indexes each module below declares.
     &["indexes"],
     &["web"],
     // Parses the environment and flags into each module's own config type;
     // starts the embedded database.
     &["settings", "localdb"],
-    &["startup"],
+    // Builds and runs the application: its state, middleware and
+    // background tasks, and `serve`'s steps before it.
+    &["app"],
     &["cli"],
 ];
 
@@ -575,9 +570,9 @@ fn super_paths_are_reported_once_they_climb_to_the_crate_root() {
     assert_eq!(
         reached(
             "web/api/auth.rs",
-            "use super::super::super::startup::X;\nuse super::super::error::E;\n"
+            "use super::super::super::app::X;\nuse super::super::error::E;\n"
         ),
-        [("startup".to_owned(), 1)]
+        [("app".to_owned(), 1)]
     );
 }
 
@@ -592,12 +587,12 @@ fn siblings_are_reported_and_lower_layers_are_not() {
     );
     assert!(reached(
         "web/admin.rs",
-        "use crate::storage::Store;\nuse crate::accounts::User;\nuse crate::{journal, head};\n"
+        "use crate::storage::Store;\nuse crate::accounts::User;\nuse crate::{journal, classify};\n"
     )
     .is_empty());
     assert!(reached(
         "cli.rs",
-        "use crate::startup::Application;\nuse crate::web::snippets;\n"
+        "use crate::app::Application;\nuse crate::web::snippets;\n"
     )
     .is_empty());
 }
@@ -639,5 +634,483 @@ fn templates_count_as_web() {
             .map(|v| (v.to.as_str(), v.line))
             .collect::<Vec<_>>(),
         [("cli", 2)]
+    );
+}
+
+/// The layers below `web` that must not know the web framework: HTTP
+/// handlers, extractors and middleware belong in `web`, so the rules they
+/// call can be used (and tested) without a request.
+const FREE_OF_ACTIX: &[&str] = &[
+    "domain",
+    "journal",
+    "storage",
+    "ingest",
+    "reports",
+    "accounts",
+    "preallocation",
+    "import",
+];
+
+/// The lines of a source that name `actix` in code (not in comments or
+/// strings), numbered from 1.
+fn actix_lines(source: &str) -> Vec<usize> {
+    let code: String = code_only(source).into_iter().collect();
+    code.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            line.match_indices("actix").any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+#[test]
+fn the_layers_below_web_do_not_use_actix() {
+    assert_eq!(actix_lines("use actix_web::HttpRequest;\n"), [1]);
+    assert_eq!(
+        actix_lines(
+            "// actix_web\nfn f(r: &::actix_web::HttpRequest) {}\nconst S: &str = \"actix\";\n"
+        ),
+        [2]
+    );
+    let src = root().join("src");
+    let mut found = Vec::new();
+    for module in FREE_OF_ACTIX {
+        let dir = src.join(module);
+        let files = if dir.is_dir() {
+            files_under(&dir, "rs")
+        } else {
+            vec![src.join(format!("{module}.rs"))]
+        };
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("readable source");
+            for line in actix_lines(&source) {
+                found.push(format!("src/{}:{line}", relative(&path, &src)));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "actix below `web` (move the handler, extractor or middleware into web/):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Where a file's code (comments and literals blanked) names a collection:
+/// opens one (`.collection(name)`, `.collection::<T>(name)`) or declares a
+/// `…COLLECTION…` constant. `Resolution::collection()` without arguments
+/// only reads a name and opens nothing.
+fn names_a_collection(source: &str) -> Vec<(usize, String)> {
+    let code: String = code_only(source).into_iter().collect();
+    let lines: Vec<&str> = source.lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let opens = line.match_indices(".collection").any(|(at, m)| {
+            let rest = line[at + m.len()..].trim_start();
+            rest.starts_with("::<")
+                || (rest.starts_with('(') && !rest[1..].trim_start().starts_with(')'))
+        });
+        let constant = line
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word.contains("COLLECTION"));
+        if opens || constant {
+            found.push((n + 1, lines.get(n).map_or("", |l| l.trim()).to_owned()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_checker_of_collection_names_sees_what_it_must() {
+    for named in [
+        "fn f(s: &Store) { s.db().collection(\"x\"); }",
+        "fn f(s: &Store) { s.db()\n    .collection::<Document>(NAME); }",
+        "fn f(s: &Store) { s.db().collection (name); }",
+        "pub const COLLECTION: &str = \"x\";",
+        "const USERS_COLLECTION: &str = \"users\";",
+    ] {
+        assert!(!names_a_collection(named).is_empty(), "missed: {named}");
+    }
+    for clean in [
+        "fn f(g: Resolution) -> bool { g.collection() == \"x\" }",
+        "// s.db().collection(\"x\") in a comment",
+        "fn f() -> &'static str { \".collection(COLLECTION)\" }",
+    ] {
+        assert!(names_a_collection(clean).is_empty(), "flagged: {clean}");
+    }
+}
+
+#[test]
+fn only_storage_names_a_collection() {
+    let src = root().join("src");
+    let mut found = Vec::new();
+    for path in files_under(&src, "rs") {
+        let rel = relative(&path, &src);
+        if rel.starts_with("storage/") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("readable source");
+        for (line, code) in names_a_collection(&source) {
+            found.push(format!("src/{rel}:{line}: {code}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "only storage/ names collections, their indexes and their documents: \
+         move this into a storage module and call it:\n{}",
+        found.join("\n")
+    );
+}
+
+// Circles between the modules inside a layer: each file or directory under
+// a top-level module (`reports::queries`, `storage::sites`) is a node, and
+// a path from it to another one (`crate::reports::visits`, `super::visits`,
+// `crate::reports::{queries, visits}`) an edge. A circle means neither side
+// can be read, tested or moved without the other: the shared piece belongs
+// in a module of its own below both.
+
+/// The second-level modules on disk: `reports/queries.rs` and `web/api/`
+/// are `reports::queries` and `web::api`.
+fn second_level_modules(src: &Path) -> BTreeSet<(String, String)> {
+    let mut found = BTreeSet::new();
+    for top in std::fs::read_dir(src).expect("src/") {
+        let top = top.expect("entry").path();
+        if !top.is_dir() {
+            continue;
+        }
+        let a = top
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        for entry in std::fs::read_dir(&top).expect("a module directory") {
+            let path = entry.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                found.insert((a.clone(), name));
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                if stem != "mod" {
+                    found.insert((a.clone(), stem.to_owned()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Every module path `relative` names from the crate root, cut to its
+/// first two segments, with the 1-based line of each: `crate::a::b::c` is
+/// `[a, b]`, `crate::a::{b, c}` both `[a, b]` and `[a, c]`, and `super::b`
+/// in `a/x.rs` is `[a, b]`. A path that stops sooner is kept as it is.
+fn module_uses(relative: &str, source: &str) -> Vec<(Vec<String>, usize)> {
+    let code = code_only(source);
+    let reader = PathReader { code: &code };
+    let file_path = module_path(relative);
+    let line_at = |at: usize| code[..at].iter().filter(|&&c| c == '\n').count() + 1;
+
+    fn expand(
+        reader: &PathReader<'_>,
+        at: usize,
+        prefix: &[String],
+        out: &mut Vec<(Vec<String>, usize)>,
+    ) {
+        if prefix.len() >= 2 {
+            out.push((prefix[..2].to_vec(), at));
+            return;
+        }
+        for (name, start) in reader.heads(at) {
+            let mut path = prefix.to_vec();
+            path.push(name.clone());
+            let after = reader.word(start).map(|(_, end)| end);
+            match after.and_then(|end| reader.separator(end)) {
+                Some(next) if path.len() < 2 => expand(reader, next, &path, out),
+                _ => out.push((path, start)),
+            }
+        }
+    }
+
+    let mut found = Vec::new();
+    let mut inline_mods: Vec<usize> = Vec::new();
+    let mut opens_mod: Option<usize> = None;
+    let mut depth = 0;
+    let mut i = 0;
+    while i < code.len() {
+        let c = code[i];
+        if c == '{' {
+            depth += 1;
+            if opens_mod == Some(i) {
+                inline_mods.push(depth);
+            }
+            i += 1;
+            continue;
+        }
+        if c == '}' {
+            if inline_mods.last() == Some(&depth) {
+                inline_mods.pop();
+            }
+            depth -= 1;
+            i += 1;
+            continue;
+        }
+        let starts_word = i == 0 || !(code[i - 1].is_alphanumeric() || code[i - 1] == '_');
+        let Some((word, end)) = starts_word.then(|| reader.word(i)).flatten() else {
+            i += 1;
+            continue;
+        };
+        match word.as_str() {
+            "mod" => {
+                let name = reader.skip_space(end);
+                if let Some((_, after)) = reader.word(name) {
+                    let brace = reader.skip_space(after);
+                    if code.get(brace) == Some(&'{') {
+                        opens_mod = Some(brace);
+                    }
+                }
+            }
+            "crate" => {
+                if let Some(next) = reader.separator(end) {
+                    expand(&reader, next, &[], &mut found);
+                }
+            }
+            "super" => {
+                let mut climbed = 1;
+                let mut next = reader.separator(end);
+                while let Some(at) = next {
+                    match reader.word(at) {
+                        Some((w, after)) if w == "super" => {
+                            climbed += 1;
+                            next = reader.separator(after);
+                            // Read on after the whole chain, not from
+                            // its second `super` as a chain of its own.
+                            i = after;
+                        }
+                        _ => break,
+                    }
+                }
+                // The module the code is in: the file's, then one level
+                // per inline `mod` (their names never matter here: a
+                // path that keeps them is inside the file's own module).
+                let here = file_path.len() + inline_mods.len();
+                if let (Some(at), true) = (next, climbed <= here) {
+                    let mut base: Vec<String> = file_path.clone();
+                    base.resize(here, String::new());
+                    base.truncate(here - climbed);
+                    expand(&reader, at, &base, &mut found);
+                }
+                i = i.max(end);
+                continue;
+            }
+            _ => {}
+        }
+        i = end;
+    }
+    found
+        .into_iter()
+        .map(|(path, at)| (path, line_at(at)))
+        .collect()
+}
+
+/// The edges between second-level modules, each with where it was seen.
+type Edges = std::collections::BTreeMap<(String, String), Vec<((String, String), String)>>;
+
+fn module_edges(files: &[(String, String)], modules: &BTreeSet<(String, String)>) -> Edges {
+    let mut edges = Edges::new();
+    for (relative, source) in files {
+        let path = module_path(relative);
+        if path.len() < 2 {
+            continue;
+        }
+        let from = (path[0].clone(), path[1].clone());
+        for (to, line) in module_uses(relative, source) {
+            let [a, b] = to.as_slice() else { continue };
+            let to = (a.clone(), b.clone());
+            if to != from && modules.contains(&to) {
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .push((to, format!("src/{relative}:{line}")));
+            }
+        }
+    }
+    edges
+}
+
+/// The circles of `edges`: each group of modules that reach each other
+/// (a strongly connected component of more than one), with one edge that
+/// closes it per member.
+fn circles(edges: &Edges) -> Vec<Vec<String>> {
+    let nodes: BTreeSet<&(String, String)> = edges
+        .iter()
+        .flat_map(|(from, to)| std::iter::once(from).chain(to.iter().map(|(t, _)| t)))
+        .collect();
+    let reach = |start: &(String, String)| {
+        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut stack = vec![start.clone()];
+        while let Some(n) = stack.pop() {
+            for (to, _) in edges.get(&n).into_iter().flatten() {
+                if seen.insert(to.clone()) {
+                    stack.push(to.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: std::collections::BTreeMap<&(String, String), BTreeSet<(String, String)>> =
+        nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut done: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut out = Vec::new();
+    for n in &nodes {
+        if done.contains(*n) || !reached[n].contains(*n) {
+            continue;
+        }
+        let group: BTreeSet<(String, String)> = reached[n]
+            .iter()
+            .filter(|m| reached.get(m).is_some_and(|r| r.contains(*n)))
+            .cloned()
+            .collect();
+        let mut lines = Vec::new();
+        for m in &group {
+            for (to, at) in edges.get(m).into_iter().flatten() {
+                if group.contains(to) {
+                    lines.push(format!("{}::{} -> {}::{} ({at})", m.0, m.1, to.0, to.1));
+                }
+            }
+        }
+        lines.dedup();
+        done.extend(group);
+        out.push(lines);
+    }
+    out
+}
+
+#[test]
+fn no_circle_between_the_modules_inside_a_top_level_module() {
+    let src = root().join("src");
+    let files: Vec<(String, String)> = files_under(&src, "rs")
+        .into_iter()
+        .map(|p| {
+            let source = std::fs::read_to_string(&p).expect("readable source");
+            (relative(&p, &src), source)
+        })
+        .filter(|(rel, _)| !ROOTS.contains(&rel.as_str()))
+        .collect();
+    let found = circles(&module_edges(&files, &second_level_modules(&src)));
+    assert!(
+        found.is_empty(),
+        "{} circle(s) between modules; move the piece both sides need into a module below them:\n{}",
+        found.len(),
+        found
+            .iter()
+            .map(|c| c.join("\n  "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn module_uses_follow_groups_supers_and_inline_paths() {
+    let source = "use super::visits::{self, X};\nuse crate::reports::{queries, page_totals::Y};\n\
+                  use crate::{storage::sites::Site, domain};\n\
+                  mod tests {\n    use super::super::chart;\n    use super::*;\n}\n\
+                  fn f() { crate::web::fmt::x(); super::Resolution::Hour; }\n";
+    let got: Vec<(String, usize)> = module_uses("reports/sources.rs", source)
+        .into_iter()
+        .map(|(p, line)| (p.join("::"), line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("reports::visits".to_owned(), 1),
+            ("reports::queries".to_owned(), 2),
+            ("reports::page_totals".to_owned(), 2),
+            ("storage::sites".to_owned(), 3),
+            ("domain".to_owned(), 3),
+            ("reports::chart".to_owned(), 5),
+            ("reports::sources".to_owned(), 6),
+            ("web::fmt".to_owned(), 8),
+            ("reports::Resolution".to_owned(), 8),
+        ]
+    );
+}
+
+#[test]
+fn a_circle_is_found_through_any_number_of_modules() {
+    let files = [
+        ("reports/a.rs", "use super::b::X;\n"),
+        ("reports/b.rs", "use crate::reports::c::Y;\n"),
+        ("reports/c.rs", "fn f() { super::a::z(); }\n"),
+        ("reports/d.rs", "use super::a::X;\n"),
+    ]
+    .map(|(r, s)| (r.to_owned(), s.to_owned()));
+    let modules: BTreeSet<(String, String)> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|m| ("reports".to_owned(), (*m).to_owned()))
+        .collect();
+    let found = circles(&module_edges(&files, &modules));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].len(), 3, "{found:?}");
+    assert!(found[0][0].starts_with("reports::a -> reports::b (src/reports/a.rs:1)"));
+    // Without the edge back, no circle.
+    let open = &files[..2];
+    assert!(circles(&module_edges(open, &modules)).is_empty());
+}
+
+/// The uses in the files of module `from` (a second-level module such as
+/// `web::api`) of module `to`, as "file:line: code".
+fn uses_between(files: &[(String, String)], from: [&str; 2], to: [&str; 2]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (relative, source) in files {
+        let path = module_path(relative);
+        if path.len() < 2 || path[0] != from[0] || path[1] != from[1] {
+            continue;
+        }
+        let lines: Vec<&str> = source.lines().collect();
+        for (used, line) in module_uses(relative, source) {
+            if used == to {
+                let code = lines.get(line - 1).map_or("", |l| l.trim());
+                found.push(format!("src/{relative}:{line}: {code}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_api_and_the_report_pages_share_no_code_but_the_reports() {
+    let src = root().join("src");
+    let files: Vec<(String, String)> = files_under(&src, "rs")
+        .into_iter()
+        .map(|p| {
+            let source = std::fs::read_to_string(&p).expect("readable source");
+            (relative(&p, &src), source)
+        })
+        .collect();
+    // What a report is made of is read once, in `reports/`; `web::api`
+    // and `web::reports` each only parse a request and render the answer
+    // (JSON; HTML and CSV), so neither can change what the other shows.
+    let mut found = uses_between(&files, ["web", "api"], ["web", "reports"]);
+    found.extend(uses_between(&files, ["web", "reports"], ["web", "api"]));
+    assert!(
+        found.is_empty(),
+        "web::api and web::reports use each other; move what both need into reports/:\n{}",
+        found.join("\n")
+    );
+    // The rule sees each way of naming the other module.
+    let probe = [(
+        "web/api/x.rs".to_owned(),
+        "use crate::web::reports::sources;\nfn f() { super::super::reports::summaries(); }\n\
+         use crate::web::{reports::breakdowns, state};\nuse crate::reports::compared;\n"
+            .to_owned(),
+    )];
+    assert_eq!(
+        uses_between(&probe, ["web", "api"], ["web", "reports"]).len(),
+        3
     );
 }

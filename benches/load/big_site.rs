@@ -1,4 +1,4 @@
-//! Issue 22: reports of big sites. A site of P pages with D days of
+//! Reports of big sites. A site of P pages with D days of
 //! traffic (BENCH_BIG, default `1000x365,10000x365`; e.g. `100000x30`),
 //! Zipf views (BENCH_BIG_DAILY a day over all pages, default 190,000: the
 //! 69.5 million views a year of the issue's measurement), loaded as the
@@ -31,7 +31,7 @@ pub async fn run(db: &Database) -> anyhow::Result<()> {
     let specs = std::env::var("BENCH_BIG").unwrap_or_else(|_| "1000x365,10000x365".into());
     let daily: u64 = crate::env_or("BENCH_BIG_DAILY", 190_000);
     println!(
-        "\n## Big sites: top pages from page summaries (issue 22; {daily} views a day, Zipf over the pages; page-day buckets loaded directly; 50 sequential requests each after one warm-up, loopback)\n"
+        "\n## Big sites: top pages from page summaries ({daily} views a day, Zipf over the pages; page-day buckets loaded directly; 50 sequential requests each after one warm-up, loopback)\n"
     );
     for spec in specs.split(',').filter(|s| !s.trim().is_empty()) {
         let (pages, days) = spec

@@ -1,4 +1,4 @@
-//! Issue 27: import speed. A generated export is imported by the release
+//! Import speed. A generated export is imported by the release
 //! `tickertape import <format>` as a child process on a fresh database,
 //! and the run gives its wall time, rows per second for the validating
 //! pass and the applying pass, the importer's peak RSS and CPU time, the
@@ -178,7 +178,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         });
     }
 
-    println!("\n## Imports (issue 27)\n");
+    println!("\n## Imports\n");
     println!(
         "`tickertape import <format>` (release) as a child process, each file into a fresh database on the bench server with the default retention's TTL indexes (minutes 90 days, hours 2 years); GoatCounter: {rows} rows over 365 days in order, 1,000 pages (Zipf), ~1% events, ~0.3% bots; Plausible: 365 days of {pages} pages (Zipf; a page's row on the days it has views), entry and exit pages, 8 sources, 16 countries, 3 devices, 8 browsers, 6 systems, 3 events a day\n"
     );

@@ -73,11 +73,11 @@ pub struct Options {
     pub scenarios: Vec<String>,
     pub storage_hits: u64,
     pub reports: bool,
-    /// Issue 10: a year over 1,000 pages with sources (`BENCH_YEAR=0` skips).
+    /// A year over 1,000 pages with sources (`BENCH_YEAR=0` skips).
     pub year: bool,
-    /// Issue 26: the sustained rate (`BENCH_SUSTAINED=0` skips).
+    /// The sustained rate (`BENCH_SUSTAINED=0` skips).
     pub sustained: bool,
-    /// Issue 29: the new-page cap's two loads (`BENCH_PAGE_CAP=0` skips).
+    /// The new-page cap's two loads (`BENCH_PAGE_CAP=0` skips).
     pub page_cap: bool,
 }
 

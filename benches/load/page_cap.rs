@@ -1,4 +1,4 @@
-//! Issue 29: the new-page cap against its two loads, under the default
+//! The new-page cap against its two loads, under the default
 //! settings. A real big site (Zipf, s = 1, over 10,000 and 100,000 pages,
 //! saturating): the share of views counted under `/(other)` in the first
 //! minute and in the next. A junk flood (unique random paths at full rate,
@@ -81,7 +81,7 @@ async fn documents(store: &Store) -> anyhow::Result<u64> {
 
 pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     let seconds: u64 = env_or("BENCH_PAGE_CAP_SECS", if options.quick { 10 } else { 60 });
-    println!("\n## The new-page cap (issue 29)\n");
+    println!("\n## The new-page cap\n");
     println!(
         "default settings (1,000 pages a site an hour at first sight, then at the second view up to 100,000 a site and 1,000,000 an instance); wrk, 64 connections, {seconds} s rounds\n"
     );

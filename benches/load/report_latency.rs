@@ -106,7 +106,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
             format!("{base}/series.csv?range=custom&from={from30}&to={today}&res=day"),
         ),
     ];
-    // Every dashboard preset (issue 14: each under 50 ms p50); "last hour"
+    // Every dashboard preset (target: each under 50 ms p50); "last hour"
     // reads minute buckets, and must cost what its window holds, not what
     // the site has stored.
     for (name, key) in [
@@ -137,8 +137,8 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     }
     server.stop()?;
 
-    // The same site reports with `$group` on the server, as on MongoDB
-    // (issue 12): keep the app-side sums on secantusd-rs only where they
+    // The same site reports with `$group` on the server, as on MongoDB:
+    // keep the app-side sums on secantusd-rs only where they
     // are measured faster.
     let server = start_server(db, "server")?;
     let http = login(&server.address).await?;

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tickertape::domain::{DomainName, Page};
-use tickertape::ingest::pixel::{classify, GIF};
+use tickertape::ingest::pixel::classify;
 use tickertape::ingest::SiteDirectory;
 use tickertape::localdb::{self, LocalDb, LocalDbOptions};
 use tickertape::preallocation::{self, PreallocRequest, Scope, Trigger};
@@ -17,6 +17,7 @@ use tickertape::settings::Settings;
 use tickertape::storage::bucket_writer::BucketWriter;
 use tickertape::storage::sites::{self, NewSite};
 use tickertape::storage::Store;
+use tickertape::web::pixel::GIF;
 
 use crate::{repo, wrk, Options, Row, Server, Spec, SITE_DOMAIN};
 

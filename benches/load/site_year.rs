@@ -1,4 +1,4 @@
-//! Issue 10: a year of traffic over 1,000 pages with sources, read through
+//! A year of traffic over 1,000 pages with sources, read through
 //! site totals, source buckets and local days; and the write path's rate
 //! with sources against the same hits without them, in the same run.
 //!
@@ -151,7 +151,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
         } else {
             vec![None; batch.len()]
         };
-        // Every view with its breakdowns (issue 20): one of the profiles,
+        // Every view with its breakdowns: one of the profiles,
         // picked by the source's draw so no extra randomness moves the rest.
         let hits: Vec<Hit<'_>> = batch
             .iter()
@@ -270,19 +270,19 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
                 format!("{base}/sources.csv?range=12mo"),
             ),
             (
-                "browser CSV, 12 months (issue 20: target < 50 ms)".into(),
+                "browser CSV, 12 months (target < 50 ms)".into(),
                 format!("{base}/breakdown.csv?range=12mo&dimension=browser"),
             ),
             (
-                "device CSV, 12 months (issue 20: target < 50 ms)".into(),
+                "device CSV, 12 months (target < 50 ms)".into(),
                 format!("{base}/breakdown.csv?range=12mo&dimension=device"),
             ),
             (
-                "country CSV, 12 months (issue 20: target < 50 ms)".into(),
+                "country CSV, 12 months (target < 50 ms)".into(),
                 format!("{base}/breakdown.csv?range=12mo&dimension=country"),
             ),
             (
-                "campaign CSV, 12 months (issue 20: target < 50 ms)".into(),
+                "campaign CSV, 12 months (target < 50 ms)".into(),
                 format!("{base}/breakdown.csv?range=12mo&dimension=campaign"),
             ),
             ("sites list".into(), "/sites".into()),

@@ -204,7 +204,7 @@ pub async fn run(db: &Database, options: &Options) -> anyhow::Result<()> {
     preallocation_cost(db, options).await
 }
 
-/// What preallocation adds per day (issue 12): pages at the default
+/// What preallocation adds per day: pages at the default
 /// threshold's traffic (one view a minute), a day of it written by upserts
 /// alone, and the same day into buckets preallocated for all 24 hours.
 async fn preallocation_cost(db: &Database, options: &Options) -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! Issue 26: the sustained rate. The release `tickertape serve` (durable
+//! The sustained rate. The release `tickertape serve` (durable
 //! acks) over 1,000, 10,000 and 100,000 pages, loaded by wrk for minutes,
 //! with the app's own `/metrics` read every second: what it acknowledged,
 //! what it applied, how far each write-behind stream lags, what each
@@ -310,7 +310,7 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         .filter(|s| !s.is_empty())
         .map(RunSpec::parse)
         .collect::<anyhow::Result<_>>()?;
-    println!("\n## Sustained rate (issue 26)\n");
+    println!("\n## Sustained rate\n");
     println!(
         "durable acks, wrk with {connections} connections (paced runs 256), {seconds} s per run, `/metrics` read every second; a run keeps up when the minutes' lag stays under {FRESH_SECS} s (p99) and ends under it\n"
     );

@@ -1,4 +1,4 @@
-//! Issue 27: the peers' endpoints (Plausible's `/api/event`, Umami's
+//! The peers' endpoints (Plausible's `/api/event`, Umami's
 //! `/api/send`, GoatCounter's `/count`) under wrk, side by side with the
 //! pixel on one durable server, in alternating rounds so that the machine's
 //! drift hits every route alike; the median round of each against the
@@ -84,7 +84,7 @@ pub async fn run(db: &roles::Database, options: &Options) -> anyhow::Result<()> 
         })
         .sum::<u64>();
     let stored = roles::stored(&store, Resolution::Minute).await?;
-    println!("\n## The peers' trackers beside the pixel (issue 27)\n");
+    println!("\n## The peers' trackers beside the pixel\n");
     println!(
         "one durable server; wrk, {WRK_THREADS} threads, 64 connections, {seconds} s per run, {rounds} rounds of the four routes in turn, {} pages (uniform), real browsers' User-Agents\n",
         options.pages

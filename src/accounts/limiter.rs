@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn failures_from_one_address_never_guard_the_account() {
-        // Issue 24, item 6: five wrong passwords from one address paused
+        // Five wrong passwords from one address paused
         // the account for every address, the right password included.
         let l = LoginLimiter::new(5, Duration::from_secs(60));
         let t = Instant::now();
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_released_attempt_gives_its_place_back() {
-        // Issue 24, item 14: a login answered 503 (no password checked)
+        // A login answered 503 (no password checked)
         // counted as a failure.
         let l = LoginLimiter::new(2, Duration::from_secs(60));
         let t = Instant::now();

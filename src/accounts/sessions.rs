@@ -1,59 +1,24 @@
 //! Server-side sessions. The cookie holds a random token; the database
 //! holds only its SHA-256, so a leaked `sessions` collection logs nobody
-//! in. Expired sessions are removed by a TTL index.
+//! in. Expired sessions are removed by a TTL index (`storage::sessions`).
 
-use bson::doc;
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::password::random_token;
-use crate::storage::schema::IndexSpec;
+use crate::storage::sessions as stored;
 use crate::storage::Store;
 
-pub const COLLECTION: &str = "sessions";
+pub use crate::storage::sessions::Session;
 
-/// Expired sessions are removed by the server (TTL at `expiresAt`); a
-/// user's sessions are found to end them all.
-pub fn indexes() -> Vec<IndexSpec> {
-    vec![
-        IndexSpec::new(COLLECTION, "expiry", doc! {"expiresAt": 1})
-            .expire_after(std::time::Duration::ZERO),
-        IndexSpec::new(COLLECTION, "userId_1", doc! {"userId": 1}),
-    ]
-}
 pub const COOKIE: &str = "tt_session";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Session {
-    #[serde(rename = "_id")]
-    pub token_hash: String,
-    #[serde(rename = "userId")]
-    pub user_id: bson::Uuid,
-    /// The CSRF token every form of this session must carry.
-    pub csrf: String,
-    #[serde(rename = "expiresAt")]
-    pub expires_at: bson::DateTime,
-    /// The password was right but the second factor is still due: such a
-    /// session opens nothing but the code form.
-    #[serde(
-        rename = "secondFactorDue",
-        default,
-        skip_serializing_if = "std::ops::Not::not"
-    )]
-    pub second_factor_due: bool,
-}
 
 pub fn hash_token(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn collection(store: &Store) -> mongodb::Collection<Session> {
-    store.db().collection(COLLECTION)
 }
 
 /// Creates a session and returns the cookie token.
@@ -86,15 +51,17 @@ async fn insert(
     second_factor_due: bool,
 ) -> Result<String, mongodb::error::Error> {
     let token = random_token(32);
-    collection(store)
-        .insert_one(Session {
+    stored::insert(
+        store,
+        &Session {
             token_hash: hash_token(&token),
             user_id: user_id.into(),
             csrf: random_token(32),
             expires_at: bson::DateTime::from_chrono(until),
             second_factor_due,
-        })
-        .await?;
+        },
+    )
+    .await?;
     Ok(token)
 }
 
@@ -130,17 +97,12 @@ async fn find_any(
     if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(None);
     }
-    let session = collection(store)
-        .find_one(doc! {"_id": hash_token(token)})
-        .await?;
+    let session = stored::find(store, &hash_token(token)).await?;
     Ok(session.filter(|s| s.expires_at.to_chrono() > now))
 }
 
 pub async fn delete(store: &Store, token_hash: &str) -> Result<(), mongodb::error::Error> {
-    collection(store)
-        .delete_one(doc! {"_id": token_hash})
-        .await
-        .map(|_| ())
+    stored::delete(store, token_hash).await
 }
 
 /// Logs a user out everywhere (after a password change or reset).
@@ -149,11 +111,7 @@ pub async fn delete_for_user(
     user_id: Uuid,
     except: Option<&str>,
 ) -> Result<(), mongodb::error::Error> {
-    let mut filter = doc! {"userId": bson::Uuid::from(user_id)};
-    if let Some(keep) = except {
-        filter.insert("_id", doc! {"$ne": keep});
-    }
-    collection(store).delete_many(filter).await.map(|_| ())
+    stored::delete_for_user(store, user_id, except).await
 }
 
 /// Constant-time comparison for tokens.

@@ -10,14 +10,11 @@
 //! set up waits in `totpPending` until a code from it is confirmed.
 
 use argon2::password_hash::rand_core::{OsRng, RngCore};
-use bson::doc;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use totp_rs::{Algorithm, TOTP};
 use uuid::Uuid;
 
 use super::sessions::tokens_match;
-use super::users;
 use crate::storage::Store;
 
 const ISSUER: &str = "Tickertape";
@@ -129,54 +126,27 @@ fn recovery_hash(code: &str) -> String {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
-struct TotpDoc {
-    secret: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct UserTotp {
-    totp: Option<TotpDoc>,
-    #[serde(rename = "totpPending")]
-    pending: Option<String>,
-}
-
-fn collection(store: &Store) -> mongodb::Collection<bson::Document> {
-    store.db().collection(users::COLLECTION)
-}
-
-async fn load(store: &Store, user: Uuid) -> Result<Option<UserTotp>, mongodb::error::Error> {
-    let doc = collection(store)
-        .find_one(doc! {"_id": bson::Uuid::from(user)})
-        .projection(doc! {"totp.secret": 1, "totpPending": 1})
-        .await?;
-    Ok(doc.and_then(|d| bson::from_document(d).ok()))
-}
+use crate::storage::totp as stored;
 
 /// The user's active secret, if two-factor login is on.
 pub async fn active(store: &Store, user: Uuid) -> Result<Option<Secret>, mongodb::error::Error> {
-    Ok(load(store, user)
+    Ok(stored::load(store, user)
         .await?
-        .and_then(|u| u.totp)
-        .and_then(|t| Secret::parse(&t.secret).ok()))
+        .and_then(|u| u.active().map(Secret::parse))
+        .and_then(Result::ok))
 }
 
 /// The secret being set up, creating one if there is none yet.
 pub async fn pending(store: &Store, user: Uuid) -> Result<Secret, mongodb::error::Error> {
-    if let Some(secret) = load(store, user)
+    if let Some(secret) = stored::load(store, user)
         .await?
-        .and_then(|u| u.pending)
-        .and_then(|s| Secret::parse(&s).ok())
+        .and_then(|u| u.pending().map(Secret::parse))
+        .and_then(Result::ok)
     {
         return Ok(secret);
     }
     let secret = Secret::generate();
-    collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(user)},
-            doc! {"$set": {"totpPending": secret.as_str()}},
-        )
-        .await?;
+    stored::set_pending(store, user, secret.as_str()).await?;
     Ok(secret)
 }
 
@@ -189,43 +159,22 @@ pub async fn enable(
     step: u64,
 ) -> Result<Vec<String>, mongodb::error::Error> {
     let (codes, hashes) = recovery_codes();
-    collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(user), "totpPending": secret.as_str()},
-            doc! {
-                "$set": {"totp": {"secret": secret.as_str(), "lastStep": step as i64, "recovery": hashes}},
-                "$unset": {"totpPending": ""},
-            },
-        )
-        .await?;
+    stored::enable(store, user, secret.as_str(), step, hashes).await?;
     Ok(codes)
 }
 
 pub async fn disable(store: &Store, user: Uuid) -> Result<(), mongodb::error::Error> {
-    collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(user)},
-            doc! {"$unset": {"totp": "", "totpPending": ""}},
-        )
-        .await
-        .map(|_| ())
+    stored::disable(store, user).await
 }
 
 /// Accepts a code for `step` only if no code of this or a later step was
-/// accepted before: one atomic update, so two concurrent logins with the
-/// same code cannot both pass.
+/// accepted before (one atomic update, `storage::totp::consume_step`).
 pub async fn consume_step(
     store: &Store,
     user: Uuid,
     step: u64,
 ) -> Result<bool, mongodb::error::Error> {
-    let r = collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(user), "totp.lastStep": {"$lt": step as i64}},
-            doc! {"$set": {"totp.lastStep": step as i64}},
-        )
-        .await?;
-    Ok(r.modified_count == 1)
+    stored::consume_step(store, user, step).await
 }
 
 /// Uses up a recovery code, if it is one of the user's unused ones.
@@ -234,14 +183,7 @@ pub async fn consume_recovery(
     user: Uuid,
     code: &str,
 ) -> Result<bool, mongodb::error::Error> {
-    let hash = recovery_hash(code);
-    let r = collection(store)
-        .update_one(
-            doc! {"_id": bson::Uuid::from(user), "totp.recovery": &hash},
-            doc! {"$pull": {"totp.recovery": &hash}},
-        )
-        .await?;
-    Ok(r.modified_count == 1)
+    stored::consume_recovery_hash(store, user, &recovery_hash(code)).await
 }
 
 /// A second factor as typed: a 6-digit code or a recovery code.

@@ -321,7 +321,7 @@ mod tests {
 
     /// The shipped database, found as the app finds it. `make test` (and
     /// `make setup`) install it; without it these tests fail rather than
-    /// skip, since the issue asks for lookups in the shipped database.
+    /// skip, since country lookups must work with the database we ship.
     fn shipped() -> &'static CountryDb {
         static DB: OnceLock<CountryDb> = OnceLock::new();
         DB.get_or_init(|| {

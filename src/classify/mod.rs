@@ -1,4 +1,4 @@
-//! Classification at the pixel (issue 20): what kind of device, browser and
+//! Classification at the pixel: what kind of device, browser and
 //! operating system a view came from, and from which country, without
 //! keeping the User-Agent or the address that told us.
 //!

@@ -4,7 +4,7 @@ use std::fmt;
 
 /// A bearer secret: an API token (`tt_api_…`) or a share link (`tt_share_…`),
 /// the prefix followed by 32 random bytes in hex (256 bits, well over the
-/// 128 the issue asks for). The prefix says what a leaked string is, so a
+/// 128 a bearer secret needs). The prefix says what a leaked string is, so a
 /// secret scanner or a reader can tell; the database keeps only
 /// [`AccessToken::hash`].
 #[derive(Clone, PartialEq, Eq)]

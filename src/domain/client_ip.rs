@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn an_ipv6_client_counts_by_its_64() {
-        // Issue 24, item 14: each of a /64's 2^64 addresses had its own
+        // Each of a /64's 2^64 addresses had its own
         // limit.
         let none = TrustedProxies::default();
         let key = |peer: &str| none.client(ip(peer), []);

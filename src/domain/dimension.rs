@@ -1,5 +1,5 @@
 //! Breakdown dimensions: the bounded sets of names a view (or an event) is
-//! counted under beside its page (issue 20).
+//! counted under beside its page.
 //!
 //! Every dimension is stored the same way, in the same breakdown bucket
 //! (`storage::breakdowns`): a map of names to counts under its [`field`],
@@ -15,7 +15,7 @@ use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dimension {
-    /// The referring host or `utm_source` (issue 10): views with a known
+    /// The referring host or `utm_source`: views with a known
     /// source only.
     Source,
     /// `utm_medium` of the page address.
@@ -281,7 +281,7 @@ mod tests {
             assert!(seen.insert(d.field()) && seen.insert(d.other_field()));
         }
         assert_eq!(Dimension::parse("sources"), None);
-        // The sources' fields are the ones stored before issue 20.
+        // The sources' fields are the ones stored before breakdowns existed.
         assert_eq!(
             (Dimension::Source.field(), Dimension::Source.other_field()),
             ("sources", "other")

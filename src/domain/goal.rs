@@ -1,4 +1,4 @@
-//! Goals an owner marks on a site's settings page (issue 20, item 4): a
+//! Goals an owner marks on a site's settings page: a
 //! custom event's name, or a page path whose views count as conversions.
 //!
 //! A goal is stored in the site's document as one string, its kind and its

@@ -12,6 +12,7 @@ pub mod filter;
 pub mod funnel;
 mod goal;
 mod label;
+mod mail;
 pub mod numbers;
 mod page;
 mod page_cap;
@@ -31,6 +32,10 @@ pub use filter::{Filter, FilterDimension, FilterError, Filters};
 pub use funnel::{FunnelError, FunnelStep, FunnelSteps};
 pub use goal::{parse_event_name, Goal, GoalError, MAX_EVENT_NAME_CHARS, MAX_GOALS_PER_SITE};
 pub use label::{Label, LabelError, MAX_LABEL_CHARS};
+pub use mail::{
+    AlertRules, AlertRulesError, Recipient, RecipientError, Schedule, ScheduleError,
+    MAX_RECIPIENT_CHARS, RECIPIENT_PATTERN,
+};
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
 pub use page_cap::{PageCapError, PageCapSetting, MAX_PAGES_PER_HOUR};
 pub use resolution::Resolution;

@@ -1,4 +1,4 @@
-//! A site's own new-page cap (issue 29): the instance's budgets, none, or a
+//! A site's own new-page cap: the instance's budgets, none, or a
 //! number of new pages per hour. Parsed from what an admin types (the form
 //! and the CLI) and from what is stored.
 

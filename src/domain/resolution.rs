@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn any_instant_floors_without_panicking() {
-        // Issue 24, item 1: `duration_trunc` panicked past 2262.
+        // `duration_trunc` panicked past 2262.
         let far = Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 30).unwrap();
         assert_eq!(
             Resolution::Minute.floor(far),

@@ -229,7 +229,8 @@ mod tests {
 
     #[test]
     fn no_source_poses_as_a_row_of_the_report() {
-        // Issue 24, item 11.
+        // A referrer must not produce a name that reads like one of the
+        // report's own rows (other, direct, none) or an invalid host.
         for forged in [
             "https://(other)/",
             "https://(other%20sources)/",

@@ -193,3 +193,60 @@ impl GoatCounter<'_> {
         found.unwrap_or_else(Source::direct)
     }
 }
+
+/// A GoatCounter export to import: one file, read with the User-Agent
+/// rules for rows whose browser and system GoatCounter left blank.
+pub struct Export {
+    file: std::path::PathBuf,
+    user_agents: UserAgentClassifier,
+}
+
+impl Export {
+    /// The User-Agent rules are loaded here, before any database: the
+    /// first pass needs none, and a bad file should not wait for one.
+    pub fn new(file: &std::path::Path) -> Self {
+        Self {
+            file: file.to_owned(),
+            user_agents: UserAgentClassifier::new(),
+        }
+    }
+}
+
+impl super::workflow::Importer for Export {
+    const KIND: &'static str = KIND;
+    const DAYS: super::workflow::Days = super::workflow::Days::Utc;
+    type Counted = ImportHit;
+
+    fn reopen(
+        _record: &crate::storage::imports::ImportRecord,
+        file: &std::path::Path,
+        _sessions: Option<&std::path::Path>,
+    ) -> anyhow::Result<Self> {
+        Ok(Self::new(file))
+    }
+
+    fn check(&self, site: &Site) -> anyhow::Result<super::workflow::Checked> {
+        let name = self.file.display().to_string();
+        super::workflow::check_file(
+            &self.file,
+            |read| rows(read, &name, site.clone(), &self.user_agents),
+            None,
+            None,
+        )
+    }
+
+    fn content(&self) -> anyhow::Result<blake3::Hash> {
+        super::workflow::file_hash(&self.file, None, None)
+    }
+
+    fn rows(&self, site: &Site) -> anyhow::Result<super::workflow::CheckedRows<'_, ImportHit>> {
+        let name = self.file.display().to_string();
+        let read = super::workflow::open(&self.file)?;
+        Ok(Box::new(rows(
+            read,
+            &name,
+            site.clone(),
+            &self.user_agents,
+        )?))
+    }
+}

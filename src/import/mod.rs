@@ -19,6 +19,10 @@
 pub mod goatcounter;
 pub mod plausible;
 pub mod umami;
+pub mod workflow;
+
+mod by_kind;
+pub use by_kind::delete;
 
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use std::cell::RefCell;

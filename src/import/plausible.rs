@@ -1027,6 +1027,66 @@ fn os(plausible: &str) -> &'static str {
         .unwrap_or(UNKNOWN)
 }
 
+impl super::workflow::Importer for Export {
+    const KIND: &'static str = KIND;
+    const DAYS: super::workflow::Days = super::workflow::Days::SiteZone;
+    type Counted = DayRow;
+
+    fn reopen(
+        _record: &crate::storage::imports::ImportRecord,
+        file: &Path,
+        _sessions: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        Export::open(file)
+    }
+
+    /// Also what to tell after the rows are in: the files not read, the
+    /// tables without a file, the columns left out.
+    fn check(&self, site: &Site) -> anyhow::Result<super::workflow::Checked> {
+        let Checked {
+            rows,
+            days,
+            content,
+            notes: columns,
+        } = Export::check(self, site)?;
+        let mut notes: Vec<String> = self
+            .ignored
+            .iter()
+            .map(|file| format!("{file} is no table of Plausible's export: not read"))
+            .collect();
+        let missing = self.missing();
+        if missing.contains(&Table::Pages.name()) {
+            notes.push(
+                "no pages file: the site's visits, visitors, bounces and visit \
+                 durations are imported, its page views are not (a day's views are its \
+                 pages' views)"
+                    .to_owned(),
+            );
+        }
+        if !missing.is_empty() {
+            notes.push(format!(
+                "no file for {}: those figures stay empty",
+                missing.join(", ")
+            ));
+        }
+        notes.extend(columns);
+        Ok(super::workflow::Checked {
+            rows,
+            days,
+            content,
+            notes,
+        })
+    }
+
+    fn content(&self) -> anyhow::Result<blake3::Hash> {
+        Export::content(self)
+    }
+
+    fn rows(&self, site: &Site) -> anyhow::Result<super::workflow::CheckedRows<'_, DayRow>> {
+        Ok(Box::new(Export::rows(self, site)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -511,6 +511,147 @@ impl super::Format for Umami<'_> {
     }
 }
 
+/// An Umami export to import: the `website_event` file, the sessions
+/// beside it (whose content is part of the import's key) and which
+/// website's rows to read.
+pub struct Export {
+    file: std::path::PathBuf,
+    sessions: Sessions,
+    /// The sessions file's hash, and its path as recorded.
+    sessions_hash: Option<(blake3::Hash, String)>,
+    websites: Websites,
+    /// `--from-website`, as recorded.
+    from_website: Option<String>,
+    /// The events by their ids (with the website read): the same events
+    /// read again with other sessions are recognised as another import's.
+    rows_key: Option<String>,
+}
+
+impl Export {
+    /// Reads the sessions and the events' ids before any database, as the
+    /// first pass: a bad file should not wait for one.
+    pub fn open(
+        file: &std::path::Path,
+        sessions: Option<&std::path::Path>,
+        from_website: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let (sessions, sessions_hash) = load_sessions(sessions)?;
+        let from = match from_website {
+            Some(id) => Some(
+                uuid::Uuid::try_parse(id)
+                    .with_context(|| format!("--from-website {id:?}: not an Umami website id"))?,
+            ),
+            None => None,
+        };
+        let websites = from.map_or(Websites::TheSites, Websites::From);
+        let from_website = from.map(|id| id.to_string());
+        let shown = file.display().to_string();
+        let rows_key = event_ids(super::workflow::open(file)?, &shown)?.map(|ids| {
+            let mut key = blake3::Hasher::new();
+            key.update(ids.as_bytes());
+            if let Some(website) = &from_website {
+                key.update(website.as_bytes());
+            }
+            key.finalize().to_hex()[..24].to_owned()
+        });
+        Ok(Self {
+            file: file.to_owned(),
+            sessions,
+            sessions_hash,
+            websites,
+            from_website,
+            rows_key,
+        })
+    }
+
+    fn also(&self) -> Option<blake3::Hash> {
+        self.sessions_hash.as_ref().map(|(hash, _)| *hash)
+    }
+}
+
+/// The sessions file, if any: its sessions, hash and recorded path.
+fn load_sessions(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<(Sessions, Option<(blake3::Hash, String)>)> {
+    let Some(path) = path else {
+        return Ok((Sessions::default(), None));
+    };
+    let shown = path.display().to_string();
+    let (read, hasher) = super::Hashing::new(super::workflow::open(path)?);
+    let sessions = Sessions::load(read, &shown)?;
+    let hash = hasher.borrow().finalize();
+    Ok((sessions, Some((hash, super::workflow::recorded_path(path)))))
+}
+
+impl super::workflow::Importer for Export {
+    const KIND: &'static str = KIND;
+    const DAYS: super::workflow::Days = super::workflow::Days::Utc;
+    type Counted = ImportHit;
+
+    /// The sessions from `sessions`, or where the import read them; the
+    /// website it read (imports from before the site's id was checked
+    /// read any one website).
+    fn reopen(
+        record: &crate::storage::imports::ImportRecord,
+        file: &std::path::Path,
+        sessions: Option<&std::path::Path>,
+    ) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let recorded = record.also_file.as_deref().map(std::path::Path::new);
+        let (sessions, sessions_hash) = load_sessions(sessions.or(recorded))?;
+        let websites = match record.from_website.as_deref() {
+            Some(id) => Websites::From(
+                uuid::Uuid::try_parse(id)
+                    .with_context(|| format!("the import's website {id:?}"))?,
+            ),
+            None => Websites::Any,
+        };
+        Ok(Self {
+            file: file.to_owned(),
+            sessions,
+            sessions_hash,
+            websites,
+            from_website: record.from_website.clone(),
+            rows_key: None,
+        })
+    }
+
+    fn check(&self, site: &Site) -> anyhow::Result<super::workflow::Checked> {
+        let name = self.file.display().to_string();
+        super::workflow::check_file(
+            &self.file,
+            |read| rows(read, &name, site.clone(), &self.sessions, self.websites),
+            self.also(),
+            self.from_website.as_deref(),
+        )
+    }
+
+    fn content(&self) -> anyhow::Result<blake3::Hash> {
+        super::workflow::file_hash(&self.file, self.also(), self.from_website.as_deref())
+    }
+
+    fn rows(&self, site: &Site) -> anyhow::Result<super::workflow::CheckedRows<'_, ImportHit>> {
+        let name = self.file.display().to_string();
+        let read = super::workflow::open(&self.file)?;
+        Ok(Box::new(rows(
+            read,
+            &name,
+            site.clone(),
+            &self.sessions,
+            self.websites,
+        )?))
+    }
+
+    fn beside(&self) -> super::workflow::Beside {
+        super::workflow::Beside {
+            also_file: self.sessions_hash.as_ref().map(|(_, file)| file.clone()),
+            from_website: self.from_website.clone(),
+            rows_key: self.rows_key.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

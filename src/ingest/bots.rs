@@ -99,7 +99,7 @@ mod tests {
         assert!(!is_prefetch(|_: &str| None));
     }
 
-    /// Issue 20's tables: the bots of `classify/bot_user_agents.txt` are
+    /// The classifier's tables: the bots of `classify/bot_user_agents.txt` are
     /// refused before any classification, and none of the real browsers
     /// the classifier's table holds is.
     #[test]

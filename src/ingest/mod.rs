@@ -7,11 +7,11 @@
 pub mod applier;
 pub mod bots;
 pub mod classifier;
-pub mod compat;
 pub mod directory;
 pub mod event_cap;
 pub mod page_cap;
 pub mod pixel;
+pub mod request;
 pub mod stats;
 pub mod visitor;
 pub mod visits;

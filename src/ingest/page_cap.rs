@@ -1,4 +1,4 @@
-//! Which new pages get buckets of their own, decided in memory (issue 29).
+//! Which new pages get buckets of their own, decided in memory.
 //!
 //! Any visitor can make up paths: one client created 46,696 pages in 12 s
 //! with a site's public id, and every page costs documents (three bucket

@@ -1,34 +1,19 @@
-//! `GET /pixel.gif?site=<uuid>&page=<path or URL>[&ref=<referrer>][&w=<screen width>][&e=<event>]`
-//!
-//! With `e`, the hit is a custom event of that name on the page (counted
-//! in the event breakdown and the goals, never as a view).
-//!
-//! Always answers the 43-byte transparent GIF. Whether the view was counted
-//! is in the status (200 counted, 4xx refused, 503 not stored) and, when not
-//! counted, in the `X-Tickertape-Reason` header. No cookies are read or set
-//! and no client address is kept.
+//! A hit's rules, from what its request says to a journaled record: bots
+//! and prefetches refused, the site and page found and checked, the caps,
+//! the visitor and the breakdowns, and the outcome counted. The HTTP side
+//! (the pixel's answer, the peers' endpoints) is in `web::pixel` and
+//! `web::compat`; this module hands each hit on to the journal.
 
-use actix_web::http::header::{self, HeaderMap, HeaderValue};
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use percent_encoding::percent_decode;
 
 use super::bots;
 use super::page_cap::Admission;
+use super::request::{Headers, HitRequest};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{
     Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, SiteId, Source,
 };
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
-
-pub const REASON_HEADER: &str = "x-tickertape-reason";
-
-/// A 1x1 transparent GIF.
-pub const GIF: [u8; 43] = [
-    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0xff, 0xff, 0xff,
-    0x00, 0x00, 0x00, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
-    0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
-];
 
 /// Every way a pixel request can end, for counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,93 +164,19 @@ impl PixelError {
     }
 }
 
-impl ResponseError for PixelError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            PixelError::Bot
-            | PixelError::Prefetch
-            | PixelError::ForeignHost
-            | PixelError::EventCap => StatusCode::FORBIDDEN,
-            PixelError::UnknownSite => StatusCode::NOT_FOUND,
-            PixelError::NotTracked => StatusCode::OK,
-            PixelError::InvalidSite
-            | PixelError::NoSite
-            | PixelError::Page(_)
-            | PixelError::Event(_)
-            | PixelError::NoPage => StatusCode::BAD_REQUEST,
-            PixelError::QueueFull
-            | PixelError::JournalFull
-            | PixelError::StoreFailed
-            | PixelError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let mut response = gif(self.status_code());
-        if *self == PixelError::NotTracked {
-            return response;
-        }
-        response.headers_mut().insert(
-            header::HeaderName::from_static(REASON_HEADER),
-            HeaderValue::from_static(self.outcome().reason()),
-        );
-        if self.status_code() == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
-    }
-}
-
-/// The answer to a counted hit that went to its own page.
-pub fn counted_gif() -> HttpResponse {
-    gif(StatusCode::OK)
-}
-
-fn gif(status: StatusCode) -> HttpResponse {
-    HttpResponse::build(status)
-        .content_type("image/gif")
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .insert_header(("cross-origin-resource-policy", "cross-origin"))
-        .body(GIF.as_slice())
-}
-
-pub async fn pixel(
-    req: HttpRequest,
-    state: web::Data<IngestState>,
-) -> Result<HttpResponse, PixelError> {
-    // A HEAD (link checkers, monitors) learns what a GET would be answered
-    // but is not a view: classified, never queued nor counted in the stats.
-    if crate::head::is_head(&req) {
-        return classify(req.headers(), req.query_string(), &state.directory)
-            .map(|_| gif(StatusCode::OK));
-    }
-    let counted = take(&req, &state, HitParams::parse(req.query_string())).await?;
-    let mut response = gif(StatusCode::OK);
-    if counted == Outcome::PageCap {
-        response.headers_mut().insert(
-            header::HeaderName::from_static(REASON_HEADER),
-            HeaderValue::from_static(Outcome::PageCap.reason()),
-        );
-    }
-    Ok(response)
-}
-
 /// Counts one hit, from the pixel or a peer's tracker (`compat`): the
 /// same rules and the same journal whatever it came through, and its
 /// outcome in the stats. `Ok` is a counted outcome: `Counted`, `PageCap`
 /// (counted under the site's overflow page) or `Event`.
 pub async fn take(
-    req: &HttpRequest,
+    req: &HitRequest<'_>,
     state: &IngestState,
     params: HitParams,
 ) -> Result<Outcome, PixelError> {
     let result = count(req, state, params).await;
-    let overflowed = req.extensions().contains::<Overflowed>();
     let outcome = match &result {
         Ok(Counted::Event) => Outcome::Event,
-        Ok(Counted::View) if overflowed => Outcome::PageCap,
+        Ok(Counted::Overflowed) => Outcome::PageCap,
         Ok(Counted::View) => Outcome::Counted,
         Err(e) => e.outcome(),
     };
@@ -273,32 +184,21 @@ pub async fn take(
     result.map(|_| outcome)
 }
 
-/// Marks a request whose hit went to the site's overflow page.
-struct Overflowed;
-
 /// What a counted hit was.
 enum Counted {
     View,
+    /// A view counted under the site's overflow page (new-page cap).
+    Overflowed,
     Event,
 }
 
-/// `OPTIONS /pixel.gif`: which methods the pixel answers. It needs no CORS
-/// preflight (an image or a simple GET), so this only informs.
-pub async fn options() -> HttpResponse {
-    HttpResponse::NoContent()
-        .insert_header((header::ALLOW, "GET, HEAD, OPTIONS"))
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .insert_header(("cross-origin-resource-policy", "cross-origin"))
-        .finish()
-}
-
 async fn count(
-    req: &HttpRequest,
+    req: &HitRequest<'_>,
     state: &IngestState,
     params: HitParams,
 ) -> Result<Counted, PixelError> {
     let at = state.clock.now();
-    let view = classify_view(req.headers(), params, &state.directory)?;
+    let view = classify_view(req.headers, params, &state.directory)?;
     // The site's own cap setting (the page's domain is its canonical host).
     let site = state.directory.by_host(view.page.domain());
     let setting = site.as_ref().map(|site| site.page_cap).unwrap_or_default();
@@ -321,12 +221,9 @@ async fn count(
             return Err(PixelError::EventCap);
         }
     }
-    let page = match state.page_cap.admit(view.page, at, setting) {
-        Admission::Page(page) => page,
-        Admission::Overflow(other) => {
-            req.extensions_mut().insert(Overflowed);
-            other
-        }
+    let (page, overflowed) = match state.page_cap.admit(view.page, at, setting) {
+        Admission::Page(page) => (page, false),
+        Admission::Overflow(other) => (other, true),
     };
     let visitor = state.visitors.id_of(req, at, page.domain());
     if let Some(event) = view.event {
@@ -348,15 +245,11 @@ async fn count(
     let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), at);
     let (source, labels) = if state.breakdowns {
         let mut labels = view.campaign;
-        let client = state.visitors.proxies.client_ip(
-            req.peer_addr().map(|a| a.ip()),
-            super::visitor::forwarded_for(req.headers()),
-        );
-        let user_agent = req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
+        let client = state
+            .visitors
+            .proxies
+            .client_ip(req.peer, super::visitor::forwarded_for(req.headers));
+        let user_agent = req.headers.first("user-agent").unwrap_or_default();
         state
             .classifier
             .label(&mut labels, user_agent, view.screen_width, client);
@@ -375,7 +268,13 @@ async fn count(
     if counted.is_err() {
         state.visitors.open.forget(touch);
     }
-    counted.map(|()| Counted::View)
+    counted.map(|()| {
+        if overflowed {
+            Counted::Overflowed
+        } else {
+            Counted::View
+        }
+    })
 }
 
 async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> {
@@ -396,7 +295,7 @@ async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> 
 /// Decides whether a request is a view, and of which page. Pure apart from
 /// the directory lookup, so every rule is testable without a server.
 pub fn classify(
-    headers: &HeaderMap,
+    headers: &dyn Headers,
     query: &str,
     directory: &SiteDirectory,
 ) -> Result<Page, PixelError> {
@@ -421,11 +320,11 @@ pub struct View {
 /// alone cannot know the referrer of the page it is on: `None`. The source
 /// never decides whether the view counts (bad `ref` is ignored).
 pub fn classify_view(
-    headers: &HeaderMap,
+    headers: &dyn Headers,
     params: HitParams,
     directory: &SiteDirectory,
 ) -> Result<View, PixelError> {
-    let header_str = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let header_str = |name: &str| headers.first(name);
     // Refuse bots and prefetches before looking anything up, so they learn
     // nothing about which sites exist.
     if bots::is_bot(header_str("user-agent")) {
@@ -609,13 +508,6 @@ pub fn decode(value: &str) -> Result<String, PageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_gif_is_43_bytes_of_gif89a() {
-        assert_eq!(GIF.len(), 43);
-        assert_eq!(&GIF[..6], b"GIF89a");
-        assert_eq!(GIF[42], 0x3b);
-    }
 
     #[test]
     fn params_take_the_first_non_empty_value_and_decode_once() {

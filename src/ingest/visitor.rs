@@ -18,6 +18,7 @@ use std::sync::RwLock;
 use std::time::Duration;
 use tokio::sync::watch;
 
+use super::request::{Headers, HitRequest};
 use super::visits::{OpenVisits, VisitsConfig};
 use crate::clock::SharedClock;
 use crate::domain::client_ip::TrustedProxies;
@@ -45,31 +46,22 @@ impl Visitors {
     /// The request's client as the budgets that anonymous clients share
     /// tell them apart (an address; an IPv6 client by its /64). Kept in
     /// memory only, never journaled or stored.
-    pub fn client_key(&self, req: &actix_web::HttpRequest) -> String {
-        self.proxies.client(
-            req.peer_addr().map(|a| a.ip()),
-            forwarded_for(req.headers()),
-        )
+    pub fn client_key(&self, req: &HitRequest<'_>) -> String {
+        self.proxies.client(req.peer, forwarded_for(req.headers))
     }
 
     /// The id of a hit at `at` on `site` from this request's client. The
     /// address and the User-Agent go no further than this call.
-    pub fn id_of(&self, req: &actix_web::HttpRequest, at: DateTime<Utc>, site: &str) -> u64 {
-        let headers = req.headers();
+    pub fn id_of(&self, req: &HitRequest<'_>, at: DateTime<Utc>, site: &str) -> u64 {
         let client = self.client_key(req);
-        let user_agent = headers
-            .get(actix_web::http::header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
+        let user_agent = req.headers.first("user-agent").unwrap_or_default();
         visitor_id(&self.salts.of(at), site, &client, user_agent)
     }
 }
 
 /// The `X-Forwarded-For` values of a request, in the order received.
-pub fn forwarded_for(headers: &actix_web::http::header::HeaderMap) -> impl Iterator<Item = &str> {
-    headers
-        .get_all("x-forwarded-for")
-        .filter_map(|v| v.to_str().ok())
+pub fn forwarded_for(headers: &dyn Headers) -> Vec<&str> {
+    headers.all("x-forwarded-for")
 }
 
 /// The salts of the days this instance counts in, as the database has

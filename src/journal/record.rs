@@ -23,12 +23,12 @@
 //!              visit id, start and step mean something)
 //! ```
 //!
-//! Format 2 (issue 10) adds the view's source; an empty source means none
+//! Format 2 adds the view's source; an empty source means none
 //! was known (a pixel without the script). Format 3 (visitors) adds what
 //! the hit changes of its visit: the visitor id (a keyed hash, never an
 //! address), whether it starts a visit, the seconds since the visit's
 //! previous hit, and the visit's entry and previous pages (empty when it
-//! starts one). Format 4 (issue 20) adds the hit's breakdown labels
+//! starts one). Format 4 adds the hit's breakdown labels
 //! (`domain::Labels`: medium, campaign, browser, OS, device, country, and
 //! the event's name for an event, which is not a view). Format 5 adds the
 //! hit's place in its visit (`VisitPlace`: a random visit id drawn when the

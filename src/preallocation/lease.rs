@@ -5,46 +5,23 @@
 //! An hour done is recorded in the lease, so a scheduler that fires a
 //! moment later finds it done rather than running it again.
 
-use bson::doc;
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::storage::values::is_duplicate_key;
+use crate::storage::prealloc::{acquire_lease, release_lease};
 use crate::storage::Store;
-
-pub const COLLECTION: &str = "prealloc_lease";
-const ID: &str = "schedule";
 
 /// How long a run may hold the lease before another instance may take it.
 pub const HOLD: TimeDelta = TimeDelta::minutes(10);
 
-fn date(t: DateTime<Utc>) -> bson::DateTime {
-    bson::DateTime::from_chrono(t)
-}
-
-/// Takes the lease to preallocate `hour`, unless another instance holds
-/// it or has already done that hour. The update matches only a free lease
-/// for another hour; when it matches nothing, its upsert collides with the
-/// existing document on `_id` and the lease is someone else's.
+/// Takes the lease to preallocate `hour` for [`HOLD`], unless another
+/// instance holds it or has already done that hour.
 pub async fn acquire(
     store: &Store,
     holder: &str,
     hour: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<bool, mongodb::error::Error> {
-    let taken = store
-        .db()
-        .collection::<bson::Document>(COLLECTION)
-        .update_one(
-            doc! {"_id": ID, "until": {"$lte": date(now)}, "done": {"$ne": date(hour)}},
-            doc! {"$set": {"holder": holder, "hour": date(hour), "until": date(now + HOLD)}},
-        )
-        .upsert(true)
-        .await;
-    match taken {
-        Ok(_) => Ok(true),
-        Err(e) if is_duplicate_key(&e) => Ok(false),
-        Err(e) => Err(e),
-    }
+    acquire_lease(store, holder, hour, now, now + HOLD).await
 }
 
 /// Releases the lease after a run (only the holder can), recording the
@@ -55,14 +32,5 @@ pub async fn release(
     done: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<(), mongodb::error::Error> {
-    let mut set = doc! {"until": date(now)};
-    if let Some(hour) = done {
-        set.insert("done", date(hour));
-    }
-    store
-        .db()
-        .collection::<bson::Document>(COLLECTION)
-        .update_one(doc! {"_id": ID, "holder": holder}, doc! {"$set": set})
-        .await?;
-    Ok(())
+    release_lease(store, holder, done, now).await
 }

@@ -10,14 +10,14 @@ pub mod lease;
 pub mod runs;
 pub mod scheduler;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
-use futures::TryStreamExt;
 use std::time::Duration;
 
 use crate::domain::{DomainName, Page, Resolution};
+use crate::storage::prealloc::insert_buckets;
+pub use crate::storage::prealloc::{active_pages, indexes, InsertCounts};
 use crate::storage::sites::Site;
-use crate::storage::values::{count, number, DUPLICATE_KEY};
 use crate::storage::{zero_filled, Store};
 pub use runs::PreallocRun;
 
@@ -231,49 +231,6 @@ fn parse_hour(raw: &str) -> Result<DateTime<Utc>, PreallocError> {
     Ok(t)
 }
 
-/// Pages whose views in the hour starting `hour` reach `threshold`.
-pub async fn active_pages(
-    store: &Store,
-    domain: Option<&DomainName>,
-    hour: DateTime<Utc>,
-    threshold: i64,
-) -> Result<Vec<String>, mongodb::error::Error> {
-    let mut filter = doc! {
-        "timestamp": bson::DateTime::from_chrono(hour),
-        "totalViews": {"$gte": threshold.max(1)},
-    };
-    if let Some(domain) = domain {
-        filter.insert("page", domain.pages_filter());
-    }
-    let docs: Vec<Document> = store
-        .db()
-        .collection::<Document>(Resolution::Hour.collection())
-        .find(filter)
-        .projection(doc! {"page": 1, "_id": 0})
-        .await?
-        .try_collect()
-        .await?;
-    let mut pages: Vec<String> = docs
-        .into_iter()
-        .filter_map(|d| d.get_str("page").ok().map(str::to_owned))
-        .collect();
-    pages.sort();
-    pages.dedup();
-    Ok(pages)
-}
-
-/// Preallocation finds an hour's active pages by timestamp in the hour
-/// buckets; its history has its own index.
-pub fn indexes() -> Vec<crate::storage::schema::IndexSpec> {
-    let mut specs = vec![crate::storage::schema::IndexSpec::new(
-        Resolution::Hour.collection(),
-        "active_pages",
-        doc! {"timestamp": 1, "totalViews": 1},
-    )];
-    specs.extend(runs::indexes());
-    specs
-}
-
 /// The zero-filled buckets of one page for one hour: 60 minutes, the hour,
 /// and the day when the hour starts one.
 pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<(Resolution, Document)> {
@@ -289,80 +246,6 @@ pub fn documents_for(page: &str, hour: DateTime<Utc>) -> Vec<(Resolution, Docume
         docs.push((Resolution::Day, zero_filled(Resolution::Day, page, hour)));
     }
     docs
-}
-
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct InsertCounts {
-    pub inserted: u64,
-    pub already_present: u64,
-    pub errors: Vec<String>,
-}
-
-impl InsertCounts {
-    fn add(&mut self, other: InsertCounts) {
-        self.inserted += other.inserted;
-        self.already_present += other.already_present;
-        self.errors.extend(other.errors);
-    }
-}
-
-/// One unordered `insert` command; duplicate keys are "already there".
-/// Inserts are idempotent here (a repeat only finds duplicates), so a
-/// failed command is simply retried a few times.
-async fn insert_batch(
-    store: &Store,
-    collection: &'static str,
-    docs: Vec<Document>,
-) -> InsertCounts {
-    let mut counts = InsertCounts::default();
-    let sent = docs.len() as u64;
-    let command = doc! {
-        "insert": collection,
-        "documents": docs.into_iter().map(Bson::Document).collect::<Vec<_>>(),
-        "ordered": false,
-        "writeConcern": store.write_concern().clone(),
-    };
-    let mut last_error = String::new();
-    for attempt in 0..3 {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-        }
-        match store.db().run_command(command.clone()).await {
-            Ok(reply) => {
-                let mut duplicates = 0;
-                for e in reply
-                    .get_array("writeErrors")
-                    .map(|a| a.as_slice())
-                    .unwrap_or_default()
-                {
-                    let e = e.as_document().cloned().unwrap_or_default();
-                    if number(e.get("code")) == Some(i64::from(DUPLICATE_KEY)) {
-                        duplicates += 1;
-                    } else {
-                        counts
-                            .errors
-                            .push(e.get_str("errmsg").unwrap_or("write error").to_owned());
-                    }
-                }
-                let inserted = count(reply.get("n")).max(0) as u64;
-                counts.inserted += inserted;
-                counts.already_present += duplicates;
-                if let Ok(wce) = reply.get_document("writeConcernError") {
-                    counts.errors.push(format!("write concern: {wce}"));
-                }
-                let unaccounted = sent.saturating_sub(inserted + duplicates);
-                if unaccounted > 0 && counts.errors.is_empty() {
-                    counts.errors.push(format!(
-                        "{unaccounted} document(s) neither inserted nor present"
-                    ));
-                }
-                return counts;
-            }
-            Err(e) => last_error = crate::telemetry::chain(&e),
-        }
-    }
-    counts.errors.push(format!("{collection}: {last_error}"));
-    counts
 }
 
 /// The documents of every page and hour, in batches of [`INSERT_BATCH`]
@@ -386,7 +269,7 @@ async fn insert_all(
     };
     let mut counts = InsertCounts::default();
     let mut sent = futures::stream::iter(batches)
-        .map(|(g, docs)| insert_batch(store, g.collection(), docs))
+        .map(|(g, docs)| insert_buckets(store, g, docs))
         .buffer_unordered(CONCURRENT_BATCHES);
     let mut reported = std::time::Instant::now();
     while let Some(batch) = sent.next().await {

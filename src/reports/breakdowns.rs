@@ -1,7 +1,7 @@
-//! A site's or a page's breakdowns over a range (issue 20), from the
+//! A site's or a page's breakdowns over a range, from the
 //! breakdown buckets (`storage::breakdowns`): whole UTC days from the day
 //! buckets, the edges from the hour buckets, every dimension asked for in
-//! the same read ([`sources::plan`] decides the stretches, as for sources).
+//! the same read ([`hours::plan`] decides the stretches, as for sources).
 //!
 //! What the stored data answers exactly: one dimension at a time, for the
 //! whole site or for one page, over whole hours. It cannot answer two
@@ -11,14 +11,14 @@
 
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, Utc};
-use futures::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::hours::{self, SourceScope};
 use super::queries::number;
-use super::sources::{self, SourceScope};
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
+use crate::storage::breakdown_reads;
 use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, GENERATION, WRITES};
 use crate::storage::{Resolution, Store};
 
@@ -87,7 +87,7 @@ pub async fn read(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Breakdown, mongodb::error::Error> {
-    let (hours, days) = sources::plan(from, to);
+    let (hours, days) = hours::plan(from, to);
     let mut read = Reader::new(dimensions, converted);
     for (f, t) in hours {
         read.buckets(store, scope, Resolution::Hour, (f, t)).await?;
@@ -147,15 +147,18 @@ async fn kept_days(
         return Ok(Arc::new(read.into_kept()));
     }
     let mut writes = Writes::default();
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(coll)
-        .find(span_filter(scope, (first, end)))
-        .projection(doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1, GENERATION: 1})
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        writes.add(&d);
-    }
+    let counters = doc! {"_id": 0, "timestamp": 1, "part": 1, WRITES: 1, GENERATION: 1};
+    let span = (first, end);
+    breakdown_reads::each_bucket(
+        store,
+        scope.subject(),
+        scope.key(),
+        Resolution::Day,
+        span,
+        counters,
+        |d| writes.add(d),
+    )
+    .await?;
     if let Some(kept) = store.kept_breakdowns().get(&key(writes.fingerprint())) {
         return Ok(kept);
     }
@@ -172,13 +175,6 @@ async fn kept_days(
 
 fn day_number(day: DateTime<Utc>) -> i64 {
     crate::storage::page_summaries::day_number(day)
-}
-
-fn span_filter(scope: SourceScope<'_>, (from, to): (DateTime<Utc>, DateTime<Utc>)) -> Document {
-    doc! {
-        scope.subject().key_field(): scope.key(),
-        "timestamp": {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)},
-    }
 }
 
 /// Each bucket's write counter and generation, by time and writer part
@@ -249,17 +245,21 @@ impl<'a> Reader<'a> {
         g: Resolution,
         span: (DateTime<Utc>, DateTime<Utc>),
     ) -> Result<u64, mongodb::error::Error> {
-        let mut cursor = store
-            .reports()
-            .collection::<Document>(collection(scope.subject(), g))
-            .find(span_filter(scope, span))
-            .projection(self.projection.clone())
-            .await?;
         let mut writes = Writes::default();
-        while let Some(d) = cursor.try_next().await? {
-            writes.add(&d);
-            self.add(&d);
-        }
+        let projection = self.projection.clone();
+        breakdown_reads::each_bucket(
+            store,
+            scope.subject(),
+            scope.key(),
+            g,
+            span,
+            projection,
+            |d| {
+                writes.add(d);
+                self.add(d);
+            },
+        )
+        .await?;
         Ok(writes.fingerprint())
     }
 
@@ -348,7 +348,7 @@ impl<'a> Reader<'a> {
                 (dimension, totals)
             })
             .collect();
-        let (covered_from, covered_to) = sources::covered(from, to);
+        let (covered_from, covered_to) = hours::covered(from, to);
         Breakdown {
             by,
             converted: sketches,

@@ -428,7 +428,7 @@ mod tests {
 
     #[test]
     fn every_bar_has_a_focusable_tooltip_that_leads_to_its_row() {
-        // Issue 23, item 10: the value shows on the chart (hover, focus, a
+        // The value shows on the chart (hover, focus, a
         // tap), and only the tooltip's link leaves it for the table.
         let at = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
         let bar = |views, partial| Bar { at, views, partial };

@@ -4,17 +4,22 @@
 
 pub mod breakdowns;
 pub mod chart;
+pub mod compared;
 pub mod csv;
 pub mod filter;
 pub mod filtered;
 pub mod filtered_read;
+pub mod hours;
 pub mod local;
+pub mod notes;
 pub mod numbers;
 pub mod page_totals;
 pub mod period;
 pub mod queries;
+pub mod request;
 pub mod retention;
 pub mod sources;
+pub mod summaries;
 pub mod visits;
 pub mod wall_clock;
 

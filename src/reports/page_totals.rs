@@ -20,11 +20,10 @@ use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::queries;
 use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
+use crate::storage::report_reads;
 use crate::storage::sites::Site;
-use crate::storage::{stored_dates, Store, Subject};
-use bson::doc;
+use crate::storage::{stored_dates, Store};
 
 /// Units that ended less than this long ago are read from their buckets
 /// and not summarised: the rollups of their last hits may still be on
@@ -132,7 +131,8 @@ fn answer<'a>(
                     }
                 }
                 _ => {
-                    let read = queries::page_units(store, &site.domain, grain, &recent).await?;
+                    let read =
+                        report_reads::page_units(store, &site.domain, grain, &recent).await?;
                     let mut views = 0;
                     for (_, pages) in read {
                         let read = pages.iter().map(|(_, f)| f.views);
@@ -250,8 +250,10 @@ impl Totals {
         range: (DateTime<Utc>, DateTime<Utc>),
     ) -> Result<Self, mongodb::error::Error> {
         let read =
-            queries::site_totals_guarded(store, &site.domain, grain.resolution(), range).await?;
-        let visits = queries::site_visits(store, &site.domain, grain.resolution(), range).await?;
+            report_reads::site_totals_guarded(store, &site.domain, grain.resolution(), range)
+                .await?;
+        let visits =
+            report_reads::site_visits(store, &site.domain, grain.resolution(), range).await?;
         Ok(Totals {
             visits: visits
                 .iter()
@@ -411,13 +413,13 @@ impl Builder<'_> {
         let number = span.first();
         let before = self.totals.over(span);
         let domain = &self.site.domain;
-        let mut read = queries::page_units(self.store, domain, grain, &[number]).await?;
+        let mut read = report_reads::page_units(self.store, domain, grain, &[number]).await?;
         let pages = read.remove(&number).unwrap_or_default();
         let start = grain.start(number);
         let end = start
             .checked_add_signed(TimeDelta::seconds(grain.seconds()))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
-        let after = queries::site_totals(self.store, domain, grain.resolution(), (start, end))
+        let after = report_reads::site_totals(self.store, domain, grain.resolution(), (start, end))
             .await?
             .values()
             .fold(0, |sum: i64, n| sum.saturating_add(*n));
@@ -453,18 +455,13 @@ impl Builder<'_> {
 pub async fn backfill(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
     let now = Utc::now();
     let days = crate::storage::Resolution::Day;
-    let site_days = doc! {"site": site.domain.as_str()};
-    let skipped = store
-        .db()
-        .collection::<bson::Document>(Subject::Site.collection(days))
-        .count_documents(stored_dates::outside(site_days, now))
-        .await?;
+    let skipped = report_reads::site_days_outside_window(store, &site.domain, now).await?;
     if skipped > 0 {
         store.background().skipped(skipped);
         tracing::warn!(site = %site.domain, buckets = skipped,
             "site-day buckets dated outside 1990 to the day after tomorrow are left out of the page summaries");
     }
-    let Some((first, last)) = queries::site_day_range(store, &site.domain, now).await? else {
+    let Some((first, last)) = report_reads::site_day_range(store, &site.domain, now).await? else {
         return Ok(0);
     };
     let first = match store.summary_retention().first_usable(Grain::Day) {

@@ -1,185 +1,26 @@
-//! Report queries. Every one goes through `Store::reports()`, the handle
-//! with the configured read preference, and is an index range scan on
-//! `{page, timestamp}`.
+//! Report queries: what a report reads for a period (which units, at
+//! which level) and how the numbers add up into what it shows. The reads
+//! themselves (collections, filters, indexes) are `storage::report_reads`.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, Utc};
-use futures::TryStreamExt;
-use mongodb::options::Hint;
 use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use crate::domain::{DomainName, Page};
-use crate::storage::buckets::site_pages;
-use crate::storage::buckets::VisitFields;
-use crate::storage::page_summaries::{Grain, PageFigures};
-use crate::storage::{Bucket, Grouping, Store, Subject};
+use crate::storage::report_reads::{add_slots, add_views, add_whole_day_views, time_filter};
+use crate::storage::report_reads::{BucketFind, Freshness};
+use crate::storage::Store;
+
+pub use crate::storage::report_reads::{
+    has_views, latest_minute, number, page_units, pages_at, realtime_seconds, seconds_of,
+    site_day_range, site_day_totals, site_totals, site_totals_guarded, site_visits, Scope,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
     pub at: DateTime<Utc>,
     pub views: i64,
-}
-
-/// What a report covers: every page of a site, or one page.
-#[derive(Debug, Clone)]
-pub enum Scope<'a> {
-    /// A site, by adding up its page buckets (a site whose totals are not
-    /// backfilled yet).
-    Site(&'a DomainName),
-    /// A site, from its own totals (`site_views_*`): one bucket per time
-    /// instead of one per page and time.
-    SiteTotals(&'a crate::storage::sites::Site),
-    Page(&'a Page),
-}
-
-impl<'a> Scope<'a> {
-    /// The cheapest exact way to read a whole site.
-    pub fn of_site(site: &'a crate::storage::sites::Site) -> Self {
-        if site.totals_complete {
-            Scope::SiteTotals(site)
-        } else {
-            Scope::Site(&site.domain)
-        }
-    }
-}
-
-/// A find over one scope's buckets at one level, at the times `times`
-/// (a filter on `timestamp`).
-///
-/// A whole site's page buckets over a stretch of time are read through the
-/// `timestamp_page` index (see [`crate::storage::buckets::BY_TIME`]). On
-/// MongoDB the filter names the site's page range and the times, and a
-/// `hint` names the index. secantusd-rs scans a compound index with bounds
-/// on both fields, or any hinted one, at 100 to 500 ms whatever it returns,
-/// but the times alone in 8 ms for 672 buckets (measured on the year
-/// bench's data, docs/benchmarks.md): there the filter is the times alone
-/// and the site's pages are kept here by their prefix.
-struct BucketFind {
-    coll: mongodb::Collection<Document>,
-    matcher: Document,
-    hint: Option<Hint>,
-    /// Pages not starting with it are skipped here.
-    prefix: Option<String>,
-}
-
-impl BucketFind {
-    fn new(
-        store: &Store,
-        freshness: Freshness,
-        scope: &Scope<'_>,
-        g: Resolution,
-        times: Document,
-    ) -> Self {
-        let (coll, mut matcher) = buckets_of(scope, g);
-        let (mut hint, mut prefix) = (None, None);
-        if let (Scope::Site(domain), Resolution::Hour | Resolution::Day) = (scope, g) {
-            if store.is_secantus() {
-                matcher = Document::new();
-                prefix = Some(format!("{domain}/"));
-            } else {
-                hint = Some(Hint::Name(crate::storage::buckets::BY_TIME.into()));
-            }
-        }
-        matcher.insert("timestamp", times);
-        BucketFind {
-            coll: handle(store, freshness).collection(coll),
-            matcher,
-            hint,
-            prefix,
-        }
-    }
-
-    /// The buckets at `g` of the pages named, at `times`.
-    fn of_pages(
-        store: &Store,
-        freshness: Freshness,
-        pages: &[&Page],
-        g: Resolution,
-        times: Document,
-    ) -> Self {
-        BucketFind {
-            coll: handle(store, freshness).collection(g.collection()),
-            matcher: pages_at(pages, times),
-            hint: None,
-            prefix: None,
-        }
-    }
-
-    async fn cursor(
-        self,
-        store: &Store,
-        projection: Document,
-    ) -> Result<(mongodb::Cursor<Document>, Option<String>), mongodb::error::Error> {
-        let find = self.coll.find(self.matcher);
-        let find = match self.hint {
-            Some(hint) => find.hint(hint),
-            None => find,
-        };
-        let cursor = find
-            .projection(projection)
-            .batch_size(10_000)
-            .max_time(store.report_max_time())
-            .await?;
-        Ok((cursor, self.prefix))
-    }
-}
-
-/// The buckets of the pages named at `times`: one `{page, timestamp}`
-/// range per page. (An `$in` of pages made secantusd-rs walk its
-/// `timestamp_page` index: 100 ms for 25 pages' last day, where this
-/// reads in 6 ms.)
-pub fn pages_at(pages: &[&Page], times: Document) -> Document {
-    let each: Vec<Document> = pages
-        .iter()
-        .map(|p| doc! {"page": p.as_str(), "timestamp": times.clone()})
-        .collect();
-    doc! {"$or": each}
-}
-
-/// Whether a bucket read by a [`BucketFind`] belongs to its scope.
-fn wanted(d: &Document, prefix: Option<&str>) -> bool {
-    prefix.is_none_or(|p| d.get_str("page").is_ok_and(|page| page.starts_with(p)))
-}
-
-/// The collection and key filter of a scope's buckets at `g`.
-fn buckets_of(scope: &Scope<'_>, g: Resolution) -> (&'static str, Document) {
-    match scope {
-        Scope::Site(domain) => (g.collection(), doc! {"page": site_pages(domain)}),
-        Scope::SiteTotals(site) => (
-            Subject::Site.collection(g),
-            doc! {"site": site.domain.as_str()},
-        ),
-        Scope::Page(page) => (g.collection(), doc! {"page": page.as_str()}),
-    }
-}
-
-fn time_filter(from: DateTime<Utc>, to: DateTime<Utc>) -> Document {
-    doc! {"$gte": bson::DateTime::from_chrono(from), "$lt": bson::DateTime::from_chrono(to)}
-}
-
-pub fn number(value: Option<&Bson>) -> i64 {
-    match value {
-        Some(Bson::Int32(n)) => i64::from(*n),
-        Some(Bson::Int64(n)) => *n,
-        Some(Bson::Double(n)) => *n as i64,
-        _ => 0,
-    }
-}
-
-/// Where a query reads: report pages accept the configured staleness; the
-/// realtime panels (this minute, the last hour) want the newest counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Freshness {
-    Report,
-    Realtime,
-}
-
-fn handle(store: &Store, freshness: Freshness) -> &mongodb::Database {
-    match freshness {
-        Freshness::Report => store.reports(),
-        Freshness::Realtime => store.realtime(),
-    }
 }
 
 /// Views per shown bucket over the period, one point per local bucket,
@@ -437,7 +278,15 @@ async fn read_units_of(
         let slots: Vec<&str> = fields.iter().map(|f| f.hour).collect();
         let buckets = find(Resolution::Hour, times);
         let width = TimeDelta::minutes(1);
-        add_slots(store, buckets, (&slots, width), key_field, keep, &mut units).await?;
+        add_slots(
+            store,
+            buckets,
+            (&slots, width),
+            key_field,
+            keep,
+            |i, at, page, n| units[i].add(at, page, n),
+        )
+        .await?;
     }
     // The days whose hours are not all cut: the first and last may be.
     let day = Resolution::Day;
@@ -451,53 +300,17 @@ async fn read_units_of(
         let slots: Vec<&str> = fields.iter().map(|f| f.day).collect();
         let buckets = find(Resolution::Day, times);
         let width = TimeDelta::hours(1);
-        add_slots(store, buckets, (&slots, width), key_field, keep, &mut units).await?;
+        add_slots(
+            store,
+            buckets,
+            (&slots, width),
+            key_field,
+            keep,
+            |i, at, page, n| units[i].add(at, page, n),
+        )
+        .await?;
     }
     Ok(units)
-}
-
-/// Adds the slots (`minutes` of hour buckets, `hours` of day buckets, each
-/// `width` long) of the buckets `find` reads to `units`, one per field,
-/// where `keep(bucket start, slot start)` says so; `key_field` keeps them
-/// apart by page.
-async fn add_slots(
-    store: &Store,
-    find: BucketFind,
-    (fields, width): (&[&str], TimeDelta),
-    key_field: Option<&str>,
-    keep: impl Fn(DateTime<Utc>, DateTime<Utc>) -> bool,
-    units: &mut [Units],
-) -> Result<(), mongodb::error::Error> {
-    let mut projection = doc! {"_id": 0, "page": 1, "timestamp": 1};
-    for field in fields {
-        projection.insert(*field, 1);
-    }
-    let (mut cursor, prefix) = find.cursor(store, projection).await?;
-    while let Some(d) = cursor.try_next().await? {
-        if !wanted(&d, prefix.as_deref()) {
-            continue;
-        }
-        let Ok(start) = d.get_datetime("timestamp") else {
-            continue;
-        };
-        let start = start.to_chrono();
-        let page = key_field.and_then(|k| d.get_str(k).ok());
-        for (field, units) in fields.iter().zip(units.iter_mut()) {
-            let Ok(slots) = d.get_document(field) else {
-                continue;
-            };
-            for (slot, views) in slots {
-                let Ok(n) = slot.parse::<i32>() else {
-                    continue;
-                };
-                let at = start + width * n;
-                if keep(start, at) {
-                    units.add(at, page, number(Some(views)));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Units added up into the shown (local) buckets.
@@ -551,21 +364,6 @@ pub async fn site_overview(
             Ok((Units::points(units.by_time), ranked_pages(units.by_page)))
         }
     }
-}
-
-/// Whether any view of the scope was ever stored. Day buckets suffice:
-/// every view reaches one; preallocated buckets hold 0.
-pub async fn has_views(store: &Store, scope: &Scope<'_>) -> Result<bool, mongodb::error::Error> {
-    let (coll, mut matcher) = buckets_of(scope, Resolution::Day);
-    matcher.insert("totalViews", doc! {"$gt": 0});
-    Ok(store
-        .reports()
-        .collection::<Document>(coll)
-        .find_one(matcher)
-        .projection(doc! {"_id": 0, "totalViews": 1})
-        .max_time(store.report_max_time())
-        .await?
-        .is_some())
 }
 
 pub fn total(points: &[Point]) -> i64 {
@@ -649,341 +447,10 @@ pub async fn top_pages(
                     add_views(&mut by_page, page, f.views);
                 }
             }
-            None => whole_days(store, domain, (first_day, last_day), &mut by_page).await?,
+            None => add_whole_day_views(store, domain, (first_day, last_day), &mut by_page).await?,
         }
     }
     Ok(ranked_pages(by_page))
-}
-
-fn add_views(by_page: &mut HashMap<String, i64>, page: &str, views: i64) {
-    if views != 0 {
-        match by_page.get_mut(page) {
-            Some(total) => *total += views,
-            None => {
-                by_page.insert(page.to_owned(), views);
-            }
-        }
-    }
-}
-
-/// Adds the views per page of the whole UTC days `[first, last)` from the
-/// day buckets.
-async fn whole_days(
-    store: &Store,
-    domain: &DomainName,
-    (first, last): (DateTime<Utc>, DateTime<Utc>),
-    by_page: &mut HashMap<String, i64>,
-) -> Result<(), mongodb::error::Error> {
-    let site = Scope::Site(domain);
-    let times = time_filter(first, last);
-    let find = BucketFind::new(store, Freshness::Report, &site, Resolution::Day, times);
-    if store.grouping() == Grouping::Server {
-        let mut matcher = find.matcher;
-        if find.prefix.is_some() {
-            // Grouped on the server, so the site's pages must be named in
-            // the match (the times alone would group every site's pages).
-            matcher.insert("page", site_pages(domain));
-        }
-        let mut aggregate = find.coll.aggregate([
-            doc! {"$match": matcher},
-            doc! {"$group": {"_id": "$page", "views": {"$sum": "$totalViews"}}},
-        ]);
-        if let Some(hint) = find.hint {
-            aggregate = aggregate.hint(hint);
-        }
-        let mut cursor = aggregate.max_time(store.report_max_time()).await?;
-        while let Some(d) = cursor.try_next().await? {
-            if let Ok(page) = d.get_str("_id") {
-                add_views(by_page, page, number(d.get("views")));
-            }
-        }
-    } else {
-        let projection = doc! {"_id": 0, "page": 1, "totalViews": 1};
-        let (mut cursor, prefix) = find.cursor(store, projection).await?;
-        while let Some(d) = cursor.try_next().await? {
-            if let (true, Ok(page)) = (wanted(&d, prefix.as_deref()), d.get_str("page")) {
-                add_views(by_page, page, number(d.get("totalViews")));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The site's views per UTC day over `[first, last)` (its writer parts
-/// added up; days without a document left out): what page summaries are
-/// checked against.
-pub async fn site_day_totals(
-    store: &Store,
-    domain: &DomainName,
-    range: (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    site_totals(store, domain, Resolution::Day, range).await
-}
-
-/// The site's views per bucket of `resolution` over `[first, last)`, its
-/// writer parts added up.
-pub async fn site_totals(
-    store: &Store,
-    domain: &DomainName,
-    resolution: Resolution,
-    (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    let mut totals: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(Subject::Site.collection(resolution))
-        .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
-        .max_time(store.report_max_time())
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(day) = d.get_datetime("timestamp") {
-            // Saturating: a stored count may be anything (a hand edit).
-            let sum = totals.entry(day.to_chrono()).or_default();
-            *sum = sum.saturating_add(number(d.get("totalViews")));
-        }
-    }
-    Ok(totals)
-}
-
-/// [`site_totals`] and, per unit, the deletions that took counts out of
-/// it (`buckets::TAKEN_BACK`): what guards kept page summaries.
-pub async fn site_totals_guarded(
-    store: &Store,
-    domain: &DomainName,
-    resolution: Resolution,
-    (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<DateTime<Utc>, (i64, i64)>, mongodb::error::Error> {
-    use crate::storage::buckets::TAKEN_BACK;
-    let mut totals: HashMap<DateTime<Utc>, (i64, i64)> = HashMap::new();
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(Subject::Site.collection(resolution))
-        .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1})
-        .max_time(store.report_max_time())
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(day) = d.get_datetime("timestamp") {
-            let entry = totals.entry(day.to_chrono()).or_default();
-            entry.0 = entry.0.saturating_add(number(d.get("totalViews")));
-            entry.1 = entry.1.saturating_add(number(d.get(TAKEN_BACK)));
-        }
-    }
-    Ok(totals)
-}
-
-/// The site's visits per bucket start at `resolution` over `[first,
-/// last)` (all writer parts added up), where there are any.
-pub async fn site_visits(
-    store: &Store,
-    domain: &DomainName,
-    resolution: Resolution,
-    (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    let visits = VisitFields::COUNTERS[VisitFields::VISITS];
-    let mut out: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(Subject::Site.collection(resolution))
-        .find(doc! {
-            "site": domain.as_str(),
-            "timestamp": time_filter(first, last),
-            visits: {"$exists": true},
-        })
-        .projection(doc! {"_id": 0, "timestamp": 1, visits: 1})
-        .max_time(store.report_max_time())
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(at) = d.get_datetime("timestamp") {
-            let n = slots_sum(d.get_document(visits).ok());
-            let entry = out.entry(at.to_chrono()).or_default();
-            *entry = entry.saturating_add(n);
-        }
-    }
-    out.retain(|_, n| *n != 0);
-    Ok(out)
-}
-
-/// The first and last UTC day of the site's day totals within
-/// [`crate::storage::stored_dates::window`] at `now`.
-pub async fn site_day_range(
-    store: &Store,
-    domain: &DomainName,
-    now: DateTime<Utc>,
-) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
-    crate::storage::site_totals::first_and_last_of(
-        store,
-        Subject::Site.collection(Resolution::Day),
-        doc! {"site": domain.as_str(), "timestamp": crate::storage::stored_dates::within(now)},
-    )
-    .await
-}
-
-/// Each page's figures in each of the units numbered `units` of `grain`
-/// (UTC days or hours since 1970-01-01), from the page buckets, sorted by
-/// page: views, visits entered there, exits, and for days the estimate of
-/// the bucket's visitors sketch (a visitor id is a day's, so hours carry
-/// none). `$in` of unit starts is a point lookup per unit.
-pub async fn page_units(
-    store: &Store,
-    domain: &DomainName,
-    grain: Grain,
-    units: &[i64],
-) -> Result<HashMap<i64, Vec<(String, PageFigures)>>, mongodb::error::Error> {
-    let list: Vec<bson::DateTime> = units
-        .iter()
-        .map(|d| bson::DateTime::from_chrono(grain.start(*d)))
-        .collect();
-    let pages_of_site = Scope::Site(domain);
-    let find = BucketFind::new(
-        store,
-        Freshness::Report,
-        &pages_of_site,
-        grain.resolution(),
-        doc! {"$in": list},
-    );
-    let visits = VisitFields::COUNTERS[VisitFields::VISITS];
-    let exits = VisitFields::COUNTERS[VisitFields::EXITS];
-    let mut projection = doc! {
-        "_id": 0, "page": 1, "timestamp": 1, "totalViews": 1, visits: 1, exits: 1,
-    };
-    if grain == Grain::Day {
-        projection.insert(VisitFields::VISITORS, 1);
-    }
-    let (mut cursor, prefix) = find.cursor(store, projection).await?;
-    let mut read: HashMap<i64, Vec<(String, PageFigures)>> = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        let (true, Ok(page), Ok(day)) = (
-            wanted(&d, prefix.as_deref()),
-            d.get_str("page"),
-            d.get_datetime("timestamp"),
-        ) else {
-            continue;
-        };
-        let views = number(d.get("totalViews"));
-        let entries = slots_sum(d.get_document(visits).ok());
-        let exits = slots_sum(d.get_document(exits).ok());
-        // A page may have entries or exits in a unit without views: an
-        // imported day's figures (Plausible's entry and exit pages
-        // without a pages row for that page and day).
-        if views != 0 || entries != 0 || exits != 0 {
-            read.entry(grain.number(day.to_chrono()))
-                .or_default()
-                .push((
-                    page.to_owned(),
-                    PageFigures {
-                        views,
-                        entries,
-                        exits,
-                        visitors: d
-                            .get_document(VisitFields::VISITORS)
-                            .map_or(0, super::visits::estimate_stored),
-                    },
-                ));
-        }
-    }
-    for pages in read.values_mut() {
-        pages.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    }
-    Ok(read)
-}
-
-/// The sum of a slot map's values (0 where it is absent).
-fn slots_sum(slots: Option<&Document>) -> i64 {
-    slots.map_or(0, |s| {
-        s.iter()
-            .map(|(_, v)| number(Some(v)))
-            .fold(0, i64::saturating_add)
-    })
-}
-
-/// The 60 per-second counts of one page-minute (`seconds` of its bucket).
-#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "seconds_of", page = %page, minute = %minute))]
-pub async fn seconds_of(
-    store: &Store,
-    page: &Page,
-    minute: DateTime<Utc>,
-) -> Result<[i64; 60], mongodb::error::Error> {
-    seconds_from(store, page, minute, Freshness::Report).await
-}
-
-/// [`seconds_of`] for the realtime panel (this minute).
-pub async fn realtime_seconds(
-    store: &Store,
-    page: &Page,
-    minute: DateTime<Utc>,
-) -> Result<[i64; 60], mongodb::error::Error> {
-    seconds_from(store, page, minute, Freshness::Realtime).await
-}
-
-async fn seconds_from(
-    store: &Store,
-    page: &Page,
-    minute: DateTime<Utc>,
-    freshness: Freshness,
-) -> Result<[i64; 60], mongodb::error::Error> {
-    let minute = Resolution::Minute.floor(minute);
-    let bucket: Option<Bucket> = match freshness {
-        Freshness::Report => store.reports(),
-        Freshness::Realtime => store.realtime(),
-    }
-    .collection::<Bucket>(Resolution::Minute.collection())
-    .find_one(doc! {"page": page.as_str(), "timestamp": bson::DateTime::from_chrono(minute)})
-    .max_time(store.report_max_time())
-    .await?;
-    let mut out = [0; 60];
-    if let Some(b) = bucket {
-        for (i, slot) in out.iter_mut().enumerate() {
-            *slot = b.slot(i);
-        }
-    }
-    Ok(out)
-}
-
-/// The most recent minute before `before` in which `page` had views, within
-/// the day before it (the default minute of the per-second breakdown).
-///
-/// With `Grouping::Server` (MongoDB) the server walks the `{page,
-/// timestamp}` index backwards and stops at the first bucket with views
-/// (`limit 1`). With `Grouping::App` (secantusd-rs) the app walks the page's
-/// minute buckets newest first and skips empty ones: there a `totalViews >
-/// 0` condition made the server examine the whole day instead of stopping
-/// at the first match (70 ms instead of 5 ms for a busy page). Empty buckets
-/// are preallocated ones: normally the current and next hour, at worst (an
-/// admin's run over past hours) the day's 1,440, so the walk stays bounded.
-#[tracing::instrument(name = "report_query", level = "debug", skip_all, fields(query = "latest_minute", page = %page))]
-pub async fn latest_minute(
-    store: &Store,
-    page: &Page,
-    before: DateTime<Utc>,
-) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let coll = store
-        .reports()
-        .collection::<Document>(Resolution::Minute.collection());
-    let window = time_filter(before - TimeDelta::days(1), before);
-    if store.grouping() == Grouping::Server {
-        let found = coll
-            .find_one(doc! {"page": page.as_str(), "timestamp": window, "totalViews": {"$gt": 0}})
-            .projection(doc! {"_id": 0, "timestamp": 1})
-            .sort(doc! {"timestamp": -1})
-            .max_time(store.report_max_time())
-            .await?;
-        return Ok(found.and_then(|d| d.get_datetime("timestamp").ok().map(|t| t.to_chrono())));
-    }
-    let mut cursor = coll
-        .find(doc! {"page": page.as_str(), "timestamp": window})
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1})
-        .sort(doc! {"timestamp": -1})
-        .batch_size(64)
-        .max_time(store.report_max_time())
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        if number(d.get("totalViews")) > 0 {
-            return Ok(d.get_datetime("timestamp").ok().map(|t| t.to_chrono()));
-        }
-    }
-    Ok(None)
 }
 
 /// How many minutes "right now" covers: this one and the four before.
@@ -1000,44 +467,4 @@ pub async fn views_now(
     let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
     let period = Period::aligned_in(from, to, Resolution::Minute, chrono_tz::Tz::UTC);
     Ok(total(&realtime_series(store, scope, &period).await?))
-}
-
-/// Headline numbers for the sites list.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SiteSummary {
-    pub today: i64,
-    pub last_7_days: i64,
-    pub last_30_days: i64,
-    /// Views per day, oldest first, 30 values ending today.
-    pub daily: Vec<i64>,
-    /// Unique visitors over the 30 days (a sum over UTC days); `None`
-    /// where the stored data cannot say.
-    pub visitors_30_days: Option<i64>,
-}
-
-pub async fn site_summary(
-    store: &Store,
-    site: &crate::storage::sites::Site,
-    now: DateTime<Utc>,
-) -> Result<SiteSummary, mongodb::error::Error> {
-    let q = super::RangeQuery {
-        range: Some("30d".into()),
-        ..Default::default()
-    };
-    let period = Period::resolve_in(&q, now, site.time_zone.tz())
-        .expect("the 30-day preset always resolves");
-    let scope = Scope::of_site(site);
-    let whole = [(period.from, period.to)];
-    let (points, visitors) = tokio::try_join!(
-        series(store, &scope, &period),
-        super::visits::visitors(store, &scope, &whole),
-    )?;
-    let daily: Vec<i64> = points.iter().map(|p| p.views).collect();
-    Ok(SiteSummary {
-        today: *daily.last().unwrap_or(&0),
-        last_7_days: daily.iter().rev().take(7).sum(),
-        last_30_days: daily.iter().sum(),
-        daily,
-        visitors_30_days: visitors.map(|v| v[0]),
-    })
 }

@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn a_coarser_shown_resolution_read_by_minute_is_read_by_hour() {
         // Shown by day from 09:30: read by hour (the cut hours' minutes
-        // come from the hour buckets' slots since issue 10).
+        // come from the hour buckets' slots).
         let p = custom("2026-08-01T09:30", "2026-08-03T10:30", "day");
         assert_eq!(p.read, Resolution::Hour);
         // Nothing there reads minute buckets: kept as asked.

@@ -12,18 +12,19 @@
 //! hours it cuts (an edge inside an hour, as "last hour" or at +05:30), so
 //! a range counts exactly who viewed in it, whatever its edges.
 
-use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
-use futures::TryStreamExt;
 use std::collections::{BTreeSet, HashMap};
 
 use super::period::{Period, Resolution};
 use super::queries::{self, Point, Scope, Slots};
 use crate::domain::sketch::Sketch;
 use crate::storage::buckets::VisitFields;
-use crate::storage::buckets::TAKEN_BACK;
 use crate::storage::day_visitors::{Hours, WHOLE_DAY};
-use crate::storage::{Store, Subject};
+use crate::storage::Store;
+
+pub use crate::storage::report_reads::estimate_stored;
+pub use crate::storage::visit_reads::counted_since;
+use crate::storage::visit_reads::{day_totals, sketches, Read, Whose};
 
 pub const VISITS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::VISITS]);
 pub const NON_BOUNCES: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::NON_BOUNCES]);
@@ -482,88 +483,6 @@ fn cut_key((day, part): &Piece) -> (DateTime<Utc>, Vec<DateTime<Utc>>) {
     (*day, starts)
 }
 
-/// A scope's views on each of `days` (UTC day starts): what guards the kept
-/// visitor estimates of those days (see `storage::day_visitors`).
-async fn day_totals(
-    store: &Store,
-    scope: &Scope<'_>,
-    days: &BTreeSet<DateTime<Utc>>,
-) -> Result<HashMap<DateTime<Utc>, i64>, mongodb::error::Error> {
-    let mut out = HashMap::new();
-    let (Some(first), Some(last)) = (days.first(), days.last()) else {
-        return Ok(out);
-    };
-    let (coll, mut matcher) = match scope {
-        Scope::SiteTotals(site) => (
-            Subject::Site.collection(Resolution::Day),
-            doc! {"site": site.domain.as_str()},
-        ),
-        Scope::Page(page) => (Resolution::Day.collection(), doc! {"page": page.as_str()}),
-        Scope::Site(_) => return Ok(out),
-    };
-    matcher.insert(
-        "timestamp",
-        times_filter(days, *first, *last, Resolution::Day),
-    );
-    let visits = VisitFields::COUNTERS[VisitFields::VISITS];
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(coll)
-        .find(matcher)
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, visits: 1, TAKEN_BACK: 1})
-        .max_time(store.report_max_time())
-        .await?;
-    let mut taken_back: HashMap<DateTime<Utc>, i64> = HashMap::new();
-    while let Some(d) = cursor.try_next().await? {
-        if let Ok(at) = d.get_datetime("timestamp") {
-            // Visits beside the views: an imported day can have visits
-            // and visitors but no page views (Plausible's visitors table
-            // without pages rows for the day).
-            let visits: i64 = d.get_document(visits).map_or(0, |slots| {
-                slots
-                    .iter()
-                    .map(|(_, v)| queries::number(Some(v)))
-                    .fold(0, i64::wrapping_add)
-            });
-            let guard = queries::number(d.get("totalViews")).wrapping_add(visits << 20);
-            let entry = out.entry(at.to_chrono()).or_default();
-            *entry = entry.wrapping_add(guard);
-            *taken_back.entry(at.to_chrono()).or_default() += queries::number(d.get(TAKEN_BACK));
-        }
-    }
-    // The guard: 0 for a day without views or visits (it has no
-    // visitors), else its views and visits and, above them, the deletions
-    // that took counts out of it (`buckets::TAKEN_BACK`): a day emptied and
-    // filled again to the same views is not taken for the one kept.
-    for (day, guard) in out.iter_mut() {
-        if *guard != 0 {
-            *guard = guard.wrapping_add(taken_back.get(day).copied().unwrap_or(0) << 40);
-        }
-    }
-    Ok(out)
-}
-
-/// A filter on `timestamp` for `times` at `g`: a dense list (a chart's
-/// every day) as a range, a sparse one (the two edges of a long range)
-/// point by point.
-fn times_filter(
-    times: &BTreeSet<DateTime<Utc>>,
-    first: DateTime<Utc>,
-    last: DateTime<Utc>,
-    g: Resolution,
-) -> Document {
-    let span = (last - first).num_seconds() / g.step().num_seconds() + 1;
-    if times.len() as i64 * 4 > span {
-        doc! {"$gte": bson::DateTime::from_chrono(first), "$lte": bson::DateTime::from_chrono(last)}
-    } else {
-        let list: Vec<bson::DateTime> = times
-            .iter()
-            .map(|t| bson::DateTime::from_chrono(*t))
-            .collect();
-        doc! {"$in": list}
-    }
-}
-
 /// Unique visitors of each page named over a range.
 async fn visitors_of_pages(
     store: &Store,
@@ -616,9 +535,6 @@ fn plan_of(split: &[Vec<Piece>]) -> Plan {
     plan
 }
 
-/// Sketches read, by page (`""` for a scope's own) and bucket start.
-type Read = HashMap<String, HashMap<DateTime<Utc>, Sketch>>;
-
 /// The sketches read at each level.
 struct Reads {
     by_day: Read,
@@ -650,118 +566,6 @@ fn count_piece(page: &str, (day, part): &Piece, read: &Reads) -> u64 {
             union.estimate_count()
         }
     }
-}
-
-/// The estimate of one stored sketch (0, with a warning, for one of a
-/// format this build does not read).
-pub fn estimate_stored(stored: &Document) -> i64 {
-    let mut sketch = Sketch::default();
-    match sketch.merge_stored(stored) {
-        Ok(()) => sketch.estimate_count() as i64,
-        Err(e) => {
-            tracing::warn!(error = %e, "a visitors sketch of an unknown format is skipped");
-            0
-        }
-    }
-}
-
-/// Whose sketches a read merges: a scope's own, or each named page's.
-#[derive(Clone, Copy)]
-enum Whose<'a> {
-    Scope(&'a Scope<'a>),
-    Pages(&'a [&'a crate::domain::Page]),
-}
-
-/// The sketches at `g` starting at `times` of a scope (merged per start:
-/// a site's parts, one per writer) or of each named page.
-async fn sketches(
-    store: &Store,
-    whose: Whose<'_>,
-    g: Resolution,
-    times: &BTreeSet<DateTime<Utc>>,
-) -> Result<Read, mongodb::error::Error> {
-    let mut out = Read::new();
-    let (Some(first), Some(last)) = (times.first(), times.last()) else {
-        return Ok(out);
-    };
-    let (coll, mut matcher) = match whose {
-        Whose::Scope(Scope::SiteTotals(site)) => (
-            Subject::Site.collection(g),
-            doc! {"site": site.domain.as_str()},
-        ),
-        Whose::Scope(Scope::Page(page)) => (g.collection(), doc! {"page": page.as_str()}),
-        Whose::Scope(Scope::Site(_)) => return Ok(out),
-        Whose::Pages([]) => return Ok(out),
-        Whose::Pages(_) => (g.collection(), Document::new()),
-    };
-    let by_page = matches!(whose, Whose::Pages(_));
-    matcher.insert("timestamp", times_filter(times, *first, *last, g));
-    if let Whose::Pages(pages) = whose {
-        let times = matcher.remove("timestamp").unwrap_or_default();
-        let times = times.as_document().cloned().unwrap_or_default();
-        matcher = queries::pages_at(pages, times);
-    }
-    let mut cursor = store
-        .reports()
-        .collection::<Document>(coll)
-        .find(matcher)
-        .projection(doc! {"_id": 0, "page": 1, "timestamp": 1, VisitFields::VISITORS: 1})
-        .max_time(store.report_max_time())
-        .await?;
-    while let Some(d) = cursor.try_next().await? {
-        let (Ok(at), Ok(stored)) = (
-            d.get_datetime("timestamp"),
-            d.get_document(VisitFields::VISITORS),
-        ) else {
-            continue;
-        };
-        let at = at.to_chrono();
-        if !times.contains(&at) {
-            continue;
-        }
-        let page = match (by_page, d.get_str("page")) {
-            (false, _) => String::new(),
-            (true, Ok(page)) => page.to_owned(),
-            (true, Err(_)) => continue,
-        };
-        let sketch = out.entry(page).or_default().entry(at).or_default();
-        if let Err(e) = sketch.merge_stored(stored) {
-            tracing::warn!(error = %e, at = %at, "a visitors sketch of an unknown format is skipped");
-        }
-    }
-    Ok(out)
-}
-
-/// The first UTC day from which a scope has visitors (data written before
-/// visitors has none): `None` when it has none yet.
-pub async fn counted_since(
-    store: &Store,
-    scope: &Scope<'_>,
-) -> Result<Option<DateTime<Utc>>, mongodb::error::Error> {
-    let (coll, mut matcher) = match scope {
-        Scope::SiteTotals(site) => (
-            Subject::Site.collection(Resolution::Day),
-            doc! {"site": site.domain.as_str()},
-        ),
-        Scope::Site(domain) => (
-            Resolution::Day.collection(),
-            doc! {"page": crate::storage::buckets::site_pages(domain)},
-        ),
-        Scope::Page(page) => (Resolution::Day.collection(), doc! {"page": page.as_str()}),
-    };
-    matcher.insert(
-        VisitFields::COUNTERS[VisitFields::VISITS],
-        doc! {"$exists": true},
-    );
-    let found = store
-        .reports()
-        .collection::<Document>(coll)
-        .find_one(matcher)
-        .sort(doc! {"timestamp": 1})
-        .projection(doc! {"_id": 0, "timestamp": 1})
-        .max_time(store.report_max_time())
-        .await?;
-    Ok(found.and_then(|d| d.get_datetime("timestamp").ok().map(|t| t.to_chrono())))
 }
 
 #[cfg(test)]

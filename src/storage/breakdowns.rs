@@ -1,18 +1,19 @@
-//! Breakdowns (issue 20): what views and events are counted under beside
+//! Breakdowns: what views and events are counted under beside
 //! their page, in one bounded bucket document per page (and per site) and
 //! hour, and per day, holding every dimension (`domain::Dimension`):
 //!
 //! ```text
-//! sources_hour / sources_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other,
-//!                                        browser: {"Firefox": 2, ...}, other_browser, os: {...}, ...,
-//!                                        event: {"Signup": 1}, other_event}
-//! site_sources_hour / site_sources_day  {site, part, timestamp, ... the same ...,
-//!                                        converted: {"Signup": <visitors' sketch>}}
+//! breakdowns_hour / breakdowns_day            {page, timestamp, totalViews, sources: {"google%2Ecom": 3, ...}, other,
+//!                                              browser: {"Firefox": 2, ...}, other_browser, os: {...}, ...,
+//!                                              event: {"Signup": 1}, other_event}
+//! site_breakdowns_hour / site_breakdowns_day  {site, part, timestamp, ... the same ...,
+//!                                              converted: {"Signup": <visitors' sketch>}}
 //! ```
 //!
-//! The collections keep the names they had when they held sources alone,
-//! so the sources counted before breakdowns read on with no migration;
-//! `totalViews` is still the views with a known source. One statement per
+//! The collections had the names `sources_*` while they held sources
+//! alone; a database from then is renamed at start
+//! (`storage::renames`). `totalViews` is still the views with a known
+//! source. One statement per
 //! bucket carries every dimension, so a batch's statements do not grow with
 //! the number of dimensions (docs/architecture.md §7b has the measurements
 //! behind this choice).
@@ -65,10 +66,10 @@ pub const LEVELS: [Resolution; 2] = [Resolution::Hour, Resolution::Day];
 
 pub fn collection(subject: Subject, g: Resolution) -> &'static str {
     match (subject, g) {
-        (Subject::Page, Resolution::Day) => "sources_day",
-        (Subject::Page, _) => "sources_hour",
-        (Subject::Site, Resolution::Day) => "site_sources_day",
-        (Subject::Site, _) => "site_sources_hour",
+        (Subject::Page, Resolution::Day) => "breakdowns_day",
+        (Subject::Page, _) => "breakdowns_hour",
+        (Subject::Site, Resolution::Day) => "site_breakdowns_day",
+        (Subject::Site, _) => "site_breakdowns_hour",
     }
 }
 
@@ -547,7 +548,7 @@ fn same_question(a: &KeptKey, b: &KeptKey) -> bool {
 
 /// The last answers of long ranges' breakdowns: a year is a year of day
 /// buckets holding every dimension's names (97 ms a 12-month dashboard
-/// at 1,000 pages, issue 20), yet its past days rarely change. An answer
+/// at 1,000 pages), yet its past days rarely change. An answer
 /// is used only while the fingerprint of its buckets' [`WRITES`] is the
 /// one it was read with, so a late record (a replayed journal, an
 /// import) is seen at once.
@@ -643,7 +644,7 @@ pub const MAX_KNOWN_BUCKETS: usize = 50_000;
 /// from batches that committed, so a batch whose every name is known needs
 /// no lookup in its transaction (at 1,000 pages the lookup read every
 /// page's bucket of the hour and day for each batch, half the write path's
-/// cost with breakdowns: docs/benchmarks.md, issue 20).
+/// cost with breakdowns: docs/benchmarks.md).
 ///
 /// What it holds is a lower bound of each bucket's names, whatever else
 /// writes the bucket (another instance, an import): a name, once in a
@@ -725,7 +726,7 @@ mod tests {
             None,
         );
         let q = doc! {"site": "poisoned.test", "timestamp": bson::DateTime::from_chrono(hour(10)), "part": 0};
-        let taken = counts.set_aside("site_sources_hour", &q).unwrap();
+        let taken = counts.set_aside("site_breakdowns_hour", &q).unwrap();
         // Two views of the home page and one of /a in that hour.
         assert_eq!(
             (taken.key.as_str(), taken.start, taken.views),
@@ -742,7 +743,7 @@ mod tests {
             ]
         );
         // Nothing left there, or a collection that is not a breakdown's.
-        assert!(counts.set_aside("site_sources_hour", &q).is_none());
+        assert!(counts.set_aside("site_breakdowns_hour", &q).is_none());
         assert!(counts.set_aside("views_hour", &q).is_none());
     }
 
@@ -889,7 +890,7 @@ mod tests {
             doc! {"totalViews": 3_i64, "sources.google%2Ecom": 2_i64, "sources.direct": 1_i64,
             "browser.Firefox": 2_i64, "country.DE": 2_i64}
         );
-        assert_eq!(inc.collection(), "site_sources_day");
+        assert_eq!(inc.collection(), "site_breakdowns_day");
     }
 
     #[test]
@@ -1139,7 +1140,7 @@ mod tests {
 
     #[test]
     fn the_counts_are_hashed_with_a_key_of_their_own() {
-        // Issue 24, item 14: with an unkeyed hash (FxHash) every batch
+        // With an unkeyed hash (FxHash) every batch
         // placed the same names the same way, so colliding names could be
         // computed once and sent to any instance. Keyed per map, two
         // batches of the same 1,000 names keep them in different orders.

@@ -149,6 +149,20 @@ impl Bucket {
     }
 }
 
+/// The views of one page on the day starting `day` (its day bucket's
+/// total; 0 without one).
+pub async fn day_views(
+    store: &super::Store,
+    page: &str,
+    day: DateTime<Utc>,
+) -> Result<i64, mongodb::error::Error> {
+    let bucket = store
+        .buckets(Resolution::Day)
+        .find_one(bson::doc! {"page": page, "timestamp": bson::DateTime::from_chrono(day)})
+        .await?;
+    Ok(bucket.map_or(0, |b| b.total_views))
+}
+
 /// Which buckets a batch's increments go to: the page buckets, or the
 /// site buckets (keyed by the domain) written as the writer's part; at one
 /// resolution.

@@ -1,29 +1,40 @@
 //! Everything that talks to MongoDB.
 
+pub mod api_tokens;
+pub mod breakdown_reads;
 pub mod breakdowns;
 pub mod bucket_writer;
 pub mod buckets;
 pub mod clear;
 pub mod day_visitors;
+pub mod email;
 pub mod funnels;
 pub mod imports;
 pub mod last_use;
 pub mod page_summaries;
+pub mod prealloc;
 pub mod preparation;
 pub mod progress;
+pub mod renames;
+pub mod report_reads;
 pub mod retention;
 pub mod salts;
 pub mod schema;
+pub mod sessions;
 pub mod sharding;
 pub mod share_links;
+pub mod site_purge;
 pub mod site_totals;
 pub mod sites;
 pub mod stored_dates;
 pub mod system;
+pub mod totp;
 pub mod txn;
 pub mod update;
+pub mod users;
 pub mod values;
 pub mod visit_log;
+pub mod visit_reads;
 
 use bson::{doc, Document};
 use mongodb::options::{

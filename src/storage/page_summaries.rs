@@ -2,7 +2,7 @@
 //! aligned span of whole UTC days, one document per site and span, so that
 //! a long range's top pages read a few documents instead of one bucket per
 //! page and day (a year of 10,000 pages is 3.65 million page-day buckets:
-//! 13–21 s a dashboard, issue 22).
+//! 13–21 s a dashboard).
 //!
 //! **Spans.** A span is 2^level UTC days starting at a day number (days
 //! since 1970-01-01) that is a multiple of 2^level, for levels 0 to

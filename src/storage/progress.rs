@@ -19,7 +19,7 @@ pub const COLLECTION: &str = "journal_progress";
 /// every level costs one statement per distinct page in a batch. Minutes
 /// are what the realtime panels read, so they go first and often; the
 /// hour and day levels (read for longer ranges) are merged over a longer
-/// window, so one statement carries many more hits (issue 26).
+/// window, so one statement carries many more hits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
     /// The page and site minute buckets, applied within about a second at

@@ -35,11 +35,11 @@ pub struct Site {
     /// Its site totals are complete (created with them, or backfilled):
     /// reports read them instead of adding up page buckets.
     pub totals_complete: bool,
-    /// Its own new-page cap, set by an admin (issue 29).
+    /// Its own new-page cap, set by an admin.
     pub page_cap: PageCapSetting,
     /// Hosts an owner added that no admin has confirmed yet.
     pub unconfirmed_hosts: Vec<DomainName>,
-    /// The events and pages its owner marked as goals (issue 20), in the
+    /// The events and pages its owner marked as goals, in the
     /// order they were added; at most [`MAX_GOALS_PER_SITE`].
     pub goals: Vec<Goal>,
 }
@@ -62,7 +62,7 @@ impl Site {
 
 /// The stored shape; ids are BSON UUIDs (binary subtype 4).
 #[derive(Debug, Serialize, Deserialize)]
-struct SiteDoc {
+pub(super) struct SiteDoc {
     #[serde(rename = "_id")]
     id: bson::Uuid,
     name: String,
@@ -189,7 +189,7 @@ pub enum SiteError {
     Database(#[from] mongodb::error::Error),
 }
 
-fn collection(store: &Store) -> mongodb::Collection<SiteDoc> {
+pub(super) fn collection(store: &Store) -> mongodb::Collection<SiteDoc> {
     store.db().collection(COLLECTION)
 }
 
@@ -198,14 +198,14 @@ fn collection(store: &Store) -> mongodb::Collection<SiteDoc> {
 pub const HOSTS: &str = "site_hosts";
 
 #[derive(Debug, Serialize, Deserialize)]
-struct HostDoc {
+pub(super) struct HostDoc {
     #[serde(rename = "_id")]
     host: String,
     #[serde(rename = "siteId")]
     site: bson::Uuid,
 }
 
-fn hosts_collection(store: &Store) -> mongodb::Collection<HostDoc> {
+pub(super) fn hosts_collection(store: &Store) -> mongodb::Collection<HostDoc> {
     store.db().collection(HOSTS)
 }
 
@@ -308,66 +308,69 @@ async fn holder_refusal(store: &Store, host: String) -> SiteError {
     }
 }
 
-/// Adds a site whose hosts an admin (or the command line) vouches for.
-pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
-    insert_as(store, new, now, ChangedBy::Admin).await
+/// Who adds a site, which decides the rules it is added under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creator {
+    /// The command line: the operator vouches for the hosts, and may give
+    /// the id (a site moved from Umami keeps its website id, so the
+    /// `data-website-id` of its snippets stays as it is).
+    Operator { id: Option<SiteId> },
+    /// An admin (the admin form, or an admin on the owner's form): the
+    /// hosts are confirmed, the owners are whoever the admin lists.
+    Admin,
+    /// An owner adding a site of their own: they are among its owners,
+    /// every host starts unconfirmed (until an admin confirms it), and
+    /// they may own at most `max_sites` (a bound on what one owner can
+    /// make the instance keep, and on hosts claimed in bulk).
+    Owner { user: Uuid, max_sites: u64 },
 }
 
-/// [`insert`] under a chosen id: a site moved from Umami keeps its website
-/// id, so the `data-website-id` of its snippets stays as it is.
-pub async fn insert_with_id(
-    store: &Store,
-    new: NewSite,
-    id: SiteId,
-    now: DateTime<Utc>,
-) -> Result<Site, SiteError> {
-    let existing = collection(store)
-        .clone_with_type::<bson::Document>()
-        .find_one(doc! {"_id": bson::Uuid::from(id.as_uuid())})
-        .await?;
-    if existing.is_some() {
-        return Err(SiteError::IdTaken(id));
-    }
-    insert_under(store, new, id, now, ChangedBy::Admin, None).await
-}
-
-/// Adds a site as `by` does: an owner's site starts with every host
-/// unconfirmed.
-pub async fn insert_as(
-    store: &Store,
-    new: NewSite,
-    now: DateTime<Utc>,
-    by: ChangedBy,
-) -> Result<Site, SiteError> {
-    insert_under(store, new, SiteId::new(), now, by, None).await
-}
-
-/// An owner's own new site, refused with [`SiteError::OwnerCap`] when
-/// `owner` already owns `max_sites`. The count and the insert are one
-/// transaction that also writes the owner's document in
+/// Adds a site: the one way the command line, the admin form and the
+/// owner form create one. The owner's cap is counted in the insert's
+/// transaction, which also writes the owner's document in
 /// [`OWNER_TICKETS`], so two adds of one owner never both see room: the
-/// second conflicts, runs again and counts the first one's site.
-pub async fn insert_owned(
+/// second conflicts, runs again and counts the first one's site. That is
+/// why the rules live here, beside the transaction, rather than in each
+/// caller: none of them can skip one.
+pub async fn create(
     store: &Store,
-    new: NewSite,
+    mut new: NewSite,
+    by: Creator,
     now: DateTime<Utc>,
-    owner: Uuid,
-    max_sites: u64,
 ) -> Result<Site, SiteError> {
-    insert_under(
-        store,
-        new,
-        SiteId::new(),
-        now,
-        ChangedBy::Owner,
-        Some((owner, max_sites)),
-    )
-    .await
+    match by {
+        Creator::Operator { id: Some(id) } => {
+            let existing = collection(store)
+                .clone_with_type::<bson::Document>()
+                .find_one(doc! {"_id": bson::Uuid::from(id.as_uuid())})
+                .await?;
+            if existing.is_some() {
+                return Err(SiteError::IdTaken(id));
+            }
+            insert_under(store, new, id, now, ChangedBy::Admin, None).await
+        }
+        Creator::Operator { id: None } | Creator::Admin => {
+            insert_under(store, new, SiteId::new(), now, ChangedBy::Admin, None).await
+        }
+        Creator::Owner { user, max_sites } => {
+            if !new.owners.contains(&user) {
+                new.owners.push(user);
+            }
+            let cap = Some((user, max_sites));
+            insert_under(store, new, SiteId::new(), now, ChangedBy::Owner, cap).await
+        }
+    }
+}
+
+/// Adds a site whose hosts an admin (or the command line) vouches for:
+/// [`create`] by [`Creator::Admin`].
+pub async fn insert(store: &Store, new: NewSite, now: DateTime<Utc>) -> Result<Site, SiteError> {
+    create(store, new, Creator::Admin, now).await
 }
 
 /// One document per owner who added a site of their own,
 /// `{_id: owner, adds}`: written by every such add so that concurrent
-/// adds of one owner conflict (see [`insert_owned`]).
+/// adds of one owner conflict (see [`create`]).
 pub const OWNER_TICKETS: &str = "site_owner_tickets";
 
 async fn insert_under(
@@ -536,6 +539,21 @@ pub async fn count_owned(store: &Store, owner: Uuid) -> Result<u64, mongodb::err
         .await
 }
 
+/// Takes a deleted user off every site's owners, deleted sites included:
+/// no site names a user who no longer exists.
+pub async fn remove_owner_everywhere(
+    store: &Store,
+    owner: Uuid,
+) -> Result<(), mongodb::error::Error> {
+    collection(store)
+        .update_many(
+            doc! {"owners": bson::Uuid::from(owner)},
+            doc! {"$pull": {"owners": bson::Uuid::from(owner)}},
+        )
+        .await
+        .map(|_| ())
+}
+
 fn owned_filter(owner: bson::Uuid) -> bson::Document {
     doc! {"owners": owner, "deletedAt": {"$exists": false}}
 }
@@ -603,97 +621,6 @@ pub async fn deleted_domains(store: &Store) -> Result<Vec<DomainName>, mongodb::
         .try_collect()
         .await?;
     Ok(docs.into_iter().map(|d| d.domain).collect())
-}
-
-/// Purges the sites marked deleted at least `purge_after` ago: their
-/// buckets, then the mark. Returns each purged domain with the buckets
-/// removed.
-pub async fn purge_due(
-    store: &Store,
-    now: DateTime<Utc>,
-    purge_after: chrono::TimeDelta,
-) -> Result<Vec<(DomainName, u64)>, mongodb::error::Error> {
-    let due: Vec<SiteDoc> = collection(store)
-        .find(doc! {"deletedAt": {"$lte": bson::DateTime::from_chrono(now - purge_after)}})
-        .await?
-        .try_collect()
-        .await?;
-    let mut purged = Vec::new();
-    for doc in due {
-        let site = Site::from(doc);
-        let removed = purge(store, &site).await?;
-        purged.push((site.domain, removed));
-    }
-    Ok(purged)
-}
-
-/// Removes every bucket of a site's pages, its totals and sources, then
-/// the site.
-async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error> {
-    use super::Subject;
-    let mut removed = 0;
-    let pages = site.domain.pages_filter();
-    let site_key = site.domain.as_str();
-    let mut targets: Vec<(&str, bson::Document)> = Vec::new();
-    for g in super::Resolution::ALL {
-        targets.push((g.collection(), doc! {"page": pages.clone()}));
-        targets.push((Subject::Site.collection(g), doc! {"site": site_key}));
-    }
-    for (subject, collection) in super::breakdowns::collections() {
-        targets.push(match subject {
-            Subject::Page => (collection, doc! {"page": pages.clone()}),
-            Subject::Site => (collection, doc! {"site": site_key}),
-        });
-    }
-    targets.push((super::visit_log::COLLECTION, doc! {"site": site_key}));
-    for (collection, filter) in targets {
-        removed += store
-            .db()
-            .collection::<bson::Document>(collection)
-            .delete_many(filter)
-            .await?
-            .deleted_count;
-    }
-    removed += super::page_summaries::delete_site(store, &site.id.to_string()).await?;
-    let id = bson::Uuid::from(site.id.as_uuid());
-    // Its share links would open nothing; a new site never reuses the id.
-    store
-        .db()
-        .collection::<bson::Document>(super::share_links::COLLECTION)
-        .delete_many(doc! {"siteId": id})
-        .await?;
-    super::funnels::delete_site(store, &site.id).await?;
-    // The mark and the hosts go together: a host is free exactly when the
-    // site is gone.
-    let mut tries = 0;
-    loop {
-        let result = async {
-            let mut session = super::txn::begin(store).await?;
-            hosts_collection(store)
-                .delete_many(doc! {"siteId": id})
-                .session(&mut session)
-                .await?;
-            collection(store)
-                .delete_one(doc! {"_id": id})
-                .session(&mut session)
-                .await?;
-            super::txn::commit(&mut session).await
-        }
-        .await;
-        match result {
-            Err(e) if super::txn::should_retry(&e) && tries < super::txn::MAX_TRIES => {
-                tries += 1;
-                super::txn::pause(tries).await;
-            }
-            // Summaries a report stored while the site was being purged
-            // (see `page_summaries::write`).
-            Ok(()) => {
-                removed += super::page_summaries::delete_site(store, &site.id.to_string()).await?;
-                return Ok(removed);
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Whether the site exists and is not marked deleted: what may still get

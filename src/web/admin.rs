@@ -233,13 +233,14 @@ pub async fn create_site(post: AdminPost<NewSiteForm>) -> Answer {
         Ok(Err(e)) => return Err(e),
         Err(refused) => return sites_page_with(&state, &viewer, input, Some(refused), None).await,
     };
-    let site = match sites::insert(&state.store, new, state.clock.now()).await {
-        Ok(site) => site,
-        Err(e) => {
-            let refused = site_refusal(e, "domain")?;
-            return sites_page_with(&state, &viewer, input, Some(refused), None).await;
-        }
-    };
+    let site =
+        match sites::create(&state.store, new, sites::Creator::Admin, state.clock.now()).await {
+            Ok(site) => site,
+            Err(e) => {
+                let refused = site_refusal(e, "domain")?;
+                return sites_page_with(&state, &viewer, input, Some(refused), None).await;
+            }
+        };
     state.directory.reload(&state.store).await?;
     tracing::info!(admin = %viewer.user.email, site = %site.domain, "site created");
     Ok(see_other(&format!(
@@ -602,6 +603,8 @@ struct SystemPage {
     last_run: Option<super::prealloc_runs::RunRow>,
     next_run: String,
     geoip: GeoIpView,
+    /// `None`: the database did not answer.
+    email: Option<super::email::SystemEmail>,
 }
 
 /// The country database the pixel uses, as the system page states it.
@@ -713,6 +716,7 @@ pub async fn system_page(state: web::Data<WebState>, Admin(viewer): Admin) -> An
         last_run: runs?.first().map(super::prealloc_runs::RunRow::from),
         next_run: super::prealloc_runs::next_run_text(&state),
         geoip: GeoIpView::of(&state.ingest.classifier),
+        email: super::email::system(&state).await.ok(),
     };
     Ok(render(StatusCode::OK, &page))
 }

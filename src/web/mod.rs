@@ -1,5 +1,5 @@
 //! HTTP routes. Each route family has its own module and error type: the
-//! pixel (`ingest::pixel`), accounts (`auth`), reports (`reports`), admin
+//! pixel (`pixel`) and the peers' endpoints (`compat`), accounts (`auth`), reports (`reports`), admin
 //! (`admin`); this module wires them and serves the operational endpoints.
 
 pub mod account_tokens;
@@ -7,12 +7,16 @@ pub mod admin;
 pub mod api;
 pub mod assets;
 pub mod auth;
+pub mod compat;
+pub mod email;
 pub use crate::domain::client_ip;
 pub mod error;
 pub mod fmt;
 pub mod forms;
+pub mod head;
 pub mod ops;
 pub mod pages;
+pub mod pixel;
 pub mod prealloc_runs;
 pub mod preallocation;
 pub mod qr;
@@ -20,14 +24,13 @@ pub mod rate_limit;
 pub mod reports;
 pub mod security;
 pub mod share;
+pub mod site_settings;
 pub mod snippets;
 pub mod state;
 pub mod two_factor;
 
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, HttpResponse};
-
-use crate::ingest::pixel;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.app_data(
@@ -52,6 +55,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     }))
     .configure(api::routes)
     .configure(share::routes)
+    .configure(email::routes)
     .route("/sites/{id}/share", web::get().to(share::share_page))
     .route("/sites/{id}/share", web::post().to(share::create))
     .route(
@@ -63,7 +67,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/pixel.gif",
         web::method(Method::OPTIONS).to(pixel::options),
     )
-    .configure(crate::ingest::compat::routes)
+    .configure(compat::routes)
     .route("/tt.js", web::get().to(assets::tracking_script))
     .route("/static/style.css", web::get().to(assets::stylesheet))
     .route("/static/waiting.js", web::get().to(assets::waiting_script))
@@ -92,23 +96,23 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/account/password", web::get().to(auth::password_form))
     .route("/account/password", web::post().to(auth::change_password))
     .route("/sites", web::get().to(reports::sites))
-    .route("/sites/new", web::get().to(reports::new_site_form))
-    .route("/sites/new", web::post().to(reports::add_site))
+    .route("/sites/new", web::get().to(site_settings::new_site_form))
+    .route("/sites/new", web::post().to(site_settings::add_site))
     .route("/sites/{id}", web::get().to(reports::dashboard))
     .route("/sites/{id}/page", web::get().to(reports::page_report))
     .route(
         "/sites/{id}/settings",
-        web::get().to(reports::site_settings),
+        web::get().to(site_settings::site_settings),
     )
     .route(
         "/sites/{id}/settings",
-        web::post().to(reports::save_site_settings),
+        web::post().to(site_settings::save_site_settings),
     )
     .route(
         "/sites/{id}/page-cap",
-        web::post().to(reports::save_page_cap),
+        web::post().to(site_settings::save_page_cap),
     )
-    .route("/sites/{id}/goals", web::post().to(reports::add_goal))
+    .route("/sites/{id}/goals", web::post().to(site_settings::add_goal))
     .route("/sites/{id}/funnels", web::get().to(reports::funnels_page))
     .route("/sites/{id}/funnels", web::post().to(reports::add_funnel))
     .route(
@@ -117,7 +121,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/sites/{id}/goals/remove",
-        web::post().to(reports::remove_goal),
+        web::post().to(site_settings::remove_goal),
     )
     .route(
         "/sites/{id}/status.json",

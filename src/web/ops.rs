@@ -492,6 +492,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "tickertape_apply_seconds",
         "Time to commit one batch to the database.",
     );
+    crate::web::email::metrics(&mut out, &state);
     state.report_seconds.render(
         &mut out,
         "tickertape_report_seconds",

@@ -47,4 +47,6 @@ pub struct WebState {
     /// The bucket collections' sizes for the system page, measured at most
     /// once a minute.
     pub bucket_sizes: std::sync::Arc<crate::storage::system::SizeCache>,
+    /// The email sender: unsubscribe links, its figures and counters.
+    pub email: std::sync::Arc<crate::email::Sender>,
 }

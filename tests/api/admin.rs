@@ -158,7 +158,7 @@ async fn admins_create_edit_and_delete_sites() {
 
 /// Hits answered 200 just before their site is deleted, still waiting in
 /// the journal, are not applied: they would re-create the buckets the
-/// purge is about to remove (issue 12). Another site's hits in the same
+/// purge is about to remove. Another site's hits in the same
 /// batch are counted.
 #[tokio::test]
 async fn hits_in_flight_do_not_recreate_a_deleted_sites_buckets() {
@@ -326,7 +326,7 @@ async fn admins_manage_users_and_the_last_admin_stays() {
     );
 }
 
-/// Issue 23: the links between the admin pages, and between the account
+/// The links between the admin pages, and between the account
 /// pages, mark the page shown (`aria-current`), exactly one of them; an
 /// admin site's own page marks Sites as its section.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Breakdowns (issue 20): classified at the pixel, counted in one bucket
+//! Breakdowns: classified at the pixel, counted in one bucket
 //! per page and hour (and day, and site) for every dimension, shown in the
 //! panels, `breakdown.csv` and the API.
 
@@ -115,8 +115,8 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
         11
     );
     for (coll, filter) in [
-        ("sources_hour", doc! {"page": "bd.test/a"}),
-        ("sources_day", doc! {"page": "bd.test/a"}),
+        ("breakdowns_hour", doc! {"page": "bd.test/a"}),
+        ("breakdowns_day", doc! {"page": "bd.test/a"}),
     ] {
         let got = |d| counted(&app, coll, filter.clone(), d);
         assert_eq!(
@@ -136,7 +136,7 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
         assert_eq!(got(Dimension::Campaign).await, (map(&[("spring", 4)]), 0));
         assert_eq!(got(Dimension::Event).await, (map(&[("Signup", 2)]), 0));
     }
-    for coll in ["site_sources_hour", "site_sources_day"] {
+    for coll in ["site_breakdowns_hour", "site_breakdowns_day"] {
         let got = |d| counted(&app, coll, doc! {"site": "bd.test"}, d);
         assert_eq!(
             got(Dimension::Browser).await,
@@ -167,7 +167,7 @@ async fn a_scripted_load_gives_exact_counts_per_dimension_page_site_hour_and_day
         futures::TryStreamExt::try_collect::<Vec<Document>>(
             app.store
                 .db()
-                .collection::<Document>("site_sources_day")
+                .collection::<Document>("site_breakdowns_day")
                 .find(doc! {})
                 .await
                 .unwrap()
@@ -342,7 +342,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_re
     }
     let (names, other) = counted(
         &app,
-        "sources_hour",
+        "breakdowns_hour",
         doc! {"page": "bdcap.test/x"},
         Dimension::Campaign,
     )
@@ -353,7 +353,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_names_per_dimension_and_counts_the_re
     // The other dimensions of the same bucket have room of their own.
     let (media, other) = counted(
         &app,
-        "sources_hour",
+        "breakdowns_hour",
         doc! {"page": "bdcap.test/x"},
         Dimension::Medium,
     )
@@ -441,7 +441,7 @@ async fn writers_that_remember_names_keep_the_cap_when_another_writer_fills_the_
     // "a" is known to the first writer; "late" is not, so it looks again
     // and finds the bucket full.
     write(&first, page, at, vec!["a".into(), "late".into()]).await;
-    for coll in ["sources_hour", "sources_day"] {
+    for coll in ["breakdowns_hour", "breakdowns_day"] {
         let (names, other) = counted(&app, coll, doc! {"page": page}, Dimension::Campaign).await;
         assert_eq!(names.len(), MAX_NAMES_PER_BUCKET, "{coll}: {names:?}");
         assert_eq!(names["a"], 2, "{coll}");
@@ -495,7 +495,7 @@ async fn bad_events_are_refused_with_a_reason_and_change_nothing() {
     assert_eq!(r.status(), 200);
     let (events, other) = counted(
         &app,
-        "site_sources_day",
+        "site_breakdowns_day",
         doc! {"site": "bdev.test"},
         Dimension::Event,
     )
@@ -529,7 +529,7 @@ async fn without_a_country_database_hits_count_with_unknown_countries_and_a_warn
     assert_eq!(r.status(), 200);
     let (countries, _) = counted(
         &app,
-        "site_sources_day",
+        "site_breakdowns_day",
         doc! {"site": "nogeo.test"},
         Dimension::Country,
     )
@@ -684,7 +684,7 @@ async fn with_breakdowns_off_views_carry_none_and_events_still_count() {
     for dimension in Dimension::ALL {
         let (names, other) = counted(
             &app,
-            "site_sources_day",
+            "site_breakdowns_day",
             doc! {"site": "off.test"},
             dimension,
         )
@@ -753,7 +753,7 @@ async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
     assert_eq!(read(of_page).await, (2, 0));
     // Changed behind the writers' back (their write counters untouched),
     // the buckets are not read again: the answers were kept, by them.
-    for coll in ["site_sources_day", "sources_day"] {
+    for coll in ["site_breakdowns_day", "breakdowns_day"] {
         app.store
             .db()
             .collection::<Document>(coll)
@@ -776,10 +776,10 @@ async fn a_long_range_answer_is_kept_only_while_its_buckets_are_unwritten() {
     // and added again) come back with the same counters, but not the same
     // generation.
     for coll in [
-        "site_sources_day",
-        "sources_day",
-        "site_sources_hour",
-        "sources_hour",
+        "site_breakdowns_day",
+        "breakdowns_day",
+        "site_breakdowns_hour",
+        "breakdowns_hour",
     ] {
         app.store
             .db()
@@ -834,4 +834,98 @@ async fn breakdowns_more_than_five_seconds_behind_the_views_are_said_on_the_dash
         !late.contains("id=\"behind\""),
         "while the views themselves are fresh"
     );
+}
+
+/// What a site's breakdowns serve: every dimension's CSV for the site, and
+/// one for a page.
+async fn served_breakdowns(app: &TestApp, site: &tickertape::storage::sites::Site) -> Vec<String> {
+    let admin = app.login("admin@example.com").await;
+    let mut served = Vec::new();
+    for dimension in ["browser", "os", "device", "country", "medium", "event"] {
+        let r = admin
+            .get(&format!(
+                "/sites/{}/breakdown.csv?range=24h&dimension={dimension}",
+                site.id
+            ))
+            .await;
+        assert_eq!(r.status(), 200);
+        served.push(r.text().await.unwrap());
+    }
+    let r = admin
+        .get(&format!(
+            "/sites/{}/breakdown.csv?range=24h&dimension=campaign&path=/a",
+            site.id
+        ))
+        .await;
+    served.push(r.text().await.unwrap());
+    served
+}
+
+async fn collection_names(db: &mongodb::Database) -> Vec<String> {
+    let mut names = db.list_collection_names().await.unwrap();
+    names.sort();
+    names
+}
+
+/// A database from before the breakdown collections were named for what
+/// they hold (its breakdowns under `sources_hour`, `site_sources_day`, …)
+/// is renamed at start and serves the same figures; a second start
+/// changes nothing.
+#[tokio::test]
+async fn a_database_with_the_former_collection_names_serves_the_same_breakdowns_after_start() {
+    use tickertape::storage::renames::{rename_former_collections, FORMER_NAMES};
+    let mut first = app_behind_a_proxy().await;
+    let site = first.add_site("former.test", &[]).await;
+    scripted(&first, &site.id.to_string()).await;
+    first.add_user("admin@example.com", Role::Admin).await;
+    let before = served_breakdowns(&first, &site).await;
+    assert!(before[0].contains("Chrome,5"), "{before:?}");
+    first.stop().await;
+
+    // Back to the former names, as a database written before them holds.
+    let db = first.store.db().clone();
+    let admin = first.store.client().database("admin");
+    for (former, now) in FORMER_NAMES {
+        let held = db
+            .collection::<Document>(now)
+            .count_documents(doc! {})
+            .await
+            .unwrap();
+        assert!(held > 0, "{now} holds the breakdowns");
+        admin
+            .run_command(doc! {
+                "renameCollection": format!("{}.{now}", db.name()),
+                "to": format!("{}.{former}", db.name()),
+            })
+            .await
+            .unwrap();
+    }
+    let old = collection_names(&db).await;
+    for (former, now) in FORMER_NAMES {
+        assert!(old.iter().any(|n| n == former), "{old:?}");
+        assert!(!old.iter().any(|n| n == now), "{old:?}");
+    }
+
+    let name = db.name().to_owned();
+    let same_database = |s: &mut tickertape::settings::Settings| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+        s.database.name = name.clone();
+    };
+    let mut second = spawn_app_with(same_database).await;
+    let renamed = collection_names(&db).await;
+    for (former, now) in FORMER_NAMES {
+        assert!(!renamed.iter().any(|n| n == former), "{renamed:?}");
+        assert!(renamed.iter().any(|n| n == now), "{renamed:?}");
+    }
+    assert_eq!(served_breakdowns(&second, &site).await, before);
+    second.stop().await;
+
+    // A second start renames nothing and serves the same.
+    assert!(rename_former_collections(&second.store)
+        .await
+        .unwrap()
+        .is_empty());
+    let third = spawn_app_with(same_database).await;
+    assert_eq!(collection_names(&db).await, renamed);
+    assert_eq!(served_breakdowns(&third, &site).await, before);
 }

@@ -1,4 +1,4 @@
-//! Issue 11's pages in headless Chromium, at desktop and phone sizes, with
+//! Pages in headless Chromium, at desktop and phone sizes, with
 //! axe-core finding no serious or critical violation: API tokens, share
 //! links, a shared dashboard and page report, and a report shown coarser
 //! because of the retention.
@@ -72,8 +72,8 @@ async fn sharing_and_token_pages_read_right_in_a_browser() {
             for v in browser.axe_violations().await {
                 violations.push(format!("{size} {name}: {v}"));
             }
-            browser.screenshot(&format!("issue11-{size}-{name}")).await;
-            // Issue 21: every table fits the window (a phone too); nothing,
+            browser.screenshot(&format!("sharing-{size}-{name}")).await;
+            // Every table fits the window (a phone too); nothing,
             // the page included, scrolls sideways.
             for wide in browser.sideways().await {
                 too_wide.push(format!("{size} {name}: {wide}"));

@@ -1,11 +1,11 @@
-//! Peers' trackers, unchanged (issue 27): Plausible's `POST /api/event`,
+//! Peers' trackers, unchanged: Plausible's `POST /api/event`,
 //! Umami's `POST /api/send` and GoatCounter's `/count` count like the
 //! pixel, with its rules, and every bad request changes nothing.
 
 use std::collections::BTreeMap;
 use tickertape::domain::Dimension;
-use tickertape::ingest::pixel::REASON_HEADER;
 use tickertape::storage::Resolution;
+use tickertape::web::pixel::REASON_HEADER;
 
 use crate::helpers::*;
 

@@ -243,7 +243,7 @@ struct Tally {
     acked: HashMap<String, i64>,
     /// Sent, but the answer was lost (the app died): counted at most once.
     unknown: HashMap<String, i64>,
-    /// Custom events (issue 20), per page, the same two ways: never views.
+    /// Custom events, per page, the same two ways: never views.
     events_acked: HashMap<String, i64>,
     events_unknown: HashMap<String, i64>,
     /// Refused with a status, or never connected: not counted.
@@ -648,7 +648,7 @@ async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views:
     assert!(events > 0, "events inside visits are steps");
 }
 
-/// Page summaries (issue 22) of days and of hours, made while the load
+/// Page summaries of days and of hours, made while the load
 /// runs and across every kill, as reports make them: each one kept whose
 /// total is still the site's must hold exactly the page buckets' views,
 /// and summaries made after the drain give every page's count.
@@ -1029,7 +1029,7 @@ async fn no_address_nor_user_agent_reaches_the_journal_the_database_or_the_logs(
         let ipv6 = format!("2001:db8:{:x}::7", i);
         let agent = format!("Mozilla/5.0 (X11; Linux x86_64) PrivacyProbe/{i}.{i} Firefox/133.0");
         let client = if i % 2 == 0 { &address } else { &ipv6 };
-        // The pixel and every peer's endpoint (issue 27) in turn.
+        // The pixel and every peer's endpoint in turn.
         let page = format!("/p/{}", i % 40);
         let (request, status) = match i % 4 {
             0 => (

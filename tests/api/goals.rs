@@ -1,4 +1,4 @@
-//! Issue 20, item 4: the goals an owner marks on a site's settings page,
+//! The goals an owner marks on a site's settings page,
 //! how they are stored, and every refusal.
 
 use tickertape::accounts::Role;

@@ -5,13 +5,13 @@ use chrono::{DateTime, TimeZone, Utc};
 use futures::TryStreamExt;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use tickertape::app::Application;
 use tickertape::clock::ManualClock;
 use tickertape::domain::DomainName;
 use tickertape::ingest::IngestState;
 use tickertape::journal::AckMode;
 use tickertape::localdb::{LocalDb, LocalDbOptions};
 use tickertape::settings::Settings;
-use tickertape::startup::Application;
 use tickertape::storage::sites::{self, NewSite, Site};
 use tickertape::storage::{Bucket, Resolution, Store};
 
@@ -593,7 +593,7 @@ pub async fn site_day_counts(
     dimension: tickertape::domain::Dimension,
 ) -> std::collections::BTreeMap<String, i64> {
     app.settle().await;
-    breakdown_counts(app, "site_sources_day", bson::doc! {}, dimension).await
+    breakdown_counts(app, "site_breakdowns_day", bson::doc! {}, dimension).await
 }
 
 /// One dimension's counts (decoded names) over the breakdown buckets of

@@ -1,4 +1,4 @@
-//! `tickertape import` (issue 27): a peer's export, validated whole before
+//! `tickertape import`: a peer's export, validated whole before
 //! anything is written, then applied exactly once, also across a rerun
 //! and a `kill -9`.
 
@@ -227,7 +227,7 @@ async fn a_goatcounter_export_lands_exactly_once_plain_or_gzipped() {
     let countries = app
         .store
         .db()
-        .collection::<Document>("site_sources_day")
+        .collection::<Document>("site_breakdowns_day")
         .count_documents(doc! {"country": {"$exists": true}})
         .await
         .unwrap();

@@ -1,4 +1,4 @@
-//! `tickertape import plausible` (issue 27): Plausible CE's CSV export,
+//! `tickertape import plausible`: Plausible CE's CSV export,
 //! days' figures landing at each day's first instant in the site's zone,
 //! so every report adds them up; validated first, applied exactly once.
 

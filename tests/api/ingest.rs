@@ -328,7 +328,7 @@ async fn a_counted_hit_gets_the_gif_without_cookies_or_caching() {
     assert!(h.get("set-cookie").is_none());
     assert!(h.get("x-tickertape-reason").is_none());
     let body = r.bytes().await.unwrap();
-    assert_eq!(body.as_ref(), tickertape::ingest::pixel::GIF.as_slice());
+    assert_eq!(body.as_ref(), tickertape::web::pixel::GIF.as_slice());
 }
 
 #[tokio::test]
@@ -529,7 +529,7 @@ async fn many_pages_in_small_batches_drain_exact_on_every_level() {
 
 #[tokio::test]
 async fn over_the_page_cap_the_pixel_never_waits_on_the_database() {
-    // Issue 24 item 13: new pages beyond the first-sight budget used to
+    // New pages beyond the first-sight budget used to
     // cost a database lookup each (up to 2 s with the database away). The
     // admission is decided in memory now: with the database down, thirty
     // new pages over the cap are answered at once from the journal (the

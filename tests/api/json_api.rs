@@ -267,7 +267,7 @@ async fn a_revoked_token_stops_at_once_and_the_list_shows_last_use() {
         a.post(&revoke, &[("csrf", "wrong"), sure]).await.status(),
         403
     );
-    // Issue 23, item 12: without the "Sure" box, nothing is revoked.
+    // Without the "Sure" box, nothing is revoked.
     assert_eq!(a.post(&revoke, &[("csrf", &a.csrf)]).await.status(), 400);
     assert_eq!(get(app, &token, "/api/v1/sites").await.status, 200);
     let r = a.post(&revoke, &[("csrf", &a.csrf), sure]).await;
@@ -490,7 +490,7 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
     );
 }
 
-/// Issue 28: an empty optional parameter is an absent one, and a path that
+/// An empty optional parameter is an absent one, and a path that
 /// starts with `/` but that no page can have reads as a page without views,
 /// as docs/openapi.json says (the fuzzer holds the server to it).
 #[tokio::test]
@@ -835,6 +835,7 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
             get(app, &token, &bad).await;
         }
     }
+    crate::email::subscription_answers(app, &token, &other, &w.alpha).await;
     // `preparing`: a site whose totals are not built yet, with a report
     // time limit its page buckets cannot meet over a year.
     let slow = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;
@@ -965,7 +966,7 @@ async fn the_api_reads_a_site_in_its_time_zone_like_the_pages() {
     assert_eq!(list.json["sites"][0]["timeZone"], "Europe/Berlin");
 }
 
-/// Issue 23, item 1: a preset is one range everywhere. Views fall just
+/// A preset is one range everywhere. Views fall just
 /// inside and just outside each preset in Berlin: 8 days ago inside the
 /// last 168 hours but before the 7th local midnight, the first Berlin
 /// minutes of a day (still the day before in UTC), and 40 days ago. The

@@ -1,4 +1,4 @@
-//! Issue 28: `/metrics` passes `promtool check metrics` (Debian's
+//! `/metrics` passes `promtool check metrics` (Debian's
 //! `prometheus` package, installed by `make test-deps`), the linter of the
 //! Prometheus that scrapes it. The check reads whatever `/metrics` serves,
 //! so a metric added later is held to it without a change here.

@@ -1,4 +1,4 @@
-//! The big-site read model (issue 22): top pages of long ranges come from
+//! The big-site read model: top pages of long ranges come from
 //! page summaries over aligned spans of days, and the parts of days (the
 //! last 24 hours, today, a zone's day edges) from summaries of hours; both
 //! give exactly what reading every page bucket gives, in every zone, for
@@ -375,7 +375,7 @@ async fn the_backfill_makes_every_summary_once_and_a_purge_removes_them() {
     .await;
     assert!(!none_left(hour_summaries(&app).await));
     sites::mark_deleted(&app.store, &site, t0()).await.unwrap();
-    sites::purge_due(&app.store, t0(), TimeDelta::zero())
+    tickertape::storage::site_purge::purge_due(&app.store, t0(), TimeDelta::zero())
         .await
         .unwrap();
     assert!(none_left(summaries(&app).await));

@@ -217,7 +217,7 @@ async fn every_refusal_returns_the_gif_with_its_status_and_reason_and_writes_not
         assert_eq!(r.bytes().await.unwrap().len(), 43, "{}", c.name);
     }
     // Found by the Referer alone, an untracked host is answered like a
-    // counted view (issue 24, item 12: nobody learns which hosts are
+    // counted view (nobody learns which hosts are
     // tracked), and nothing is written.
     let r = app
         .pixel_with("page=/", &[("referer", "https://other.org/x")])

@@ -312,7 +312,7 @@ async fn the_scheduler_runs_ahead_of_each_hour_across_day_boundaries() {
 
 /// Two instances share the database, each with its scheduler: one of
 /// them preallocates the hour (the lease), the other skips it, also when
-/// it fires after the first has finished (issue 12).
+/// it fires after the first has finished.
 #[tokio::test]
 async fn one_instance_runs_each_scheduled_preallocation() {
     let app = spawn_app().await;

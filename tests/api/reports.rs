@@ -331,7 +331,7 @@ async fn malformed_report_parameters_get_a_clear_400() {
     );
 }
 
-/// Issue 23: an export's refusal is the reason in plain text (not an
+/// An export's refusal is the reason in plain text (not an
 /// HTML page a browser would save as `.csv`), for every export and every
 /// kind of refusal; signing in stays a redirect.
 #[tokio::test]
@@ -438,7 +438,7 @@ async fn report_handles_carry_the_configured_read_preference_and_writes_do_not()
             && html.contains("Backlog (hits not yet in the database)")
             && html.contains("Topology")
     );
-    // Issue 23: the sizes say when they were measured (at most once a
+    // The sizes say when they were measured (at most once a
     // minute, see `storage::...collection_sizes_are_kept_a_minute...`).
     assert!(
         html.contains("<span id=\"sizes-at\">measured 2026-11-22 10:01 UTC</span>"),
@@ -508,7 +508,7 @@ async fn demo_data_lands_in_all_three_levels_once() {
     let with_source: i64 = futures::TryStreamExt::try_collect::<Vec<bson::Document>>(
         app.store
             .db()
-            .collection::<bson::Document>("site_sources_day")
+            .collection::<bson::Document>("site_breakdowns_day")
             .find(bson::doc! {"site": "demo.test"})
             .await
             .unwrap(),
@@ -536,8 +536,8 @@ async fn report_queries_are_bounded_by_max_time_ms() {
     let store = connect(database_uri(), &settings).await;
     tickertape::indexes::ensure(&store).await.unwrap();
     let start = Resolution::Hour.floor(t0()) - chrono::TimeDelta::days(1);
-    // Minute figures are read from the hour buckets' minute slots (issue
-    // 10): 60,000 page-hours with one view each.
+    // Minute figures are read from the hour buckets' minute slots:
+    // 60,000 page-hours with one view each.
     let docs: Vec<bson::Document> = (0..60_000)
         .map(|i| {
             bson::doc! {

@@ -103,7 +103,7 @@ async fn a_start_with_an_impossible_retention_is_refused() {
     let clock = tickertape::clock::ManualClock::new(t0());
     let dir = tempfile::tempdir().unwrap();
     settings.ingest.journal_dir = Some(dir.path().to_owned());
-    let err = tickertape::startup::Application::build(&settings, store, clock)
+    let err = tickertape::app::Application::build(&settings, store, clock)
         .await
         .err()
         .expect("refused");

@@ -1,4 +1,4 @@
-//! What a probe of the running app broke (issue 13), each as a regression
+//! What a probe of the running app broke, each as a regression
 //! test: racing the login limit, a burst of password checks, open redirects,
 //! security headers, a missing database, unbounded pages, HEAD and OPTIONS,
 //! and a reverse proxy.

@@ -43,7 +43,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
     let mut warned = false;
     for line in stdout.by_ref() {
         let line = line.unwrap();
-        // Issue 23, item 4: no public URL, so the snippets use the
+        // No public URL, so the snippets use the
         // loopback listen address, and serve says so at start.
         warned |= line.starts_with("warning: ") && line.contains("TICKERTAPE_PUBLIC_URL");
         if let Some(rest) = line.strip_prefix("embedded database pid ") {
@@ -84,7 +84,7 @@ async fn serve_starts_and_stops_the_embedded_database() {
         .unwrap();
     assert_eq!(css.headers()["content-encoding"], "gzip");
 
-    // Issue 23, item 5: a command run beside `serve` uses its database.
+    // A command run beside `serve` uses its database.
     let cli = |args: &[&str]| {
         tickertape()
             .args(args)
@@ -116,14 +116,14 @@ async fn serve_starts_and_stops_the_embedded_database() {
     // With `serve` stopped, a command starts serve's database, not a new one.
     let listed = cli(&["site", "list"]);
     assert!(listed.status.success(), "{listed:?}");
-    // Issue 23: each site with its zone (id, domain, name, zone, aliases).
+    // Each site with its zone (id, domain, name, zone, aliases).
     assert!(
         String::from_utf8_lossy(&listed.stdout).contains("\tbeside.test\tbeside.test\tUTC\t"),
         "{listed:?}"
     );
 }
 
-/// Issue 23, item 5: run where `serve` keeps no data, a command other than
+/// Run where `serve` keeps no data, a command other than
 /// `serve` creates nothing and names the two ways to point it at the
 /// database.
 #[test]
@@ -207,7 +207,7 @@ fn drop_database(database: String) {
     .join();
 }
 
-/// Issue 27: a site moved from Umami keeps its website id (the snippets'
+/// A site moved from Umami keeps its website id (the snippets'
 /// `data-website-id`); an id taken or malformed adds nothing.
 #[test]
 fn site_add_keeps_a_chosen_id_and_refuses_a_taken_or_bad_one() {
@@ -559,4 +559,39 @@ async fn every_start_prints_the_first_admins_login_until_it_is_used() {
     assert!(first_admin_logs_in(&second.address, &p3).await);
     assert!(!first_admin_logs_in(&second.address, &p2).await);
     second.stop();
+}
+
+#[tokio::test]
+async fn once_the_application_stops_none_of_its_background_tasks_runs() {
+    let mut settings = test_settings();
+    settings.prealloc.prealloc_schedule = true;
+    let dir = tempfile::tempdir().unwrap();
+    settings.ingest.journal_dir = Some(dir.path().to_owned());
+    let store = connect(database_uri(), &settings).await;
+    let clock = tickertape::clock::ManualClock::new(t0());
+    let app = tickertape::app::Application::build(&settings, store, clock)
+        .await
+        .expect("build the app");
+    let tasks = app.tasks();
+    let running = tasks.names();
+    // The hourly backfill of page summaries never ends by itself: it is
+    // what a dropped handle left running after a stop.
+    for name in [
+        "backfills",
+        "site directory refresh",
+        "deleted sites purge",
+        "visitor salts",
+        "preallocation schedule",
+    ] {
+        assert!(running.contains(&name), "{name} not in {running:?}");
+    }
+    let handle = app.handle();
+    let served = tokio::spawn(app.run_until_stopped());
+    handle.stop(true).await;
+    served.await.expect("app task").expect("stopped cleanly");
+    assert!(
+        tasks.names().is_empty(),
+        "still running after the stop: {:?}",
+        tasks.names()
+    );
 }

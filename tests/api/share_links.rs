@@ -192,7 +192,7 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
         a.post(&revoke, &[("csrf", "nope"), sure]).await.status(),
         403
     );
-    // Issue 23, item 12: without the "Sure" box, the link keeps working.
+    // Without the "Sure" box, the link keeps working.
     assert_eq!(
         admin.post(&revoke, &[("csrf", &admin.csrf)]).await.status(),
         400
@@ -233,7 +233,7 @@ async fn only_the_sites_owners_and_admins_manage_its_links_and_revoking_is_immed
     sites::mark_deleted(&app.store, &alpha, t0()).await.unwrap();
     app.ingest.directory.reload(&app.store).await.unwrap();
     assert_eq!(visitor.get(&by_admin).await.status(), 404);
-    sites::purge_due(&app.store, t0(), chrono::TimeDelta::zero())
+    tickertape::storage::site_purge::purge_due(&app.store, t0(), chrono::TimeDelta::zero())
         .await
         .unwrap();
     assert_eq!(link_count(app).await, 0);

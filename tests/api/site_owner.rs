@@ -1,4 +1,4 @@
-//! Issue 14: the reports and flows as a new site owner meets them.
+//! The reports and flows as a new site owner meets them.
 
 use chrono::{TimeZone, Utc};
 use tickertape::accounts::Role;
@@ -43,7 +43,7 @@ async fn the_second_by_second_breakdown_labels_every_second() {
     assert!(html.contains("<td>2026-11-21 14:05:07</td><td class=\"num\">2</td>"));
     assert!(html.contains("2026-11-21 14:05:31 UTC: 1 view</span>"));
     assert!(html.contains("at most 2 in one second"));
-    // Axis labels every 15 seconds (issue 10, item 4).
+    // Axis labels every 15 seconds.
     assert!(
         html.contains(r#"<span class="x0">14:05:00</span><span class="x5 alt">14:05:15</span>"#)
     );
@@ -284,7 +284,7 @@ async fn csv_files_are_named_after_page_and_range() {
         body.starts_with("path,views,share_percent,entries,exits,visitors\r\n/b,27,90.0,0,0,0\r\n"),
         "{body}"
     );
-    // Issue 23: the last 60 minutes by minute are named as realtime, not
+    // The last 60 minutes by minute are named as realtime, not
     // like a minute series of a chosen range.
     let r = admin
         .get(&format!(
@@ -331,7 +331,7 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         (
             vec![("domain", "example.com")],
             "domain",
-            // Issue 23: the domain as typed, not capitalised.
+            // The domain as typed, not capitalised.
             ">example.com already belongs to a site.",
         ),
         (
@@ -378,7 +378,7 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         .await;
     assert_eq!(r.status(), 400);
     let html = r.text().await.unwrap();
-    // Issue 23: the address as typed, not capitalised as a sentence start.
+    // The address as typed, not capitalised as a sentence start.
     assert!(
         html.contains(
             "id=\"email-error\" role=\"alert\">admin@example.com already has an account."
@@ -407,7 +407,7 @@ async fn admin_forms_answer_on_the_same_page_and_keep_the_input() {
         .into_iter()
         .find(|u| u.email.as_str() == "gone@example.com")
         .unwrap();
-    // Issue 23, item 12: the list asks for a "Sure" tick; without it the
+    // The list asks for a "Sure" tick; without it the
     // user stays.
     let (_, list) = admin.text("/admin/users").await;
     assert!(list.contains(r#"<input type="checkbox" name="confirm" value="yes" required>"#));
@@ -504,7 +504,7 @@ async fn a_one_time_password_is_replaced_at_first_login() {
         .send()
         .await
         .unwrap();
-    // Issue 23, item 16: on to the sites list, which says it was done.
+    // On to the sites list, which says it was done.
     assert_eq!(r.status(), 303);
     assert_eq!(r.headers()["location"], "/sites?done=password");
     let sites = app.page_text(&http, "/sites?done=password").await;
@@ -527,7 +527,7 @@ async fn a_one_time_password_is_replaced_at_first_login() {
     assert_eq!(r.headers()["location"], "/sites");
 }
 
-/// Item 4: a site's minutes are read from its hour buckets' `minutes`
+/// A site's minutes are read from its hour buckets' `minutes`
 /// slots (one document per page-hour instead of sixty); the figures are
 /// the minute buckets' to the view, edges included.
 #[tokio::test]
@@ -646,7 +646,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
     app.add_user("other@example.com", Role::Owner).await;
     let owner = app.login("owner@example.com").await;
     assert!(owner.text("/sites").await.1.contains("href=\"/sites/new\""));
-    // Issue 23, item 14: the form asks for the zone; a bad one is flagged,
+    // The form asks for the zone; a bad one is flagged,
     // keeps the input and adds nothing.
     let (_, form) = owner.text("/sites/new").await;
     assert!(
@@ -750,7 +750,7 @@ async fn owners_manage_their_own_sites_when_allowed() {
     );
 }
 
-/// Issue 23, item 4: a snippet that points at a loopback or plain-http
+/// A snippet that points at a loopback or plain-http
 /// address is flagged where it is shown: the waiting dashboard and the
 /// tracking-code page.
 #[tokio::test]
@@ -784,7 +784,7 @@ async fn snippets_for_an_address_visitors_cannot_use_are_flagged() {
     }
 }
 
-/// Issue 23, item 13: the 403 and 404 pages of a signed-in user keep the
+/// The 403 and 404 pages of a signed-in user keep the
 /// navigation (with its section), and an anonymous visitor's have none.
 #[tokio::test]
 async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
@@ -827,7 +827,7 @@ async fn error_pages_keep_the_navigation_of_a_signed_in_user() {
     assert!(!html.contains("<nav aria-label=\"Main\">"));
 }
 
-/// Issue 23, item 9: the dashboard says how many views came in the last
+/// The dashboard says how many views came in the last
 /// five minutes, as a plain figure in the page and at `now.json`, which
 /// the page's script polls; only for those who may see the site.
 #[tokio::test]

@@ -74,7 +74,7 @@ async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
         );
     }
     let (site_sources, other, total) =
-        sources_in(&app, "site_sources_day", doc! {"site": "src.test"}).await;
+        sources_in(&app, "site_breakdowns_day", doc! {"site": "src.test"}).await;
     assert_eq!(
         site_sources,
         vec![
@@ -86,14 +86,14 @@ async fn the_pixel_records_the_referring_host_utm_source_or_direct() {
         ]
     );
     assert_eq!((other, total), (0, 9), "the pixel-only /d has no source");
-    let (page_b, _, _) = sources_in(&app, "sources_hour", doc! {"page": "src.test/b"}).await;
+    let (page_b, _, _) = sources_in(&app, "breakdowns_hour", doc! {"page": "src.test/b"}).await;
     assert_eq!(page_b, vec![("direct".into(), 5), ("newsletter".into(), 1)]);
     // Never a path or query of the referrer anywhere.
     let raw = format!(
         "{:?}",
         app.store
             .db()
-            .collection::<Document>("sources_day")
+            .collection::<Document>("breakdowns_day")
             .find_one(doc! {"page": "src.test/a"})
             .await
             .unwrap()
@@ -126,8 +126,8 @@ async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other(
     }
     app.settle().await;
     for (coll, filter) in [
-        ("sources_hour", doc! {"page": "cap.test/x"}),
-        ("sources_day", doc! {"page": "cap.test/x"}),
+        ("breakdowns_hour", doc! {"page": "cap.test/x"}),
+        ("breakdowns_day", doc! {"page": "cap.test/x"}),
     ] {
         let docs: Vec<Document> = futures::TryStreamExt::try_collect(
             app.store
@@ -155,7 +155,7 @@ async fn a_bucket_keeps_at_most_the_cap_of_sources_and_counts_the_rest_as_other(
         site.id
     ))
     .await;
-    let (sources, other, _) = sources_in(&app, "sources_day", doc! {"page": "cap.test/x"}).await;
+    let (sources, other, _) = sources_in(&app, "breakdowns_day", doc! {"page": "cap.test/x"}).await;
     assert_eq!(other, 10);
     assert!(sources.contains(&("campaign0".into(), 2)), "{sources:?}");
 }
@@ -238,7 +238,7 @@ fn adds_up(shares: &[f64]) -> bool {
 
 #[tokio::test]
 async fn views_without_a_source_count_under_none_so_the_shares_add_up() {
-    // Issue 23, item 8: pixel-only views write no source bucket; the
+    // Pixel-only views write no source bucket; the
     // panel, sources.csv and the API count them as "(none)", over exactly
     // the whole hours the sources cover, and the shares are of every view.
     let app = spawn_app().await;
@@ -424,7 +424,8 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             .await,
         8
     );
-    let (sources, _, total) = sources_in(&app, "site_sources_day", doc! {"site": "old.test"}).await;
+    let (sources, _, total) =
+        sources_in(&app, "site_breakdowns_day", doc! {"site": "old.test"}).await;
     assert_eq!((sources, total), (vec![("google.com".into(), 1)], 1));
 }
 
@@ -437,7 +438,7 @@ async fn sources_that_cannot_be_written_make_the_app_degraded_and_wait_in_the_jo
     // whole, the views do not. (A single bucket the server refuses for
     // what it holds is set aside instead: see `stored_extremes`.)
     let validator = |rule: Document| {
-        doc! {"collMod": "sources_hour", "validator": rule, "validationAction": "error"}
+        doc! {"collMod": "breakdowns_hour", "validator": rule, "validationAction": "error"}
     };
     app.store
         .db()
@@ -504,9 +505,9 @@ async fn sources_that_cannot_be_written_make_the_app_degraded_and_wait_in_the_jo
     app.settle().await;
     assert_eq!(ready().await.0, 200);
     for (coll, filter) in [
-        ("sources_hour", doc! {"page": "stuck.test/"}),
-        ("sources_day", doc! {"page": "stuck.test/"}),
-        ("site_sources_day", doc! {"site": "stuck.test"}),
+        ("breakdowns_hour", doc! {"page": "stuck.test/"}),
+        ("breakdowns_day", doc! {"page": "stuck.test/"}),
+        ("site_breakdowns_day", doc! {"site": "stuck.test"}),
     ] {
         let (by_name, other, total) = sources_in(&app, coll, filter).await;
         assert_eq!(

@@ -338,7 +338,7 @@ async fn sharding_is_an_explicit_step_that_a_replica_set_refuses() {
 }
 
 /// The system page's figures: with the database away, `collStats` and the
-/// member list are shown as failures, not as empty collections (issue 12).
+/// member list are shown as failures, not as empty collections.
 #[tokio::test]
 async fn failed_stats_are_reported_as_failures_not_zeros() {
     use crate::proxy::{write_target, Mode, Proxy};
@@ -371,7 +371,7 @@ async fn failed_stats_are_reported_as_failures_not_zeros() {
     }
 }
 
-/// Issue 23: `collStats` scans every document on the embedded server, so
+/// `collStats` scans every document on the embedded server, so
 /// the system page shows sizes measured at most once a minute: a view
 /// within the minute reads no size, one after it shows the last sizes and
 /// measures again in the background, and a failed measurement is tried

@@ -111,7 +111,7 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
     // And the site's sources of that hour: its views' total there.
     app.store
         .db()
-        .collection::<Document>("site_sources_hour")
+        .collection::<Document>("site_breakdowns_hour")
         .insert_one(doc! {
             "site": "poisoned.test", "timestamp": at, "part": 0_i32,
             "totalViews": FULL, "sources": {"search.test": FULL},
@@ -240,7 +240,7 @@ async fn a_bucket_the_database_refuses_is_set_aside_and_the_rest_of_the_lane_goe
     // The sources likewise: the healthy site's are in, the poisoned
     // site's hour is set aside (its page's with it: they are one hit's).
     assert_eq!(
-        sum_views(&app.store, "site_sources_day", healthy_site.clone()).await,
+        sum_views(&app.store, "site_breakdowns_day", healthy_site.clone()).await,
         2
     );
     let statements = labelled_metric(

@@ -145,7 +145,7 @@ async fn junk_event_names_cannot_lock_out_a_sites_real_events() {
     app.settle().await;
     let events = breakdown_counts(
         &app,
-        "site_sources_day",
+        "site_breakdowns_day",
         bson::doc! {"site": "junk.test"},
         tickertape::domain::Dimension::Event,
     )

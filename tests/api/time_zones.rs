@@ -224,7 +224,7 @@ async fn presets_and_pages_say_the_zone_and_count_the_local_day() {
     assert_eq!(status, 200);
     assert!(html.contains("(Asia/Kolkata)"), "the zone is said");
     assert!(html.contains("From (Asia/Kolkata)"));
-    // Issue 23: the zone said once in the range line (no abbreviation
+    // The zone said once in the range line (no abbreviation
     // beside each time), and not repeated as the chart's caption.
     assert!(
         html.contains("2026-11-22 00:00 to 2026-11-23 00:00 (Asia/Kolkata), 24 points by hour"),
@@ -282,7 +282,7 @@ async fn owners_set_the_zone_and_a_bad_one_changes_nothing() {
         let html = r.text().await.unwrap();
         assert!(html.contains("id=\"time_zone-error\""), "{bad}");
     }
-    // Issue 23: a bad alias and a bad zone are both marked in one answer,
+    // A bad alias and a bad zone are both marked in one answer,
     // on the settings page and on the forms that add a site.
     let r = admin
         .post(
@@ -406,7 +406,7 @@ async fn admins_add_a_site_in_a_zone_and_a_bad_zone_adds_nothing() {
     let sites = tickertape::storage::sites::list(&app.store).await.unwrap();
     assert_eq!(sites.len(), 1);
     assert_eq!(sites[0].time_zone.name(), "Asia/Kathmandu");
-    // Issue 23, item 14: the admin's table and edit page say the zone.
+    // The admin's table and edit page say the zone.
     let (_, table) = admin.text("/admin/sites").await;
     assert!(
         table.contains("<td data-label=\"Time zone\">Asia/Kathmandu</td>"),

@@ -277,13 +277,13 @@ async fn an_admin_password_reset_also_turns_it_off() {
         .submit_login(&http, "a@example.com", "a brand new password")
         .await;
     // No code asked: straight in, to the password page, since a password
-    // an admin reset is a one-time one (issue 14).
+    // an admin reset is a one-time one.
     assert_eq!(
         r.headers()["location"],
         "/account/password",
         "no code asked"
     );
-    // Signed in, but only to choose a password (issue 24, item 9).
+    // Signed in, but only to choose a password.
     assert_eq!(sites_status(&app, &http).await, 303);
 }
 
@@ -331,7 +331,7 @@ fn drawn_modules(svg: &roxmltree::Document) -> (usize, BTreeSet<(usize, usize)>)
     (view_box[2], dark)
 }
 
-/// Issue 23, item 11: the setup page shows the `otpauth://` link as a QR
+/// The setup page shows the `otpauth://` link as a QR
 /// code drawn on the server (inline SVG) beside the key, which stays for
 /// typing; the code holds exactly the link, whose secret is the key shown.
 /// The bar marks Account, and the page links to the other account pages.

@@ -451,7 +451,7 @@ async fn a_purged_site_loses_its_visits() {
     tickertape::storage::sites::mark_deleted(&app.store, &site, Utc::now())
         .await
         .unwrap();
-    let purged = tickertape::storage::sites::purge_due(
+    let purged = tickertape::storage::site_purge::purge_due(
         &app.store,
         Utc::now() + TimeDelta::seconds(1),
         TimeDelta::zero(),

@@ -572,7 +572,7 @@ async fn a_journal_written_by_the_release_before_visitors_replays_after_the_upgr
     let sources: Vec<Document> = app
         .store
         .db()
-        .collection::<Document>("site_sources_day")
+        .collection::<Document>("site_breakdowns_day")
         .find(doc! {"site": "fixture.test"})
         .await
         .unwrap()

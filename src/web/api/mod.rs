@@ -6,6 +6,7 @@
 //! all and the tests check real responses against it.
 
 mod auth;
+mod email;
 mod query;
 mod reports;
 
@@ -58,6 +59,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/breakdown", reports::breakdown))
             .service(get("/sites/{id}/visits", reports::visits))
             .service(get("/sites/{id}/funnel", reports::funnel))
+            .configure(email::api_routes)
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );
 }
@@ -83,6 +85,8 @@ pub enum ApiError {
     /// Unknown, not this token's, or not its user's: one answer, no numbers.
     #[error("There is no such site for this token.")]
     SiteNotFound,
+    #[error("This site has no such email subscription.")]
+    SubscriptionNotFound,
     #[error("There is no such endpoint.")]
     NoSuchEndpoint,
     #[error("This endpoint only answers GET.")]
@@ -118,6 +122,7 @@ impl ApiError {
             ApiError::InvalidToken => "invalid_token",
             ApiError::SiteNotFound => "site_not_found",
             ApiError::NoSuchEndpoint => "no_such_endpoint",
+            ApiError::SubscriptionNotFound => "subscription_not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::BadParameter { .. } => "bad_parameter",
             ApiError::Database(_) => "database_unavailable",
@@ -156,7 +161,9 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
-            ApiError::SiteNotFound | ApiError::NoSuchEndpoint => StatusCode::NOT_FOUND,
+            ApiError::SiteNotFound | ApiError::NoSuchEndpoint | ApiError::SubscriptionNotFound => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -8,12 +8,13 @@ use serde::Serialize;
 use super::query::NamedPath;
 use super::{ApiClient, ApiError};
 use crate::domain::Page;
+use crate::reports::compared::{self, ComparedShares, Stretches};
+use crate::reports::request::ReportRequest;
 use crate::reports::retention::Coarsened;
 use crate::reports::sources::{self, SourceScope};
 use crate::reports::{filter, queries, Period, Point, Resolution, Scope};
+use crate::reports::{notes, summaries};
 use crate::storage::sites::Site;
-use crate::web::reports::breakdowns::Stretches;
-use crate::web::reports::sources::ComparedShares;
 use crate::web::state::WebState;
 
 mod filtered;
@@ -70,7 +71,13 @@ pub async fn sites(
     state: web::Data<WebState>,
     client: ApiClient,
 ) -> Result<HttpResponse, ApiError> {
-    let summaries = crate::web::reports::summaries(&state, |s| client.can_read(s)).await?;
+    let readable = state
+        .directory
+        .all()
+        .into_iter()
+        .filter(|s| client.can_read(s))
+        .collect();
+    let summaries = summaries::of_sites(&state.store, readable, state.clock.now()).await?;
     let sites = summaries
         .iter()
         .map(|(site, s)| SiteEntry {
@@ -185,7 +192,7 @@ pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
     let answer: Reply = async {
         let period = q.period(&state, &site)?;
         let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
-        let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
+        let daily_only = notes::daily_only_note(&state.store, &site, &period.0).await?;
         Ok(ok(&series_body(
             &site,
             None,
@@ -218,7 +225,7 @@ pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         }
         NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
     };
-    let daily_only = crate::web::reports::daily_only_note(&state, &site, &period.0).await?;
+    let daily_only = notes::daily_only_note(&state.store, &site, &period.0).await?;
     Ok(ok(&series_body(
         &site,
         Some(&path),
@@ -466,12 +473,14 @@ pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply 
         let read = match &path {
             None => {
                 let scope = SourceScope::Site(&site);
-                crate::web::reports::sources::read_shares(&state, scope, &period).await?
+                let request = ReportRequest::new(&state.store, scope, &period, now);
+                compared::read_source_shares(&request).await?
             }
             Some(NamedPath::Page(p)) => {
                 let page = Page::new(&site.domain, p);
                 let scope = SourceScope::Page(&page);
-                crate::web::reports::sources::read_shares(&state, scope, &period).await?
+                let request = ReportRequest::new(&state.store, scope, &period, now);
+                compared::read_source_shares(&request).await?
             }
             Some(NamedPath::Nowhere(_)) => ComparedShares::nothing(&period, now),
         };
@@ -573,15 +582,21 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         let path = q.optional_path()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
         let offset = q.offset()?;
-        let read =
-            |scope| crate::web::reports::breakdowns::read_one(&state, scope, dimension, &period);
-        let (now, compared, was, of) = match &path {
-            None => read(SourceScope::Site(&site)).await?,
-            Some(NamedPath::Page(p)) => {
-                let page = Page::new(&site.domain, p);
-                read(SourceScope::Page(&page)).await?
+        let page = match &path {
+            Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
+            _ => None,
+        };
+        let scope = match (&path, &page) {
+            (None, _) => Some(SourceScope::Site(&site)),
+            (_, Some(page)) => Some(SourceScope::Page(page)),
+            _ => None,
+        };
+        let (now, compared, was, of) = match scope {
+            Some(scope) => {
+                let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
+                compared::one_dimension(&request, dimension).await?
             }
-            Some(NamedPath::Nowhere(_)) => Default::default(),
+            None => Default::default(),
         };
         let entries = now
             .names

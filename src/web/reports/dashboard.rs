@@ -6,7 +6,8 @@ use askama::Template;
 use std::sync::Arc;
 
 use super::*;
-use crate::reports::{queries, Scope};
+use crate::reports::request::ReportRequest;
+use crate::reports::{compared, notes, queries, Scope};
 use crate::storage::sites::Site;
 use crate::web::error::{JsonError, WebError};
 use crate::web::fmt;
@@ -181,16 +182,17 @@ async fn dashboard_of(
     };
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
     let goal_events = super::goals::event_names(&site);
+    let request = ReportRequest::new(&state.store, source_scope, &period, now);
     // The sources come with the other breakdowns, in one pass.
     // The visit line's counters need no views: they are read beside them.
     let ((current, top), previous, breakdowns, now_views, line) = tokio::try_join!(
         queries::site_overview(&state.store, &scope, &period),
         queries::read_series(&state.store, &scope, &before),
-        super::breakdowns::read(state, source_scope, &period, &goal_events),
+        compared::breakdowns(&request, &goal_events),
         queries::views_now(&state.store, &scope, now),
         super::visit_line::read_line(state, &scope, &period, now),
     )?;
-    let source_buckets = super::breakdowns::sources_of(&breakdowns, &period);
+    let source_buckets = compared::sources_of(&breakdowns, &period);
     let chart = super::visit_line::chart_view(
         &state.store,
         &scope,
@@ -208,10 +210,8 @@ async fn dashboard_of(
             )
         },
     );
-    let sources = super::sources::shares(
-        state,
-        source_scope,
-        &period,
+    let sources = compared::source_shares(
+        &request,
         source_buckets,
         Some((queries::total(&current), queries::total(&previous))),
     );
@@ -318,7 +318,7 @@ async fn dashboard_of(
         base: base.clone(),
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
-            daily_only: super::view::daily_only_note(state, &site, &period).await?,
+            daily_only: notes::daily_only_note(&state.store, &site, &period).await?,
             ..controls(&base, &hidden, q, &period, range_error.as_ref())
         },
         visits,

@@ -1,4 +1,4 @@
-//! The dashboard's Goals table (issue 20): each goal the owner marked on
+//! The dashboard's Goals table: each goal the owner marked on
 //! the settings page, with its conversions, converting unique visitors and
 //! conversion rate (converting visitors / the site's visitors), each
 //! against the previous period.
@@ -178,7 +178,13 @@ async fn goals_csv_of(
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);
-    let read = super::breakdowns::read(&state, scope, &period, &event_names(&site)).await?;
+    let request = crate::reports::request::ReportRequest::new(
+        &state.store,
+        scope,
+        &period,
+        state.clock.now(),
+    );
+    let read = crate::reports::compared::breakdowns(&request, &event_names(&site)).await?;
     let no_links = |_: &str| String::new();
     let goals = view(
         &state,

@@ -14,7 +14,6 @@ pub(crate) mod goals;
 mod links;
 mod page;
 mod query;
-mod site_settings;
 mod sites;
 pub(crate) mod sources;
 mod view;
@@ -29,13 +28,8 @@ pub use funnels::{add_funnel, funnel_csv, funnels_page, remove_funnel};
 pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
-pub use site_settings::{
-    add_goal, add_site, new_site_form, remove_goal, save_page_cap, save_site_settings,
-    site_settings,
-};
-pub use sites::{sites, summaries};
+pub use sites::sites;
 pub use sources::sources_csv;
-pub use view::daily_only_note;
 pub use view::{behind, freshness};
 
 use links::*;

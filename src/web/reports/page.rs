@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::*;
 
-use crate::reports::{chart, queries, Period, Point, Resolution, Scope};
+use crate::reports::request::ReportRequest;
+use crate::reports::{chart, compared, notes, queries, Period, Point, Resolution, Scope};
 use crate::storage::sites::Site;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
@@ -123,7 +124,8 @@ async fn page_report_of(
     };
     let source_scope = crate::reports::sources::SourceScope::Page(&page);
     // The sources come with the other breakdowns, in one pass.
-    let names = super::breakdowns::read(state, source_scope, &period, &[]);
+    let request = ReportRequest::new(&state.store, source_scope, &period, now);
+    let names = compared::breakdowns(&request, &[]);
     // The visit line's counters need no views: they are read beside them.
     let (current, previous, (minute, seconds), realtime, current_seconds, names, line) = tokio::try_join!(
         queries::read_series(&state.store, &scope, &period),
@@ -134,7 +136,7 @@ async fn page_report_of(
         names,
         super::visit_line::read_line(state, &scope, &period, now),
     )?;
-    let sources = super::breakdowns::sources_of(&names, &period);
+    let sources = compared::sources_of(&names, &period);
     let page_name = page.to_string();
     let chart = super::visit_line::chart_view(
         &state.store,
@@ -153,10 +155,8 @@ async fn page_report_of(
             )
         },
     );
-    let sources = super::sources::shares(
-        state,
-        source_scope,
-        &period,
+    let sources = compared::source_shares(
+        &request,
         sources,
         Some((queries::total(&current), queries::total(&previous))),
     );
@@ -201,7 +201,7 @@ async fn page_report_of(
         path: path.as_str().to_owned(),
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
-            daily_only: super::view::daily_only_note(state, &site, &period).await?,
+            daily_only: notes::daily_only_note(&state.store, &site, &period).await?,
             ..controls(
                 &base,
                 &[("path", path.as_str())],

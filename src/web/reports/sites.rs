@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::*;
-use crate::reports::{chart, queries};
+use crate::reports::chart;
+use crate::reports::summaries;
 use crate::storage::sites::Site;
 use crate::web::auth::Viewer;
 use crate::web::error::Answer;
@@ -27,27 +28,14 @@ pub struct SiteRow {
     pub sparkline: String,
 }
 
-/// The sites a reader may see, by name, each with the sites list's
-/// figures: the same on the page and in the API.
-pub async fn summaries(
-    state: &WebState,
-    can_see: impl Fn(&Site) -> bool,
-) -> Result<Vec<(Arc<Site>, queries::SiteSummary)>, mongodb::error::Error> {
-    let now = state.clock.now();
-    let mut visible: Vec<Arc<Site>> = state
+/// The sites a reader may see (the page and the API ask the same).
+fn visible(state: &WebState, can_see: impl Fn(&Site) -> bool) -> Vec<Arc<Site>> {
+    state
         .directory
         .all()
         .into_iter()
         .filter(|s| can_see(s))
-        .collect();
-    visible.sort_by_key(|s| s.name.to_lowercase());
-    let figures = futures::future::try_join_all(
-        visible
-            .iter()
-            .map(|site| queries::site_summary(&state.store, site, now)),
-    )
-    .await?;
-    Ok(visible.into_iter().zip(figures).collect())
+        .collect()
 }
 
 #[derive(Template)]
@@ -72,7 +60,12 @@ pub async fn sites(
     q: web::Query<SitesQuery>,
 ) -> Answer {
     let started = Instant::now();
-    let summaries = summaries(&state, |s| viewer.can_see(s)).await?;
+    let summaries = summaries::of_sites(
+        &state.store,
+        visible(&state, |s| viewer.can_see(s)),
+        state.clock.now(),
+    )
+    .await?;
     let rows = summaries
         .iter()
         .map(|(site, s)| SiteRow {

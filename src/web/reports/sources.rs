@@ -3,12 +3,11 @@
 use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
-use crate::reports::sources::{
-    covered_views, matching, top_sources, SourceScope, SourceShares, SourceTotals, NONE_ROW,
-};
+use crate::reports::compared::{read_source_shares, ComparedShares};
+use crate::reports::request::ReportRequest;
+use crate::reports::sources::{matching, SourceScope, NONE_ROW};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
-use chrono::{DateTime, Utc};
 
 pub struct SourceRow {
     pub name: String,
@@ -35,152 +34,6 @@ pub struct SourcesView {
     pub csv: String,
     /// Set when the sources cover more than the range (whole hours).
     pub widened: Option<String>,
-}
-
-/// The sources of a period, and of the stretches its rows' changes
-/// compare (`breakdowns::Stretches`).
-pub(crate) struct ComparedTotals {
-    pub now: SourceTotals,
-    /// The complete part of a running period; `None`: all of it.
-    pub compared: Option<SourceTotals>,
-    pub before: SourceTotals,
-}
-
-/// [`ComparedTotals`] with the views of the hours each covers.
-pub(crate) struct ComparedShares {
-    pub now: SourceShares,
-    compared: Option<SourceShares>,
-    pub before: SourceShares,
-}
-
-impl ComparedShares {
-    /// No sources and no views (a page that does not exist).
-    pub fn nothing(period: &Period, now: DateTime<Utc>) -> Self {
-        let stretches = super::breakdowns::Stretches::of(period, now);
-        let none = |(from, to)| SourceShares::new(SourceTotals::none(from, to), 0);
-        ComparedShares {
-            now: none((period.from, period.to)),
-            compared: stretches.running.then(|| none(stretches.current)),
-            before: none(stretches.previous),
-        }
-    }
-
-    /// The current side of each row's change.
-    pub fn compared_now(&self) -> &SourceShares {
-        self.compared.as_ref().unwrap_or(&self.now)
-    }
-}
-
-/// Sources over `[from, to)`; none for an empty stretch.
-async fn sources_in(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    (from, to): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<SourceTotals, mongodb::error::Error> {
-    if from >= to {
-        return Ok(SourceTotals::none(from, to));
-    }
-    top_sources(&state.store, scope, from, to).await
-}
-
-/// Sources of the period and of the stretches its rows compare, read
-/// together (the buckets alone: [`shares`] adds the views of the same
-/// hours).
-pub(crate) async fn read(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    period: &Period,
-) -> Result<ComparedTotals, mongodb::error::Error> {
-    let stretches = super::breakdowns::Stretches::of(period, state.clock.now());
-    let compared = async {
-        if stretches.running {
-            sources_in(state, scope, stretches.current).await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
-    let (now, compared, before) = tokio::try_join!(
-        sources_in(state, scope, (period.from, period.to)),
-        compared,
-        sources_in(state, scope, stretches.previous),
-    )?;
-    Ok(ComparedTotals {
-        now,
-        compared,
-        before,
-    })
-}
-
-/// Every view of the hours `totals` covers (none for an empty stretch).
-async fn views_in(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    totals: &SourceTotals,
-) -> Result<i64, mongodb::error::Error> {
-    if totals.from >= totals.to {
-        return Ok(0);
-    }
-    covered_views(&state.store, &scope.views(), (totals.from, totals.to)).await
-}
-
-/// The views of the hours `totals` covers: `known`, the report's own count
-/// of `period`, when those are the period's hours (an hour-aligned range),
-/// else read.
-async fn views_of(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    totals: &SourceTotals,
-    period: &Period,
-    known: Option<i64>,
-) -> Result<i64, mongodb::error::Error> {
-    match known {
-        Some(views) if (totals.from, totals.to) == (period.from, period.to) => Ok(views),
-        _ => covered_views(&state.store, &scope.views(), (totals.from, totals.to)).await,
-    }
-}
-
-/// [`read`]'s sources with the views of the same hours. `known` holds the
-/// views of the period and of the previous one where the report has read
-/// them already, so an hour-aligned range costs no further read.
-pub(crate) async fn shares(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    period: &Period,
-    read: ComparedTotals,
-    known: Option<(i64, i64)>,
-) -> Result<ComparedShares, mongodb::error::Error> {
-    let before = period.previous();
-    let compared_views = async {
-        match &read.compared {
-            Some(totals) => views_in(state, scope, totals).await.map(Some),
-            None => Ok(None),
-        }
-    };
-    let (now, compared, then) = tokio::try_join!(
-        views_of(state, scope, &read.now, period, known.map(|k| k.0)),
-        compared_views,
-        views_of(state, scope, &read.before, &before, known.map(|k| k.1)),
-    )?;
-    Ok(ComparedShares {
-        now: SourceShares::new(read.now, now),
-        compared: read
-            .compared
-            .zip(compared)
-            .map(|(totals, views)| SourceShares::new(totals, views)),
-        before: SourceShares::new(read.before, then),
-    })
-}
-
-/// Sources and views of the period and the stretches its rows compare,
-/// all read together (`sources.csv` and the API, which read no series of
-/// their own).
-pub(crate) async fn read_shares(
-    state: &WebState,
-    scope: SourceScope<'_>,
-    period: &Period,
-) -> Result<ComparedShares, mongodb::error::Error> {
-    let read = read(state, scope, period).await?;
-    shares(state, scope, period, read, None).await
 }
 
 /// The rows after the named sources when no filter is set, each when it
@@ -289,7 +142,8 @@ async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = SourceScope::of(&site, page.as_ref());
-    let read = read_shares(&state, scope, &period).await?;
+    let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
+    let read = read_source_shares(&request).await?;
     let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
     let named = matching(&current.sources, &filter)
         .into_iter()

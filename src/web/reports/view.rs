@@ -238,37 +238,6 @@ pub(super) fn controls(
     }
 }
 
-/// The note for a report finer than a day over days an import brought as
-/// daily figures (Plausible's): they sit at each day's first instant,
-/// which is not when they happened.
-pub async fn daily_only_note(
-    state: &WebState,
-    site: &Site,
-    period: &crate::reports::period::Period,
-) -> Result<Option<String>, mongodb::error::Error> {
-    if period.resolution == crate::domain::Resolution::Day {
-        return Ok(None);
-    }
-    let found = crate::storage::imports::daily_between(
-        &state.store,
-        &site.id.to_string(),
-        period.from,
-        period.to,
-    )
-    .await?;
-    Ok(found.map(|(from, to)| {
-        format!(
-            "imported: daily figures only. The days from {} to {} came from an import \
-             that keeps days, not hours: each day's figures show at its first {}.",
-            from.with_timezone(&period.zone).format("%Y-%m-%d"),
-            (to - chrono::TimeDelta::seconds(1))
-                .with_timezone(&period.zone)
-                .format("%Y-%m-%d"),
-            period.resolution.as_str(),
-        )
-    }))
-}
-
 /// The range in words, its zone said once: "2026-11-21 10:00 to
 /// 2026-11-22 10:00 (Europe/Berlin), 24 points by hour". The zone's
 /// abbreviations are added only where the range crosses a clock change

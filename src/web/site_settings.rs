@@ -1,5 +1,6 @@
-//! A site's settings (name, aliases, snippets, goals) and adding a site as
-//! its owner.
+//! A site's settings (name, aliases, time zone, snippets, page cap, goals,
+//! imports) and adding a site as its owner: the pages and their handlers,
+//! none of them a report.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -7,7 +8,7 @@ use askama::Template;
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::*;
+use super::reports::SiteRequest;
 use crate::storage::sites::{ChangedBy, Site};
 use crate::web::auth::{Post, Viewer};
 use crate::web::error::{see_other, Answer, WebError};
@@ -32,7 +33,7 @@ pub(super) struct SettingsPage {
     time_zone: String,
     time_zones: Vec<&'static str>,
     error: Option<crate::web::forms::FormError>,
-    /// The new-page cap and this hour's figures (issues 13 and 29).
+    /// The new-page cap and this hour's figures.
     cap: crate::ingest::page_cap::CapStatus,
     /// Views counted under the overflow page today (UTC), from the
     /// database; `None` when it could not be read.
@@ -118,13 +119,8 @@ pub(super) fn aliases_text(site: &Site) -> String {
 async fn overflow_today(state: &WebState, site: &Site) -> Option<i64> {
     let page = format!("{}{}", site.domain, crate::ingest::page_cap::OVERFLOW_PATH);
     let day = crate::storage::Resolution::Day.floor(state.clock.now());
-    let found = state
-        .store
-        .buckets(crate::storage::Resolution::Day)
-        .find_one(bson::doc! {"page": page, "timestamp": bson::DateTime::from_chrono(day)})
-        .await;
-    match found {
-        Ok(bucket) => Some(bucket.map_or(0, |b| b.total_views)),
+    match crate::storage::buckets::day_views(&state.store, &page, day).await {
+        Ok(views) => Some(views),
         Err(e) => {
             tracing::warn!(error = %crate::telemetry::chain(&e), "could not read the overflow page's views");
             None
@@ -547,21 +543,14 @@ pub async fn add_site(post: Post<NewSiteForm>) -> Answer {
         time_zone,
     };
     let now = state.clock.now();
-    let added = match by {
-        // A bound on what one owner can make the instance keep (and on
-        // hosts claimed in bulk), checked in the insert's transaction.
-        ChangedBy::Owner => {
-            crate::storage::sites::insert_owned(
-                &state.store,
-                new,
-                now,
-                viewer.user.id,
-                state.owner_max_sites,
-            )
-            .await
-        }
-        ChangedBy::Admin => crate::storage::sites::insert_as(&state.store, new, now, by).await,
+    let creator = match by {
+        ChangedBy::Owner => crate::storage::sites::Creator::Owner {
+            user: viewer.user.id,
+            max_sites: state.owner_max_sites,
+        },
+        ChangedBy::Admin => crate::storage::sites::Creator::Admin,
     };
+    let added = crate::storage::sites::create(&state.store, new, creator, now).await;
     let site = match added {
         Ok(site) => site,
         Err(e) => return Ok(again(crate::web::forms::site_refusal(e, "domain")?)),

@@ -17,6 +17,7 @@ use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 
 use crate::ingest::pixel::{self, decode, HitParams, PixelError};
 use crate::ingest::IngestState;
+use crate::web::pixel::{counted_gif, hit_request};
 
 /// What a `/count` query string says: the hit, or count.js's verdict that
 /// the browser is a bot.
@@ -119,13 +120,13 @@ pub async fn count(req: HttpRequest, state: web::Data<IngestState>) -> HttpRespo
         Request::Hit(params) => Ok(params),
         Request::Bot => Err(PixelError::Bot),
     };
-    let result = if crate::head::is_head(&req) {
+    let result = if crate::web::head::is_head(&req) {
         // A HEAD learns what a GET would be answered: not a view, and not
         // in the stats (as for the pixel).
         params.and_then(|p| pixel::classify_view(req.headers(), p, &state.directory).map(drop))
     } else {
         match params {
-            Ok(p) => pixel::take(&req, &state, p).await.map(drop),
+            Ok(p) => pixel::take(&hit_request(&req), &state, p).await.map(drop),
             Err(e) => {
                 state.stats.record(e.outcome());
                 Err(e)
@@ -133,7 +134,7 @@ pub async fn count(req: HttpRequest, state: web::Data<IngestState>) -> HttpRespo
         }
     };
     match result {
-        Ok(()) => pixel::counted_gif(),
+        Ok(()) => counted_gif(),
         Err(e) => e.error_response(),
     }
 }

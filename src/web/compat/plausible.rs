@@ -16,6 +16,7 @@ use serde::Deserialize;
 use super::{cross_origin, with_reason, BodyError};
 use crate::ingest::pixel::{self, HitParams, Outcome};
 use crate::ingest::IngestState;
+use crate::web::pixel::hit_request;
 
 /// Plausible's `engagement` events (time on page, scroll depth) follow a
 /// view that was counted already: accepted, not counted.
@@ -106,7 +107,7 @@ pub async fn event(
     // cap, the journal) would tell anyone which domains are tracked here.
     // The reason goes to the metrics (`take` counts every outcome) and
     // the log; Plausible's tracker ignores the answer anyway.
-    if let Err(e) = pixel::take(&req, &state, params).await {
+    if let Err(e) = pixel::take(&hit_request(&req), &state, params).await {
         tracing::debug!(reason = e.outcome().reason(), "a Plausible hit not counted");
     }
     accepted()

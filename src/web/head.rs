@@ -6,8 +6,8 @@
 //! `Content-Length` of the body) but not the body. Handlers with side
 //! effects on `GET` (the pixel) look for the mark and skip them.
 //!
-//! Beside `domain`, below every route family: the pixel (`ingest`) reads
-//! the mark and `startup` installs the middleware for the whole app.
+//! HTTP middleware, so in `web`: the pixel and GoatCounter's endpoint read
+//! the mark and `app` installs the middleware for the whole app.
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};

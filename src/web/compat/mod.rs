@@ -15,7 +15,8 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError};
 
-use super::pixel::{self, PixelError, REASON_HEADER};
+use crate::ingest::pixel::{self, PixelError};
+use crate::web::pixel::REASON_HEADER;
 
 /// The largest body a peer's tracker sends is well under this (a URL, a
 /// referrer, a name and a few properties).

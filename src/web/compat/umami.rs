@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::{answer, cross_origin, with_reason, BodyError};
 use crate::ingest::pixel::{self, HitParams, Outcome};
 use crate::ingest::IngestState;
+use crate::web::pixel::hit_request;
 
 #[derive(Debug, Deserialize)]
 struct Body {
@@ -78,7 +79,11 @@ pub async fn send(
             .json(serde_json::json!({ "error": reason }))
     };
     match parse(&body) {
-        Ok(Request::Hit(params)) => answer(pixel::take(&req, &state, params).await, ok, refused),
+        Ok(Request::Hit(params)) => answer(
+            pixel::take(&hit_request(&req), &state, params).await,
+            ok,
+            refused,
+        ),
         Ok(Request::Identify) => ok(),
         Err(e) => {
             tracing::debug!(error = %e, "an Umami body refused");

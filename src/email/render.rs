@@ -1,0 +1,317 @@
+//! An email's subject, plain-text part and HTML part. The HTML uses inline
+//! styles and tables only: no stylesheet, image, font or script from
+//! anywhere (mail clients block remote content, and it would tell a
+//! tracker when the email was read).
+
+use super::alerts::{Alert, AlertKind};
+use super::report::{Figures, Report};
+use crate::domain::numbers::thousands;
+
+/// What goes into the message.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Change of a count: "+12.5%", "−3.0%", "±0%", "new", or "—" (none in
+/// either period), as the dashboard says it.
+pub fn change(now: i64, before: i64) -> String {
+    if before == 0 {
+        return if now == 0 { "—".into() } else { "new".into() };
+    }
+    relative(now as f64, before as f64)
+}
+
+fn relative(now: f64, before: f64) -> String {
+    let pct = (now - before) * 100.0 / before;
+    if pct.abs() < 0.05 {
+        "±0%".into()
+    } else if pct > 0.0 {
+        format!("+{pct:.1}%")
+    } else {
+        format!("−{:.1}%", -pct)
+    }
+}
+
+/// Change of a rate in percentage points.
+fn points(now: f64, before: f64) -> String {
+    let d = (now - before) * 100.0;
+    if d.abs() < 0.5 {
+        "±0 pts".into()
+    } else if d > 0.0 {
+        format!("+{d:.0} pts")
+    } else {
+        format!("−{:.0} pts", -d)
+    }
+}
+
+/// Seconds as "1m 05s" (or "42s", "1h 02m").
+pub fn minutes_seconds(secs: f64) -> String {
+    let s = secs.round() as i64;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// One line of the first block: name, value, change, value before.
+struct Line {
+    name: &'static str,
+    value: String,
+    change: String,
+    before: String,
+}
+
+fn lines(now: &Figures, before: &Figures) -> Vec<Line> {
+    let count = |n: Option<i64>| n.map_or("—".to_owned(), |n| thousands(&n));
+    let rate = |r: Option<f64>| r.map_or("—".to_owned(), |r| format!("{:.0}%", r * 100.0));
+    let secs = |d: Option<f64>| d.map_or("—".to_owned(), minutes_seconds);
+    let opt_change = |a: Option<i64>, b: Option<i64>| match (a, b) {
+        (Some(a), Some(b)) => change(a, b),
+        _ => "—".into(),
+    };
+    vec![
+        Line {
+            name: "Views",
+            value: thousands(&now.views),
+            change: change(now.views, before.views),
+            before: thousands(&before.views),
+        },
+        Line {
+            name: "Visitors",
+            value: count(now.visitors),
+            change: opt_change(now.visitors, before.visitors),
+            before: count(before.visitors),
+        },
+        Line {
+            name: "Visits",
+            value: thousands(&now.visits),
+            change: change(now.visits, before.visits),
+            before: thousands(&before.visits),
+        },
+        Line {
+            name: "Bounce rate",
+            value: rate(now.bounce_rate),
+            change: match (now.bounce_rate, before.bounce_rate) {
+                (Some(a), Some(b)) => points(a, b),
+                _ => "—".into(),
+            },
+            before: rate(before.bounce_rate),
+        },
+        Line {
+            name: "Visit duration",
+            value: secs(now.visit_duration),
+            change: match (now.visit_duration, before.visit_duration) {
+                (Some(a), Some(b)) if b > 0.0 => relative(a, b),
+                _ => "—".into(),
+            },
+            before: secs(before.visit_duration),
+        },
+    ]
+}
+
+const UNSUBSCRIBE_TEXT: &str = "You receive this because this address is subscribed to the site's emails. Unsubscribe from all of them (one click, no login):";
+
+fn text_list(out: &mut String, title: &str, rows: &[(String, i64)]) {
+    out.push_str(&format!("\n{title}\n"));
+    if rows.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for (name, n) in rows {
+        out.push_str(&format!("  {:>9}  {name}\n", thousands(n)));
+    }
+}
+
+const STYLE_TABLE: &str = "border-collapse:collapse;margin:0 0 20px 0;font-size:14px";
+const STYLE_TH: &str = "text-align:left;padding:4px 12px 4px 0;border-bottom:1px solid #ccc";
+const STYLE_TD: &str = "padding:4px 12px 4px 0;border-bottom:1px solid #eee";
+const STYLE_NUM: &str = "padding:4px 12px 4px 0;border-bottom:1px solid #eee;text-align:right;font-variant-numeric:tabular-nums";
+
+fn html_list(out: &mut String, id: &str, title: &str, column: &str, rows: &[(String, i64)]) {
+    out.push_str(&format!(
+        "<h2 style=\"font-size:16px;margin:16px 0 6px 0\">{}</h2>\n<table id=\"{id}\" style=\"{STYLE_TABLE}\"><tr><th style=\"{STYLE_TH}\">{}</th><th style=\"{STYLE_TH};text-align:right\">Views</th></tr>\n",
+        escape(title),
+        escape(column)
+    ));
+    if rows.is_empty() {
+        out.push_str(&format!(
+            "<tr><td style=\"{STYLE_TD}\" colspan=\"2\">None</td></tr>\n"
+        ));
+    }
+    for (name, n) in rows {
+        out.push_str(&format!(
+            "<tr><td style=\"{STYLE_TD}\">{}</td><td style=\"{STYLE_NUM}\">{}</td></tr>\n",
+            escape(name),
+            thousands(n)
+        ));
+    }
+    out.push_str("</table>\n");
+}
+
+fn html_page(title: &str, body: &str, unsubscribe: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title></head>\n<body style=\"font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#222;max-width:640px;margin:0 auto;padding:16px\">\n{body}<p style=\"font-size:12px;color:#666;margin-top:24px\">{u} <a href=\"{link}\">Unsubscribe</a>.</p>\n</body></html>\n",
+        t = escape(title),
+        u = escape(UNSUBSCRIBE_TEXT.trim_end_matches(':')),
+        link = escape(unsubscribe),
+    )
+}
+
+/// A periodic report.
+pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
+    let views = match r.now.views {
+        1 => "1 view".to_owned(),
+        n => format!("{} views", thousands(&n)),
+    };
+    let subject = format!("{}: {} — {views}", r.site_name, r.title);
+    let lines = lines(&r.now, &r.before);
+    let zone = r.period.zone.name();
+    let mut text = format!(
+        "{} ({})\n{}\n\nEach change compares with the period before ({}).\n\n",
+        r.site_name, r.domain, r.title, zone
+    );
+    for l in &lines {
+        text.push_str(&format!(
+            "{}: {} ({}; before: {})\n",
+            l.name, l.value, l.change, l.before
+        ));
+    }
+    text_list(&mut text, "Top pages", &r.pages);
+    text_list(&mut text, "Top sources", &r.sources);
+    text_list(&mut text, "Top countries", &r.countries);
+    text.push_str(&format!(
+        "\nDashboard for this period: {}\n\n-- \n{UNSUBSCRIBE_TEXT}\n{unsubscribe}\n",
+        r.dashboard
+    ));
+
+    let mut body = format!(
+        "<h1 style=\"font-size:20px;margin:0 0 4px 0\">{}</h1>\n<p style=\"margin:0 0 16px 0;color:#555\">{} · {} ({})</p>\n<table id=\"figures\" style=\"{STYLE_TABLE}\"><tr><th style=\"{STYLE_TH}\"></th><th style=\"{STYLE_TH};text-align:right\">This period</th><th style=\"{STYLE_TH};text-align:right\">Change</th><th style=\"{STYLE_TH};text-align:right\">Before</th></tr>\n",
+        escape(&r.site_name),
+        escape(&r.domain),
+        escape(&r.title),
+        escape(zone)
+    );
+    for l in &lines {
+        body.push_str(&format!(
+            "<tr><th scope=\"row\" style=\"{STYLE_TD};text-align:left\">{}</th><td style=\"{STYLE_NUM}\">{}</td><td style=\"{STYLE_NUM}\">{}</td><td style=\"{STYLE_NUM};color:#666\">{}</td></tr>\n",
+            l.name,
+            escape(&l.value),
+            escape(&l.change),
+            escape(&l.before)
+        ));
+    }
+    body.push_str("</table>\n");
+    html_list(&mut body, "pages", "Top pages", "Page", &r.pages);
+    html_list(&mut body, "sources", "Top sources", "Source", &r.sources);
+    html_list(
+        &mut body,
+        "countries",
+        "Top countries",
+        "Country",
+        &r.countries,
+    );
+    body.push_str(&format!(
+        "<p><a href=\"{}\" style=\"color:#0645ad\">Open the dashboard for this period</a></p>\n",
+        escape(&r.dashboard)
+    ));
+    Rendered {
+        html: html_page(&subject, &body, unsubscribe),
+        subject,
+        text,
+    }
+}
+
+/// A traffic alert.
+pub fn alert(a: &Alert, unsubscribe: &str) -> Rendered {
+    let (subject, what) = match a.kind {
+        AlertKind::Spike => (
+            format!(
+                "Traffic spike on {}: {} views in the last hour",
+                a.site_name,
+                thousands(&a.views)
+            ),
+            format!(
+                "{} views in the hour to {}; the same hour usually has {} ({}).",
+                thousands(&a.views),
+                a.noticed,
+                thousands(&a.usual),
+                a.rule
+            ),
+        ),
+        AlertKind::Drop => (
+            format!(
+                "Traffic drop on {}: no views for {} hours",
+                a.site_name, a.hours
+            ),
+            format!(
+                "No views in the {} hours to {}; those hours usually have {} ({}).",
+                a.hours,
+                a.noticed,
+                thousands(&a.usual),
+                a.rule
+            ),
+        ),
+    };
+    let text = format!(
+        "{} ({})\n\n{what}\n\nYou get one email per episode: the next one once traffic is back to normal and this happens again.\n\nDashboard: {}\n\n-- \n{UNSUBSCRIBE_TEXT}\n{unsubscribe}\n",
+        a.site_name, a.domain, a.dashboard
+    );
+    let body = format!(
+        "<h1 style=\"font-size:20px;margin:0 0 4px 0\">{}</h1>\n<p style=\"margin:0 0 16px 0;color:#555\">{}</p>\n<p id=\"alert\">{}</p>\n<p>You get one email per episode: the next one once traffic is back to normal and this happens again.</p>\n<p><a href=\"{}\" style=\"color:#0645ad\">Open the dashboard</a></p>\n",
+        escape(&subject),
+        escape(&a.domain),
+        escape(&what),
+        escape(&a.dashboard)
+    );
+    Rendered {
+        html: html_page(&subject, &body, unsubscribe),
+        subject,
+        text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_read_like_the_dashboards() {
+        assert_eq!(change(0, 0), "—");
+        assert_eq!(change(5, 0), "new");
+        assert_eq!(change(9, 8), "+12.5%");
+        assert_eq!(change(97, 100), "−3.0%");
+        assert_eq!(change(100, 100), "±0%");
+        assert_eq!(points(0.55, 0.5), "+5 pts");
+        assert_eq!(minutes_seconds(65.0), "1m 05s");
+        assert_eq!(minutes_seconds(3725.0), "1h 02m");
+    }
+
+    #[test]
+    fn html_escapes_what_comes_from_visitors() {
+        assert_eq!(
+            escape("<script>\"a\" & 'b'"),
+            "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;"
+        );
+    }
+}

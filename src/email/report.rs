@@ -1,0 +1,307 @@
+//! A report's figures, read through the same functions as the dashboard
+//! and the API (`reports::queries`, `reports::visits`, the sources and
+//! breakdowns), so the email says what the dashboard says for its period.
+
+use chrono::{DateTime, Datelike, TimeDelta, Utc};
+use chrono_tz::Tz;
+
+use crate::domain::{Dimension, Resolution, Schedule};
+use crate::reports::local;
+use crate::reports::sources::SourceScope;
+use crate::reports::{queries, visits, Period, Scope};
+use crate::storage::sites::Site;
+use crate::storage::Store;
+
+/// Rows of each top list.
+pub const TOP_ROWS: usize = 10;
+
+/// The first line's figures over one period.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Figures {
+    pub views: i64,
+    /// Unique visitors (`None` where the stored data cannot say).
+    pub visitors: Option<i64>,
+    pub visits: i64,
+    /// Bounces per visit, 0 to 1.
+    pub bounce_rate: Option<f64>,
+    /// Average seconds per visit.
+    pub visit_duration: Option<f64>,
+}
+
+/// Everything one report email shows.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub site_id: String,
+    pub site_name: String,
+    pub domain: String,
+    pub period: Period,
+    /// How the period is named: "Sunday 22 November 2026", "16 – 22
+    /// November 2026", "November 2026", or its first and last minute.
+    pub title: String,
+    pub now: Figures,
+    pub before: Figures,
+    /// The period before, as the dashboard compares it.
+    pub before_from: DateTime<Utc>,
+    pub before_to: DateTime<Utc>,
+    pub pages: Vec<(String, i64)>,
+    pub sources: Vec<(String, i64)>,
+    pub countries: Vec<(String, i64)>,
+    /// The dashboard showing this period.
+    pub dashboard: String,
+}
+
+/// The period a report sent at the start of the period holding `now`
+/// covers: the local day, week (from Monday) or month just before it.
+/// `None` for the alerts.
+pub fn last_complete(schedule: Schedule, now: DateTime<Utc>, zone: Tz) -> Option<Period> {
+    let (from, to) = current(schedule, now, zone)?;
+    let before = match schedule {
+        Schedule::Daily => local::date_of(from, zone).pred_opt()?,
+        Schedule::Weekly => local::date_of(from, zone).checked_sub_days(chrono::Days::new(7))?,
+        Schedule::Monthly => {
+            let first = local::date_of(from, zone);
+            let prev = first.pred_opt()?;
+            prev.with_day(1)?
+        }
+        Schedule::Alerts => return None,
+    };
+    let _ = to;
+    Some(day_period_of(local::midnight(before, zone), from, zone))
+}
+
+/// The local day, week or month holding `now`: when its report is due
+/// (its start) and until when it may still be sent (its end).
+pub fn current(
+    schedule: Schedule,
+    now: DateTime<Utc>,
+    zone: Tz,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let today = local::date_of(now, zone);
+    let (first, next) = match schedule {
+        Schedule::Daily => (today, today.succ_opt()?),
+        Schedule::Weekly => {
+            let monday = today.checked_sub_days(chrono::Days::new(
+                today.weekday().num_days_from_monday().into(),
+            ))?;
+            (monday, monday.checked_add_days(chrono::Days::new(7))?)
+        }
+        Schedule::Monthly => {
+            let first = today.with_day(1)?;
+            let next = first.checked_add_months(chrono::Months::new(1))?;
+            (first, next)
+        }
+        Schedule::Alerts => return None,
+    };
+    Some((local::midnight(first, zone), local::midnight(next, zone)))
+}
+
+/// Whole local days `[from, to)`, at the resolution the dashboard picks for
+/// such a range (so the period before it is the dashboard's too).
+pub fn day_period_of(from: DateTime<Utc>, to: DateTime<Utc>, zone: Tz) -> Period {
+    Period::aligned_in(from, to, Resolution::auto(to - from), zone)
+}
+
+/// The last 7 days up to `now` (`tickertape email send-report`): from the
+/// same minute 7 days ago to the end of the current minute.
+pub fn last_days(days: i64, now: DateTime<Utc>, zone: Tz) -> Period {
+    let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
+    let from = to - TimeDelta::days(days);
+    Period::aligned_in(from, to, Resolution::auto(to - from), zone)
+}
+
+/// The figures of `scope` over `period`: the API's `visits` answer.
+async fn figures(
+    store: &Store,
+    scope: &Scope<'_>,
+    period: &Period,
+) -> Result<Figures, mongodb::error::Error> {
+    let (points, f) = tokio::try_join!(
+        queries::read_series(store, scope, period),
+        visits::figures(store, scope, period),
+    )?;
+    Ok(Figures {
+        views: queries::total(&points),
+        visitors: f.visitors,
+        visits: f.visits,
+        bounce_rate: f.bounce_rate(),
+        visit_duration: f.average_duration(),
+    })
+}
+
+/// A country's name beside its code, as the dashboard shows it.
+fn country_label(code: &str) -> String {
+    match crate::domain::countries::name(code) {
+        Some(name) => format!("{name} ({code})"),
+        None => code.to_owned(),
+    }
+}
+
+/// The local dates of a period: `YYYY-MM-DD`, or `YYYY-MM-DDTHH:MM` where
+/// it does not start (end) at local midnight. `to` is the last day shown,
+/// as the dashboard's custom range takes it.
+fn dashboard_bounds(period: &Period) -> (String, String) {
+    let zone = period.zone;
+    let at_midnight = |t: DateTime<Utc>| local::floor(Resolution::Day, t, zone) == t;
+    if at_midnight(period.from) && at_midnight(period.to) {
+        let last = local::date_of(period.to, zone)
+            .pred_opt()
+            .unwrap_or_default();
+        (
+            local::date_of(period.from, zone).to_string(),
+            last.to_string(),
+        )
+    } else {
+        let minute = |t: DateTime<Utc>| t.with_timezone(&zone).format("%Y-%m-%dT%H:%M").to_string();
+        (minute(period.from), minute(period.to))
+    }
+}
+
+/// The address of the dashboard for `period`.
+pub fn dashboard_url(public_url: &str, site: &Site, period: &Period) -> String {
+    let (from, to) = dashboard_bounds(period);
+    format!(
+        "{}/sites/{}?range=custom&from={from}&to={to}",
+        public_url.trim_end_matches('/'),
+        site.id
+    )
+}
+
+fn title(period: &Period, schedule: Option<Schedule>) -> String {
+    let zone = period.zone;
+    let first = local::date_of(period.from, zone);
+    let last = local::date_of(period.to - TimeDelta::seconds(1), zone);
+    match schedule {
+        Some(Schedule::Daily) => first.format("%A %-d %B %Y").to_string(),
+        Some(Schedule::Weekly) => {
+            format!("{} – {}", first.format("%-d %B"), last.format("%-d %B %Y"))
+        }
+        Some(Schedule::Monthly) => first.format("%B %Y").to_string(),
+        _ => {
+            let f = |t: DateTime<Utc>| t.with_timezone(&zone).format("%-d %B %Y %H:%M").to_string();
+            format!("{} – {} ({})", f(period.from), f(period.to), zone.name())
+        }
+    }
+}
+
+/// Reads a site's report over `period`. `schedule` names the period in
+/// the title (`None`: any stretch, named by its first and last minute).
+pub async fn assemble(
+    store: &Store,
+    public_url: &str,
+    site: &Site,
+    period: &Period,
+    schedule: Option<Schedule>,
+) -> Result<Report, mongodb::error::Error> {
+    let scope = Scope::of_site(site);
+    let before = period.previous();
+    let sources = SourceScope::Site(site);
+    let (now, was, pages, read_sources, countries) = tokio::try_join!(
+        figures(store, &scope, period),
+        figures(store, &scope, &before),
+        queries::top_pages(store, &scope, period),
+        crate::reports::sources::top_sources(store, sources, period.from, period.to),
+        crate::reports::breakdowns::read(
+            store,
+            sources,
+            &[Dimension::Country],
+            &[],
+            period.from,
+            period.to
+        ),
+    )?;
+    Ok(Report {
+        site_id: site.id.to_string(),
+        site_name: site.name.clone(),
+        domain: site.domain.to_string(),
+        period: *period,
+        title: title(period, schedule),
+        now,
+        before: was,
+        before_from: before.from,
+        before_to: before.to,
+        pages: pages
+            .into_iter()
+            .take(TOP_ROWS)
+            .map(|(page, views)| (page.path().to_owned(), views))
+            .collect(),
+        sources: read_sources
+            .sources
+            .into_iter()
+            .take(TOP_ROWS)
+            .map(|(source, views)| (source.to_string(), views))
+            .collect(),
+        countries: countries
+            .of(Dimension::Country)
+            .names
+            .into_iter()
+            .take(TOP_ROWS)
+            .map(|(code, n)| (country_label(&code), n))
+            .collect(),
+        dashboard: dashboard_url(public_url, site, period),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(y: i32, m: u32, d: u32, h: u32, min: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, m, d, h, min, 0).unwrap()
+    }
+
+    #[test]
+    fn a_daily_report_covers_the_local_day_before() {
+        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        // 23:30 UTC on the 22nd is 00:30 on the 23rd in Berlin.
+        let p = last_complete(Schedule::Daily, at(2026, 11, 22, 23, 30), berlin).unwrap();
+        assert_eq!(
+            (p.from, p.to),
+            (at(2026, 11, 21, 23, 0), at(2026, 11, 22, 23, 0))
+        );
+    }
+
+    #[test]
+    fn a_weekly_report_covers_monday_to_sunday_before() {
+        // Sunday 22 November 2026: the week before is 9 to 15 November.
+        let p = last_complete(Schedule::Weekly, at(2026, 11, 22, 10, 0), Tz::UTC).unwrap();
+        assert_eq!(
+            (p.from, p.to),
+            (at(2026, 11, 9, 0, 0), at(2026, 11, 16, 0, 0))
+        );
+        // Monday 23rd: 16 to 22 November.
+        let p = last_complete(Schedule::Weekly, at(2026, 11, 23, 0, 0), Tz::UTC).unwrap();
+        assert_eq!(
+            (p.from, p.to),
+            (at(2026, 11, 16, 0, 0), at(2026, 11, 23, 0, 0))
+        );
+        assert_eq!(
+            title(&p, Some(Schedule::Weekly)),
+            "16 November – 22 November 2026"
+        );
+    }
+
+    #[test]
+    fn a_monthly_report_covers_the_calendar_month_before() {
+        let p = last_complete(Schedule::Monthly, at(2027, 3, 1, 0, 5), Tz::UTC).unwrap();
+        assert_eq!((p.from, p.to), (at(2027, 2, 1, 0, 0), at(2027, 3, 1, 0, 0)));
+        assert_eq!(p.resolution, Resolution::Day);
+        assert_eq!(title(&p, Some(Schedule::Monthly)), "February 2027");
+        assert!(last_complete(Schedule::Alerts, at(2027, 3, 1, 0, 5), Tz::UTC).is_none());
+    }
+
+    #[test]
+    fn the_dashboard_link_names_the_same_days() {
+        let p = last_complete(Schedule::Weekly, at(2026, 11, 23, 8, 0), Tz::UTC).unwrap();
+        assert_eq!(
+            dashboard_bounds(&p),
+            ("2026-11-16".into(), "2026-11-22".into())
+        );
+        let q = last_days(7, at(2026, 11, 22, 10, 1), Tz::UTC);
+        assert_eq!(q.to, at(2026, 11, 22, 10, 2));
+        assert_eq!(
+            dashboard_bounds(&q),
+            ("2026-11-15T10:02".into(), "2026-11-22T10:02".into())
+        );
+    }
+}

@@ -1,0 +1,316 @@
+//! Sending through an SMTP server with `lettre` (rustls for TLS), as
+//! `TICKERTAPE_SMTP_URL` says:
+//!
+//! - `smtp://[user:password@]host[:port]`: port 587 by default; STARTTLS
+//!   when the server offers it, else plain (a local relay);
+//! - `smtp://…?tls=required`: STARTTLS or nothing is sent (what a
+//!   provider on port 587 wants);
+//! - `smtps://[user:password@]host[:port]`: TLS from the first byte, port
+//!   465 by default.
+//!
+//! User and password are URL-encoded in the address (`%40` for `@`); with
+//! them the client authenticates (PLAIN or LOGIN). The password is held as
+//! a secret and shown nowhere: not in logs, errors or `Debug`.
+
+use lettre::message::header::{HeaderName, HeaderValue};
+use lettre::message::{Mailbox, MultiPart};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use secrecy::{ExposeSecret, SecretString};
+use std::fmt;
+use std::time::Duration;
+
+use super::render::Rendered;
+use crate::domain::Recipient;
+
+/// How the connection is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    /// STARTTLS when offered, else plain.
+    StartTlsWhenOffered,
+    /// STARTTLS, or fail.
+    StartTlsRequired,
+    /// TLS from the start (`smtps://`).
+    Tls,
+}
+
+/// A parsed `TICKERTAPE_SMTP_URL`.
+#[derive(Clone)]
+pub struct SmtpUrl {
+    pub host: String,
+    pub port: u16,
+    pub security: Security,
+    pub user: Option<String>,
+    password: Option<SecretString>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SmtpUrlError {
+    #[error("TICKERTAPE_SMTP_URL is not a URL (e.g. smtp://user:password@smtp.example.com:587)")]
+    NotAUrl,
+    #[error("TICKERTAPE_SMTP_URL starts with smtp:// (STARTTLS when offered) or smtps:// (TLS), not {0}://")]
+    Scheme(String),
+    #[error("TICKERTAPE_SMTP_URL names no host")]
+    NoHost,
+    #[error("TICKERTAPE_SMTP_URL's user or password is not valid URL-encoded UTF-8")]
+    Encoding,
+    #[error("TICKERTAPE_SMTP_URL takes only ?tls=required (with smtp://), not ?{0}")]
+    Query(String),
+    #[error("TICKERTAPE_SMTP_URL has a password without a user")]
+    PasswordWithoutUser,
+}
+
+impl SmtpUrl {
+    pub fn parse(raw: &str) -> Result<Self, SmtpUrlError> {
+        let url = url::Url::parse(raw.trim()).map_err(|_| SmtpUrlError::NotAUrl)?;
+        let (mut security, default_port) = match url.scheme() {
+            "smtp" => (Security::StartTlsWhenOffered, 587),
+            "smtps" => (Security::Tls, 465),
+            other => return Err(SmtpUrlError::Scheme(other.to_owned())),
+        };
+        match url.query() {
+            None | Some("") => {}
+            Some("tls=required") if security == Security::StartTlsWhenOffered => {
+                security = Security::StartTlsRequired
+            }
+            // Never echo the query: it is the user's, not ours to log.
+            Some(_) => return Err(SmtpUrlError::Query("…".into())),
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or(SmtpUrlError::NoHost)?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|c| c.into_owned())
+                .map_err(|_| SmtpUrlError::Encoding)
+        };
+        let user = match url.username() {
+            "" => None,
+            u => Some(decode(u)?),
+        };
+        let password = url
+            .password()
+            .map(decode)
+            .transpose()?
+            .map(SecretString::from);
+        if user.is_none() && password.is_some() {
+            return Err(SmtpUrlError::PasswordWithoutUser);
+        }
+        Ok(SmtpUrl {
+            port: url.port().unwrap_or(default_port),
+            host,
+            security,
+            user,
+            password,
+        })
+    }
+
+    pub fn has_credentials(&self) -> bool {
+        self.user.is_some()
+    }
+}
+
+/// What logs and the system page may show: no password.
+impl fmt::Display for SmtpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = match self.security {
+            Security::Tls => "smtps",
+            _ => "smtp",
+        };
+        write!(f, "{scheme}://")?;
+        if let Some(user) = &self.user {
+            write!(f, "{user}:***@")?;
+        }
+        write!(f, "{}:{}", self.host, self.port)?;
+        if self.security == Security::StartTlsRequired {
+            write!(f, "?tls=required")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SmtpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SmtpUrl({self})")
+    }
+}
+
+/// Why an email did not go out.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SendFailure {
+    /// Worth trying again: no connection, a timeout, a 4xx answer.
+    #[error("{0}")]
+    Transient(String),
+    /// The server refused it for good (5xx), or it cannot be built.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// The configured SMTP server and sender.
+pub struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+    url: SmtpUrl,
+}
+
+impl fmt::Debug for Mailer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Mailer({} as {})", self.url, self.from)
+    }
+}
+
+impl Mailer {
+    pub fn new(url: &SmtpUrl, from: Mailbox, timeout: Duration) -> Result<Self, String> {
+        let tls = |url: &SmtpUrl| {
+            TlsParameters::new(url.host.clone())
+                .map_err(|e| format!("TLS set-up for {}: {e}", url.host))
+        };
+        let tls = match url.security {
+            Security::StartTlsWhenOffered => Tls::Opportunistic(tls(url)?),
+            Security::StartTlsRequired => Tls::Required(tls(url)?),
+            Security::Tls => Tls::Wrapper(tls(url)?),
+        };
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(url.host.clone())
+            .port(url.port)
+            .tls(tls)
+            .timeout(Some(timeout));
+        if let Some(user) = &url.user {
+            let password = url
+                .password
+                .as_ref()
+                .map(|p| p.expose_secret().to_owned())
+                .unwrap_or_default();
+            builder = builder.credentials(Credentials::new(user.clone(), password));
+        }
+        Ok(Mailer {
+            transport: builder.build(),
+            from,
+            url: url.clone(),
+        })
+    }
+
+    /// The server, as logs may show it.
+    pub fn server(&self) -> String {
+        self.url.to_string()
+    }
+
+    pub fn from(&self) -> &Mailbox {
+        &self.from
+    }
+
+    /// The message: both parts, and the one-click unsubscribe headers of
+    /// RFC 8058 (`List-Unsubscribe` with the link, and
+    /// `List-Unsubscribe-Post`, which lets a mail client unsubscribe with
+    /// one POST to it).
+    pub fn message(
+        &self,
+        to: &Recipient,
+        rendered: &Rendered,
+        unsubscribe: &str,
+    ) -> Result<Message, SendFailure> {
+        let to: Mailbox = to
+            .as_str()
+            .parse()
+            .map_err(|e| SendFailure::Permanent(format!("the address cannot be used: {e}")))?;
+        Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(rendered.subject.clone())
+            .raw_header(HeaderValue::new(
+                HeaderName::new_from_ascii_str("List-Unsubscribe"),
+                format!("<{unsubscribe}>"),
+            ))
+            .raw_header(HeaderValue::new(
+                HeaderName::new_from_ascii_str("List-Unsubscribe-Post"),
+                "List-Unsubscribe=One-Click".to_owned(),
+            ))
+            .raw_header(HeaderValue::new(
+                HeaderName::new_from_ascii_str("Auto-Submitted"),
+                "auto-generated".to_owned(),
+            ))
+            .multipart(MultiPart::alternative_plain_html(
+                rendered.text.clone(),
+                rendered.html.clone(),
+            ))
+            .map_err(|e| SendFailure::Permanent(format!("the message cannot be built: {e}")))
+    }
+
+    /// Hands one message to the server.
+    pub async fn send(&self, message: Message) -> Result<(), SendFailure> {
+        match self.transport.send(message).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_permanent() => Err(SendFailure::Permanent(e.to_string())),
+            Err(e) => Err(SendFailure::Transient(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smtp_is_starttls_when_offered_on_587() {
+        let u = SmtpUrl::parse("smtp://relay.example.com").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.security),
+            ("relay.example.com", 587, Security::StartTlsWhenOffered)
+        );
+        assert!(!u.has_credentials());
+    }
+
+    #[test]
+    fn tls_required_insists_on_starttls() {
+        let u = SmtpUrl::parse("smtp://a:b@smtp.gmail.com:587?tls=required").unwrap();
+        assert_eq!(u.security, Security::StartTlsRequired);
+        assert_eq!(
+            SmtpUrl::parse("smtps://h?tls=required").unwrap_err(),
+            SmtpUrlError::Query("…".into())
+        );
+        assert!(SmtpUrl::parse("smtp://h?tls=none").is_err());
+    }
+
+    #[test]
+    fn smtps_is_tls_on_465() {
+        let u = SmtpUrl::parse("smtps://mail.example.com").unwrap();
+        assert_eq!((u.port, u.security), (465, Security::Tls));
+    }
+
+    #[test]
+    fn credentials_are_url_decoded_and_never_shown() {
+        let u =
+            SmtpUrl::parse("smtp://me%40example.com:p%40ss%2Fw0rd@smtp.example.com:2525").unwrap();
+        assert_eq!(u.user.as_deref(), Some("me@example.com"));
+        assert_eq!(u.password.as_ref().unwrap().expose_secret(), "p@ss/w0rd");
+        assert_eq!(u.port, 2525);
+        for shown in [u.to_string(), format!("{u:?}")] {
+            assert!(
+                !shown.contains("p@ss") && !shown.contains("p%40ss"),
+                "{shown}"
+            );
+            assert!(
+                shown.contains("me@example.com:***@smtp.example.com:2525"),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_schemes_and_hostless_urls_are_refused() {
+        assert_eq!(
+            SmtpUrl::parse("http://x").unwrap_err(),
+            SmtpUrlError::Scheme("http".into())
+        );
+        assert_eq!(
+            SmtpUrl::parse("not a url").unwrap_err(),
+            SmtpUrlError::NotAUrl
+        );
+        assert!(SmtpUrl::parse("smtp://:secret@host").is_err());
+    }
+}
