@@ -22,17 +22,20 @@ pub enum ShardState {
 /// unsharded). Key values are compared as numbers: a server may answer
 /// `1`, `1.0` or `NumberLong(1)`.
 pub fn shard_state(entry: Option<&Document>) -> ShardState {
+    shard_state_on(entry, &bucket_key())
+}
+
+/// [`shard_state`] for a collection whose key is `expected` (the visit
+/// store's `{site: 1, start: 1}`).
+pub fn shard_state_on(entry: Option<&Document>, expected: &Document) -> ShardState {
     let Some(entry) = entry.filter(|e| e.get_bool("dropped") != Ok(true)) else {
         return ShardState::Unsharded;
     };
     let key = entry.get_document("key").cloned().unwrap_or_default();
-    let same = key.len() == 2
-        && key
-            .iter()
-            .zip(bucket_key().iter())
-            .all(|((k, v), (bk, bv))| {
-                k == bk && super::values::number(Some(v)) == super::values::number(Some(bv))
-            });
+    let same = key.len() == expected.len()
+        && key.iter().zip(expected.iter()).all(|((k, v), (bk, bv))| {
+            k == bk && super::values::number(Some(v)) == super::values::number(Some(bv))
+        });
     if same {
         ShardState::Sharded
     } else {
@@ -217,10 +220,43 @@ pub async fn shard(store: &Store) -> Result<Vec<String>, ShardError> {
             return Err(ShardError::NotApplied(g.collection().into()));
         }
     }
+    report.push(shard_visits(store, &db).await?);
     for line in &report {
         tracing::info!("{line}");
     }
     Ok(report)
+}
+
+/// The visit store, sharded like the buckets on its site and time
+/// (`{site: 1, start: 1}`, every write names both): a site's range of
+/// visits is read from the shards that hold that range. Not unique: a
+/// visit's id is random and the store only ever upserts it by id, site
+/// and start.
+async fn shard_visits(store: &Store, db: &str) -> Result<String, ShardError> {
+    let namespace = format!("{db}.{}", super::visit_log::COLLECTION);
+    let key = super::visit_log::shard_key();
+    let entry = store
+        .client()
+        .database("config")
+        .collection::<Document>("collections")
+        .find_one(doc! {"_id": &namespace})
+        .await?;
+    match shard_state_on(entry.as_ref(), &key) {
+        ShardState::Sharded => return Ok(format!("{namespace}: already sharded on {key}")),
+        ShardState::OtherKey(other) => {
+            return Err(ShardError::WrongKey {
+                collection: namespace,
+                key: other,
+            })
+        }
+        ShardState::Unsharded => {}
+    }
+    store
+        .client()
+        .database("admin")
+        .run_command(doc! {"shardCollection": &namespace, "key": &key})
+        .await?;
+    Ok(format!("{namespace}: sharded on {key}"))
 }
 
 /// For `serve` on a mongos: warnings about bucket collections that are not
@@ -304,6 +340,25 @@ mod tests {
         let mut dropped = entry(doc! {"_id": "hashed"});
         dropped.insert("dropped", true);
         assert_eq!(shard_state(Some(&dropped)), ShardState::Unsharded);
+    }
+
+    #[test]
+    fn the_visit_stores_key_is_told_apart_from_the_buckets() {
+        let visits = crate::storage::visit_log::shard_key();
+        let on_visits = entry(visits.clone());
+        assert_eq!(
+            shard_state_on(Some(&on_visits), &visits),
+            ShardState::Sharded
+        );
+        assert_eq!(
+            shard_state_on(Some(&entry(bucket_key())), &visits),
+            ShardState::OtherKey(bucket_key())
+        );
+        assert_eq!(
+            shard_state(Some(&on_visits)),
+            ShardState::OtherKey(visits.clone())
+        );
+        assert_eq!(shard_state_on(None, &visits), ShardState::Unsharded);
     }
 
     #[test]
