@@ -235,7 +235,7 @@ fn server(
             // Inside compression: it may render an error page again.
             .wrap(actix_web::middleware::from_fn(crate::web::pages::keep_nav))
             // Pages, CSV and tt.js go out gzip-compressed to clients
-            // that accept it (issue 14).
+            // that accept it.
             .wrap(actix_web::middleware::Compress::default())
             .wrap(actix_web::middleware::from_fn(
                 crate::web::head::head_as_get,

@@ -83,6 +83,8 @@
 //! `$max` would merge a new `f` over an old one just as it merges registers,
 //! a new format must not be written into a map that already holds format 1
 //! (write it to a new field or to new buckets).
+//!
+//! *Length*: under 800 lines of code; the rest is its unit tests.
 
 use std::fmt;
 

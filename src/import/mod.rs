@@ -15,6 +15,10 @@
 //! the TTL monitor would delete those buckets anyway, and reports never
 //! read a level past its retention (`reports::retention`). Their batches
 //! still move every stream's progress, with fewer statements or none.
+//!
+//! *Length*: the reading every source shares (CSV records capped while
+//! streaming, decompression bounds, figure bounds) and the exactly-once
+//! apply with its progress; each source is its own module.
 
 pub mod goatcounter;
 pub mod plausible;

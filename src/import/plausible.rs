@@ -32,6 +32,11 @@
 //! page summary is checked against the site's day total of views, which
 //! only the pages rows move, so no summary made while the import runs
 //! outlives the entries, exits and visitors applied before them.
+//!
+//! *Length*: Plausible's export has seven tables; each is read here with
+//! its columns, bounds and the hits it becomes, beside the rules they share
+//! (dates, figure bounds, the site-zone days), so one file holds the one
+//! format.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;

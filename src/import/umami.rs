@@ -37,6 +37,8 @@
 //!   `kill -9` applies exactly the deltas the first run would have; and as
 //!   overlap days are whole UTC days and no visit crosses one, skipping a
 //!   day drops whole visits.
+//!
+//! *Length*: under 800 lines of code; the rest is its unit tests.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use std::io::Read;

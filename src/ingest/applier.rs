@@ -1,4 +1,4 @@
-//! Write-behind: each journal lane has three applier tasks, one per
+//! Write-behind: each journal lane has four applier tasks, one per
 //! `progress::Stream`, each with its own position in the lane and its own
 //! progress document, so each batch of any of them commits exactly once.
 //!
@@ -41,6 +41,10 @@
 //! without that bucket, which is logged (its key and start only) and
 //! counted in `/metrics`. Everything else still commits exactly once, with
 //! the progress document in the same transaction.
+//!
+//! *Length*: the four streams share one loop (batching, retries, the
+//! progress check after a failure, set-aside), differing only in what a
+//! batch writes; one file keeps that loop in one place.
 
 use super::directory::SiteDirectory;
 use futures::FutureExt;

@@ -30,6 +30,8 @@
 //! A site bucket also holds, per event name it counts, the sketch of the
 //! visitors who sent it (`converted`, raised with `$max` like the views'
 //! `visitors`): a goal's converting visitors.
+//!
+//! *Length*: under 800 lines of code; the rest is its unit tests.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};

@@ -14,6 +14,10 @@
 //! at most once whatever is retried: after an unknown outcome the caller
 //! reads the progress document (`progress::position`) to learn whether the
 //! batch is in. Nothing relies on the server remembering retryable writes.
+//!
+//! *Length*: the one transaction every write path uses (journal streams,
+//! imports), with its retries and set-aside; splitting it would split the
+//! exactly-once rule across files.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};

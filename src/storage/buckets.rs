@@ -1,5 +1,7 @@
 //! The three bucket collections and the arithmetic that maps a hit's time to
 //! a bucket and a slot inside it.
+//!
+//! *Length*: under 800 lines of code; the rest is its unit tests.
 
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
