@@ -6,6 +6,7 @@
 use super::alerts::{Alert, AlertKind};
 use super::report::{Figures, Report};
 use crate::domain::numbers::thousands;
+use crate::reports::numbers::{minutes_seconds, points};
 
 /// What goes into the message.
 #[derive(Debug, Clone)]
@@ -48,30 +49,6 @@ fn relative(now: f64, before: f64) -> String {
         format!("+{pct:.1}%")
     } else {
         format!("−{:.1}%", -pct)
-    }
-}
-
-/// Change of a rate in percentage points.
-fn points(now: f64, before: f64) -> String {
-    let d = (now - before) * 100.0;
-    if d.abs() < 0.5 {
-        "±0 pts".into()
-    } else if d > 0.0 {
-        format!("+{d:.0} pts")
-    } else {
-        format!("−{:.0} pts", -d)
-    }
-}
-
-/// Seconds as "1m 05s" (or "42s", "1h 02m").
-pub fn minutes_seconds(secs: f64) -> String {
-    let s = secs.round() as i64;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m {:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
     }
 }
 

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::reports::chart;
+use crate::reports::numbers::{minutes_seconds, points};
 use crate::reports::queries::{self, Point, Scope};
 use crate::reports::visits::{self, VisitFigures};
 use crate::reports::{Period, Resolution};
@@ -362,30 +363,6 @@ fn direction(a: f64, b: f64) -> &'static str {
         "down"
     } else {
         ""
-    }
-}
-
-/// The change of a rate in percentage points.
-fn points(a: f64, b: f64) -> String {
-    let d = (a - b) * 100.0;
-    if d.abs() < 0.5 {
-        "±0 pts".into()
-    } else if d > 0.0 {
-        format!("+{d:.0} pts")
-    } else {
-        format!("−{:.0} pts", -d)
-    }
-}
-
-/// Seconds as "1m 05s" (or "42s").
-pub fn minutes_seconds(secs: f64) -> String {
-    let s = secs.round() as i64;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m {:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
     }
 }
 
