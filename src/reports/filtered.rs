@@ -22,7 +22,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
-use crate::domain::sketch::Sketch;
+use crate::domain::sketch::{Sketch, REGISTERS};
 use crate::domain::{Dimension, FunnelSteps};
 
 /// One step of a visit, at its offset in seconds from the visit's start.
@@ -199,8 +199,19 @@ impl DaySketches {
     }
 
     pub fn estimate(&self) -> i64 {
-        let n: u64 = self.days.values().map(Sketch::estimate_count).sum();
-        (n as f64 / self.share).round() as i64
+        if self.share >= 1.0 {
+            let n: u64 = self.days.values().map(Sketch::estimate_count).sum();
+            return i64::try_from(n).unwrap_or(i64::MAX);
+        }
+        // A sample keeps the visitors of the first registers only: each
+        // day's sketch is estimated over those registers and scaled up.
+        let kept = (self.share * REGISTERS as f64).round() as usize;
+        let n: f64 = self
+            .days
+            .values()
+            .map(|day| day.estimate_sampled(kept))
+            .sum();
+        n.round() as i64
     }
 }
 
