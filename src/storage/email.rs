@@ -403,12 +403,15 @@ pub async fn mark_sent(
     now: DateTime<Utc>,
 ) -> Result<(), mongodb::error::Error> {
     let at = bson::DateTime::from_chrono(now);
-    finish(
-        store,
-        key,
-        doc! {"state": "sent", "sentAt": at, "lastError": null},
-    )
-    .await
+    // A send slower than its lease was marked abandoned meanwhile (by this
+    // or another instance); it went out after all, so the record says so.
+    sends(store)
+        .update_one(
+            doc! {"_id": key, "state": {"$in": ["sending", "abandoned"]}},
+            doc! {"$set": {"state": "sent", "sentAt": at, "lastError": null}},
+        )
+        .await?;
+    Ok(())
 }
 
 /// Back to pending, tried again from `next`.
