@@ -35,6 +35,7 @@ pub async fn create(
     user_id: Uuid,
     name: &Label,
     scope: &TokenScope,
+    manage_email: bool,
     now: DateTime<Utc>,
 ) -> Result<(ApiToken, AccessToken), ApiTokenError> {
     let sites = match scope {
@@ -53,6 +54,7 @@ pub async fn create(
         user_id: user_id.into(),
         name: name.as_str().to_owned(),
         sites,
+        manage_email,
         created_at: bson::DateTime::from_chrono(now),
         last_used_at: None,
     };

@@ -35,6 +35,15 @@ pub struct ApiToken {
     /// The sites it may read; absent: every site its user may see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<Vec<bson::Uuid>>,
+    /// Whether it may also list, add and remove the email subscribers of
+    /// its sites; absent (every token before it, and by default): it only
+    /// reads.
+    #[serde(
+        rename = "manageEmail",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub manage_email: bool,
     #[serde(rename = "createdAt")]
     pub created_at: bson::DateTime,
     #[serde(

@@ -144,6 +144,8 @@ struct CreateForm {
     /// is refused, never read as the widest scope.
     scope: Option<String>,
     sites: Vec<String>,
+    /// `email=on`: the token may also manage email subscribers.
+    manage_email: bool,
 }
 
 impl CreateForm {
@@ -158,6 +160,7 @@ fn parse_create_form(body: &[u8]) -> CreateForm {
         name: String::new(),
         scope: None,
         sites: Vec::new(),
+        manage_email: false,
     };
     for (key, value) in url::form_urlencoded::parse(body) {
         match key.as_ref() {
@@ -165,6 +168,7 @@ fn parse_create_form(body: &[u8]) -> CreateForm {
             "name" => form.name = value.into_owned(),
             "scope" if form.scope.is_none() => form.scope = Some(value.into_owned()),
             "site" => form.sites.push(value.into_owned()),
+            "email" => form.manage_email = value == "on",
             _ => {}
         }
     }
@@ -210,6 +214,7 @@ pub async fn create(
         viewer.user.id,
         &name,
         &scope,
+        form.manage_email,
         state.clock.now(),
     )
     .await

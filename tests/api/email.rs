@@ -16,7 +16,7 @@ use tickertape::clock::Clock;
 use tickertape::settings::Settings;
 
 use crate::helpers::*;
-use crate::json_api::{create_token, get};
+use crate::json_api::{create_email_token, create_token, get};
 
 /// A running sink; stops when dropped.
 pub struct SmtpSink {
@@ -255,6 +255,18 @@ async fn subscribe_form(login: &Login, site: &str, address: &str, schedule: &str
     assert_eq!(r.status(), 303, "{address} {schedule} subscribed");
 }
 
+/// The status of a GET with `token`.
+async fn get_status(app: &TestApp, token: &str, path: &str) -> u16 {
+    app.http
+        .get(format!("{}{path}", app.address))
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 async fn subscribe_api(
     app: &TestApp,
     token: &str,
@@ -302,7 +314,22 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
     app.clock.set(t0());
     let login = app.login("owner@example.com").await;
     subscribe_form(&login, &id, "Ada@Example.com", "weekly").await;
-    let token = create_token(&login, "mail", None).await;
+    // A token made to read may not see or change who gets mail.
+    let reader = create_token(&login, "reads", None).await;
+    let (status, refused) = subscribe_api(&app, &reader, &id, "eve@example.com", "weekly").await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (403, Some("token_read_only")),
+        "{refused}"
+    );
+    let listed = get_status(
+        &app,
+        &reader,
+        &format!("/api/v1/sites/{id}/email/subscriptions"),
+    )
+    .await;
+    assert_eq!(listed, 403, "a reading token lists no subscriber");
+    let token = create_email_token(&login, "mail").await;
     let (status, created) = subscribe_api(&app, &token, &id, "bob@example.com", "weekly").await;
     assert_eq!(status, 201, "{created}");
     let (status, again) = subscribe_api(&app, &token, &id, "bob@example.com", "weekly").await;
@@ -869,8 +896,29 @@ async fn send_report_sends_the_last_seven_days_now() {
 }
 
 /// The API's subscription answers, each checked against the document (the
-/// json_api test collects every documented answer through here).
-pub async fn subscription_answers(app: &TestApp, token: &str, other: &str, site: &str) {
+/// json_api test collects every documented answer through here); `reader`
+/// is a token of the site's owner made only to read.
+pub async fn subscription_answers(
+    app: &TestApp,
+    token: &str,
+    other: &str,
+    reader: &str,
+    site: &str,
+) {
+    let base = format!("/api/v1/sites/{site}/email/subscriptions");
+    let body = serde_json::json!({"address": "eve@example.com", "schedule": "weekly"});
+    for (method, path, body) in [
+        ("GET", base.clone(), None),
+        ("POST", base.clone(), Some(&body)),
+        ("DELETE", format!("{base}/{}", uuid::Uuid::nil()), None),
+    ] {
+        let r = call_with_body(app, method, Some(reader), &path, body).await;
+        assert_eq!(
+            (r.status, r.json["error"]["code"].as_str()),
+            (403, Some("token_read_only")),
+            "{method} {path}"
+        );
+    }
     let base = format!("/api/v1/sites/{site}/email/subscriptions");
     // The document's pattern is the parser's rule.
     assert_eq!(

@@ -47,7 +47,25 @@ async fn world() -> World {
 
 /// Creates a token on the account page; `sites: None` means all sites.
 pub(crate) async fn create_token(login: &Login, name: &str, sites: Option<&[&str]>) -> String {
+    create_token_with(login, name, sites, false).await
+}
+
+/// A token of all the user's sites that may also manage their email
+/// subscribers.
+pub(crate) async fn create_email_token(login: &Login, name: &str) -> String {
+    create_token_with(login, name, None, true).await
+}
+
+async fn create_token_with(
+    login: &Login,
+    name: &str,
+    sites: Option<&[&str]>,
+    manage_email: bool,
+) -> String {
     let mut form = vec![("csrf", login.csrf.as_str()), ("name", name)];
+    if manage_email {
+        form.push(("email", "on"));
+    }
     match sites {
         None => form.push(("scope", "all")),
         Some(ids) => {
@@ -809,9 +827,9 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
 
     // One of each documented answer, through the checker.
     let a = app.login("a@example.com").await;
-    let token = create_token(&a, "t", None).await;
+    let token = create_email_token(&a, "t").await;
     let b = app.login("b@example.com").await;
-    let other = create_token(&b, "b", None).await;
+    let other = create_email_token(&b, "b").await;
     call(app, "GET", None, "/api/v1/openapi.json").await;
     call(app, "POST", None, "/api/v1/openapi.json").await;
     // Filtered reports and funnels read the visit store, which this world
@@ -835,7 +853,8 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
             get(app, &token, &bad).await;
         }
     }
-    crate::email::subscription_answers(app, &token, &other, &w.alpha).await;
+    let reader = create_token(&a, "reads", None).await;
+    crate::email::subscription_answers(app, &token, &other, &reader, &w.alpha).await;
     // `preparing`: a site whose totals are not built yet, with a report
     // time limit its page buckets cannot meet over a year.
     let slow = spawn_app_with(|s| s.database.report_max_time_ms = 1).await;

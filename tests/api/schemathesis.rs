@@ -13,7 +13,7 @@ use std::time::Duration;
 use tickertape::accounts::Role;
 
 use crate::helpers::*;
-use crate::json_api::create_token;
+use crate::json_api::create_email_token;
 
 /// Fixed, so a failure can be replayed with the command line it prints.
 const SEED: &str = "28";
@@ -210,8 +210,8 @@ async fn fuzzed_site(app: &TestApp) -> (String, String, String) {
         }
     }
     app.write_hits(&hits).await;
-    let token = create_token(&app.login("a@example.com").await, "fuzz", None).await;
-    let other = create_token(&app.login("b@example.com").await, "other", None).await;
+    let token = create_email_token(&app.login("a@example.com").await, "fuzz").await;
+    let other = create_email_token(&app.login("b@example.com").await, "other").await;
     (token, other, alpha.id.to_string())
 }
 

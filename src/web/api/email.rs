@@ -103,6 +103,9 @@ pub async fn api_list(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
+    if !client.token.manage_email {
+        return Err(ApiError::ReadOnlyToken);
+    }
     let subs = stored::list_for_site(&state.store, &site.id).await?;
     Ok(json(
         StatusCode::OK,
@@ -122,6 +125,9 @@ pub async fn api_subscribe(
     body: web::Json<NewSubscription>,
 ) -> Result<HttpResponse, ApiError> {
     let site = client.site(&state, &id)?;
+    if !client.token.manage_email {
+        return Err(ApiError::ReadOnlyToken);
+    }
     let bad =
         |parameter: &'static str, message: String| ApiError::BadParameter { parameter, message };
     // Exactly the document's pattern: no spaces around it either.
@@ -162,6 +168,9 @@ pub async fn api_remove(
 ) -> Result<HttpResponse, ApiError> {
     let (id, sub) = path.into_inner();
     let site = client.site(&state, &id)?;
+    if !client.token.manage_email {
+        return Err(ApiError::ReadOnlyToken);
+    }
     let sub = uuid::Uuid::try_parse(&sub)
         .ok()
         .filter(|u| u.hyphenated().to_string() == sub)

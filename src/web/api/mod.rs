@@ -87,6 +87,10 @@ pub enum ApiError {
     SiteNotFound,
     #[error("This site has no such email subscription.")]
     SubscriptionNotFound,
+    /// A token made to read: the email subscribers (addresses, and who
+    /// gets mail) need a token created to manage them.
+    #[error("This API token only reads. Create one that may manage email subscribers (Account, API tokens).")]
+    ReadOnlyToken,
     #[error("There is no such endpoint.")]
     NoSuchEndpoint,
     #[error("This endpoint only answers GET.")]
@@ -123,6 +127,7 @@ impl ApiError {
             ApiError::SiteNotFound => "site_not_found",
             ApiError::NoSuchEndpoint => "no_such_endpoint",
             ApiError::SubscriptionNotFound => "subscription_not_found",
+            ApiError::ReadOnlyToken => "token_read_only",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::BadParameter { .. } => "bad_parameter",
             ApiError::Database(_) => "database_unavailable",
@@ -165,6 +170,7 @@ impl ResponseError for ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::ReadOnlyToken => StatusCode::FORBIDDEN,
             ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Preparing(_) => StatusCode::ACCEPTED,
