@@ -182,11 +182,11 @@ async fn the_dashboard_shows_top_sources_with_share_and_change_and_exports_them(
     let table = &html[html.find("id=\"sources\"").expect("a sources table")..];
     let table = &table[..table.find("</table>").unwrap()];
     assert!(
-        table.contains("<td>google.com</td><td class=\"num\">3</td><td class=\"num hide-small\">75.0%</td><td class=\"num\">+50.0%</td>"),
+        table.contains("data-filter=\"source:google.com\">google.com</a></td><td class=\"num\">3</td><td class=\"num hide-small\">75.0%</td><td class=\"num\">+50.0%</td>"),
         "{table}"
     );
     assert!(
-        table.contains("<td>duckduckgo.com</td><td class=\"num\">1</td><td class=\"num hide-small\">25.0%</td><td class=\"num\">new</td>"),
+        table.contains("data-filter=\"source:duckduckgo.com\">duckduckgo.com</a></td><td class=\"num\">1</td><td class=\"num hide-small\">25.0%</td><td class=\"num\">new</td>"),
         "{table}"
     );
     // Filtered.
