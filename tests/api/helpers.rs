@@ -625,3 +625,31 @@ pub async fn breakdown_counts(
     }
     by
 }
+
+/// A query-string value percent-encoded (unreserved characters kept).
+pub fn urlencode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Waits until the day's salt is stored, so that no visitor id changes
+/// within the day (the pixel lets a salt in ahead of its day).
+pub async fn salt_ready(app: &TestApp, day: &str) {
+    let salts = app.store.db().collection::<bson::Document>("salts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while salts
+        .count_documents(bson::doc! {"_id": day})
+        .await
+        .unwrap()
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "no salt for {day}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

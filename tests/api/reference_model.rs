@@ -1337,17 +1337,6 @@ async fn salts_ready(app: &TestApp, day: NaiveDate) {
     }
 }
 
-fn urlencode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 fn seed_from_env() -> Option<u64> {
     std::env::var("REFERENCE_SEED").ok().map(|s| {
         s.trim()

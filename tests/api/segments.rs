@@ -293,17 +293,6 @@ fn funnel(persons: &[Person], visits: &[Visit], filters: &[&str], steps: &[&str]
     reached
 }
 
-fn urlencode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
     for h in hits {
         app.clock.set(h.at);
@@ -329,15 +318,6 @@ async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
             )
             .await;
         assert_eq!(r.status(), 200, "{query}");
-    }
-}
-
-async fn salt_ready(app: &TestApp, day: &str) {
-    let salts = app.store.db().collection::<Document>("salts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while salts.count_documents(doc! {"_id": day}).await.unwrap() == 0 {
-        assert!(std::time::Instant::now() < deadline, "no salt for {day}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 

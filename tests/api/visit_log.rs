@@ -254,17 +254,6 @@ fn stored_as_expected(v: &StoredVisit) -> Expected {
     }
 }
 
-fn urlencode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
     for h in hits {
         app.clock.set(h.at);
@@ -290,17 +279,6 @@ async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
             )
             .await;
         assert_eq!(r.status(), 200, "{query}");
-    }
-}
-
-/// Waits until the day's salt is stored, so that no visitor id changes
-/// within the day (the pixel lets a salt in ahead of its day).
-async fn salt_ready(app: &TestApp, day: &str) {
-    let salts = app.store.db().collection::<Document>("salts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while salts.count_documents(doc! {"_id": day}).await.unwrap() == 0 {
-        assert!(std::time::Instant::now() < deadline, "no salt for {day}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
