@@ -3,16 +3,19 @@
 //! the buckets, which keep no dimension beside another.
 //!
 //! What a filtered report counts (docs/segments.md says it to users):
-//! - the visits that **started** in the period and pass every filter,
-//!   each with all of its steps, whenever they happened (a visit never
-//!   crosses a UTC day, so a range of whole UTC days is exact either way);
-//! - their views, except that with a `page` filter only the views of the
-//!   pages it names count (the visits are those that include it), as in
-//!   Plausible;
-//! - visits, bounces (visits of one view), duration (seconds from a
-//!   visit's first hit to its last), entries and exits exactly; visitors
-//!   as the union of the visits' sketch registers per UTC day, summed over
-//!   the days, as the unfiltered reports count them.
+//! - the visits that pass every filter (a filter looks at the whole
+//!   visit: a `page` filter selects the visits that viewed the page);
+//! - of those, as the unfiltered reports count at every edge of a range:
+//!   a visit, its bounce (a visit of one view) and its entry in the
+//!   period it started in; a view, its share of the visit's duration (the
+//!   seconds since the visit's previous view), its exit (the visit's last
+//!   view) and its visitor in the period it happened in; an event in the
+//!   period it was sent in; so a range starting at 10:15 counts the views
+//!   after 10:15 of a visit that started at 10:00, and not the visit;
+//! - with a `page` filter only the views of the pages it names count, as
+//!   in Plausible;
+//! - visitors as the union of the visits' sketch registers per UTC day,
+//!   summed over the days, as the unfiltered reports count them.
 //!
 //! This module is the computation alone, over [`VisitRecord`]s: the read
 //! of the store and the pages around it are elsewhere, so it is tested
@@ -231,7 +234,8 @@ pub struct Figures {
     /// filters), and visits that sent each event: the goals' conversions.
     pub converting_pages: HashMap<String, i64>,
     pub converting_events: HashMap<String, i64>,
-    /// Per shown bucket (the period's points): views, visits, visitors.
+    /// Per shown bucket (the period's points): views, visits, bounces,
+    /// duration, visitors.
     pub series: Vec<SeriesPoint>,
     /// The share of visitors read (1: all of them); the counts above are
     /// already scaled back up by its inverse.
@@ -243,6 +247,10 @@ pub struct SeriesPoint {
     pub at: DateTime<Utc>,
     pub views: i64,
     pub visits: i64,
+    /// Of the visits that started in it.
+    pub bounces: i64,
+    /// The seconds its views add to their visits' durations.
+    pub duration_secs: i64,
     visitors: DaySketches,
 }
 
@@ -285,96 +293,145 @@ impl Figures {
     }
 }
 
-/// The figures of the visits that pass `filters`, bucketed at `points`
-/// (the starts of the period's shown buckets, ascending; a visit before
-/// the first is in none). `sampled` is the share of visitors the visits
-/// are (1: all): every count, visitors included (a sample keeps or drops
-/// each visitor whole), is scaled back up by its inverse.
+/// The figures of the visits that pass `filters` over `[from, to)`,
+/// bucketed at `points` (the starts of the period's shown buckets,
+/// ascending; a time before the first is in none). As the unfiltered
+/// reports count them: a visit, its bounce and its entry where it started;
+/// a view, its share of the duration (the seconds since the visit's
+/// previous view), its exit (a visit's last view) and its visitor where it
+/// happened; an event where it happened. So `visits` must hold every visit
+/// that started in the range, and every visit that started before it on
+/// the UTC day of `from` (a visit never crosses a UTC day), for the views
+/// they have in the range; visits starting at or after `to` add nothing.
+/// `sampled` is the share of visitors the visits are (1: all): every
+/// count, visitors included (a sample keeps or drops each visitor whole),
+/// is scaled back up by its inverse.
 pub fn compute<'a>(
     filters: &Filters,
     visits: impl IntoIterator<Item = &'a VisitRecord>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
     points: &[DateTime<Utc>],
     sampled: f64,
 ) -> Figures {
-    let mut f = Figures {
-        series: points
-            .iter()
-            .map(|at| SeriesPoint {
-                at: *at,
-                ..SeriesPoint::default()
-            })
-            .collect(),
-        sampled: if sampled > 0.0 && sampled < 1.0 {
-            sampled
-        } else {
-            1.0
-        },
-        ..Figures::default()
+    let mut f = Figures::none(points);
+    f.sampled = if sampled > 0.0 && sampled < 1.0 {
+        sampled
+    } else {
+        1.0
     };
+    let in_range = |at: DateTime<Utc>| at >= from && at < to;
+    let point_of = |at: DateTime<Utc>| points.partition_point(|p| *p <= at).checked_sub(1);
     let page_filtered = filters.pages().next().is_some();
     for visit in visits {
-        if !admits(filters, visit) {
+        if visit.start >= to || !admits(filters, visit) {
             continue;
         }
-        f.visits += 1;
-        if visit.bounced() {
-            f.bounces += 1;
+        let started = in_range(visit.start);
+        let last_view = visit.steps.iter().rposition(|s| s.path().is_some());
+        let mut previous: Option<u32> = None;
+        let (mut views, mut duration, mut kept_views) = (0i64, 0i64, 0i64);
+        let mut seen: Vec<&str> = Vec::new();
+        let mut sent: Vec<&str> = Vec::new();
+        for (i, step) in visit.steps.iter().enumerate() {
+            let at = visit.start + chrono::TimeDelta::seconds(i64::from(step.offset()));
+            match step {
+                Step::View { offset, path } => {
+                    kept_views += 1;
+                    let gap = previous.map_or(0, |p| offset.saturating_sub(p));
+                    previous = Some(*offset);
+                    if !in_range(at) {
+                        continue;
+                    }
+                    duration += i64::from(gap);
+                    let point = point_of(at);
+                    if let Some(p) = point {
+                        f.series[p].duration_secs += i64::from(gap);
+                    }
+                    seen.push(path.as_str());
+                    if Some(i) == last_view {
+                        f.pages.entry(path.clone()).or_default().exits += 1;
+                    }
+                    if !filters.pages().all(|m| m.matches(path)) {
+                        continue;
+                    }
+                    views += 1;
+                    let page = f.pages.entry(path.clone()).or_default();
+                    page.views += 1;
+                    page.visitors.add(at, visit.register);
+                    f.visitors.add(at, visit.register);
+                    if let Some(p) = point {
+                        f.series[p].views += 1;
+                        f.series[p].visitors.add(at, visit.register);
+                    }
+                }
+                Step::Event { name, .. } => {
+                    if in_range(at) {
+                        sent.push(name.as_str());
+                    }
+                }
+            }
         }
-        f.duration_secs += visit.duration;
-        f.visitors.add(visit.start, visit.register);
-        let mut views = 0;
-        for path in counted_views(filters, visit) {
-            views += 1;
-            let page = f.pages.entry(path.to_owned()).or_default();
-            page.views += 1;
-            page.visitors.add(visit.start, visit.register);
-        }
-        // Views past the steps a visit keeps are counted, not kept: they
-        // count only without a page filter (their pages are unknown).
-        if !page_filtered {
-            views = views.max(visit.views);
+        if started {
+            f.visits += 1;
+            f.visitors.add(visit.start, visit.register);
+            let point = point_of(visit.start);
+            if let Some(p) = point {
+                f.series[p].visits += 1;
+                f.series[p].visitors.add(visit.start, visit.register);
+            }
+            if visit.bounced() {
+                f.bounces += 1;
+                if let Some(p) = point {
+                    f.series[p].bounces += 1;
+                }
+            }
+            if let Some(entry) = visit.entry() {
+                f.pages.entry(entry.to_owned()).or_default().entries += 1;
+            }
+            // Views past the steps a visit keeps are counted, not kept:
+            // where it started, and only without a page filter (their
+            // pages are unknown); so is the duration past its last kept
+            // view.
+            if !page_filtered && visit.views > kept_views {
+                let extra = visit.views - kept_views;
+                let more = (visit.duration - i64::from(previous.unwrap_or(0))).max(0);
+                views += extra;
+                duration += more;
+                if let Some(p) = point {
+                    f.series[p].views += extra;
+                    f.series[p].duration_secs += more;
+                }
+            }
         }
         f.views += views;
-        if let Some(entry) = visit.entry() {
-            f.pages.entry(entry.to_owned()).or_default().entries += 1;
-        }
-        if let Some(exit) = visit.exit() {
-            f.pages.entry(exit.to_owned()).or_default().exits += 1;
-        }
+        f.duration_secs += duration;
         for (d, name) in &visit.labels {
             // The breakdowns count views under each name, as the
             // unfiltered ones do.
-            *f.breakdowns
-                .entry(*d)
-                .or_default()
-                .entry(name.clone())
-                .or_default() += views;
+            if views > 0 {
+                *f.breakdowns
+                    .entry(*d)
+                    .or_default()
+                    .entry(name.clone())
+                    .or_default() += views;
+            }
         }
-        let mut seen: Vec<&str> = visit.views().collect();
+        for name in &sent {
+            *f.breakdowns
+                .entry(Dimension::Event)
+                .or_default()
+                .entry((*name).to_owned())
+                .or_default() += 1;
+        }
         seen.sort_unstable();
         seen.dedup();
         for path in seen {
             *f.converting_pages.entry(path.to_owned()).or_default() += 1;
         }
-        let mut sent: Vec<&str> = visit.steps.iter().filter_map(Step::event).collect();
         sent.sort_unstable();
         sent.dedup();
         for name in sent {
             *f.converting_events.entry(name.to_owned()).or_default() += 1;
-        }
-        for name in visit.steps.iter().filter_map(Step::event) {
-            *f.breakdowns
-                .entry(Dimension::Event)
-                .or_default()
-                .entry(name.to_owned())
-                .or_default() += 1;
-        }
-        let at = points.partition_point(|p| *p <= visit.start);
-        if at > 0 {
-            let point = &mut f.series[at - 1];
-            point.views += views;
-            point.visits += 1;
-            point.visitors.add(visit.start, visit.register);
         }
     }
     if f.sampled < 1.0 {
@@ -384,6 +441,22 @@ pub fn compute<'a>(
 }
 
 impl Figures {
+    /// The figures of no visit, at `points`: for a report that reads
+    /// nothing (a path no page can have).
+    pub fn none(points: &[DateTime<Utc>]) -> Self {
+        Figures {
+            series: points
+                .iter()
+                .map(|at| SeriesPoint {
+                    at: *at,
+                    ..SeriesPoint::default()
+                })
+                .collect(),
+            sampled: 1.0,
+            ..Figures::default()
+        }
+    }
+
     /// Every count divided by the share of visitors read.
     fn scale_up(&mut self) {
         let share = self.sampled;
@@ -411,6 +484,8 @@ impl Figures {
         for p in &mut self.series {
             up(&mut p.views);
             up(&mut p.visits);
+            up(&mut p.bounces);
+            up(&mut p.duration_secs);
             p.visitors.share = share;
         }
     }
@@ -520,6 +595,12 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 3, 2, h, m, 0).unwrap()
     }
 
+    /// The sample's whole UTC day.
+    const DAY: (DateTime<Utc>, DateTime<Utc>) = (
+        DateTime::from_timestamp(1_772_409_600, 0).unwrap(),
+        DateTime::from_timestamp(1_772_496_000, 0).unwrap(),
+    );
+
     fn view(offset: u32, path: &str) -> Step {
         Step::View {
             offset,
@@ -575,6 +656,7 @@ mod tests {
         let f = compute(
             &filters(&["country:DE"]),
             &sample(),
+            DAY,
             &[at(10, 0), at(11, 0)],
             1.0,
         );
@@ -596,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_page_filter_keeps_visits_that_include_it_and_only_its_views() {
-        let f = compute(&filters(&["page:/a"]), &sample(), &[at(0, 0)], 1.0);
+        let f = compute(&filters(&["page:/a"]), &sample(), DAY, &[at(0, 0)], 1.0);
         assert_eq!((f.views, f.visits), (2, 2));
         assert_eq!(f.top_pages().len(), 1);
         // Their entries and exits are the visits', whatever the page.
@@ -605,7 +687,7 @@ mod tests {
 
     #[test]
     fn entry_exit_and_event_filters_look_at_the_visit() {
-        let count = |raw: &[&str]| compute(&filters(raw), &sample(), &[], 1.0).visits;
+        let count = |raw: &[&str]| compute(&filters(raw), &sample(), DAY, &[], 1.0).visits;
         assert_eq!(count(&["entry:/a"]), 2);
         assert_eq!(count(&["exit:/b"]), 2);
         assert_eq!(count(&["exit:/*"]), 3);
@@ -616,8 +698,76 @@ mod tests {
     }
 
     #[test]
+    fn the_day_constant_is_the_samples_day() {
+        assert_eq!(DAY, (at(0, 0), at(0, 0) + chrono::TimeDelta::days(1)));
+    }
+
+    #[test]
+    fn a_visit_counts_where_it_started_and_a_view_where_it_happened() {
+        // Visit one starts at 10:00 with /a, views /b at 10:01, sends
+        // Signup at 10:00:30: a range from 10:00:45 has its /b view (its
+        // exit, 60 − 0 seconds of duration) and not the visit, its entry,
+        // its bounce or its event.
+        let from = at(10, 0) + chrono::TimeDelta::seconds(45);
+        let f = compute(
+            &filters(&["country:DE"]),
+            &sample(),
+            (from, at(10, 5)),
+            &[from],
+            1.0,
+        );
+        assert_eq!(
+            (f.views, f.visits, f.bounces, f.duration_secs),
+            (1, 0, 0, 60)
+        );
+        assert_eq!(f.pages["/b"].views, 1);
+        assert_eq!(f.pages["/b"].exits, 1);
+        assert_eq!(f.pages["/b"].entries, 0);
+        assert!(!f.pages.contains_key("/a"));
+        assert_eq!(f.top(Dimension::Event), []);
+        assert_eq!(f.top(Dimension::Country), [("DE", 1)]);
+        assert_eq!(f.visitors(), 1);
+        assert_eq!((f.series[0].views, f.series[0].visits), (1, 0));
+        // Up to 10:05 (excluded) the same range has nothing of visit two,
+        // which starts at 10:05; from 10:05 on it has visit two whole and
+        // nothing of visit one.
+        let g = compute(
+            &filters(&["country:DE"]),
+            &sample(),
+            (at(10, 5), at(11, 0)),
+            &[at(10, 5)],
+            1.0,
+        );
+        assert_eq!(
+            (g.views, g.visits, g.bounces, g.duration_secs),
+            (1, 1, 1, 0)
+        );
+        assert_eq!((g.series[0].bounces, g.series[0].duration_secs), (1, 0));
+    }
+
+    #[test]
+    fn a_range_cut_inside_a_visit_splits_its_duration_and_adds_up() {
+        let whole = compute(&Filters::default(), &sample(), DAY, &[], 1.0);
+        for cut in [
+            at(10, 0) + chrono::TimeDelta::seconds(30),
+            at(10, 1),
+            at(11, 1),
+        ] {
+            let a = compute(&Filters::default(), &sample(), (DAY.0, cut), &[], 1.0);
+            let b = compute(&Filters::default(), &sample(), (cut, DAY.1), &[], 1.0);
+            assert_eq!(a.views + b.views, whole.views, "{cut}");
+            assert_eq!(a.visits + b.visits, whole.visits, "{cut}");
+            assert_eq!(
+                a.duration_secs + b.duration_secs,
+                whole.duration_secs,
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
     fn a_sample_is_scaled_back_up() {
-        let f = compute(&Filters::default(), &sample()[..1], &[], 0.1);
+        let f = compute(&Filters::default(), &sample()[..1], DAY, &[], 0.1);
         assert_eq!((f.views, f.visits, f.visitors()), (20, 10, 10));
     }
 

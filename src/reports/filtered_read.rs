@@ -122,8 +122,25 @@ pub async fn figures(
     filters: &Filters,
     period: &Period,
 ) -> Result<Figures, mongodb::error::Error> {
-    let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
-    Ok(filtered::compute(filters, &visits, &period.points(), share))
+    // The views in the period of visits that started before it, on its
+    // first UTC day, count too (a visit never crosses a UTC day).
+    let (visits, share) =
+        read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
+    Ok(filtered::compute(
+        filters,
+        &visits,
+        (period.from, period.to),
+        &period.points(),
+        share,
+    ))
+}
+
+/// The start of `at`'s UTC day.
+pub fn utc_day_start(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc()
 }
 
 /// A funnel's figures over `period` for the visits passing `filters`.
@@ -134,7 +151,7 @@ pub async fn funnel(
     steps: &FunnelSteps,
     period: &Period,
 ) -> Result<FunnelFigures, mongodb::error::Error> {
-    let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
+    let (visits, share) = read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
     Ok(filtered::funnel(filters, steps, &visits, share))
 }
 

@@ -10,8 +10,8 @@
 //! `SEGMENTS_SEED=<n>` replays a run; a failure prints its seed.
 
 use bson::{doc, Document};
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use std::collections::{BTreeMap, HashMap};
+use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tickertape::accounts::Role;
 
 use crate::helpers::*;
@@ -168,20 +168,24 @@ fn traffic(rng: &mut Rng, people: usize, start: DateTime<Utc>) -> (Vec<Person>, 
     (persons, hits)
 }
 
+/// The visits the hits make: a person's views 30 minutes or less apart,
+/// within one UTC day (a visitor is a new one each UTC day), and the
+/// events sent while one is open.
 fn visits_of(hits: &[Hit]) -> Vec<Visit<'_>> {
     let gap = TimeDelta::minutes(30);
-    let mut open: HashMap<usize, (usize, DateTime<Utc>)> = HashMap::new();
+    let mut open: HashMap<(usize, NaiveDate), (usize, DateTime<Utc>)> = HashMap::new();
     let mut visits: Vec<Visit> = Vec::new();
     for h in hits {
-        match (h.event, open.get(&h.person).copied()) {
+        let key = (h.person, h.at.date_naive());
+        match (h.event, open.get(&key).copied()) {
             (Some(_), Some((v, last))) if h.at - last < gap => visits[v].hits.push(h),
             (Some(_), _) => {}
             (None, Some((v, last))) if h.at - last < gap => {
                 visits[v].hits.push(h);
-                open.insert(h.person, (v, h.at.max(last)));
+                open.insert(key, (v, h.at.max(last)));
             }
             (None, _) => {
-                open.insert(h.person, (visits.len(), h.at));
+                open.insert(key, (visits.len(), h.at));
                 visits.push(Visit {
                     start: h.at,
                     hits: vec![h],
@@ -222,7 +226,7 @@ struct Figures {
 
 fn figures(persons: &[Person], visits: &[Visit], filters: &[&str]) -> Figures {
     let mut f = Figures::default();
-    let mut people = std::collections::HashSet::new();
+    let mut people = HashSet::new();
     let page_filters: Vec<&str> = filters
         .iter()
         .filter_map(|f| f.strip_prefix("page:"))
@@ -550,6 +554,237 @@ async fn filtered_figures_and_funnels_agree_with_a_plain_computation_over_the_hi
     assert_eq!(got, want_steps, "seed {seed}: funnel.csv");
     println!(
         "segments: seed {seed}: {} visits, {compared} comparisons, all equal",
+        visits.len()
+    );
+}
+
+/// What a range `[from, to)` counts of the visits passing `filters`, as
+/// the unfiltered reports count at every edge: a visit, its bounce and its
+/// entry where it started; a view, its gap since the visit's previous view
+/// (the duration), its exit and its visitor where it happened. Also the
+/// views and visits per shown point (`points`: the starts, ascending).
+fn figures_in(
+    persons: &[Person],
+    visits: &[Visit],
+    filters: &[&str],
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    points: &[DateTime<Utc>],
+) -> (Figures, Vec<(i64, i64)>) {
+    let mut f = Figures::default();
+    let mut series = vec![(0i64, 0i64); points.len()];
+    let point = |at: DateTime<Utc>| points.partition_point(|p| *p <= at).checked_sub(1);
+    let inside = |at: DateTime<Utc>| at >= from && at < to;
+    let mut people = HashSet::new();
+    let page_filters: Vec<&str> = filters
+        .iter()
+        .filter_map(|f| f.strip_prefix("page:"))
+        .collect();
+    for v in visits
+        .iter()
+        .filter(|v| filters.iter().all(|x| passes(persons, v, x)))
+    {
+        let views: Vec<&&Hit> = v.views().collect();
+        let person = (v.person, v.start.date_naive());
+        if inside(v.start) {
+            f.visits += 1;
+            f.bounces += i64::from(views.len() == 1);
+            f.pages.entry(views[0].path.to_owned()).or_default().1 += 1;
+            people.insert(person);
+            if let Some(p) = point(v.start) {
+                series[p].1 += 1;
+            }
+        }
+        for (i, h) in views.iter().enumerate() {
+            if !inside(h.at) {
+                continue;
+            }
+            if i > 0 {
+                f.duration += h.at.timestamp() - views[i - 1].at.timestamp();
+            }
+            if i + 1 == views.len() {
+                f.pages.entry(h.path.to_owned()).or_default().2 += 1;
+            }
+            let counted = page_filters.iter().all(|p| match p.strip_suffix('*') {
+                Some(prefix) => h.path.starts_with(prefix),
+                None => h.path == *p,
+            });
+            if counted {
+                f.views += 1;
+                f.pages.entry(h.path.to_owned()).or_default().0 += 1;
+                people.insert(person);
+                if let Some(p) = point(h.at) {
+                    series[p].0 += 1;
+                }
+            }
+        }
+    }
+    f.visitors = people.len() as i64;
+    (f, series)
+}
+
+#[tokio::test]
+async fn filtered_figures_are_exact_at_sub_hour_edges_in_several_time_zones() {
+    let seed = std::env::var("SEGMENTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_128u64);
+    let mut rng = Rng(seed);
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    // Ten hours of visits across UTC midnight, which is also 01:00 in
+    // Berlin and 05:30 in Kolkata: visits end at UTC midnight, local
+    // days do not.
+    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
+    app.clock.set(start);
+    salt_ready(&app, "2026-11-22").await;
+    let (persons, hits) = traffic(&mut rng, 40, start);
+    let visits = visits_of(&hits);
+    assert!(
+        visits
+            .iter()
+            .any(|v| v.start.date_naive() != start.date_naive()),
+        "some visits on the second UTC day"
+    );
+    let zones = ["UTC", "Europe/Berlin", "Asia/Kolkata"];
+    let mut sites = Vec::new();
+    for (i, zone) in zones.iter().enumerate() {
+        let site = app.add_site_in(&format!("edges{i}.test"), &[], zone).await;
+        sites.push(site);
+    }
+    for site in &sites {
+        send(&app, &site.id.to_string(), &persons, &hits).await;
+    }
+    app.clock
+        .set(Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap());
+    app.settle().await;
+    app.add_user("edges@example.com", Role::Admin).await;
+    let login = app.login("edges@example.com").await;
+    let token = create_token(&login, "edges", None).await;
+
+    // No filter: the buckets' figures, which the filtered ones must match
+    // at every edge.
+    let filter_sets: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["country:US"],
+        vec!["page:/pricing"],
+        vec!["entry:/"],
+        vec!["exit:/docs"],
+        vec!["event:Signup"],
+        vec!["page:/blog/*", "browser:Chrome"],
+    ];
+    let mut compared = 0;
+    for site in &sites {
+        let id = site.id.to_string();
+        let tz = site.time_zone.tz();
+        for _ in 0..5 {
+            // Minutes anywhere in the traffic (and a little around it),
+            // ten minutes to a day long.
+            let from =
+                start - TimeDelta::minutes(30) + TimeDelta::minutes(rng.below(11 * 60) as i64);
+            let to = from + TimeDelta::minutes(10 + rng.below(24 * 60) as i64);
+            let local = |at: DateTime<Utc>| at.with_timezone(&tz).format("%Y-%m-%dT%H:%M");
+            let range = format!(
+                "range=custom&from={}&to={}&res=hour",
+                local(from),
+                local(to)
+            );
+            for filters in &filter_sets {
+                let q = format!("{range}{}", filter_params(filters));
+                let at = format!(
+                    "seed {seed}, {} {range}, filters {filters:?}",
+                    site.time_zone.tz()
+                );
+                let s = get(&app, &token, &format!("/api/v1/sites/{id}/series?{q}")).await;
+                assert_eq!(s.status, 200, "{at}: {}", s.json);
+                let points: Vec<DateTime<Utc>> = s.json["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["at"].as_str().unwrap().parse().unwrap())
+                    .collect();
+                let (want, want_series) =
+                    figures_in(&persons, &visits, filters, (from, to), &points);
+                let got_series: Vec<i64> = s.json["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["views"].as_i64().unwrap())
+                    .collect();
+                let want_views: Vec<i64> = want_series.iter().map(|p| p.0).collect();
+                assert_eq!(got_series, want_views, "{at}: views per point");
+
+                let v = get(&app, &token, &format!("/api/v1/sites/{id}/visits?{q}")).await;
+                assert_eq!(v.status, 200, "{at}: {}", v.json);
+                let j = &v.json;
+                let got = (
+                    j["visits"].as_i64().unwrap(),
+                    j["views"].as_i64().unwrap(),
+                    j["bounces"].as_i64().unwrap(),
+                    j["durationSeconds"].as_i64().unwrap(),
+                );
+                assert_eq!(
+                    got,
+                    (want.visits, want.views, want.bounces, want.duration),
+                    "{at}: visits, views, bounces, duration"
+                );
+                let visitors = j["visitors"].as_i64().unwrap();
+                assert!(
+                    visitors_close(visitors, want.visitors),
+                    "{at}: visitors {visitors}, want {}",
+                    want.visitors
+                );
+
+                let p = get(&app, &token, &format!("/api/v1/sites/{id}/pages?{q}")).await;
+                assert_eq!(p.status, 200, "{at}");
+                let got: BTreeMap<String, (i64, i64, i64)> = p.json["pages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        (
+                            r["path"].as_str().unwrap().to_owned(),
+                            (
+                                r["views"].as_i64().unwrap(),
+                                r["entries"].as_i64().unwrap(),
+                                r["exits"].as_i64().unwrap(),
+                            ),
+                        )
+                    })
+                    .collect();
+                let want_pages: BTreeMap<String, (i64, i64, i64)> = want
+                    .pages
+                    .iter()
+                    .filter(|(_, (views, _, _))| *views > 0)
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                assert_eq!(got, want_pages, "{at}: pages");
+
+                // The visits CSV: its rows add up to the same figures,
+                // and its visits per row are the visits started in it.
+                let (status, csv) = login.text(&format!("/sites/{id}/visits.csv?{q}")).await;
+                assert_eq!(status, 200, "{at}");
+                let rows: Vec<Vec<i64>> = csv
+                    .lines()
+                    .skip(1)
+                    .map(|l| l.split(',').skip(2).map(|c| c.parse().unwrap()).collect())
+                    .collect();
+                let sum = |i: usize| rows.iter().map(|r| r[i]).sum::<i64>();
+                assert_eq!(
+                    (sum(0), sum(1), sum(2), sum(3)),
+                    (want.visits, want.views, want.bounces, want.duration),
+                    "{at}: visits.csv"
+                );
+                let want_visits: Vec<i64> = want_series.iter().map(|p| p.1).collect();
+                let got_visits: Vec<i64> = rows.iter().map(|r| r[0]).collect();
+                assert_eq!(got_visits, want_visits, "{at}: visits.csv per row");
+                compared += 1;
+            }
+        }
+    }
+    println!(
+        "segments at edges: seed {seed}: {} visits, {compared} ranges and filters, all equal",
         visits.len()
     );
 }

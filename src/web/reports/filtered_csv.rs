@@ -70,31 +70,14 @@ pub(super) async fn visits(r: SiteRequest, q: &ReportQuery, filters: &Filters) -
     let (f, path) = scoped(q, filters)?;
     let (period, figures) = read(&r, q, &f).await?;
     let tz = r.site.time_zone.tz();
-    // Bounces and duration by the bucket of the visit's start.
-    let (visits, _) =
-        filtered_read::read_visits(&r.state.store, &r.site, &f, period.from, period.to).await?;
-    let starts: Vec<DateTime<Utc>> = figures.series.iter().map(|p| p.at).collect();
-    let mut bounces = vec![0i64; starts.len()];
-    let mut duration = vec![0i64; starts.len()];
-    for v in visits
-        .iter()
-        .filter(|v| crate::reports::filtered::admits(&f, v))
-    {
-        let i = starts.partition_point(|s| *s <= v.start);
-        if i > 0 {
-            bounces[i - 1] += i64::from(v.bounced());
-            duration[i - 1] += v.duration;
-        }
-    }
-    let scale = |n: i64| (n as f64 / figures.sampled).round() as i64;
-    let rows = figures.series.iter().enumerate().map(|(i, p)| {
+    let rows = figures.series.iter().map(|p| {
         vec![
             stamp(p.at, tz),
             p.visitors().to_string(),
             p.visits.to_string(),
             p.views.to_string(),
-            scale(bounces[i]).to_string(),
-            scale(duration[i]).to_string(),
+            p.bounces.to_string(),
+            p.duration_secs.to_string(),
         ]
     });
     let body = csv::table(
@@ -294,11 +277,7 @@ async fn views_between(
     to: DateTime<Utc>,
     step: TimeDelta,
 ) -> Result<Vec<Point>, WebError> {
-    let day = from
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight exists")
-        .and_utc();
+    let day = filtered_read::utc_day_start(from);
     let (visits, share) = filtered_read::read_visits(&r.state.store, &r.site, f, day, to).await?;
     let n = ((to - from).num_seconds() / step.num_seconds()).max(0) as usize;
     let mut counts = vec![0i64; n];

@@ -72,8 +72,8 @@ async fn read_both(
     let before = period.previous();
     match filters {
         None => Ok((
-            crate::reports::filtered::compute(&Filters::default(), [], &period.points(), 1.0),
-            crate::reports::filtered::compute(&Filters::default(), [], &before.points(), 1.0),
+            Figures::none(&period.points()),
+            Figures::none(&before.points()),
         )),
         Some(f) => Ok(tokio::try_join!(
             filtered_read::figures(&state.store, site, f, &period),
@@ -114,7 +114,7 @@ pub(super) async fn page_series(state: &WebState, site: &Site, q: &Q, filters: &
     let (period, _) = q.period(state, site)?;
     let figures = match with_page(filters, &path)? {
         Some(f) => filtered_read::figures(&state.store, site, &f, &period).await?,
-        None => crate::reports::filtered::compute(filters, [], &period.points(), 1.0),
+        None => Figures::none(&period.points()),
     };
     let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
     let (total, points) = series_of(&figures, &period, state.clock.now());
@@ -135,11 +135,7 @@ pub(super) async fn page_seconds(state: &WebState, site: &Site, q: &Q, filters: 
     let end = minute + TimeDelta::minutes(1);
     let mut seconds = [0i64; 60];
     if let Some(f) = with_page(filters, &path)? {
-        let day = minute
-            .date_naive()
-            .and_hms_opt(0, 0, 0)
-            .expect("midnight exists")
-            .and_utc();
+        let day = filtered_read::utc_day_start(minute);
         let (visits, _) = filtered_read::read_visits(&state.store, site, &f, day, end).await?;
         for v in visits
             .iter()
@@ -339,7 +335,7 @@ pub(super) async fn visits(state: &WebState, site: &Site, q: &Q, filters: &Filte
     let scope = scoped(filters, path.as_ref())?;
     let figures = match &scope {
         Some(f) => filtered_read::figures(&state.store, site, f, &period).await?,
-        None => crate::reports::filtered::compute(filters, [], &[], 1.0),
+        None => Figures::none(&[]),
     };
     let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
     let visits = figures.visits;
