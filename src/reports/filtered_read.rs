@@ -151,7 +151,8 @@ pub async fn funnel(
     steps: &FunnelSteps,
     period: &Period,
 ) -> Result<FunnelFigures, mongodb::error::Error> {
-    let (visits, share) = read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
+    let (visits, share) =
+        read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
     Ok(filtered::funnel(filters, steps, &visits, share))
 }
 

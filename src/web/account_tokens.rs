@@ -22,6 +22,8 @@ pub struct TokenRow {
     pub revoke: String,
     pub name: String,
     pub sites: String,
+    /// What it may do besides reading.
+    pub rights: &'static str,
     pub created: String,
     pub last_used: String,
 }
@@ -75,6 +77,11 @@ fn row(state: &WebState, token: &ApiToken) -> TokenRow {
         revoke: format!("/account/tokens/{}/revoke", uuid::Uuid::from(token.id)),
         name: token.name.clone(),
         sites,
+        rights: if token.manage_email {
+            "read; manage email subscribers"
+        } else {
+            "read"
+        },
         created: super::fmt::utc(&token.created_at.to_chrono()),
         last_used: token
             .last_used_at

@@ -330,6 +330,12 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
     .await;
     assert_eq!(listed, 403, "a reading token lists no subscriber");
     let token = create_email_token(&login, "mail").await;
+    let (_, list) = login.text("/account/tokens").await;
+    assert!(
+        list.contains("<td data-label=\"May\">read; manage email subscribers</td>")
+            && list.contains("<td data-label=\"May\">read</td>"),
+        "the list says which token may manage subscribers: {list}"
+    );
     let (status, created) = subscribe_api(&app, &token, &id, "bob@example.com", "weekly").await;
     assert_eq!(status, 201, "{created}");
     let (status, again) = subscribe_api(&app, &token, &id, "bob@example.com", "weekly").await;
