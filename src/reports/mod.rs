@@ -8,6 +8,7 @@ pub mod compared;
 pub mod csv;
 pub mod filter;
 pub mod filtered;
+pub mod filtered_imported;
 pub mod filtered_read;
 pub mod hours;
 pub mod local;

@@ -33,6 +33,7 @@ mod retention;
 mod schemathesis;
 mod security;
 mod segments;
+mod segments_imported;
 mod serve;
 mod share_links;
 mod site_integrity;

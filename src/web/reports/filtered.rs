@@ -12,9 +12,9 @@ use super::*;
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::{Dimension, Goal};
 use crate::reports::filtered::Figures;
-use crate::reports::filtered_read;
 use crate::reports::visits::VisitFigures;
 use crate::reports::{chart, Period, Point};
+use crate::reports::{filtered_imported, filtered_read};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -100,7 +100,7 @@ struct FilteredDashboard {
     breakdowns: BreakdownsView,
     goals: Vec<FilteredGoalRow>,
     funnels_href: Option<String>,
-    /// Sampled, imported figures left out: what the figures are not.
+    /// Sampled, imported figures counted or left out: what the figures are.
     notes: Vec<String>,
     freshness: String,
 }
@@ -122,10 +122,9 @@ pub(super) async fn dashboard(
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());
     let before = period.previous();
     let metric = q.chart_metric()?;
-    let (current, previous, imported) = tokio::try_join!(
-        filtered_read::figures(&state.store, &site, &filters, &period),
-        filtered_read::figures(&state.store, &site, &filters, &before),
-        filtered_read::imported_note(&state.store, &site),
+    let ((current, imported), (previous, _)) = tokio::try_join!(
+        filtered_imported::figures(&state.store, &site, &filters, &period),
+        filtered_imported::figures(&state.store, &site, &filters, &before),
     )?;
     let base = audience.base.clone();
     let params = if range_error.is_some() {
@@ -233,7 +232,7 @@ pub(super) async fn dashboard(
         "Filtered figures count the visits that started in this period and pass every filter, with all their views (with a page filter, only that page's views); changes compare them with the whole previous period.".to_owned(),
     ];
     notes.extend(filtered_read::sample_words(current.sampled));
-    notes.extend(imported);
+    notes.extend(imported.map(|i| i.note()));
     let hidden: Vec<(&str, &str)> = vec![];
     let page = FilteredDashboard {
         nav: audience.nav.clone(),

@@ -7,7 +7,7 @@ use super::exports::{csv_response, file_stem, CsvAnswer};
 use super::*;
 use crate::domain::{Dimension, Filters, Goal, PagePath};
 use crate::reports::filtered::{Figures, Step};
-use crate::reports::{csv, filtered_read, Period, Point, Resolution};
+use crate::reports::{csv, filtered_imported, filtered_read, Period, Point, Resolution};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -44,7 +44,7 @@ async fn read(
     f: &Filters,
 ) -> Result<(Period, Figures), WebError> {
     let period = resolve_kept(q, &r.state, r.site.time_zone.tz())?;
-    let figures = filtered_read::figures(&r.state.store, &r.site, f, &period).await?;
+    let (figures, _) = filtered_imported::figures(&r.state.store, &r.site, f, &period).await?;
     Ok((period, figures))
 }
 
@@ -140,7 +140,8 @@ async fn dimension_rows(
     d: Dimension,
 ) -> Result<(Period, Figures, Vec<(String, i64, i64)>), WebError> {
     let (period, now) = read(r, q, f).await?;
-    let before = filtered_read::figures(&r.state.store, &r.site, f, &period.previous()).await?;
+    let (before, _) =
+        filtered_imported::figures(&r.state.store, &r.site, f, &period.previous()).await?;
     let was = |n: &str| {
         before
             .breakdowns

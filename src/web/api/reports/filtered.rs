@@ -11,6 +11,7 @@ use super::*;
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
 use crate::reports::filtered::Figures;
+use crate::reports::filtered_imported::{self, Imported};
 use crate::reports::filtered_read;
 
 /// `period.filtered`: the filters applied, and the share of visitors read.
@@ -21,9 +22,21 @@ pub(super) struct FilteredBody {
     /// The share of visitors whose visits were read, 0 to 1 (1: all of
     /// them); counts are scaled up by its inverse.
     sampled: f64,
-    /// Set when the site has imported figures, which no filter applies to.
+    /// Set when the site has imports: whether their figures count under
+    /// these filters, and if not why (docs/segments.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     imported: Option<String>,
+    /// With `imported`: whether imported figures are in the counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    imported_counted: Option<bool>,
+}
+
+/// What `period.filtered` says of imports.
+enum ImportedSaid {
+    /// A filtered report's: what it did with them.
+    Report(Option<Imported>),
+    /// A funnel's: imports are always left out.
+    Funnel,
 }
 
 async fn period_body(
@@ -32,14 +45,26 @@ async fn period_body(
     q: &Q,
     filters: &Filters,
     sampled: f64,
+    imported: ImportedSaid,
 ) -> Result<(Period, PeriodBody), ApiError> {
     let (period, coarsened) = q.period(state, site)?;
-    let imported = filtered_read::imported_note(&state.store, site).await?;
+    let (imported, imported_counted) = match imported {
+        ImportedSaid::Report(i) => (
+            i.as_ref().map(Imported::note),
+            i.as_ref().map(Imported::counted),
+        ),
+        ImportedSaid::Funnel => {
+            let note = filtered_read::imported_note(&state.store, site).await?;
+            let counted = note.as_ref().map(|_| false);
+            (note, counted)
+        }
+    };
     let body = PeriodBody {
         filtered: Some(FilteredBody {
             filters: filters.iter().map(ToString::to_string).collect(),
             sampled,
             imported,
+            imported_counted,
         }),
         ..PeriodBody::new(&period, coarsened.as_ref())
     };
@@ -61,24 +86,29 @@ fn with_page(filters: &Filters, path: &NamedPath) -> Result<Option<Filters>, Api
 }
 
 /// The figures of `filters` over the asked period (none for a path no page
-/// can have), and the previous period's.
+/// can have), what was done with imported figures, and the previous
+/// period's figures.
 async fn read_both(
     state: &WebState,
     site: &Site,
     q: &Q,
     filters: Option<&Filters>,
-) -> Result<(Figures, Figures), ApiError> {
+) -> Result<(Figures, Option<Imported>, Figures), ApiError> {
     let (period, _) = q.period(state, site)?;
     let before = period.previous();
     match filters {
         None => Ok((
             Figures::none(&period.points()),
+            None,
             Figures::none(&before.points()),
         )),
-        Some(f) => Ok(tokio::try_join!(
-            filtered_read::figures(&state.store, site, f, &period),
-            filtered_read::figures(&state.store, site, f, &before),
-        )?),
+        Some(f) => {
+            let ((now, imported), (before, _)) = tokio::try_join!(
+                filtered_imported::figures(&state.store, site, f, &period),
+                filtered_imported::figures(&state.store, site, f, &before),
+            )?;
+            Ok((now, imported, before))
+        }
     }
 }
 
@@ -97,8 +127,10 @@ fn series_of(figures: &Figures, period: &Period, now: DateTime<Utc>) -> (i64, Ve
 
 pub(super) async fn site_series(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
     let (period, _) = q.period(state, site)?;
-    let figures = filtered_read::figures(&state.store, site, filters, &period).await?;
-    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let (figures, imported) =
+        filtered_imported::figures(&state.store, site, filters, &period).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let (total, points) = series_of(&figures, &period, state.clock.now());
     Ok(ok(&SeriesBody {
         site: site.id.to_string(),
@@ -112,11 +144,15 @@ pub(super) async fn site_series(state: &WebState, site: &Site, q: &Q, filters: &
 pub(super) async fn page_series(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
     let path = q.path()?;
     let (period, _) = q.period(state, site)?;
-    let figures = match with_page(filters, &path)? {
-        Some(f) => filtered_read::figures(&state.store, site, &f, &period).await?,
-        None => Figures::none(&period.points()),
+    let (figures, imported) = match with_page(filters, &path)? {
+        Some(f) => filtered_imported::figures(&state.store, site, &f, &period).await?,
+        None => (
+            Figures::none(&period.points()),
+            None,
+        ),
     };
-    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let (total, points) = series_of(&figures, &period, state.clock.now());
     Ok(ok(&SeriesBody {
         site: site.id.to_string(),
@@ -176,8 +212,10 @@ pub(super) async fn top_pages(state: &WebState, site: &Site, q: &Q, filters: &Fi
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
     let (period, _) = q.period(state, site)?;
-    let figures = filtered_read::figures(&state.store, site, filters, &period).await?;
-    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let (figures, imported) =
+        filtered_imported::figures(&state.store, site, filters, &period).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let matching: Vec<_> = figures
         .top_pages()
         .into_iter()
@@ -239,8 +277,9 @@ pub(super) async fn top_sources(state: &WebState, site: &Site, q: &Q, filters: &
     let offset = q.offset()?;
     let (period, _) = q.period(state, site)?;
     let scope = scoped(filters, path.as_ref())?;
-    let (now, before) = read_both(state, site, q, scope.as_ref()).await?;
-    let (_, body) = period_body(state, site, q, filters, now.sampled).await?;
+    let (now, imported, before) = read_both(state, site, q, scope.as_ref()).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, now.sampled, said).await?;
     let rows = now.top(Dimension::Source);
     let was = before.top(Dimension::Source);
     let was_of = |name: &str| was.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c);
@@ -290,8 +329,9 @@ pub(super) async fn breakdown(state: &WebState, site: &Site, q: &Q, filters: &Fi
     let offset = q.offset()?;
     let (period, _) = q.period(state, site)?;
     let scope = scoped(filters, path.as_ref())?;
-    let (now, before) = read_both(state, site, q, scope.as_ref()).await?;
-    let (_, body) = period_body(state, site, q, filters, now.sampled).await?;
+    let (now, imported, before) = read_both(state, site, q, scope.as_ref()).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, now.sampled, said).await?;
     let rows = now.top(dimension);
     let was = before.top(dimension);
     let was_of = |name: &str| was.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c);
@@ -333,11 +373,15 @@ pub(super) async fn visits(state: &WebState, site: &Site, q: &Q, filters: &Filte
     let path = q.optional_path()?;
     let (period, _) = q.period(state, site)?;
     let scope = scoped(filters, path.as_ref())?;
-    let figures = match &scope {
-        Some(f) => filtered_read::figures(&state.store, site, f, &period).await?,
-        None => Figures::none(&[]),
+    let (figures, imported) = match &scope {
+        Some(f) => filtered_imported::figures(&state.store, site, f, &period).await?,
+        None => (
+            Figures::none(&[]),
+            None,
+        ),
     };
-    let (_, body) = period_body(state, site, q, filters, figures.sampled).await?;
+    let said = ImportedSaid::Report(imported);
+    let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let visits = figures.visits;
     let ratio = |n: i64| (visits > 0).then(|| n as f64 / visits as f64);
     Ok(ok(&VisitsBody {
@@ -392,7 +436,8 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let steps = q.funnel_steps()?;
     let (period, _) = q.period(&state, &site)?;
     let figures = filtered_read::funnel(&state.store, &site, &filters, &steps, &period).await?;
-    let (_, body) = period_body(&state, &site, &q, &filters, figures.sampled).await?;
+    let said = ImportedSaid::Funnel;
+    let (_, body) = period_body(&state, &site, &q, &filters, figures.sampled, said).await?;
     Ok(ok(&FunnelBody {
         site: site.id.to_string(),
         period: body,
