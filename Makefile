@@ -94,6 +94,7 @@ test-deps: setup $(AXE) $(SCHEMATHESIS_LINK) $(PEER_TRACKERS)
 	@scripts/need promtool prometheus
 	@scripts/need /usr/bin/time time
 	@scripts/need /usr/lib/python3/dist-packages/aiosmtpd python3-aiosmtpd
+	@scripts/need openssl openssl
 
 # Debian's python3 has `venv` only with python3-venv (its ensurepip).
 # The venv is complete once its stamp is written (last).

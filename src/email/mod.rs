@@ -24,6 +24,8 @@ pub struct EmailConfig {
     pub smtp: Option<smtp::SmtpUrl>,
     /// The sender address (`From:`).
     pub from: Option<lettre::message::Mailbox>,
+    /// Roots trusted for the server's certificate besides the system's.
+    pub ca: Option<smtp::CaCertificates>,
     /// How often the sender looks for due reports, alerts and retries.
     pub check_every: Duration,
     /// The wait before the first retry; each next one waits 4 times longer.
@@ -121,6 +123,7 @@ mod tests {
         let config = EmailConfig {
             smtp: None,
             from: None,
+            ca: None,
             check_every: Duration::from_secs(60),
             first_retry: TimeDelta::minutes(1),
             max_attempts: 6,

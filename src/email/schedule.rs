@@ -82,7 +82,12 @@ impl Sender {
         public_url: String,
     ) -> Result<Self, String> {
         let mailer = match (&config.smtp, &config.from) {
-            (Some(url), Some(from)) => Some(Mailer::new(url, from.clone(), config.timeout)?),
+            (Some(url), Some(from)) => Some(Mailer::new(
+                url,
+                from.clone(),
+                config.timeout,
+                config.ca.as_ref(),
+            )?),
             _ => None,
         };
         Ok(Sender {

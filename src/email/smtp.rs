@@ -11,14 +11,21 @@
 //! User and password are URL-encoded in the address (`%40` for `@`); with
 //! them the client authenticates (PLAIN or LOGIN). The password is held as
 //! a secret and shown nowhere: not in logs, errors or `Debug`.
+//!
+//! The server's certificate is checked against the system's roots, and
+//! also against the certificates of `TICKERTAPE_SMTP_CA_FILE` when set (a
+//! relay with a private CA).
 
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
 use secrecy::{ExposeSecret, SecretString};
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::render::Rendered;
@@ -141,6 +148,89 @@ impl fmt::Debug for SmtpUrl {
     }
 }
 
+/// The certificates of `TICKERTAPE_SMTP_CA_FILE`, trusted as roots for
+/// the SMTP server's certificate in addition to the system's (a
+/// self-hosted relay whose certificate a private CA signed, or the
+/// self-signed certificate itself).
+#[derive(Clone)]
+pub struct CaCertificates {
+    path: PathBuf,
+    certificates: Vec<Certificate>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("TICKERTAPE_SMTP_CA_FILE {path} cannot be read: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("TICKERTAPE_SMTP_CA_FILE {path} holds no PEM certificate (a block starting -----BEGIN CERTIFICATE-----)")]
+    NoCertificate { path: String },
+    #[error("TICKERTAPE_SMTP_CA_FILE {path} is not a valid PEM certificate: {reason}")]
+    NotACertificate { path: String, reason: String },
+}
+
+impl CaCertificates {
+    /// Reads and checks the file at start-up, so that a wrong path or file
+    /// stops the start with its reason rather than failing every email
+    /// later with a TLS error.
+    pub fn read(path: &Path) -> Result<Self, CaFileError> {
+        let shown = path.display().to_string();
+        let pem = std::fs::read(path).map_err(|e| CaFileError::Unreadable {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::parse(&shown, &pem)
+    }
+
+    /// The certificates of PEM text `pem` (other blocks, such as a key, are
+    /// passed over); `path` names it in errors.
+    pub fn parse(path: &str, pem: &[u8]) -> Result<Self, CaFileError> {
+        let not_a_certificate = |reason: String| CaFileError::NotACertificate {
+            path: path.to_owned(),
+            reason,
+        };
+        let ders = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| not_a_certificate(e.to_string()))?;
+        if ders.is_empty() {
+            return Err(CaFileError::NoCertificate {
+                path: path.to_owned(),
+            });
+        }
+        let certificates = ders
+            .into_iter()
+            .map(|der| Certificate::from_der(der.to_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| not_a_certificate(e.to_string()))?;
+        // Decoding the base64 checks no more than the PEM armour: rustls
+        // parses each as X.509 only when it is made a root, so that is done
+        // here once, alone, to refuse a broken one by its file's name.
+        certificates
+            .iter()
+            .fold(
+                TlsParameters::builder("localhost".into())
+                    .certificate_store(CertificateStore::None),
+                |b, c| b.add_root_certificate(c.clone()),
+            )
+            .build()
+            .map_err(|e| not_a_certificate(crate::telemetry::chain(&e)))?;
+        Ok(CaCertificates {
+            path: PathBuf::from(path),
+            certificates,
+        })
+    }
+}
+
+impl fmt::Debug for CaCertificates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CaCertificates({}: {})",
+            self.path.display(),
+            self.certificates.len()
+        )
+    }
+}
+
 /// Why an email did not go out.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SendFailure {
@@ -166,9 +256,21 @@ impl fmt::Debug for Mailer {
 }
 
 impl Mailer {
-    pub fn new(url: &SmtpUrl, from: Mailbox, timeout: Duration) -> Result<Self, String> {
+    pub fn new(
+        url: &SmtpUrl,
+        from: Mailbox,
+        timeout: Duration,
+        ca: Option<&CaCertificates>,
+    ) -> Result<Self, String> {
+        // The system's roots stay (CertificateStore::Default): the extra
+        // ones are added to them, not put in their place.
         let tls = |url: &SmtpUrl| {
-            TlsParameters::new(url.host.clone())
+            ca.map_or(&[][..], |c| &c.certificates[..])
+                .iter()
+                .fold(TlsParameters::builder(url.host.clone()), |b, c| {
+                    b.add_root_certificate(c.clone())
+                })
+                .build()
                 .map_err(|e| format!("TLS set-up for {}: {e}", url.host))
         };
         let tls = match url.security {
@@ -312,5 +414,75 @@ mod tests {
             SmtpUrlError::NotAUrl
         );
         assert!(SmtpUrl::parse("smtp://:secret@host").is_err());
+    }
+
+    /// A throwaway CA's certificate (its key was thrown away): only read here.
+    const CA_PEM: &str = "\
+-----BEGIN CERTIFICATE-----\n\
+MIIBnDCCAUGgAwIBAgIUQbSwmeb6y+OqNft4rDx7UCWHXrEwCgYIKoZIzj0EAwIw\n\
+IjEgMB4GA1UEAwwXVGlja2VydGFwZSB1bml0LXRlc3QgQ0EwIBcNMjYxMTI3MTEw\n\
+NjIyWhgPMjEyNjExMDMxMTA2MjJaMCIxIDAeBgNVBAMMF1RpY2tlcnRhcGUgdW5p\n\
+dC10ZXN0IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEcPa+FUQu5DT7v1kR\n\
+BqKEIxi4kNfD4c/UBYfzkzDk49BY8fEEsgdfNIJKxEHLXPBdA05WawWAjlGOgyv9\n\
+zsfseKNTMFEwHQYDVR0OBBYEFKPh/+zXXGTaJwETnxhdIfGJ5KBKMB8GA1UdIwQY\n\
+MBaAFKPh/+zXXGTaJwETnxhdIfGJ5KBKMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZI\n\
+zj0EAwIDSQAwRgIhANGDpGbJOvBs0yEyAe9+uy6t5MUT7BFpkhmg4LPuwXvSAiEA\n\
+36wQmS4IA2Wt8naCGucZBD+LEpT03F5dOVp0tJ9Fr1E=\n\
+-----END CERTIFICATE-----\n\
+";
+
+    #[test]
+    fn a_ca_file_of_pem_certificates_is_read_passing_over_other_blocks() {
+        let one = CaCertificates::parse("ca.pem", CA_PEM.as_bytes()).unwrap();
+        assert_eq!(one.certificates.len(), 1);
+        // A bundle, with a key and comments around it, as files often are.
+        let bundle = format!(
+            "# the relay's CA\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n{CA_PEM}\n{CA_PEM}"
+        );
+        let two = CaCertificates::parse("bundle.pem", bundle.as_bytes()).unwrap();
+        assert_eq!(format!("{two:?}"), "CaCertificates(bundle.pem: 2)");
+    }
+
+    #[test]
+    fn an_unreadable_ca_file_is_refused_by_its_name() {
+        let e = CaCertificates::read(Path::new("/nonexistent/relay-ca.pem")).unwrap_err();
+        assert!(matches!(e, CaFileError::Unreadable { .. }), "{e:?}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains("TICKERTAPE_SMTP_CA_FILE /nonexistent/relay-ca.pem cannot be read"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused() {
+        let der = [0x30, 0x82, 0x01, 0x9c, 0x30, 0x82];
+        for content in [
+            &b""[..],
+            b"just some text\n",
+            b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+            // DER, not PEM.
+            &der[..],
+        ] {
+            let e = CaCertificates::parse("x.pem", content).unwrap_err();
+            assert!(matches!(e, CaFileError::NoCertificate { .. }), "{e:?}");
+            assert!(e.to_string().contains("BEGIN CERTIFICATE"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_block_that_is_not_a_certificate_is_refused() {
+        for content in [
+            // Not base64.
+            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+            // Base64 of "hello, world": armour right, no X.509 inside.
+            "-----BEGIN CERTIFICATE-----\naGVsbG8sIHdvcmxk\n-----END CERTIFICATE-----\n",
+        ] {
+            let e = CaCertificates::parse("x.pem", content.as_bytes()).unwrap_err();
+            assert!(
+                matches!(e, CaFileError::NotACertificate { .. }),
+                "{content}: {e:?}"
+            );
+        }
     }
 }

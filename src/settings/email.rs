@@ -3,9 +3,10 @@
 
 use clap::Args;
 use secrecy::{ExposeSecret, SecretString};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::email::smtp::SmtpUrl;
+use crate::email::smtp::{CaCertificates, SmtpUrl};
 use crate::email::EmailConfig;
 
 #[derive(Debug, Clone, Args)]
@@ -20,6 +21,12 @@ pub struct EmailSettings {
     /// The sender of every email, e.g. `Tickertape <stats@example.com>`.
     #[arg(long = "smtp-from", env = "TICKERTAPE_SMTP_FROM")]
     pub smtp_from: Option<String>,
+
+    /// A PEM file of certificates to trust for the SMTP server's TLS
+    /// certificate besides the system's roots: a relay's private CA, or its
+    /// self-signed certificate. Read at start.
+    #[arg(long = "smtp-ca-file", env = "TICKERTAPE_SMTP_CA_FILE")]
+    pub smtp_ca_file: Option<PathBuf>,
 
     /// How often the sender looks for due reports, alerts and retries, in
     /// milliseconds.
@@ -70,10 +77,20 @@ impl EmailSettings {
         if smtp.is_some() && from.is_none() {
             return Err("TICKERTAPE_SMTP_URL is set but TICKERTAPE_SMTP_FROM is not: set the sender address too".into());
         }
+        // Read even without a server, so that a wrong file is found the
+        // day it is set rather than the day email is turned on.
+        let ca = self
+            .smtp_ca_file
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(CaCertificates::read)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let timeout = Duration::from_secs(self.smtp_timeout_secs);
         Ok(EmailConfig {
             smtp,
             from,
+            ca,
             check_every: Duration::from_millis(self.email_check_ms),
             first_retry: chrono::TimeDelta::seconds(self.email_retry_secs as i64),
             max_attempts: self.email_max_attempts as i32,
@@ -128,5 +145,27 @@ mod tests {
             .email_config()
             .unwrap_err();
         assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_is_read_at_start_and_a_bad_one_refused_by_its_name() {
+        let mut s = with(
+            Some("smtps://u:hunter2@relay.internal"),
+            Some("a@example.com"),
+        );
+        s.smtp_ca_file = Some("/nonexistent/relay-ca.pem".into());
+        let e = s.email_config().unwrap_err();
+        assert!(
+            e.contains("TICKERTAPE_SMTP_CA_FILE /nonexistent/relay-ca.pem"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        // Without a server too: the file is checked the day it is set.
+        let mut s = with(None, None);
+        s.smtp_ca_file = Some("/nonexistent/relay-ca.pem".into());
+        assert!(s.email_config().is_err());
+        // Empty is unset.
+        s.smtp_ca_file = Some("".into());
+        assert!(s.email_config().unwrap().ca.is_none());
     }
 }

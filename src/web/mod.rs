@@ -114,6 +114,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .route("/sites/{id}/goals", web::post().to(site_settings::add_goal))
     .route("/sites/{id}/funnels", web::get().to(reports::funnels_page))
+    .route(
+        "/sites/{id}/funnels/{funnel}",
+        web::get().to(reports::funnel_page),
+    )
     .route("/sites/{id}/funnels", web::post().to(reports::add_funnel))
     .route(
         "/sites/{id}/funnels/remove",

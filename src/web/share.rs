@@ -33,6 +33,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             )
             .route("", web::get().to(shared_dashboard))
             .route("/page", web::get().to(shared_page_report))
+            .route("/funnels", web::get().to(shared_funnels))
+            .route("/funnels/{funnel}", web::get().to(shared_funnel))
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(WebError::NotFound)
             })),
@@ -140,6 +142,31 @@ async fn shared(req: HttpRequest, state: Data, token: Token, q: Q, page: bool) -
         reports::show_page_report(&state, site, audience, &q).await
     } else {
         reports::show_dashboard(&state, &q, site, audience).await
+    }
+}
+
+/// The site's funnels, read-only (defining and removing stay on the
+/// settings page, behind a login).
+pub async fn shared_funnels(req: HttpRequest, state: Data, token: Token, q: Q) -> Answer {
+    let audience = audience(&token);
+    match open(&req, &state, &token).await? {
+        Ok(site) => reports::show_funnels(&state, site, audience, &q, None).await,
+        Err(refused) => Ok(refused),
+    }
+}
+
+/// One funnel of the link's site; another site's funnel id is not found.
+pub async fn shared_funnel(
+    req: HttpRequest,
+    state: Data,
+    path: web::Path<(String, String)>,
+    q: Q,
+) -> Answer {
+    let (token, funnel) = path.into_inner();
+    let audience = audience(&token);
+    match open(&req, &state, &token).await? {
+        Ok(site) => reports::show_funnels(&state, site, audience, &q, Some(&funnel)).await,
+        Err(refused) => Ok(refused),
     }
 }
 

@@ -24,6 +24,23 @@ pub struct SmtpSink {
     port: u16,
     dir: tempfile::TempDir,
     auth: Option<(String, String)>,
+    tls: Option<SinkTls>,
+}
+
+/// How a sink speaks TLS, with a server certificate and its key (PEM
+/// files; tests/api/email_tls.rs makes them).
+pub struct SinkTls {
+    pub mode: TlsMode,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    /// STARTTLS offered and required before anything else (AUTH included).
+    StartTls,
+    /// TLS from the first byte (`smtps://`).
+    Implicit,
 }
 
 fn python() -> PathBuf {
@@ -35,6 +52,15 @@ fn python() -> PathBuf {
 
 impl SmtpSink {
     pub async fn start(auth: Option<(&str, &str)>, fail_first: u32) -> Self {
+        Self::start_with(auth, fail_first, None).await
+    }
+
+    /// A sink speaking TLS as `tls` says (plain SMTP without it).
+    pub async fn start_with(
+        auth: Option<(&str, &str)>,
+        fail_first: u32,
+        tls: Option<SinkTls>,
+    ) -> Self {
         let ok = std::process::Command::new(python())
             .args(["-c", "import aiosmtpd"])
             .status()
@@ -59,6 +85,17 @@ impl SmtpSink {
         if let Some((user, password)) = auth {
             cmd.args(["--user", user, "--password", password]);
         }
+        if let Some(tls) = &tls {
+            let mode = match tls.mode {
+                TlsMode::StartTls => "starttls",
+                TlsMode::Implicit => "implicit",
+            };
+            cmd.args(["--tls", mode])
+                .arg("--cert")
+                .arg(&tls.cert)
+                .arg("--key")
+                .arg(&tls.key);
+        }
         let mut child = cmd.spawn().expect("start the SMTP sink");
         let stdout = child.stdout.take().unwrap();
         let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
@@ -72,17 +109,36 @@ impl SmtpSink {
             port,
             dir,
             auth: auth.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            tls,
         }
     }
 
-    /// `TICKERTAPE_SMTP_URL` for it, credentials URL-encoded.
+    /// `TICKERTAPE_SMTP_URL` for it, credentials URL-encoded: `smtps://`
+    /// for implicit TLS, else `smtp://` (STARTTLS when offered).
     pub fn url(&self) -> String {
         let enc = |s: &str| {
             percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
         };
+        let scheme = match self.tls.as_ref().map(|t| t.mode) {
+            Some(TlsMode::Implicit) => "smtps",
+            _ => "smtp",
+        };
         match &self.auth {
-            Some((u, p)) => format!("smtp://{}:{}@127.0.0.1:{}", enc(u), enc(p), self.port),
-            None => format!("smtp://127.0.0.1:{}", self.port),
+            Some((u, p)) => format!("{scheme}://{}:{}@127.0.0.1:{}", enc(u), enc(p), self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// The AUTH commands it was sent, right or wrong, each with the TLS
+    /// version of its connection (null: in the clear).
+    pub fn auth_attempts(&self) -> Vec<Value> {
+        match std::fs::read_to_string(self.dir.path().join("auth-attempts.jsonl")) {
+            Ok(lines) => lines
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => panic!("the sink's AUTH log: {e}"),
         }
     }
 
@@ -137,7 +193,7 @@ fn header<'a>(message: &'a Value, name: &str) -> Option<&'a str> {
 
 /// The value of a first-line figure in the text part ("Views: 1,234
 /// (+5.0%; before: 1,175)"), and its value before.
-fn figure(text: &str, name: &str) -> (String, String) {
+pub fn figure(text: &str, name: &str) -> (String, String) {
     let line = text
         .lines()
         .find(|l| l.starts_with(&format!("{name}: ")))
@@ -176,7 +232,7 @@ fn link_after(text: &str, marker: &str) -> String {
     text[at..].split_whitespace().next().unwrap().to_owned()
 }
 
-fn n(v: &Value) -> String {
+pub fn n(v: &Value) -> String {
     match v {
         Value::Null => "—".into(),
         v => v.as_i64().unwrap().to_string(),
@@ -185,7 +241,7 @@ fn n(v: &Value) -> String {
 
 /// Views over two weeks from the pixel (so they have visits, visitors
 /// and sources), at their own times on the app's clock.
-async fn traffic(app: &TestApp, site: &str) {
+pub async fn traffic(app: &TestApp, site: &str) {
     let visits = [
         // The week of 16 to 22 November 2026.
         (

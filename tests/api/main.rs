@@ -16,6 +16,7 @@ mod crash;
 mod credentials;
 mod deployment;
 mod email;
+mod email_tls;
 mod goals;
 mod imports;
 mod imports_hostile;

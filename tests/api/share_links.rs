@@ -384,3 +384,203 @@ async fn a_share_link_shows_the_breakdowns_and_goals() {
     assert_eq!(status, 200);
     assert_eq!(first(&page, "breakdown-browser"), ["Chrome", "1"]);
 }
+
+/// The visits a funnel table shows for `step` (`<code>step</code>` then
+/// its visits cell).
+fn funnel_step_visits(html: &str, step: &str) -> i64 {
+    let cell = format!("<code>{step}</code></td><td class=\"num\">");
+    let at = html
+        .find(&cell)
+        .unwrap_or_else(|| panic!("no step {step} in {html}"))
+        + cell.len();
+    html[at..html[at..].find('<').unwrap() + at]
+        .replace(',', "")
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_share_link_shows_its_sites_funnels_filtered_and_read_only() {
+    use chrono::{TimeZone, Utc};
+    let app = spawn_app().await;
+    let a = app.add_user("a@example.com", Role::Owner).await;
+    let alpha = app.add_site("alpha.test", &[]).await;
+    let bravo = app.add_site("bravo.test", &[]).await;
+    // One owner of both: the link is what limits the view, not its maker.
+    app.set_owners(&alpha, &[a.id]).await;
+    app.set_owners(&bravo, &[a.id]).await;
+    let (alpha_id, bravo_id) = (alpha.id.to_string(), bravo.id.to_string());
+    // Four visits of one visitor on 20 November, two hours apart: two from
+    // google.com (one reaches /signup), two direct (one reaches it; one
+    // starts at /signup, which is no funnel's first step).
+    let at = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 11, 20, h, m, 0).unwrap();
+    for (time, page, source) in [
+        (at(9, 0), "/pricing", Some("google.com")),
+        (at(9, 1), "/signup", None),
+        (at(11, 0), "/pricing", Some("google.com")),
+        (at(13, 0), "/pricing", None),
+        (at(13, 1), "/signup", None),
+        (at(15, 0), "/signup", None),
+    ] {
+        app.clock.set(time);
+        let referrer = source.map_or(String::new(), |s| format!("&ref=https://{s}/"));
+        let r = app
+            .pixel(&format!("site={alpha_id}&page={page}{referrer}"))
+            .await;
+        assert_eq!(r.status(), 200);
+        // Each in before the next: a minute apart on the app's clock, but
+        // microseconds apart in fact, and a funnel depends on their order.
+        app.settle().await;
+    }
+    app.clock.set(t0());
+    let login = app.login("a@example.com").await;
+    for (site, name) in [
+        (&alpha_id, "Pricing to signup"),
+        (&bravo_id, "Bravo checkout"),
+    ] {
+        let r = login
+            .post(
+                &format!("/sites/{site}/funnels"),
+                &[
+                    ("csrf", login.csrf.as_str()),
+                    ("name", name),
+                    ("step1", "/pricing"),
+                    ("step2", "/signup"),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 303, "{name} added");
+    }
+    let funnel_of = |site: &tickertape::storage::sites::Site| {
+        let store = app.store.clone();
+        let id = site.id;
+        async move {
+            tickertape::storage::funnels::list(&store, &id)
+                .await
+                .unwrap()[0]
+                .id
+        }
+    };
+    let (alpha_funnel, bravo_funnel) = (funnel_of(&alpha).await, funnel_of(&bravo).await);
+    let link = create_link(&login, &alpha_id, "funnels", "").await;
+    let visitor = app.anonymous();
+
+    // The dashboard leads to the funnels, inside the link.
+    let range = "range=custom&from=2026-11-20&to=2026-11-20";
+    let (status, dashboard) = visitor.text(&format!("{link}?{range}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        dashboard.contains(&format!("href=\"{link}/funnels?range=custom")),
+        "{dashboard}"
+    );
+
+    // The figures are the API's, unfiltered and filtered, and the filter
+    // changes them (so it is applied, not dropped).
+    let token = crate::json_api::create_token(&login, "funnels", None).await;
+    let mut seen = Vec::new();
+    for filter in ["", "&filter=source%3Agoogle.com"] {
+        let (status, page) = visitor
+            .text(&format!("{link}/funnels?{range}{filter}"))
+            .await;
+        assert_eq!(status, 200, "{filter}");
+        assert!(page.contains("Pricing to signup") && page.contains("id=\"shared-view\""));
+        let api = crate::json_api::get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{alpha_id}/funnel?step=/pricing&step=/signup&{range}{filter}"),
+        )
+        .await;
+        assert_eq!(api.status, 200, "{}", api.json);
+        let want: Vec<i64> = api.json["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["visits"].as_i64().unwrap())
+            .collect();
+        let got = vec![
+            funnel_step_visits(&page, "/pricing"),
+            funnel_step_visits(&page, "/signup"),
+        ];
+        assert_eq!(got, want, "{filter}");
+        seen.push(got);
+        // Read-only and inside the link: no settings, form, export,
+        // other site or way out.
+        for absent in [
+            "/settings",
+            "Define funnels",
+            "method=\"post\"",
+            ".csv",
+            "/sites/",
+            "bravo",
+            "Bravo checkout",
+            "Log out",
+        ] {
+            assert!(!page.contains(absent), "{filter}: the page shows {absent}");
+        }
+        // The funnel alone, by its id, with the filter kept.
+        assert!(
+            page.contains(&format!("href=\"{link}/funnels/{alpha_funnel}?")),
+            "{page}"
+        );
+    }
+    assert_eq!(seen, [vec![3, 2], vec![2, 1]]);
+
+    let (status, one) = visitor
+        .text(&format!(
+            "{link}/funnels/{alpha_funnel}?{range}&filter=source%3Agoogle.com"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            funnel_step_visits(&one, "/pricing"),
+            funnel_step_visits(&one, "/signup")
+        ),
+        (2, 1)
+    );
+    // Another site's funnel through this link, a forged id, or not an id:
+    // not found, nothing of it shown.
+    for path in [
+        format!("{link}/funnels/{bravo_funnel}"),
+        format!("{link}/funnels/{}", uuid::Uuid::new_v4()),
+        format!("{link}/funnels/not-a-funnel"),
+    ] {
+        let r = visitor.get(&path).await;
+        assert_eq!(r.status(), 404, "{path}");
+        assert_eq!(r.headers()["referrer-policy"], "no-referrer", "{path}");
+        assert!(!r.text().await.unwrap().contains("Bravo checkout"));
+    }
+    // Nor does a signed-in page of one site open another site's funnel.
+    let (status, _) = login
+        .text(&format!("/sites/{alpha_id}/funnels/{bravo_funnel}"))
+        .await;
+    assert_eq!(status, 404);
+
+    // Defining or removing through the link is not a thing.
+    for (path, form) in [
+        (
+            format!("{link}/funnels"),
+            vec![("name", "Mine"), ("step1", "/a"), ("step2", "/b")],
+        ),
+        (format!("{link}/funnels/remove"), vec![("funnel", "")]),
+    ] {
+        let r = visitor.post(&path, &form).await;
+        assert_eq!(r.status(), 404, "{path}");
+    }
+    let r = visitor
+        .post(
+            &format!("{link}/funnels/remove"),
+            &[("funnel", alpha_funnel.to_string().as_str())],
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+    for site in [&alpha, &bravo] {
+        assert_eq!(
+            tickertape::storage::funnels::list(&app.store, &site.id)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}

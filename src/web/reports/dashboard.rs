@@ -312,7 +312,7 @@ async fn dashboard_of(
     let chips = super::filtered::FilterChips::of(q, &base, &filters);
     let page = DashboardPage {
         chips,
-        funnels_href: (!audience.shared).then(|| join(&format!("{base}/funnels"), &params, &[])),
+        funnels_href: Some(join(&format!("{base}/funnels"), &params, &[])),
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),

@@ -251,7 +251,7 @@ pub(super) async fn dashboard(
         sources,
         breakdowns,
         goals,
-        funnels_href: (!audience.shared).then(|| join(&format!("{base}/funnels"), &params, &[])),
+        funnels_href: Some(join(&format!("{base}/funnels"), &params, &[])),
         notes,
         freshness: freshness(state),
         site,

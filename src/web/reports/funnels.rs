@@ -1,6 +1,7 @@
 //! Funnels: defined on the site's settings page (kept by
-//! `storage::funnels`), shown on their own report page with the filters,
-//! and one CSV each.
+//! `storage::funnels`), shown on their own report page with the filters
+//! (all of them, or one by its id), and one CSV each. A share link shows
+//! the same page read-only: no defining, removing or CSV.
 
 use actix_web::web;
 use askama::Template;
@@ -17,6 +18,7 @@ use crate::storage::funnels::{self, FunnelStoreError};
 use crate::storage::sites::Site;
 use crate::web::error::{see_other, WebError};
 use crate::web::pages::{render, Nav};
+use crate::web::state::WebState;
 
 #[derive(Deserialize)]
 pub struct FunnelForm {
@@ -98,7 +100,10 @@ pub async fn remove_funnel(r: SiteRequest, form: web::Form<RemoveFunnelForm>) ->
 
 pub struct FunnelView {
     pub name: String,
+    /// This funnel alone.
+    pub href: String,
     pub rows: Vec<FunnelRow>,
+    /// Empty through a share link (no exports there).
     pub csv: String,
 }
 
@@ -130,25 +135,58 @@ fn rows(f: &FunnelFigures) -> Vec<FunnelRow> {
 #[template(path = "funnels.html")]
 struct FunnelsPage {
     nav: Option<Nav>,
+    shared: bool,
     site: Arc<Site>,
     controls: Controls,
     chips: FilterChips,
     funnels: Vec<FunnelView>,
     back_href: String,
+    /// Back to every funnel, on one funnel's page.
+    all_href: Option<String>,
     notes: Vec<String>,
 }
 
 /// `GET /sites/{id}/funnels`: every funnel of the site over the period,
 /// with the filters.
 pub async fn funnels_page(r: SiteRequest, q: Query) -> Answer {
-    let (state, site) = (&r.state, r.site.clone());
+    let audience = Audience::signed_in(&r);
+    show_funnels(&r.state, r.site, audience, &q, None).await
+}
+
+/// `GET /sites/{id}/funnels/{funnel}`: one of them.
+pub async fn funnel_page(r: SiteRequest, q: Query, path: web::Path<(String, String)>) -> Answer {
+    let audience = Audience::signed_in(&r);
+    show_funnels(&r.state, r.site, audience, &q, Some(&path.1)).await
+}
+
+/// The funnels page for `audience`: every funnel of `site`, or only the one
+/// `only` names (404 when it is not one of this site's: a funnel id never
+/// opens another site's funnel, whoever asks).
+pub async fn show_funnels(
+    state: &WebState,
+    site: Arc<Site>,
+    audience: Audience,
+    q: &Query,
+    only: Option<&str>,
+) -> Answer {
     let filters = q.filters()?;
     let now = state.clock.now();
     let (period, range_error, _) =
-        resolve_or_default(&q, now, &state.retention, site.time_zone.tz());
-    let base = format!("/sites/{}", site.id);
+        resolve_or_default(q, now, &state.retention, site.time_zone.tz());
+    let base = audience.base.clone();
     let params = q.range_params();
-    let defined = funnels::list(&state.store, &site.id).await?;
+    let mut defined = funnels::list(&state.store, &site.id).await?;
+    if let Some(only) = only {
+        let id = uuid::Uuid::parse_str(only).map_err(|_| WebError::NotFound)?;
+        defined.retain(|f| f.id == id);
+        if defined.is_empty() {
+            return Err(WebError::NotFound);
+        }
+    }
+    let here = match only {
+        None => format!("{base}/funnels"),
+        Some(id) => format!("{base}/funnels/{id}"),
+    };
     let mut shown = Vec::new();
     let mut sampled = 1.0f64;
     for f in &defined {
@@ -157,12 +195,13 @@ pub async fn funnels_page(r: SiteRequest, q: Query) -> Answer {
         sampled = sampled.min(figures.sampled);
         shown.push(FunnelView {
             name: f.name.clone(),
+            href: join(&format!("{base}/funnels/{}", f.id), &params, &[]),
             rows: rows(&figures),
-            csv: join(
+            csv: audience.export(join(
                 &format!("{base}/funnel.csv"),
                 &params,
                 &[("funnel", &f.id.to_string())],
-            ),
+            )),
         });
     }
     let mut notes = vec![
@@ -172,21 +211,17 @@ pub async fn funnels_page(r: SiteRequest, q: Query) -> Answer {
     notes.extend(filtered_read::imported_note(&state.store, &site).await?);
     let hidden: Vec<(&str, &str)> = vec![];
     let page = FunnelsPage {
-        nav: Some(r.viewer.nav()),
-        controls: controls(
-            &format!("{base}/funnels"),
-            &hidden,
-            &q,
-            &period,
-            range_error.as_ref(),
-        ),
-        chips: FilterChips::of(&q, &format!("{base}/funnels"), &filters),
+        nav: audience.nav,
+        shared: audience.shared,
+        controls: controls(&here, &hidden, q, &period, range_error.as_ref()),
+        chips: FilterChips::of(q, &here, &filters),
         funnels: shown,
         back_href: join(&base, &params, &[]),
+        all_href: only.map(|_| join(&format!("{base}/funnels"), &params, &[])),
         notes,
         site,
     };
-    timed(state, r.started);
+    timed(state, audience.started);
     Ok(render(status_of(range_error.as_ref()), &page))
 }
 

@@ -24,7 +24,7 @@ pub use dashboard::{dashboard, now_json, show_dashboard, status_json};
 pub use exports::{
     pages_csv, query_config as csv_query_config, realtime_csv, seconds_csv, series_csv, visits_csv,
 };
-pub use funnels::{add_funnel, funnel_csv, funnels_page, remove_funnel};
+pub use funnels::{add_funnel, funnel_csv, funnel_page, funnels_page, remove_funnel, show_funnels};
 pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
