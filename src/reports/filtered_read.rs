@@ -5,9 +5,8 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use std::collections::BTreeMap;
 
-use super::filtered::{self, Figures, FunnelFigures, Step, VisitRecord};
+use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
 use super::Period;
 use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
 use crate::domain::{Dimension, FunnelSteps};
@@ -22,40 +21,7 @@ pub const MAX_VISITS_READ: u64 = 200_000;
 
 /// What a stored visit says, as the read side uses it.
 pub fn record(v: &StoredVisit) -> VisitRecord {
-    let mut labels = BTreeMap::new();
-    for d in Dimension::ALL {
-        if d == Dimension::Event {
-            continue;
-        }
-        if let Some(name) = v.dimension(d) {
-            labels.insert(d, name.to_owned());
-        }
-    }
-    let steps = v
-        .ordered_steps()
-        .into_iter()
-        .map(|s| {
-            let offset = u32::try_from(s.t).unwrap_or(0);
-            match &s.e {
-                Some(name) => Step::Event {
-                    offset,
-                    name: name.clone(),
-                },
-                None => Step::View {
-                    offset,
-                    path: s.p.clone(),
-                },
-            }
-        })
-        .collect();
-    VisitRecord {
-        start: v.start(),
-        labels,
-        steps,
-        register: v.register(),
-        views: v.views,
-        duration: v.duration,
-    }
+    v.record()
 }
 
 /// The conditions the database checks (on indexed or stored fields),
@@ -165,6 +131,7 @@ pub fn sample_words(share: f64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reports::filtered::Step;
 
     #[test]
     fn only_exact_conditions_go_to_the_database() {
@@ -229,8 +196,8 @@ mod tests {
         let r = record(&v);
         assert_eq!(r.entry(), Some("/"));
         assert_eq!(r.exit(), Some("/b"));
-        assert_eq!(r.labels[&Dimension::Source], "google.com");
-        assert!(matches!(&r.steps[1], Step::Event { name, .. } if name == "Go"));
+        assert_eq!(&*r.labels[&Dimension::Source], "google.com");
+        assert!(matches!(&r.steps[1], Step::Event { name, .. } if &**name == "Go"));
         assert_eq!((r.views, r.duration, r.register), (2, 40, Some((3, 2))));
     }
 
