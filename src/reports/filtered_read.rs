@@ -3,15 +3,18 @@
 //! large to read in time), and each stored visit as a [`VisitRecord`].
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 
 use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
 use super::Period;
 use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
 use crate::domain::{Dimension, FunnelSteps};
+use crate::storage::page_summaries::day_start;
 use crate::storage::sites::Site;
+use crate::storage::visit_days;
 use crate::storage::visit_log::{self, Sample, StoredVisit, VisitQuery};
+use crate::storage::visit_packs::{self, PackedDays, Want};
 use crate::storage::Store;
 
 /// Most visits one report reads whole: past it, a sample of the visitors
@@ -54,8 +57,72 @@ pub fn pushdown(filters: &Filters) -> Document {
     }
 }
 
+/// What the conditions of [`pushdown`] are for a day pack's visits
+/// (`visit_packs::Want`): each implied by a filter's exact check, like the
+/// documents' query, with the range and the sample.
+pub fn want<'a>(
+    filters: &'a Filters,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    sample: Option<Sample>,
+) -> Want<'a> {
+    let mut want = Want::all(from, to);
+    want.registers = sample.map(Sample::registers);
+    for f in filters.iter() {
+        match (f.dimension(), f.condition()) {
+            (FilterDimension::Entry, Condition::Page(PageMatch::Exact(p))) => {
+                want.entry = Some(p.as_str())
+            }
+            (FilterDimension::Page, Condition::Page(PageMatch::Exact(p))) => {
+                want.pages.push(p.as_str())
+            }
+            (FilterDimension::Event, Condition::Name(n)) => want.events.push(n.as_str()),
+            (d, Condition::Name(n)) => match d.breakdown() {
+                Some(b) if b != Dimension::Event => want.labels.push((b, n.as_str())),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    want
+}
+
+/// A visit decoded from a day pack costs about this fraction of one read
+/// from its document (see docs/design/segments.md, "Day packs": measured
+/// with a release build on this machine), so the sampling decision counts
+/// packed visits at this share.
+pub const PACKED_VISIT_COST: f64 = 1.0 / 20.0;
+
+/// The day numbers `[first, end)` a range `[from, to)` touches.
+fn days_of(from: DateTime<Utc>, to: DateTime<Utc>) -> (i64, i64) {
+    let first = visit_days::day_of(from);
+    let end = visit_days::day_of(to - TimeDelta::milliseconds(1)) + 1;
+    (first, end.max(first))
+}
+
+/// Consecutive runs of `days` (ascending), as `[first, end)`.
+fn runs(days: &[i64]) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for &d in days {
+        match out.last_mut() {
+            Some((_, end)) if *end == d => *end = d + 1,
+            _ => out.push((d, d + 1)),
+        }
+    }
+    out
+}
+
 /// The visits of `site` that started in `[from, to)` and may pass
 /// `filters`, and the share of visitors they are (1 unless sampled).
+///
+/// Closed days with a valid day pack (`storage::visit_packs`) are read
+/// from it, the others from the visit documents; both give the same
+/// visits. Whether to sample is decided from the days' counters
+/// (`storage::visit_days`), a packed visit counting for
+/// [`PACKED_VISIT_COST`] of one read from its document; days without a
+/// counter (visits from before the counters) are counted in the
+/// documents. After answering, the closed days read from the documents
+/// are queued to be packed for the next read.
 pub async fn read_visits(
     store: &Store,
     site: &Site,
@@ -63,22 +130,76 @@ pub async fn read_visits(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<(Vec<VisitRecord>, f64), mongodb::error::Error> {
-    let mut query = VisitQuery::new(site.domain.as_str(), from, to);
-    query.filter = pushdown(filters);
-    let count = visit_log::count(store, &query).await?;
-    let share = if count > MAX_VISITS_READ {
-        let sample = Sample::rate(MAX_VISITS_READ as f64 / count as f64);
-        query.sample = Some(sample);
-        sample.fraction()
-    } else {
-        1.0
-    };
-    let visits: Vec<VisitRecord> = visit_log::visit_cursor(store, &query)
-        .await?
-        .map_ok(|v| record(&v))
-        .try_collect()
-        .await?;
-    Ok((visits, share))
+    if from >= to {
+        return Ok((Vec::new(), 1.0));
+    }
+    let domain = site.domain.as_str();
+    let (first, end) = days_of(from, to);
+    let counters = visit_days::counts(store, domain, first, end).await?;
+    let packed = visit_packs::packed_days(store, domain, first, end, &counters).await?;
+    let mut cost = 0.0;
+    let mut uncounted = Vec::new();
+    for day in first..end {
+        if packed.contains(day) {
+            cost += packed.visits(day) as f64 * PACKED_VISIT_COST;
+        } else if let Some(c) = counters.get(&day) {
+            cost += c.visits.max(0) as f64;
+        } else {
+            uncounted.push(day);
+        }
+    }
+    let pushed = pushdown(filters);
+    for (a, b) in runs(&uncounted) {
+        let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
+        query.filter = pushed.clone();
+        cost += visit_log::count(store, &query).await? as f64;
+    }
+    let sample =
+        (cost > MAX_VISITS_READ as f64).then(|| Sample::rate(MAX_VISITS_READ as f64 / cost));
+    let (visits, from_documents) =
+        read_days(store, domain, filters, from, to, &packed, sample).await?;
+    if let Some(open) = store.pack_queue().first_open_day() {
+        for day in from_documents.into_iter().filter(|d| *d < open) {
+            if counters.contains_key(&day)
+                || visits.iter().any(|v| visit_days::day_of(v.start) == day)
+            {
+                store.pack_queue().request(domain, day);
+            }
+        }
+    }
+    Ok((visits, sample.map_or(1.0, Sample::fraction)))
+}
+
+/// The visits of `[from, to)` that may pass `filters` (of `sample`'s
+/// visitors), the `packed` days from their packs and the others from the
+/// documents; and the days read from the documents.
+pub async fn read_days(
+    store: &Store,
+    domain: &str,
+    filters: &Filters,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    packed: &PackedDays,
+    sample: Option<Sample>,
+) -> Result<(Vec<VisitRecord>, Vec<i64>), mongodb::error::Error> {
+    let (first, end) = days_of(from, to);
+    let want = want(filters, from, to, sample);
+    let pack_days: Vec<i64> = packed.days().filter(|d| (first..end).contains(d)).collect();
+    let read = visit_packs::read(store, domain, packed, &pack_days, &want).await?;
+    let mut visits = read.visits;
+    let documents: Vec<i64> = (first..end)
+        .filter(|d| !packed.contains(*d) || read.unread.contains(d))
+        .collect();
+    for (a, b) in runs(&documents) {
+        let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
+        query.filter = pushdown(filters);
+        query.sample = sample;
+        let mut cursor = visit_log::visit_cursor(store, &query).await?;
+        while let Some(v) = cursor.try_next().await? {
+            visits.push(v.record());
+        }
+    }
+    Ok((visits, documents))
 }
 
 /// A filtered report's figures over `period`, bucketed as it shows them.
