@@ -65,7 +65,7 @@ impl Application {
             .retention()
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
-        crate::storage::visit_log::apply_retention(&store, settings.retention.visit_retention())
+        crate::storage::visit_packs::apply_retention(&store, settings.retention.visit_retention())
             .await?;
         store.summary_retention().set(
             retention.kept(crate::domain::Resolution::Day),

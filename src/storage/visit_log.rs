@@ -46,13 +46,10 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use mongodb::options::IndexOptions;
-use mongodb::IndexModel;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::retention::{TtlState, INDEX as RETENTION_INDEX};
 use super::schema::IndexSpec;
 use super::Store;
 use crate::domain::dimension::Dimension;
@@ -370,74 +367,14 @@ pub fn collection(store: &Store, reports: bool) -> mongodb::Collection<StoredVis
 
 /// `TICKERTAPE_VISIT_RETENTION_DAYS`: a TTL index named `retention` on
 /// `start` deletes visits this many days after they started (`None`:
-/// kept for ever, no index), and the day counters and day packs go with
-/// their day's visits (a TTL on their `day`, the day's midnight, so they go
-/// no later than the day's first visit). Returns what was done.
+/// kept for ever, no index). Returns what was done. (The app applies it
+/// through `visit_packs::apply_retention`, which takes the day counters
+/// and packs along.)
 pub async fn apply_retention(
     store: &Store,
     days: Option<u32>,
 ) -> Result<String, mongodb::error::Error> {
-    let mut lines = vec![ttl_on(store, COLLECTION, "start", "visits", days).await?];
-    for collection in [
-        super::visit_days::COLLECTION,
-        super::visit_packs::COLLECTION,
-    ] {
-        lines.push(ttl_on(store, collection, "day", "days", days).await?);
-    }
-    Ok(lines.join("; "))
-}
-
-/// The `retention` TTL index of `collection` on `field` made to match
-/// `days`; one line saying what was done.
-async fn ttl_on(
-    store: &Store,
-    collection: &str,
-    field: &str,
-    what: &str,
-    days: Option<u32>,
-) -> Result<String, mongodb::error::Error> {
-    let coll = store.db().collection::<Document>(collection);
-    let wanted = days.map(|d| i64::from(d) * 86_400);
-    let current = super::retention::current_of(store, collection).await?;
-    let line = match (current, wanted) {
-        (TtlState::Absent, None) => format!("{collection}: kept for ever (no TTL index)"),
-        (TtlState::ExpireAfter(_), None) => {
-            coll.drop_index(RETENTION_INDEX).await?;
-            format!("{collection}: TTL index dropped, {what} now kept for ever")
-        }
-        (TtlState::Absent, Some(secs)) => {
-            coll.create_index(
-                IndexModel::builder()
-                    .keys(doc! {field: 1})
-                    .options(
-                        IndexOptions::builder()
-                            .name(RETENTION_INDEX.to_owned())
-                            .expire_after(std::time::Duration::from_secs(secs as u64))
-                            .build(),
-                    )
-                    .build(),
-            )
-            .await?;
-            format!("{collection}: TTL index created, expireAfterSeconds {secs}")
-        }
-        (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
-            format!("{collection}: TTL index already at expireAfterSeconds {secs}")
-        }
-        (TtlState::ExpireAfter(was), Some(secs)) => {
-            store
-                .db()
-                .run_command(doc! {
-                    "collMod": collection,
-                    "index": {"name": RETENTION_INDEX, "expireAfterSeconds": secs},
-                })
-                .await?;
-            format!(
-                "{collection}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}"
-            )
-        }
-    };
-    tracing::info!("{line}");
-    Ok(line)
+    super::retention::ttl_on(store, COLLECTION, "start", "visits", days).await
 }
 
 /// The steps and counters a batch of journaled hits adds to each visit it

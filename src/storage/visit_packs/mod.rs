@@ -407,6 +407,21 @@ pub async fn ensure_day(store: &Store, site: &str, day: i64) -> Result<Option<Bu
     build_day(store, site, day).await.map(Some)
 }
 
+/// `TICKERTAPE_VISIT_RETENTION_DAYS` for the visits (`visit_log`), and
+/// for their day counters and packs: a TTL on their `day` (the day's
+/// midnight), so they go no later than the day's first visit. Returns
+/// what was done.
+pub async fn apply_retention(
+    store: &Store,
+    days: Option<u32>,
+) -> Result<String, mongodb::error::Error> {
+    let mut lines = vec![visit_log::apply_retention(store, days).await?];
+    for collection in [visit_days::COLLECTION, COLLECTION] {
+        lines.push(super::retention::ttl_on(store, collection, "day", "days", days).await?);
+    }
+    Ok(lines.join("; "))
+}
+
 /// Removes a site's packs (its purge).
 pub async fn delete_site(store: &Store, site: &str) -> Result<u64, mongodb::error::Error> {
     Ok(collection(store)
