@@ -96,7 +96,7 @@ pub const PACKED_VISIT_COST: f64 = 1.0 / 20.0;
 /// The day numbers `[first, end)` a range `[from, to)` touches.
 fn days_of(from: DateTime<Utc>, to: DateTime<Utc>) -> (i64, i64) {
     let first = visit_days::day_of(from);
-    let end = visit_days::day_of(to - TimeDelta::milliseconds(1)) + 1;
+    let end = visit_days::day_of(to - TimeDelta::nanoseconds(1)) + 1;
     (first, end.max(first))
 }
 
@@ -159,10 +159,17 @@ pub async fn read_visits(
     let (visits, from_documents) =
         read_days(store, domain, filters, from, to, &packed, sample).await?;
     if let Some(open) = store.pack_queue().first_open_day() {
-        for day in from_documents.into_iter().filter(|d| *d < open) {
-            if counters.contains_key(&day)
-                || visits.iter().any(|v| visit_days::day_of(v.start) == day)
-            {
+        let closed: Vec<i64> = from_documents.into_iter().filter(|d| *d < open).collect();
+        // Days without a counter (from before the counters) are worth
+        // packing when they have visits.
+        let seen: std::collections::HashSet<i64> =
+            if closed.iter().all(|d| counters.contains_key(d)) {
+                Default::default()
+            } else {
+                visits.iter().map(|v| visit_days::day_of(v.start)).collect()
+            };
+        for day in closed {
+            if counters.contains_key(&day) || seen.contains(&day) {
                 store.pack_queue().request(domain, day);
             }
         }
@@ -320,6 +327,44 @@ mod tests {
         assert_eq!(&*r.labels[&Dimension::Source], "google.com");
         assert!(matches!(&r.steps[1], Step::Event { name, .. } if &**name == "Go"));
         assert_eq!((r.views, r.duration, r.register), (2, 40, Some((3, 2))));
+    }
+
+    #[test]
+    fn a_pack_is_asked_the_conditions_the_documents_are() {
+        let f = Filters::parse([
+            "country:de",
+            "entry:/a",
+            "page:/b",
+            "event:Go",
+            "exit:/c",
+            "page:/blog/*",
+        ])
+        .unwrap();
+        let (from, to) = (
+            DateTime::<Utc>::UNIX_EPOCH,
+            DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(1),
+        );
+        let w = want(&f, from, to, Some(Sample::rate(0.5)));
+        assert_eq!(w.labels, [(Dimension::Country, "DE")]);
+        assert_eq!(
+            (w.entry, &w.pages[..], &w.events[..]),
+            (Some("/a"), &["/b"][..], &["Go"][..])
+        );
+        assert_eq!(w.registers, Some(8192));
+        assert_eq!((w.from, w.to), (from, to));
+        assert!(want(&Filters::default(), from, to, None)
+            .registers
+            .is_none());
+    }
+
+    #[test]
+    fn days_are_read_in_runs_and_a_range_touches_the_days_it_overlaps() {
+        assert_eq!(runs(&[3, 4, 5, 8, 10, 11]), [(3, 6), (8, 9), (10, 12)]);
+        assert!(runs(&[]).is_empty());
+        let day = |d: i64| DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(d);
+        assert_eq!(days_of(day(3), day(5)), (3, 5));
+        assert_eq!(days_of(day(3), day(5) + TimeDelta::milliseconds(1)), (3, 6));
+        assert_eq!(days_of(day(3) + TimeDelta::hours(23), day(4)), (3, 4));
     }
 
     #[test]

@@ -896,4 +896,51 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
             "seed {seed}, {filters:?} after a late hit"
         );
     }
+
+    // A damaged pack: its day is read from the documents (the same
+    // answers), and the pack is removed and made again.
+    let answers = pack_answers(&app, &token, &id).await;
+    let day_two = visit_days::day_of(from) + 1;
+    let packs = app
+        .store
+        .db()
+        .collection::<bson::Document>(visit_packs::COLLECTION);
+    let damaged = packs
+        .update_one(
+            doc! {"site": domain, "day": bson::DateTime::from_chrono(from + TimeDelta::days(1)), "chunk": 0},
+            doc! {"$set": {"data": bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![1, 0, 3, 0xff],
+            }}},
+        )
+        .await
+        .unwrap();
+    assert_eq!(damaged.modified_count, 1);
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        answers,
+        "seed {seed}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !packed(&app, domain).await.contains(&day_two) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the damaged day was not packed again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let remade = packs
+        .find_one(doc! {"site": domain, "day": bson::DateTime::from_chrono(from + TimeDelta::days(1)), "chunk": 0})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        remade.get_binary_generic("data").unwrap(),
+        &vec![1, 0, 3, 0xff]
+    );
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        answers,
+        "seed {seed}"
+    );
 }

@@ -574,7 +574,7 @@ mod tests {
         // About 25 bytes a visit of four views and an event.
         assert!(part.len() < 1_000 * 32, "{} bytes", part.len());
         // The visits share the name rather than each holding a copy.
-        let back = decode_all(&[part.clone()], &everything());
+        let back = decode_all(std::slice::from_ref(part), &everything());
         let (a, b) = (&back[0].steps[0], &back[999].steps[0]);
         match (a, b) {
             (Step::View { path: a, .. }, Step::View { path: b, .. }) => {

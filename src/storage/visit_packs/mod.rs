@@ -162,42 +162,48 @@ impl PackedDays {
     }
 }
 
+/// What the headers of one build of one day say.
+struct BuildSeen {
+    /// Per chunk: the parts seen, and the parts its documents say it has.
+    parts: Vec<HashSet<u32>>,
+    expected: Vec<Option<u32>>,
+    visits: u64,
+    /// Every part agrees with the counter and with the others.
+    consistent: bool,
+}
+
 /// The builds of whole packs in `headers` whose counter is `counters`'
 /// (or, for a day without a counter, a pack built without one).
 fn valid(headers: &[Header], counters: &BTreeMap<i64, DayCount>) -> PackedDays {
-    // Per (day, build): the parts of each chunk seen, and the visits.
-    let mut seen: BTreeMap<(i64, i64), (Vec<HashSet<u32>>, Vec<Option<u32>>, u64, bool)> =
-        BTreeMap::new();
+    let mut seen: BTreeMap<(i64, i64), BuildSeen> = BTreeMap::new();
     for h in headers {
-        let entry = seen.entry((h.day, h.build)).or_insert_with(|| {
-            (
-                vec![HashSet::new(); CHUNKS as usize],
-                vec![None; CHUNKS as usize],
-                0,
-                true,
-            )
+        let b = seen.entry((h.day, h.build)).or_insert_with(|| BuildSeen {
+            parts: vec![HashSet::new(); CHUNKS as usize],
+            expected: vec![None; CHUNKS as usize],
+            visits: 0,
+            consistent: true,
         });
         let chunk = usize::from(h.chunk);
         if h.counter != counters.get(&h.day).copied()
-            || entry.1[chunk].is_some_and(|p| p != h.parts)
+            || b.expected[chunk].is_some_and(|p| p != h.parts)
             || h.part >= h.parts
         {
-            entry.3 = false;
+            b.consistent = false;
         }
-        entry.1[chunk] = Some(h.parts);
-        if entry.0[chunk].insert(h.part) {
-            entry.2 += h.visits;
+        b.expected[chunk] = Some(h.parts);
+        if b.parts[chunk].insert(h.part) {
+            b.visits += h.visits;
         }
     }
     let mut out = PackedDays::default();
-    for ((day, build), (parts, expected, visits, ok)) in seen {
-        let whole = ok
-            && parts
+    for ((day, build), b) in seen {
+        let whole = b.consistent
+            && b.parts
                 .iter()
-                .zip(&expected)
+                .zip(&b.expected)
                 .all(|(got, want)| want.is_some_and(|n| got.len() == n as usize));
         if whole && !out.contains(day) {
-            out.days.insert(day, (build, visits));
+            out.days.insert(day, (build, b.visits));
         }
     }
     out
@@ -234,6 +240,15 @@ fn collection(store: &Store) -> mongodb::Collection<Document> {
     store.db().collection(COLLECTION)
 }
 
+/// One day's parts as a read finds them.
+struct DayRead {
+    /// Per chunk read: the parts its documents say it has, and found.
+    expected: Vec<Option<u32>>,
+    seen: Vec<u32>,
+    visits: Vec<VisitRecord>,
+    ok: bool,
+}
+
 /// What reading the packs of some days gave: the visits `want` may take,
 /// and the days that could not be read from their packs (rebuilt or
 /// removed since they were found valid, or damaged), to read from the
@@ -266,18 +281,17 @@ pub async fn read(
         .find(doc! {"site": site, "day": {"$in": list}, "chunk": {"$lt": i32::from(chunks)}})
         .max_time(store.report_max_time())
         .await?;
-    // Per day: parts expected and decoded, per chunk.
-    let mut got: BTreeMap<i64, (Vec<Option<u32>>, Vec<u32>, Vec<VisitRecord>, bool)> = days
+    let mut got: BTreeMap<i64, DayRead> = days
         .iter()
         .map(|d| {
             (
                 *d,
-                (
-                    vec![None; chunks as usize],
-                    vec![0; chunks as usize],
-                    Vec::new(),
-                    true,
-                ),
+                DayRead {
+                    expected: vec![None; chunks as usize],
+                    seen: vec![0; chunks as usize],
+                    visits: Vec::new(),
+                    ok: true,
+                },
             )
         })
         .collect();
@@ -286,30 +300,40 @@ pub async fn read(
         let Some(entry) = got.get_mut(&h.day) else {
             continue;
         };
-        if packed.days.get(&h.day).map(|b| b.0) != Some(h.build) || !entry.3 {
+        if packed.days.get(&h.day).map(|b| b.0) != Some(h.build) || !entry.ok {
             continue;
         }
         let chunk = usize::from(h.chunk);
-        entry.0[chunk] = Some(h.parts);
-        entry.1[chunk] += 1;
+        entry.expected[chunk] = Some(h.parts);
+        entry.seen[chunk] += 1;
         let data = match d.get("data") {
             Some(Bson::Binary(b)) => b.bytes.as_slice(),
             _ => &[],
         };
-        if let Err(e) = codec::decode(data, day_start(h.day), want, &mut entry.2) {
+        if let Err(e) = codec::decode(data, day_start(h.day), want, &mut entry.visits) {
             tracing::warn!(site, day = %day_start(h.day).date_naive(), chunk, error = %e,
                 "a damaged visit pack: the day is read from the visit documents");
-            entry.3 = false;
+            entry.ok = false;
         }
     }
-    for (day, (expected, seen, visits, ok)) in got {
-        let whole = ok
-            && expected
+    for (day, d) in got {
+        if !d.ok {
+            // Damaged: removed, so the day is packed anew (a valid-looking
+            // pack would otherwise be kept until its counter moves).
+            if let Some((build, _)) = packed.days.get(&day) {
+                let at = bson::DateTime::from_chrono(day_start(day));
+                collection(store)
+                    .delete_many(doc! {"site": site, "day": at, "build": build})
+                    .await?;
+            }
+        }
+        let whole = d.ok
+            && d.expected
                 .iter()
-                .zip(&seen)
+                .zip(&d.seen)
                 .all(|(want, got)| want.is_some_and(|n| n == *got));
         if whole {
-            out.visits.extend(visits);
+            out.visits.extend(d.visits);
         } else {
             out.unread.push(day);
         }
