@@ -17,6 +17,8 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::share_links::indexes(),
         crate::storage::funnels::indexes(),
         crate::storage::visit_log::indexes(),
+        crate::storage::visit_days::indexes(),
+        crate::storage::visit_packs::indexes(),
         crate::storage::prealloc::indexes(),
         crate::storage::email::indexes(),
     ]

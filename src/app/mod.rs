@@ -65,7 +65,7 @@ impl Application {
             .retention()
             .map_err(|e| anyhow::anyhow!("retention settings: {e}"))?;
         crate::storage::retention::apply(&store, &retention).await?;
-        crate::storage::visit_log::apply_retention(&store, settings.retention.visit_retention())
+        crate::storage::visit_packs::apply_retention(&store, settings.retention.visit_retention())
             .await?;
         store.summary_retention().set(
             retention.kept(crate::domain::Resolution::Day),
@@ -87,6 +87,14 @@ impl Application {
         );
         let mut tasks = Tasks::new();
         tasks.spawn("backfills", backfills(store.clone()));
+        {
+            let window = settings.ingest.apply_config().visits_window;
+            let requests = store.pack_queue().open(clock.clone(), window);
+            tasks.spawn(
+                "visit packs",
+                pack_visit_days(store.clone(), clock.clone(), window, requests),
+            );
+        }
         let refresh = settings.ingest.site_refresh_secs.max(1);
         tasks.adopt(
             "site directory refresh",
@@ -303,6 +311,72 @@ async fn backfills(store: Store) {
                 "page summaries backfill failed; reports make them as they need them");
         }
         tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+}
+
+/// Packs closed days of the visit store (`storage::visit_packs`): the
+/// days the filtered reads queued (read from the documents because they had
+/// no valid pack), one at a time so the reads keep the cores; and shortly
+/// after each UTC midnight (once the visits window has passed) yesterday's
+/// days of every site, and the day before's, should the app have been down
+/// then. At start too. A failure is logged; the day is packed at a later
+/// read.
+async fn pack_visit_days(
+    store: Store,
+    clock: SharedClock,
+    window: Duration,
+    mut requests: tokio::sync::mpsc::UnboundedReceiver<(String, i64)>,
+) {
+    use crate::storage::{page_summaries::day_start, visit_days, visit_packs};
+    let window = chrono::TimeDelta::from_std(window).unwrap_or_default();
+    let build = |site: String, day: i64| {
+        let store = store.clone();
+        async move {
+            let started = std::time::Instant::now();
+            match visit_packs::ensure_day(&store, &site, day).await {
+                Ok(Some(built)) => tracing::info!(site, day = %day_start(day).date_naive(),
+                    visits = built.visits, documents = built.documents, bytes = built.bytes,
+                    ms = started.elapsed().as_millis() as u64, "visit day packed"),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(site, day = %day_start(day).date_naive(),
+                    error = %crate::telemetry::chain(&e),
+                    "could not pack a visit day; it is read from the visit documents"),
+            }
+        }
+    };
+    let mut nightly = clock.now();
+    loop {
+        let now = clock.now();
+        if now >= nightly {
+            let open = visit_days::day_of(now - window);
+            for day in [open - 2, open - 1] {
+                match visit_days::sites_on(&store, day).await {
+                    Ok(sites) => {
+                        for site in sites {
+                            build(site, day).await;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %crate::telemetry::chain(&e),
+                        "could not list the sites with visits to pack; trying again tomorrow"),
+                }
+            }
+            nightly = day_start(open + 1) + window + chrono::TimeDelta::minutes(1);
+        }
+        // Woken at least every ten minutes: the clock may be moved.
+        let wait = (nightly - clock.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+            .min(Duration::from_secs(600));
+        tokio::select! {
+            request = requests.recv() => match request {
+                Some((site, day)) => {
+                    build(site.clone(), day).await;
+                    store.pack_queue().done(&site, day);
+                }
+                None => return,
+            },
+            _ = tokio::time::sleep(wait) => {}
+        }
     }
 }
 

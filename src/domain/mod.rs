@@ -22,6 +22,7 @@ mod site_id;
 pub mod sketch;
 mod source;
 mod time_zone;
+pub mod visit;
 
 pub use access_token::{AccessToken, AccessTokenError, TokenKind};
 pub use dimension::{Dimension, EventName, EventNameError, Labels};

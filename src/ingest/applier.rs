@@ -615,7 +615,7 @@ impl Applier {
                     .filter(|inc| inc.collection() == collection)
                     .find_map(|inc| inc.set_aside(q)),
                 Stream::Sources => batch.sources.set_aside(collection, q),
-                Stream::Visits => batch.visits.set_aside(q),
+                Stream::Visits => batch.visits.set_aside(collection, q),
             };
             taken.extend(found);
         }
@@ -693,9 +693,10 @@ impl Applier {
                         .visits
                         .drop_sites(|site| directory.is_deleted_page(&format!("{site}/")));
                     let statements = batch.visits.statements();
+                    let days = batch.visits.day_statements();
                     let _turn = self.visits_turn.lock().await;
                     self.writer
-                        .apply_visits(&statements, batch.hits, &advance)
+                        .apply_visits(&statements, &days, batch.hits, &advance)
                         .await
                 }
             };

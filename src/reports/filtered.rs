@@ -28,97 +28,7 @@ use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
 use crate::domain::sketch::{Sketch, REGISTERS};
 use crate::domain::{Dimension, FunnelSteps};
 
-/// One step of a visit, at its offset in seconds from the visit's start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    View { offset: u32, path: String },
-    Event { offset: u32, name: String },
-}
-
-impl Step {
-    pub fn offset(&self) -> u32 {
-        match self {
-            Step::View { offset, .. } | Step::Event { offset, .. } => *offset,
-        }
-    }
-
-    fn path(&self) -> Option<&str> {
-        match self {
-            Step::View { path, .. } => Some(path),
-            Step::Event { .. } => None,
-        }
-    }
-
-    fn event(&self) -> Option<&str> {
-        match self {
-            Step::Event { name, .. } => Some(name),
-            Step::View { .. } => None,
-        }
-    }
-}
-
-/// What the read side needs of one stored visit.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VisitRecord {
-    pub start: DateTime<Utc>,
-    /// Its visit-level dimensions (source, medium, campaign, browser, os,
-    /// device, country), where known.
-    pub labels: BTreeMap<Dimension, String>,
-    /// In the order they happened ([`VisitRecord::new`] sorts them: hits
-    /// of one visit may be written by different lanes).
-    pub steps: Vec<Step>,
-    /// The visitor's register in the visitors sketch, never the visitor.
-    pub register: Option<(u16, u8)>,
-    /// Its views and duration as stored: they count every view, also past
-    /// the steps a visit keeps.
-    pub views: i64,
-    pub duration: i64,
-}
-
-impl VisitRecord {
-    /// A visit of these steps (in the order they happened), its views
-    /// and duration counted from them.
-    pub fn new(
-        start: DateTime<Utc>,
-        labels: BTreeMap<Dimension, String>,
-        steps: Vec<Step>,
-        register: Option<(u16, u8)>,
-    ) -> Self {
-        let views = steps.iter().filter(|s| s.path().is_some()).count() as i64;
-        let duration = steps
-            .iter()
-            .filter(|s| s.path().is_some())
-            .map(|s| i64::from(s.offset()))
-            .max()
-            .unwrap_or(0);
-        VisitRecord {
-            start,
-            labels,
-            steps,
-            register,
-            views,
-            duration,
-        }
-    }
-
-    pub fn views(&self) -> impl Iterator<Item = &str> {
-        self.steps.iter().filter_map(Step::path)
-    }
-
-    pub fn entry(&self) -> Option<&str> {
-        self.views().next()
-    }
-
-    pub fn exit(&self) -> Option<&str> {
-        self.views().last()
-    }
-
-    /// A visit of one view (events do not undo a bounce, as in the
-    /// unfiltered figures).
-    pub fn bounced(&self) -> bool {
-        self.views == 1
-    }
-}
+pub use crate::domain::visit::{Step, VisitRecord};
 
 /// Whether a visit passes every filter.
 pub fn admits(filters: &Filters, visit: &VisitRecord) -> bool {
@@ -347,15 +257,15 @@ pub fn compute<'a>(
                     if let Some(p) = point {
                         f.series[p].duration_secs += i64::from(gap);
                     }
-                    seen.push(path.as_str());
+                    seen.push(path);
                     if Some(i) == last_view {
-                        f.pages.entry(path.clone()).or_default().exits += 1;
+                        slot(&mut f.pages, path).exits += 1;
                     }
                     if !filters.pages().all(|m| m.matches(path)) {
                         continue;
                     }
                     views += 1;
-                    let page = f.pages.entry(path.clone()).or_default();
+                    let page = slot(&mut f.pages, path);
                     page.views += 1;
                     page.visitors.add(at, visit.register);
                     f.visitors.add(at, visit.register);
@@ -366,7 +276,7 @@ pub fn compute<'a>(
                 }
                 Step::Event { name, .. } => {
                     if in_range(at) {
-                        sent.push(name.as_str());
+                        sent.push(name);
                     }
                 }
             }
@@ -386,7 +296,7 @@ pub fn compute<'a>(
                 }
             }
             if let Some(entry) = visit.entry() {
-                f.pages.entry(entry.to_owned()).or_default().entries += 1;
+                slot(&mut f.pages, entry).entries += 1;
             }
             // Views past the steps a visit keeps are counted, not kept:
             // where it started, and only without a page filter (their
@@ -409,35 +319,37 @@ pub fn compute<'a>(
             // The breakdowns count views under each name, as the
             // unfiltered ones do.
             if views > 0 {
-                *f.breakdowns
-                    .entry(*d)
-                    .or_default()
-                    .entry(name.clone())
-                    .or_default() += views;
+                *slot(f.breakdowns.entry(*d).or_default(), name) += views;
             }
         }
         for name in &sent {
-            *f.breakdowns
-                .entry(Dimension::Event)
-                .or_default()
-                .entry((*name).to_owned())
-                .or_default() += 1;
+            *slot(f.breakdowns.entry(Dimension::Event).or_default(), name) += 1;
         }
         seen.sort_unstable();
         seen.dedup();
         for path in seen {
-            *f.converting_pages.entry(path.to_owned()).or_default() += 1;
+            *slot(&mut f.converting_pages, path) += 1;
         }
         sent.sort_unstable();
         sent.dedup();
         for name in sent {
-            *f.converting_events.entry(name.to_owned()).or_default() += 1;
+            *slot(&mut f.converting_events, name) += 1;
         }
     }
     if f.sampled < 1.0 {
         f.scale_up();
     }
     f
+}
+
+/// The entry of `key`, made only when it is not there yet: most names
+/// repeat, and a `String` per view would be most of the computation's
+/// allocations.
+fn slot<'m, T: Default>(map: &'m mut HashMap<String, T>, key: &str) -> &'m mut T {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), T::default());
+    }
+    map.get_mut(key).expect("just inserted")
 }
 
 impl Figures {
@@ -617,8 +529,8 @@ mod tests {
 
     fn visit(start: DateTime<Utc>, country: &str, steps: Vec<Step>, reg: u16) -> VisitRecord {
         let mut labels = BTreeMap::new();
-        labels.insert(Dimension::Country, country.to_owned());
-        labels.insert(Dimension::Device, "desktop".to_owned());
+        labels.insert(Dimension::Country, country.into());
+        labels.insert(Dimension::Device, "desktop".into());
         let mut steps = steps;
         steps.sort_by_key(Step::offset);
         VisitRecord::new(start, labels, steps, Some((reg, 1)))

@@ -3,16 +3,18 @@
 //! large to read in time), and each stored visit as a [`VisitRecord`].
 
 use bson::{doc, Bson, Document};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
-use std::collections::BTreeMap;
 
-use super::filtered::{self, Figures, FunnelFigures, Step, VisitRecord};
+use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
 use super::Period;
 use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
 use crate::domain::{Dimension, FunnelSteps};
+use crate::storage::page_summaries::day_start;
 use crate::storage::sites::Site;
+use crate::storage::visit_days;
 use crate::storage::visit_log::{self, Sample, StoredVisit, VisitQuery};
+use crate::storage::visit_packs::{self, PackedDays, Want};
 use crate::storage::Store;
 
 /// Most visits one report reads whole: past it, a sample of the visitors
@@ -22,40 +24,7 @@ pub const MAX_VISITS_READ: u64 = 200_000;
 
 /// What a stored visit says, as the read side uses it.
 pub fn record(v: &StoredVisit) -> VisitRecord {
-    let mut labels = BTreeMap::new();
-    for d in Dimension::ALL {
-        if d == Dimension::Event {
-            continue;
-        }
-        if let Some(name) = v.dimension(d) {
-            labels.insert(d, name.to_owned());
-        }
-    }
-    let steps = v
-        .ordered_steps()
-        .into_iter()
-        .map(|s| {
-            let offset = u32::try_from(s.t).unwrap_or(0);
-            match &s.e {
-                Some(name) => Step::Event {
-                    offset,
-                    name: name.clone(),
-                },
-                None => Step::View {
-                    offset,
-                    path: s.p.clone(),
-                },
-            }
-        })
-        .collect();
-    VisitRecord {
-        start: v.start(),
-        labels,
-        steps,
-        register: v.register(),
-        views: v.views,
-        duration: v.duration,
-    }
+    v.record()
 }
 
 /// The conditions the database checks (on indexed or stored fields),
@@ -88,8 +57,72 @@ pub fn pushdown(filters: &Filters) -> Document {
     }
 }
 
+/// What the conditions of [`pushdown`] are for a day pack's visits
+/// (`visit_packs::Want`): each implied by a filter's exact check, like the
+/// documents' query, with the range and the sample.
+pub fn want<'a>(
+    filters: &'a Filters,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    sample: Option<Sample>,
+) -> Want<'a> {
+    let mut want = Want::all(from, to);
+    want.registers = sample.map(Sample::registers);
+    for f in filters.iter() {
+        match (f.dimension(), f.condition()) {
+            (FilterDimension::Entry, Condition::Page(PageMatch::Exact(p))) => {
+                want.entry = Some(p.as_str())
+            }
+            (FilterDimension::Page, Condition::Page(PageMatch::Exact(p))) => {
+                want.pages.push(p.as_str())
+            }
+            (FilterDimension::Event, Condition::Name(n)) => want.events.push(n.as_str()),
+            (d, Condition::Name(n)) => match d.breakdown() {
+                Some(b) if b != Dimension::Event => want.labels.push((b, n.as_str())),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    want
+}
+
+/// A visit decoded from a day pack costs about this fraction of one read
+/// from its document (see docs/design/segments.md, "Day packs": measured
+/// with a release build on this machine), so the sampling decision counts
+/// packed visits at this share.
+pub const PACKED_VISIT_COST: f64 = 1.0 / 20.0;
+
+/// The day numbers `[first, end)` a range `[from, to)` touches.
+fn days_of(from: DateTime<Utc>, to: DateTime<Utc>) -> (i64, i64) {
+    let first = visit_days::day_of(from);
+    let end = visit_days::day_of(to - TimeDelta::nanoseconds(1)) + 1;
+    (first, end.max(first))
+}
+
+/// Consecutive runs of `days` (ascending), as `[first, end)`.
+fn runs(days: &[i64]) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for &d in days {
+        match out.last_mut() {
+            Some((_, end)) if *end == d => *end = d + 1,
+            _ => out.push((d, d + 1)),
+        }
+    }
+    out
+}
+
 /// The visits of `site` that started in `[from, to)` and may pass
 /// `filters`, and the share of visitors they are (1 unless sampled).
+///
+/// Closed days with a valid day pack (`storage::visit_packs`) are read
+/// from it, the others from the visit documents; both give the same
+/// visits. Whether to sample is decided from the days' counters
+/// (`storage::visit_days`), a packed visit counting for
+/// [`PACKED_VISIT_COST`] of one read from its document; days without a
+/// counter (visits from before the counters) are counted in the
+/// documents. After answering, the closed days read from the documents
+/// are queued to be packed for the next read.
 pub async fn read_visits(
     store: &Store,
     site: &Site,
@@ -97,22 +130,83 @@ pub async fn read_visits(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<(Vec<VisitRecord>, f64), mongodb::error::Error> {
-    let mut query = VisitQuery::new(site.domain.as_str(), from, to);
-    query.filter = pushdown(filters);
-    let count = visit_log::count(store, &query).await?;
-    let share = if count > MAX_VISITS_READ {
-        let sample = Sample::rate(MAX_VISITS_READ as f64 / count as f64);
-        query.sample = Some(sample);
-        sample.fraction()
-    } else {
-        1.0
-    };
-    let visits: Vec<VisitRecord> = visit_log::visit_cursor(store, &query)
-        .await?
-        .map_ok(|v| record(&v))
-        .try_collect()
-        .await?;
-    Ok((visits, share))
+    if from >= to {
+        return Ok((Vec::new(), 1.0));
+    }
+    let domain = site.domain.as_str();
+    let (first, end) = days_of(from, to);
+    let counters = visit_days::counts(store, domain, first, end).await?;
+    let packed = visit_packs::packed_days(store, domain, first, end, &counters).await?;
+    let mut cost = 0.0;
+    let mut uncounted = Vec::new();
+    for day in first..end {
+        if packed.contains(day) {
+            cost += packed.visits(day) as f64 * PACKED_VISIT_COST;
+        } else if let Some(c) = counters.get(&day) {
+            cost += c.visits.max(0) as f64;
+        } else {
+            uncounted.push(day);
+        }
+    }
+    let pushed = pushdown(filters);
+    for (a, b) in runs(&uncounted) {
+        let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
+        query.filter = pushed.clone();
+        cost += visit_log::count(store, &query).await? as f64;
+    }
+    let sample =
+        (cost > MAX_VISITS_READ as f64).then(|| Sample::rate(MAX_VISITS_READ as f64 / cost));
+    let (visits, from_documents) =
+        read_days(store, domain, filters, from, to, &packed, sample).await?;
+    if let Some(open) = store.pack_queue().first_open_day() {
+        let closed: Vec<i64> = from_documents.into_iter().filter(|d| *d < open).collect();
+        // Days without a counter (from before the counters) are worth
+        // packing when they have visits.
+        let seen: std::collections::HashSet<i64> =
+            if closed.iter().all(|d| counters.contains_key(d)) {
+                Default::default()
+            } else {
+                visits.iter().map(|v| visit_days::day_of(v.start)).collect()
+            };
+        for day in closed {
+            if counters.contains_key(&day) || seen.contains(&day) {
+                store.pack_queue().request(domain, day);
+            }
+        }
+    }
+    Ok((visits, sample.map_or(1.0, Sample::fraction)))
+}
+
+/// The visits of `[from, to)` that may pass `filters` (of `sample`'s
+/// visitors), the `packed` days from their packs and the others from the
+/// documents; and the days read from the documents.
+pub async fn read_days(
+    store: &Store,
+    domain: &str,
+    filters: &Filters,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    packed: &PackedDays,
+    sample: Option<Sample>,
+) -> Result<(Vec<VisitRecord>, Vec<i64>), mongodb::error::Error> {
+    let (first, end) = days_of(from, to);
+    let want = want(filters, from, to, sample);
+    let pack_days: Vec<i64> = packed.days().filter(|d| (first..end).contains(d)).collect();
+    let read = visit_packs::read(store, domain, packed, &pack_days, &want).await?;
+    let mut visits = read.visits;
+    let documents: Vec<i64> = (first..end)
+        .filter(|d| !packed.contains(*d) || read.unread.contains(d))
+        .collect();
+    for (a, b) in runs(&documents) {
+        let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
+        query.filter = pushdown(filters);
+        query.sample = sample;
+        let mut cursor = visit_log::visit_cursor(store, &query).await?;
+        while let Some(v) = cursor.try_next().await? {
+            visits.push(v.record());
+        }
+    }
+    Ok((visits, documents))
 }
 
 /// A filtered report's figures over `period`, bucketed as it shows them.
@@ -151,8 +245,8 @@ pub async fn funnel(
     steps: &FunnelSteps,
     period: &Period,
 ) -> Result<FunnelFigures, mongodb::error::Error> {
-    let (visits, share) =
-        read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
+    // A funnel counts the visits that started in the period, whole.
+    let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
     Ok(filtered::funnel(filters, steps, &visits, share))
 }
 
@@ -183,6 +277,7 @@ pub fn sample_words(share: f64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reports::filtered::Step;
 
     #[test]
     fn only_exact_conditions_go_to_the_database() {
@@ -247,9 +342,47 @@ mod tests {
         let r = record(&v);
         assert_eq!(r.entry(), Some("/"));
         assert_eq!(r.exit(), Some("/b"));
-        assert_eq!(r.labels[&Dimension::Source], "google.com");
-        assert!(matches!(&r.steps[1], Step::Event { name, .. } if name == "Go"));
+        assert_eq!(&*r.labels[&Dimension::Source], "google.com");
+        assert!(matches!(&r.steps[1], Step::Event { name, .. } if &**name == "Go"));
         assert_eq!((r.views, r.duration, r.register), (2, 40, Some((3, 2))));
+    }
+
+    #[test]
+    fn a_pack_is_asked_the_conditions_the_documents_are() {
+        let f = Filters::parse([
+            "country:de",
+            "entry:/a",
+            "page:/b",
+            "event:Go",
+            "exit:/c",
+            "page:/blog/*",
+        ])
+        .unwrap();
+        let (from, to) = (
+            DateTime::<Utc>::UNIX_EPOCH,
+            DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(1),
+        );
+        let w = want(&f, from, to, Some(Sample::rate(0.5)));
+        assert_eq!(w.labels, [(Dimension::Country, "DE")]);
+        assert_eq!(
+            (w.entry, &w.pages[..], &w.events[..]),
+            (Some("/a"), &["/b"][..], &["Go"][..])
+        );
+        assert_eq!(w.registers, Some(8192));
+        assert_eq!((w.from, w.to), (from, to));
+        assert!(want(&Filters::default(), from, to, None)
+            .registers
+            .is_none());
+    }
+
+    #[test]
+    fn days_are_read_in_runs_and_a_range_touches_the_days_it_overlaps() {
+        assert_eq!(runs(&[3, 4, 5, 8, 10, 11]), [(3, 6), (8, 9), (10, 12)]);
+        assert!(runs(&[]).is_empty());
+        let day = |d: i64| DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(d);
+        assert_eq!(days_of(day(3), day(5)), (3, 5));
+        assert_eq!(days_of(day(3), day(5) + TimeDelta::milliseconds(1)), (3, 6));
+        assert_eq!(days_of(day(3) + TimeDelta::hours(23), day(4)), (3, 4));
     }
 
     #[test]

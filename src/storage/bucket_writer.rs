@@ -399,7 +399,7 @@ impl BucketWriter {
             return Ok(FlushReport::default());
         }
         let by_source = breakdown_increments(self.part(advance), counted.iter());
-        self.transact(&increments, &by_source, &[], advance)
+        self.transact(&increments, &by_source, (&[], &[]), advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
@@ -439,7 +439,7 @@ impl BucketWriter {
             }
         }
         let by_source = breakdown_increments(self.part(Some(advance)), counted.iter());
-        self.transact(&increments, &by_source, &[], Some(advance))
+        self.transact(&increments, &by_source, (&[], &[]), Some(advance))
             .await
             .map(|outcomes| FlushReport {
                 hits: figures.len(),
@@ -456,7 +456,7 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        self.transact(increments, &[], &[], Some(advance))
+        self.transact(increments, &[], (&[], &[]), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -471,7 +471,7 @@ impl BucketWriter {
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
         let by_source = breakdown_increments(self.part(Some(advance)), views);
-        self.transact(&[], &by_source, &[], Some(advance))
+        self.transact(&[], &by_source, (&[], &[]), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -481,10 +481,11 @@ impl BucketWriter {
     pub async fn apply_visits(
         &self,
         statements: &[Document],
+        days: &[Document],
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        self.transact(&[], &[], statements, Some(advance))
+        self.transact(&[], &[], (statements, days), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -493,7 +494,7 @@ impl BucketWriter {
         &self,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        visits: &[Document],
+        visits: (&[Document], &[Document]),
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -602,7 +603,7 @@ impl BucketWriter {
         session: &mut ClientSession,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        visits: &[Document],
+        (visits, days): (&[Document], &[Document]),
         advance: Option<&Advance<'_>>,
     ) -> Result<(Vec<UpdateOutcome>, Vec<breakdowns::Names>), ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -638,6 +639,14 @@ impl BucketWriter {
                     visits.to_vec(),
                     limit,
                 )
+                .await?;
+            outcomes.push(outcome);
+        }
+        // The visit days' counters, in the same transaction: a day pack is
+        // valid exactly while its day's counter is unchanged.
+        if !days.is_empty() {
+            let outcome = self
+                .update(session, super::visit_days::COLLECTION, days.to_vec(), limit)
                 .await?;
             outcomes.push(outcome);
         }

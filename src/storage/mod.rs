@@ -34,7 +34,9 @@ pub mod txn;
 pub mod update;
 pub mod users;
 pub mod values;
+pub mod visit_days;
 pub mod visit_log;
+pub mod visit_packs;
 pub mod visit_reads;
 
 use bson::{doc, Document};
@@ -231,6 +233,8 @@ pub struct Store {
     kept_breakdowns: std::sync::Arc<breakdowns::KeptBreakdowns>,
     /// What the background backfills left out, shared likewise.
     background: std::sync::Arc<stored_dates::BackgroundStats>,
+    /// The closed days the filtered reads want packed, shared likewise.
+    pack_queue: std::sync::Arc<visit_packs::PackQueue>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -314,6 +318,7 @@ impl Store {
             day_visitors: Default::default(),
             kept_breakdowns: Default::default(),
             background: Default::default(),
+            pack_queue: Default::default(),
         })
     }
 
@@ -341,6 +346,10 @@ impl Store {
 
     pub fn day_visitors(&self) -> &day_visitors::DayVisitors {
         &self.day_visitors
+    }
+
+    pub fn pack_queue(&self) -> &visit_packs::PackQueue {
+        &self.pack_queue
     }
 
     pub fn grouping(&self) -> Grouping {

@@ -117,3 +117,56 @@ pub async fn apply(
     }
     Ok(report)
 }
+
+/// The `retention` TTL index of `collection` on `field` made to match
+/// `days`; one line saying what was done.
+pub(super) async fn ttl_on(
+    store: &Store,
+    collection: &str,
+    field: &str,
+    what: &str,
+    days: Option<u32>,
+) -> Result<String, mongodb::error::Error> {
+    let coll = store.db().collection::<Document>(collection);
+    let wanted = days.map(|d| i64::from(d) * 86_400);
+    let current = super::retention::current_of(store, collection).await?;
+    let line = match (current, wanted) {
+        (TtlState::Absent, None) => format!("{collection}: kept for ever (no TTL index)"),
+        (TtlState::ExpireAfter(_), None) => {
+            coll.drop_index(INDEX).await?;
+            format!("{collection}: TTL index dropped, {what} now kept for ever")
+        }
+        (TtlState::Absent, Some(secs)) => {
+            coll.create_index(
+                IndexModel::builder()
+                    .keys(doc! {field: 1})
+                    .options(
+                        IndexOptions::builder()
+                            .name(INDEX.to_owned())
+                            .expire_after(std::time::Duration::from_secs(secs as u64))
+                            .build(),
+                    )
+                    .build(),
+            )
+            .await?;
+            format!("{collection}: TTL index created, expireAfterSeconds {secs}")
+        }
+        (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
+            format!("{collection}: TTL index already at expireAfterSeconds {secs}")
+        }
+        (TtlState::ExpireAfter(was), Some(secs)) => {
+            store
+                .db()
+                .run_command(doc! {
+                    "collMod": collection,
+                    "index": {"name": INDEX, "expireAfterSeconds": secs},
+                })
+                .await?;
+            format!(
+                "{collection}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}"
+            )
+        }
+    };
+    tracing::info!("{line}");
+    Ok(line)
+}

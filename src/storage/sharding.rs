@@ -220,7 +220,34 @@ pub async fn shard(store: &Store) -> Result<Vec<String>, ShardError> {
             return Err(ShardError::NotApplied(g.collection().into()));
         }
     }
-    report.push(shard_visits(store, &db).await?);
+    report.push(
+        shard_visits(
+            store,
+            &db,
+            super::visit_log::COLLECTION,
+            super::visit_log::shard_key(),
+        )
+        .await?,
+    );
+    // The visit days' counters and packs, on the site and the day.
+    report.push(
+        shard_visits(
+            store,
+            &db,
+            super::visit_days::COLLECTION,
+            super::visit_days::shard_key(),
+        )
+        .await?,
+    );
+    report.push(
+        shard_visits(
+            store,
+            &db,
+            super::visit_packs::COLLECTION,
+            super::visit_packs::shard_key(),
+        )
+        .await?,
+    );
     for line in &report {
         tracing::info!("{line}");
     }
@@ -231,10 +258,15 @@ pub async fn shard(store: &Store) -> Result<Vec<String>, ShardError> {
 /// (`{site: 1, start: 1}`, every write names both): a site's range of
 /// visits is read from the shards that hold that range. Not unique: a
 /// visit's id is random and the store only ever upserts it by id, site
-/// and start.
-async fn shard_visits(store: &Store, db: &str) -> Result<String, ShardError> {
-    let namespace = format!("{db}.{}", super::visit_log::COLLECTION);
-    let key = super::visit_log::shard_key();
+/// and start. Its day counters and day packs likewise on `{site: 1, day:
+/// 1}` (their writes name their id, site and day).
+async fn shard_visits(
+    store: &Store,
+    db: &str,
+    collection: &str,
+    key: Document,
+) -> Result<String, ShardError> {
+    let namespace = format!("{db}.{collection}");
     let entry = store
         .client()
         .database("config")

@@ -1,6 +1,7 @@
-//! Purging a deleted site: every bucket, total, breakdown, page summary
-//! and share link of it, then the site. Above `sites` and the modules whose
-//! data it removes, so none of them needs the others.
+//! Purging a deleted site: every bucket, total, breakdown, page summary,
+//! visit (with its day packs and counters) and share link of it, then the
+//! site. Above `sites` and the modules whose data it removes, so none of
+//! them needs the others.
 
 use bson::doc;
 use chrono::{DateTime, Utc};
@@ -60,6 +61,9 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
             .deleted_count;
     }
     removed += super::page_summaries::delete_site(store, &site.id.to_string()).await?;
+    // The visits' read model and counters go with them.
+    removed += super::visit_packs::delete_site(store, site_key).await?;
+    removed += super::visit_days::delete_site(store, site_key).await?;
     let id = bson::Uuid::from(site.id.as_uuid());
     // Its share links would open nothing; a new site never reuses the id.
     store

@@ -46,16 +46,15 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use mongodb::options::IndexOptions;
-use mongodb::IndexModel;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use super::retention::{TtlState, INDEX as RETENTION_INDEX};
 use super::schema::IndexSpec;
 use super::Store;
 use crate::domain::dimension::Dimension;
 use crate::domain::sketch::{register_of, REGISTERS};
+use crate::domain::visit::{self, VisitRecord};
 use crate::journal::Record;
 
 pub const COLLECTION: &str = "visits";
@@ -191,6 +190,45 @@ impl StoredVisit {
         let rank = u8::try_from(self.rank?).ok()?;
         (usize::from(index) < REGISTERS).then_some((index, rank))
     }
+
+    /// What the visit says to the filtered reports: the same value a day
+    /// pack gives back for it (`visit_packs`).
+    pub fn record(&self) -> VisitRecord {
+        let mut labels = BTreeMap::new();
+        for d in Dimension::ALL {
+            if d == Dimension::Event {
+                continue;
+            }
+            if let Some(name) = self.dimension(d) {
+                labels.insert(d, Arc::from(name));
+            }
+        }
+        let steps = self
+            .ordered_steps()
+            .into_iter()
+            .map(|s| {
+                let offset = u32::try_from(s.t).unwrap_or(0);
+                match &s.e {
+                    Some(name) => visit::Step::Event {
+                        offset,
+                        name: Arc::from(name.as_str()),
+                    },
+                    None => visit::Step::View {
+                        offset,
+                        path: Arc::from(s.p.as_str()),
+                    },
+                }
+            })
+            .collect();
+        VisitRecord {
+            start: self.start(),
+            labels,
+            steps,
+            register: self.register(),
+            views: self.views,
+            duration: self.duration,
+        }
+    }
 }
 
 /// The field of a dimension in the document (its key, as the API names
@@ -290,7 +328,18 @@ pub async fn visit_cursor(
     store: &Store,
     query: &VisitQuery<'_>,
 ) -> Result<mongodb::Cursor<StoredVisit>, mongodb::error::Error> {
-    let visits = collection(store, true);
+    visit_cursor_on(store, query, true).await
+}
+
+/// [`visit_cursor`] through the reports' read preference or, with
+/// `reports` false, the primary (what a day pack is built from: at least
+/// as new as the day counter read there just before).
+pub async fn visit_cursor_on(
+    store: &Store,
+    query: &VisitQuery<'_>,
+    reports: bool,
+) -> Result<mongodb::Cursor<StoredVisit>, mongodb::error::Error> {
+    let visits = collection(store, reports);
     let mut find = visits
         .find(query.selector())
         .sort(doc! {"site": 1, "start": 1})
@@ -318,53 +367,14 @@ pub fn collection(store: &Store, reports: bool) -> mongodb::Collection<StoredVis
 
 /// `TICKERTAPE_VISIT_RETENTION_DAYS`: a TTL index named `retention` on
 /// `start` deletes visits this many days after they started (`None`:
-/// kept for ever, no index). Returns what was done.
+/// kept for ever, no index). Returns what was done. (The app applies it
+/// through `visit_packs::apply_retention`, which takes the day counters
+/// and packs along.)
 pub async fn apply_retention(
     store: &Store,
     days: Option<u32>,
 ) -> Result<String, mongodb::error::Error> {
-    let coll = store.db().collection::<Document>(COLLECTION);
-    let wanted = days.map(|d| i64::from(d) * 86_400);
-    let current = super::retention::current_of(store, COLLECTION).await?;
-    let line = match (current, wanted) {
-        (TtlState::Absent, None) => format!("{COLLECTION}: kept for ever (no TTL index)"),
-        (TtlState::ExpireAfter(_), None) => {
-            coll.drop_index(RETENTION_INDEX).await?;
-            format!("{COLLECTION}: TTL index dropped, visits now kept for ever")
-        }
-        (TtlState::Absent, Some(secs)) => {
-            coll.create_index(
-                IndexModel::builder()
-                    .keys(doc! {"start": 1})
-                    .options(
-                        IndexOptions::builder()
-                            .name(RETENTION_INDEX.to_owned())
-                            .expire_after(std::time::Duration::from_secs(secs as u64))
-                            .build(),
-                    )
-                    .build(),
-            )
-            .await?;
-            format!("{COLLECTION}: TTL index created, expireAfterSeconds {secs}")
-        }
-        (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
-            format!("{COLLECTION}: TTL index already at expireAfterSeconds {secs}")
-        }
-        (TtlState::ExpireAfter(was), Some(secs)) => {
-            store
-                .db()
-                .run_command(doc! {
-                    "collMod": COLLECTION,
-                    "index": {"name": RETENTION_INDEX, "expireAfterSeconds": secs},
-                })
-                .await?;
-            format!(
-                "{COLLECTION}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}"
-            )
-        }
-    };
-    tracing::info!("{line}");
-    Ok(line)
+    super::retention::ttl_on(store, COLLECTION, "start", "visits", days).await
 }
 
 /// The steps and counters a batch of journaled hits adds to each visit it
@@ -488,11 +498,55 @@ impl VisitWrites {
             .collect()
     }
 
-    /// Takes out the visit of a refused statement (its filter `q`): its
-    /// site and start (its key says "visit" and its random id, nothing of
-    /// its visitor) and its hits, or `None` if no visit of the batch has
-    /// that id.
-    pub fn set_aside(&mut self, q: &Document) -> Option<super::buckets::SetAside> {
+    /// The day counters' upserts (`visit_days`): per site and UTC day of
+    /// the visits' starts, the batch's hits and the visits it opens. They
+    /// commit with the visits' statements, so a day's counter changes
+    /// exactly when its visits do.
+    pub fn day_statements(&self) -> Vec<Document> {
+        let mut days: BTreeMap<(&str, i64), super::visit_days::DayCount> = BTreeMap::new();
+        for p in self.visits.values() {
+            let day = super::visit_days::day_of(p.start.to_chrono());
+            let count = days.entry((p.site.as_str(), day)).or_default();
+            count.hits = count
+                .hits
+                .saturating_add(i64::try_from(p.hits).unwrap_or(i64::MAX));
+            if p.first.is_some() {
+                count.visits += 1;
+            }
+        }
+        days.into_iter()
+            .map(|((site, day), count)| super::visit_days::statement(site, day, count))
+            .collect()
+    }
+
+    /// Takes out what a refused statement (its filter `q`, on `collection`)
+    /// wrote. A visit's: the visit, said by its site and start (its key
+    /// says "visit" and its random id, nothing of its visitor) and its
+    /// hits. A day counter's: every visit of that site and day, so that no
+    /// visit changes without its day's counter.
+    pub fn set_aside(
+        &mut self,
+        collection: &str,
+        q: &Document,
+    ) -> Option<super::buckets::SetAside> {
+        if collection == super::visit_days::COLLECTION {
+            let (site, day) = super::visit_days::key_of(q)?;
+            let of_day = |p: &Pending| {
+                p.site == site && super::visit_days::day_of(p.start.to_chrono()) == day
+            };
+            let hits: u64 = self
+                .visits
+                .values()
+                .filter(|p| of_day(p))
+                .map(|p| p.hits)
+                .sum();
+            self.visits.retain(|_, p| !of_day(p));
+            return Some(super::buckets::SetAside {
+                key: format!("{site} visits of day {day}"),
+                start: super::page_summaries::day_start(day),
+                views: i64::try_from(hits).unwrap_or(i64::MAX),
+            });
+        }
         let id = q.get_i64("_id").ok()?;
         self.visits.remove(&id).map(|p| super::buckets::SetAside {
             key: format!("{} visit {id}", p.site),
@@ -589,7 +643,9 @@ mod tests {
             .unwrap();
         assert_eq!(steps.len(), 3);
         // Refused: the whole visit is taken out.
-        let taken = w.set_aside(s.get_document("q").unwrap()).unwrap();
+        let taken = w
+            .set_aside(COLLECTION, s.get_document("q").unwrap())
+            .unwrap();
         assert_eq!((taken.key.as_str(), taken.views), ("a.com visit 42", 3));
         assert!(w.is_empty());
     }

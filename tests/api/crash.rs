@@ -594,7 +594,9 @@ async fn check_visits(uri: &str, database: &str, tally: &Tally) {
 /// buckets' (which hold every answered view once), no step of a visit is
 /// there twice, each page's view steps are its answered views (and at most
 /// the lost answers more), and its event steps at most its events (an
-/// event outside any open visit, as after a restart, has no step).
+/// event outside any open visit, as after a restart, has no step); and
+/// each day's counter (`visit_days`) holds exactly that day's steps and
+/// opened visits.
 async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views: i64) {
     use tickertape::storage::visit_log::{StoredVisit, COLLECTION, MAX_STEPS};
     let visits: Vec<StoredVisit> = all(uri, database, COLLECTION).await;
@@ -646,6 +648,27 @@ async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views:
     }
     let events: i64 = event_steps.values().sum();
     assert!(events > 0, "events inside visits are steps");
+    // The day counters commit with the visits: per day, one hit per step
+    // (more past the kept steps) and one opened visit per entry.
+    use tickertape::storage::visit_days;
+    let counters: Vec<bson::Document> = all(uri, database, visit_days::COLLECTION).await;
+    assert!(!counters.is_empty(), "day counters were stored");
+    for c in &counters {
+        let day = visit_days::day_of(c.get_datetime("day").unwrap().to_chrono());
+        let count = visit_days::DayCount::from_document(c);
+        let of_day: Vec<&StoredVisit> = visits
+            .iter()
+            .filter(|v| visit_days::day_of(v.start()) == day)
+            .collect();
+        let steps: i64 = of_day.iter().map(|v| v.steps.len() as i64).sum();
+        let entries = of_day.iter().filter(|v| v.entry.is_some()).count() as i64;
+        assert!(
+            count.hits == steps || (capped && count.hits > steps),
+            "day {day}: counter {} hits, {steps} steps stored",
+            count.hits
+        );
+        assert_eq!(count.visits, entries, "day {day}: visits opened");
+    }
 }
 
 /// Page summaries of days and of hours, made while the load

@@ -123,4 +123,34 @@ async fn no_applied_hit_stays_in_the_journal_past_the_segment_age() {
     assert!(!contains(&stored, client.as_bytes()), "the address");
     assert!(!contains(&stored, b"Firefox/132"), "the User-Agent");
     assert_ne!(visits[0].get_i64("_id"), Ok(visitor as i64));
+    // Its day pack (the read model of a closed day) likewise: the trail,
+    // and neither the visitor id nor the address or User-Agent.
+    use tickertape::storage::{visit_days, visit_packs};
+    let day = visit_days::day_of(t0());
+    let built = visit_packs::build_day(&app.store, "trail.test", day)
+        .await
+        .unwrap();
+    assert_eq!(built.visits, 1);
+    let packs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<bson::Document>(visit_packs::COLLECTION)
+            .find(bson::doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(!packs.is_empty());
+    let stored: Vec<u8> = packs
+        .iter()
+        .flat_map(|p| bson::to_vec(p).unwrap())
+        .collect();
+    assert!(
+        contains(&stored, trail[2].as_bytes()),
+        "the trail is packed"
+    );
+    assert!(!contains(&stored, &visitor.to_le_bytes()), "the visitor id");
+    assert!(!contains(&stored, client.as_bytes()), "the address");
+    assert!(!contains(&stored, b"Firefox/132"), "the User-Agent");
 }

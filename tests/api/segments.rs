@@ -779,6 +779,27 @@ async fn filtered_figures_are_exact_at_sub_hour_edges_in_several_time_zones() {
                 let want_visits: Vec<i64> = want_series.iter().map(|p| p.1).collect();
                 let got_visits: Vec<i64> = rows.iter().map(|r| r[0]).collect();
                 assert_eq!(got_visits, want_visits, "{at}: visits.csv per row");
+
+                // A funnel: the visits that started in the range, whole.
+                let started: Vec<Visit> = visits_of(&hits)
+                    .into_iter()
+                    .filter(|v| v.start >= from && v.start < to)
+                    .collect();
+                let steps = ["/", "/pricing", "event:Signup"];
+                let want_steps = funnel(&persons, &started, filters, &steps);
+                let sq: String = steps
+                    .iter()
+                    .map(|s| format!("&step={}", urlencode(s)))
+                    .collect();
+                let f = get(&app, &token, &format!("/api/v1/sites/{id}/funnel?{q}{sq}")).await;
+                assert_eq!(f.status, 200, "{at}: {}", f.json);
+                let got_steps: Vec<i64> = f.json["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["visits"].as_i64().unwrap())
+                    .collect();
+                assert_eq!(got_steps, want_steps, "{at}: funnel");
                 compared += 1;
             }
         }
@@ -904,4 +925,278 @@ async fn bad_filters_and_funnels_are_refused_clearly_and_change_nothing() {
         assert!(r.text().await.unwrap().contains(words), "{name}: {words}");
     }
     assert_eq!(funnel_count(&app).await, 0);
+}
+
+/// The two days of the day-pack test: closed by the time it reads.
+const PACK_RANGE: &str = "range=custom&from=2026-11-20T00:00&to=2026-11-22T00:00&res=hour";
+
+/// Every answer the pack test compares: the first line and the pages of
+/// each filter set, and each funnel with each filter set.
+async fn pack_answers(app: &TestApp, token: &str, id: &str) -> Vec<serde_json::Value> {
+    let filter_sets: [&[&str]; 7] = [
+        &[],
+        &["country:US"],
+        &["source:google.com", "browser:Firefox"],
+        &["page:/pricing"],
+        &["entry:/", "event:Signup"],
+        &["exit:/docs", "page:/blog/*"],
+        &["browser:Safari", "medium:email"],
+    ];
+    let funnels: [&[&str]; 2] = [
+        &["/", "/pricing", "event:Signup"],
+        &["/blog/*", "/signup", "/docs", "event:Download"],
+    ];
+    let mut out = Vec::new();
+    for filters in filter_sets {
+        let q = format!("{PACK_RANGE}{}", filter_params(filters));
+        for what in ["visits", "pages"] {
+            let a = get(app, token, &format!("/api/v1/sites/{id}/{what}?{q}")).await;
+            assert_eq!(a.status, 200, "{what} {filters:?}: {}", a.json);
+            out.push(a.json);
+        }
+        for steps in funnels {
+            let sq: String = steps
+                .iter()
+                .map(|s| format!("&step={}", urlencode(s)))
+                .collect();
+            let a = get(app, token, &format!("/api/v1/sites/{id}/funnel?{q}{sq}")).await;
+            assert_eq!(a.status, 200, "funnel {filters:?}: {}", a.json);
+            out.push(a.json);
+        }
+    }
+    out
+}
+
+/// The days of the pack test with a valid pack.
+async fn packed(app: &TestApp, site: &str) -> Vec<i64> {
+    use tickertape::storage::{visit_days, visit_packs};
+    let (first, end) = (
+        visit_days::day_of(Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap()),
+        visit_days::day_of(Utc.with_ymd_and_hms(2026, 11, 22, 0, 0, 0).unwrap()),
+    );
+    let counters = visit_days::counts(&app.store, site, first, end)
+        .await
+        .unwrap();
+    visit_packs::packed_days(&app.store, site, first, end, &counters)
+        .await
+        .unwrap()
+        .days()
+        .collect()
+}
+
+#[tokio::test]
+async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
+    use tickertape::storage::{visit_days, visit_log, visit_packs};
+    let seed = std::env::var("SEGMENTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_120u64);
+    let mut rng = Rng(seed);
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let domain = "packs.test";
+    let site = app.add_site(domain, &[]).await;
+    let id = site.id.to_string();
+    // The same people on two UTC days: a visitor id (and visit) of each.
+    let first_day = Utc.with_ymd_and_hms(2026, 11, 20, 1, 0, 0).unwrap();
+    let (persons, day_one) = traffic(&mut rng, 50, first_day);
+    let mut hits = day_one.clone();
+    hits.extend(day_one.iter().cloned().map(|mut h| {
+        h.at += TimeDelta::days(1);
+        h
+    }));
+    for (day, part) in [
+        ("2026-11-20", &hits[..day_one.len()]),
+        ("2026-11-21", &hits[day_one.len()..]),
+    ] {
+        app.clock.set(part[0].at);
+        salt_ready(&app, day).await;
+        send(&app, &id, &persons, part).await;
+    }
+    app.clock
+        .set(Utc.with_ymd_and_hms(2026, 11, 22, 0, 30, 0).unwrap());
+    app.settle().await;
+    app.add_user("packs@example.com", Role::Admin).await;
+    let login = app.login("packs@example.com").await;
+    let token = create_token(&login, "packs", None).await;
+    let sent = visits_of(&hits);
+    let want = figures(&persons, &sent, &[]);
+
+    // From the visit documents: no day is packed yet.
+    assert!(packed(&app, domain).await.is_empty());
+    let documents = pack_answers(&app, &token, &id).await;
+    assert_eq!(documents[0]["visits"].as_i64(), Some(want.visits));
+    assert_eq!(documents[0]["views"].as_i64(), Some(want.views));
+
+    // The reads queued both closed days; the app's task packs them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while packed(&app, domain).await.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the days were not packed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        documents,
+        "seed {seed}"
+    );
+
+    // Read from the packs indeed: without the visit documents (the
+    // counters unchanged), the same answers.
+    let visits = app
+        .store
+        .db()
+        .collection::<bson::Document>(visit_log::COLLECTION);
+    let stored: Vec<Document> =
+        futures::TryStreamExt::try_collect(visits.find(doc! {"site": domain}).await.unwrap())
+            .await
+            .unwrap();
+    visits.delete_many(doc! {"site": domain}).await.unwrap();
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        documents,
+        "seed {seed}"
+    );
+    visits.insert_many(stored).await.unwrap();
+
+    // A sample read from the packs keeps the same visitors as from the
+    // documents: every visit of the first registers, no other.
+    let filters = tickertape::domain::Filters::parse(["country:US"]).unwrap();
+    let (from, to) = (
+        Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(2026, 11, 22, 0, 0, 0).unwrap(),
+    );
+    let (first, end) = (visit_days::day_of(from), visit_days::day_of(to));
+    let counters = visit_days::counts(&app.store, domain, first, end)
+        .await
+        .unwrap();
+    let packs = visit_packs::packed_days(&app.store, domain, first, end, &counters)
+        .await
+        .unwrap();
+    let read = |packs: visit_packs::PackedDays, sample: Option<visit_log::Sample>| {
+        let (store, filters) = (app.store.clone(), filters.clone());
+        async move {
+            let (mut v, _) = tickertape::reports::filtered_read::read_days(
+                &store, domain, &filters, from, to, &packs, sample,
+            )
+            .await
+            .unwrap();
+            v.retain(|v| tickertape::reports::filtered::admits(&filters, v));
+            v.sort();
+            v
+        }
+    };
+    let all = read(visit_packs::PackedDays::default(), None).await;
+    assert_eq!(read(packs.clone(), None).await, all);
+    let sample = visit_log::Sample::rate(0.3);
+    let sampled = read(packs.clone(), Some(sample)).await;
+    let kept: Vec<_> = all
+        .iter()
+        .filter(|v| v.register.is_some_and(|(i, _)| i < sample.registers()))
+        .cloned()
+        .collect();
+    assert!(
+        !sampled.is_empty() && sampled.len() < all.len(),
+        "{} of {}",
+        sampled.len(),
+        all.len()
+    );
+    assert_eq!(sampled, kept, "whole visitors, the same as the documents'");
+    assert_eq!(
+        read(visit_packs::PackedDays::default(), Some(sample)).await,
+        kept
+    );
+
+    // A late hit for the first (packed) day: its counter moves, its pack is
+    // no longer used, and the figures count the hit.
+    let late = Hit {
+        person: 0,
+        at: Utc.with_ymd_and_hms(2026, 11, 20, 23, 0, 0).unwrap(),
+        path: "/pricing",
+        event: None,
+        referrer: 1,
+        campaign: None,
+    };
+    app.clock.set(late.at);
+    send(&app, &id, &persons, std::slice::from_ref(&late)).await;
+    app.clock
+        .set(Utc.with_ymd_and_hms(2026, 11, 22, 0, 30, 0).unwrap());
+    app.settle().await;
+    let mut with_late = hits.clone();
+    with_late.push(late);
+    with_late.sort_by_key(|h| (h.at, h.person));
+    let sent = visits_of(&with_late);
+    let now_packed = packed(&app, domain).await;
+    assert_eq!(
+        now_packed,
+        [visit_days::day_of(from) + 1],
+        "day one's pack is stale"
+    );
+    for filters in [&[][..], &["page:/pricing"], &["source:google.com"]] {
+        let want = figures(&persons, &sent, filters);
+        let q = format!("{PACK_RANGE}{}", filter_params(filters));
+        let v = get(&app, &token, &format!("/api/v1/sites/{id}/visits?{q}")).await;
+        let got = (
+            v.json["visits"].as_i64().unwrap(),
+            v.json["views"].as_i64().unwrap(),
+            v.json["bounces"].as_i64().unwrap(),
+            v.json["durationSeconds"].as_i64().unwrap(),
+        );
+        assert_eq!(
+            got,
+            (want.visits, want.views, want.bounces, want.duration),
+            "seed {seed}, {filters:?} after a late hit"
+        );
+    }
+
+    // A damaged pack: its day is read from the documents (the same
+    // answers), and the pack is removed and made again.
+    let answers = pack_answers(&app, &token, &id).await;
+    let day_two = visit_days::day_of(from) + 1;
+    let packs = app
+        .store
+        .db()
+        .collection::<bson::Document>(visit_packs::COLLECTION);
+    let damaged = packs
+        .update_one(
+            doc! {"site": domain, "day": bson::DateTime::from_chrono(from + TimeDelta::days(1)), "chunk": 0},
+            doc! {"$set": {"data": bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![1, 0, 3, 0xff],
+            }}},
+        )
+        .await
+        .unwrap();
+    assert_eq!(damaged.modified_count, 1);
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        answers,
+        "seed {seed}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !packed(&app, domain).await.contains(&day_two) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the damaged day was not packed again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let remade = packs
+        .find_one(doc! {"site": domain, "day": bson::DateTime::from_chrono(from + TimeDelta::days(1)), "chunk": 0})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        remade.get_binary_generic("data").unwrap(),
+        &vec![1, 0, 3, 0xff]
+    );
+    assert_eq!(
+        pack_answers(&app, &token, &id).await,
+        answers,
+        "seed {seed}"
+    );
 }

@@ -419,13 +419,32 @@ async fn the_store_switched_off_writes_no_visit_and_the_buckets_are_the_same() {
 }
 
 #[tokio::test]
-async fn a_purged_site_loses_its_visits() {
+async fn a_purged_site_loses_its_visits_and_their_day_packs() {
     let app = spawn_app().await;
     let site = app.add_site("gone.test", &[]).await;
     let r = app.pixel(&format!("site={}&page=/", site.id)).await;
     assert_eq!(r.status(), 200);
     app.settle().await;
     assert_eq!(all_visits(&app, "gone.test").await.len(), 1);
+    // Its day packed too: the purge takes the pack and the counter.
+    use tickertape::storage::{visit_days, visit_packs};
+    let day = visit_days::day_of(tickertape::clock::Clock::now(&*app.clock));
+    visit_packs::build_day(&app.store, "gone.test", day)
+        .await
+        .unwrap();
+    let left = |collection: &'static str| {
+        let coll = app.store.db().collection::<bson::Document>(collection);
+        async move {
+            coll.count_documents(doc! {"site": "gone.test"})
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(left(visit_days::COLLECTION).await, 1);
+    assert_eq!(
+        left(visit_packs::COLLECTION).await,
+        u64::from(visit_packs::CHUNKS)
+    );
     tickertape::storage::sites::mark_deleted(&app.store, &site, Utc::now())
         .await
         .unwrap();
@@ -438,13 +457,20 @@ async fn a_purged_site_loses_its_visits() {
     .unwrap();
     assert_eq!(purged.len(), 1);
     assert!(all_visits(&app, "gone.test").await.is_empty());
+    assert_eq!(left(visit_days::COLLECTION).await, 0);
+    assert_eq!(left(visit_packs::COLLECTION).await, 0);
 }
 
 /// The `retention` index of the visits, as `listIndexes` returns it.
 async fn visit_ttl(store: &tickertape::storage::Store) -> Option<i64> {
+    ttl_of(store, visit_log::COLLECTION).await
+}
+
+/// The `retention` index of `collection`, as `listIndexes` returns it.
+async fn ttl_of(store: &tickertape::storage::Store, collection: &str) -> Option<i64> {
     let reply = store
         .db()
-        .run_command(doc! {"listIndexes": visit_log::COLLECTION})
+        .run_command(doc! {"listIndexes": collection})
         .await
         .unwrap();
     reply
@@ -462,6 +488,29 @@ async fn visit_ttl(store: &tickertape::storage::Store) -> Option<i64> {
 async fn visit_retention_is_its_own_setting_and_follows_a_change() {
     let app = spawn_app_with(|s| s.retention.visit_retention_days = 30).await;
     assert_eq!(visit_ttl(&app.store).await, Some(30 * 86_400));
+    // The day counters and packs go with their day's visits.
+    use tickertape::storage::{visit_days, visit_packs};
+    for collection in [visit_days::COLLECTION, visit_packs::COLLECTION] {
+        assert_eq!(
+            ttl_of(&app.store, collection).await,
+            Some(30 * 86_400),
+            "{collection}"
+        );
+    }
+    let all = visit_packs::apply_retention(&app.store, Some(9))
+        .await
+        .unwrap();
+    for collection in [
+        visit_log::COLLECTION,
+        visit_days::COLLECTION,
+        visit_packs::COLLECTION,
+    ] {
+        assert_eq!(
+            ttl_of(&app.store, collection).await,
+            Some(9 * 86_400),
+            "{all}"
+        );
+    }
     let changed = visit_log::apply_retention(&app.store, Some(7))
         .await
         .unwrap();

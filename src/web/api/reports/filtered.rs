@@ -146,10 +146,7 @@ pub(super) async fn page_series(state: &WebState, site: &Site, q: &Q, filters: &
     let (period, _) = q.period(state, site)?;
     let (figures, imported) = match with_page(filters, &path)? {
         Some(f) => filtered_imported::figures(&state.store, site, &f, &period).await?,
-        None => (
-            Figures::none(&period.points()),
-            None,
-        ),
+        None => (Figures::none(&period.points()), None),
     };
     let said = ImportedSaid::Report(imported);
     let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
@@ -375,10 +372,7 @@ pub(super) async fn visits(state: &WebState, site: &Site, q: &Q, filters: &Filte
     let scope = scoped(filters, path.as_ref())?;
     let (figures, imported) = match &scope {
         Some(f) => filtered_imported::figures(&state.store, site, f, &period).await?,
-        None => (
-            Figures::none(&[]),
-            None,
-        ),
+        None => (Figures::none(&[]), None),
     };
     let said = ImportedSaid::Report(imported);
     let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
