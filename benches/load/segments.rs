@@ -15,8 +15,8 @@
 //!   30,000) over 60 pages (Zipf, with the path `/`, `/pricing`, `/signup`,
 //!   `/welcome` a funnel can follow), from a fifth as many visitors, each
 //!   with 1 to 3 visits spread over the days, visits of geometric length
-//!   (mean about 2.5 views, 5 to 120 s apart), a `Signup` event on half of
-//!   the visits that view `/signup`, sources (Zipf over 40, a few
+//!   (mean about 2.5 views, 5 to 120 s apart), a `Signup` event after half
+//!   the views of `/signup`, sources (Zipf over 40, a few
 //!   campaigns) and browser, OS, device and country mixes as the year
 //!   bench's. Timed: the 30-day dashboard unfiltered, with one filter
 //!   (`country:DE`), with three (`country:DE`, `source:google.com`,
@@ -25,8 +25,9 @@
 //!   settings) and the API's ad-hoc funnel, and 7 days with one filter.
 //! - **The year**: 10,000 pages × 365 days at `BENCH_SEGMENTS_YEAR_DAILY`
 //!   views a day (default 200, about 80 visits a day, which loads in
-//!   about 10 minutes here beside other work; quick 100; 0 skips it): the 12-month dashboard with one filter, the
-//!   last 6 months with the same filter, and the funnel over 12 months.
+//!   about 10 minutes here beside other work; quick 100; 0 skips it): the
+//!   12-month dashboard with one filter, the last 6 months with the same
+//!   filter, and the funnel over 12 months.
 //!   Past `reports::filtered_read::MAX_VISITS_READ` visits a read is
 //!   sampled (the 30 days' unfiltered funnel is, at the default size),
 //!   and the same funnel over 30 and over 14 days shows what a read costs
@@ -92,7 +93,7 @@ const NAMED: [&str; 10] = [
 const FUNNEL: [&str; 4] = ["/", "/pricing", "/signup", "/welcome"];
 const FUNNEL_ON: [f64; 3] = [0.35, 0.30, 0.60];
 
-/// The event half of the visits that view `/signup` send there.
+/// The event sent after half the views of `/signup`.
 const SIGNUP: &str = "Signup";
 
 /// The share of visits that arrive from a newsletter campaign.
