@@ -26,7 +26,9 @@
 //! only them (see `trackers.rs`); BENCH_IMPORTS=0 skips the import speed,
 //! BENCH_IMPORTS_ONLY=1 runs only it (see `imports.rs`); BENCH_VISIT_STORE=0
 //! skips the visit store's write-path cost, BENCH_VISIT_STORE_ONLY=1 runs
-//! only it (see `visit_store.rs`); BENCH_SERVE_BIN
+//! only it (see `visit_store.rs`); BENCH_SEGMENTS=0 skips the filter and
+//! funnel reports, BENCH_SEGMENTS_ONLY=1 runs only them (see
+//! `segments.rs` for their sizes); BENCH_SERVE_BIN
 //! serves the report benches from another build of `tickertape` (a
 //! before), BENCH_YEAR_INGEST=0 skips the year bench's write-path rounds.
 //!
@@ -47,6 +49,7 @@ mod imports;
 mod page_cap;
 mod report_latency;
 mod roles;
+mod segments;
 mod site_year;
 mod statement_cost;
 mod storage_table;
@@ -452,6 +455,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         db.stop();
         return Ok(());
     }
+    if std::env::var("BENCH_SEGMENTS_ONLY").is_ok_and(|v| v == "1") {
+        segments::run(&db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_BIG_ONLY").is_ok_and(|v| v == "1") {
         big_site::run(&db).await?;
         db.stop();
@@ -502,6 +510,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if options.year {
         site_year::run(&db, &options).await?;
+    }
+    if std::env::var("BENCH_SEGMENTS").map_or(true, |v| v != "0") {
+        segments::run(&db, &options).await?;
     }
     if big {
         big_site::run(&db).await?;

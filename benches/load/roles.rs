@@ -40,7 +40,7 @@ impl Database {
         }
         let binary = localdb::locate(Some(&repo().join(".tools/bin/secantusd-rs")))?;
         let dir = repo().join("target/bench-db");
-        if !reuse_year() && !crate::big_site::reuse() {
+        if !reuse_year() && !crate::big_site::reuse() && !crate::segments::reuse() {
             let _ = std::fs::remove_dir_all(&dir);
         }
         // The embedded default: every commit fsynced, so `j: true` holds.

@@ -22,7 +22,7 @@ use crate::{Options, Rng, Server, SITE_DOMAIN};
 const PAGES: usize = 1000;
 const DATABASE: &str = "bench_year";
 
-fn zipf_cdf(n: usize) -> Vec<f64> {
+pub(crate) fn zipf_cdf(n: usize) -> Vec<f64> {
     let mut sum = 0.0;
     (1..=n)
         .map(|k| {
@@ -32,13 +32,13 @@ fn zipf_cdf(n: usize) -> Vec<f64> {
         .collect()
 }
 
-fn pick(cdf: &[f64], rng: &mut Rng) -> usize {
+pub(crate) fn pick(cdf: &[f64], rng: &mut Rng) -> usize {
     let r = rng.unit() * cdf.last().copied().unwrap_or(1.0);
     cdf.partition_point(|c| *c < r).min(cdf.len() - 1)
 }
 
 /// Browser, system, device, country and sometimes a campaign: 60 mixes.
-fn profiles() -> Vec<tickertape::domain::Labels> {
+pub(crate) fn profiles() -> Vec<tickertape::domain::Labels> {
     use tickertape::domain::{Dimension, Labels};
     let browsers = [
         ("Chrome", "Windows", "desktop"),
@@ -68,7 +68,7 @@ fn profiles() -> Vec<tickertape::domain::Labels> {
     out
 }
 
-fn source_names() -> Vec<String> {
+pub(crate) fn source_names() -> Vec<String> {
     let mut names: Vec<String> = [
         "direct",
         "google.com",
