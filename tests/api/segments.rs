@@ -325,6 +325,41 @@ async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
     }
 }
 
+/// The API's pages panel: path → (views, entries, exits).
+async fn api_pages(
+    app: &TestApp,
+    token: &str,
+    id: &str,
+    q: &str,
+) -> BTreeMap<String, (i64, i64, i64)> {
+    let p = get(app, token, &format!("/api/v1/sites/{id}/pages?{q}")).await;
+    assert_eq!(p.status, 200, "{q}: {}", p.json);
+    p.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_owned(),
+                (
+                    r["views"].as_i64().unwrap(),
+                    r["entries"].as_i64().unwrap(),
+                    r["exits"].as_i64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The pages a pages panel shows: those with views.
+fn shown_pages(want: &Figures) -> BTreeMap<String, (i64, i64, i64)> {
+    want.pages
+        .iter()
+        .filter(|(_, (views, _, _))| *views > 0)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
 fn filter_params(filters: &[&str]) -> String {
     filters
         .iter()
@@ -427,30 +462,12 @@ async fn filtered_figures_and_funnels_agree_with_a_plain_computation_over_the_hi
             assert_eq!(j["period"]["filtered"]["sampled"], 1.0, "{at}");
         }
         // API: the pages.
-        let p = get(&app, &token, &format!("/api/v1/sites/{id}/pages?{q}")).await;
-        assert_eq!(p.status, 200, "{at}");
-        let got: BTreeMap<String, (i64, i64, i64)> = p.json["pages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    r["path"].as_str().unwrap().to_owned(),
-                    (
-                        r["views"].as_i64().unwrap(),
-                        r["entries"].as_i64().unwrap(),
-                        r["exits"].as_i64().unwrap(),
-                    ),
-                )
-            })
-            .collect();
-        let want_pages: BTreeMap<String, (i64, i64, i64)> = want
-            .pages
-            .iter()
-            .filter(|(_, (views, _, _))| *views > 0)
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        assert_eq!(got, want_pages, "{at}: pages");
+        let want_pages = shown_pages(&want);
+        assert_eq!(
+            api_pages(&app, &token, &id, &q).await,
+            want_pages,
+            "{at}: pages"
+        );
         // CSV: the pages, the same rows (unfiltered: the buckets' file).
         if !filters.is_empty() {
             let (status, csv) = login.text(&format!("/sites/{id}/pages.csv?{q}")).await;
@@ -736,30 +753,11 @@ async fn filtered_figures_are_exact_at_sub_hour_edges_in_several_time_zones() {
                     want.visitors
                 );
 
-                let p = get(&app, &token, &format!("/api/v1/sites/{id}/pages?{q}")).await;
-                assert_eq!(p.status, 200, "{at}");
-                let got: BTreeMap<String, (i64, i64, i64)> = p.json["pages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| {
-                        (
-                            r["path"].as_str().unwrap().to_owned(),
-                            (
-                                r["views"].as_i64().unwrap(),
-                                r["entries"].as_i64().unwrap(),
-                                r["exits"].as_i64().unwrap(),
-                            ),
-                        )
-                    })
-                    .collect();
-                let want_pages: BTreeMap<String, (i64, i64, i64)> = want
-                    .pages
-                    .iter()
-                    .filter(|(_, (views, _, _))| *views > 0)
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
-                assert_eq!(got, want_pages, "{at}: pages");
+                assert_eq!(
+                    api_pages(&app, &token, &id, &q).await,
+                    shown_pages(&want),
+                    "{at}: pages"
+                );
 
                 // The visits CSV: its rows add up to the same figures,
                 // and its visits per row are the visits started in it.
