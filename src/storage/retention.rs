@@ -75,45 +75,8 @@ pub async fn apply(
             (super::page_summaries::HOUR_COLLECTION, Resolution::Hour),
         ]);
     for (name, level) in collections {
-        let coll = store.db().collection::<Document>(name);
         let wanted = retention.expire_after_secs(level);
-        let line = match (current_of(store, name).await?, wanted) {
-            (TtlState::Absent, None) => format!("{name}: kept for ever (no TTL index)"),
-            (TtlState::ExpireAfter(_), None) => {
-                coll.drop_index(INDEX).await?;
-                format!("{name}: TTL index dropped, buckets now kept for ever")
-            }
-            (TtlState::Absent, Some(secs)) => {
-                coll.create_index(
-                    IndexModel::builder()
-                        .keys(doc! {"timestamp": 1})
-                        .options(
-                            IndexOptions::builder()
-                                .name(INDEX.to_owned())
-                                .expire_after(std::time::Duration::from_secs(secs as u64))
-                                .build(),
-                        )
-                        .build(),
-                )
-                .await?;
-                format!("{name}: TTL index created, expireAfterSeconds {secs}")
-            }
-            (TtlState::ExpireAfter(now), Some(secs)) if now == secs => {
-                format!("{name}: TTL index already at expireAfterSeconds {secs}")
-            }
-            (TtlState::ExpireAfter(was), Some(secs)) => {
-                store
-                    .db()
-                    .run_command(doc! {
-                        "collMod": name,
-                        "index": {"name": INDEX, "expireAfterSeconds": secs},
-                    })
-                    .await?;
-                format!("{name}: TTL index changed with collMod, expireAfterSeconds {was} → {secs}")
-            }
-        };
-        tracing::info!("{line}");
-        report.push(line);
+        report.push(ttl_index(store, name, "timestamp", "buckets", wanted).await?);
     }
     Ok(report)
 }
@@ -127,8 +90,21 @@ pub(super) async fn ttl_on(
     what: &str,
     days: Option<u32>,
 ) -> Result<String, mongodb::error::Error> {
-    let coll = store.db().collection::<Document>(collection);
     let wanted = days.map(|d| i64::from(d) * 86_400);
+    ttl_index(store, collection, field, what, wanted).await
+}
+
+/// The `retention` TTL index of `collection` on `field` made to expire
+/// after `wanted` seconds (`None`: no index, kept for ever); one line
+/// saying what was done (`what` names the documents).
+async fn ttl_index(
+    store: &Store,
+    collection: &str,
+    field: &str,
+    what: &str,
+    wanted: Option<i64>,
+) -> Result<String, mongodb::error::Error> {
+    let coll = store.db().collection::<Document>(collection);
     let current = super::retention::current_of(store, collection).await?;
     let line = match (current, wanted) {
         (TtlState::Absent, None) => format!("{collection}: kept for ever (no TTL index)"),
