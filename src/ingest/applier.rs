@@ -373,6 +373,16 @@ impl Applier {
             };
             match found {
                 Ok(Some(position)) => {
+                    if self.lane.raise_floor(position) {
+                        // Only a journal that lost its mark on a machine whose
+                        // clock is behind gets here: its hits since it
+                        // opened lie below the database's position.
+                        tracing::error!(lane, stream = self.stream.as_str(), position,
+                            committed = self.lane.committed(),
+                            "the database has applied this journal lane beyond every position it holds; \
+                             new hits start after the database's position, hits journaled since start \
+                             below it are not applied");
+                    }
                     self.count_applied_before(position);
                     return Some(position);
                 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+use super::mark;
 use super::record::Record;
 use super::segment::{self, ReadError, HEADER_LEN};
 use super::stats::JournalStats;
@@ -47,6 +48,19 @@ pub struct Lane {
     segments: Mutex<Vec<SegmentInfo>>,
     /// The position after the last committed record.
     committed: AtomicU64,
+    /// Where the next segment may start at the lowest: raised by an
+    /// applier that finds the database ahead of this lane (see
+    /// [`Lane::raise_floor`]).
+    floor: AtomicU64,
+    /// The lane's high-water mark file and the value last written to it
+    /// (see `mark`); held while segments are deleted, so two appliers
+    /// releasing at once write it in order.
+    mark_path: PathBuf,
+    mark: Mutex<u64>,
+    /// A lane that lost its place started this life at a time floor (see
+    /// `mark::time_floor`): the positions below it that it does not hold
+    /// are a gap, not lost records.
+    gap_below: u64,
     /// Per applier, the time (ms since the epoch) of the oldest hit it has
     /// not applied yet; 0 when it is caught up. Set by each applier: the
     /// lag of its stream.
@@ -68,12 +82,15 @@ pub struct Chunk {
 }
 
 impl Lane {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         index: u32,
         dir: PathBuf,
         quarantine: PathBuf,
         segments: Vec<SegmentInfo>,
         committed: u64,
+        marked: (PathBuf, u64),
+        gap_below: u64,
         used: Arc<AtomicU64>,
         stats: Arc<JournalStats>,
     ) -> Self {
@@ -83,6 +100,10 @@ impl Lane {
             quarantine,
             segments: Mutex::new(segments),
             committed: AtomicU64::new(committed),
+            floor: AtomicU64::new(committed),
+            mark_path: marked.0,
+            mark: Mutex::new(marked.1),
+            gap_below,
             unapplied_since_ms: Default::default(),
             applied: Default::default(),
             used,
@@ -92,6 +113,26 @@ impl Lane {
 
     pub fn committed(&self) -> u64 {
         self.committed.load(Relaxed)
+    }
+
+    /// The database records this lane applied up to `position`, beyond
+    /// anything the lane holds: its positions went back (a journal whose
+    /// mark was lost, on a machine whose clock is behind the one that
+    /// wrote before). New segments start at `position` from now on, so no
+    /// later hit is taken for applied; returns whether it had to.
+    pub fn raise_floor(&self, position: u64) -> bool {
+        self.floor.fetch_max(position, Relaxed) < position && position > self.committed()
+    }
+
+    /// Where the writer's next segment starts.
+    pub(super) fn next_start(&self) -> u64 {
+        self.committed().max(self.floor.load(Relaxed))
+    }
+
+    /// Whether the segment being appended to lies below the floor and must
+    /// be closed first.
+    pub(super) fn below_floor(&self) -> bool {
+        self.floor.load(Relaxed) > self.committed()
     }
 
     /// The oldest position still on disk: where replay must start when the
@@ -166,6 +207,15 @@ impl Lane {
         let segment = {
             let segments = self.lock();
             let Some(i) = segments.iter().rposition(|s| s.start <= from) else {
+                if from < self.gap_below {
+                    // Below this life's time floor: no record was ever
+                    // written here by this journal's current numbering.
+                    let next = segments.first().map_or(self.committed(), |s| s.start);
+                    return Ok(Chunk {
+                        records: vec![],
+                        end: next.max(from),
+                    });
+                }
                 // Everything before the oldest segment has been applied and
                 // deleted: start there.
                 return match segments.first() {
@@ -227,15 +277,33 @@ impl Lane {
     /// Everything before `applied` is in the database: delete the segments
     /// that lie wholly before it (never the one the writer appends to), and
     /// move corrupt ones aside.
+    ///
+    /// The lane's mark is moved past them first (and synced), so that the
+    /// position after them survives their files.
     pub fn release(&self, applied: u64) {
+        let mut marked = self.mark.lock().unwrap_or_else(|p| p.into_inner());
         let done: Vec<SegmentInfo> = {
             let mut segments = self.lock();
             let keep_from = segments
                 .iter()
                 .position(|s| s.end() > applied || s.active)
                 .unwrap_or(segments.len());
+            let Some(end) = keep_from.checked_sub(1).map(|last| segments[last].end()) else {
+                return;
+            };
+            if end > *marked {
+                if let Err(e) = mark::write(&self.mark_path, end) {
+                    // Kept on disk: deleting them would let the lane forget
+                    // where it stands.
+                    tracing::error!(path = %self.mark_path.display(), error = %e,
+                        "could not write the journal lane's mark; applied segments are kept until it can");
+                    return;
+                }
+                *marked = end;
+            }
             segments.drain(..keep_from).collect()
         };
+        drop(marked);
         for s in done {
             let size = HEADER_LEN + s.len;
             let result = match &s.corrupt {

@@ -5,6 +5,7 @@
 //! <dir>/LOCK              flock'd by the one process using the journal
 //! <dir>/journal.meta      format, journal id, lane count
 //! <dir>/lane-<n>/<start>.seg   segment files (see `segment`)
+//! <dir>/lane-<n>.mark     the position after the lane's last record (see `mark`)
 //! <dir>/quarantine/       segments with a damaged record, kept aside
 //! ```
 //!
@@ -20,6 +21,7 @@
 //! with property tests.
 
 pub mod lane;
+pub mod mark;
 pub mod record;
 pub mod segment;
 pub mod stats;
@@ -129,7 +131,7 @@ impl Journal {
         let dir = config.dir.clone();
         std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
         let lock = lock_dir(&dir)?;
-        let meta = Meta::load_or_create(&dir, config.lanes)?;
+        let (meta, created) = Meta::load_or_create(&dir, config.lanes)?;
         if meta.lanes != config.lanes {
             tracing::warn!(
                 configured = config.lanes,
@@ -150,12 +152,15 @@ impl Journal {
             std::fs::create_dir_all(&lane_dir).map_err(io_at(&lane_dir))?;
             let (segments, next) =
                 recover_lane(&lane_dir, &quarantine, meta.id, index, &stats, &used)?;
+            let (next, marked, gap_below) = resume_lane(&dir, index, next, !created)?;
             let lane = Arc::new(Lane::new(
                 index,
                 lane_dir,
                 quarantine.clone(),
                 segments,
                 next,
+                marked,
+                gap_below,
                 used.clone(),
                 stats.clone(),
             ));
@@ -447,7 +452,8 @@ struct Meta {
 }
 
 impl Meta {
-    fn load_or_create(dir: &Path, lanes: u32) -> Result<Self, OpenError> {
+    /// The journal's meta, and whether it was created now (a new journal).
+    fn load_or_create(dir: &Path, lanes: u32) -> Result<(Self, bool), OpenError> {
         let path = dir.join(META);
         match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -456,7 +462,7 @@ impl Meta {
                     detail,
                 })?;
                 if meta.0 == FORMAT {
-                    return Ok(meta.1);
+                    return Ok((meta.1, false));
                 }
                 // A journal of an older format this build still reads
                 // (format 1: no sources) is upgraded in place: its segments
@@ -474,7 +480,7 @@ impl Meta {
                     lanes: meta.1.lanes,
                 };
                 fresh.write(dir)?;
-                Ok(fresh)
+                Ok((fresh, false))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let fresh = Meta {
@@ -482,7 +488,7 @@ impl Meta {
                     lanes: lanes.max(1),
                 };
                 fresh.write(dir)?;
-                Ok(fresh)
+                Ok((fresh, true))
             }
             Err(e) => Err(io_at(&path)(e)),
         }
@@ -537,6 +543,41 @@ fn has_segments(dir: &Path) -> bool {
                 .any(|f| segment::start_of(&f.path()).is_some())
         })
     })
+}
+
+/// Where a lane's new records start, given `next` from its segments: never
+/// below its mark, so positions never go back once the segments that held
+/// them are deleted. A lane of an existing journal with neither segments
+/// nor a mark has lost its place: it starts at the time floor (and the gap
+/// below it is known as one). The mark is brought up to date before any
+/// record is written. Returns the start, the mark (path and value), and
+/// the gap.
+fn resume_lane(
+    dir: &Path,
+    lane: u32,
+    next: u64,
+    existed: bool,
+) -> Result<(u64, (PathBuf, u64), u64), OpenError> {
+    let path = mark::path(dir, lane);
+    let found = mark::read(&path).map_err(io_at(&path))?;
+    let (start, gap_below) = match found {
+        Some(marked) => (next.max(marked), 0),
+        None if next == 0 && existed => {
+            let floor = mark::time_floor(chrono::Utc::now());
+            tracing::warn!(
+                lane,
+                position = floor,
+                "journal lane without segments or mark (upgraded, or its files removed): \
+                 its positions start at a time floor, above any it held before"
+            );
+            (floor, floor)
+        }
+        None => (next, 0),
+    };
+    if found != Some(start) {
+        mark::write(&path, start).map_err(io_at(&path))?;
+    }
+    Ok((start, (path, start), gap_below))
 }
 
 /// Scans a lane's segments; returns them and the position new records

@@ -534,3 +534,124 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         (0..5).map(hit).collect::<Vec<_>>()
     );
 }
+
+/// The lane's positions after a reopen, once every segment was applied and
+/// deleted: they go on from where they were, never from 0 again (the
+/// database counts every position below its record as applied).
+#[tokio::test]
+async fn positions_go_on_after_a_reopen_with_every_segment_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = JournalConfig {
+        segment_max_age: std::time::Duration::from_millis(200),
+        ..config(dir.path())
+    };
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    write(&journal, 0..50).await;
+    let lane = journal.lanes()[0].clone();
+    let end = lane.committed();
+    for applier in 0..lane::APPLIERS {
+        lane.applied(applier, end);
+    }
+    // Quiet: the sealer closes the segment and it goes, as it is applied.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !segments(dir.path()).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never deleted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(mark::read(&mark::path(dir.path(), 0)).unwrap(), Some(end));
+    journal.close_writers().await;
+    drop((journal, lane));
+
+    // With another segment age, as an operator might change it.
+    let config = JournalConfig {
+        segment_max_age: std::time::Duration::from_secs(5),
+        ..config
+    };
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    let lane = journal.lanes()[0].clone();
+    assert_eq!(lane.committed(), end, "the lane resumes at its mark");
+    assert_eq!(lane.oldest(), end);
+    write(&journal, 50..60).await;
+    assert_eq!(
+        lane_last_start(dir.path()),
+        end,
+        "new records start after the old"
+    );
+    let chunk = lane.read(end, 100).unwrap();
+    assert_eq!(chunk.records.len(), 10);
+    assert_eq!(chunk.records[0], hit(50));
+}
+
+/// A lane whose mark was written before its segments were deleted keeps
+/// it even if the process dies right after: the mark is written first.
+#[tokio::test]
+async fn the_mark_is_written_before_applied_segments_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
+    let lane = &journal.lanes()[0];
+    let before = segments(dir.path());
+    assert!(before.len() > 2);
+    let second = segment::start_of(&before[1]).unwrap();
+    lane.release(second);
+    assert_eq!(segments(dir.path()).len(), before.len() - 1);
+    assert_eq!(
+        mark::read(&mark::path(dir.path(), 0)).unwrap(),
+        Some(second)
+    );
+    // Nothing to delete: the mark stays.
+    lane.release(second);
+    assert_eq!(
+        mark::read(&mark::path(dir.path(), 0)).unwrap(),
+        Some(second)
+    );
+}
+
+/// A journal that existed before, whose lane has neither segments nor a
+/// mark (a version without marks after a quiet spell, or files removed by
+/// hand), starts that lane at the time floor: above every position it
+/// handed out before. Reading from an old position crosses the gap.
+#[tokio::test]
+async fn a_lane_that_lost_its_place_starts_above_every_old_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = three_thousand_hits(dir.path()).await;
+    let old_end = journal.lanes()[0].committed();
+    journal.close_writers().await;
+    drop(journal);
+    std::fs::remove_dir_all(dir.path().join("lane-0")).unwrap();
+    let _ = std::fs::remove_file(mark::path(dir.path(), 0));
+
+    let floor_before = mark::time_floor(Utc::now());
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let lane = journal.lanes()[0].clone();
+    assert!(lane.committed() >= floor_before && lane.committed() > old_end);
+    assert_eq!(
+        mark::read(&mark::path(dir.path(), 0)).unwrap(),
+        Some(lane.committed()),
+        "the floor is marked before any record"
+    );
+    let floor = lane.committed();
+    write(&journal, 0..5).await;
+    // The database's old position lies in the gap: reading it moves on to
+    // the first record of this life, with no error.
+    let gap = lane.read(old_end, 100).unwrap();
+    assert_eq!((gap.records.len(), gap.end), (0, floor));
+    assert_eq!(lane.read(floor, 100).unwrap().records.len(), 5);
+}
+
+/// The database is ahead of every position the lane holds: the next
+/// segment starts at the database's position, so no new hit is taken for
+/// applied.
+#[tokio::test]
+async fn a_floor_from_the_database_moves_the_next_segment_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    write(&journal, 0..5).await;
+    let lane = journal.lanes()[0].clone();
+    let ahead = lane.committed() + 1_000_000;
+    assert!(lane.raise_floor(ahead));
+    assert!(!lane.raise_floor(ahead), "only once");
+    write(&journal, 5..8).await;
+    assert_eq!(lane_last_start(dir.path()), ahead);
+    let chunk = lane.read(ahead, 100).unwrap();
+    assert_eq!(chunk.records, vec![hit(5), hit(6), hit(7)]);
+}

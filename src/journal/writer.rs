@@ -181,7 +181,7 @@ impl LaneWriter {
     /// Appends `bytes` to the current segment (starting a new one when it
     /// is full or old) and syncs. Returns the positions the bytes occupy.
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<(u64, u64)> {
-        if self.current_is_old() {
+        if self.current_is_old() || (self.current.is_some() && self.lane.below_floor()) {
             self.current = None;
             self.lane.seal_active();
         }
@@ -190,7 +190,7 @@ impl LaneWriter {
             Some((_, _, len)) => *len > 0 && len + bytes.len() as u64 > self.segment_max,
         };
         if roll {
-            let start = self.lane.committed();
+            let start = self.lane.next_start();
             let header = SegmentHeader {
                 format: FORMAT,
                 lane: self.lane.index,

@@ -361,11 +361,30 @@ impl TestApp {
             task.await.expect("app task").expect("app stopped cleanly");
         }
     }
+
+    /// A graceful restart, as an operator's: this app stops (releasing its
+    /// journal) and a new one starts with `settings` on the same database
+    /// and journal directory (unless `settings` names another one).
+    pub async fn restart(mut self, mut settings: Settings) -> TestApp {
+        self.stop().await;
+        settings.database.name = std::mem::take(&mut self.db_name);
+        let journal_dir = self._journal_dir.take();
+        if settings.ingest.journal_dir.is_none() {
+            settings.ingest.journal_dir = Some(self.journal.dir().to_owned());
+        }
+        drop(self);
+        let mut next = spawn_app_on(database_uri(), settings).await;
+        next._journal_dir = journal_dir;
+        next
+    }
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         let name = std::mem::take(&mut self.db_name);
+        if name.is_empty() {
+            return; // handed on to the next app by `restart`
+        }
         // A fresh runtime on a plain thread: Drop cannot await.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

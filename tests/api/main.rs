@@ -30,6 +30,7 @@ mod pixel_rules;
 mod preallocation;
 mod reference_model;
 mod reports;
+mod restarts;
 mod retention;
 mod schemathesis;
 mod security;
