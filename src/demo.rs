@@ -1,23 +1,26 @@
-//! Synthetic traffic for a demo site, written through the same
-//! `BucketWriter` as real hits: a daily and weekly rhythm, and a long tail
-//! of pages with Zipf-like popularity. Views come in visits, as the pixel
-//! makes them (`ingest::visits`): each carries its [`Visit`], so visitors,
-//! visits, bounces, durations, entries and exits agree with the views.
-//! Deterministic for a given seed.
+//! Synthetic traffic for a demo site, written through the real write path:
+//! a daily and weekly rhythm, and a long tail of pages with Zipf-like
+//! popularity. Views come in visits, as the pixel makes them
+//! (`ingest::visits`): each is a journal record carrying its [`Visit`] and
+//! its place in the visit, with a source and the visitor's browser, OS,
+//! device and country, so the appliers fill every store from it (minutes,
+//! hours and days, breakdowns, the visit store and its day counters; the
+//! page summaries and day packs follow from those) and filters and funnels
+//! show the demo as they show real traffic. Deterministic for a given
+//! seed.
 
 use chrono::{DateTime, Datelike, TimeDelta, Timelike, Utc, Weekday};
 use std::f64::consts::PI;
-use tokio::time::{Duration, Instant};
+use tokio::time::Duration;
 
 use crate::domain::{Dimension, DomainName, Labels, Page, PagePath, Resolution};
-use crate::journal::Visit;
-use crate::storage::bucket_writer::{BucketWriter, Hit};
+use crate::journal::{Accepted, AppendError, Appender, Record, SubmitError, Visit, VisitPlace};
 use crate::storage::sites::{self, NewSite, Site};
 use crate::storage::Store;
 
 pub const DEFAULT_DOMAIN: &str = "demo.tickertape.test";
 
-/// Views written per transaction.
+/// Views planned before they are journaled.
 const DEMO_BATCH: usize = 2_000;
 
 #[derive(Debug, Clone)]
@@ -182,11 +185,15 @@ fn plan_visit(
         })
         .unwrap_or(0);
     let entry = popularity.pick(rng);
+    // Drawn at random, as the pixel draws a visit's id when it opens.
+    let id = rng.next();
+    let place = |step: u32| VisitPlace { id, start, step };
     let mut planned = vec![PlannedView {
         page: entry,
         at: start,
         visit: Visit {
             visitor,
+            place: Some(place(0)),
             ..Visit::default()
         },
     }];
@@ -211,7 +218,7 @@ fn plan_visit(
                 entry: Some(pages[entry].as_str().to_owned()),
                 previous: Some(pages[previous].as_str().to_owned()),
                 second_view: view == 1,
-                place: None,
+                place: Some(place(view as u32)),
             },
         });
         previous = page;
@@ -256,10 +263,8 @@ impl DayVisitors {
     }
 }
 
-/// Creates the demo site if needed and fills `days` days up to `now`.
-/// With `if_empty`, does nothing when the site already has views.
-/// How far [`generate_reporting`] is: the day it has written, of how many,
-/// and the views so far.
+/// How far [`generate_reporting`] is: the day it has journaled, of how
+/// many, and the views so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
     pub day: u32,
@@ -267,28 +272,41 @@ pub struct Progress {
     pub hits: u64,
 }
 
+/// Creates the demo site and journals `days` days of its traffic up to
+/// `now` into `journal`, whose appliers then write it like any backlog.
+/// With `if_empty`, does nothing when the demo site already exists: its
+/// traffic may still be waiting in a journal, and would be counted twice.
 pub async fn generate(
     store: &Store,
+    journal: &Appender,
     options: &DemoOptions,
     now: DateTime<Utc>,
     if_empty: bool,
 ) -> anyhow::Result<DemoReport> {
-    generate_reporting(store, options, now, if_empty, &mut |_| {}).await
+    generate_reporting(store, journal, options, now, if_empty, &mut |_| {}).await
 }
 
-/// [`generate`], calling `progress` after each day is written.
+/// [`generate`], calling `progress` after each day is journaled.
 pub async fn generate_reporting(
     store: &Store,
+    journal: &Appender,
     options: &DemoOptions,
     now: DateTime<Utc>,
     if_empty: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> anyhow::Result<DemoReport> {
-    let site = match sites::list(store)
+    let existing = sites::list(store)
         .await?
         .into_iter()
-        .find(|s| s.domain == options.domain)
-    {
+        .find(|s| s.domain == options.domain);
+    let site = match existing {
+        Some(site) if if_empty => {
+            return Ok(DemoReport {
+                site,
+                hits: 0,
+                skipped: true,
+            })
+        }
         Some(site) => site,
         None => {
             let new = NewSite {
@@ -301,22 +319,6 @@ pub async fn generate_reporting(
             sites::insert(store, new, now).await?
         }
     };
-    if if_empty {
-        let filter = bson::doc! {"page": site.domain.pages_filter()};
-        if store
-            .buckets(Resolution::Day)
-            .count_documents(filter)
-            .limit(1)
-            .await?
-            > 0
-        {
-            return Ok(DemoReport {
-                site,
-                hits: 0,
-                skipped: true,
-            });
-        }
-    }
     let pages: Vec<Page> = demo_paths()
         .iter()
         .map(|p| {
@@ -328,7 +330,6 @@ pub async fn generate_reporting(
         .collect();
     let popularity = Popularity::new(pages.len());
     let mut rng = Rng(options.seed.max(1));
-    let writer = BucketWriter::new(store);
     // Where the demo's visits come from: a third typed the address, the
     // rest followed links (weights roughly as for a small blog). Every
     // view of a visit is given its entry's source.
@@ -369,6 +370,7 @@ pub async fn generate_reporting(
     // not matter.
     let mut batch: Vec<(PlannedView, usize, Labels, bool)> = Vec::with_capacity(DEMO_BATCH + 100);
     let mut visitors = DayVisitors::default();
+    let mut journaling = Journaling::new(journal);
     let mut hits = 0u64;
     let per_visit = mean_visit_views();
     let end = Resolution::Minute.floor(now);
@@ -423,33 +425,39 @@ pub async fn generate_reporting(
                     .map(|(i, v)| (v, source, labels.clone(), signs_up && i == last)),
             );
         }
-        // Batches as small as the appliers' keep each transaction well
-        // inside the embedded database's cache: 20,000 views with their
-        // visits and sources (five days of the default demo) did not fit
-        // in 512 MB and `make run` failed on its first start.
         if batch.len() >= DEMO_BATCH || (minute == end && !batch.is_empty()) {
             hits += batch.len() as u64;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let hits: Vec<Hit> = batch
-                .iter()
-                .flat_map(|(v, s, labels, signs_up)| {
-                    let view = Hit {
-                        page: pages[v.page].as_str(),
-                        at: v.at,
-                        source: Some(SOURCES[*s].0),
-                        visit: Some(&v.visit),
-                        labels: Some(labels),
-                    };
-                    let event = signs_up.then_some(Hit {
-                        source: None,
-                        labels: Some(&signup),
-                        ..view
-                    });
-                    std::iter::once(view).chain(event)
-                })
-                .collect();
-            writer.apply_direct(&hits, deadline).await?;
-            batch.clear();
+            // In time order, as the pixel would have journaled them.
+            batch.sort_by_key(|(v, ..)| v.at);
+            for (v, s, labels, signs_up) in batch.drain(..) {
+                let page = pages[v.page].as_str().to_owned();
+                // The sign-up is the visit's next step, at its last view.
+                let event = signs_up.then(|| Record {
+                    page: page.clone(),
+                    at: v.at,
+                    source: None,
+                    visit: Some(Visit {
+                        visitor: v.visit.visitor,
+                        place: v.visit.place.map(|p| VisitPlace {
+                            step: p.step + 1,
+                            ..p
+                        }),
+                        ..Visit::default()
+                    }),
+                    labels: signup.clone(),
+                });
+                let view = Record {
+                    page,
+                    at: v.at,
+                    source: Some(SOURCES[s].0.to_owned()),
+                    visit: Some(v.visit),
+                    labels,
+                };
+                journaling.submit(view).await?;
+                if let Some(event) = event {
+                    journaling.submit(event).await?;
+                }
+            }
         }
         minute += TimeDelta::minutes(1);
         // Views written so far: those of the day's last batch, still
@@ -459,11 +467,56 @@ pub async fn generate_reporting(
             progress(Progress { day, days, hits });
         }
     }
+    journaling.committed().await?;
     Ok(DemoReport {
         site,
         hits,
         skipped: false,
     })
+}
+
+/// Journals records, waiting while the writers' queues are full. A lane
+/// commits in order, so its last answer says every record before it is in
+/// the journal: [`Journaling::committed`] waits for those.
+struct Journaling<'a> {
+    journal: &'a Appender,
+    last: std::collections::HashMap<usize, tokio::sync::oneshot::Receiver<Result<(), AppendError>>>,
+}
+
+impl<'a> Journaling<'a> {
+    fn new(journal: &'a Appender) -> Self {
+        Self {
+            journal,
+            last: Default::default(),
+        }
+    }
+
+    async fn submit(&mut self, record: Record) -> anyhow::Result<()> {
+        let lane = self.journal.lane_of(&record.page);
+        loop {
+            match self.journal.submit(record.clone()) {
+                Ok(Accepted::Pending(answer)) => {
+                    self.last.insert(lane, answer);
+                    return Ok(());
+                }
+                Ok(Accepted::Queued) => return Ok(()),
+                Err(SubmitError::QueueFull) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Err(e) => anyhow::bail!("journaling the demo's traffic: {e:?}"),
+            }
+        }
+    }
+
+    /// Waits until what was submitted is committed (`durable` acks; in
+    /// `fast` mode closing the journal commits it).
+    async fn committed(self) -> anyhow::Result<()> {
+        for (_, answer) in self.last {
+            answer
+                .await
+                .map_err(|_| anyhow::anyhow!("the journal closed"))?
+                .map_err(|e| anyhow::anyhow!("journaling the demo's traffic: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// Browser, system, device, country and weight of the demo's visitors.

@@ -146,6 +146,7 @@ pub async fn serve(
             tracing::warn!("{warning}");
         }
         let first_admin = first_admin_login(&store).await?;
+        let app = Application::build_on(&settings, store.clone(), clock::system(), listener).await?;
         if demo_if_empty {
             let options = DemoOptions {
                 domain: DomainName::parse(demo::DEFAULT_DOMAIN).context("the demo domain")?,
@@ -153,27 +154,35 @@ pub async fn serve(
                 daily_views: 4000,
                 seed: 20261122,
             };
-            // A minute or two on a small machine: a line per few days says
-            // it is working.
+            // Journaled like the pixel's hits, a few seconds; the app's
+            // appliers then write them to every store while it serves.
             let mut progress = |p: demo::Progress| {
-                if p.day % 5 == 0 || p.day == p.days {
+                if p.day % 10 == 0 || p.day == p.days {
                     announce(&format!(
-                        "writing the demo: day {} of {}, {} views so far",
+                        "journaling the demo: day {} of {}, {} views so far",
                         p.day, p.days, p.hits
                     ));
                 }
             };
-            let report =
-                demo::generate_reporting(&store, &options, chrono::Utc::now(), true, &mut progress)
-                    .await?;
+            let report = demo::generate_reporting(
+                &store,
+                app.journal().appender(),
+                &options,
+                chrono::Utc::now(),
+                true,
+                &mut progress,
+            )
+            .await?;
+            // The site is new to the app's directory: known at once, not
+            // at its next refresh.
+            app.ingest().directory.reload(&store).await?;
             if !report.skipped {
                 announce(&format!(
-                    "wrote {} demo views over 30 days for {}",
+                    "journaled {} demo views over 30 days for {}; the reports fill as they are applied (about a minute)",
                     report.hits, report.site.domain
                 ));
             }
         }
-        let app = Application::build_on(&settings, store, clock::system(), listener).await?;
         settings.listen.set_port(app.port());
         let public = public_url_or(settings.public_url.as_deref(), settings.listen);
         if let Some(warning) = snippets::url_warning(&public) {

@@ -7,7 +7,9 @@ use clap::Args;
 use super::{sites_named, with_store, DatabaseArgs};
 use crate::demo::{self, DemoOptions};
 use crate::domain::DomainName;
+use crate::ingest::standalone::Standalone;
 use crate::preallocation::{self, PreallocForm, Trigger};
+use crate::settings::Settings;
 use crate::storage::{sharding, site_totals, sites, stored_dates};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -201,10 +203,21 @@ pub(super) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     with_store(&db, |store| async move {
         crate::indexes::ensure(&store).await?;
         let started = std::time::Instant::now();
-        let report = demo::generate(&store, &options, chrono::Utc::now(), if_empty).await?;
+        // Through a journal and appliers of its own: every store gets the
+        // demo as it gets the pixel's hits.
+        let journal = Standalone::open(&store, Settings::defaults().ingest.apply_config()).await?;
+        let report = demo::generate(
+            &store,
+            journal.appender(),
+            &options,
+            chrono::Utc::now(),
+            if_empty,
+        )
+        .await?;
+        journal.finish(std::time::Duration::from_secs(600)).await?;
         if report.skipped {
             eprintln!(
-                "The demo site {} already has views; nothing written.",
+                "The demo site {} already exists; nothing written.",
                 report.site.domain
             );
         } else {
@@ -265,7 +278,7 @@ pub(super) struct DemoArgs {
     /// The demo site's domain.
     #[arg(long, default_value = crate::demo::DEFAULT_DOMAIN)]
     domain: String,
-    /// Do nothing if the demo site already has views.
+    /// Do nothing if the demo site already exists.
     #[arg(long)]
     if_empty: bool,
     #[command(flatten)]

@@ -12,6 +12,7 @@ pub mod event_cap;
 pub mod page_cap;
 pub mod pixel;
 pub mod request;
+pub mod standalone;
 pub mod stats;
 pub mod visitor;
 pub mod visits;

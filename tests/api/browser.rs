@@ -316,9 +316,10 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
         daily_views: 3000,
         seed: 11,
     };
-    let report = demo::generate(&app.store, &options, t0(), false)
+    let report = demo::generate(&app.store, app.journal.appender(), &options, t0(), false)
         .await
         .unwrap();
+    app.settle().await;
     let site = report.site;
     let changes = tickertape::storage::sites::SiteChanges {
         name: "Demo site".into(),
@@ -428,10 +429,11 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         daily_views: 800,
         seed: 5,
     };
-    let site = demo::generate(&app.store, &options, t0(), false)
+    let site = demo::generate(&app.store, app.journal.appender(), &options, t0(), false)
         .await
         .unwrap()
         .site;
+    app.settle().await;
     // A run, so the runs table has a row to fit on a phone.
     tickertape::preallocation::run(
         &app.store,

@@ -497,9 +497,10 @@ async fn demo_data_lands_in_all_three_levels_once() {
         daily_views: 800,
         seed: 7,
     };
-    let report = demo::generate(&app.store, &options, t0(), false)
+    let report = demo::generate(&app.store, app.journal.appender(), &options, t0(), false)
         .await
         .unwrap();
+    app.settle().await;
     assert!(report.hits > 500, "{}", report.hits);
     for g in Resolution::ALL {
         assert_eq!(app.total_views(g).await, report.hits as i64, "{g:?}");
@@ -519,10 +520,42 @@ async fn demo_data_lands_in_all_three_levels_once() {
     .map(|d| d.get_i64("totalViews").unwrap())
     .sum();
     assert_eq!(with_source, report.hits as i64);
-    let again = demo::generate(&app.store, &options, t0(), true)
+    // Through the real write path, the visit store holds every view too,
+    // so a filter (what a newcomer clicks first) shows the demo's figures.
+    use tickertape::storage::visit_log::{StoredVisit, COLLECTION};
+    let visits: Vec<StoredVisit> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<StoredVisit>(COLLECTION)
+            .find(bson::doc! {"site": "demo.test"})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(visits.len() > 100, "{} visits", visits.len());
+    assert_eq!(
+        visits.iter().map(|v| v.views).sum::<i64>(),
+        report.hits as i64,
+        "every demo view is a step of its visit"
+    );
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    app.add_user("admin@example.com", Role::Admin).await;
+    let login = app.login("admin@example.com").await;
+    let id = report.site.id;
+    let (status, html) = login
+        .text(&format!("/sites/{id}?range=7d&filter=country%3ADE"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        !html.contains("in this period with these filters"),
+        "the filtered demo has views"
+    );
+    let again = demo::generate(&app.store, app.journal.appender(), &options, t0(), true)
         .await
         .unwrap();
     assert!(again.skipped);
+    app.settle().await;
     assert_eq!(app.total_views(Resolution::Day).await, report.hits as i64);
 }
 
