@@ -426,6 +426,11 @@ pub async fn generate_reporting(
             );
         }
         if batch.len() >= DEMO_BATCH || (minute == end && !batch.is_empty()) {
+            // A month of sparse traffic is one bucket per few views: given
+            // all at once, the appliers' batches would each span thousands
+            // of buckets. Kept a few batches ahead of them instead, as the
+            // pixel's hits would be.
+            journaling.wait_for_appliers(2 * DEMO_BATCH as u64).await;
             hits += batch.len() as u64;
             // In time order, as the pixel would have journaled them.
             batch.sort_by_key(|(v, ..)| v.at);
@@ -503,6 +508,13 @@ impl<'a> Journaling<'a> {
                 Err(SubmitError::QueueFull) => tokio::time::sleep(Duration::from_millis(2)).await,
                 Err(e) => anyhow::bail!("journaling the demo's traffic: {e:?}"),
             }
+        }
+    }
+
+    /// Waits while more than `ahead` hits wait for an applier.
+    async fn wait_for_appliers(&self, ahead: u64) {
+        while self.journal.unapplied() > ahead {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

@@ -178,7 +178,7 @@ pub async fn serve(
             app.ingest().directory.reload(&store).await?;
             if !report.skipped {
                 announce(&format!(
-                    "journaled {} demo views over 30 days for {}; the reports fill as they are applied (about a minute)",
+                    "journaled {} demo views over 30 days for {} (applied as they were journaled; the last within seconds)",
                     report.hits, report.site.domain
                 ));
             }

@@ -383,7 +383,7 @@ impl Applier {
                              new hits start after the database's position, hits journaled since start \
                              below it are not applied");
                     }
-                    self.count_applied_before(position);
+                    self.count_applied_between(self.lane.oldest(), position);
                     return Some(position);
                 }
                 Ok(None) => {
@@ -410,10 +410,11 @@ impl Applier {
         }
     }
 
-    /// Records on disk before `position` are already applied: count them so
-    /// the backlog is right from the start.
-    fn count_applied_before(&self, position: u64) {
-        let mut at = self.lane.oldest();
+    /// Records on disk from `from` to `position` are already applied:
+    /// count them so the backlog is right (at start, from the oldest on
+    /// disk; after the progress moved, from where this applier stood).
+    fn count_applied_between(&self, from: u64, position: u64) {
+        let mut at = from;
         let mut applied = 0u64;
         while at < position {
             match self.lane.read(at, 65_536) {
@@ -800,11 +801,34 @@ impl Applier {
                         return true;
                     }
                 }
+                // Unknown: the database did not answer in time. Gathered
+                // again smaller too: a batch an overloaded database cannot
+                // finish within the time limit would otherwise be sent whole
+                // for ever (eight such streams kept a fresh demo from ever
+                // applying). Safe: the smaller batch moves the progress
+                // only from `from`, so if this one commits after all, the
+                // smaller one is refused and the progress read then says so.
+                None if !transient && batch.buckets() > MIN_BOUND => {
+                    self.bound = (batch.buckets() / 2).max(MIN_BOUND);
+                    tracing::warn!(
+                        lane = self.lane.index,
+                        stream = self.stream.as_str(),
+                        buckets = batch.buckets(),
+                        bound = self.bound,
+                        "batch outcome unknown; gathering it again in smaller batches"
+                    );
+                    return true;
+                }
                 Some(found) => {
                     tracing::error!(lane = self.lane.index, expected = batch.from, ?found,
-                        "the journal progress moved elsewhere (another process on a copy of this journal, \
-                         or a restored database); continuing from the database's position");
+                        "the journal progress moved elsewhere (a batch whose outcome was unknown committed after all, \
+                         another process on a copy of this journal, or a restored database); \
+                         continuing from the database's position");
                     if let Some(p) = found {
+                        if p > batch.from {
+                            self.count_applied_between(batch.from, p);
+                            self.lane.applied(self.stream.index(), p);
+                        }
                         self.applied = p;
                     }
                     return true;

@@ -377,6 +377,14 @@ impl Appender {
     pub fn ack_mode(&self) -> AckMode {
         self.ack_mode
     }
+
+    /// Committed hits the slowest applier has not applied yet.
+    pub fn unapplied(&self) -> u64 {
+        (0..lane::APPLIERS)
+            .map(|a| self.stats.backlog_of(a))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Asks every lane's writer, four times per `max_age`, to close a segment
