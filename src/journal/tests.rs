@@ -72,6 +72,16 @@ fn read_all(lane: &Lane) -> Vec<Record> {
     out
 }
 
+/// Waits (at most `within`) until the sealer has closed the lane's applied
+/// segment and it is deleted.
+fn until_every_segment_is_deleted(dir: &Path, within: std::time::Duration) {
+    let deadline = std::time::Instant::now() + within;
+    while !segments(dir).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never deleted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir.join("lane-0"))
         .unwrap()
@@ -174,11 +184,7 @@ async fn an_old_segment_is_closed_and_deleted_once_applied() {
         "the writer's segment stays while young"
     );
     // Quiet: the sealer closes it, and it goes at once (it is applied).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !segments(dir.path()).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "never deleted");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    until_every_segment_is_deleted(dir.path(), std::time::Duration::from_secs(5));
     // Busy: a hit after the age starts a new segment; the old one goes
     // once applied.
     write(&journal, 10..20).await;
@@ -553,11 +559,7 @@ async fn positions_go_on_after_a_reopen_with_every_segment_deleted() {
         lane.applied(applier, end);
     }
     // Quiet: the sealer closes the segment and it goes, as it is applied.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !segments(dir.path()).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "never deleted");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    until_every_segment_is_deleted(dir.path(), std::time::Duration::from_secs(10));
     assert_eq!(mark::read(&mark::path(dir.path(), 0)).unwrap(), Some(end));
     journal.close_writers().await;
     drop((journal, lane));
