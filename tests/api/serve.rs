@@ -359,7 +359,7 @@ async fn make_runs_demo_loads_on_the_embedded_database_and_serves_a_report() {
     let (mut wrote, mut address) = (None, None);
     for line in stdout.by_ref() {
         let line = line.unwrap();
-        if line.starts_with("wrote ") {
+        if line.starts_with("journaled ") {
             wrote = Some(line.clone());
         }
         if let Some(url) = line.strip_prefix("tickertape listening on ") {
@@ -368,7 +368,7 @@ async fn make_runs_demo_loads_on_the_embedded_database_and_serves_a_report() {
         }
     }
     std::thread::spawn(move || stdout.for_each(drop));
-    let wrote = wrote.expect("the demo was written");
+    let wrote = wrote.expect("the demo was journaled");
     assert!(wrote.contains("over 30 days"), "{wrote}");
     let views: u64 = wrote.split(' ').nth(1).unwrap().parse().unwrap();
     assert!(views > 100_000, "{wrote}");
