@@ -1,8 +1,8 @@
 # Two commands set everything up on a fresh machine:
 #   make run         build and serve on an embedded local database
 #   make test        formatting, lints and every test
-#   make test-fast   the same without the browser, crash, schemathesis and
-#                    reference-model tiers (docs/testing.md)
+#   make test-fast   the same without the browser, crash, explorer,
+#                    schemathesis and reference-model tiers (docs/testing.md)
 # Both install what they need (cmake, the local database server, and for
 # tests Debian's chromium, prometheus, time and python3-aiosmtpd (the email
 # tests' SMTP server), and the schemathesis fuzzer; the
@@ -53,7 +53,7 @@ export TICKERTAPE_LOCALDB_BIN ?= $(SECANTUS)
 export TICKERTAPE_SCHEMATHESIS ?= $(SCHEMATHESIS)
 
 # The API tests of these modules are the slow tiers `test-fast` leaves out.
-SLOW_API_TIERS := browser browser_sharing crash schemathesis reference_model
+SLOW_API_TIERS := browser browser_sharing crash explorer schemathesis reference_model
 
 .PHONY: setup rust-components test-deps run test test-fast test-long lint fmt clean-data bench bench-quick bench-big screenshots
 
@@ -150,7 +150,8 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
-# The crash tests spawn the release binary (TICKERTAPE_BIN), as deployed.
+# The crash tests and the explorer spawn the release binary
+# (TICKERTAPE_BIN), as deployed.
 test: test-deps lint
 	cargo build --release --bin tickertape
 	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --lib --bins --tests
@@ -169,10 +170,13 @@ screenshots: test-deps
 # Longer checks than `make test`, one command each; each draws its own
 # seed and prints it (the line it prints says how to replay it): the
 # reference model with more traffic and ranges (REFERENCE_SEED=<n>
-# replays one) and schemathesis.
+# replays one), schemathesis, and the fault-schedule explorer on the
+# release binary (EXPLORER_SEED=<n> replays one).
 test-long: test-deps
 	cargo test --test api reference_model -- --ignored --nocapture
 	cargo test --test api schemathesis_with_a_random_seed -- --ignored --nocapture
+	cargo build --release --bin tickertape
+	TICKERTAPE_BIN=$(CURDIR)/target/release/tickertape cargo test --test api explorer::random_seeds -- --ignored --nocapture
 
 # Ingestion scenarios, storage table and report latency; results as
 # markdown on stdout (see docs/benchmarks.md). BENCH_QUICK=1 for a short run.

@@ -3,6 +3,7 @@
 
 mod helpers;
 mod openapi;
+mod processes;
 mod proxy;
 mod webdriver;
 
@@ -17,6 +18,7 @@ mod credentials;
 mod deployment;
 mod email;
 mod email_tls;
+mod explorer;
 mod goals;
 mod imports;
 mod imports_hostile;
