@@ -1174,16 +1174,19 @@ async fn switching_an_alert_rule_off_and_on_keeps_its_episode() {
         got[0]["subject"],
         "Traffic spike on onoff.test: 6 views in the last hour"
     );
-    // Off and on three times, then edited (still below the views): the
-    // same spike, the same episode, no second email.
+    // Off and on three times, a minute apart (an episode opened again
+    // would start at another minute, and so be another email), then
+    // edited: the same spike, the same episode, no second email.
     for _ in 0..3 {
         set_alert_rules(&app.store, &site.id, AlertRules::default())
             .await
             .unwrap();
+        app.clock.advance(TimeDelta::minutes(1));
         some_rounds().await;
         set_alert_rules(&app.store, &site.id, rules("5"))
             .await
             .unwrap();
+        app.clock.advance(TimeDelta::minutes(1));
         some_rounds().await;
     }
     set_alert_rules(&app.store, &site.id, rules("4"))
@@ -1194,6 +1197,7 @@ async fn switching_an_alert_rule_off_and_on_keeps_its_episode() {
     set_alert_rules(&app.store, &site.id, rules("100"))
         .await
         .unwrap();
+    app.clock.advance(TimeDelta::minutes(1));
     some_rounds().await;
     set_alert_rules(&app.store, &site.id, rules("5"))
         .await

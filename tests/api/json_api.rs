@@ -1084,7 +1084,7 @@ async fn an_empty_filter_is_ignored_everywhere() {
     let owner = app.add_user("owner@example.com", Role::Owner).await;
     let site = app.add_site("empty-filter.test", &[]).await;
     app.set_owners(&site, &[owner.id]).await;
-    let now = app.clock.now();
+    let now = tickertape::clock::Clock::now(&*app.clock);
     app.write_hits(&[("empty-filter.test/", now), ("empty-filter.test/a", now)])
         .await;
     let login = app.login("owner@example.com").await;
