@@ -129,6 +129,15 @@ impl SmtpSink {
         }
     }
 
+    /// [`Self::url`], allowing AUTH in the clear when it takes AUTH
+    /// without TLS (a relay on this host).
+    pub fn url_for_local_relay(&self) -> String {
+        match (&self.auth, &self.tls) {
+            (Some(_), None) => format!("{}?auth_without_tls=true", self.url()),
+            _ => self.url(),
+        }
+    }
+
     /// The AUTH commands it was sent, right or wrong, each with the TLS
     /// version of its connection (null: in the clear).
     pub fn auth_attempts(&self) -> Vec<Value> {
@@ -176,8 +185,10 @@ impl SmtpSink {
 }
 
 /// Email settings that send through `sink`, checking every 50 ms.
+/// A sink with credentials and no TLS is a local relay: the URL says that
+/// AUTH may go in the clear.
 pub fn send_through(settings: &mut Settings, sink: &SmtpSink) {
-    settings.email.smtp_url = Some(sink.url().into());
+    settings.email.smtp_url = Some(sink.url_for_local_relay().into());
     settings.email.smtp_from = Some("Tickertape <stats@tickertape.test>".into());
     settings.email.email_check_ms = 50;
 }
@@ -405,14 +416,23 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
         page.contains("ada@example.com") && page.contains("bob@example.com"),
         "{page}"
     );
-    // Nothing is due during the week they subscribed in.
+    // Neither address is the owner's own: each gets a confirmation, and
+    // then nothing during the week they subscribed in.
+    let asked = sink.wait_for(2).await;
+    for m in &asked {
+        let subject = m["subject"].as_str().unwrap();
+        assert!(subject.starts_with("Confirm email from"), "{subject}");
+        let link = link_after(m["text"].as_str().unwrap(), "To confirm, open this link:\n");
+        let r = reqwest::Client::new().post(&link).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{link}");
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(sink.received().is_empty());
+    assert_eq!(sink.received().len(), 2);
 
     // Monday 23 November, just after midnight (UTC): the week's report.
     app.clock
         .set(Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 30).unwrap());
-    let got = sink.wait_for(2).await;
+    let got = sink.wait_for(4).await.split_off(2);
     let mut recipients: Vec<&str> = got
         .iter()
         .map(|m| m["rcptTos"][0].as_str().unwrap())
@@ -635,6 +655,7 @@ async fn two_instances_and_a_restart_send_each_report_once() {
             &tickertape::domain::Recipient::parse(address).unwrap(),
             tickertape::domain::Schedule::parse(schedule).unwrap(),
             now,
+            tickertape::storage::email::Consent::Given,
         )
         .await
         .unwrap();
@@ -720,7 +741,7 @@ async fn a_spike_alert_is_sent_once_per_episode() {
     app.set_owners(&site, &[owner.id]).await;
     let id = site.id.to_string();
     let login = app.login("owner@example.com").await;
-    subscribe_form(&login, &id, "ops@example.com", "alerts").await;
+    subscribe_form(&login, &id, "owner@example.com", "alerts").await;
     // A refused rule names its field and saves nothing.
     let r = login
         .post(
@@ -764,7 +785,7 @@ async fn a_spike_alert_is_sent_once_per_episode() {
     assert!(sink.received().is_empty(), "5 views are not above 5");
     burst(1).await;
     let got = sink.wait_for(1).await;
-    assert_eq!(got[0]["rcptTos"][0], "ops@example.com");
+    assert_eq!(got[0]["rcptTos"][0], "owner@example.com");
     assert_eq!(
         got[0]["subject"],
         "Traffic spike on spike.test: 6 views in the last hour"
@@ -825,6 +846,7 @@ async fn failed_deliveries_are_retried_with_back_off_counted_and_shown() {
         tickertape::domain::Schedule::Daily,
         // Sunday: the first report due is Monday's.
         t0(),
+        tickertape::storage::email::Consent::Given,
     )
     .await
     .unwrap();
@@ -911,7 +933,7 @@ async fn send_report_sends_the_last_seven_days_now() {
         ])
         .env("MONGODB_URI", database_uri())
         .env("TICKERTAPE_DATABASE", app.store.db().name())
-        .env("TICKERTAPE_SMTP_URL", sink.url())
+        .env("TICKERTAPE_SMTP_URL", sink.url_for_local_relay())
         .env("TICKERTAPE_SMTP_FROM", "stats@tickertape.test")
         .env("TICKERTAPE_PUBLIC_URL", &app.address)
         .env("RUST_LOG", "info")
@@ -1129,6 +1151,7 @@ async fn a_drop_alert_comes_when_usual_hours_pass_without_a_view() {
         &tickertape::domain::Recipient::parse("ops@example.com").unwrap(),
         tickertape::domain::Schedule::Alerts,
         t0(),
+        tickertape::storage::email::Consent::Given,
     )
     .await
     .unwrap();
@@ -1325,15 +1348,39 @@ async fn an_address_not_the_owners_gets_only_a_confirmation_until_it_confirms() 
     assert_eq!(confirmed(&listed, "ops@example.com"), true);
     assert_eq!(confirmed(&listed, "api@example.com"), false);
 
+    // Confirmed, it receives what a new subscriber would: the alert of
+    // the spike going on.
+    let got = sink.wait_for(4).await;
+    assert_eq!(to(&got[3]), "ops@example.com");
+    assert_eq!(
+        got[3]["subject"],
+        "Traffic spike on consent.test: 6 views in the last hour"
+    );
     // The next spike reaches both confirmed addresses, not the third.
     app.clock.advance(TimeDelta::hours(2));
-    some_rounds().await;
+    let episodes = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::email::EPISODES);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while episodes
+        .find_one(bson::doc! {"open": false})
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the episode did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let now = app.clock.now();
     app.write_hits(&[("consent.test/again", now); 7]).await;
-    let got = sink.wait_for(5).await;
+    let got = sink.wait_for(6).await;
     some_rounds().await;
-    assert_eq!(sink.received().len(), 5);
-    let mut alerted: Vec<String> = got[3..].iter().map(to).collect();
+    assert_eq!(sink.received().len(), 6);
+    let mut alerted: Vec<String> = got[4..].iter().map(to).collect();
     alerted.sort();
     assert_eq!(alerted, ["ops@example.com", "owner@example.com"]);
 }
@@ -1341,7 +1388,7 @@ async fn an_address_not_the_owners_gets_only_a_confirmation_until_it_confirms() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_concurrent_subscriptions_do_not_pass_the_cap() {
     use tickertape::domain::{Recipient, Schedule};
-    use tickertape::storage::email::{list_for_site, subscribe, MAX_PER_SITE};
+    use tickertape::storage::email::{list_for_site, subscribe, Consent, MAX_PER_SITE};
     let app = spawn_app().await;
     let site = app.add_site("cap.test", &[]).await;
     // 490 there already, written as an older version did (no counter).
@@ -1368,7 +1415,15 @@ async fn thirty_concurrent_subscriptions_do_not_pass_the_cap() {
             let (store, site) = (app.store.clone(), site.id);
             tokio::spawn(async move {
                 let address = Recipient::parse(&format!("new{round}-{i}@example.com")).unwrap();
-                subscribe(&store, &site, &address, Schedule::Daily, Utc::now()).await
+                subscribe(
+                    &store,
+                    &site,
+                    &address,
+                    Schedule::Daily,
+                    Utc::now(),
+                    Consent::Given,
+                )
+                .await
             })
         });
         let results = futures::future::join_all(attempts).await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tickertape::accounts::Role;
 use tickertape::domain::{Recipient, Schedule};
 use tickertape::settings::Settings;
-use tickertape::storage::email::{for_site, subscribe, SendState};
+use tickertape::storage::email::{for_site, subscribe, Consent, SendState};
 use tickertape::storage::sites::Site;
 
 use crate::email::{figure, n, send_through, traffic, SinkTls, SmtpSink, TlsMode};
@@ -153,6 +153,7 @@ async fn site_with_a_subscriber(app: &TestApp, name: &str, schedule: Schedule) -
         &Recipient::parse("ada@example.com").unwrap(),
         schedule,
         t0(),
+        Consent::Given,
     )
     .await
     .unwrap();
