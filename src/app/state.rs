@@ -44,6 +44,7 @@ pub fn ingest(
         )),
         event_cap: Default::default(),
         breakdowns: settings.ingest.breakdowns,
+        pacing: Default::default(),
     }
 }
 

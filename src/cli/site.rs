@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use super::{site_by_domain, with_store, DatabaseArgs};
-use crate::domain::{DomainName, SiteId, TimeZone};
+use crate::domain::{DomainName, SiteId, SiteName, TimeZone};
 use crate::settings::public_url_or;
 use crate::storage::sites;
 use crate::web::snippets;
@@ -72,6 +72,13 @@ pub(super) async fn add_site(args: AddSite) -> anyhow::Result<()> {
     let time_zone =
         TimeZone::parse(&time_zone).with_context(|| format!("--time-zone {time_zone:?}"))?;
     let domain = DomainName::parse(&domain).with_context(|| format!("--domain {domain:?}"))?;
+    let name = name
+        .as_deref()
+        .map(SiteName::parse)
+        .transpose()
+        .with_context(|| format!("--name {:?}", name.as_deref().unwrap_or_default()))?
+        .flatten()
+        .map(SiteName::into_string);
     let id = id
         .map(|id| SiteId::parse(&id.to_ascii_lowercase()).with_context(|| format!("--id {id:?}")))
         .transpose()?;

@@ -370,11 +370,16 @@ impl Filters {
     /// Counted as sent, repeats included (the document's `maxItems`).
     pub fn parse<'a>(raw: impl IntoIterator<Item = &'a str>) -> Result<Self, FilterError> {
         let mut filters = Vec::new();
-        for value in raw {
+        for (sent, value) in raw.into_iter().enumerate() {
             // Checked before parsing so an address of thousands of filters
             // costs nothing to refuse.
-            if filters.len() == MAX_FILTERS {
+            if sent == MAX_FILTERS {
                 return Err(FilterError::TooMany);
+            }
+            // An empty parameter is an absent one (the API document's
+            // rule for every parameter), not a malformed filter.
+            if value.is_empty() {
+                continue;
             }
             filters.push(Filter::parse(value)?);
         }
@@ -644,6 +649,18 @@ mod tests {
         // Repeats count: the document bounds the items sent.
         let repeated = vec!["source:x"; MAX_FILTERS + 1];
         assert_eq!(Filters::parse(repeated), Err(FilterError::TooMany));
+    }
+
+    #[test]
+    fn an_empty_filter_is_an_absent_one() {
+        assert!(Filters::parse([""]).unwrap().is_empty());
+        let f = Filters::parse(["", "country:DE", ""]).unwrap();
+        assert_eq!(f.len(), 1);
+        // Only empty: a blank value is still a malformed filter.
+        assert!(Filters::parse([" "]).is_err());
+        // Still counted as sent (the document's `maxItems`).
+        let sent = vec![""; MAX_FILTERS + 1];
+        assert_eq!(Filters::parse(sent), Err(FilterError::TooMany));
     }
 
     #[test]

@@ -268,6 +268,42 @@ pub fn alert(a: &Alert, unsubscribe: &str) -> Rendered {
     }
 }
 
+/// The one email an address receives before it agrees: who asks, what
+/// it would receive, and the link that confirms. No figure of the site.
+pub fn confirmation(
+    site: &crate::storage::sites::Site,
+    schedules: &[crate::domain::Schedule],
+    public_url: &str,
+    confirm: &str,
+) -> Rendered {
+    let subject = format!("Confirm email from {}'s statistics", site.name);
+    let what: Vec<&str> = schedules.iter().map(|s| s.label()).collect();
+    let what = what.join(", ");
+    let asked = format!(
+        "An owner of {} ({}) on the Tickertape statistics at {} asked to send this address: {what}.",
+        site.name,
+        site.domain,
+        public_url.trim_end_matches('/')
+    );
+    let nothing = "Nothing is sent to it unless you confirm. If you did not expect this, ignore this email: you will not be asked again for this site today.";
+    let text = format!("{asked}\n\n{nothing}\n\nTo confirm, open this link:\n{confirm}\n");
+    let body = format!(
+        "<p>{}</p>\n<p>{}</p>\n<p><a href=\"{}\" style=\"color:#0645ad\">Confirm</a></p>\n",
+        escape(&asked),
+        escape(nothing),
+        escape(confirm)
+    );
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title></head>\n<body style=\"font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#222;max-width:640px;margin:0 auto;padding:16px\">\n{body}</body></html>\n",
+        t = escape(&subject),
+    );
+    Rendered {
+        subject,
+        text,
+        html,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,11 +25,14 @@ use super::report::{self, Report};
 use super::smtp::{Mailer, SendFailure};
 use super::{unsubscribe, EmailConfig, EmailStats};
 use crate::clock::SharedClock;
-use crate::domain::{Recipient, Schedule, SiteId};
+use crate::domain::{AlertRules, Recipient, Schedule, SiteId};
 use crate::reports::Period;
 use crate::storage::email::{self as stored, NewSend, SendRecord};
 use crate::storage::sites::Site;
 use crate::storage::Store;
+
+/// The kind of a confirmation email's send record.
+const CONFIRM: &str = "confirm";
 
 /// What one round did (tests and logs).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -113,11 +116,19 @@ impl Sender {
         &self.config
     }
 
-    /// The server and sender, as the system page shows them (no password).
+    /// The server and sender, as the system page shows them to an
+    /// administrator: host, port and TLS mode, never the user name or
+    /// password.
     pub fn describe(&self) -> Option<String> {
         self.mailer
             .as_ref()
             .map(|m| format!("{} as {}", m.server(), m.from()))
+    }
+
+    /// The sender address alone, as a site's owner may see it (every email
+    /// shows it anyway): nothing of the relay.
+    pub fn sender_address(&self) -> Option<String> {
+        self.mailer.as_ref().map(|m| m.from().email.to_string())
     }
 
     /// The unsubscribe key, read (or made) once.
@@ -178,8 +189,12 @@ impl Sender {
         }
         for (id, subs) in &by_site {
             let Some(site) = sites.get(id) else { continue };
-            round.recorded += self.record_reports(site, subs, now).await?;
-            round.recorded += self.record_alerts(site, subs, now).await?;
+            round.recorded += self.record_confirmations(site, subs, now).await?;
+            // Reports and alerts go only to addresses that agreed.
+            let confirmed: Vec<stored::Subscription> =
+                subs.iter().filter(|s| s.confirmed).cloned().collect();
+            round.recorded += self.record_reports(site, &confirmed, now).await?;
+            round.recorded += self.record_alerts(site, subs, &confirmed, now).await?;
         }
         for record in stored::due(&self.store, now).await? {
             match self.deliver(&record, &sites).await? {
@@ -224,37 +239,89 @@ impl Sender {
         Ok(recorded)
     }
 
-    /// Opens or closes each alert's episode, and records the alert of an
-    /// open one for every alert subscriber (once per episode: the record
-    /// is named by the episode's start).
-    async fn record_alerts(
+    /// Records one confirmation email for each address waiting to confirm
+    /// (named by the UTC day its subscription was made: an address removed
+    /// and added again gets at most one a day).
+    async fn record_confirmations(
         &self,
         site: &Site,
         subs: &[stored::Subscription],
         now: DateTime<Utc>,
     ) -> Result<usize, mongodb::error::Error> {
-        let to: Vec<&Recipient> = subs
+        let mut recorded = 0;
+        for sub in subs.iter().filter(|s| !s.confirmed) {
+            let day = sub
+                .created_at
+                .to_chrono()
+                .date_naive()
+                .and_hms_opt(0, 0, 0)
+                .expect("midnight")
+                .and_utc();
+            let new = NewSend {
+                kind: CONFIRM,
+                site: &site.id,
+                address: &sub.address,
+                from: day,
+                to: now,
+            };
+            recorded += usize::from(stored::record_due(&self.store, &new, now).await?);
+        }
+        Ok(recorded)
+    }
+
+    /// Opens or closes each alert's episode, and records the alert of an
+    /// open one for every confirmed alert subscriber (once per episode:
+    /// the record is named by the episode's start).
+    ///
+    /// An open episode goes on while its condition holds under the rules
+    /// of now or under those it opened with: switching a rule off and on,
+    /// or editing it, neither ends it nor opens another, so the same spike
+    /// or drop is never alerted twice. It ends when neither holds.
+    async fn record_alerts(
+        &self,
+        site: &Site,
+        subs: &[stored::Subscription],
+        confirmed: &[stored::Subscription],
+        now: DateTime<Utc>,
+    ) -> Result<usize, mongodb::error::Error> {
+        // Episodes are kept while anyone (confirmed or not yet) is
+        // subscribed to alerts, so that a confirmation mid-episode does
+        // not make it look new.
+        if !subs.iter().any(|s| s.schedule == Schedule::Alerts) {
+            return Ok(0);
+        }
+        let to: Vec<&Recipient> = confirmed
             .iter()
             .filter(|s| s.schedule == Schedule::Alerts)
             .map(|s| &s.address)
             .collect();
-        if to.is_empty() {
-            return Ok(0);
-        }
         let rules = stored::alert_rules(&self.store, &site.id).await?;
         let mut recorded = 0;
         for kind in AlertKind::ALL {
-            let holds = kind.enabled(&rules)
-                && alerts::measure(&self.store, site, kind, &rules, now, &self.public_url)
-                    .await?
-                    .holds;
-            if !holds {
-                if stored::close_episode(&self.store, kind.key(), &site.id, now).await? {
+            let holds = |rules: AlertRules| async move {
+                Ok::<_, mongodb::error::Error>(
+                    kind.enabled(&rules)
+                        && alerts::measure(&self.store, site, kind, &rules, now, &self.public_url)
+                            .await?
+                            .holds,
+                )
+            };
+            let holds_now = holds(rules).await?;
+            if !holds_now {
+                let open = stored::open_episode_of(&self.store, kind.key(), &site.id).await?;
+                let held_as_opened = match open.and_then(|e| e.rules) {
+                    Some(opened) if opened != rules => holds(opened).await?,
+                    _ => false,
+                };
+                if !held_as_opened
+                    && stored::close_episode(&self.store, kind.key(), &site.id, now).await?
+                {
                     tracing::info!(site = %site.domain, alert = kind.key(), "alert episode over");
                 }
                 continue;
             }
-            let started = stored::open_episode(&self.store, kind.key(), &site.id, now).await?;
+            let started =
+                stored::open_episode(&self.store, kind.key(), &site.id, now, &rules).await?;
             for address in &to {
                 let new = NewSend {
                     kind: kind.key(),
@@ -327,6 +394,9 @@ impl Sender {
     }
 
     async fn compose_and_send(&self, site: &Site, record: &SendRecord) -> Result<(), NotSent> {
+        if record.kind == CONFIRM {
+            return self.send_confirmation(site, record).await;
+        }
         let schedule = match Schedule::parse(&record.kind) {
             Ok(s) => s,
             Err(_) if AlertKind::parse(&record.kind).is_some() => Schedule::Alerts,
@@ -335,7 +405,7 @@ impl Sender {
         let subscribed = stored::list_for_site(&self.store, &site.id)
             .await?
             .iter()
-            .any(|s| s.address == record.address && s.schedule == schedule);
+            .any(|s| s.address == record.address && s.schedule == schedule && s.confirmed);
         if !subscribed {
             return Err(NotSent::Unsubscribed);
         }
@@ -366,6 +436,28 @@ impl Sender {
                 render::report(&report, &link)
             }
         };
+        self.send(&record.address, &rendered, &link)
+            .await
+            .map_err(NotSent::Failure)
+    }
+
+    /// The one email an address gets before it confirms: what it would
+    /// receive, from which site, and the link that confirms. Not sent once
+    /// the address confirmed or was removed.
+    async fn send_confirmation(&self, site: &Site, record: &SendRecord) -> Result<(), NotSent> {
+        let waiting: Vec<Schedule> = stored::list_for_site(&self.store, &site.id)
+            .await?
+            .iter()
+            .filter(|s| s.address == record.address && !s.confirmed)
+            .map(|s| s.schedule)
+            .collect();
+        if waiting.is_empty() {
+            return Err(NotSent::Unsubscribed);
+        }
+        let key = self.key().await?;
+        let confirm = unsubscribe::confirm_link(&self.public_url, &key, &site.id, &record.address);
+        let link = self.unsubscribe_link(&site.id, &record.address).await?;
+        let rendered = render::confirmation(site, &waiting, &self.public_url, &confirm);
         self.send(&record.address, &rendered, &link)
             .await
             .map_err(NotSent::Failure)

@@ -1,16 +1,22 @@
 //! Sending through an SMTP server with `lettre` (rustls for TLS), as
 //! `TICKERTAPE_SMTP_URL` says:
 //!
-//! - `smtp://[user:password@]host[:port]`: port 587 by default; STARTTLS
-//!   when the server offers it, else plain (a local relay);
-//! - `smtp://…?tls=required`: STARTTLS or nothing is sent (what a
-//!   provider on port 587 wants);
+//! - `smtp://host[:port]`: port 587 by default; STARTTLS when the server
+//!   offers it, else plain (a local relay);
+//! - `smtp://user:password@host[:port]`: STARTTLS or nothing is sent,
+//!   since the credentials must not cross the network in the clear;
+//! - `smtp://…?tls=required`: STARTTLS or nothing is sent, with or
+//!   without credentials (what a provider on port 587 wants);
+//! - `smtp://user:password@…?auth_without_tls=true`: STARTTLS when
+//!   offered, else AUTH in the clear: only for a relay on the same host or
+//!   a trusted network, and only when the URL says so;
 //! - `smtps://[user:password@]host[:port]`: TLS from the first byte, port
 //!   465 by default.
 //!
 //! User and password are URL-encoded in the address (`%40` for `@`); with
 //! them the client authenticates (PLAIN or LOGIN). The password is held as
-//! a secret and shown nowhere: not in logs, errors or `Debug`.
+//! a secret and shown nowhere: not in logs, errors or `Debug`; nor is the
+//! user name, which for some providers (Postmark, SES) is a credential too.
 //!
 //! The server's certificate is checked against the system's roots, and
 //! also against the certificates of `TICKERTAPE_SMTP_CA_FILE` when set (a
@@ -34,7 +40,8 @@ use crate::domain::Recipient;
 /// How the connection is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Security {
-    /// STARTTLS when offered, else plain.
+    /// STARTTLS when offered, else plain (without credentials, or with
+    /// `auth_without_tls=true`).
     StartTlsWhenOffered,
     /// STARTTLS, or fail.
     StartTlsRequired,
@@ -50,6 +57,9 @@ pub struct SmtpUrl {
     pub security: Security,
     pub user: Option<String>,
     password: Option<SecretString>,
+    /// `?auth_without_tls=true`: credentials may go in the clear when the
+    /// server offers no STARTTLS.
+    pub auth_without_tls: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -60,10 +70,12 @@ pub enum SmtpUrlError {
     Scheme(String),
     #[error("TICKERTAPE_SMTP_URL names no host")]
     NoHost,
-    #[error("TICKERTAPE_SMTP_URL's user or password is not valid URL-encoded UTF-8")]
+    #[error("TICKERTAPE_SMTP_URL's user or password is not valid URL-encoded UTF-8 (a % must be followed by two hex digits; write %25 for a % itself)")]
     Encoding,
-    #[error("TICKERTAPE_SMTP_URL takes only ?tls=required (with smtp://), not ?{0}")]
+    #[error("TICKERTAPE_SMTP_URL takes only ?tls=required or ?auth_without_tls=true (with smtp://), not ?{0}")]
     Query(String),
+    #[error("TICKERTAPE_SMTP_URL's ?tls=required and ?auth_without_tls=true contradict each other: choose one")]
+    Contradiction,
     #[error("TICKERTAPE_SMTP_URL has a password without a user")]
     PasswordWithoutUser,
 }
@@ -76,13 +88,25 @@ impl SmtpUrl {
             "smtps" => (Security::Tls, 465),
             other => return Err(SmtpUrlError::Scheme(other.to_owned())),
         };
-        match url.query() {
-            None | Some("") => {}
-            Some("tls=required") if security == Security::StartTlsWhenOffered => {
-                security = Security::StartTlsRequired
+        let mut auth_without_tls = false;
+        for pair in url.query().unwrap_or_default().split('&') {
+            match pair {
+                "" => {}
+                "tls=required" if scheme_is_smtp(&url) => {
+                    if auth_without_tls {
+                        return Err(SmtpUrlError::Contradiction);
+                    }
+                    security = Security::StartTlsRequired
+                }
+                "auth_without_tls=true" if scheme_is_smtp(&url) => {
+                    if security == Security::StartTlsRequired {
+                        return Err(SmtpUrlError::Contradiction);
+                    }
+                    auth_without_tls = true
+                }
+                // Never echo the query: it is the user's, not ours to log.
+                _ => return Err(SmtpUrlError::Query("…".into())),
             }
-            // Never echo the query: it is the user's, not ours to log.
-            Some(_) => return Err(SmtpUrlError::Query("…".into())),
         }
         let host = url
             .host_str()
@@ -91,7 +115,13 @@ impl SmtpUrl {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
+        // `percent_decode_str` keeps a `%` not followed by two hex digits
+        // as it is: a password typed unencoded would then be used changed
+        // (or not at all) without a word, so such a URL is refused.
         let decode = |s: &str| {
+            if !well_escaped(s) {
+                return Err(SmtpUrlError::Encoding);
+            }
             percent_encoding::percent_decode_str(s)
                 .decode_utf8()
                 .map(|c| c.into_owned())
@@ -115,15 +145,61 @@ impl SmtpUrl {
             security,
             user,
             password,
+            auth_without_tls,
         })
     }
 
     pub fn has_credentials(&self) -> bool {
         self.user.is_some()
     }
+
+    /// How the connection is made: with credentials, STARTTLS is required
+    /// unless the URL allows AUTH in the clear.
+    pub fn tls_mode(&self) -> Security {
+        match self.security {
+            Security::StartTlsWhenOffered if self.has_credentials() && !self.auth_without_tls => {
+                Security::StartTlsRequired
+            }
+            other => other,
+        }
+    }
+
+    /// The server as an administrator may see it: host, port and how the
+    /// connection is protected; no user name, no password.
+    pub fn server(&self) -> String {
+        let how = match self.tls_mode() {
+            Security::Tls => "TLS",
+            Security::StartTlsRequired => "STARTTLS required",
+            Security::StartTlsWhenOffered => "STARTTLS when offered",
+        };
+        format!("{}:{} ({how})", self.host, self.port)
+    }
 }
 
-/// What logs and the system page may show: no password.
+fn scheme_is_smtp(url: &url::Url) -> bool {
+    url.scheme() == "smtp"
+}
+
+/// Whether every `%` in `s` starts an escape of two hex digits.
+fn well_escaped(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = |j: usize| b.get(j).is_some_and(u8::is_ascii_hexdigit);
+            if !(hex(i + 1) && hex(i + 2)) {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+/// What logs may show: neither the password nor the user name (for some
+/// providers the user name is the credential).
 impl fmt::Display for SmtpUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = match self.security {
@@ -131,12 +207,15 @@ impl fmt::Display for SmtpUrl {
             _ => "smtp",
         };
         write!(f, "{scheme}://")?;
-        if let Some(user) = &self.user {
-            write!(f, "{user}:***@")?;
+        if self.user.is_some() {
+            write!(f, "***:***@")?;
         }
         write!(f, "{}:{}", self.host, self.port)?;
         if self.security == Security::StartTlsRequired {
             write!(f, "?tls=required")?;
+        }
+        if self.auth_without_tls {
+            write!(f, "?auth_without_tls=true")?;
         }
         Ok(())
     }
@@ -273,7 +352,7 @@ impl Mailer {
                 .build()
                 .map_err(|e| format!("TLS set-up for {}: {e}", url.host))
         };
-        let tls = match url.security {
+        let tls = match url.tls_mode() {
             Security::StartTlsWhenOffered => Tls::Opportunistic(tls(url)?),
             Security::StartTlsRequired => Tls::Required(tls(url)?),
             Security::Tls => Tls::Wrapper(tls(url)?),
@@ -297,9 +376,9 @@ impl Mailer {
         })
     }
 
-    /// The server, as logs may show it.
+    /// The server, as logs and the system page may show it.
     pub fn server(&self) -> String {
-        self.url.to_string()
+        self.url.server()
     }
 
     pub fn from(&self) -> &Mailbox {
@@ -348,7 +427,15 @@ impl Mailer {
         match self.transport.send(message).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_permanent() => Err(SendFailure::Permanent(e.to_string())),
-            Err(e) => Err(SendFailure::Transient(e.to_string())),
+            Err(e) => {
+                let mut what = e.to_string();
+                // STARTTLS was required because of the credentials, not
+                // by the URL: say how to allow the clear, if wanted.
+                if self.url.tls_mode() != self.url.security && what.contains("STARTTLS") {
+                    what.push_str(": the server offers no STARTTLS, and credentials are never sent in the clear unless TICKERTAPE_SMTP_URL ends with ?auth_without_tls=true");
+                }
+                Err(SendFailure::Transient(what))
+            }
         }
     }
 }
@@ -391,16 +478,59 @@ mod tests {
         assert_eq!(u.user.as_deref(), Some("me@example.com"));
         assert_eq!(u.password.as_ref().unwrap().expose_secret(), "p@ss/w0rd");
         assert_eq!(u.port, 2525);
-        for shown in [u.to_string(), format!("{u:?}")] {
+        for shown in [u.to_string(), format!("{u:?}"), u.server()] {
             assert!(
                 !shown.contains("p@ss") && !shown.contains("p%40ss"),
                 "{shown}"
             );
-            assert!(
-                shown.contains("me@example.com:***@smtp.example.com:2525"),
-                "{shown}"
+            assert!(!shown.contains("me@example.com"), "{shown}");
+            assert!(shown.contains("smtp.example.com:2525"), "{shown}");
+        }
+        assert_eq!(u.server(), "smtp.example.com:2525 (STARTTLS required)");
+    }
+
+    #[test]
+    fn credentials_require_starttls_unless_the_url_allows_the_clear() {
+        let with = SmtpUrl::parse("smtp://u:p@relay").unwrap();
+        assert_eq!(with.tls_mode(), Security::StartTlsRequired);
+        let without = SmtpUrl::parse("smtp://relay").unwrap();
+        assert_eq!(without.tls_mode(), Security::StartTlsWhenOffered);
+        let allowed = SmtpUrl::parse("smtp://u:p@localhost:25?auth_without_tls=true").unwrap();
+        assert_eq!(allowed.tls_mode(), Security::StartTlsWhenOffered);
+        assert!(allowed.to_string().ends_with("?auth_without_tls=true"));
+        assert_eq!(
+            SmtpUrl::parse("smtp://u:p@h?tls=required&auth_without_tls=true").unwrap_err(),
+            SmtpUrlError::Contradiction
+        );
+        for refused in [
+            "smtps://u:p@h?auth_without_tls=true",
+            "smtp://u:p@h?auth_without_tls=yes",
+        ] {
+            assert_eq!(
+                SmtpUrl::parse(refused).unwrap_err(),
+                SmtpUrlError::Query("…".into()),
+                "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn a_percent_without_two_hex_digits_is_refused() {
+        for url in [
+            "smtp://u:p%zz@h",
+            "smtp://u:p%@h",
+            "smtp://u:p%4@h",
+            "smtp://u%g0:p@h",
+        ] {
+            assert_eq!(
+                SmtpUrl::parse(url).unwrap_err(),
+                SmtpUrlError::Encoding,
+                "{url}"
+            );
+        }
+        let ok = SmtpUrl::parse("smtp://u:100%25@h").unwrap();
+        assert_eq!(ok.password.unwrap().expose_secret(), "100%");
+        assert!(well_escaped("") && well_escaped("%41%2f") && !well_escaped("%2"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod bots;
 pub mod classifier;
 pub mod directory;
 pub mod event_cap;
+pub mod pacing;
 pub mod page_cap;
 pub mod pixel;
 pub mod request;
@@ -41,4 +42,17 @@ pub struct IngestState {
     pub event_cap: Arc<event_cap::EventCap>,
     /// Views carry their breakdowns (`TICKERTAPE_BREAKDOWNS`).
     pub breakdowns: bool,
+    /// Answers a refusal for an untracked host in a counted hit's time
+    /// (see `pacing`).
+    pub pacing: Arc<pacing::Pacing>,
+}
+
+impl IngestState {
+    /// Waits as a counted hit waits for its journal (nothing in `fast`
+    /// mode): for answers that must look like a count.
+    pub async fn wait_like_a_count(&self) {
+        if self.journal.ack_mode() == crate::journal::AckMode::Durable {
+            self.pacing.wait_like_a_count().await;
+        }
+    }
 }

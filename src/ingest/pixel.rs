@@ -174,6 +174,10 @@ pub async fn take(
     params: HitParams,
 ) -> Result<Outcome, PixelError> {
     let result = count(req, state, params).await;
+    if matches!(result, Err(PixelError::NotTracked)) {
+        // Answered like a count: in a count's time too.
+        state.wait_like_a_count().await;
+    }
     let outcome = match &result {
         Ok(Counted::Event) => Outcome::Event,
         Ok(Counted::Overflowed) => Outcome::PageCap,
@@ -278,10 +282,14 @@ async fn count(
 }
 
 async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> {
+    let submitted = std::time::Instant::now();
     match state.journal.submit(record) {
         Ok(Accepted::Queued) => Ok(()),
         Ok(Accepted::Pending(synced)) => match synced.await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                state.pacing.record(submitted.elapsed());
+                Ok(())
+            }
             Ok(Err(AppendError::Full)) => Err(PixelError::JournalFull),
             Ok(Err(AppendError::Io)) => Err(PixelError::StoreFailed),
             Err(_) => Err(PixelError::ShuttingDown),

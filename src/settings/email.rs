@@ -148,6 +148,22 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_percent_escape_is_refused_naming_the_variable() {
+        for url in [
+            "smtp://u:hunter2%zz@h",
+            "smtp://u%4:hunter2@h",
+            "smtp://u:hunter2%@h",
+            "smtp://u:hunter2%G1@h",
+        ] {
+            let e = with(Some(url), Some("a@example.com"))
+                .email_config()
+                .unwrap_err();
+            assert!(e.contains("TICKERTAPE_SMTP_URL"), "{url}: {e}");
+            assert!(!e.contains("hunter2"), "{url}: {e}");
+        }
+    }
+
+    #[test]
     fn a_ca_file_is_read_at_start_and_a_bad_one_refused_by_its_name() {
         let mut s = with(
             Some("smtps://u:hunter2@relay.internal"),

@@ -24,6 +24,10 @@ pub const ALERT_RULES: &str = "email_alert_rules";
 pub const SENDS: &str = "email_sends";
 pub const EPISODES: &str = "email_alert_episodes";
 pub const KEYS: &str = "email_keys";
+/// One document per site with subscriptions, `{_id: siteId, n}`: how many
+/// it has, moved by one conditional update per subscription so that the
+/// cap holds however many requests come at once (see [`subscribe`]).
+pub const SUBSCRIPTION_COUNTS: &str = "email_subscription_counts";
 
 /// Most subscriptions one site may have (every address and schedule).
 pub const MAX_PER_SITE: u64 = 500;
@@ -64,6 +68,34 @@ pub struct Subscription {
     pub schedule: Schedule,
     #[serde(rename = "createdAt")]
     pub created_at: bson::DateTime,
+    /// The address said yes (or is the subscribing owner's own): only then
+    /// does it receive reports and alerts. Missing (a subscription made
+    /// before confirmations existed): not confirmed, so it is asked once.
+    #[serde(default)]
+    pub confirmed: bool,
+}
+
+/// Whether an address agreed to receive a site's email.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consent {
+    /// The address of the signed-in owner who subscribes it, or the
+    /// operator's choice: it receives email at once.
+    Given,
+    /// Any other address: it receives a confirmation email and nothing
+    /// else until its link is followed.
+    Asked,
+}
+
+impl Consent {
+    /// The consent of `address` subscribed by a user whose sign-in address
+    /// is `own`: given for their own address, asked of any other.
+    pub fn of(own: &str, address: &Recipient) -> Self {
+        if own.eq_ignore_ascii_case(address.as_str()) {
+            Consent::Given
+        } else {
+            Consent::Asked
+        }
+    }
 }
 
 impl Subscription {
@@ -89,24 +121,44 @@ fn site_key(site: &SiteId) -> bson::Uuid {
 }
 
 /// Subscribes `address` to `schedule` of `site`; an existing subscription
-/// is returned as it is (with `false`: nothing new).
+/// is returned as it is (with `false`: nothing new), confirmed now if
+/// `consent` is given.
+///
+/// The cap is a slot taken on the site's counter before the insert, by one
+/// update that matches only below [`MAX_PER_SITE`]: of any number of
+/// concurrent requests, at most the free slots' number get one (a count
+/// followed by an insert lets them all through). A slot is given back when
+/// the insert adds nothing, and when a subscription is removed. A crash
+/// between taking a slot and the insert keeps that slot taken: the cap
+/// errs on the side of fewer.
 pub async fn subscribe(
     store: &Store,
     site: &SiteId,
     address: &Recipient,
     schedule: Schedule,
     now: DateTime<Utc>,
+    consent: Consent,
 ) -> Result<(Subscription, bool), SubscribeError> {
     let filter =
         doc! {"siteId": site_key(site), "address": address.as_str(), "schedule": schedule.key()};
     if let Some(existing) = subscriptions(store).find_one(filter.clone()).await? {
+        if consent == Consent::Given && !existing.confirmed {
+            confirm(store, site, address).await?;
+            let now_confirmed = subscriptions(store).find_one(filter).await?;
+            return Ok((now_confirmed.unwrap_or(existing), false));
+        }
         return Ok((existing, false));
     }
-    if subscriptions(store)
-        .count_documents(doc! {"siteId": site_key(site)})
-        .await?
-        >= MAX_PER_SITE
-    {
+    // An address that confirmed another of this site's emails agreed to
+    // the site's email: it is not asked again.
+    let confirmed = consent == Consent::Given
+        || subscriptions(store)
+            .find_one(
+                doc! {"siteId": site_key(site), "address": address.as_str(), "confirmed": true},
+            )
+            .await?
+            .is_some();
+    if !take_slot(store, site).await? {
         return Err(SubscribeError::TooMany);
     }
     let new = Subscription {
@@ -115,8 +167,13 @@ pub async fn subscribe(
         address: address.clone(),
         schedule,
         created_at: bson::DateTime::from_chrono(now),
+        confirmed,
     };
-    match subscriptions(store).insert_one(&new).await {
+    let inserted = subscriptions(store).insert_one(&new).await;
+    if inserted.is_err() {
+        give_back_slots(store, site, 1).await?;
+    }
+    match inserted {
         Ok(_) => Ok((new, true)),
         // Subscribed at the same moment by another request.
         Err(e) if super::values::is_duplicate_key(&e) => {
@@ -125,6 +182,76 @@ pub async fn subscribe(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn slot_counters(store: &Store) -> mongodb::Collection<Document> {
+    store.db().collection(SUBSCRIPTION_COUNTS)
+}
+
+/// Takes one of the site's [`MAX_PER_SITE`] slots; false when none is
+/// free. A site without a counter (none yet, or subscriptions made before
+/// counters existed) gets one holding its current number first; of two
+/// made at once the second insert fails on `_id` and changes nothing.
+async fn take_slot(store: &Store, site: &SiteId) -> Result<bool, mongodb::error::Error> {
+    let key = site_key(site);
+    if slot_counters(store)
+        .find_one(doc! {"_id": key})
+        .await?
+        .is_none()
+    {
+        let n = subscriptions(store)
+            .count_documents(doc! {"siteId": key})
+            .await?;
+        match slot_counters(store)
+            .insert_one(doc! {"_id": key, "n": n as i64})
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if super::values::is_duplicate_key(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let taken = slot_counters(store)
+        .update_one(
+            doc! {"_id": key, "n": {"$lt": MAX_PER_SITE as i64}},
+            doc! {"$inc": {"n": 1_i64}},
+        )
+        .await?;
+    Ok(taken.modified_count == 1)
+}
+
+async fn give_back_slots(
+    store: &Store,
+    site: &SiteId,
+    n: u64,
+) -> Result<(), mongodb::error::Error> {
+    if n == 0 {
+        return Ok(());
+    }
+    let n = n as i64;
+    slot_counters(store)
+        .update_one(
+            doc! {"_id": site_key(site), "n": {"$gte": n}},
+            doc! {"$inc": {"n": -n}},
+        )
+        .await?;
+    Ok(())
+}
+
+/// Confirms every subscription of `address` to `site` (its confirmation
+/// link); how many were waiting.
+pub async fn confirm(
+    store: &Store,
+    site: &SiteId,
+    address: &Recipient,
+) -> Result<u64, mongodb::error::Error> {
+    let r = subscriptions(store)
+        .update_many(
+            doc! {"siteId": site_key(site), "address": address.as_str(), "confirmed": {"$ne": true}},
+            doc! {"$set": {"confirmed": true}},
+        )
+        .await?;
+    Ok(r.modified_count)
 }
 
 /// A site's subscriptions by address, then schedule.
@@ -155,6 +282,7 @@ pub async fn remove(store: &Store, site: &SiteId, id: Uuid) -> Result<bool, mong
     let deleted = subscriptions(store)
         .delete_one(doc! {"_id": bson::Uuid::from(id), "siteId": site_key(site)})
         .await?;
+    give_back_slots(store, site, deleted.deleted_count).await?;
     Ok(deleted.deleted_count == 1)
 }
 
@@ -165,6 +293,7 @@ pub async fn delete_site(store: &Store, site: &SiteId) -> Result<(), mongodb::er
     subscriptions(store)
         .delete_many(doc! {"siteId": key})
         .await?;
+    slot_counters(store).delete_many(doc! {"_id": key}).await?;
     rules(store).delete_many(doc! {"_id": key}).await?;
     sends(store).delete_many(doc! {"siteId": key}).await?;
     Ok(())
@@ -180,6 +309,7 @@ pub async fn unsubscribe(
     let deleted = subscriptions(store)
         .delete_many(doc! {"siteId": site_key(site), "address": address.as_str()})
         .await?;
+    give_back_slots(store, site, deleted.deleted_count).await?;
     Ok(deleted.deleted_count)
 }
 
@@ -507,6 +637,12 @@ pub struct Episode {
     pub started_at: bson::DateTime,
     #[serde(rename = "endedAt", default)]
     pub ended_at: Option<bson::DateTime>,
+    /// The rules it opened under: while the condition they describe holds,
+    /// the episode goes on whatever the rules became since (switched off
+    /// and on, or edited), so that an edit never sends a second alert for
+    /// the same spike or drop. Missing in episodes of older versions.
+    #[serde(default)]
+    pub rules: Option<AlertRules>,
 }
 
 fn episodes(store: &Store) -> mongodb::Collection<Episode> {
@@ -517,22 +653,35 @@ fn episode_key(kind: &str, site: &SiteId) -> String {
     format!("{kind}|{site}")
 }
 
-/// The open episode of `kind` on `site`, opening one at `now` unless one
-/// is open: its start (which names its alert emails).
+/// The open episode of `kind` on `site`, if any.
+pub async fn open_episode_of(
+    store: &Store,
+    kind: &str,
+    site: &SiteId,
+) -> Result<Option<Episode>, mongodb::error::Error> {
+    episodes(store)
+        .find_one(doc! {"_id": episode_key(kind, site), "open": true})
+        .await
+}
+
+/// The open episode of `kind` on `site`, opening one at `now` under
+/// `rules` unless one is open: its start (which names its alert emails).
 pub async fn open_episode(
     store: &Store,
     kind: &str,
     site: &SiteId,
     now: DateTime<Utc>,
+    rules: &AlertRules,
 ) -> Result<DateTime<Utc>, mongodb::error::Error> {
     let key = episode_key(kind, site);
     let at = bson::DateTime::from_chrono(now);
+    let rules = bson::to_bson(rules).map_err(mongodb::error::Error::custom)?;
     // Opens a closed (or missing) one; an open one does not match, and
     // the upsert's insert then fails on `_id`: it stays as it is.
     let opened = episodes(store)
         .find_one_and_update(
             doc! {"_id": &key, "open": {"$ne": true}},
-            doc! {"$set": {"open": true, "startedAt": at, "endedAt": null}},
+            doc! {"$set": {"open": true, "startedAt": at, "endedAt": null, "rules": rules}},
         )
         .upsert(true)
         .return_document(ReturnDocument::After)

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Store;
-use crate::domain::{DomainName, Goal, PageCapSetting, SiteId, TimeZone, MAX_GOALS_PER_SITE};
+use crate::domain::{
+    DomainName, Goal, PageCapSetting, SiteId, SiteName, TimeZone, MAX_GOALS_PER_SITE,
+};
 
 pub const COLLECTION: &str = "sites";
 
@@ -178,8 +180,8 @@ pub enum SiteError {
     HostTaken(String),
     #[error("{0} was just deleted and its data is being removed; add it again in a few minutes")]
     BeingDeleted(String),
-    #[error("a site name is at most 100 characters")]
-    NameTooLong,
+    #[error(transparent)]
+    Name(#[from] crate::domain::SiteNameError),
     #[error("a site with id {0} exists already")]
     IdTaken(SiteId),
     /// The owner already has the most sites an owner may add.
@@ -381,10 +383,17 @@ async fn insert_under(
     by: ChangedBy,
     cap: Option<(Uuid, u64)>,
 ) -> Result<Site, SiteError> {
-    let name = new.name.unwrap_or_else(|| new.domain.to_string());
-    if name.chars().count() > 100 {
-        return Err(SiteError::NameTooLong);
-    }
+    // Checked here too, whoever calls: a stored name is one line.
+    let name = match new
+        .name
+        .as_deref()
+        .map(SiteName::parse)
+        .transpose()?
+        .flatten()
+    {
+        Some(name) => name.into_string(),
+        None => new.domain.to_string(),
+    };
     let mut aliases = new.aliases;
     aliases.sort();
     aliases.dedup();
@@ -473,9 +482,7 @@ pub async fn update_as(
     changes: SiteChanges,
     by: ChangedBy,
 ) -> Result<(), SiteError> {
-    if changes.name.chars().count() > 100 {
-        return Err(SiteError::NameTooLong);
-    }
+    let name = SiteName::parse(&changes.name)?;
     let mut aliases = changes.aliases;
     aliases.sort();
     aliases.dedup();
@@ -488,10 +495,9 @@ pub async fn update_as(
             .cloned()
             .collect(),
     };
-    let name = if changes.name.trim().is_empty() {
-        site.domain.to_string()
-    } else {
-        changes.name.trim().to_owned()
+    let name = match name {
+        Some(name) => name.into_string(),
+        None => site.domain.to_string(),
     };
     let id = bson::Uuid::from(site.id.as_uuid());
     let hosts: Vec<&str> = aliases.iter().map(DomainName::as_str).collect();

@@ -31,7 +31,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .route("/sites/{id}/email/alerts", web::post().to(save_alerts))
         .route("/email/unsubscribe", web::get().to(unsubscribe_page))
-        .route("/email/unsubscribe", web::post().to(unsubscribe));
+        .route("/email/unsubscribe", web::post().to(unsubscribe))
+        .route("/email/confirm", web::get().to(confirm_page))
+        .route("/email/confirm", web::post().to(confirm));
 }
 
 // -------------------------------------------------------------- the page
@@ -41,6 +43,8 @@ pub struct SubscriptionRow {
     pub schedule: &'static str,
     pub since: String,
     pub remove: String,
+    /// The address has not confirmed yet: it receives nothing.
+    pub waiting: bool,
 }
 
 #[derive(Template)]
@@ -48,7 +52,8 @@ pub struct SubscriptionRow {
 struct EmailPage {
     nav: Option<Nav>,
     site: Arc<Site>,
-    /// The server and sender, or `None` when no email is sent.
+    /// The sender address, or `None` when no email is sent. Nothing of the
+    /// relay (host, user, password) is an owner's to see.
     sending: Option<String>,
     rows: Vec<SubscriptionRow>,
     schedules: Vec<(&'static str, &'static str)>,
@@ -97,6 +102,7 @@ async fn page(
                 site.id,
                 uuid::Uuid::from(s.id)
             ),
+            waiting: !s.confirmed,
         })
         .collect();
     let refused = typed.error.is_some() || typed.alerts_error.is_some();
@@ -112,7 +118,7 @@ async fn page(
         &EmailPage {
             nav: Some(viewer.nav()),
             site,
-            sending: state.email.describe(),
+            sending: state.email.sender_address(),
             rows,
             schedules: Schedule::ALL.iter().map(|s| (s.key(), s.label())).collect(),
             done,
@@ -138,6 +144,9 @@ pub async fn email_page(
         Some("subscribed") => {
             Some("Subscribed: the first email goes out at the start of the next period.")
         }
+        Some("confirmation-sent") => Some(
+            "A confirmation email goes to that address: it receives nothing else until its link is followed.",
+        ),
         Some("removed") => Some("The subscription was removed."),
         Some("alerts-saved") => Some("The alert rules were saved."),
         _ => None,
@@ -188,21 +197,25 @@ pub async fn subscribe(post: Post<SubscribeForm>, id: web::Path<String>) -> Answ
             .await
         }
     };
+    let consent = stored::Consent::of(viewer.user.email.as_str(), &address);
     match stored::subscribe(
         &state.store,
         &site.id,
         &address,
         schedule,
         state.clock.now(),
+        consent,
     )
     .await
     {
-        Ok(_) => {
-            tracing::info!(user = %viewer.user.email, site = %site.domain, schedule = %schedule, "email subscription added");
-            Ok(see_other(&format!(
-                "/sites/{}/email?done=subscribed",
-                site.id
-            )))
+        Ok((sub, _)) => {
+            tracing::info!(user = %viewer.user.email, site = %site.domain, schedule = %schedule, confirmed = sub.confirmed, "email subscription added");
+            let done = if sub.confirmed {
+                "subscribed"
+            } else {
+                "confirmation-sent"
+            };
+            Ok(see_other(&format!("/sites/{}/email?done={done}", site.id)))
         }
         Err(SubscribeError::Database(e)) => Err(e.into()),
         Err(e @ SubscribeError::TooMany) => {
@@ -351,6 +364,74 @@ pub async fn unsubscribe(state: Data, q: web::Query<UnsubscribeQuery>) -> Answer
             address: address.to_string(),
             site_name: site.name.clone(),
             removed: Some(removed),
+        },
+    ))
+}
+
+// ---------------------------------------------------------- confirmation
+
+#[derive(Template)]
+#[template(path = "email_confirm.html")]
+struct ConfirmPage {
+    nav: Option<Nav>,
+    /// Where the button posts (the same link).
+    action: String,
+    address: String,
+    site_name: String,
+    /// Done: how many subscriptions were confirmed.
+    confirmed: Option<u64>,
+}
+
+/// The site and address a confirmation link names, when its token is
+/// theirs.
+async fn verified_confirmation(
+    state: &WebState,
+    q: &UnsubscribeQuery,
+) -> Result<(Arc<Site>, Recipient), WebError> {
+    let site = SiteId::parse(&q.site).map_err(|_| WebError::NotFound)?;
+    let address = Recipient::parse(&q.address).map_err(|_| WebError::NotFound)?;
+    let key = state.email.key().await?;
+    if !crate::email::unsubscribe::verify_confirm(&key, &site, &address, &q.token) {
+        return Err(WebError::NotFound);
+    }
+    let site = state.directory.by_id(&site).ok_or(WebError::NotFound)?;
+    Ok((site, address))
+}
+
+fn confirm_action(q: &UnsubscribeQuery) -> String {
+    action(q).replacen("/email/unsubscribe", "/email/confirm", 1)
+}
+
+/// The confirmation email's link: a page with one button, so that a mail
+/// scanner fetching every link confirms nobody.
+pub async fn confirm_page(state: Data, q: web::Query<UnsubscribeQuery>) -> Answer {
+    let (site, address) = verified_confirmation(&state, &q).await?;
+    Ok(render(
+        StatusCode::OK,
+        &ConfirmPage {
+            nav: None,
+            action: confirm_action(&q),
+            address: address.to_string(),
+            site_name: site.name.clone(),
+            confirmed: None,
+        },
+    ))
+}
+
+/// The button: no login and no CSRF token, the link's token (sent only to
+/// that address) is the authority.
+pub async fn confirm(state: Data, q: web::Query<UnsubscribeQuery>) -> Answer {
+    let (site, address) = verified_confirmation(&state, &q).await?;
+    let confirmed = stored::confirm(&state.store, &site.id, &address).await?;
+    tracing::info!(site = %site.domain, confirmed, "an address confirmed through its email's link");
+    Ok(render(
+        StatusCode::OK,
+        &ConfirmPage {
+            nav: None,
+            action: confirm_action(&q),
+            address: address.to_string(),
+            site_name: site.name.clone(),
+            confirmed: Some(confirmed),
         },
     ))
 }

@@ -117,7 +117,7 @@ pub fn site_refusal(
     use crate::storage::sites::SiteError;
     match e {
         SiteError::Database(e) => Err(e.into()),
-        e @ SiteError::NameTooLong => Ok(FormError::new("name", e)),
+        e @ SiteError::Name(_) => Ok(FormError::new("name", e)),
         SiteError::OwnerCap { owned } => Ok(FormError::new(
             hosts_field,
             format!(

@@ -368,3 +368,76 @@ async fn section_links_mark_the_page_shown() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_site_name_with_a_control_character_is_refused_on_every_form_and_the_cli() {
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let site = app.add_site("named.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let admin = app.login("admin@example.com").await;
+    let message = "one line of text, without control characters";
+    for name in ["Evil\r\nsite", "tab\there", "bell\u{7}", "next\u{85}line"] {
+        let r = admin
+            .post(
+                "/admin/sites",
+                &[
+                    ("csrf", &admin.csrf),
+                    ("domain", "other.test"),
+                    ("name", name),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 400, "add {name:?}");
+        assert!(r.text().await.unwrap().contains(message), "add {name:?}");
+        let r = admin
+            .post(
+                &format!("/admin/sites/{}", site.id),
+                &[("csrf", &admin.csrf), ("name", name)],
+            )
+            .await;
+        assert_eq!(r.status(), 400, "edit {name:?}");
+        assert!(r.text().await.unwrap().contains(message), "edit {name:?}");
+    }
+    let owner = app.login("owner@example.com").await;
+    let r = owner
+        .post(
+            &format!("/sites/{}/settings", site.id),
+            &[
+                ("csrf", &owner.csrf),
+                ("name", "a\nb"),
+                ("time_zone", "UTC"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains(message));
+    let names: Vec<String> = sites::list(&app.store)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["named.test"], "nothing was saved");
+
+    // The command line refuses it too, naming the option.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tickertape"))
+        .args([
+            "site",
+            "add",
+            "--domain",
+            "cli.test",
+            "--name",
+            "two\nlines",
+        ])
+        .env("MONGODB_URI", database_uri())
+        .env("TICKERTAPE_DATABASE", app.store.db().name())
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("--name") && said.contains(message), "{said}");
+    assert_eq!(sites::list(&app.store).await.unwrap().len(), 1);
+}

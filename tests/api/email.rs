@@ -129,6 +129,15 @@ impl SmtpSink {
         }
     }
 
+    /// [`Self::url`], allowing AUTH in the clear when it takes AUTH
+    /// without TLS (a relay on this host).
+    pub fn url_for_local_relay(&self) -> String {
+        match (&self.auth, &self.tls) {
+            (Some(_), None) => format!("{}?auth_without_tls=true", self.url()),
+            _ => self.url(),
+        }
+    }
+
     /// The AUTH commands it was sent, right or wrong, each with the TLS
     /// version of its connection (null: in the clear).
     pub fn auth_attempts(&self) -> Vec<Value> {
@@ -176,8 +185,10 @@ impl SmtpSink {
 }
 
 /// Email settings that send through `sink`, checking every 50 ms.
+/// A sink with credentials and no TLS is a local relay: the URL says that
+/// AUTH may go in the clear.
 pub fn send_through(settings: &mut Settings, sink: &SmtpSink) {
-    settings.email.smtp_url = Some(sink.url().into());
+    settings.email.smtp_url = Some(sink.url_for_local_relay().into());
     settings.email.smtp_from = Some("Tickertape <stats@tickertape.test>".into());
     settings.email.email_check_ms = 50;
 }
@@ -405,14 +416,23 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
         page.contains("ada@example.com") && page.contains("bob@example.com"),
         "{page}"
     );
-    // Nothing is due during the week they subscribed in.
+    // Neither address is the owner's own: each gets a confirmation, and
+    // then nothing during the week they subscribed in.
+    let asked = sink.wait_for(2).await;
+    for m in &asked {
+        let subject = m["subject"].as_str().unwrap();
+        assert!(subject.starts_with("Confirm email from"), "{subject}");
+        let link = link_after(m["text"].as_str().unwrap(), "To confirm, open this link:\n");
+        let r = reqwest::Client::new().post(&link).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{link}");
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(sink.received().is_empty());
+    assert_eq!(sink.received().len(), 2);
 
     // Monday 23 November, just after midnight (UTC): the week's report.
     app.clock
         .set(Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 30).unwrap());
-    let got = sink.wait_for(2).await;
+    let got = sink.wait_for(4).await.split_off(2);
     let mut recipients: Vec<&str> = got
         .iter()
         .map(|m| m["rcptTos"][0].as_str().unwrap())
@@ -635,6 +655,7 @@ async fn two_instances_and_a_restart_send_each_report_once() {
             &tickertape::domain::Recipient::parse(address).unwrap(),
             tickertape::domain::Schedule::parse(schedule).unwrap(),
             now,
+            tickertape::storage::email::Consent::Given,
         )
         .await
         .unwrap();
@@ -720,7 +741,7 @@ async fn a_spike_alert_is_sent_once_per_episode() {
     app.set_owners(&site, &[owner.id]).await;
     let id = site.id.to_string();
     let login = app.login("owner@example.com").await;
-    subscribe_form(&login, &id, "ops@example.com", "alerts").await;
+    subscribe_form(&login, &id, "owner@example.com", "alerts").await;
     // A refused rule names its field and saves nothing.
     let r = login
         .post(
@@ -764,7 +785,7 @@ async fn a_spike_alert_is_sent_once_per_episode() {
     assert!(sink.received().is_empty(), "5 views are not above 5");
     burst(1).await;
     let got = sink.wait_for(1).await;
-    assert_eq!(got[0]["rcptTos"][0], "ops@example.com");
+    assert_eq!(got[0]["rcptTos"][0], "owner@example.com");
     assert_eq!(
         got[0]["subject"],
         "Traffic spike on spike.test: 6 views in the last hour"
@@ -825,6 +846,7 @@ async fn failed_deliveries_are_retried_with_back_off_counted_and_shown() {
         tickertape::domain::Schedule::Daily,
         // Sunday: the first report due is Monday's.
         t0(),
+        tickertape::storage::email::Consent::Given,
     )
     .await
     .unwrap();
@@ -911,7 +933,7 @@ async fn send_report_sends_the_last_seven_days_now() {
         ])
         .env("MONGODB_URI", database_uri())
         .env("TICKERTAPE_DATABASE", app.store.db().name())
-        .env("TICKERTAPE_SMTP_URL", sink.url())
+        .env("TICKERTAPE_SMTP_URL", sink.url_for_local_relay())
         .env("TICKERTAPE_SMTP_FROM", "stats@tickertape.test")
         .env("TICKERTAPE_PUBLIC_URL", &app.address)
         .env("RUST_LOG", "info")
@@ -1129,6 +1151,7 @@ async fn a_drop_alert_comes_when_usual_hours_pass_without_a_view() {
         &tickertape::domain::Recipient::parse("ops@example.com").unwrap(),
         tickertape::domain::Schedule::Alerts,
         t0(),
+        tickertape::storage::email::Consent::Given,
     )
     .await
     .unwrap();
@@ -1143,4 +1166,302 @@ async fn a_drop_alert_comes_when_usual_hours_pass_without_a_view() {
     app.clock.advance(TimeDelta::minutes(30));
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(sink.received().len(), 1);
+}
+
+/// Waits while the sender runs some rounds (it checks every 50 ms here):
+/// for what must not happen, there is no condition to wait for.
+async fn some_rounds() {
+    tokio::time::sleep(Duration::from_millis(600)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_an_alert_rule_off_and_on_keeps_its_episode() {
+    use tickertape::domain::AlertRules;
+    use tickertape::storage::email::set_alert_rules;
+    let sink = SmtpSink::start(None, 0).await;
+    let app = spawn_app_with(|s| send_through(s, &sink)).await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let site = app.add_site("onoff.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let id = site.id.to_string();
+    let login = app.login("owner@example.com").await;
+    subscribe_form(&login, &id, "owner@example.com", "alerts").await;
+    let rules = |views: &str| AlertRules::parse(views, "", "").unwrap();
+    set_alert_rules(&app.store, &site.id, rules("5"))
+        .await
+        .unwrap();
+    let now = app.clock.now();
+    app.write_hits(&[("onoff.test/launch", now); 6]).await;
+    let got = sink.wait_for(1).await;
+    assert_eq!(
+        got[0]["subject"],
+        "Traffic spike on onoff.test: 6 views in the last hour"
+    );
+    // Off and on three times, a minute apart (an episode opened again
+    // would start at another minute, and so be another email), then
+    // edited: the same spike, the same episode, no second email.
+    for _ in 0..3 {
+        set_alert_rules(&app.store, &site.id, AlertRules::default())
+            .await
+            .unwrap();
+        app.clock.advance(TimeDelta::minutes(1));
+        some_rounds().await;
+        set_alert_rules(&app.store, &site.id, rules("5"))
+            .await
+            .unwrap();
+        app.clock.advance(TimeDelta::minutes(1));
+        some_rounds().await;
+    }
+    set_alert_rules(&app.store, &site.id, rules("4"))
+        .await
+        .unwrap();
+    some_rounds().await;
+    // Edited so that it no longer holds, and back: still that spike.
+    set_alert_rules(&app.store, &site.id, rules("100"))
+        .await
+        .unwrap();
+    app.clock.advance(TimeDelta::minutes(1));
+    some_rounds().await;
+    set_alert_rules(&app.store, &site.id, rules("5"))
+        .await
+        .unwrap();
+    some_rounds().await;
+    assert_eq!(sink.received().len(), 1, "one email for one spike");
+
+    // The spike over (two quiet hours), the next one is a new episode.
+    app.clock.advance(TimeDelta::hours(2));
+    let episodes = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::email::EPISODES);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while episodes
+        .find_one(bson::doc! {"open": false})
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the episode did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = app.clock.now();
+    app.write_hits(&[("onoff.test/again", now); 7]).await;
+    let got = sink.wait_for(2).await;
+    assert_eq!(
+        got[1]["subject"],
+        "Traffic spike on onoff.test: 7 views in the last hour"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_not_the_owners_gets_only_a_confirmation_until_it_confirms() {
+    let sink = SmtpSink::start(None, 0).await;
+    let app = spawn_app_with(|s| send_through(s, &sink)).await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let site = app.add_site("consent.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let id = site.id.to_string();
+    let login = app.login("owner@example.com").await;
+    subscribe_form(&login, &id, "Owner@Example.com", "alerts").await;
+    subscribe_form(&login, &id, "ops@example.com", "alerts").await;
+    // By the API too: the token's owner is who subscribes.
+    let token = create_email_token(&login, "mail").await;
+    let (status, created) = subscribe_api(&app, &token, &id, "api@example.com", "alerts").await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["confirmed"], false, "{created}");
+    let page = login.text(&format!("/sites/{id}/email")).await.1;
+    assert!(page.contains("waiting for confirmation"), "{page}");
+    tickertape::storage::email::set_alert_rules(
+        &app.store,
+        &site.id,
+        tickertape::domain::AlertRules::parse("5", "", "").unwrap(),
+    )
+    .await
+    .unwrap();
+    let now = app.clock.now();
+    app.write_hits(&[("consent.test/launch", now); 6]).await;
+    // The owner's own address gets the alert; the others one confirmation
+    // each, and nothing else.
+    let got = sink.wait_for(3).await;
+    some_rounds().await;
+    let got_now = sink.received();
+    assert_eq!(got_now.len(), 3, "{got_now:#?}");
+    let to = |m: &Value| m["rcptTos"][0].as_str().unwrap().to_owned();
+    let owners = got.iter().find(|m| to(m) == "owner@example.com").unwrap();
+    assert_eq!(
+        owners["subject"],
+        "Traffic spike on consent.test: 6 views in the last hour"
+    );
+    let ops = got.iter().find(|m| to(m) == "ops@example.com").unwrap();
+    assert_eq!(
+        ops["subject"],
+        "Confirm email from consent.test's statistics"
+    );
+    let text = ops["text"].as_str().unwrap();
+    assert!(!text.contains("views"), "no figure before consent: {text}");
+    let link = link_after(text, "To confirm, open this link:\n");
+    let anonymous = reqwest::Client::new();
+    // A forged or another address's link confirms nothing.
+    for forged in [
+        link.replace("ops%40example.com", "api%40example.com"),
+        link.replace("token=", "token=0"),
+    ] {
+        let r = anonymous.post(&forged).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{forged}");
+    }
+    // Opening it asks first (a mail scanner confirms nobody) …
+    let r = anonymous.get(&link).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("id=\"confirm\""));
+    let listed = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/email/subscriptions"),
+    )
+    .await
+    .json;
+    let confirmed = |listed: &Value, address: &str| {
+        listed["subscriptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"] == address)
+            .unwrap()["confirmed"]
+            .clone()
+    };
+    assert_eq!(confirmed(&listed, "ops@example.com"), false);
+    assert_eq!(confirmed(&listed, "owner@example.com"), true);
+    // … and the button confirms.
+    let r = anonymous.post(&link).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("id=\"confirmed\""));
+    let listed = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/email/subscriptions"),
+    )
+    .await
+    .json;
+    assert_eq!(confirmed(&listed, "ops@example.com"), true);
+    assert_eq!(confirmed(&listed, "api@example.com"), false);
+
+    // Confirmed, it receives what a new subscriber would: the alert of
+    // the spike going on.
+    let got = sink.wait_for(4).await;
+    assert_eq!(to(&got[3]), "ops@example.com");
+    assert_eq!(
+        got[3]["subject"],
+        "Traffic spike on consent.test: 6 views in the last hour"
+    );
+    // The next spike reaches both confirmed addresses, not the third.
+    app.clock.advance(TimeDelta::hours(2));
+    let episodes = app
+        .store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::email::EPISODES);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while episodes
+        .find_one(bson::doc! {"open": false})
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the episode did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = app.clock.now();
+    app.write_hits(&[("consent.test/again", now); 7]).await;
+    let got = sink.wait_for(6).await;
+    some_rounds().await;
+    assert_eq!(sink.received().len(), 6);
+    let mut alerted: Vec<String> = got[4..].iter().map(to).collect();
+    alerted.sort();
+    assert_eq!(alerted, ["ops@example.com", "owner@example.com"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_concurrent_subscriptions_do_not_pass_the_cap() {
+    use tickertape::domain::{Recipient, Schedule};
+    use tickertape::storage::email::{list_for_site, subscribe, Consent, MAX_PER_SITE};
+    let app = spawn_app().await;
+    let site = app.add_site("cap.test", &[]).await;
+    // 490 there already, written as an older version did (no counter).
+    let docs: Vec<bson::Document> = (0..MAX_PER_SITE - 10)
+        .map(|i| {
+            bson::doc! {
+                "_id": bson::Uuid::new(),
+                "siteId": bson::Uuid::from(site.id.as_uuid()),
+                "address": format!("reader{i}@example.com"),
+                "schedule": "weekly",
+                "createdAt": bson::DateTime::now(),
+                "confirmed": true,
+            }
+        })
+        .collect();
+    app.store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::email::SUBSCRIPTIONS)
+        .insert_many(docs)
+        .await
+        .unwrap();
+    for round in 0..2 {
+        let attempts = (0..30).map(|i| {
+            let (store, site) = (app.store.clone(), site.id);
+            tokio::spawn(async move {
+                let address = Recipient::parse(&format!("new{round}-{i}@example.com")).unwrap();
+                subscribe(
+                    &store,
+                    &site,
+                    &address,
+                    Schedule::Daily,
+                    Utc::now(),
+                    Consent::Given,
+                )
+                .await
+            })
+        });
+        let results = futures::future::join_all(attempts).await;
+        let made = results
+            .iter()
+            .filter(|r| matches!(r.as_ref().unwrap(), Ok((_, true))))
+            .count();
+        let all = list_for_site(&app.store, &site.id).await.unwrap().len() as u64;
+        assert_eq!(all, MAX_PER_SITE, "round {round}");
+        assert_eq!(made, if round == 0 { 10 } else { 0 }, "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_see_neither_the_relay_nor_its_credentials_and_admins_the_host_only() {
+    let sink = SmtpSink::start(Some(("relay-user-7", "pw-7")), 0).await;
+    let app = spawn_app_with(|s| send_through(s, &sink)).await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("quiet.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let login = app.login("owner@example.com").await;
+    let (status, page) = login.text(&format!("/sites/{}/email", site.id)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"sending\""), "{page}");
+    for secret in ["relay-user-7", "pw-7", "127.0.0.1", &sink.port.to_string()] {
+        assert!(
+            !page.contains(secret),
+            "the owner's page shows {secret}: {page}"
+        );
+    }
+    let admin = app.login("admin@example.com").await;
+    let (_, system) = admin.text("/admin/system").await;
+    assert!(
+        system.contains(&format!("127.0.0.1:{}", sink.port)),
+        "{system}"
+    );
+    for secret in ["relay-user-7", "pw-7"] {
+        assert!(!system.contains(secret), "the system page shows {secret}");
+    }
 }

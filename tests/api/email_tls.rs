@@ -13,7 +13,7 @@ use std::time::Duration;
 use tickertape::accounts::Role;
 use tickertape::domain::{Recipient, Schedule};
 use tickertape::settings::Settings;
-use tickertape::storage::email::{for_site, subscribe, SendState};
+use tickertape::storage::email::{for_site, subscribe, Consent, SendState};
 use tickertape::storage::sites::Site;
 
 use crate::email::{figure, n, send_through, traffic, SinkTls, SmtpSink, TlsMode};
@@ -153,6 +153,7 @@ async fn site_with_a_subscriber(app: &TestApp, name: &str, schedule: Schedule) -
         &Recipient::parse("ada@example.com").unwrap(),
         schedule,
         t0(),
+        Consent::Given,
     )
     .await
     .unwrap();
@@ -301,4 +302,43 @@ async fn a_server_certificate_another_authority_signed_is_refused() {
             "{mode:?}: {error}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_go_in_the_clear_only_when_the_url_says_so() {
+    // A server that offers no STARTTLS and takes AUTH in the clear; the
+    // URL names no TLS mode: the password is not sent, nor the email.
+    let sink = SmtpSink::start(Some(("relay", "not-in-the-clear")), 0).await;
+    let url = sink.url();
+    let app = spawn_app_with(|s| {
+        send_through(s, &sink);
+        s.email.smtp_url = Some(url.clone().into());
+    })
+    .await;
+    let site = site_with_a_subscriber(&app, "clear.test", Schedule::Daily).await;
+    app.clock.set(monday());
+    wait_for_metric(&app, "tickertape_email_attempt_failures_total", 1.0).await;
+    assert!(sink.received().is_empty(), "nothing sent");
+    assert!(
+        sink.auth_attempts().is_empty(),
+        "no password in the clear: {:?}",
+        sink.auth_attempts()
+    );
+    let records = for_site(&app.store, &site.id).await.unwrap();
+    let error = records[0].last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("auth_without_tls"), "{error}");
+    drop(app);
+
+    // Said explicitly (a relay on the same host), it goes.
+    let url = format!("{}?auth_without_tls=true", sink.url());
+    let app = spawn_app_with(|s| {
+        send_through(s, &sink);
+        s.email.smtp_url = Some(url.clone().into());
+    })
+    .await;
+    site_with_a_subscriber(&app, "clear.test", Schedule::Daily).await;
+    app.clock.set(monday());
+    let got = sink.wait_for(1).await;
+    assert_eq!(got[0]["authenticatedAs"], "relay");
+    assert!(got[0]["tls"].is_null(), "{:?}", got[0]);
 }

@@ -1075,3 +1075,41 @@ async fn every_preset_has_one_total_on_every_page_csv_and_api() {
         }
     }
 }
+
+/// An empty `filter=` is an absent one, as the document says of every
+/// empty parameter: on the API, the report pages and the CSV files.
+#[tokio::test]
+async fn an_empty_filter_is_ignored_everywhere() {
+    let app = spawn_app().await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let site = app.add_site("empty-filter.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let now = tickertape::clock::Clock::now(&*app.clock);
+    app.write_hits(&[("empty-filter.test/", now), ("empty-filter.test/a", now)])
+        .await;
+    let login = app.login("owner@example.com").await;
+    let token = create_token(&login, "filters", None).await;
+    let id = site.id;
+    let plain = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/visits?range=today"),
+    )
+    .await;
+    assert_eq!(plain.status, 200);
+    for query in ["filter=", "filter=&filter=", "filter=page:/a&filter="] {
+        let path = format!("/api/v1/sites/{id}/visits?range=today&{query}");
+        let r = get(&app, &token, &path).await;
+        assert_eq!(r.status, 200, "{query}: {}", r.json);
+        if !query.contains("page") {
+            assert_eq!(r.json["views"], plain.json["views"], "{query}");
+        }
+    }
+    for path in [
+        format!("/sites/{id}?range=today&filter="),
+        format!("/sites/{id}/pages.csv?range=today&filter="),
+        format!("/sites/{id}/visits.csv?range=today&filter="),
+    ] {
+        assert_eq!(login.get(&path).await.status(), 200, "{path}");
+    }
+}

@@ -341,3 +341,81 @@ async fn pages_of_a_site_are_one_contiguous_key_range() {
         "example.com.au's pages sort outside example.com's range"
     );
 }
+
+/// The median of `samples`, in milliseconds.
+fn median_ms(samples: &mut [std::time::Duration]) -> f64 {
+    samples.sort();
+    samples[samples.len() / 2].as_secs_f64() * 1e3
+}
+
+/// A host nobody tracks is answered like a counted hit in content (200 and
+/// the GIF, 202 "ok") and in time: a tracked host's answer waits for the
+/// journal's sync, so an instant answer would tell them apart. Requests
+/// of both kinds are interleaved over one connection, and the medians of
+/// 200 each compared (an untracked median at least half the tracked one;
+/// before the refusal waited, it was a small fraction of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_nobody_tracks_is_answered_in_the_time_of_a_count() {
+    use std::time::{Duration, Instant};
+    let mut app = spawn_app().await;
+    app.add_site("timed.test", &[]).await;
+    {
+        let pixel = |host: &'static str| {
+            let app = &app;
+            async move {
+                let started = Instant::now();
+                let r = app
+                    .pixel_with("page=/p", &[("referer", &format!("https://{host}/p"))])
+                    .await;
+                let took = started.elapsed();
+                assert_eq!(r.status(), 200, "{host}");
+                r.bytes().await.unwrap();
+                took
+            }
+        };
+        let event = |host: &'static str| {
+            let app = &app;
+            async move {
+                let body =
+                    format!(r#"{{"n":"pageview","u":"https://{host}/p","d":"{host}","r":null}}"#);
+                let started = Instant::now();
+                let r = app
+                    .http
+                    .post(format!("{}/api/event", app.address))
+                    .header("content-type", "text/plain")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                let took = started.elapsed();
+                assert_eq!(r.status(), 202, "{host}");
+                r.bytes().await.unwrap();
+                took
+            }
+        };
+        for kind in ["pixel", "/api/event"] {
+            let (mut tracked, mut untracked): (Vec<Duration>, Vec<Duration>) = (vec![], vec![]);
+            for i in 0..220 {
+                let (t, u) = if kind == "pixel" {
+                    (pixel("timed.test").await, pixel("nobody.test").await)
+                } else {
+                    (event("timed.test").await, event("nobody.test").await)
+                };
+                // The first ones warm up the connection and the caches.
+                if i >= 20 {
+                    tracked.push(t);
+                    untracked.push(u);
+                }
+            }
+            let (t, u) = (median_ms(&mut tracked), median_ms(&mut untracked));
+            eprintln!("{kind}: median tracked {t:.3} ms, untracked {u:.3} ms (200 each)");
+            assert!(
+                u >= 0.5 * t,
+                "{kind}: an untracked host answers in {u:.3} ms, a tracked one in {t:.3} ms"
+            );
+        }
+    }
+    // Drained and stopped before its database is dropped.
+    app.settle().await;
+    app.stop().await;
+}

@@ -59,6 +59,7 @@ struct SubscriptionBody {
     address: String,
     schedule: &'static str,
     created_at: DateTime<Utc>,
+    confirmed: bool,
 }
 
 impl From<&Subscription> for SubscriptionBody {
@@ -68,6 +69,7 @@ impl From<&Subscription> for SubscriptionBody {
             address: s.address.to_string(),
             schedule: s.schedule.key(),
             created_at: s.created_at.to_chrono(),
+            confirmed: s.confirmed,
         }
     }
 }
@@ -138,12 +140,16 @@ pub async fn api_subscribe(
         .map_err(|e| bad("address", format!("The address is refused: {e}.")))?;
     let schedule = Schedule::parse(&body.schedule)
         .map_err(|e| bad("schedule", format!("The schedule is refused: {e}.")))?;
+    // The token's owner subscribes: their own address at once, any other
+    // once it confirms by the link it is sent.
+    let consent = stored::Consent::of(client.user.email.as_str(), &address);
     match stored::subscribe(
         &state.store,
         &site.id,
         &address,
         schedule,
         state.clock.now(),
+        consent,
     )
     .await
     {

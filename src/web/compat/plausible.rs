@@ -97,8 +97,10 @@ pub async fn event(
         }
     };
     let Some(site) = domains.iter().find_map(|d| state.directory.by_host(d)) else {
-        // Like a pixel whose Referer names no tracked host.
+        // Like a pixel whose Referer names no tracked host: answered as a
+        // count, in a count's time.
         state.stats.record(Outcome::UnknownSite);
+        state.wait_like_a_count().await;
         return accepted();
     };
     params.site = Some(Ok(site.id.to_string()));
