@@ -10,6 +10,12 @@
 //! `BENCH_VISIT_STORE_ONLY=1` runs only it; `BENCH_VISIT_STORE_PAGES`
 //! (default `1000,10000`); `BENCH_VISIT_STORE_SECS` per run (default 120;
 //! quick 15); `BENCH_VISIT_STORE_CONNECTIONS` (64).
+//!
+//! *One client's flood*: `BENCH_VISITORS=1` makes `pixel.lua` send every
+//! hit with one User-Agent (wrk has one address): one visitor, one visit
+//! far past its step limit. Target then: with the store on, at least
+//! 0.9× the applied rate without it (a hit past a visit's limit costs the
+//! store no more than a short visit's).
 
 use crate::roles::Database;
 use crate::sustained::{run_one, RunSpec};
@@ -18,6 +24,9 @@ use crate::{env_or, Options};
 /// The applied rate with the store on, as a share of the rate without it,
 /// that the issue asks for.
 const TARGET: f64 = 0.8;
+
+/// The same for one client flooding the pixel (`BENCH_VISITORS=1`).
+const FLOOD_TARGET: f64 = 0.9;
 
 pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     let seconds: u64 = env_or(
@@ -30,9 +39,16 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         .split(',')
         .filter_map(|p| p.trim().parse().ok())
         .collect();
+    let flood = std::env::var("BENCH_VISITORS").is_ok_and(|v| v.trim() == "1");
+    let target = if flood { FLOOD_TARGET } else { TARGET };
     println!("\n## The visit store on the write path\n");
     println!(
-        "durable acks, wrk with {connections} connections, {seconds} s per run, Zipf pages, real visitors; applied = hits applied to the minutes per second during the load; fresh = the minutes' lag stayed under 5 s (p99) and ended under it\n"
+        "durable acks, wrk with {connections} connections, {seconds} s per run, Zipf pages, {}; applied = hits applied to the minutes per second during the load; fresh = the minutes' lag stayed under 5 s (p99) and ended under it\n",
+        if flood {
+            "one client (one User-Agent and address: one visit)"
+        } else {
+            "real visitors"
+        }
     );
     println!("| pages | store | acked hits/s | applied hits/s | on ÷ off | minutes lag p99 s | visits lag p99 s | fresh | visits stored | bytes per visit |");
     println!("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|");
@@ -74,8 +90,9 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
             off.applied_rate, on.applied_rate
         );
         verdicts.push(format!(
-            "- {n} pages: with the store on, {ratio:.2}× the applied rate without it ({}; target ≥ {TARGET}×)",
-            if ratio >= TARGET { "met" } else { "MISSED" }
+            "- {n} pages{}: with the store on, {ratio:.2}× the applied rate without it ({}; target ≥ {target}×)",
+            if flood { ", one client" } else { "" },
+            if ratio >= target { "met" } else { "MISSED" }
         ));
     }
     println!();

@@ -258,19 +258,51 @@ fn server(
             .configure(crate::web::routes)
     })
     .listen(listener)?
+    // A request's head and the next request on a kept-alive connection
+    // may wait longer than actix's 5 s for a worker on a busy machine: a
+    // timer that fires first answers 408 or closes the connection with the
+    // request unread, which the client sees as "connection reset by peer"
+    // (a lost view). Generous timers keep them; the worker's connection
+    // limit (25,600) still bounds what slow clients can hold.
+    .client_request_timeout(CLIENT_REQUEST_TIMEOUT)
+    .keep_alive(KEEP_ALIVE)
     .shutdown_timeout(30)
     .run())
 }
 
-/// Binds the listen address (port 0 picks a free one), naming it when it
-/// cannot be had.
+/// How long a connection may take to send a request's head.
+const CLIENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an idle kept-alive connection stays open. Clients that reuse
+/// connections idle for less than this never race its closing.
+const KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+/// Connections the kernel queues for the accept loop: std's listener asks
+/// for 128, so a burst of a few hundred new connections while the workers
+/// are busy overflowed it (a refused or delayed handshake). Linux caps it
+/// at `net.core.somaxconn` (4,096 by default since 5.4).
+pub const LISTEN_BACKLOG: i32 = 4_096;
+
+/// Binds the listen address (port 0 picks a free one) with a backlog of
+/// [`LISTEN_BACKLOG`], naming the address when it cannot be had.
 pub fn bind(settings: &Settings) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(settings.listen).map_err(|e| {
+    listen(settings.listen).map_err(|e| {
         anyhow::anyhow!(
             "cannot listen on {}: {e}. Stop what uses it or set TICKERTAPE_LISTEN to another address",
             settings.listen
         )
     })
+}
+
+fn listen(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    // As std and actix do: a restarted server can bind at once although
+    // its old connections linger in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// What the database must offer before anything is written to it.

@@ -181,15 +181,17 @@ impl Batch {
         }
     }
 
+    /// The documents the batch writes: its buckets, or its visits. What a
+    /// batch the database failed to take is halved by, so a visits batch
+    /// too slow for the attempt's time limit (a backlog of long visits on
+    /// a busy machine) is gathered again smaller, not retried whole for
+    /// ever.
     fn buckets(&self) -> usize {
-        self.levels.iter().map(Increments::len).sum()
+        self.levels.iter().map(Increments::len).sum::<usize>() + self.visits.len()
     }
 
     fn is_full(&self, max_hits: usize, max_buckets: usize) -> bool {
-        self.hits >= max_hits
-            || self.buckets() >= max_buckets
-            || self.sources.is_full()
-            || self.visits.len() >= max_buckets
+        self.hits >= max_hits || self.buckets() >= max_buckets || self.sources.is_full()
     }
 }
 

@@ -233,13 +233,17 @@ async fn count(
     if let Some(event) = view.event {
         // An event is not a view: it leaves the visit as it is, and is
         // counted with its visitor for the goals' converting visitors.
+        let place = state
+            .visitors
+            .open
+            .event(visitor, page.as_str(), event.as_str(), at);
         let record = Record {
             page: page.into_string(),
             at,
             source: None,
             visit: Some(crate::journal::Visit {
                 visitor,
-                place: state.visitors.open.event(visitor, at),
+                place,
                 ..Default::default()
             }),
             labels: Labels::default().with(Dimension::Event, event.into_string()),

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::journal::{Visit, VisitPlace};
+use crate::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
 
 /// Longest gap between two hits of one visit.
 pub const GAP: TimeDelta = TimeDelta::minutes(30);
@@ -62,8 +63,12 @@ struct Open {
     /// The visit's id in the visit store, drawn at random when it opens.
     id: u64,
     start: DateTime<Utc>,
-    /// Hits (views and events) taken so far: the next one's step.
+    /// The next hit's step: hits (views and events) taken so far, or at
+    /// least [`MAX_STEPS`] once a step did not fit in the visit store's
+    /// byte budget ([`Open::next_step`]).
     steps: u32,
+    /// What the steps kept in the visit store take ([`step_bytes`]).
+    kept_bytes: usize,
     last_at: DateTime<Utc>,
     entry: Box<str>,
     previous: Box<str>,
@@ -74,6 +79,25 @@ struct Open {
 impl Open {
     fn bytes(&self) -> usize {
         ENTRY_OVERHEAD + self.entry.len() + self.previous.len()
+    }
+
+    /// The place of the visit's next step, which takes `bytes` in the
+    /// visit store. The store keeps a visit's steps up to the first that
+    /// passes its count or its bytes; from that one on every step is
+    /// placed at or past [`MAX_STEPS`], where it is counted, not kept. Said
+    /// here, where a visit's hits come in order, so a later small step
+    /// never fills a gap the lanes' order would make arbitrary.
+    fn next_step(&mut self, bytes: usize) -> u32 {
+        if self.steps < MAX_STEPS {
+            if self.kept_bytes + bytes <= MAX_STEP_BYTES {
+                self.kept_bytes += bytes;
+            } else {
+                self.steps = MAX_STEPS;
+            }
+        }
+        let step = self.steps;
+        self.steps = self.steps.saturating_add(1);
+        step
     }
 }
 
@@ -119,10 +143,9 @@ impl OpenVisits {
                     place: Some(VisitPlace {
                         id: open.id,
                         start: open.start,
-                        step: open.steps,
+                        step: open.next_step(step_bytes(page, None)),
                     }),
                 };
-                open.steps = open.steps.saturating_add(1);
                 let before = open.bytes();
                 open.views = open.views.saturating_add(1);
                 open.last_at = open.last_at.max(at);
@@ -142,6 +165,7 @@ impl OpenVisits {
                     id,
                     start: at,
                     steps: 1,
+                    kept_bytes: step_bytes(page, None),
                     last_at: at,
                     entry: page.into(),
                     previous: page.into(),
@@ -172,19 +196,24 @@ impl OpenVisits {
         (visit, Touch { visitor, stamp })
     }
 
-    /// The place of an event of `visitor` at `at` in its open visit, if
-    /// it has one: the event takes the next step number and changes
-    /// nothing else of the visit (it is not a view: no duration, no exit,
-    /// and it does not keep the visit open). `None`: the event is outside
-    /// any visit, and the visit store does not keep it.
-    pub fn event(&self, visitor: u64, at: DateTime<Utc>) -> Option<VisitPlace> {
+    /// The place of an event named `name` on `page` of `visitor` at `at`
+    /// in its open visit, if it has one: the event takes the next step
+    /// number and changes nothing else of the visit (it is not a view: no
+    /// duration, no exit, and it does not keep the visit open). `None`: the
+    /// event is outside any visit, and the visit store does not keep it.
+    pub fn event(
+        &self,
+        visitor: u64,
+        page: &str,
+        name: &str,
+        at: DateTime<Utc>,
+    ) -> Option<VisitPlace> {
         let mut inner = self.inner.lock().expect("visits lock");
         let open = inner.visits.get_mut(&visitor)?;
         if at - open.last_at >= GAP {
             return None;
         }
-        let step = open.steps;
-        open.steps = open.steps.saturating_add(1);
+        let step = open.next_step(step_bytes(page, Some(name)));
         Some(VisitPlace {
             id: open.id,
             start: open.start,
@@ -317,7 +346,7 @@ mod tests {
         let (first, _) = t.hit(1, "a.com/", at(10, 0));
         let place = first.place.unwrap();
         assert_eq!((place.start, place.step), (at(10, 0), 0));
-        let event = t.event(1, at(10, 1)).unwrap();
+        let event = t.event(1, "a.com/", "Play", at(10, 1)).unwrap();
         assert_eq!((event.id, event.step), (place.id, 1));
         let (second, _) = t.hit(1, "a.com/b", at(10, 2));
         let second = second.place.unwrap();
@@ -329,9 +358,47 @@ mod tests {
         // visit has no place.
         let other = t.hit(2, "a.com/", at(10, 2)).0.place.unwrap();
         assert_ne!(other.id, place.id);
-        assert_eq!(t.event(3, at(10, 2)), None);
+        assert_eq!(t.event(3, "a.com/", "Play", at(10, 2)), None);
         // An event does not keep a visit open.
-        assert_eq!(t.event(1, at(10, 40)), None);
+        assert_eq!(t.event(1, "a.com/", "Play", at(10, 40)), None);
+    }
+
+    #[test]
+    fn a_visit_keeps_steps_up_to_the_first_past_the_byte_budget() {
+        let t = table();
+        let long = format!("a.com/{}", "x".repeat(505));
+        let fit = MAX_STEP_BYTES / step_bytes(&long, None);
+        let mut kept = 0;
+        let mut places = Vec::new();
+        for i in 0..2 * fit {
+            let (visit, _) = t.hit(1, &long, at(10, 0) + TimeDelta::seconds(i as i64));
+            places.push(visit.place.unwrap().step);
+        }
+        for (i, &step) in places.iter().enumerate() {
+            if step < MAX_STEPS {
+                assert_eq!(step as usize, i, "kept steps are the visit's first");
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, fit, "as many steps as the budget holds");
+        assert!(kept * step_bytes(&long, None) <= MAX_STEP_BYTES);
+        // Past the budget every step, a short one or an event too, is
+        // placed past the cap: the store keeps no step after a gap.
+        let (short, _) = t.hit(1, "a.com/", at(10, 20));
+        assert!(short.place.unwrap().step > MAX_STEPS);
+        let event = t.event(1, "a.com/", "Go", at(10, 21)).unwrap();
+        assert!(event.step > MAX_STEPS);
+        assert!(places[fit..].windows(2).all(|w| w[1] == w[0] + 1));
+        // Short pages: the step count is the bound.
+        let (first, _) = t.hit(2, "a.com/", at(10, 0));
+        let mut last = first.place.unwrap().step;
+        for i in 1..MAX_STEPS + 10 {
+            let (v, _) = t.hit(2, "a.com/", at(10, 0) + TimeDelta::milliseconds(i as i64));
+            last = v.place.unwrap().step;
+            assert_eq!(last, i, "places follow the hits");
+        }
+        assert_eq!(last, MAX_STEPS + 9);
+        assert!(MAX_STEPS as usize * step_bytes("a.com/", None) <= MAX_STEP_BYTES);
     }
 
     #[test]

@@ -37,9 +37,10 @@
 //! Invariants (tested in `tests/api/visit_log.rs`):
 //! - every answered view or event of a visit is exactly one step, across
 //!   crashes of the app or the database;
-//! - `views` is the number of view steps (up to [`MAX_STEPS`], past which
-//!   steps are no longer kept but still counted), `duration` the greatest
-//!   offset of a view step, the entry the page of step 0;
+//! - `views` is the number of view steps (up to [`MAX_STEPS`] steps taking
+//!   up to [`MAX_STEP_BYTES`], past which steps are no longer kept but still
+//!   counted), `duration` the greatest offset of a view step, the entry the
+//!   page of step 0;
 //! - a visit lies within one UTC day (the visitor id changes with the day's
 //!   salt), so a day's visits are those whose `start` is in that day.
 
@@ -60,9 +61,38 @@ use crate::journal::Record;
 pub const COLLECTION: &str = "visits";
 
 /// Steps kept per visit: a visit is a person's reading of a site, and this
-/// bounds the document (about 40 bytes a step) whatever a script does. Past
-/// it the visit's `views` and `duration` still count every view.
+/// bounds the document whatever a script does. Past it the visit's `views`
+/// and `duration` still count every view.
 pub const MAX_STEPS: u32 = 2_000;
+
+/// Bytes a visit's kept steps may take ([`step_bytes`] each): the step
+/// count alone let a client sending 2,000 views of 511-byte paths grow one
+/// document to 0.8 MB (rewritten by each of its statements, decoded by
+/// every filtered read). A visit keeps its steps up to the first that
+/// would pass either bound ([`MAX_STEPS`] or this), so a stored visit is
+/// at most about 130 KB: 2,000 views of paths up to 30 bytes fit, or 240
+/// of the longest paths the pixel takes (512 bytes).
+///
+/// The open-visits table (`ingest::visits`) applies it, since only it sees
+/// a visit's hits in order: the first step past the budget and every later
+/// one get a place at or past [`MAX_STEPS`], which the applier counts and
+/// does not keep. So the document never holds a step after a gap, whatever
+/// order the lanes apply them in, and a replay makes the same choice.
+pub const MAX_STEP_BYTES: usize = 128 << 10;
+
+/// What one step takes in a visit's `steps` array: its page's path (`page`
+/// as the pixel names it, domain and path), its event's name, and the
+/// fields around them (exact for steps 1,000 to 9,999, more for earlier
+/// ones, whose array keys are shorter).
+pub fn step_bytes(page: &str, event: Option<&str>) -> usize {
+    // Element type, key "1234\0", the step's length, `n` and `t` (7 each),
+    // `p`'s type, name and length, the string's NUL, the step's end.
+    const AROUND: usize = 33;
+    // `e`'s type, name, length and NUL.
+    const EVENT_FIELD: usize = 8;
+    let path = page.find('/').map_or("/", |i| &page[i..]);
+    AROUND + path.len() + event.map_or(0, |e| EVENT_FIELD + e.len())
+}
 
 /// The shard key (and the reads' index): one site's visits are contiguous
 /// and in time order.
@@ -671,6 +701,86 @@ mod tests {
         let u = w.statements()[0].get_document("u").unwrap().clone();
         assert!(u.get_document("$push").is_err());
         assert_eq!(u.get_document("$inc").unwrap(), &doc! {"views": 1i64});
+    }
+
+    #[test]
+    fn step_bytes_is_what_a_step_takes_in_the_document() {
+        let encoded = |n: i32, p: &str, e: Option<&str>| {
+            let step = Step {
+                n,
+                t: 3_600,
+                p: p.into(),
+                e: e.map(str::to_owned),
+            };
+            let mut steps = vec![Bson::Null; n as usize];
+            steps.push(bson::to_bson(&step).unwrap());
+            let with = bson::to_vec(&doc! {"s": steps.clone()}).unwrap().len();
+            steps.pop();
+            with - bson::to_vec(&doc! {"s": steps}).unwrap().len()
+        };
+        let long = format!("/{}", "x".repeat(510));
+        for (page, path, event) in [
+            ("a.com/", "/", None),
+            ("a.com/pricing", "/pricing", Some("Signup")),
+            (&*format!("a.com{long}"), &*long, None),
+        ] {
+            assert_eq!(step_bytes(page, event), encoded(1_999, path, event));
+            assert!(step_bytes(page, event) >= encoded(7, path, event));
+        }
+        // The bounds together: 2,000 short steps fit, long ones stop early.
+        assert!(
+            MAX_STEPS as usize * step_bytes("a.com/blog/2026/a-thirty-byte-pat", None)
+                <= MAX_STEP_BYTES
+        );
+        assert_eq!(
+            MAX_STEP_BYTES / step_bytes(&format!("a.com{long}"), None),
+            240
+        );
+    }
+
+    #[test]
+    fn a_flood_visit_costs_one_small_statement_a_batch() {
+        // A batch of 10,000 hits of one visit past its cap, against the
+        // same hits as 4,000 short visits (2.5 views each, the bench's
+        // mean): statements and bytes per hit.
+        let mut flood = VisitWrites::default();
+        let long = format!("a.com/{}", "x".repeat(505));
+        for i in 0..10_000u32 {
+            flood.add_record(&hit(&long, i % 60, MAX_STEPS + i, None));
+        }
+        let mut short = VisitWrites::default();
+        for i in 0..10_000u32 {
+            let mut r = hit("a.com/pricing", 10, i % 5 % 3, None);
+            r.visit.as_mut().unwrap().place.as_mut().unwrap().id =
+                u64::from(i / 5 * 2 + u32::from(i % 5 >= 3));
+            short.add_record(&r);
+        }
+        let cost = |w: &VisitWrites| {
+            let statements: Vec<Document> = w
+                .statements()
+                .into_iter()
+                .chain(w.day_statements())
+                .collect();
+            let bytes: usize = statements
+                .iter()
+                .map(|s| bson::to_vec(s).unwrap().len())
+                .sum();
+            (statements.len() as f64 / 10_000.0, bytes as f64 / 10_000.0)
+        };
+        let (flood_statements, flood_bytes) = cost(&flood);
+        let (short_statements, short_bytes) = cost(&short);
+        eprintln!(
+            "per hit: flood {flood_statements:.4} statements, {flood_bytes:.2} bytes; \
+             short visits {short_statements:.4} statements, {short_bytes:.2} bytes"
+        );
+        assert_eq!(flood.statements().len(), 1);
+        let u = flood.statements()[0].get_document("u").unwrap().clone();
+        assert!(
+            u.get_document("$push").is_err(),
+            "nothing past the cap is pushed"
+        );
+        assert_eq!(u.get_document("$inc").unwrap(), &doc! {"views": 10_000i64});
+        assert!(flood_statements <= short_statements && flood_bytes <= short_bytes);
     }
 
     #[test]

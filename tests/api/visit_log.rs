@@ -580,3 +580,98 @@ async fn visit_retention_deletes_old_visits() {
     drop(store);
     db.stop();
 }
+
+/// One client far past a visit's step limit, with the longest paths the
+/// pixel takes: its visit document stays within the byte budget (it grew
+/// to about 1 MB when only the step count bounded it), keeps the first
+/// steps that fit and no later one, and still counts every view; the
+/// buckets count the views and the visit once.
+#[tokio::test]
+async fn a_flood_of_long_paths_keeps_its_visit_document_within_the_byte_budget() {
+    use tickertape::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
+    let app = spawn_app().await;
+    let site = app.add_site("flood.test", &[]).await;
+    app.clock.set(t0());
+    // 40 pages of 511 bytes (the longest, with the leading slash, is 512).
+    let path = |i: u32| format!("/{:03}{}", i % 40, "x".repeat(507));
+    let views = MAX_STEPS + 500;
+    for i in 0..views {
+        // One event halfway, past the budget: counted as an event, not
+        // kept as a step.
+        let event = if i == views / 2 { "&e=Play" } else { "" };
+        if !event.is_empty() {
+            let q = format!("site={}&page={}{event}", site.id, path(i));
+            assert_eq!(app.pixel(&q).await.status(), 200);
+        }
+        let r = app
+            .pixel(&format!("site={}&page={}", site.id, path(i)))
+            .await;
+        assert_eq!(r.status(), 200, "view {i}");
+    }
+    app.settle().await;
+
+    let raw: Vec<Document> = {
+        use futures::TryStreamExt;
+        app.store
+            .db()
+            .collection::<Document>(visit_log::COLLECTION)
+            .find(doc! {"site": "flood.test"})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert_eq!(raw.len(), 1, "one visit");
+    let bytes = bson::to_vec(&raw[0]).unwrap().len();
+    assert!(
+        bytes <= MAX_STEP_BYTES + 2_048,
+        "the visit document takes {bytes} bytes, past the budget of {MAX_STEP_BYTES}"
+    );
+    let visit = all_visits(&app, "flood.test").await.remove(0);
+    assert_eq!(visit.views, i64::from(views), "every view counted");
+    let fit = MAX_STEP_BYTES / step_bytes(&format!("flood.test{}", path(0)), None);
+    let kept: Vec<i32> = visit.ordered_steps().iter().map(|s| s.n).collect();
+    assert_eq!(
+        kept,
+        (0..fit as i32).collect::<Vec<_>>(),
+        "the first steps that fit, no later one"
+    );
+    assert!(visit.steps.iter().all(|s| s.is_view()));
+    assert_eq!(visit.entry.as_deref(), Some(path(0).as_str()));
+    // The buckets: every view, one visit (over the site's writer parts).
+    let days: Vec<Document> = {
+        use futures::TryStreamExt;
+        app.store
+            .db()
+            .collection::<Document>(
+                tickertape::storage::buckets::Subject::Site
+                    .collection(tickertape::domain::Resolution::Day),
+            )
+            .find(doc! {})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    let count = tickertape::storage::values::count;
+    let views_counted: i64 = days.iter().map(|d| count(d.get("totalViews"))).sum();
+    // `visits` is a map of the day's hour slots to visits started.
+    let visits_counted: i64 = days
+        .iter()
+        .filter_map(|d| d.get_document("visits").ok())
+        .flat_map(|slots| slots.values().map(|v| count(Some(v))))
+        .sum();
+    assert_eq!((views_counted, visits_counted), (i64::from(views), 1));
+    let counts = tickertape::storage::visit_days::counts(
+        &app.store,
+        "flood.test",
+        tickertape::storage::visit_days::day_of(t0()),
+        tickertape::storage::visit_days::day_of(t0()) + 1,
+    )
+    .await
+    .unwrap();
+    let count = counts.values().next().copied().unwrap_or_default();
+    assert_eq!((count.hits, count.visits), (i64::from(views) + 1, 1));
+}
