@@ -214,29 +214,63 @@ impl PageMatch {
 }
 
 /// Whether `text` matches `pattern` whole, `*` matching any run of
-/// characters. Greedy with one back-track point: linear in practice and
-/// never exponential, whatever the number of stars.
+/// characters (none included). Linear in the lengths of both, whatever
+/// the stars: the pattern is literal pieces between stars; the first must
+/// begin the text, the last must end it, and each piece between is taken
+/// at its leftmost place after the one before. Leftmost is never wrong
+/// for `*`-only patterns (a later place leaves less text for the pieces
+/// after it, never more), so nothing is tried twice; each search is
+/// `str::find`, linear in the text it is given. A back-tracking matcher
+/// costs up to pattern × path per call (`/*a*a*a…b` against a 511-byte
+/// path of `a`s), for every view a filtered read looks at.
 fn wildcard(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
+    let mut pieces = pattern.split('*');
+    let first = pieces.next().unwrap_or_default();
+    let Some(rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let Some(last) = pieces.next_back() else {
+        // No star: the pattern is the whole text.
+        return rest.is_empty();
+    };
+    // What the middle pieces may use: the text past the first piece and
+    // before the last, which must fit after the first.
+    let Some(end) = rest.len().checked_sub(last.len()) else {
+        return false;
+    };
+    if !rest.is_char_boundary(end) || !rest[end..].eq(last) {
+        return false;
+    }
+    let mut middle = &rest[..end];
+    for piece in pieces {
+        match middle.find(piece) {
+            Some(at) => {
+                scanned(at + piece.len());
+                middle = &middle[at + piece.len()..];
+            }
+            None => {
+                scanned(middle.len());
+                return false;
+            }
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    true
 }
+
+// The bytes of text each search walks past, counted in the tests to hold
+// the matcher to its linear bound without timing it.
+#[cfg(test)]
+thread_local! {
+    static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+fn scanned(bytes: usize) {
+    SCANNED.with(|s| s.set(s.get() + bytes));
+}
+
+#[cfg(not(test))]
+fn scanned(_: usize) {}
 
 /// What a filter requires of a visit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -492,6 +526,74 @@ mod tests {
         // Many stars against a long path stay quick (no back-tracking blow-up).
         let m = PageMatch::parse(&format!("/{}b", "*a".repeat(100))).unwrap();
         assert!(!m.matches(&format!("/{}", "a".repeat(500))));
+        // The first and last pieces may not overlap.
+        let m = PageMatch::parse("/a*a").unwrap();
+        assert!(!m.matches("/a"));
+        assert!(m.matches("/aa"));
+        let m = PageMatch::parse("/é*é").unwrap();
+        assert!(m.matches("/éxé"));
+        assert!(!m.matches("/é"));
+    }
+
+    /// Whether `text` matches `pattern` by the definition (every way of
+    /// splitting the text among the stars), to check the matcher against.
+    fn by_definition(pattern: &[u8], text: &[u8]) -> bool {
+        match pattern.split_first() {
+            None => text.is_empty(),
+            Some((b'*', rest)) => (0..=text.len()).any(|i| by_definition(rest, &text[i..])),
+            Some((c, rest)) => text.first() == Some(c) && by_definition(rest, &text[1..]),
+        }
+    }
+
+    #[test]
+    fn the_matcher_agrees_with_the_definition_on_every_short_case() {
+        // Every pattern of up to 5 symbols of `a`, `b`, `*` against every
+        // text of up to 6 of `a`, `b`.
+        fn all(alphabet: &[u8], most: usize) -> Vec<Vec<u8>> {
+            let mut out = vec![Vec::new()];
+            let mut last = vec![Vec::new()];
+            for _ in 0..most {
+                last = last
+                    .iter()
+                    .flat_map(|w: &Vec<u8>| {
+                        alphabet.iter().map(move |c| [w.as_slice(), &[*c]].concat())
+                    })
+                    .collect();
+                out.extend(last.iter().cloned());
+            }
+            out
+        }
+        for p in all(b"ab*", 5) {
+            for t in all(b"ab", 6) {
+                let (ps, ts) = (
+                    String::from_utf8(p.clone()).unwrap(),
+                    String::from_utf8(t.clone()).unwrap(),
+                );
+                assert_eq!(wildcard(&ps, &ts), by_definition(&p, &t), "{ps} {ts}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_patterns_cost_one_pass_over_the_path() {
+        let path = format!("/{}", "a".repeat(510));
+        let hostile = [
+            // Stars and one letter, all the way to the longest value.
+            format!("/{}b", "*a".repeat(255)),
+            format!("/*{}b", "a".repeat(509)),
+            format!("/*{}*b", "a*".repeat(254)),
+            format!("{}*", "/a".repeat(255)),
+            format!("/*{}", "ab".repeat(255)),
+        ];
+        for pattern in &hostile {
+            let m = PageMatch::parse(pattern).unwrap();
+            SCANNED.with(|s| s.set(0));
+            assert!(!m.matches(&path), "{pattern}");
+            // Each search walks on from where the one before stopped:
+            // never more than the path itself, however many stars.
+            let walked = SCANNED.with(|s| s.get());
+            assert!(walked <= path.len(), "{pattern}: {walked} bytes walked");
+        }
     }
 
     #[test]
