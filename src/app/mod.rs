@@ -171,7 +171,7 @@ impl Application {
                 public_url,
                 email,
             },
-        );
+        )?;
         // The system page's sizes are measured now, not on its first view.
         web_state
             .bucket_sizes
