@@ -249,6 +249,11 @@ fn server(
                 crate::web::head::head_as_get,
             ))
             .wrap(crate::web::security::headers(https))
+            // Innermost of these: a costly read asks whether its client
+            // is still there.
+            .wrap(actix_web::middleware::from_fn(
+                crate::web::peer::watch_client,
+            ))
             .wrap(tracing_actix_web_lite())
             .wrap(tracing_actix_web::TracingLogger::<
                 crate::telemetry::RequestSpan,
@@ -257,6 +262,7 @@ fn server(
             .app_data(web_state.clone())
             .configure(crate::web::routes)
     })
+    .on_connect(crate::web::peer::on_connect)
     .listen(listener)?
     .shutdown_timeout(30)
     .run())

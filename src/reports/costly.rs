@@ -71,6 +71,9 @@ pub enum Refused {
     OutOfTime(u64),
     #[error("this report would hold more than {0} MB of visits; choose a shorter range or another filter")]
     TooLarge(u64),
+    /// Its client closed the connection: the answer goes to nobody.
+    #[error("the client left before the answer")]
+    ClientLeft,
 }
 
 impl Refused {
@@ -82,6 +85,7 @@ impl Refused {
             // and read twenty times faster from then on.
             Refused::OutOfTime(_) => 30,
             Refused::TooLarge(_) => 60,
+            Refused::ClientLeft => 1,
         }
     }
 
@@ -91,6 +95,7 @@ impl Refused {
             Refused::Busy => "reports_busy",
             Refused::OutOfTime(_) => "report_out_of_time",
             Refused::TooLarge(_) => "report_too_large",
+            Refused::ClientLeft => "client_left",
         }
     }
 }
@@ -120,7 +125,25 @@ struct Budget {
 
 tokio::task_local! {
     static BUDGET: Arc<Budget>;
+    static CLIENT: ClientLeft;
 }
+
+/// Whether the client of the request being answered has left (closed its
+/// connection). The web layer knows the connection; it answers through
+/// [`for_client`].
+pub type ClientLeft = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Runs `request` (a request's handling) with `left` saying whether its
+/// client has left, so that a costly read it starts stops when it has.
+/// The HTTP server keeps polling a handler whose client closed its
+/// connection (it notices only when it writes the answer), so the read
+/// asks.
+pub async fn for_client<F: Future>(left: ClientLeft, request: F) -> F::Output {
+    CLIENT.scope(left, request).await
+}
+
+/// How often a running read asks whether its client has left.
+const CLIENT_CHECK: Duration = Duration::from_millis(100);
 
 /// Counts `bytes` more of visits held by the current read; past its budget
 /// of bytes, or of time, the read is refused.
@@ -260,7 +283,20 @@ impl CostlyReads {
             stats: stats.clone(),
             done: false,
         };
-        let answer = match (&mut handle.handle).await {
+        let left = CLIENT.try_with(Clone::clone).ok();
+        let mut asking = tokio::time::interval(CLIENT_CHECK);
+        let joined = loop {
+            tokio::select! {
+                joined = &mut handle.handle => break joined,
+                _ = asking.tick(), if left.is_some() => {
+                    if left.as_ref().is_some_and(|left| left()) {
+                        // Dropping `handle` aborts the work.
+                        return Err(Refused::ClientLeft.into());
+                    }
+                }
+            }
+        };
+        let answer = match joined {
             Ok(answer) => answer,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Err(Refused::OutOfTime(seconds).into()),
