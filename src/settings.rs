@@ -80,9 +80,37 @@ pub struct DatabaseSettings {
     pub db_timeout_ms: u64,
 
     /// The longest one report query may run on the server (`maxTimeMS`),
-    /// in milliseconds; a report that would take longer answers 503.
+    /// in milliseconds; a report that would take longer answers 503. Also
+    /// the time budget of a whole filtered report or funnel (its reads and
+    /// its computation), stopped when it runs out.
     #[arg(long, env = "TICKERTAPE_REPORT_MAX_TIME_MS", default_value_t = 15_000)]
     pub report_max_time_ms: u64,
+
+    /// Threads that compute the filtered reports and funnels, apart from
+    /// the ones that answer the pixel and the pages (at a lower CPU
+    /// priority).
+    #[arg(long, env = "TICKERTAPE_REPORT_THREADS", default_value_t = 2)]
+    pub report_threads: usize,
+
+    /// Filtered reports and funnels computed at once, all sites together;
+    /// one more waits up to TICKERTAPE_REPORT_QUEUE_MS, then gets 503.
+    #[arg(long, env = "TICKERTAPE_REPORT_CONCURRENCY", default_value_t = 4)]
+    pub report_concurrency: usize,
+
+    /// Filtered reports and funnels computed at once for one site.
+    #[arg(long, env = "TICKERTAPE_REPORT_SITE_CONCURRENCY", default_value_t = 2)]
+    pub report_site_concurrency: usize,
+
+    /// How long a filtered report or funnel over a concurrency limit
+    /// waits for its turn before 503, in milliseconds.
+    #[arg(long, env = "TICKERTAPE_REPORT_QUEUE_MS", default_value_t = 2_000)]
+    pub report_queue_ms: u64,
+
+    /// Megabytes of visits one filtered report or funnel may hold in
+    /// memory; past it the report answers 503 (a shorter range or another
+    /// filter reads less).
+    #[arg(long, env = "TICKERTAPE_REPORT_MAX_READ_MB", default_value_t = 128)]
+    pub report_max_read_mb: u64,
 
     /// Where site reports add buckets up: `server` (`$group` on the
     /// database, which ships only the sums), `app` (one projected scan
@@ -487,6 +515,18 @@ impl DatabaseSettings {
 }
 
 impl DatabaseSettings {
+    /// The bounds of the filtered reports and funnels.
+    pub fn read_limits(&self) -> crate::reports::costly::ReadLimits {
+        crate::reports::costly::ReadLimits {
+            threads: self.report_threads.max(1),
+            in_all: self.report_concurrency.max(1),
+            per_site: self.report_site_concurrency.max(1),
+            queue_wait: Duration::from_millis(self.report_queue_ms),
+            time_budget: Duration::from_millis(self.report_max_time_ms.max(1)),
+            max_bytes: self.report_max_read_mb.max(1) << 20,
+        }
+    }
+
     /// The read preference report queries use, validated.
     pub fn report_reads(&self) -> Result<mongodb::options::ReadPreference, String> {
         use mongodb::options::{ReadPreference, ReadPreferenceOptions};

@@ -28,7 +28,9 @@
 //! skips the visit store's write-path cost, BENCH_VISIT_STORE_ONLY=1 runs
 //! only it (see `visit_store.rs`); BENCH_SEGMENTS=0 skips the filter and
 //! funnel reports, BENCH_SEGMENTS_ONLY=1 runs only them (see
-//! `segments.rs` for their sizes); BENCH_SERVE_BIN
+//! `segments.rs` for their sizes); BENCH_ISOLATION=0 skips the pixel
+//! beside costly filtered reads, BENCH_ISOLATION_ONLY=1 runs only it (see
+//! `read_isolation.rs`); BENCH_SERVE_BIN
 //! serves the report benches from another build of `tickertape` (a
 //! before), BENCH_YEAR_INGEST=0 skips the year bench's write-path rounds.
 //!
@@ -47,6 +49,7 @@ use std::time::{Duration, Instant};
 mod big_site;
 mod imports;
 mod page_cap;
+mod read_isolation;
 mod report_latency;
 mod roles;
 mod segments;
@@ -455,6 +458,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         db.stop();
         return Ok(());
     }
+    if std::env::var("BENCH_ISOLATION_ONLY").is_ok_and(|v| v == "1") {
+        read_isolation::run(&db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_SEGMENTS_ONLY").is_ok_and(|v| v == "1") {
         segments::run(&db, &options).await?;
         db.stop();
@@ -513,6 +521,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if std::env::var("BENCH_SEGMENTS").map_or(true, |v| v != "0") {
         segments::run(&db, &options).await?;
+    }
+    if std::env::var("BENCH_ISOLATION").map_or(true, |v| v != "0") {
+        read_isolation::run(&db, &options).await?;
     }
     if big {
         big_site::run(&db).await?;

@@ -171,7 +171,7 @@ impl Application {
                 public_url,
                 email,
             },
-        );
+        )?;
         // The system page's sizes are measured now, not on its first view.
         web_state
             .bucket_sizes
@@ -249,6 +249,11 @@ fn server(
                 crate::web::head::head_as_get,
             ))
             .wrap(crate::web::security::headers(https))
+            // Innermost of these: a costly read asks whether its client
+            // is still there.
+            .wrap(actix_web::middleware::from_fn(
+                crate::web::peer::watch_client,
+            ))
             .wrap(tracing_actix_web_lite())
             .wrap(tracing_actix_web::TracingLogger::<
                 crate::telemetry::RequestSpan,
@@ -257,6 +262,7 @@ fn server(
             .app_data(web_state.clone())
             .configure(crate::web::routes)
     })
+    .on_connect(crate::web::peer::on_connect)
     .listen(listener)?
     // A request's head and the next request on a kept-alive connection
     // may wait longer than actix's 5 s for a worker on a busy machine: a

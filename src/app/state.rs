@@ -63,7 +63,7 @@ pub struct WebParts {
 }
 
 /// The web app's state: accounts, reports, preallocation, sharing.
-pub fn web(settings: &Settings, parts: WebParts) -> web::Data<WebState> {
+pub fn web(settings: &Settings, parts: WebParts) -> anyhow::Result<web::Data<WebState>> {
     let WebParts {
         store,
         ingest,
@@ -75,7 +75,10 @@ pub fn web(settings: &Settings, parts: WebParts) -> web::Data<WebState> {
     } = parts;
     let accounts = &settings.accounts;
     let prealloc = &settings.prealloc;
-    web::Data::new(WebState {
+    let costly = crate::reports::costly::CostlyReads::start(settings.database.read_limits())
+        .map_err(|e| anyhow::anyhow!("cannot start the report threads: {e}"))?;
+    Ok(web::Data::new(WebState {
+        costly: std::sync::Arc::new(costly),
         store,
         scheduler,
         prealloc_threshold: prealloc.prealloc_threshold,
@@ -109,5 +112,5 @@ pub fn web(settings: &Settings, parts: WebParts) -> web::Data<WebState> {
         ready_max_backlog_secs: settings.ingest.ready_max_backlog_secs,
         apply: settings.ingest.apply_config(),
         email,
-    })
+    }))
 }

@@ -306,7 +306,7 @@ pub async fn figures(
     site: &Site,
     filters: &Filters,
     period: &Period,
-) -> Result<(Figures, Option<Imported>), mongodb::error::Error> {
+) -> Result<(Figures, Option<Imported>), super::costly::ReadError> {
     let mut figures = filtered_read::figures(store, site, filters, period).await?;
     let imports = crate::storage::imports::list(store, Some(&site.id.to_string())).await?;
     if imports.is_empty() {

@@ -5,6 +5,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::TryStreamExt;
 
+use super::costly::{self, ReadError};
 use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
 use super::Period;
 use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
@@ -98,7 +99,7 @@ pub async fn read_visits(
     filters: &Filters,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<(Vec<VisitRecord>, f64), mongodb::error::Error> {
+) -> Result<(Vec<VisitRecord>, f64), ReadError> {
     if from >= to {
         return Ok((Vec::new(), 1.0));
     }
@@ -157,12 +158,13 @@ pub async fn read_days(
     to: DateTime<Utc>,
     packed: &PackedDays,
     sample: Option<Sample>,
-) -> Result<(Vec<VisitRecord>, Vec<i64>), mongodb::error::Error> {
+) -> Result<(Vec<VisitRecord>, Vec<i64>), ReadError> {
     let (first, end) = days_of(from, to);
     let want = want(filters, from, to, sample);
     let pack_days: Vec<i64> = packed.days().filter(|d| (first..end).contains(d)).collect();
     let read = visit_packs::read(store, domain, packed, &pack_days, &want).await?;
     let mut visits = read.visits;
+    costly::charge(visits.iter().map(costly::visit_bytes).sum())?;
     let documents: Vec<i64> = (first..end)
         .filter(|d| !packed.contains(*d) || read.unread.contains(d))
         .collect();
@@ -177,7 +179,10 @@ pub async fn read_days(
         query.sample = sample;
         let mut cursor = visit_log::visit_cursor(store, &query).await?;
         while let Some(v) = cursor.try_next().await? {
-            visits.push(v.record());
+            let record = v.record();
+            // Held until the computation is done: bounded per request.
+            costly::charge(costly::visit_bytes(&record))?;
+            visits.push(record);
         }
     }
     Ok((visits, documents))
@@ -189,18 +194,23 @@ pub async fn figures(
     site: &Site,
     filters: &Filters,
     period: &Period,
-) -> Result<Figures, mongodb::error::Error> {
+) -> Result<Figures, ReadError> {
     // The views in the period of visits that started before it, on its
     // first UTC day, count too (a visit never crosses a UTC day).
     let (visits, share) =
         read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
-    Ok(filtered::compute(
+    let stopped = std::cell::Cell::new(None);
+    let figures = filtered::compute(
         filters,
-        &visits,
+        costly::checked(&visits, &stopped),
         (period.from, period.to),
         &period.points(),
         share,
-    ))
+    );
+    match stopped.get() {
+        Some(why) => Err(why.into()),
+        None => Ok(figures),
+    }
 }
 
 /// The start of `at`'s UTC day.
@@ -218,10 +228,73 @@ pub async fn funnel(
     filters: &Filters,
     steps: &FunnelSteps,
     period: &Period,
-) -> Result<FunnelFigures, mongodb::error::Error> {
+) -> Result<FunnelFigures, ReadError> {
+    Ok(
+        funnels(store, site, filters, std::slice::from_ref(steps), period)
+            .await?
+            .remove(0),
+    )
+}
+
+/// Several funnels' figures over `period` for the visits passing
+/// `filters`, from one read of the visits.
+pub async fn funnels(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    steps: &[FunnelSteps],
+    period: &Period,
+) -> Result<Vec<FunnelFigures>, ReadError> {
     // A funnel counts the visits that started in the period, whole.
     let (visits, share) = read_visits(store, site, filters, period.from, period.to).await?;
-    Ok(filtered::funnel(filters, steps, &visits, share))
+    let stopped = std::cell::Cell::new(None);
+    let figures = steps
+        .iter()
+        .map(|s| filtered::funnel(filters, s, costly::checked(&visits, &stopped), share))
+        .collect();
+    match stopped.get() {
+        Some(why) => Err(why.into()),
+        None => Ok(figures),
+    }
+}
+
+/// The views of the pages `filters` count, per `step` from `from` to
+/// `to` (scaled up by the share read), from the visits that may hold
+/// them: those that started on `from`'s UTC day or later (a visit never
+/// crosses a UTC day).
+pub async fn views_by_step(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    step: TimeDelta,
+) -> Result<Vec<i64>, ReadError> {
+    let day = utc_day_start(from);
+    let (visits, share) = read_visits(store, site, filters, day, to).await?;
+    let n = ((to - from).num_seconds() / step.num_seconds()).max(0) as usize;
+    let mut counts = vec![0i64; n];
+    let stopped = std::cell::Cell::new(None);
+    for v in costly::checked(&visits, &stopped).filter(|v| filtered::admits(filters, v)) {
+        for s in &v.steps {
+            let filtered::Step::View { offset, path } = s else {
+                continue;
+            };
+            if !filters.pages().all(|m| m.matches(path)) {
+                continue;
+            }
+            let at = v.start.timestamp() + i64::from(*offset);
+            if at >= from.timestamp() && at < to.timestamp() {
+                counts[((at - from.timestamp()) / step.num_seconds()) as usize] += 1;
+            }
+        }
+    }
+    if let Some(why) = stopped.get() {
+        return Err(why.into());
+    }
+    Ok(counts
+        .into_iter()
+        .map(|c| (c as f64 / share).round() as i64)
+        .collect())
 }
 
 /// What a filtered report says of imported figures, when the site has any:

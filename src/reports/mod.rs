@@ -5,12 +5,14 @@
 pub mod breakdowns;
 pub mod chart;
 pub mod compared;
+pub mod costly;
 pub mod csv;
 pub mod filter;
 pub mod filtered;
 pub mod filtered_imported;
 pub mod filtered_read;
 pub mod hours;
+pub mod isolated;
 pub mod local;
 pub mod notes;
 pub mod numbers;

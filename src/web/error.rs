@@ -45,6 +45,10 @@ pub enum WebError {
     /// within the time limit: what is being prepared, and how far.
     #[error("{0}")]
     Preparing(String),
+    /// A filtered report or funnel refused by the costly reads' limits
+    /// (busy, out of time, too large): 503 with `Retry-After`.
+    #[error("{0}")]
+    ReadRefused(crate::reports::costly::Refused),
     #[error("something went wrong")]
     Internal(#[source] anyhow::Error),
 }
@@ -71,6 +75,7 @@ impl WebError {
             WebError::Busy => "busy",
             WebError::Database(_) => "database_unavailable",
             WebError::Preparing(_) => "preparing",
+            WebError::ReadRefused(r) => r.code(),
             WebError::Internal(_) => "internal",
         }
     }
@@ -85,6 +90,15 @@ impl WebError {
                 WebError::Preparing(preparing_message(site))
             }
             other => other,
+        }
+    }
+
+    /// The `Retry-After` of a 503 that passes.
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            WebError::Busy => Some(2),
+            WebError::ReadRefused(r) => Some(r.retry_after()),
+            _ => None,
         }
     }
 
@@ -145,6 +159,27 @@ impl From<mongodb::error::Error> for WebError {
     }
 }
 
+impl From<crate::reports::costly::ReadError> for WebError {
+    fn from(e: crate::reports::costly::ReadError) -> Self {
+        match e {
+            crate::reports::costly::ReadError::Database(e) => e.into(),
+            crate::reports::costly::ReadError::Refused(r) => WebError::ReadRefused(r),
+        }
+    }
+}
+
+impl From<crate::reports::costly::ReadError> for JsonError {
+    fn from(e: crate::reports::costly::ReadError) -> Self {
+        JsonError(e.into())
+    }
+}
+
+impl From<crate::reports::costly::ReadError> for CsvError {
+    fn from(e: crate::reports::costly::ReadError) -> Self {
+        CsvError(e.into())
+    }
+}
+
 impl From<crate::reports::PeriodError> for WebError {
     fn from(e: crate::reports::PeriodError) -> Self {
         WebError::invalid(e)
@@ -180,7 +215,9 @@ impl ResponseError for WebError {
             | WebError::SecondFactorRequired
             | WebError::PasswordChangeRequired => StatusCode::SEE_OTHER,
             WebError::Forbidden | WebError::BadCsrf => StatusCode::FORBIDDEN,
-            WebError::Busy | WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::Busy | WebError::Database(_) | WebError::ReadRefused(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             // Accepted, not ready: never a 503 for a healthy database.
             WebError::Preparing(_) => StatusCode::ACCEPTED,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -223,6 +260,11 @@ impl ResponseError for WebError {
             WebError::Preparing(message) => {
                 error_page(status, "Figures being prepared", message)
             }
+            WebError::ReadRefused(r) => error_page(
+                status,
+                "Report not computed",
+                &super::fmt::sentence(&r.to_string()),
+            ),
             WebError::Internal(_) => {
                 error_page(status, "Something went wrong", "Please try again.")
             }
@@ -235,9 +277,9 @@ impl ResponseError for WebError {
             page.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
         }
-        if matches!(self, WebError::Busy) {
+        if let Some(seconds) = self.retry_after() {
             page.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
         }
         page
     }
@@ -271,7 +313,13 @@ impl ResponseError for JsonError {
             }
             other => super::fmt::sentence(&other.to_string()),
         };
-        json_error(self.status_code(), self.0.code(), &message)
+        let mut answer = json_error(self.status_code(), self.0.code(), &message);
+        if let Some(seconds) = self.0.retry_after() {
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        answer
     }
 }
 
@@ -316,8 +364,8 @@ impl ResponseError for CsvError {
         answer
             .content_type("text/plain; charset=utf-8")
             .insert_header(no_store());
-        if matches!(self.0, WebError::Busy) {
-            answer.insert_header((header::RETRY_AFTER, "2"));
+        if let Some(seconds) = self.0.retry_after() {
+            answer.insert_header((header::RETRY_AFTER, seconds));
         }
         answer.body(format!("{}\n", super::fmt::sentence(&self.0.to_string())))
     }

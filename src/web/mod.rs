@@ -16,6 +16,7 @@ pub mod forms;
 pub mod head;
 pub mod ops;
 pub mod pages;
+pub mod peer;
 pub mod pixel;
 pub mod prealloc_runs;
 pub mod preallocation;

@@ -493,6 +493,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "Time to commit one batch to the database.",
     );
     crate::web::email::metrics(&mut out, &state);
+    costly_reads(&mut out, &state);
     state.report_seconds.render(
         &mut out,
         "tickertape_report_seconds",
@@ -501,4 +502,47 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out)
+}
+
+/// The filtered reports' and funnels' runtime: what runs, what was refused
+/// or stopped at a limit, what was stopped because its client left.
+fn costly_reads(out: &mut String, state: &WebState) {
+    use crate::metrics::{counter, gauge};
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = state.costly.stats();
+    gauge(
+        out,
+        "tickertape_report_reads_running",
+        "Filtered reports and funnels being computed (until their work has stopped).",
+        s.running.load(Relaxed),
+    );
+    for (name, help, value) in [
+        (
+            "tickertape_report_reads_started_total",
+            "Filtered reports and funnels started.",
+            &s.started,
+        ),
+        (
+            "tickertape_report_reads_refused_busy_total",
+            "Filtered reports and funnels refused at a concurrency limit (503).",
+            &s.refused_busy,
+        ),
+        (
+            "tickertape_report_reads_out_of_time_total",
+            "Filtered reports and funnels stopped at their time budget (503).",
+            &s.out_of_time,
+        ),
+        (
+            "tickertape_report_reads_too_large_total",
+            "Filtered reports and funnels stopped at their budget of bytes (503).",
+            &s.too_large,
+        ),
+        (
+            "tickertape_report_reads_abandoned_total",
+            "Filtered reports and funnels stopped because their client left.",
+            &s.abandoned,
+        ),
+    ] {
+        counter(out, name, help, value.load(Relaxed));
+    }
 }

@@ -49,4 +49,17 @@ pub struct WebState {
     pub bucket_sizes: std::sync::Arc<crate::storage::system::SizeCache>,
     /// The email sender: unsubscribe links, its figures and counters.
     pub email: std::sync::Arc<crate::email::Sender>,
+    /// Where the filtered reports and funnels run, apart from the pixel's
+    /// workers, and their limits.
+    pub costly: std::sync::Arc<crate::reports::costly::CostlyReads>,
+}
+
+impl WebState {
+    /// The costly reads (filtered reports, funnels), run apart and bounded.
+    pub fn reads(&self) -> crate::reports::isolated::Reads<'_> {
+        crate::reports::isolated::Reads {
+            store: &self.store,
+            costly: &self.costly,
+        }
+    }
 }

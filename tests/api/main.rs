@@ -30,6 +30,7 @@ mod metrics;
 mod page_summaries;
 mod pixel_rules;
 mod preallocation;
+mod read_isolation;
 mod reference_model;
 mod reports;
 mod restarts;

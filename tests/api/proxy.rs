@@ -18,6 +18,10 @@ pub enum Mode {
     /// `commitTransaction`, drop every reply on it: the commit is applied
     /// and its answer never arrives.
     LoseCommitReplies,
+    /// Forward everything, but once a connection carries a request that
+    /// holds these bytes, drop every reply on it: that request (a report's
+    /// read, say) never gets its answer, and the others go on.
+    LoseRepliesAfter(&'static [u8]),
 }
 
 pub struct Proxy {
@@ -79,9 +83,12 @@ async fn pump(mut client: TcpStream, mut server: TcpStream, mode: watch::Receive
             if n == 0 {
                 return Ok::<_, std::io::Error>(());
             }
-            if *mode.borrow() == Mode::LoseCommitReplies
-                && buf[..n].windows(17).any(|w| w == b"commitTransaction")
-            {
+            let marker: &[u8] = match *mode.borrow() {
+                Mode::LoseCommitReplies => b"commitTransaction",
+                Mode::LoseRepliesAfter(bytes) => bytes,
+                _ => b"",
+            };
+            if !marker.is_empty() && buf[..n].windows(marker.len()).any(|w| w == marker) {
                 committing.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             sw.write_all(&buf[..n]).await?;
@@ -96,7 +103,9 @@ async fn pump(mut client: TcpStream, mut server: TcpStream, mode: watch::Receive
             }
             let lose = match *mode.borrow() {
                 Mode::LoseReplies => true,
-                Mode::LoseCommitReplies => committing.load(std::sync::atomic::Ordering::SeqCst),
+                Mode::LoseCommitReplies | Mode::LoseRepliesAfter(_) => {
+                    committing.load(std::sync::atomic::Ordering::SeqCst)
+                }
                 _ => false,
             };
             if !lose {

@@ -106,6 +106,19 @@ pub enum ApiError {
     /// read from its page buckets within the time limit.
     #[error("{0}")]
     Preparing(String),
+    /// A filtered report or funnel refused by the costly reads' limits
+    /// (busy, out of time, too large).
+    #[error("{}", crate::web::fmt::sentence(&.0.to_string()))]
+    ReadRefused(crate::reports::costly::Refused),
+}
+
+impl From<crate::reports::costly::ReadError> for ApiError {
+    fn from(e: crate::reports::costly::ReadError) -> Self {
+        match e {
+            crate::reports::costly::ReadError::Database(e) => ApiError::Database(e),
+            crate::reports::costly::ReadError::Refused(r) => ApiError::ReadRefused(r),
+        }
+    }
 }
 
 impl From<PeriodError> for ApiError {
@@ -132,6 +145,7 @@ impl ApiError {
             ApiError::BadParameter { .. } => "bad_parameter",
             ApiError::Database(_) => "database_unavailable",
             ApiError::Preparing(_) => "preparing",
+            ApiError::ReadRefused(r) => r.code(),
         }
     }
 
@@ -172,7 +186,7 @@ impl ResponseError for ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::ReadOnlyToken => StatusCode::FORBIDDEN,
             ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Database(_) | ApiError::ReadRefused(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Preparing(_) => StatusCode::ACCEPTED,
         }
     }
@@ -195,6 +209,9 @@ impl ResponseError for ApiError {
             }
             ApiError::Preparing(_) => {
                 response.insert_header((header::RETRY_AFTER, "30"));
+            }
+            ApiError::ReadRefused(r) => {
+                response.insert_header((header::RETRY_AFTER, r.retry_after()));
             }
             _ => {}
         }

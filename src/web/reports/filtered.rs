@@ -12,9 +12,9 @@ use super::*;
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::{Dimension, Goal};
 use crate::reports::filtered::Figures;
+use crate::reports::filtered_read;
 use crate::reports::visits::VisitFigures;
 use crate::reports::{chart, Period, Point};
-use crate::reports::{filtered_imported, filtered_read};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -120,12 +120,11 @@ pub(super) async fn dashboard(
     let now = state.clock.now();
     let (period, range_error, coarsened) =
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());
-    let before = period.previous();
     let metric = q.chart_metric()?;
-    let ((current, imported), (previous, _)) = tokio::try_join!(
-        filtered_imported::figures(&state.store, &site, &filters, &period),
-        filtered_imported::figures(&state.store, &site, &filters, &before),
-    )?;
+    let ((current, imported), previous) = state
+        .reads()
+        .figures_and_before(&site, &filters, &period)
+        .await?;
     let base = audience.base.clone();
     let params = if range_error.is_some() {
         q.filter_params()

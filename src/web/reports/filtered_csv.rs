@@ -6,8 +6,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::exports::{csv_response, file_stem, CsvAnswer};
 use super::*;
 use crate::domain::{Dimension, Filters, Goal, PagePath};
-use crate::reports::filtered::{Figures, Step};
-use crate::reports::{csv, filtered_imported, filtered_read, Period, Point, Resolution};
+use crate::reports::filtered::Figures;
+use crate::reports::{csv, Period, Point, Resolution};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -44,7 +44,7 @@ async fn read(
     f: &Filters,
 ) -> Result<(Period, Figures), WebError> {
     let period = resolve_kept(q, &r.state, r.site.time_zone.tz())?;
-    let (figures, _) = filtered_imported::figures(&r.state.store, &r.site, f, &period).await?;
+    let (figures, _) = r.state.reads().figures(&r.site, f, &period).await?;
     Ok((period, figures))
 }
 
@@ -140,8 +140,11 @@ async fn dimension_rows(
     d: Dimension,
 ) -> Result<(Period, Figures, Vec<(String, i64, i64)>), WebError> {
     let (period, now) = read(r, q, f).await?;
-    let (before, _) =
-        filtered_imported::figures(&r.state.store, &r.site, f, &period.previous()).await?;
+    let (before, _) = r
+        .state
+        .reads()
+        .figures(&r.site, f, &period.previous())
+        .await?;
     let was = |n: &str| {
         before
             .breakdowns
@@ -278,33 +281,17 @@ async fn views_between(
     to: DateTime<Utc>,
     step: TimeDelta,
 ) -> Result<Vec<Point>, WebError> {
-    let day = filtered_read::utc_day_start(from);
-    let (visits, share) = filtered_read::read_visits(&r.state.store, &r.site, f, day, to).await?;
-    let n = ((to - from).num_seconds() / step.num_seconds()).max(0) as usize;
-    let mut counts = vec![0i64; n];
-    for v in visits
-        .iter()
-        .filter(|v| crate::reports::filtered::admits(f, v))
-    {
-        for s in &v.steps {
-            let Step::View { offset, path } = s else {
-                continue;
-            };
-            if !f.pages().all(|m| m.matches(path)) {
-                continue;
-            }
-            let at = v.start.timestamp() + i64::from(*offset);
-            if at >= from.timestamp() && at < to.timestamp() {
-                counts[((at - from.timestamp()) / step.num_seconds()) as usize] += 1;
-            }
-        }
-    }
+    let counts = r
+        .state
+        .reads()
+        .views_by_step(&r.site, f, (from, to), step)
+        .await?;
     Ok(counts
         .into_iter()
         .enumerate()
-        .map(|(i, c)| Point {
+        .map(|(i, views)| Point {
             at: from + step * i as i32,
-            views: (c as f64 / share).round() as i64,
+            views,
         })
         .collect())
 }

@@ -189,9 +189,12 @@ pub async fn show_funnels(
     };
     let mut shown = Vec::new();
     let mut sampled = 1.0f64;
-    for f in &defined {
-        let figures =
-            filtered_read::funnel(&state.store, &site, &filters, &f.steps, &period).await?;
+    let steps: Vec<_> = defined.iter().map(|f| f.steps.clone()).collect();
+    let all = state
+        .reads()
+        .funnels(&site, &filters, &steps, &period)
+        .await?;
+    for (f, figures) in defined.iter().zip(all) {
         sampled = sampled.min(figures.sampled);
         shown.push(FunnelView {
             name: f.name.clone(),
@@ -249,8 +252,11 @@ pub async fn funnel_csv(
         .into_iter()
         .find(|f| f.id == id)
         .ok_or(WebError::NotFound)?;
-    let figures =
-        filtered_read::funnel(&r.state.store, &r.site, &filters, &funnel.steps, &period).await?;
+    let figures = r
+        .state
+        .reads()
+        .funnel(&r.site, &filters, &funnel.steps, &period)
+        .await?;
     let plain = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{:.1}", v * 100.0));
     let body = csv::table(
         &[

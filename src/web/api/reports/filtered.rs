@@ -11,7 +11,7 @@ use super::*;
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
 use crate::reports::filtered::Figures;
-use crate::reports::filtered_imported::{self, Imported};
+use crate::reports::filtered_imported::Imported;
 use crate::reports::filtered_read;
 
 /// `period.filtered`: the filters applied, and the share of visitors read.
@@ -103,10 +103,8 @@ async fn read_both(
             Figures::none(&before.points()),
         )),
         Some(f) => {
-            let ((now, imported), (before, _)) = tokio::try_join!(
-                filtered_imported::figures(&state.store, site, f, &period),
-                filtered_imported::figures(&state.store, site, f, &before),
-            )?;
+            let ((now, imported), before) =
+                state.reads().figures_and_before(site, f, &period).await?;
             Ok((now, imported, before))
         }
     }
@@ -127,8 +125,7 @@ fn series_of(figures: &Figures, period: &Period, now: DateTime<Utc>) -> (i64, Ve
 
 pub(super) async fn site_series(state: &WebState, site: &Site, q: &Q, filters: &Filters) -> Reply {
     let (period, _) = q.period(state, site)?;
-    let (figures, imported) =
-        filtered_imported::figures(&state.store, site, filters, &period).await?;
+    let (figures, imported) = state.reads().figures(site, filters, &period).await?;
     let said = ImportedSaid::Report(imported);
     let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let (total, points) = series_of(&figures, &period, state.clock.now());
@@ -145,7 +142,7 @@ pub(super) async fn page_series(state: &WebState, site: &Site, q: &Q, filters: &
     let path = q.path()?;
     let (period, _) = q.period(state, site)?;
     let (figures, imported) = match with_page(filters, &path)? {
-        Some(f) => filtered_imported::figures(&state.store, site, &f, &period).await?,
+        Some(f) => state.reads().figures(site, &f, &period).await?,
         None => (Figures::none(&period.points()), None),
     };
     let said = ImportedSaid::Report(imported);
@@ -168,24 +165,12 @@ pub(super) async fn page_seconds(state: &WebState, site: &Site, q: &Q, filters: 
     let end = minute + TimeDelta::minutes(1);
     let mut seconds = [0i64; 60];
     if let Some(f) = with_page(filters, &path)? {
-        let day = filtered_read::utc_day_start(minute);
-        let (visits, _) = filtered_read::read_visits(&state.store, site, &f, day, end).await?;
-        for v in visits
-            .iter()
-            .filter(|v| crate::reports::filtered::admits(&f, v))
-        {
-            for step in &v.steps {
-                let crate::reports::filtered::Step::View { offset, path } = step else {
-                    continue;
-                };
-                if !f.pages().all(|m| m.matches(path)) {
-                    continue;
-                }
-                let at = v.start.timestamp() + i64::from(*offset);
-                if (minute.timestamp()..end.timestamp()).contains(&at) {
-                    seconds[(at - minute.timestamp()) as usize] += 1;
-                }
-            }
+        let counts = state
+            .reads()
+            .views_by_step(site, &f, (minute, end), TimeDelta::seconds(1))
+            .await?;
+        for (s, n) in seconds.iter_mut().zip(counts) {
+            *s = n;
         }
     }
     Ok(ok(&SecondsBody {
@@ -209,8 +194,7 @@ pub(super) async fn top_pages(state: &WebState, site: &Site, q: &Q, filters: &Fi
     let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = q.offset()?;
     let (period, _) = q.period(state, site)?;
-    let (figures, imported) =
-        filtered_imported::figures(&state.store, site, filters, &period).await?;
+    let (figures, imported) = state.reads().figures(site, filters, &period).await?;
     let said = ImportedSaid::Report(imported);
     let (_, body) = period_body(state, site, q, filters, figures.sampled, said).await?;
     let matching: Vec<_> = figures
@@ -371,7 +355,7 @@ pub(super) async fn visits(state: &WebState, site: &Site, q: &Q, filters: &Filte
     let (period, _) = q.period(state, site)?;
     let scope = scoped(filters, path.as_ref())?;
     let (figures, imported) = match &scope {
-        Some(f) => filtered_imported::figures(&state.store, site, f, &period).await?,
+        Some(f) => state.reads().figures(site, f, &period).await?,
         None => (Figures::none(&[]), None),
     };
     let said = ImportedSaid::Report(imported);
@@ -429,7 +413,10 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let filters = q.filters()?;
     let steps = q.funnel_steps()?;
     let (period, _) = q.period(&state, &site)?;
-    let figures = filtered_read::funnel(&state.store, &site, &filters, &steps, &period).await?;
+    let figures = state
+        .reads()
+        .funnel(&site, &filters, &steps, &period)
+        .await?;
     let said = ImportedSaid::Funnel;
     let (_, body) = period_body(&state, &site, &q, &filters, figures.sampled, said).await?;
     Ok(ok(&FunnelBody {

@@ -1,0 +1,119 @@
+//! The costly reads as the web asks for them: each a whole computation
+//! (its reads and its CPU) run on the costly reads' runtime within their
+//! limits ([`costly`]), the HTTP worker only awaiting the answer. Every
+//! filtered report and funnel of the pages, the CSV files and the API
+//! comes through here.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::costly::{CostlyReads, ReadError};
+use super::filtered::{Figures, FunnelFigures};
+use super::filtered_imported::{self, Imported};
+use super::{filtered_read, Period};
+use crate::domain::filter::Filters;
+use crate::domain::FunnelSteps;
+use crate::storage::sites::Site;
+use crate::storage::Store;
+
+/// What the costly reads need: the store and where they run.
+#[derive(Clone, Copy)]
+pub struct Reads<'a> {
+    pub store: &'a Store,
+    pub costly: &'a CostlyReads,
+}
+
+impl Reads<'_> {
+    /// [`filtered_imported::figures`] over `period`.
+    pub async fn figures(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        period: &Period,
+    ) -> Result<(Figures, Option<Imported>), ReadError> {
+        let (store, site, filters, period) =
+            (self.store.clone(), site.clone(), filters.clone(), *period);
+        let domain = site.domain.to_string();
+        self.costly
+            .run(&domain, async move {
+                filtered_imported::figures(&store, &site, &filters, &period).await
+            })
+            .await
+    }
+
+    /// The figures of `period` and of the period before it, read together
+    /// as one computation (one turn, one budget).
+    pub async fn figures_and_before(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        period: &Period,
+    ) -> Result<((Figures, Option<Imported>), Figures), ReadError> {
+        let (store, site, filters, period) =
+            (self.store.clone(), site.clone(), filters.clone(), *period);
+        let domain = site.domain.to_string();
+        self.costly
+            .run(&domain, async move {
+                let before = period.previous();
+                let (now, (before, _)) = tokio::try_join!(
+                    filtered_imported::figures(&store, &site, &filters, &period),
+                    filtered_imported::figures(&store, &site, &filters, &before),
+                )?;
+                Ok((now, before))
+            })
+            .await
+    }
+
+    /// The funnels' figures over `period`, from one read of the visits.
+    pub async fn funnels(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        steps: &[FunnelSteps],
+        period: &Period,
+    ) -> Result<Vec<FunnelFigures>, ReadError> {
+        let (store, site, filters, steps, period) = (
+            self.store.clone(),
+            site.clone(),
+            filters.clone(),
+            steps.to_vec(),
+            *period,
+        );
+        let domain = site.domain.to_string();
+        self.costly
+            .run(&domain, async move {
+                filtered_read::funnels(&store, &site, &filters, &steps, &period).await
+            })
+            .await
+    }
+
+    /// One funnel's figures.
+    pub async fn funnel(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        steps: &FunnelSteps,
+        period: &Period,
+    ) -> Result<FunnelFigures, ReadError> {
+        let mut all = self
+            .funnels(site, filters, std::slice::from_ref(steps), period)
+            .await?;
+        Ok(all.remove(0))
+    }
+
+    /// [`filtered_read::views_by_step`].
+    pub async fn views_by_step(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        range: (DateTime<Utc>, DateTime<Utc>),
+        step: TimeDelta,
+    ) -> Result<Vec<i64>, ReadError> {
+        let (store, site, filters) = (self.store.clone(), site.clone(), filters.clone());
+        let domain = site.domain.to_string();
+        self.costly
+            .run(&domain, async move {
+                filtered_read::views_by_step(&store, &site, &filters, range, step).await
+            })
+            .await
+    }
+}
