@@ -285,6 +285,47 @@ pub async fn entries_and_exits(
     Ok(out)
 }
 
+/// The pages a site's pages reports list over a period, alike on the
+/// dashboard, in the API and in `pages.csv`: `top`, the pages viewed
+/// ([`queries::top_pages`]), then the pages with entries or exits and no
+/// views, by name, at 0 views. Those are an imported day's entry and exit
+/// pages that have no pages row: without them the entries and exits of
+/// the rows would not add up to the site's. Also every page's entries and
+/// exits ([`entries_and_exits`]), read after `top` so that its whole days
+/// are found kept rather than read again.
+pub async fn listed_pages(
+    store: &Store,
+    site: &crate::storage::sites::Site,
+    period: &Period,
+    top: Vec<(crate::domain::Page, i64)>,
+) -> Result<(Vec<(crate::domain::Page, i64)>, [HashMap<String, i64>; 2]), mongodb::error::Error> {
+    let counts = entries_and_exits(store, site, period).await?;
+    Ok((with_unviewed(top, &counts), counts))
+}
+
+/// `top` followed by the pages of `counts` (entries, exits) that are not
+/// in it and have some, by name, at 0 views.
+fn with_unviewed(
+    mut top: Vec<(crate::domain::Page, i64)>,
+    counts: &[HashMap<String, i64>; 2],
+) -> Vec<(crate::domain::Page, i64)> {
+    let listed: std::collections::HashSet<&str> = top.iter().map(|(p, _)| p.as_str()).collect();
+    let mut more: Vec<&String> = counts
+        .iter()
+        .flatten()
+        .filter(|(page, n)| **n != 0 && !listed.contains(page.as_str()))
+        .map(|(page, _)| page)
+        .collect();
+    more.sort_unstable();
+    more.dedup();
+    let more: Vec<_> = more
+        .into_iter()
+        .map(|page| (crate::domain::Page::from_stored(page.clone()), 0))
+        .collect();
+    top.extend(more);
+    top
+}
+
 /// A counter per shown bucket of the period (as `queries::series`).
 pub async fn counter_series(
     store: &Store,

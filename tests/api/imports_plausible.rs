@@ -1744,3 +1744,120 @@ async fn days_and_pages_without_page_rows_keep_their_visitors_entries_and_exits_
     assert_eq!(figures["durationSeconds"].as_i64(), Some(1000), "{figures}");
     assert_eq!(visitors_of(&figures), 21, "{figures}");
 }
+
+#[tokio::test]
+async fn entry_and_exit_pages_without_a_pages_row_are_rows_of_0_views_on_the_dashboard_in_the_api_and_the_csv(
+) {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let d1 = first_day();
+    let d2 = d1.succ_opt().unwrap();
+    let stamp = format!("{}_{}", d1.format("%Y%m%d"), d1.format("%Y%m%d"));
+    let visitors = plausible_table(
+        "date,visitors,pageviews,bounces,visits,visit_duration",
+        &[format!("{d1},10,12,4,12,600")],
+    );
+    let pages = plausible_table(
+        "date,hostname,page,visits,visitors,pageviews,total_scroll_depth,total_scroll_depth_visits,total_time_on_page,total_time_on_page_visits",
+        &[format!("{d1},plausible.test,/,7,6,9,0,0,0,0")],
+    );
+    // `/landing` is entered and `/gone` left on a day neither has a
+    // pages row (Plausible's own tables hold such rows).
+    let entries = plausible_table(
+        "date,entry_page,entrances,visitors,visit_duration,bounces,pageviews",
+        &[
+            format!("{d1},/,7,6,500,3,9"),
+            format!("{d1},/landing,5,4,100,1,3"),
+        ],
+    );
+    let exits = plausible_table(
+        "date,exit_page,exits,visitors,visit_duration,bounces,pageviews",
+        &[
+            format!("{d1},/,8,7,500,3,9"),
+            format!("{d1},/gone,4,3,100,1,3"),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (table, text) in [
+        ("visitors", &visitors),
+        ("pages", &pages),
+        ("entry_pages", &entries),
+        ("exit_pages", &exits),
+    ] {
+        std::fs::write(
+            dir.path().join(format!("imported_{table}_{stamp}.csv")),
+            text,
+        )
+        .unwrap();
+    }
+    let out = plausible(&app, "plausible.test", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let range = format!("range=custom&from={d1}T00:00&to={d2}T00:00");
+    // Views, entries and exits of each page, as each surface gives them.
+    let expected = [("/", 9, 7, 8), ("/gone", 0, 0, 4), ("/landing", 0, 5, 0)];
+
+    let (status, csv) = admin
+        .text(&format!("/sites/{}/pages.csv?{range}", site.id))
+        .await;
+    assert_eq!(status, 200, "{csv}");
+    let from_csv: Vec<(String, i64, i64, i64)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let n = |i: usize| c[i].parse::<i64>().unwrap();
+            (c[0].to_owned(), n(1), n(3), n(4))
+        })
+        .collect();
+
+    let api = crate::json_api::get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{}/pages?{range}", site.id),
+    )
+    .await;
+    assert_eq!(api.status, 200, "{}", api.json);
+    assert_eq!(api.json["matching"].as_u64(), Some(3), "{}", api.json);
+    let from_api: Vec<(String, i64, i64, i64)> = api.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let n = |k: &str| p[k].as_i64().unwrap();
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                n("views"),
+                n("entries"),
+                n("exits"),
+            )
+        })
+        .collect();
+
+    let (status, html) = admin.text(&format!("/sites/{}?{range}", site.id)).await;
+    assert_eq!(status, 200);
+    let from_page: Vec<(String, i64, i64, i64)> = expected
+        .iter()
+        .filter_map(|(path, ..)| {
+            let at = html.find(&format!(">{path}</a></td>"))?;
+            let row = &html[at..at + html[at..].find("</tr>").unwrap()];
+            // Visitors, views, entries, exits, share.
+            let cells = num_cells(row);
+            let n = |i: usize| cells[i].replace(',', "").parse::<i64>().unwrap();
+            Some(((*path).to_owned(), n(1), n(2), n(3)))
+        })
+        .collect();
+
+    let expected: Vec<(String, i64, i64, i64)> = expected
+        .iter()
+        .map(|(p, v, e, x)| ((*p).to_owned(), *v, *e, *x))
+        .collect();
+    assert_eq!(from_csv, expected, "pages.csv: {csv}");
+    assert_eq!(from_api, expected, "API: {}", api.json);
+    assert_eq!(from_page, expected, "dashboard");
+}

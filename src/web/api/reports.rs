@@ -333,6 +333,9 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         let scope = Scope::of_site(&site);
         let now = state.clock.now();
         let top = queries::top_pages(&state.store, &scope, &period).await?;
+        // The pages with entries or exits and no views follow, as in `pages.csv`.
+        let (top, _) =
+            crate::reports::visits::listed_pages(&state.store, &site, &period, top).await?;
         let total: i64 = top.iter().map(|(_, v)| v).sum();
         let matching = filter::matching(&top, &needle);
         let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();

@@ -192,6 +192,8 @@ async fn dashboard_of(
         queries::views_now(&state.store, &scope, now),
         super::visit_line::read_line(state, &scope, &period, now),
     )?;
+    // The pages with entries or exits and no views follow, as in `pages.csv`.
+    let (top, _) = crate::reports::visits::listed_pages(&state.store, &site, &period, top).await?;
     let source_buckets = compared::sources_of(&breakdowns, &period);
     let chart = super::visit_line::chart_view(
         &state.store,

@@ -236,23 +236,9 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     use crate::reports::visits;
     let store = &state.store;
     let scope = Scope::of_site(&site);
-    // One after the other: the second finds the first's whole days kept
-    // (`page_totals`) instead of reading them again.
-    let mut top = queries::top_pages(store, &scope, &period).await?;
-    let [entries, exits] = visits::entries_and_exits(store, &site, &period).await?;
-    // Pages with entries or exits and no views in the period (an imported
-    // day's entry and exit pages that have no pages row) come after the
-    // others, with 0 views: their entries and exits are counted too.
-    let listed: std::collections::HashSet<&str> = top.iter().map(|(p, _)| p.as_str()).collect();
-    let mut more: Vec<String> = entries
-        .iter()
-        .chain(&exits)
-        .filter(|(page, n)| **n != 0 && !listed.contains(page.as_str()))
-        .map(|(page, _)| page.clone())
-        .collect();
-    more.sort_unstable();
-    more.dedup();
-    top.extend(more.into_iter().map(|page| (Page::from_stored(page), 0)));
+    // The pages viewed, then those with entries or exits only, at 0 views.
+    let top = queries::top_pages(store, &scope, &period).await?;
+    let (top, [entries, exits]) = visits::listed_pages(store, &site, &period, top).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let needle = q.page_filter()?.to_lowercase();
     let top: Vec<(Page, i64)> = top
