@@ -296,6 +296,21 @@ async fn latest_minute_skips_empty_buckets(grouping: &str) {
 }
 
 #[tokio::test]
+async fn the_site_header_links_the_funnels_filtered_or_not() {
+    let (_app, admin, base) = reports_world().await;
+    for query in ["?range=24h", "?range=24h&filter=page:/a"] {
+        let (status, html) = admin.text(&format!("{base}{query}")).await;
+        assert_eq!(status, 200, "{query}");
+        let link = html.find("id=\"funnels-link\"");
+        let figures = html.find("class=\"period\"");
+        assert!(
+            link.is_some() && link < figures,
+            "{query}: the funnels in the header, before the figures"
+        );
+    }
+}
+
+#[tokio::test]
 async fn malformed_report_parameters_get_a_clear_400() {
     let (_app, admin, base) = reports_world().await;
     for (query, says) in [
