@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use super::{site_by_id_or_domain, with_store, DatabaseArgs};
 use crate::domain::Recipient;
 use crate::email::report;
-use crate::settings::EmailSettings;
+use crate::settings::{public_url_or, EmailSettings};
 
 #[derive(Subcommand)]
 pub(super) enum EmailCommand {
@@ -37,13 +37,14 @@ pub(super) struct SendReport {
     /// The address to send it to.
     #[arg(long)]
     to: String,
-    /// The URL the dashboard and unsubscribe links point at.
-    #[arg(
-        long,
-        env = "TICKERTAPE_PUBLIC_URL",
-        default_value = "http://127.0.0.1:8000"
-    )]
-    public_url: String,
+    /// The URL the dashboard and unsubscribe links point at (default:
+    /// `http://` + the listen address, as `serve` does).
+    #[arg(long, env = "TICKERTAPE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// The address `serve` listens on; the links' when no public URL is
+    /// set, so they reach the server `serve` started.
+    #[arg(long, env = "TICKERTAPE_LISTEN", default_value = "127.0.0.1:8000")]
+    listen: std::net::SocketAddr,
     #[command(flatten)]
     email: EmailSettings,
     #[command(flatten)]
@@ -71,9 +72,9 @@ async fn send_report(args: SendReport) -> anyhow::Result<()> {
     with_store(&args.db, |store| async move {
         let site = site_by_id_or_domain(&store, &args.site).await?;
         let clock = crate::clock::system();
-        let sender =
-            crate::email::Sender::new(store, clock.clone(), config, args.public_url.clone())
-                .map_err(anyhow::Error::msg)?;
+        let public_url = public_url_or(args.public_url.as_deref(), args.listen);
+        let sender = crate::email::Sender::new(store, clock.clone(), config, public_url)
+            .map_err(anyhow::Error::msg)?;
         let period = report::last_days(days, clock.now(), site.time_zone.tz());
         let sent = sender.send_report_now(&site, &period, &to).await?;
         println!(

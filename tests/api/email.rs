@@ -935,7 +935,13 @@ async fn send_report_sends_the_last_seven_days_now() {
         .env("TICKERTAPE_DATABASE", app.store.db().name())
         .env("TICKERTAPE_SMTP_URL", sink.url_for_local_relay())
         .env("TICKERTAPE_SMTP_FROM", "stats@tickertape.test")
-        .env("TICKERTAPE_PUBLIC_URL", &app.address)
+        // No public URL: the links use the listen address, as `serve`
+        // does, not a port of their own.
+        .env_remove("TICKERTAPE_PUBLIC_URL")
+        .env(
+            "TICKERTAPE_LISTEN",
+            app.address.trim_start_matches("http://"),
+        )
         .env("RUST_LOG", "info")
         .output()
         .await
@@ -957,6 +963,10 @@ async fn send_report_sends_the_last_seven_days_now() {
     assert_eq!(figure(text, "Views").0, "3", "the last 7 days only: {text}");
     // The same period on the API (the link's bounds) says the same.
     let dashboard = link_after(text, "Dashboard for this period: ");
+    assert!(
+        dashboard.starts_with(&format!("{}/sites/{}?", app.address, site.id)),
+        "{dashboard}"
+    );
     let query = dashboard.split_once('?').unwrap().1;
     let login = app.login("owner@example.com").await;
     let token = create_token(&login, "cli", None).await;
