@@ -110,6 +110,10 @@ fn lines(now: &Figures, before: &Figures) -> Vec<Line> {
 
 const UNSUBSCRIBE_TEXT: &str = "You receive this because this address is subscribed to the site's emails. Unsubscribe from all of them (one click, no login):";
 
+/// The footer of a report sent once by command: no subscription, no
+/// schedule to speak of.
+const ONE_OFF_TEXT: &str = "This report was sent once, by command, to this address; it is not part of a subscription. To receive none of the site's emails here (one click, no login):";
+
 fn text_list(out: &mut String, title: &str, rows: &[(String, i64)]) {
     out.push_str(&format!("\n{title}\n"));
     if rows.is_empty() {
@@ -146,11 +150,11 @@ fn html_list(out: &mut String, id: &str, title: &str, column: &str, rows: &[(Str
     out.push_str("</table>\n");
 }
 
-fn html_page(title: &str, body: &str, unsubscribe: &str) -> String {
+fn html_page(title: &str, body: &str, (footer, unsubscribe): (&str, &str)) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title></head>\n<body style=\"font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#222;max-width:640px;margin:0 auto;padding:16px\">\n{body}<p style=\"font-size:12px;color:#666;margin-top:24px\">{u} <a href=\"{link}\">Unsubscribe</a>.</p>\n</body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title></head>\n<body style=\"font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#222;max-width:640px;margin:0 auto;padding:16px\">\n{body}<p style=\"font-size:12px;color:#666;margin-top:24px\">{u} <a href=\"{link}\">Unsubscribe</a>.</p>\n</body></html>\n",
         t = escape(title),
-        u = escape(UNSUBSCRIBE_TEXT.trim_end_matches(':')),
+        u = escape(footer.trim_end_matches(':')),
         link = escape(unsubscribe),
     )
 }
@@ -164,8 +168,13 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
     let subject = format!("{}: {} — {views}", r.site_name, r.title);
     let lines = lines(&r.now, &r.before);
     let zone = r.period.zone.name();
+    let footer = if r.one_off {
+        ONE_OFF_TEXT
+    } else {
+        UNSUBSCRIBE_TEXT
+    };
     let mut text = format!(
-        "{} ({})\n{}\n\nEach change compares with the period before ({}).\n\n",
+        "{} ({})\n{} ({})\n\nEach change compares with the period before.\n\n",
         r.site_name, r.domain, r.title, zone
     );
     for l in &lines {
@@ -178,7 +187,7 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
     text_list(&mut text, "Top sources", &r.sources);
     text_list(&mut text, "Top countries", &r.countries);
     text.push_str(&format!(
-        "\nDashboard for this period: {}\n\n-- \n{UNSUBSCRIBE_TEXT}\n{unsubscribe}\n",
+        "\nDashboard for this period: {}\n\n-- \n{footer}\n{unsubscribe}\n",
         r.dashboard
     ));
 
@@ -213,7 +222,7 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
         escape(&r.dashboard)
     ));
     Rendered {
-        html: html_page(&subject, &body, unsubscribe),
+        html: html_page(&subject, &body, (footer, unsubscribe)),
         subject,
         text,
     }
@@ -262,7 +271,7 @@ pub fn alert(a: &Alert, unsubscribe: &str) -> Rendered {
         escape(&a.dashboard)
     );
     Rendered {
-        html: html_page(&subject, &body, unsubscribe),
+        html: html_page(&subject, &body, (UNSUBSCRIBE_TEXT, unsubscribe)),
         subject,
         text,
     }

@@ -48,6 +48,9 @@ pub struct Report {
     pub countries: Vec<(String, i64)>,
     /// The dashboard showing this period.
     pub dashboard: String,
+    /// Sent once by command (`tickertape email send-report`), not by a
+    /// subscription's schedule: its footer says so.
+    pub one_off: bool,
 }
 
 /// The period a report sent at the start of the period holding `now`
@@ -177,8 +180,9 @@ fn title(period: &Period, schedule: Option<Schedule>) -> String {
         }
         Some(Schedule::Monthly) => first.format("%B %Y").to_string(),
         _ => {
+            // The zone is said beside the title, once (`render::report`).
             let f = |t: DateTime<Utc>| t.with_timezone(&zone).format("%-d %B %Y %H:%M").to_string();
-            format!("{} – {} ({})", f(period.from), f(period.to), zone.name())
+            format!("{} – {}", f(period.from), f(period.to))
         }
     }
 }
@@ -238,6 +242,7 @@ pub async fn assemble(
             .map(|(code, n)| (country_label(&code), n))
             .collect(),
         dashboard: dashboard_url(public_url, site, period),
+        one_off: schedule.is_none(),
     })
 }
 

@@ -399,10 +399,19 @@ impl Mailer {
             .as_str()
             .parse()
             .map_err(|e| SendFailure::Permanent(format!("the address cannot be used: {e}")))?;
+        // Our own Message-ID on every mail, at the sender's domain: a relay
+        // that would add one is not relied on, and spam filters mark mails
+        // without one.
+        let id = format!(
+            "<{}@{}>",
+            uuid::Uuid::new_v4().simple(),
+            self.from.email.domain()
+        );
         Message::builder()
             .from(self.from.clone())
             .to(to)
             .subject(rendered.subject.clone())
+            .message_id(Some(id))
             .raw_header(HeaderValue::new(
                 HeaderName::new_from_ascii_str("List-Unsubscribe"),
                 format!("<{unsubscribe}>"),

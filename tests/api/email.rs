@@ -967,6 +967,24 @@ async fn send_report_sends_the_last_seven_days_now() {
         dashboard.starts_with(&format!("{}/sites/{}?", app.address, site.id)),
         "{dashboard}"
     );
+    let html = got[0]["html"].as_str().unwrap();
+    // The zone said once in each part; a viewport for phones; a
+    // Message-ID; a footer that speaks of no subscription.
+    assert_eq!(text.matches("(UTC)").count(), 1, "{text}");
+    assert_eq!(html.matches("(UTC)").count(), 1, "{html}");
+    assert!(
+        html.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"),
+        "{html}"
+    );
+    let id = header(&got[0], "Message-ID").unwrap_or_default();
+    assert!(
+        id.starts_with('<') && id.ends_with("@tickertape.test>"),
+        "{id:?}"
+    );
+    for part in [text, html] {
+        assert!(part.contains("sent once, by command"), "{part}");
+        assert!(!part.contains("is subscribed"), "{part}");
+    }
     let query = dashboard.split_once('?').unwrap().1;
     let login = app.login("owner@example.com").await;
     let token = create_token(&login, "cli", None).await;
