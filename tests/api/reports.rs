@@ -311,6 +311,20 @@ async fn the_site_header_links_the_funnels_filtered_or_not() {
 }
 
 #[tokio::test]
+async fn breakdown_text_says_rows_filter_and_filters_combine() {
+    let (_app, admin, base) = reports_world().await;
+    let (status, html) = admin.text(&format!("{base}?range=24h")).await;
+    assert_eq!(status, 200);
+    assert!(!html.contains("cannot be combined"), "stale breakdown text");
+    assert!(html.contains("filters combine"), "breakdown text");
+    let embedding = std::fs::read_to_string(repo_root().join("docs/embedding.md")).unwrap();
+    assert!(
+        !embedding.contains("cannot be combined") && !embedding.contains("rows are not links"),
+        "docs/embedding.md"
+    );
+}
+
+#[tokio::test]
 async fn malformed_report_parameters_get_a_clear_400() {
     let (_app, admin, base) = reports_world().await;
     for (query, says) in [
