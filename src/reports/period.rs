@@ -44,6 +44,13 @@ impl Preset {
         Self::ALL.into_iter().find(|p| p.key() == raw)
     }
 
+    /// Every preset's key, for an error to list: "1h, 24h, … or 12mo".
+    pub fn keys() -> String {
+        let keys: Vec<&str> = Self::ALL.iter().map(|p| p.key()).collect();
+        let (last, rest) = keys.split_last().expect("presets");
+        format!("{} or {last}", rest.join(", "))
+    }
+
     pub fn key(self) -> &'static str {
         match self {
             Preset::LastHour => "1h",
@@ -143,7 +150,7 @@ pub struct RangeQuery {
 /// shows the message next to the field it is about ([`PeriodError::field`]).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PeriodError {
-    #[error("Unknown range “{0}”: choose a preset or a custom range.")]
+    #[error("Unknown range “{0}”: choose {keys}, or custom (with a start and an end).", keys = Preset::keys())]
     UnknownRange(String),
     #[error("Unknown resolution “{0}”: choose auto, minute, hour or day.")]
     UnknownResolution(String),

@@ -487,6 +487,15 @@ async fn every_bad_api_request_gets_a_json_error_with_a_stable_code() {
         assert_eq!(r.json["error"]["parameter"], parameter, "{path}");
         assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
     }
+    // An unknown range names the valid ones.
+    let r = get(app, &token, &format!("{series}?range=2y")).await;
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "choose 1h, 24h, today, yesterday, 7d, 30d, month, lastmonth or 12mo, or custom"
+        ),
+        "{message}"
+    );
     let r = get(app, &token, "/api/v1/nothing").await;
     assert_eq!((r.status, code(&r)), (404, "no_such_endpoint"));
     for method in ["POST", "DELETE", "PUT"] {

@@ -328,7 +328,10 @@ async fn breakdown_text_says_rows_filter_and_filters_combine() {
 async fn malformed_report_parameters_get_a_clear_400() {
     let (_app, admin, base) = reports_world().await;
     for (query, says) in [
-        ("?range=2y", "Unknown range"),
+        (
+            "?range=2y",
+            "Unknown range “2y”: choose 1h, 24h, today, yesterday, 7d, 30d, month, lastmonth or 12mo, or custom",
+        ),
         ("?res=second", "Unknown resolution"),
         ("?range=custom", "needs both a start and an end"),
         (
@@ -383,7 +386,11 @@ async fn csv_exports_refuse_in_plain_text() {
             400,
             "That page cannot be shown",
         ),
-        ("/series.csv?range=2y", 400, "Unknown range"),
+        (
+            "/series.csv?range=2y",
+            400,
+            "Unknown range “2y”: choose 1h, 24h, today, yesterday, 7d, 30d, month, lastmonth or 12mo, or custom",
+        ),
         (
             "/visits.csv?range=custom",
             400,
