@@ -311,6 +311,21 @@ async fn the_site_header_links_the_funnels_filtered_or_not() {
 }
 
 #[tokio::test]
+async fn the_filtered_dashboard_links_its_visits_csv() {
+    let (_app, admin, base) = reports_world().await;
+    let (status, html) = admin
+        .text(&format!("{base}?range=24h&filter=page:/a"))
+        .await;
+    assert_eq!(status, 200);
+    let at = html.find("id=\"visits-csv\"").expect("the visits CSV link");
+    let link = &html[html[..at].rfind("href=\"").unwrap()..at];
+    assert!(
+        link.contains("/visits.csv?") && link.contains("filter=page"),
+        "{link}"
+    );
+}
+
+#[tokio::test]
 async fn breakdown_text_says_rows_filter_and_filters_combine() {
     let (_app, admin, base) = reports_world().await;
     let (status, html) = admin.text(&format!("{base}?range=24h")).await;

@@ -136,7 +136,8 @@ pub(super) async fn dashboard(
         q.range_params()
     };
     let add = |d: FilterDimension, value: &str| q.add_filter_link(&base, d, value);
-    let line = visit_line(&current, &previous, &period);
+    let mut line = visit_line(&current, &previous, &period);
+    line.csv = audience.export(join(&format!("{base}/visits.csv"), &params, &[]));
     let chart = chart_of(&current, &period, metric, now, site.domain.as_str(), |m| {
         join(&base, &params, &[("metric", m.key())])
     });
