@@ -185,8 +185,9 @@ pub async fn serve(
         }
         settings.listen.set_port(app.port());
         let public = public_url_or(settings.public_url.as_deref(), settings.listen);
+        // Said once, on the console with the other start-up lines: a log
+        // line as well would show it twice to whoever runs `serve`.
         if let Some(warning) = snippets::url_warning(&public) {
-            tracing::warn!("{warning}");
             announce(&format!("warning: {warning}"));
         }
         announce(&format!("tickertape listening on http://{}", settings.listen));
