@@ -929,3 +929,52 @@ async fn a_database_with_the_former_collection_names_serves_the_same_breakdowns_
     assert_eq!(collection_names(&db).await, renamed);
     assert_eq!(served_breakdowns(&third, &site).await, before);
 }
+
+#[tokio::test]
+async fn panels_show_their_top_rows_and_link_the_whole_list() {
+    use tickertape::domain::Labels;
+    use tickertape::storage::bucket_writer::{BucketWriter, Hit};
+    let app = spawn_app().await;
+    app.add_user("admin@example.com", Role::Admin).await;
+    let site = app.add_site("whole.test", &[]).await;
+    let at = tickertape::clock::Clock::now(&*app.clock) - chrono::TimeDelta::minutes(2);
+    // 12 browsers and 22 sources, one view each.
+    let labels: Vec<Labels> = (0..12)
+        .map(|i| Labels::default().with(Dimension::Browser, format!("b{i}")))
+        .collect();
+    let sources: Vec<String> = (0..22).map(|i| format!("s{i}.example")).collect();
+    // Breakdowns are written with the sources: each view has one.
+    let hits: Vec<Hit<'_>> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Hit {
+            page: "whole.test/",
+            at,
+            source: Some(s.as_str()),
+            visit: None,
+            labels: labels.get(i),
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    BucketWriter::new(&app.store)
+        .apply_direct(&hits, deadline)
+        .await
+        .unwrap();
+    let admin = app.login("admin@example.com").await;
+    let (status, html) = admin.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let at = html.find("id=\"bd-browser\"").expect("browsers");
+    let browsers = &html[at..at + html[at..].find("</section>").unwrap()];
+    assert!(
+        browsers.contains("the top 10 of 12 shown")
+            && browsers.contains("breakdown.csv?")
+            && browsers.contains(">All 12 (Browser CSV)</a>"),
+        "{browsers}"
+    );
+    let at = html.find("id=\"sources-count\"").expect("sources");
+    let sources = &html[at..at + html[at..].find("</p>").unwrap()];
+    assert!(
+        sources.contains("the top 20 of 22 shown") && sources.contains(">All 22 (CSV)</a>"),
+        "{sources}"
+    );
+}

@@ -50,7 +50,22 @@ pub struct BreakdownTable {
     pub rows: Vec<BreakdownRow>,
     /// Views (events, for events) counted in it.
     pub total: i64,
+    /// How many names it has in all: more than [`SHOWN`] are cut to the
+    /// top ones, and the panel links the whole list (its CSV).
+    pub names: usize,
     pub csv: String,
+}
+
+impl BreakdownTable {
+    /// The names not shown (beyond the top [`SHOWN`]).
+    pub fn more(&self) -> usize {
+        self.names.saturating_sub(SHOWN)
+    }
+
+    /// The names shown.
+    pub fn shown(&self) -> usize {
+        self.names.min(SHOWN)
+    }
 }
 
 /// Every panel's tables, and what they cover.
@@ -66,7 +81,7 @@ pub struct BreakdownsView {
 }
 
 /// At most this many rows per table on a page; the CSV has them all.
-const SHOWN: usize = 10;
+pub(super) const SHOWN: usize = 10;
 
 /// A country's name beside its code ("Germany (DE)"), or the name as it
 /// is (unknown, or a code the table does not have). No flag emoji: without
@@ -113,6 +128,7 @@ fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> Brea
         title: dimension.title(),
         rows,
         total: now.total,
+        names: now.names.len(),
         csv,
     }
 }

@@ -192,9 +192,10 @@ pub(super) async fn dashboard(
         BreakdownTable {
             key: d.key(),
             title: d.title(),
+            names: rows.len(),
             rows: rows
                 .into_iter()
-                .take(10)
+                .take(super::breakdowns::SHOWN)
                 .map(|(name, count)| BreakdownRow {
                     name: match d {
                         Dimension::Country => super::breakdowns::country_label(name),

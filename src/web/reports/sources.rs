@@ -31,6 +31,9 @@ pub struct SourcesView {
     /// Views with a known source in them.
     pub total: i64,
     pub filter: String,
+    /// Named sources matching the filter, shown or not: beyond the top
+    /// [`SHOWN`] the panel links the whole list (its CSV).
+    pub names: usize,
     pub csv: String,
     /// Set when the sources cover more than the range (whole hours).
     pub widened: Option<String>,
@@ -77,7 +80,9 @@ pub(super) fn view(
         share: fmt::share(views, current.views),
         change: fmt::row_change(views, is, was),
     };
-    let rows = matching(&current.sources, &filter)
+    let named = matching(&current.sources, &filter);
+    let names = named.len();
+    let rows = named
         .into_iter()
         .take(SHOWN)
         .map(|(source, views)| {
@@ -114,6 +119,7 @@ pub(super) fn view(
         views: current.views,
         total: current.sources.total,
         filter,
+        names,
         csv,
         widened,
     }
