@@ -8,7 +8,15 @@ use chrono::{DateTime, Utc};
 use super::queries::Scope;
 use super::sources::SourceScope;
 use super::Period;
+use crate::domain::filter::{Filter, FilterDimension, FilterError, Filters};
 use crate::storage::Store;
+
+/// The filters of a report of one page: the report's own filters, and its
+/// page on top of them, however many they are.
+pub fn with_page(filters: &Filters, path: &str) -> Result<Filters, FilterError> {
+    let page = Filter::new(FilterDimension::Page, path)?;
+    Ok(filters.and_page(page))
+}
 
 #[derive(Clone, Copy)]
 pub struct ReportRequest<'a> {

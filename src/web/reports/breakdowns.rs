@@ -1,7 +1,10 @@
 //! The breakdown panels of the dashboard and the page report (devices,
 //! countries, campaigns, events), and `breakdown.csv`.
 
-use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
+use super::shared::{
+    country_label, csv_response, file_stem, BreakdownRow, BreakdownTable, BreakdownsView,
+    CsvAnswer, CsvRequest,
+};
 use super::*;
 use crate::domain::{Dimension, Page};
 use crate::reports::compared::{denominator, one_dimension, Compared};
@@ -10,73 +13,8 @@ use crate::reports::sources::{covered, SourceScope};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
-pub struct BreakdownRow {
-    pub name: String,
-    /// The name as stored (a country's code), and the link that adds it as
-    /// a filter (none for "(other)").
-    pub value: String,
-    pub href: Option<String>,
-    pub count: i64,
-    pub share: String,
-    pub change: String,
-}
-
-impl BreakdownsView {
-    /// Makes each named row a link: `link(dimension, name)`.
-    pub fn link_rows(&mut self, link: impl Fn(Dimension, &str) -> Option<String>) {
-        for t in self
-            .devices
-            .iter_mut()
-            .chain(&mut self.countries)
-            .chain(&mut self.campaigns)
-            .chain(&mut self.events)
-        {
-            let Some(d) = Dimension::parse(t.key) else {
-                continue;
-            };
-            for row in &mut t.rows {
-                if row.value != "(other)" {
-                    row.href = link(d, &row.value);
-                }
-            }
-        }
-    }
-}
-
-/// One dimension's table.
-pub struct BreakdownTable {
-    pub key: &'static str,
-    pub title: &'static str,
-    pub rows: Vec<BreakdownRow>,
-    /// Views (events, for events) counted in it.
-    pub total: i64,
-    pub csv: String,
-}
-
-/// Every panel's tables, and what they cover.
-pub struct BreakdownsView {
-    pub devices: Vec<BreakdownTable>,
-    pub countries: Vec<BreakdownTable>,
-    pub campaigns: Vec<BreakdownTable>,
-    pub events: Vec<BreakdownTable>,
-    /// Set when the figures cover more than the range (whole hours).
-    pub widened: Option<String>,
-    /// Set when the breakdowns trail the views by more than a few seconds.
-    pub lag: Option<String>,
-}
-
 /// At most this many rows per table on a page; the CSV has them all.
 const SHOWN: usize = 10;
-
-/// A country's name beside its code ("Germany (DE)"), or the name as it
-/// is (unknown, or a code the table does not have). No flag emoji: without
-/// an emoji font they are two empty boxes.
-pub fn country_label(code: &str) -> String {
-    match crate::domain::countries::name(code) {
-        Some(name) => format!("{name} ({code})"),
-        None => code.to_owned(),
-    }
-}
 
 fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> BreakdownTable {
     let now = read.now.of(dimension);

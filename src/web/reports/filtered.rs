@@ -6,53 +6,18 @@
 use askama::Template;
 use std::sync::Arc;
 
-use super::breakdowns::{BreakdownRow, BreakdownTable, BreakdownsView};
+use super::shared::{country_label, BreakdownRow, BreakdownTable, BreakdownsView, FilterChips};
 use super::visit_line::{ChartMetric, ChartView, Totals, VisitLine};
 use super::*;
-use crate::domain::filter::{Filter, FilterDimension, Filters};
+use crate::domain::filter::{FilterDimension, Filters};
 use crate::domain::{Dimension, Goal};
 use crate::reports::filtered::Figures;
 use crate::reports::filtered_read;
 use crate::reports::visits::VisitFigures;
 use crate::reports::{chart, Period, Point};
 use crate::storage::sites::Site;
-use crate::web::error::WebError;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
-
-/// The active filters as chips, each with the link that removes it.
-pub struct FilterChips {
-    pub chips: Vec<Chip>,
-    /// The same report without any filter.
-    pub clear_href: String,
-}
-
-pub struct Chip {
-    pub label: String,
-    pub key: String,
-    pub value: String,
-    pub remove_href: String,
-}
-
-impl FilterChips {
-    pub fn of(q: &ReportQuery, base: &str, filters: &Filters) -> Self {
-        FilterChips {
-            chips: filters
-                .iter()
-                .map(|f| Chip {
-                    label: f.dimension().title().to_owned(),
-                    key: f.dimension().key().to_owned(),
-                    value: match f.dimension() {
-                        FilterDimension::Country => super::breakdowns::country_label(f.value()),
-                        _ => f.value().to_owned(),
-                    },
-                    remove_href: q.filtered_link(base, &filters.without(f)),
-                })
-                .collect(),
-            clear_href: q.filtered_link(base, &Filters::default()),
-        }
-    }
-}
 
 pub struct FilteredPageRow {
     pub path: String,
@@ -196,7 +161,7 @@ pub(super) async fn dashboard(
                 .take(10)
                 .map(|(name, count)| BreakdownRow {
                     name: match d {
-                        Dimension::Country => super::breakdowns::country_label(name),
+                        Dimension::Country => country_label(name),
                         _ => name.to_owned(),
                     },
                     value: name.to_owned(),
@@ -363,12 +328,4 @@ fn goal_rows(
             }
         })
         .collect()
-}
-
-/// Filters of a page report: its filters and its page.
-pub(super) fn with_page(filters: &Filters, path: &str) -> Result<Filters, WebError> {
-    let page = Filter::new(FilterDimension::Page, path)
-        .map_err(|e| WebError::Invalid(format!("That page cannot be filtered on: {e}.")))?;
-    // The report's page comes on top of the filters, however many.
-    Ok(filters.and_page(page))
 }

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::exports::{csv_response, file_stem, CsvAnswer};
+use super::shared::{csv_response, file_stem, with_page, CsvAnswer};
 use super::*;
 use crate::domain::{Dimension, Filters, Goal, PagePath};
 use crate::reports::filtered::Figures;
@@ -16,7 +16,7 @@ use crate::web::fmt;
 fn scoped(q: &ReportQuery, filters: &Filters) -> Result<(Filters, Option<PagePath>), WebError> {
     let path = q.optional_path()?;
     Ok(match &path {
-        Some(p) => (super::filtered::with_page(filters, p.as_str())?, path),
+        Some(p) => (with_page(filters, p.as_str())?, path),
         None => (filters.clone(), None),
     })
 }
@@ -298,7 +298,7 @@ async fn views_between(
 
 pub(super) async fn seconds(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
     let (path, _) = q.page_of(&r.site)?;
-    let f = super::filtered::with_page(filters, path.as_str())?;
+    let f = with_page(filters, path.as_str())?;
     let minute = q.minute(r.site.time_zone.tz())?.ok_or_else(|| {
         WebError::Invalid(format!(
             "Choose a minute (minute=YYYY-MM-DDTHH:MM, {} time).",
@@ -319,8 +319,8 @@ pub(super) async fn seconds(r: SiteRequest, q: &ReportQuery, filters: &Filters) 
 
 pub(super) async fn realtime(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
     let (path, _) = q.page_of(&r.site)?;
-    let f = super::filtered::with_page(filters, path.as_str())?;
-    let period = super::page::realtime_period(r.state.clock.now(), r.site.time_zone.tz());
+    let f = with_page(filters, path.as_str())?;
+    let period = Period::last_hour(r.state.clock.now(), r.site.time_zone.tz());
     let points = views_between(&r, &f, period.from, period.to, TimeDelta::minutes(1)).await?;
     Ok(csv_response(
         &format!(

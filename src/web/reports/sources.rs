@@ -1,6 +1,6 @@
 //! "Top sources" on the dashboard and the page report, and its CSV.
 
-use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
+use super::shared::{csv_response, file_stem, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
 use crate::reports::compared::{read_source_shares, ComparedShares};

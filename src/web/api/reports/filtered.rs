@@ -8,7 +8,7 @@ use chrono::TimeDelta;
 use serde::Serialize;
 
 use super::*;
-use crate::domain::filter::{Filter, FilterDimension, Filters};
+use crate::domain::filter::Filters;
 use crate::domain::Dimension;
 use crate::reports::filtered::Figures;
 use crate::reports::filtered_imported::Imported;
@@ -76,13 +76,13 @@ fn with_page(filters: &Filters, path: &NamedPath) -> Result<Option<Filters>, Api
     let NamedPath::Page(p) = path else {
         return Ok(None);
     };
-    let page =
-        Filter::new(FilterDimension::Page, p.as_str()).map_err(|e| ApiError::BadParameter {
+    let filters = crate::reports::request::with_page(filters, p.as_str()).map_err(|e| {
+        ApiError::BadParameter {
             parameter: "path",
             message: format!("That page cannot be filtered on: {e}."),
-        })?;
-    // The report's page comes on top of the filters, however many.
-    Ok(Some(filters.and_page(page)))
+        }
+    })?;
+    Ok(Some(filters))
 }
 
 /// The figures of `filters` over the asked period (none for a path no page
