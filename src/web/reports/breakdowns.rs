@@ -2,12 +2,13 @@
 //! countries, campaigns, events), and `breakdown.csv`.
 
 use super::shared::{
-    country_label, csv_response, file_stem, BreakdownRow, BreakdownTable, BreakdownsView,
-    CsvAnswer, CsvRequest,
+    country_label, file_stem, report_csv, BreakdownRow, BreakdownTable, BreakdownsView, CsvAnswer,
+    CsvRequest,
 };
 use super::*;
 use crate::domain::{Dimension, Page};
-use crate::reports::compared::{denominator, one_dimension, Compared};
+use crate::reports::compared::{denominator, Compared};
+use crate::reports::engine;
 use crate::reports::request::ReportRequest;
 use crate::reports::sources::{covered, SourceScope};
 use crate::reports::{csv, Period};
@@ -115,29 +116,33 @@ pub async fn breakdown_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::breakdown(r, &q, &filters).await;
-    }
     let (state, site, started) = (r.state, r.site, r.started);
+    let filters = q.filters()?;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let dimension = q.dimension()?;
     let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = SourceScope::of(&site, page.as_ref());
-    let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
-    let (now, compared, was, of) = one_dimension(&request, dimension).await?;
-    let named = now
-        .names
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let panel = engine::dimension(&state.reads(), &site, &request, dimension)
+        .await
+        .map_err(WebError::from)?;
+    let named = panel
+        .rows
         .iter()
-        .map(|(name, count)| (name.as_str(), *count, compared.of(name), was.of(name)));
-    let other = (now.other > 0).then_some(("(other)", now.other, compared.other, was.other));
+        .map(|r| (r.name.as_str(), r.count, r.compared, r.previous));
+    let other = (panel.other.count > 0).then_some((
+        "(other)",
+        panel.other.count,
+        panel.other.compared,
+        panel.other.previous,
+    ));
     let rows = named.chain(other).map(|(name, count, is, before)| {
         vec![
             name.to_owned(),
             count.to_string(),
-            fmt::percent(count, of),
+            fmt::percent(count, panel.of),
             is.to_string(),
             before.to_string(),
         ]
@@ -158,14 +163,8 @@ async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         rows,
     );
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_{}.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to),
-            dimension.key()
-        ),
-        body,
-    ))
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    Ok(report_csv(&stem, &panel.said, dimension.key(), body))
 }
 
 #[cfg(test)]

@@ -154,7 +154,7 @@ async fn dashboard_of(
     // Filtered: every figure from the visit store.
     let filters = q.filters()?;
     if !filters.is_empty() {
-        return super::filtered::dashboard(state, q, site, audience, filters).await;
+        return super::filtered::dashboard(state, q, site, audience, filters, None).await;
     }
     let started = audience.started;
     let now = state.clock.now();

@@ -4,9 +4,12 @@
 
 use chrono::TimeDelta;
 
-use super::shared::{csv_header, csv_response, file_stem, CsvAnswer, CsvRequest};
+use super::shared::{csv_header, csv_response, file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
+use crate::reports::engine;
+use crate::reports::request::ReportRequest;
+use crate::reports::sources::SourceScope;
 use crate::reports::{csv, queries, Period, Resolution, Scope};
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -22,31 +25,24 @@ pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn series_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site, started) = (r.state, r.site, r.started);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::series(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
-    let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
-    let points = match &path {
-        Some(path) => {
-            let page = Page::new(&site.domain, path);
-            queries::series(&state.store, &Scope::Page(&page), &period).await?
-        }
-        None => queries::series(&state.store, &Scope::of_site(&site), &period).await?,
-    };
+    let page = path.as_ref().map(|p| Page::new(&site.domain, p));
+    let scope = SourceScope::of(&site, page.as_ref());
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let series = engine::series(&state.reads(), &site, &request)
+        .await
+        .map_err(WebError::from)?;
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_{}.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to),
-            period.resolution.as_str()
-        ),
-        csv::series_in(&points, site.time_zone.tz()),
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    Ok(report_csv(
+        &stem,
+        &series.said,
+        period.resolution.as_str(),
+        csv::series_in(&series.points, site.time_zone.tz()),
     ))
 }
 
@@ -227,13 +223,8 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site) = (r.state, r.site);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::seconds(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
     let (path, page) = q.page_of(&site)?;
     let minute = q.minute(site.time_zone.tz())?.ok_or_else(|| {
         WebError::Invalid(format!(
@@ -241,14 +232,21 @@ pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
             site.time_zone.name()
         ))
     })?;
-    let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    // The request's period only gives the zone: the minute is the read.
+    let now = state.clock.now();
+    let period = Period::last_hour(now, site.time_zone.tz());
+    let request =
+        ReportRequest::new(&state.store, SourceScope::Page(&page), &period, now).filtered(&filters);
+    let seconds = engine::seconds(&state.reads(), &site, &request, minute)
+        .await
+        .map_err(WebError::from)?;
     let minute = Resolution::Minute.floor(minute);
-    Ok(csv_response(
-        &format!(
-            "{}_seconds.csv",
-            file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1))
-        ),
-        csv::series_in(&seconds_points(minute, &seconds), site.time_zone.tz()),
+    let stem = file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1));
+    Ok(report_csv(
+        &stem,
+        &seconds.said,
+        "seconds",
+        csv::series_in(&seconds.points, site.time_zone.tz()),
     ))
 }
 

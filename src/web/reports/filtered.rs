@@ -10,9 +10,13 @@ use super::shared::{country_label, BreakdownRow, BreakdownTable, BreakdownsView,
 use super::visit_line::{ChartMetric, ChartView, Totals, VisitLine};
 use super::*;
 use crate::domain::filter::{FilterDimension, Filters};
+use crate::domain::Page;
 use crate::domain::{Dimension, Goal};
+use crate::reports::engine;
 use crate::reports::filtered::Figures;
 use crate::reports::filtered_read;
+use crate::reports::request::ReportRequest;
+use crate::reports::sources::SourceScope;
 use crate::reports::visits::VisitFigures;
 use crate::reports::{chart, Period, Point};
 use crate::storage::sites::Site;
@@ -73,19 +77,23 @@ struct FilteredDashboard {
 /// Rows shown per panel on the page; the CSVs have them all.
 const SHOWN: usize = 25;
 
-/// The filtered dashboard of `site` (also a page report with filters:
-/// `filters` then include its page).
+/// The filtered dashboard of `site`, or with `page` its page report.
 pub(super) async fn dashboard(
     state: &WebState,
     q: &ReportQuery,
     site: Arc<Site>,
     audience: Audience,
-    filters: Filters,
+    asked: Filters,
+    page: Option<&Page>,
 ) -> Answer {
     let now = state.clock.now();
     let (period, range_error, coarsened) =
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());
     let metric = q.chart_metric()?;
+    let filters = match page {
+        Some(p) => super::shared::with_page(&asked, p.path())?,
+        None => asked.clone(),
+    };
     let ((current, imported), previous) = state
         .reads()
         .figures_and_before(&site, &filters, &period)
@@ -101,7 +109,16 @@ pub(super) async fn dashboard(
         q.range_params()
     };
     let add = |d: FilterDimension, value: &str| q.add_filter_link(&base, d, value);
-    let line = visit_line(&current, &previous, &period);
+    let line = match page {
+        None => visit_line(totals(&current), totals(&previous), &period),
+        // A page's visits are those that entered there ([`engine::line`]).
+        Some(page) => {
+            let request = ReportRequest::new(&state.store, SourceScope::Page(page), &period, now)
+                .filtered(&asked);
+            let (is, was) = engine::line_and_before(&state.reads(), &site, &request).await?;
+            visit_line(line_totals(&is), line_totals(&was), &period)
+        }
+    };
     let chart = chart_of(&current, &period, metric, now, site.domain.as_str(), |m| {
         join(&base, &params, &[("metric", m.key())])
     });
@@ -193,7 +210,7 @@ pub(super) async fn dashboard(
     };
     let goals = goal_rows(&site, &current, &add);
     let mut notes = vec![
-        "Filtered figures count the visits that started in this period and pass every filter, with all their views (with a page filter, only that page's views); changes compare them with the whole previous period.".to_owned(),
+        "Filtered figures count the visits that pass every filter: a visit in the period it started in, a view in the period it happened in (with a page filter, only that page's views); changes compare them with the whole previous period.".to_owned(),
     ];
     notes.extend(filtered_read::sample_words(current.sampled));
     notes.extend(imported.map(|i| i.note()));
@@ -226,8 +243,12 @@ pub(super) async fn dashboard(
 
 /// The first line: the same figures as unfiltered, compared with the whole
 /// previous period.
-fn visit_line(current: &Figures, previous: &Figures, period: &Period) -> VisitLine {
-    let totals = |f: &Figures| Totals {
+fn visit_line(now: Totals, was: Totals, period: &Period) -> VisitLine {
+    super::visit_line::build(&now, Some(&(now, was)), Some(period.from), period, false)
+}
+
+fn totals(f: &Figures) -> Totals {
+    Totals {
         views: f.views,
         visits: VisitFigures {
             visitors: Some(f.visitors()),
@@ -236,9 +257,20 @@ fn visit_line(current: &Figures, previous: &Figures, period: &Period) -> VisitLi
             duration_secs: f.duration_secs,
             exits: None,
         },
-    };
-    let (now, was) = (totals(current), totals(previous));
-    super::visit_line::build(&now, Some(&(now, was)), Some(period.from), period, false)
+    }
+}
+
+fn line_totals(l: &engine::Line) -> Totals {
+    Totals {
+        views: l.views,
+        visits: VisitFigures {
+            visitors: l.visitors,
+            visits: l.visits,
+            non_bounces: l.visits - l.bounces,
+            duration_secs: l.duration_secs,
+            exits: None,
+        },
+    }
 }
 
 fn chart_of(

@@ -33,7 +33,6 @@ pub use sources::sources_csv;
 pub use view::{behind, freshness};
 
 use links::*;
-use page::*;
 use query::*;
 use view::*;
 

@@ -84,11 +84,11 @@ async fn page_report_of(
     q: &ReportQuery,
 ) -> Answer {
     let (path, page) = q.page_of(&site)?;
-    // Filtered: the filtered dashboard of the visits that viewed the page.
+    // Filtered: the filtered dashboard of the page (its views, and the
+    // visits that entered there, as without filters).
     let filters = q.filters()?;
     if !filters.is_empty() {
-        let filters = super::shared::with_page(&filters, path.as_str())?;
-        return super::filtered::dashboard(state, q, site, audience, filters).await;
+        return super::filtered::dashboard(state, q, site, audience, filters, Some(&page)).await;
     }
     let started = audience.started;
     let now = state.clock.now();

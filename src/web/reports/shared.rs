@@ -95,6 +95,30 @@ pub(super) fn file_stem(
     stem
 }
 
+/// A report file's name: `<stem>[_filtered][_sampled]_<what>.csv`, so a
+/// file read from a sample says it holds estimates wherever it is saved
+/// (its `Tickertape-Sampled` header gives the share read).
+pub(super) fn report_file(stem: &str, said: &crate::reports::engine::Said, what: &str) -> String {
+    let filtered = if said.is_filtered() { "_filtered" } else { "" };
+    let sampled = if said.is_estimate() { "_sampled" } else { "" };
+    format!("{stem}{filtered}{sampled}_{what}.csv")
+}
+
+/// [`csv_response`] for a report file: its name from [`report_file`], and
+/// for a sample the share read, in a header.
+pub(super) fn report_csv(
+    stem: &str,
+    said: &crate::reports::engine::Said,
+    what: &str,
+    body: String,
+) -> HttpResponse {
+    let mut answer = csv_header(&report_file(stem, said, what));
+    if said.is_estimate() {
+        answer.insert_header(("Tickertape-Sampled", said.sampled.to_string()));
+    }
+    answer.body(body)
+}
+
 /// [`reports::request::with_page`](crate::reports::request::with_page),
 /// refused as a bad request.
 pub(super) fn with_page(filters: &Filters, path: &str) -> Result<Filters, WebError> {
