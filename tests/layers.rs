@@ -10,7 +10,7 @@
 //! The askama templates are compiled into `web`, so they are read as part of
 //! it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may use the modules of the layers below its own,
@@ -765,51 +765,38 @@ fn only_storage_names_a_collection() {
     );
 }
 
-// Circles between the modules inside a layer: each file or directory under
-// a top-level module (`reports::queries`, `storage::sites`) is a node, and
-// a path from it to another one (`crate::reports::visits`, `super::visits`,
-// `crate::reports::{queries, visits}`) an edge. A circle means neither side
-// can be read, tested or moved without the other: the shared piece belongs
-// in a module of its own below both.
+// Circles between sibling modules, at every depth: each file or directory
+// is a module (`reports::queries`, `web::reports`, `web::reports::exports`),
+// and a path in one module's code that reaches a sibling of it or of one of
+// its ancestors (`crate::reports::visits`, `super::visits`,
+// `crate::web::{fmt, state}`, or a name the parent re-exports from a
+// child, as `super::resolve_kept` does through `use view::*`) is an edge
+// between the two siblings. A circle means none of its members can be
+// read, tested or moved without the others: the shared piece belongs in a
+// module below them all. Names a file takes in through its parent's glob
+// (`use super::*`) are not followed: only paths written out count.
 
-/// The second-level modules on disk: `reports/queries.rs` and `web/api/`
-/// are `reports::queries` and `web::api`.
-fn second_level_modules(src: &Path) -> BTreeSet<(String, String)> {
+/// A module path from the crate root: `web/reports/exports.rs` is
+/// `[web, reports, exports]`.
+type Module = Vec<String>;
+
+/// Every module the files make: each file's own and every directory above it.
+fn modules_of(files: &[(String, String)]) -> BTreeSet<Module> {
     let mut found = BTreeSet::new();
-    for top in std::fs::read_dir(src).expect("src/") {
-        let top = top.expect("entry").path();
-        if !top.is_dir() {
-            continue;
-        }
-        let a = top
-            .file_name()
-            .expect("a name")
-            .to_string_lossy()
-            .into_owned();
-        for entry in std::fs::read_dir(&top).expect("a module directory") {
-            let path = entry.expect("entry").path();
-            let name = path
-                .file_name()
-                .expect("a name")
-                .to_string_lossy()
-                .into_owned();
-            if path.is_dir() {
-                found.insert((a.clone(), name));
-            } else if let Some(stem) = name.strip_suffix(".rs") {
-                if stem != "mod" {
-                    found.insert((a.clone(), stem.to_owned()));
-                }
-            }
+    for (relative, _) in files {
+        let path = module_path(relative);
+        for depth in 1..=path.len() {
+            found.insert(path[..depth].to_vec());
         }
     }
     found
 }
 
-/// Every module path `relative` names from the crate root, cut to its
-/// first two segments, with the 1-based line of each: `crate::a::b::c` is
-/// `[a, b]`, `crate::a::{b, c}` both `[a, b]` and `[a, c]`, and `super::b`
-/// in `a/x.rs` is `[a, b]`. A path that stops sooner is kept as it is.
-fn module_uses(relative: &str, source: &str) -> Vec<(Vec<String>, usize)> {
+/// Every path `relative` names from the crate root, whole, with the
+/// 1-based line of its last segment: `crate::a::b::c` is `[a, b, c]`,
+/// `crate::a::{b, c::D}` both `[a, b]` and `[a, c, D]`, and `super::b` in
+/// `a/x.rs` is `[a, b]`.
+fn module_uses(relative: &str, source: &str) -> Vec<(Module, usize)> {
     let code = code_only(source);
     let reader = PathReader { code: &code };
     let file_path = module_path(relative);
@@ -819,19 +806,23 @@ fn module_uses(relative: &str, source: &str) -> Vec<(Vec<String>, usize)> {
         reader: &PathReader<'_>,
         at: usize,
         prefix: &[String],
-        out: &mut Vec<(Vec<String>, usize)>,
+        out: &mut Vec<(Module, usize)>,
     ) {
-        if prefix.len() >= 2 {
-            out.push((prefix[..2].to_vec(), at));
+        let heads = reader.heads(at);
+        if heads.is_empty() {
+            // `f::<T>()`: the path ends before the generics.
+            if !prefix.is_empty() {
+                out.push((prefix.to_vec(), at));
+            }
             return;
         }
-        for (name, start) in reader.heads(at) {
+        for (name, start) in heads {
             let mut path = prefix.to_vec();
             path.push(name.clone());
             let after = reader.word(start).map(|(_, end)| end);
             match after.and_then(|end| reader.separator(end)) {
-                Some(next) if path.len() < 2 => expand(reader, next, &path, out),
-                _ => out.push((path, start)),
+                Some(next) => expand(reader, next, &path, out),
+                None => out.push((path, start)),
             }
         }
     }
@@ -917,41 +908,134 @@ fn module_uses(relative: &str, source: &str) -> Vec<(Vec<String>, usize)> {
         .collect()
 }
 
-/// The edges between second-level modules, each with where it was seen.
-type Edges = std::collections::BTreeMap<(String, String), Vec<((String, String), String)>>;
+/// The names each module's own file hands on from its children
+/// (`use view::*;`, `pub use exports::{pages_csv, slug};`), each with the
+/// child it comes from, so `super::slug` in a sibling is a use of `exports`.
+/// A glob hands on the items its child declares public at its top level.
+fn handed_on(
+    files: &[(String, String)],
+    modules: &BTreeSet<Module>,
+) -> BTreeMap<Module, BTreeMap<String, Module>> {
+    let declared = |module: &Module| -> Vec<String> {
+        let Some((_, source)) = files.iter().find(|(r, _)| &module_path(r) == module) else {
+            return Vec::new();
+        };
+        let code: String = code_only(source).into_iter().collect();
+        let mut names = Vec::new();
+        for line in code.lines().filter(|l| l.starts_with("pub")) {
+            let words: Vec<&str> = line
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let kinds = [
+                "fn", "struct", "enum", "const", "static", "type", "trait", "mod",
+            ];
+            if let Some(k) = words.iter().position(|w| kinds.contains(w)) {
+                if let Some(name) = words.get(k + 1) {
+                    names.push((*name).to_owned());
+                }
+            }
+        }
+        names
+    };
+    let mut out: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
+    for (relative, source) in files {
+        let parent = module_path(relative);
+        let code = code_only(source);
+        let reader = PathReader { code: &code };
+        let mut i = 0;
+        while i < code.len() {
+            let starts_word = i == 0 || !(code[i - 1].is_alphanumeric() || code[i - 1] == '_');
+            let Some((word, end)) = starts_word.then(|| reader.word(i)).flatten() else {
+                i += 1;
+                continue;
+            };
+            i = end;
+            if word != "use" {
+                continue;
+            }
+            let at = reader.skip_space(end);
+            let Some((child, after)) = reader.word(at) else {
+                continue;
+            };
+            let mut child_path = parent.clone();
+            child_path.push(child);
+            let Some(next) = reader
+                .separator(after)
+                .filter(|_| modules.contains(&child_path))
+            else {
+                continue;
+            };
+            let names = out.entry(parent.clone()).or_default();
+            for (name, _) in reader.heads(next) {
+                if name == "*" {
+                    for item in declared(&child_path) {
+                        names.insert(item, child_path.clone());
+                    }
+                } else {
+                    names.insert(name, child_path.clone());
+                }
+            }
+        }
+    }
+    out
+}
 
-fn module_edges(files: &[(String, String)], modules: &BTreeSet<(String, String)>) -> Edges {
+/// The edges between sibling modules, each with where it was seen.
+type Edges = BTreeMap<Module, Vec<(Module, String)>>;
+
+fn module_edges(files: &[(String, String)]) -> Edges {
+    let modules = modules_of(files);
+    let handed = handed_on(files, &modules);
     let mut edges = Edges::new();
     for (relative, source) in files {
-        let path = module_path(relative);
-        if path.len() < 2 {
-            continue;
-        }
-        let from = (path[0].clone(), path[1].clone());
-        for (to, line) in module_uses(relative, source) {
-            let [a, b] = to.as_slice() else { continue };
-            let to = (a.clone(), b.clone());
-            if to != from && modules.contains(&to) {
+        let from = module_path(relative);
+        for (used, line) in module_uses(relative, source) {
+            // The module the path names: its longest start that is one.
+            let Some(to) = (1..=used.len())
+                .rev()
+                .map(|n| used[..n].to_vec())
+                .find(|m| modules.contains(m))
+            else {
+                continue;
+            };
+            let shared = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            let sibling = if shared < from.len() && shared < to.len() {
+                to[..=shared].to_vec()
+            } else if shared == to.len() && shared < from.len() {
+                // An ancestor: a name it hands on from one of its children.
+                let Some(child) = used
+                    .get(to.len())
+                    .and_then(|name| handed.get(&to).and_then(|h| h.get(name)))
+                else {
+                    continue;
+                };
+                child.clone()
+            } else {
+                continue;
+            };
+            let here = from[..=shared].to_vec();
+            if sibling != here {
                 edges
-                    .entry(from.clone())
+                    .entry(here)
                     .or_default()
-                    .push((to, format!("src/{relative}:{line}")));
+                    .push((sibling, format!("src/{relative}:{line}")));
             }
         }
     }
     edges
 }
 
-/// The circles of `edges`: each group of modules that reach each other
-/// (a strongly connected component of more than one), with one edge that
-/// closes it per member.
+/// The circles of `edges`: each group of sibling modules that reach each
+/// other (a strongly connected component of more than one), its members
+/// first, then the edges between them.
 fn circles(edges: &Edges) -> Vec<Vec<String>> {
-    let nodes: BTreeSet<&(String, String)> = edges
+    let nodes: BTreeSet<&Module> = edges
         .iter()
         .flat_map(|(from, to)| std::iter::once(from).chain(to.iter().map(|(t, _)| t)))
         .collect();
-    let reach = |start: &(String, String)| {
-        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let reach = |start: &Module| {
+        let mut seen: BTreeSet<Module> = BTreeSet::new();
         let mut stack = vec![start.clone()];
         while let Some(n) = stack.pop() {
             for (to, _) in edges.get(&n).into_iter().flatten() {
@@ -962,24 +1046,31 @@ fn circles(edges: &Edges) -> Vec<Vec<String>> {
         }
         seen
     };
-    let reached: std::collections::BTreeMap<&(String, String), BTreeSet<(String, String)>> =
+    let reached: BTreeMap<&Module, BTreeSet<Module>> =
         nodes.iter().map(|n| (*n, reach(n))).collect();
-    let mut done: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut done: BTreeSet<Module> = BTreeSet::new();
     let mut out = Vec::new();
     for n in &nodes {
         if done.contains(*n) || !reached[n].contains(*n) {
             continue;
         }
-        let group: BTreeSet<(String, String)> = reached[n]
+        let group: BTreeSet<Module> = reached[n]
             .iter()
             .filter(|m| reached.get(m).is_some_and(|r| r.contains(*n)))
             .cloned()
             .collect();
-        let mut lines = Vec::new();
+        let mut lines = vec![format!(
+            "members: {}",
+            group
+                .iter()
+                .map(|m| m.join("::"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
         for m in &group {
             for (to, at) in edges.get(m).into_iter().flatten() {
                 if group.contains(to) {
-                    lines.push(format!("{}::{} -> {}::{} ({at})", m.0, m.1, to.0, to.1));
+                    lines.push(format!("{} -> {} ({at})", m.join("::"), to.join("::")));
                 }
             }
         }
@@ -991,7 +1082,7 @@ fn circles(edges: &Edges) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn no_circle_between_the_modules_inside_a_top_level_module() {
+fn no_circle_between_sibling_modules_at_any_depth() {
     let src = root().join("src");
     let files: Vec<(String, String)> = files_under(&src, "rs")
         .into_iter()
@@ -1001,10 +1092,10 @@ fn no_circle_between_the_modules_inside_a_top_level_module() {
         })
         .filter(|(rel, _)| !ROOTS.contains(&rel.as_str()))
         .collect();
-    let found = circles(&module_edges(&files, &second_level_modules(&src)));
+    let found = circles(&module_edges(&files));
     assert!(
         found.is_empty(),
-        "{} circle(s) between modules; move the piece both sides need into a module below them:\n{}",
+        "{} circle(s) between sibling modules; move the piece they share into a module below them:\n{}",
         found.len(),
         found
             .iter()
@@ -1019,7 +1110,7 @@ fn module_uses_follow_groups_supers_and_inline_paths() {
     let source = "use super::visits::{self, X};\nuse crate::reports::{queries, page_totals::Y};\n\
                   use crate::{storage::sites::Site, domain};\n\
                   mod tests {\n    use super::super::chart;\n    use super::*;\n}\n\
-                  fn f() { crate::web::fmt::x(); super::Resolution::Hour; }\n";
+                  fn f() { crate::web::fmt::x::<u8>(); super::Resolution::Hour; }\n";
     let got: Vec<(String, usize)> = module_uses("reports/sources.rs", source)
         .into_iter()
         .map(|(p, line)| (p.join("::"), line))
@@ -1027,39 +1118,66 @@ fn module_uses_follow_groups_supers_and_inline_paths() {
     assert_eq!(
         got,
         [
-            ("reports::visits".to_owned(), 1),
+            ("reports::visits::self".to_owned(), 1),
+            ("reports::visits::X".to_owned(), 1),
             ("reports::queries".to_owned(), 2),
-            ("reports::page_totals".to_owned(), 2),
-            ("storage::sites".to_owned(), 3),
+            ("reports::page_totals::Y".to_owned(), 2),
+            ("storage::sites::Site".to_owned(), 3),
             ("domain".to_owned(), 3),
             ("reports::chart".to_owned(), 5),
-            ("reports::sources".to_owned(), 6),
-            ("web::fmt".to_owned(), 8),
-            ("reports::Resolution".to_owned(), 8),
+            ("reports::sources::*".to_owned(), 6),
+            ("web::fmt::x".to_owned(), 8),
+            ("reports::Resolution::Hour".to_owned(), 8),
         ]
     );
 }
 
+fn probe(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(r, s)| ((*r).to_owned(), (*s).to_owned()))
+        .collect()
+}
+
 #[test]
 fn a_circle_is_found_through_any_number_of_modules() {
-    let files = [
+    let files = probe(&[
         ("reports/a.rs", "use super::b::X;\n"),
         ("reports/b.rs", "use crate::reports::c::Y;\n"),
         ("reports/c.rs", "fn f() { super::a::z(); }\n"),
         ("reports/d.rs", "use super::a::X;\n"),
-    ]
-    .map(|(r, s)| (r.to_owned(), s.to_owned()));
-    let modules: BTreeSet<(String, String)> = ["a", "b", "c", "d"]
-        .iter()
-        .map(|m| ("reports".to_owned(), (*m).to_owned()))
-        .collect();
-    let found = circles(&module_edges(&files, &modules));
+    ]);
+    let found = circles(&module_edges(&files));
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0].len(), 3, "{found:?}");
-    assert!(found[0][0].starts_with("reports::a -> reports::b (src/reports/a.rs:1)"));
+    assert_eq!(found[0].len(), 4, "{found:?}");
+    assert_eq!(found[0][0], "members: reports::a, reports::b, reports::c");
+    assert!(found[0][1].starts_with("reports::a -> reports::b (src/reports/a.rs:1)"));
     // Without the edge back, no circle.
-    let open = &files[..2];
-    assert!(circles(&module_edges(open, &modules)).is_empty());
+    assert!(circles(&module_edges(&files[..2])).is_empty());
+}
+
+#[test]
+fn a_circle_is_found_at_any_depth_and_through_what_a_parent_hands_on() {
+    // Three levels down, one way through a written path, the other
+    // through a name the parent re-exports from its child.
+    let files = probe(&[
+        ("web/reports/mod.rs", "mod a;\nmod b;\nuse b::*;\n"),
+        ("web/reports/a.rs", "fn f() { super::shared(); }\n"),
+        (
+            "web/reports/b.rs",
+            "pub(super) fn shared() {}\nuse crate::web::reports::a::X;\n",
+        ),
+        ("web/api/c.rs", "use crate::web::reports::a::X;\n"),
+    ]);
+    let found = circles(&module_edges(&files));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0][0], "members: web::reports::a, web::reports::b");
+    // A use from a deeper module counts between the siblings that hold
+    // the two ends: web::api -> web::reports, no circle by itself.
+    let edges = module_edges(&files);
+    assert!(edges[&vec!["web".to_owned(), "api".to_owned()]]
+        .iter()
+        .any(|(to, _)| to == &vec!["web".to_owned(), "reports".to_owned()]));
 }
 
 /// The uses in the files of module `from` (a second-level module such as
@@ -1073,7 +1191,7 @@ fn uses_between(files: &[(String, String)], from: [&str; 2], to: [&str; 2]) -> V
         }
         let lines: Vec<&str> = source.lines().collect();
         for (used, line) in module_uses(relative, source) {
-            if used == to {
+            if used.len() >= 2 && used[..2] == to {
                 let code = lines.get(line - 1).map_or("", |l| l.trim());
                 found.push(format!("src/{relative}:{line}: {code}"));
             }

@@ -261,14 +261,15 @@ pub async fn funnels(
 /// The views of the pages `filters` count, per `step` from `from` to
 /// `to` (scaled up by the share read), from the visits that may hold
 /// them: those that started on `from`'s UTC day or later (a visit never
-/// crosses a UTC day).
+/// crosses a UTC day); and the share read (1: all), so the report can say
+/// its counts are estimates.
 pub async fn views_by_step(
     store: &Store,
     site: &Site,
     filters: &Filters,
     (from, to): (DateTime<Utc>, DateTime<Utc>),
     step: TimeDelta,
-) -> Result<Vec<i64>, ReadError> {
+) -> Result<(Vec<i64>, f64), ReadError> {
     let day = utc_day_start(from);
     let (visits, share) = read_visits(store, site, filters, day, to).await?;
     let n = ((to - from).num_seconds() / step.num_seconds()).max(0) as usize;
@@ -291,10 +292,11 @@ pub async fn views_by_step(
     if let Some(why) = stopped.get() {
         return Err(why.into());
     }
-    Ok(counts
+    let counts = counts
         .into_iter()
         .map(|c| (c as f64 / share).round() as i64)
-        .collect())
+        .collect();
+    Ok((counts, share))
 }
 
 /// What a filtered report says of imported figures, when the site has any:

@@ -107,7 +107,7 @@ impl Reads<'_> {
         filters: &Filters,
         range: (DateTime<Utc>, DateTime<Utc>),
         step: TimeDelta,
-    ) -> Result<Vec<i64>, ReadError> {
+    ) -> Result<(Vec<i64>, f64), ReadError> {
         let (store, site, filters) = (self.store.clone(), site.clone(), filters.clone());
         let domain = site.domain.to_string();
         self.costly

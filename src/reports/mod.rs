@@ -7,6 +7,7 @@ pub mod chart;
 pub mod compared;
 pub mod costly;
 pub mod csv;
+pub mod engine;
 pub mod filter;
 pub mod filtered;
 pub mod filtered_imported;

@@ -290,6 +290,13 @@ impl Period {
         Self::aligned_in(from, to, resolution, Tz::UTC)
     }
 
+    /// The last hour by minute, up to the end of the running minute: the
+    /// page report's "last hour" panel and `realtime.csv`.
+    pub fn last_hour(now: DateTime<Utc>, zone: Tz) -> Period {
+        let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
+        Period::aligned_in(to - TimeDelta::minutes(60), to, Resolution::Minute, zone)
+    }
+
     /// A period of whole local buckets of `resolution` in `zone`.
     pub fn aligned_in(
         from: DateTime<Utc>,

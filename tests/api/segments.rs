@@ -461,6 +461,38 @@ async fn filtered_figures_and_funnels_agree_with_a_plain_computation_over_the_hi
         if !filters.is_empty() {
             assert_eq!(j["period"]["filtered"]["sampled"], 1.0, "{at}");
         }
+        // API: a page report's first line means the same with filters
+        // and without: its visits, bounces and duration are the visits
+        // that entered on the page, its views those of the page.
+        let entered: Vec<&str> = filters.iter().copied().chain(["entry:/pricing"]).collect();
+        let viewed: Vec<&str> = filters.iter().copied().chain(["page:/pricing"]).collect();
+        let (entered, viewed) = (
+            figures(&persons, &visits, &entered),
+            figures(&persons, &visits, &viewed),
+        );
+        let v = get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{id}/visits?{q}&path=%2Fpricing"),
+        )
+        .await;
+        assert_eq!(v.status, 200, "{at}: {}", v.json);
+        let j = &v.json;
+        assert_eq!(
+            (
+                j["visits"].as_i64().unwrap(),
+                j["views"].as_i64().unwrap(),
+                j["bounces"].as_i64().unwrap(),
+                j["durationSeconds"].as_i64().unwrap(),
+            ),
+            (
+                entered.visits,
+                viewed.views,
+                entered.bounces,
+                entered.duration
+            ),
+            "{at}: the page report's visits (entered), views, bounces, duration"
+        );
         // API: the pages.
         let want_pages = shown_pages(&want);
         assert_eq!(

@@ -1,24 +1,25 @@
 //! The API's report endpoints: the period parameters of the pages
-//! (`range`, `from`, `to`, `res`) and the same queries, as JSON.
+//! (`range`, `from`, `to`, `res`) and the filters, turned into one
+//! [`ReportRequest`]; the figures come from [`engine`] (which decides
+//! where they are read, with filters or without) and are only rendered
+//! here, as JSON.
 
 use actix_web::{web, HttpResponse};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::query::NamedPath;
 use super::{ApiClient, ApiError};
-use crate::domain::Page;
-use crate::reports::compared::{self, ComparedShares, Stretches};
+use crate::domain::{Filters, Page};
+use crate::reports::compared::Stretches;
+use crate::reports::engine::{self, Panel, Said};
 use crate::reports::request::ReportRequest;
 use crate::reports::retention::Coarsened;
-use crate::reports::sources::{self, SourceScope};
-use crate::reports::{filter, queries, Period, Point, Resolution, Scope};
-use crate::reports::{notes, summaries};
+use crate::reports::sources::SourceScope;
+use crate::reports::summaries;
+use crate::reports::{filtered_read, Period, Point};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
-
-mod filtered;
-pub use filtered::funnel;
 
 type Data = web::Data<WebState>;
 type Id = web::Path<String>;
@@ -97,6 +98,61 @@ pub async fn sites(
     Ok(ok(&SitesBody { sites }))
 }
 
+// ------------------------------------------------------------- requests
+
+/// The question of a report endpoint: the site, or one of its pages
+/// (`None` for a path no page of it can have), over the asked period,
+/// with the asked filters.
+struct Asked {
+    period: Period,
+    coarsened: Option<Coarsened>,
+    filters: Filters,
+    now: DateTime<Utc>,
+}
+
+impl Asked {
+    fn of(state: &WebState, site: &Site, q: &Q) -> Result<Self, ApiError> {
+        let filters = q.filters()?;
+        let (period, coarsened) = q.period(state, site)?;
+        Ok(Asked {
+            period,
+            coarsened,
+            filters,
+            now: state.clock.now(),
+        })
+    }
+
+    fn request<'a>(&'a self, state: &'a WebState, scope: SourceScope<'a>) -> ReportRequest<'a> {
+        ReportRequest::new(&state.store, scope, &self.period, self.now).filtered(&self.filters)
+    }
+
+    /// What a report of nothing (a page the site cannot have) says.
+    fn nothing(&self) -> Said {
+        Said::nothing(&self.filters)
+    }
+
+    fn period_body(&self, said: &Said) -> PeriodBody {
+        PeriodBody {
+            filtered: FilteredBody::of(said),
+            ..PeriodBody::new(&self.period, self.coarsened.as_ref())
+        }
+    }
+}
+
+/// A long range of a site whose totals are being built: what is being
+/// prepared, not a 503 (the buckets' reads only: a filtered report's
+/// refusals say what they are).
+fn prepared(answer: Reply, site: &Site, q: &Q) -> Reply {
+    let unfiltered = q.filters().is_ok_and(|f| f.is_empty());
+    answer.map_err(|e| {
+        if unfiltered {
+            e.unless_preparing(site)
+        } else {
+            e
+        }
+    })
+}
+
 // --------------------------------------------------------------- series
 
 #[derive(Serialize)]
@@ -114,9 +170,9 @@ struct PeriodBody {
     /// figures: they show at each day's first instant (series only).
     #[serde(skip_serializing_if = "Option::is_none")]
     daily_only: Option<String>,
-    /// With `filter`: what the figures are (`filtered::FilteredBody`).
+    /// With `filter`: what the figures are.
     #[serde(skip_serializing_if = "Option::is_none")]
-    filtered: Option<filtered::FilteredBody>,
+    filtered: Option<FilteredBody>,
 }
 
 impl PeriodBody {
@@ -130,6 +186,35 @@ impl PeriodBody {
             daily_only: None,
             filtered: None,
         }
+    }
+}
+
+/// `period.filtered`: the filters applied, and the share of visitors read.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FilteredBody {
+    filters: Vec<String>,
+    /// The share of visitors whose visits were read, 0 to 1 (1: all of
+    /// them); counts are scaled up by its inverse.
+    sampled: f64,
+    /// Set when the site has imports: whether their figures count under
+    /// these filters, and if not why (docs/segments.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    imported: Option<String>,
+    /// With `imported`: whether imported figures are in the counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    imported_counted: Option<bool>,
+}
+
+impl FilteredBody {
+    /// Set for filtered figures only.
+    fn of(said: &Said) -> Option<Self> {
+        said.is_filtered().then(|| FilteredBody {
+            filters: said.filters.clone(),
+            sampled: said.sampled,
+            imported: said.imported.as_ref().map(|i| i.note()),
+            imported_counted: said.imported.as_ref().map(|i| i.counted()),
+        })
     }
 }
 
@@ -157,25 +242,24 @@ struct SeriesBody {
 fn series_body(
     site: &Site,
     path: Option<&NamedPath>,
-    (period, coarsened): &(Period, Option<Coarsened>),
-    points: &[Point],
-    now: DateTime<Utc>,
-    daily_only: Option<String>,
+    asked: &Asked,
+    s: &engine::Series,
 ) -> SeriesBody {
     SeriesBody {
         site: site.id.to_string(),
         path: path.map(|p| p.shown().to_owned()),
         period: PeriodBody {
-            daily_only,
-            ..PeriodBody::new(period, coarsened.as_ref())
+            daily_only: s.daily_only.clone(),
+            ..asked.period_body(&s.said)
         },
-        total: queries::total(points),
-        points: points
+        total: s.total(),
+        points: s
+            .points
             .iter()
             .map(|p| PointBody {
                 at: p.at,
                 views: p.views,
-                partial: period.is_partial(p.at, now),
+                partial: asked.period.is_partial(p.at, asked.now),
             })
             .collect(),
     }
@@ -184,56 +268,30 @@ fn series_body(
 /// `GET /api/v1/sites/{id}/series`: the dashboard's chart.
 pub async fn site_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::site_series(&state, &site, &q, &filters).await;
-    }
     let answer: Reply = async {
-        let period = q.period(&state, &site)?;
-        let points = queries::series(&state.store, &Scope::of_site(&site), &period.0).await?;
-        let daily_only = notes::daily_only_note(&state.store, &site, &period.0).await?;
-        Ok(ok(&series_body(
-            &site,
-            None,
-            &period,
-            &points,
-            state.clock.now(),
-            daily_only,
-        )))
+        let asked = Asked::of(&state, &site, &q)?;
+        let request = asked.request(&state, SourceScope::Site(&site));
+        let series = engine::series(&state.reads(), &site, &request).await?;
+        Ok(ok(&series_body(&site, None, &asked, &series)))
     }
     .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    prepared(answer, &site, &q)
 }
 
 /// `GET /api/v1/sites/{id}/page/series?path=`: a page report's chart.
 pub async fn page_series(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::page_series(&state, &site, &q, &filters).await;
-    }
     let path = q.path()?;
-    let period = q.period(&state, &site)?;
-    let points = match &path {
+    let asked = Asked::of(&state, &site, &q)?;
+    let series = match &path {
         NamedPath::Page(p) => {
             let page = Page::new(&site.domain, p);
-            queries::series(&state.store, &Scope::Page(&page), &period.0).await?
+            let request = asked.request(&state, SourceScope::Page(&page));
+            engine::series(&state.reads(), &site, &request).await?
         }
-        NamedPath::Nowhere(_) => queries::rollup(&period.0, &[]),
+        NamedPath::Nowhere(_) => engine::Series::nothing(&asked.period, asked.nothing()),
     };
-    let daily_only = notes::daily_only_note(&state.store, &site, &period.0).await?;
-    Ok(ok(&series_body(
-        &site,
-        Some(&path),
-        &period,
-        &points,
-        state.clock.now(),
-        daily_only,
-    )))
+    Ok(ok(&series_body(&site, Some(&path), &asked, &series)))
 }
 
 #[derive(Serialize)]
@@ -244,6 +302,9 @@ struct SecondsBody {
     minute: DateTime<Utc>,
     total: i64,
     points: Vec<SecondPoint>,
+    /// With `filter`: what the figures are (as a period's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filtered: Option<FilteredBody>,
 }
 
 #[derive(Serialize)]
@@ -256,33 +317,35 @@ struct SecondPoint {
 /// per-second breakdown of one minute (60 points).
 pub async fn page_seconds(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::page_seconds(&state, &site, &q, &filters).await;
-    }
     let path = q.path()?;
-    let minute = Resolution::Minute.floor(q.minute()?);
+    let minute = q.minute()?;
+    let now = state.clock.now();
     let seconds = match &path {
         NamedPath::Page(p) => {
             let page = Page::new(&site.domain, p);
-            queries::seconds_of(&state.store, &page, minute).await?
+            // The period is the minute's own: only its zone and edges matter.
+            let period = Period::last_hour(minute, site.time_zone.tz());
+            let request = ReportRequest::new(&state.store, SourceScope::Page(&page), &period, now)
+                .filtered(&filters);
+            engine::seconds(&state.reads(), &site, &request, minute).await?
         }
-        NamedPath::Nowhere(_) => [0; 60],
+        NamedPath::Nowhere(_) => engine::Steps::seconds_of_nothing(minute, Said::nothing(&filters)),
     };
     Ok(ok(&SecondsBody {
         site: site.id.to_string(),
         path: path.shown().to_owned(),
-        minute,
-        total: seconds.iter().sum(),
+        minute: seconds.points.first().map_or(minute, |p| p.at),
+        total: seconds.total(),
         points: seconds
+            .points
             .iter()
-            .enumerate()
-            .map(|(s, views)| SecondPoint {
-                at: minute + TimeDelta::seconds(s as i64),
-                views: *views,
+            .map(|p: &Point| SecondPoint {
+                at: p.at,
+                views: p.views,
             })
             .collect(),
+        filtered: FilteredBody::of(&seconds.said),
     }))
 }
 
@@ -320,52 +383,34 @@ struct PageEntry {
 /// first, with its filter (`q`) and `limit`/`offset` paging.
 pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::top_pages(&state, &site, &q, &filters).await;
-    }
     let answer: Reply = async {
-        let (period, coarsened) = q.period(&state, &site)?;
+        let asked = Asked::of(&state, &site, &q)?;
         let needle = q.page_filter()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
-        let offset = q.offset()?;
-        let scope = Scope::of_site(&site);
-        let now = state.clock.now();
-        let top = queries::top_pages(&state.store, &scope, &period).await?;
-        // The pages with entries or exits and no views follow, as in `pages.csv`.
-        let (top, _) =
-            crate::reports::visits::listed_pages(&state.store, &site, &period, top).await?;
-        let total: i64 = top.iter().map(|(_, v)| v).sum();
-        let matching = filter::matching(&top, &needle);
-        let shown: Vec<&(Page, i64)> = matching.iter().skip(offset).take(limit).copied().collect();
-        let names: Vec<&Page> = shown.iter().map(|(page, _)| page).collect();
-        let figures =
-            crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now).await?;
-        let pages = shown
-            .into_iter()
-            .zip(figures)
-            .map(|((page, views), f)| PageEntry {
-                path: page.path().to_owned(),
-                views: *views,
-                share: share(*views, total),
-                visitors: f.visitors,
-                entries: f.visits,
-                exits: f.exits.unwrap_or(0),
-            })
-            .collect();
+        let window = (q.offset()?, limit);
+        let request = asked.request(&state, SourceScope::Site(&site));
+        let read = engine::pages(&state.reads(), &site, &request, &needle, window).await?;
         Ok(ok(&PagesBody {
             site: site.id.to_string(),
-            period: PeriodBody::new(&period, coarsened.as_ref()),
-            total,
-            matching: matching.len(),
-            pages,
+            period: asked.period_body(&read.said),
+            total: read.total,
+            matching: read.matching,
+            pages: read
+                .rows
+                .iter()
+                .map(|r| PageEntry {
+                    path: r.path.clone(),
+                    views: r.views,
+                    share: share(r.views, read.total),
+                    visitors: r.visitors,
+                    entries: r.entries,
+                    exits: r.exits,
+                })
+                .collect(),
         }))
     }
     .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    prepared(answer, &site, &q)
 }
 
 /// Percent with one decimal, the number `pages.csv` prints.
@@ -406,6 +451,15 @@ struct Covered {
     to: DateTime<Utc>,
 }
 
+impl Covered {
+    fn of(panel: &Panel) -> Self {
+        Covered {
+            from: panel.covered.0,
+            to: panel.covered.1,
+        }
+    }
+}
+
 /// What each entry's change compares: while the period runs, its complete
 /// hours (`from` to `to`) with the same stretch of the period before
 /// (`previousFrom` to `previousTo`); once it is over, the whole of both.
@@ -420,8 +474,7 @@ struct ComparedBody {
 }
 
 impl ComparedBody {
-    fn of(period: &crate::reports::Period, now: DateTime<Utc>) -> Self {
-        let s = Stretches::of(period, now);
+    fn of(s: &Stretches) -> Self {
         ComparedBody {
             from: s.current.0,
             to: s.current.1,
@@ -456,77 +509,76 @@ struct NoSource {
     previous_period_views: i64,
 }
 
+/// The panel of the site, or of the page `path` names (nothing for a path
+/// no page of it can have).
+async fn panel_of(
+    state: &WebState,
+    site: &Site,
+    asked: &Asked,
+    path: Option<&NamedPath>,
+    dimension: Option<crate::domain::Dimension>,
+) -> Result<Panel, ApiError> {
+    let page = match path {
+        Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
+        Some(NamedPath::Nowhere(_)) => {
+            return Ok(Panel::nothing(&asked.period, asked.now, asked.nothing()))
+        }
+        None => None,
+    };
+    let request = asked.request(state, SourceScope::of(site, page.as_ref()));
+    let reads = state.reads();
+    Ok(match dimension {
+        Some(d) => engine::dimension(&reads, site, &request, d).await?,
+        None => engine::sources(&reads, site, &request).await?,
+    })
+}
+
 /// `GET /api/v1/sites/{id}/sources`: "Top sources" of the site, or of one
 /// page with `path`, most views first, with the `source` filter of the
 /// pages and `limit`/`offset` paging.
 pub async fn top_sources(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::top_sources(&state, &site, &q, &filters).await;
-    }
     let answer: Reply = async {
-        let (period, coarsened) = q.period(&state, &site)?;
+        let asked = Asked::of(&state, &site, &q)?;
         let path = q.optional_path()?;
         let filter = q.source_filter()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
         let offset = q.offset()?;
-        let now = state.clock.now();
-        let read = match &path {
-            None => {
-                let scope = SourceScope::Site(&site);
-                let request = ReportRequest::new(&state.store, scope, &period, now);
-                compared::read_source_shares(&request).await?
-            }
-            Some(NamedPath::Page(p)) => {
-                let page = Page::new(&site.domain, p);
-                let scope = SourceScope::Page(&page);
-                let request = ReportRequest::new(&state.store, scope, &period, now);
-                compared::read_source_shares(&request).await?
-            }
-            Some(NamedPath::Nowhere(_)) => ComparedShares::nothing(&period, now),
-        };
-        let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-        let matching = sources::matching(&current.sources, &filter);
+        let panel = panel_of(&state, &site, &asked, path.as_ref(), None).await?;
+        let matching = panel.matching(&filter);
         let sources = matching
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|(source, views)| SourceEntry {
-                source: source.to_string(),
-                views: *views,
-                share: share(*views, current.views),
-                compared_views: compared.sources.views_of(source),
-                previous_period_views: previous.sources.views_of(source),
+            .map(|r| SourceEntry {
+                source: r.name.clone(),
+                views: r.count,
+                share: share(r.count, panel.of),
+                compared_views: r.compared,
+                previous_period_views: r.previous,
             })
             .collect();
         Ok(ok(&SourcesBody {
             site: site.id.to_string(),
             path: path.as_ref().map(|p| p.shown().to_owned()),
-            period: PeriodBody::new(&period, coarsened.as_ref()),
-            covered: Covered {
-                from: current.sources.from,
-                to: current.sources.to,
-            },
-            compared: ComparedBody::of(&period, now),
-            views: current.views,
-            total: current.sources.total,
-            other: current.sources.other,
+            period: asked.period_body(&panel.said),
+            covered: Covered::of(&panel),
+            compared: ComparedBody::of(&panel.stretches),
+            views: panel.views,
+            total: panel.total,
+            other: panel.other.count,
             none: NoSource {
-                views: current.without_source(),
-                share: share(current.without_source(), current.views),
-                compared_views: compared.without_source(),
-                previous_period_views: previous.without_source(),
+                views: panel.unnamed.count,
+                share: share(panel.unnamed.count, panel.of),
+                compared_views: panel.unnamed.compared,
+                previous_period_views: panel.unnamed.previous,
             },
             matching: matching.len(),
             sources,
         }))
     }
     .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    prepared(answer, &site, &q)
 }
 
 // ----------------------------------------------------------- breakdown
@@ -574,65 +626,42 @@ struct BreakdownEntry {
 /// previous period's counts, paged with `limit` and `offset`.
 pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::breakdown(&state, &site, &q, &filters).await;
-    }
     let answer: Reply = async {
-        let (period, coarsened) = q.period(&state, &site)?;
+        let asked = Asked::of(&state, &site, &q)?;
         let dimension = q.dimension()?;
         let path = q.optional_path()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
         let offset = q.offset()?;
-        let page = match &path {
-            Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
-            _ => None,
-        };
-        let scope = match (&path, &page) {
-            (None, _) => Some(SourceScope::Site(&site)),
-            (_, Some(page)) => Some(SourceScope::Page(page)),
-            _ => None,
-        };
-        let (now, compared, was, of) = match scope {
-            Some(scope) => {
-                let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
-                compared::one_dimension(&request, dimension).await?
-            }
-            None => Default::default(),
-        };
-        let entries = now
-            .names
+        let panel = panel_of(&state, &site, &asked, path.as_ref(), Some(dimension)).await?;
+        let entries = panel
+            .rows
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|(name, count)| BreakdownEntry {
-                name: name.clone(),
-                count: *count,
-                share: share(*count, of),
-                compared_count: compared.of(name),
-                previous_period_count: was.of(name),
+            .map(|r| BreakdownEntry {
+                name: r.name.clone(),
+                count: r.count,
+                share: share(r.count, panel.of),
+                compared_count: r.compared,
+                previous_period_count: r.previous,
             })
             .collect();
-        let (from, to) = sources::covered(period.from, period.to);
         Ok(ok(&BreakdownBody {
             site: site.id.to_string(),
             path: path.as_ref().map(|p| p.shown().to_owned()),
-            period: PeriodBody::new(&period, coarsened.as_ref()),
+            period: asked.period_body(&panel.said),
             dimension: dimension.key(),
-            covered: Covered { from, to },
-            compared: ComparedBody::of(&period, state.clock.now()),
-            of,
-            total: now.total,
-            other: now.other,
-            matching: now.names.len(),
+            covered: Covered::of(&panel),
+            compared: ComparedBody::of(&panel.stretches),
+            of: panel.of,
+            total: panel.total,
+            other: panel.other.count,
+            matching: panel.rows.len(),
             entries,
         }))
     }
     .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    prepared(answer, &site, &q)
 }
 
 // --------------------------------------------------------------- visits
@@ -667,68 +696,104 @@ struct VisitsBody {
 
 /// `GET /api/v1/sites/{id}/visits`: the dashboard's (or, with `path`, the
 /// page report's) first line: visitors, visits, views, bounce rate and
-/// visit duration over the period.
+/// visit duration over the period. A page's visits are those that
+/// entered there, with filters or without.
 pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
-    // Filtered: read from the visit store instead of the buckets.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return filtered::visits(&state, &site, &q, &filters).await;
-    }
     let answer: Reply = async {
-        use crate::reports::visits as v;
-        let (period, coarsened) = q.period(&state, &site)?;
+        let asked = Asked::of(&state, &site, &q)?;
         let path = q.optional_path()?;
-        let page = match &path {
-            Some(NamedPath::Page(p)) => Some(Page::new(&site.domain, p)),
-            _ => None,
-        };
-        let scope = match (&path, &page) {
-            (_, Some(page)) => Scope::Page(page),
-            (None, _) => Scope::of_site(&site),
-            // Not a page of this site: nothing, as the other endpoints answer.
-            (Some(NamedPath::Nowhere(_)), None) | (Some(NamedPath::Page(_)), None) => {
-                return Ok(ok(&VisitsBody {
-                    site: site.id.to_string(),
-                    path: path.as_ref().map(|p| p.shown().to_owned()),
-                    period: PeriodBody::new(&period, coarsened.as_ref()),
-                    visitors: Some(0),
-                    visits: 0,
-                    views: 0,
-                    bounces: 0,
-                    duration_seconds: 0,
-                    exits: Some(0),
-                    views_per_visit: None,
-                    bounce_rate: None,
-                    visit_duration: None,
-                    counted_since: None,
-                }))
+        let line = match &path {
+            Some(NamedPath::Page(p)) => {
+                let page = Page::new(&site.domain, p);
+                let request = asked.request(&state, SourceScope::Page(&page));
+                engine::line(&state.reads(), &site, &request).await?
             }
+            None => {
+                let request = asked.request(&state, SourceScope::Site(&site));
+                engine::line(&state.reads(), &site, &request).await?
+            }
+            // Not a page of this site: nothing, as the other endpoints answer.
+            Some(NamedPath::Nowhere(_)) => engine::Line::nothing(asked.nothing()),
         };
-        let (views, figures, since) = tokio::try_join!(
-            queries::read_series(&state.store, &scope, &period),
-            v::figures(&state.store, &scope, &period),
-            v::counted_since(&state.store, &scope),
-        )?;
-        let views = queries::total(&views);
         Ok(ok(&VisitsBody {
             site: site.id.to_string(),
             path: path.as_ref().map(|p| p.shown().to_owned()),
-            period: PeriodBody::new(&period, coarsened.as_ref()),
-            visitors: figures.visitors,
-            visits: figures.visits,
-            views,
-            bounces: figures.bounces(),
-            duration_seconds: figures.duration_secs,
-            exits: figures.exits,
-            views_per_visit: figures.views_per_visit(views),
-            bounce_rate: figures.bounce_rate(),
-            visit_duration: figures.average_duration(),
-            counted_since: since,
+            period: asked.period_body(&line.said),
+            visitors: line.visitors,
+            visits: line.visits,
+            views: line.views,
+            bounces: line.bounces,
+            duration_seconds: line.duration_secs,
+            exits: line.exits,
+            views_per_visit: line.views_per_visit(),
+            bounce_rate: line.bounce_rate(),
+            visit_duration: line.average_duration(),
+            counted_since: line.counted_since,
         }))
     }
     .await;
-    // A long range of a site whose totals are being built: what is
-    // being prepared, not a 503.
-    answer.map_err(|e| e.unless_preparing(&site))
+    prepared(answer, &site, &q)
+}
+
+// --------------------------------------------------------------- funnel
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunnelBody {
+    site: String,
+    period: PeriodBody,
+    steps: Vec<FunnelStepBody>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunnelStepBody {
+    step: String,
+    /// Visits that reached this step after every step before it, in order,
+    /// within the visit.
+    visits: i64,
+    /// Of the previous step's visits, 0 to 1 (the first step: 1, or null
+    /// without visits).
+    conversion_from_previous: Option<f64>,
+    /// Of the first step's visits, 0 to 1.
+    conversion_from_start: Option<f64>,
+    /// The previous step's visits that did not reach this one.
+    drop_off: i64,
+}
+
+/// `GET /api/v1/sites/{id}/funnel?step=/pricing&step=event:Signup`: an
+/// ad-hoc funnel of 2 to 8 steps over the period, with the filters.
+pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    let site = client.site(&state, &id)?;
+    let asked = Asked::of(&state, &site, &q)?;
+    let steps = q.funnel_steps()?;
+    let figures = state
+        .reads()
+        .funnel(&site, &asked.filters, &steps, &asked.period)
+        .await?;
+    // A funnel always leaves imports out: they keep no visits.
+    let imported = filtered_read::imported_note(&state.store, &site).await?;
+    let period = PeriodBody {
+        filtered: Some(FilteredBody {
+            filters: asked.filters.iter().map(ToString::to_string).collect(),
+            sampled: figures.sampled,
+            imported_counted: imported.as_ref().map(|_| false),
+            imported,
+        }),
+        ..PeriodBody::new(&asked.period, asked.coarsened.as_ref())
+    };
+    Ok(ok(&FunnelBody {
+        site: site.id.to_string(),
+        period,
+        steps: (0..figures.steps.len())
+            .map(|i| FunnelStepBody {
+                step: figures.steps[i].step.clone(),
+                visits: figures.steps[i].visits,
+                conversion_from_previous: figures.from_previous(i),
+                conversion_from_start: figures.from_start(i),
+                drop_off: figures.drop_off(i),
+            })
+            .collect(),
+    }))
 }

@@ -1,97 +1,20 @@
 //! The breakdown panels of the dashboard and the page report (devices,
 //! countries, campaigns, events), and `breakdown.csv`.
 
-use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
+use super::shared::{
+    country_label, file_stem, report_csv, BreakdownRow, BreakdownTable, BreakdownsView, CsvAnswer,
+    CsvRequest,
+};
 use super::*;
 use crate::domain::{Dimension, Page};
-use crate::reports::compared::{denominator, one_dimension, Compared};
+use crate::reports::compared::{denominator, Compared};
+use crate::reports::engine;
 use crate::reports::request::ReportRequest;
 use crate::reports::sources::{covered, SourceScope};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
-pub struct BreakdownRow {
-    pub name: String,
-    /// The name as stored (a country's code), and the link that adds it as
-    /// a filter (none for "(other)").
-    pub value: String,
-    pub href: Option<String>,
-    pub count: i64,
-    pub share: String,
-    pub change: String,
-}
-
-impl BreakdownsView {
-    /// Makes each named row a link: `link(dimension, name)`.
-    pub fn link_rows(&mut self, link: impl Fn(Dimension, &str) -> Option<String>) {
-        for t in self
-            .devices
-            .iter_mut()
-            .chain(&mut self.countries)
-            .chain(&mut self.campaigns)
-            .chain(&mut self.events)
-        {
-            let Some(d) = Dimension::parse(t.key) else {
-                continue;
-            };
-            for row in &mut t.rows {
-                if row.value != "(other)" {
-                    row.href = link(d, &row.value);
-                }
-            }
-        }
-    }
-}
-
-/// One dimension's table.
-pub struct BreakdownTable {
-    pub key: &'static str,
-    pub title: &'static str,
-    pub rows: Vec<BreakdownRow>,
-    /// Views (events, for events) counted in it.
-    pub total: i64,
-    /// How many names it has in all: more than [`SHOWN`] are cut to the
-    /// top ones, and the panel links the whole list (its CSV).
-    pub names: usize,
-    pub csv: String,
-}
-
-impl BreakdownTable {
-    /// The names not shown (beyond the top [`SHOWN`]).
-    pub fn more(&self) -> usize {
-        self.names.saturating_sub(SHOWN)
-    }
-
-    /// The names shown.
-    pub fn shown(&self) -> usize {
-        self.names.min(SHOWN)
-    }
-}
-
-/// Every panel's tables, and what they cover.
-pub struct BreakdownsView {
-    pub devices: Vec<BreakdownTable>,
-    pub countries: Vec<BreakdownTable>,
-    pub campaigns: Vec<BreakdownTable>,
-    pub events: Vec<BreakdownTable>,
-    /// Set when the figures cover more than the range (whole hours).
-    pub widened: Option<String>,
-    /// Set when the breakdowns trail the views by more than a few seconds.
-    pub lag: Option<String>,
-}
-
-/// At most this many rows per table on a page; the CSV has them all.
-pub(super) const SHOWN: usize = 10;
-
-/// A country's name beside its code ("Germany (DE)"), or the name as it
-/// is (unknown, or a code the table does not have). No flag emoji: without
-/// an emoji font they are two empty boxes.
-pub fn country_label(code: &str) -> String {
-    match crate::domain::countries::name(code) {
-        Some(name) => format!("{name} ({code})"),
-        None => code.to_owned(),
-    }
-}
+use super::shared::SHOWN;
 
 fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> BreakdownTable {
     let now = read.now.of(dimension);
@@ -193,29 +116,33 @@ pub async fn breakdown_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::breakdown(r, &q, &filters).await;
-    }
     let (state, site, started) = (r.state, r.site, r.started);
+    let filters = q.filters()?;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let dimension = q.dimension()?;
     let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = SourceScope::of(&site, page.as_ref());
-    let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
-    let (now, compared, was, of) = one_dimension(&request, dimension).await?;
-    let named = now
-        .names
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let panel = engine::dimension(&state.reads(), &site, &request, dimension)
+        .await
+        .map_err(WebError::from)?;
+    let named = panel
+        .rows
         .iter()
-        .map(|(name, count)| (name.as_str(), *count, compared.of(name), was.of(name)));
-    let other = (now.other > 0).then_some(("(other)", now.other, compared.other, was.other));
+        .map(|r| (r.name.as_str(), r.count, r.compared, r.previous));
+    let other = (panel.other.count > 0).then_some((
+        "(other)",
+        panel.other.count,
+        panel.other.compared,
+        panel.other.previous,
+    ));
     let rows = named.chain(other).map(|(name, count, is, before)| {
         vec![
             name.to_owned(),
             count.to_string(),
-            fmt::percent(count, of),
+            fmt::percent(count, panel.of),
             is.to_string(),
             before.to_string(),
         ]
@@ -236,14 +163,8 @@ async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         rows,
     );
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_{}.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to),
-            dimension.key()
-        ),
-        body,
-    ))
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    Ok(report_csv(&stem, &panel.said, dimension.key(), body))
 }
 
 #[cfg(test)]

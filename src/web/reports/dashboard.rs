@@ -48,7 +48,7 @@ pub(super) struct DashboardPage {
     nav: Option<Nav>,
     /// The active filters (none here: a filtered dashboard is its own
     /// page) and where the site's funnels are.
-    chips: super::filtered::FilterChips,
+    chips: super::shared::FilterChips,
     funnels_href: Option<String>,
     /// Through a share link (no tracking code, settings or exports).
     shared: bool,
@@ -67,7 +67,7 @@ pub(super) struct DashboardPage {
     csv_series: String,
     csv_pages: String,
     sources: super::sources::SourcesView,
-    breakdowns: super::breakdowns::BreakdownsView,
+    breakdowns: super::shared::BreakdownsView,
     goals: super::goals::GoalsView,
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
@@ -154,7 +154,7 @@ async fn dashboard_of(
     // Filtered: every figure from the visit store.
     let filters = q.filters()?;
     if !filters.is_empty() {
-        return super::filtered::dashboard(state, q, site, audience, filters).await;
+        return super::filtered::dashboard(state, q, site, audience, filters, None).await;
     }
     let started = audience.started;
     let now = state.clock.now();
@@ -311,7 +311,7 @@ async fn dashboard_of(
     for row in &mut sources_view.rows {
         row.href = add(crate::domain::FilterDimension::Source, &row.name);
     }
-    let chips = super::filtered::FilterChips::of(q, &base, &filters);
+    let chips = super::shared::FilterChips::of(q, &base, &filters);
     let page = DashboardPage {
         chips,
         funnels_href: Some(join(&format!("{base}/funnels"), &params, &[])),

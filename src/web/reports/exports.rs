@@ -1,99 +1,18 @@
 //! CSV exports of the series, top pages, a minute's seconds and the last
 //! hour (`sources.csv` is beside its panel). Their refusals are plain text
-//! ([`CsvError`]).
+//! ([`CsvError`](crate::web::error::CsvError)).
 
-use actix_web::http::header;
-use actix_web::HttpResponse;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 
+use super::shared::{csv_header, csv_response, file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
-use crate::domain::{Page, PagePath};
-use crate::reports::{csv, queries, Resolution, Scope};
-use crate::storage::sites::Site;
-use crate::web::error::{CsvError, WebError};
+use crate::domain::Page;
+use crate::reports::engine;
+use crate::reports::request::ReportRequest;
+use crate::reports::sources::SourceScope;
+use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::web::error::WebError;
 use crate::web::fmt;
-
-/// What an export answers: the file, or the reason in plain text.
-pub type CsvAnswer = Result<HttpResponse, CsvError>;
-
-/// A [`SiteRequest`] for an export: an unknown site, like every other
-/// refusal, is answered in plain text.
-pub struct CsvRequest(pub SiteRequest);
-
-impl FromRequest for CsvRequest {
-    type Error = CsvError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
-
-    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let site = SiteRequest::from_request(req, payload);
-        Box::pin(async move { Ok(CsvRequest(site.await?)) })
-    }
-}
-
-/// The exports' query strings: one that cannot be read (a parameter given
-/// twice) is refused in plain text too, not with the pages' HTML.
-pub fn query_config() -> web::QueryConfig {
-    web::QueryConfig::default().error_handler(|err, _| {
-        let message = format!("The address has a malformed parameter: {err}.");
-        CsvError(WebError::Invalid(message)).into()
-    })
-}
-
-pub(super) fn csv_response(filename: &str, body: String) -> HttpResponse {
-    csv_header(filename).body(body)
-}
-
-/// A CSV answer's status and headers, its body still to come.
-fn csv_header(filename: &str) -> actix_web::HttpResponseBuilder {
-    let mut answer = HttpResponse::Ok();
-    answer
-        .content_type("text/csv; charset=utf-8")
-        .insert_header(crate::web::pages::no_store())
-        .insert_header((
-            header::CONTENT_DISPOSITION,
-            format!("attachment; filename=\"{filename}\""),
-        ));
-    answer
-}
-
-/// A file name part from free text: letters and digits kept, anything
-/// else one `-`, at most 80 characters.
-pub(super) fn slug(text: &str) -> String {
-    let mut out = String::new();
-    for c in text.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') && !out.is_empty() {
-            out.push('-');
-        }
-    }
-    let out = out.trim_end_matches('-');
-    out.chars().take(80).collect()
-}
-
-/// `<domain>[_<page>]_<from>_<to>[_<resolution>]`, e.g.
-/// `example_com_blog-hello_2026-11-21T1100_2026-11-22T1100_hour`: the file
-/// says what it holds once downloaded.
-pub(super) fn file_stem(
-    site: &Site,
-    path: Option<&PagePath>,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> String {
-    let mut stem = site.domain.as_str().replace('.', "_");
-    if let Some(path) = path {
-        let page = slug(path.as_str());
-        stem.push('_');
-        stem.push_str(if page.is_empty() { "home" } else { &page });
-    }
-    let tz = site.time_zone.tz();
-    stem.push_str(&format!(
-        "_{}_{}",
-        from.with_timezone(&tz).format("%Y-%m-%dT%H%M"),
-        to.with_timezone(&tz).format("%Y-%m-%dT%H%M")
-    ));
-    stem
-}
 
 /// The series of the dashboard (no `path`) or of a page report (`path`).
 pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
@@ -106,31 +25,24 @@ pub async fn series_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn series_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site, started) = (r.state, r.site, r.started);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::series(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
-    let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
-    let points = match &path {
-        Some(path) => {
-            let page = Page::new(&site.domain, path);
-            queries::series(&state.store, &Scope::Page(&page), &period).await?
-        }
-        None => queries::series(&state.store, &Scope::of_site(&site), &period).await?,
-    };
+    let page = path.as_ref().map(|p| Page::new(&site.domain, p));
+    let scope = SourceScope::of(&site, page.as_ref());
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let series = engine::series(&state.reads(), &site, &request)
+        .await
+        .map_err(WebError::from)?;
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_{}.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to),
-            period.resolution.as_str()
-        ),
-        csv::series_in(&points, site.time_zone.tz()),
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    Ok(report_csv(
+        &stem,
+        &series.said,
+        period.resolution.as_str(),
+        csv::series_in(&series.points, site.time_zone.tz()),
     ))
 }
 
@@ -297,13 +209,8 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site) = (r.state, r.site);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::seconds(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
     let (path, page) = q.page_of(&site)?;
     let minute = q.minute(site.time_zone.tz())?.ok_or_else(|| {
         WebError::Invalid(format!(
@@ -311,14 +218,21 @@ pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
             site.time_zone.name()
         ))
     })?;
-    let seconds = queries::seconds_of(&state.store, &page, minute).await?;
+    // The request's period only gives the zone: the minute is the read.
+    let now = state.clock.now();
+    let period = Period::last_hour(now, site.time_zone.tz());
+    let request =
+        ReportRequest::new(&state.store, SourceScope::Page(&page), &period, now).filtered(&filters);
+    let seconds = engine::seconds(&state.reads(), &site, &request, minute)
+        .await
+        .map_err(WebError::from)?;
     let minute = Resolution::Minute.floor(minute);
-    Ok(csv_response(
-        &format!(
-            "{}_seconds.csv",
-            file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1))
-        ),
-        csv::series_in(&seconds_points(minute, &seconds), site.time_zone.tz()),
+    let stem = file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1));
+    Ok(report_csv(
+        &stem,
+        &seconds.said,
+        "seconds",
+        csv::series_in(&seconds.points, site.time_zone.tz()),
     ))
 }
 
@@ -331,7 +245,7 @@ pub async fn realtime_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let state = r.state;
     let site = r.site;
     let (path, page) = q.page_of(&site)?;
-    let period = realtime_period(state.clock.now(), site.time_zone.tz());
+    let period = Period::last_hour(state.clock.now(), site.time_zone.tz());
     let read = queries::realtime_series(&state.store, &Scope::Page(&page), &period).await?;
     let points = queries::rollup(&period, &read);
     Ok(csv_response(

@@ -6,53 +6,22 @@
 use askama::Template;
 use std::sync::Arc;
 
-use super::breakdowns::{BreakdownRow, BreakdownTable, BreakdownsView};
+use super::shared::{country_label, BreakdownRow, BreakdownTable, BreakdownsView, FilterChips};
 use super::visit_line::{ChartMetric, ChartView, Totals, VisitLine};
 use super::*;
-use crate::domain::filter::{Filter, FilterDimension, Filters};
+use crate::domain::filter::{FilterDimension, Filters};
+use crate::domain::Page;
 use crate::domain::{Dimension, Goal};
+use crate::reports::engine;
 use crate::reports::filtered::Figures;
 use crate::reports::filtered_read;
+use crate::reports::request::ReportRequest;
+use crate::reports::sources::SourceScope;
 use crate::reports::visits::VisitFigures;
 use crate::reports::{chart, Period, Point};
 use crate::storage::sites::Site;
-use crate::web::error::WebError;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
-
-/// The active filters as chips, each with the link that removes it.
-pub struct FilterChips {
-    pub chips: Vec<Chip>,
-    /// The same report without any filter.
-    pub clear_href: String,
-}
-
-pub struct Chip {
-    pub label: String,
-    pub key: String,
-    pub value: String,
-    pub remove_href: String,
-}
-
-impl FilterChips {
-    pub fn of(q: &ReportQuery, base: &str, filters: &Filters) -> Self {
-        FilterChips {
-            chips: filters
-                .iter()
-                .map(|f| Chip {
-                    label: f.dimension().title().to_owned(),
-                    key: f.dimension().key().to_owned(),
-                    value: match f.dimension() {
-                        FilterDimension::Country => super::breakdowns::country_label(f.value()),
-                        _ => f.value().to_owned(),
-                    },
-                    remove_href: q.filtered_link(base, &filters.without(f)),
-                })
-                .collect(),
-            clear_href: q.filtered_link(base, &Filters::default()),
-        }
-    }
-}
 
 pub struct FilteredPageRow {
     pub path: String,
@@ -108,19 +77,23 @@ struct FilteredDashboard {
 /// Rows shown per panel on the page; the CSVs have them all.
 const SHOWN: usize = 25;
 
-/// The filtered dashboard of `site` (also a page report with filters:
-/// `filters` then include its page).
+/// The filtered dashboard of `site`, or with `page` its page report.
 pub(super) async fn dashboard(
     state: &WebState,
     q: &ReportQuery,
     site: Arc<Site>,
     audience: Audience,
-    filters: Filters,
+    asked: Filters,
+    page: Option<&Page>,
 ) -> Answer {
     let now = state.clock.now();
     let (period, range_error, coarsened) =
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());
     let metric = q.chart_metric()?;
+    let filters = match page {
+        Some(p) => super::shared::with_page(&asked, p.path())?,
+        None => asked.clone(),
+    };
     let ((current, imported), previous) = state
         .reads()
         .figures_and_before(&site, &filters, &period)
@@ -136,7 +109,16 @@ pub(super) async fn dashboard(
         q.range_params()
     };
     let add = |d: FilterDimension, value: &str| q.add_filter_link(&base, d, value);
-    let mut line = visit_line(&current, &previous, &period);
+    let mut line = match page {
+        None => visit_line(totals(&current), totals(&previous), &period),
+        // A page's visits are those that entered there ([`engine::line`]).
+        Some(page) => {
+            let request = ReportRequest::new(&state.store, SourceScope::Page(page), &period, now)
+                .filtered(&asked);
+            let (is, was) = engine::line_and_before(&state.reads(), &site, &request).await?;
+            visit_line(line_totals(&is), line_totals(&was), &period)
+        }
+    };
     line.csv = audience.export(join(&format!("{base}/visits.csv"), &params, &[]));
     let chart = chart_of(&current, &period, metric, now, site.domain.as_str(), |m| {
         join(&base, &params, &[("metric", m.key())])
@@ -195,10 +177,10 @@ pub(super) async fn dashboard(
             names: rows.len(),
             rows: rows
                 .into_iter()
-                .take(super::breakdowns::SHOWN)
+                .take(super::shared::SHOWN)
                 .map(|(name, count)| BreakdownRow {
                     name: match d {
-                        Dimension::Country => super::breakdowns::country_label(name),
+                        Dimension::Country => country_label(name),
                         _ => name.to_owned(),
                     },
                     value: name.to_owned(),
@@ -230,7 +212,7 @@ pub(super) async fn dashboard(
     };
     let goals = goal_rows(&site, &current, &add);
     let mut notes = vec![
-        "Filtered figures count the visits that started in this period and pass every filter, with all their views (with a page filter, only that page's views); changes compare them with the whole previous period.".to_owned(),
+        "Filtered figures count the visits that pass every filter: a visit in the period it started in, a view in the period it happened in (with a page filter, only that page's views); changes compare them with the whole previous period.".to_owned(),
     ];
     notes.extend(filtered_read::sample_words(current.sampled));
     notes.extend(imported.map(|i| i.note()));
@@ -263,8 +245,12 @@ pub(super) async fn dashboard(
 
 /// The first line: the same figures as unfiltered, compared with the whole
 /// previous period.
-fn visit_line(current: &Figures, previous: &Figures, period: &Period) -> VisitLine {
-    let totals = |f: &Figures| Totals {
+fn visit_line(now: Totals, was: Totals, period: &Period) -> VisitLine {
+    super::visit_line::build(&now, Some(&(now, was)), Some(period.from), period, false)
+}
+
+fn totals(f: &Figures) -> Totals {
+    Totals {
         views: f.views,
         visits: VisitFigures {
             visitors: Some(f.visitors()),
@@ -273,9 +259,20 @@ fn visit_line(current: &Figures, previous: &Figures, period: &Period) -> VisitLi
             duration_secs: f.duration_secs,
             exits: None,
         },
-    };
-    let (now, was) = (totals(current), totals(previous));
-    super::visit_line::build(&now, Some(&(now, was)), Some(period.from), period, false)
+    }
+}
+
+fn line_totals(l: &engine::Line) -> Totals {
+    Totals {
+        views: l.views,
+        visits: VisitFigures {
+            visitors: l.visitors,
+            visits: l.visits,
+            non_bounces: l.visits - l.bounces,
+            duration_secs: l.duration_secs,
+            exits: None,
+        },
+    }
 }
 
 fn chart_of(
@@ -365,12 +362,4 @@ fn goal_rows(
             }
         })
         .collect()
-}
-
-/// Filters of a page report: its filters and its page.
-pub(super) fn with_page(filters: &Filters, path: &str) -> Result<Filters, WebError> {
-    let page = Filter::new(FilterDimension::Page, path)
-        .map_err(|e| WebError::Invalid(format!("That page cannot be filtered on: {e}.")))?;
-    // The report's page comes on top of the filters, however many.
-    Ok(filters.and_page(page))
 }

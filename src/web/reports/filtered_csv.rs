@@ -3,11 +3,11 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::exports::{csv_response, file_stem, CsvAnswer};
+use super::shared::{csv_response, file_stem, with_page, CsvAnswer};
 use super::*;
-use crate::domain::{Dimension, Filters, Goal, PagePath};
+use crate::domain::{Filters, Goal, PagePath};
 use crate::reports::filtered::Figures;
-use crate::reports::{csv, Period, Point, Resolution};
+use crate::reports::{csv, Period, Point};
 use crate::storage::sites::Site;
 use crate::web::error::WebError;
 use crate::web::fmt;
@@ -16,14 +16,17 @@ use crate::web::fmt;
 fn scoped(q: &ReportQuery, filters: &Filters) -> Result<(Filters, Option<PagePath>), WebError> {
     let path = q.optional_path()?;
     Ok(match &path {
-        Some(p) => (super::filtered::with_page(filters, p.as_str())?, path),
+        Some(p) => (with_page(filters, p.as_str())?, path),
         None => (filters.clone(), None),
     })
 }
 
-fn name(site: &Site, path: Option<&PagePath>, period: &Period, what: &str) -> String {
+/// The file's name: filtered, and sampled when the counts are estimates
+/// (`sampled`: the share of visitors read).
+fn name(site: &Site, path: Option<&PagePath>, period: &Period, what: &str, sampled: f64) -> String {
+    let sample = if sampled < 1.0 { "_sampled" } else { "" };
     format!(
-        "{}_filtered_{what}.csv",
+        "{}_filtered{sample}_{what}.csv",
         file_stem(site, path, period.from, period.to)
     )
 }
@@ -46,24 +49,6 @@ async fn read(
     let period = resolve_kept(q, &r.state, r.site.time_zone.tz())?;
     let (figures, _) = r.state.reads().figures(&r.site, f, &period).await?;
     Ok((period, figures))
-}
-
-pub(super) async fn series(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
-    let (f, path) = scoped(q, filters)?;
-    let (period, figures) = read(&r, q, &f).await?;
-    let points: Vec<Point> = figures
-        .series
-        .iter()
-        .map(|p| Point {
-            at: p.at,
-            views: p.views,
-        })
-        .collect();
-    timed(&r.state, r.started);
-    Ok(csv_response(
-        &name(&r.site, path.as_ref(), &period, period.resolution.as_str()),
-        csv::series_in(&points, r.site.time_zone.tz()),
-    ))
 }
 
 pub(super) async fn visits(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
@@ -94,7 +79,7 @@ pub(super) async fn visits(r: SiteRequest, q: &ReportQuery, filters: &Filters) -
     timed(&r.state, r.started);
     let what = format!("{}_visits", period.resolution.as_str());
     Ok(csv_response(
-        &name(&r.site, path.as_ref(), &period, &what),
+        &name(&r.site, path.as_ref(), &period, &what, figures.sampled),
         body,
     ))
 }
@@ -129,112 +114,8 @@ pub(super) async fn pages(r: SiteRequest, q: &ReportQuery, filters: &Filters) ->
         rows,
     );
     timed(&r.state, r.started);
-    Ok(csv_response(&name(&r.site, None, &period, "pages"), body))
-}
-
-/// A dimension's rows with the previous period's counts.
-async fn dimension_rows(
-    r: &SiteRequest,
-    q: &ReportQuery,
-    f: &Filters,
-    d: Dimension,
-) -> Result<(Period, Figures, Vec<(String, i64, i64)>), WebError> {
-    let (period, now) = read(r, q, f).await?;
-    let (before, _) = r
-        .state
-        .reads()
-        .figures(&r.site, f, &period.previous())
-        .await?;
-    let was = |n: &str| {
-        before
-            .breakdowns
-            .get(&d)
-            .and_then(|m| m.get(n))
-            .copied()
-            .unwrap_or(0)
-    };
-    let rows = now
-        .top(d)
-        .into_iter()
-        .map(|(n, c)| (n.to_owned(), c, was(n)))
-        .collect();
-    Ok((period, now, rows))
-}
-
-pub(super) async fn sources(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
-    let (f, path) = scoped(q, filters)?;
-    let needle = q.source_filter()?.to_lowercase();
-    let (period, now, rows) = dimension_rows(&r, q, &f, Dimension::Source).await?;
-    let rows = rows
-        .into_iter()
-        .filter(|(n, _, _)| needle.is_empty() || n.to_lowercase().contains(&needle))
-        .map(|(n, c, was)| {
-            vec![
-                n,
-                c.to_string(),
-                fmt::percent(c, now.views),
-                c.to_string(),
-                was.to_string(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    let body = csv::table(
-        &[
-            "source",
-            "views",
-            "share_percent",
-            "compared_views",
-            "previous_period_views",
-        ],
-        rows,
-    );
-    timed(&r.state, r.started);
     Ok(csv_response(
-        &name(&r.site, path.as_ref(), &period, "sources"),
-        body,
-    ))
-}
-
-pub(super) async fn breakdown(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
-    let dimension = q.dimension()?;
-    let (f, path) = scoped(q, filters)?;
-    let (period, now, rows) = dimension_rows(&r, q, &f, dimension).await?;
-    let total: i64 = rows.iter().map(|(_, c, _)| c).sum();
-    let of = if dimension.covers_every_view() || dimension == Dimension::Event {
-        total
-    } else {
-        now.views.max(total)
-    };
-    let count_column = if dimension == Dimension::Event {
-        "events"
-    } else {
-        "views"
-    };
-    let rows = rows
-        .into_iter()
-        .map(|(n, c, was)| {
-            vec![
-                n,
-                c.to_string(),
-                fmt::percent(c, of),
-                c.to_string(),
-                was.to_string(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    let body = csv::table(
-        &[
-            dimension.key(),
-            count_column,
-            "share_percent",
-            &format!("compared_{count_column}"),
-            &format!("previous_period_{count_column}"),
-        ],
-        rows,
-    );
-    timed(&r.state, r.started);
-    Ok(csv_response(
-        &name(&r.site, path.as_ref(), &period, dimension.key()),
+        &name(&r.site, None, &period, "pages", figures.sampled),
         body,
     ))
 }
@@ -268,65 +149,46 @@ pub(super) async fn goals(r: SiteRequest, q: &ReportQuery, filters: &Filters) ->
         rows,
     );
     timed(&r.state, r.started);
-    Ok(csv_response(&name(&r.site, None, &period, "goals"), body))
+    Ok(csv_response(
+        &name(&r.site, None, &period, "goals", f.sampled),
+        body,
+    ))
 }
 
 /// Views of the counted pages by `step` from `from` to `to`, from the
 /// visits that may hold them: those that started on `from`'s UTC day or
-/// later (a visit never crosses a UTC day).
+/// later (a visit never crosses a UTC day); and the share of visitors read.
 async fn views_between(
     r: &SiteRequest,
     f: &Filters,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     step: TimeDelta,
-) -> Result<Vec<Point>, WebError> {
-    let counts = r
+) -> Result<(Vec<Point>, f64), WebError> {
+    let (counts, sampled) = r
         .state
         .reads()
         .views_by_step(&r.site, f, (from, to), step)
         .await?;
-    Ok(counts
+    let points = counts
         .into_iter()
         .enumerate()
         .map(|(i, views)| Point {
             at: from + step * i as i32,
             views,
         })
-        .collect())
-}
-
-pub(super) async fn seconds(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
-    let (path, _) = q.page_of(&r.site)?;
-    let f = super::filtered::with_page(filters, path.as_str())?;
-    let minute = q.minute(r.site.time_zone.tz())?.ok_or_else(|| {
-        WebError::Invalid(format!(
-            "Choose a minute (minute=YYYY-MM-DDTHH:MM, {} time).",
-            r.site.time_zone.name()
-        ))
-    })?;
-    let minute = Resolution::Minute.floor(minute);
-    let end = minute + TimeDelta::minutes(1);
-    let points = views_between(&r, &f, minute, end, TimeDelta::seconds(1)).await?;
-    Ok(csv_response(
-        &format!(
-            "{}_filtered_seconds.csv",
-            file_stem(&r.site, Some(&path), minute, end)
-        ),
-        csv::series_in(&points, r.site.time_zone.tz()),
-    ))
+        .collect();
+    Ok((points, sampled))
 }
 
 pub(super) async fn realtime(r: SiteRequest, q: &ReportQuery, filters: &Filters) -> CsvAnswer {
     let (path, _) = q.page_of(&r.site)?;
-    let f = super::filtered::with_page(filters, path.as_str())?;
-    let period = super::page::realtime_period(r.state.clock.now(), r.site.time_zone.tz());
-    let points = views_between(&r, &f, period.from, period.to, TimeDelta::minutes(1)).await?;
+    let f = with_page(filters, path.as_str())?;
+    let period = Period::last_hour(r.state.clock.now(), r.site.time_zone.tz());
+    let (points, sampled) =
+        views_between(&r, &f, period.from, period.to, TimeDelta::minutes(1)).await?;
     Ok(csv_response(
-        &format!(
-            "{}_filtered_realtime.csv",
-            file_stem(&r.site, Some(&path), period.from, period.to)
-        ),
+        &name(&r.site, Some(&path), &period, "realtime", sampled),
         csv::series_in(&points, r.site.time_zone.tz()),
     ))
 }

@@ -8,8 +8,7 @@ use askama::Template;
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
-use super::filtered::FilterChips;
+use super::shared::{csv_response, file_stem, slug, CsvAnswer, CsvRequest, FilterChips};
 use super::*;
 use crate::domain::funnel::{parse_funnel_name, FunnelSteps};
 use crate::reports::filtered::FunnelFigures;
@@ -281,7 +280,7 @@ pub async fn funnel_csv(
         &format!(
             "{}_funnel_{}.csv",
             file_stem(&r.site, None, period.from, period.to),
-            super::exports::slug(&funnel.name)
+            slug(&funnel.name)
         ),
         body,
     ))

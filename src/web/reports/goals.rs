@@ -156,21 +156,21 @@ pub async fn view(
 /// `GET /sites/{id}/goals.csv`: the Goals table of the range, one row per
 /// goal.
 pub async fn goals_csv(
-    super::exports::CsvRequest(r): super::exports::CsvRequest,
+    super::shared::CsvRequest(r): super::shared::CsvRequest,
     q: super::Query,
-) -> super::exports::CsvAnswer {
+) -> super::shared::CsvAnswer {
     // A long range of a site whose totals are being built: what is being
     // prepared, not a 503.
     let site = r.site.clone();
-    goals_csv_of(super::exports::CsvRequest(r), q)
+    goals_csv_of(super::shared::CsvRequest(r), q)
         .await
         .map_err(|e| e.unless_preparing(&site))
 }
 
 async fn goals_csv_of(
-    super::exports::CsvRequest(r): super::exports::CsvRequest,
+    super::shared::CsvRequest(r): super::shared::CsvRequest,
     q: super::Query,
-) -> super::exports::CsvAnswer {
+) -> super::shared::CsvAnswer {
     let filters = q.filters()?;
     if !filters.is_empty() {
         return super::filtered_csv::goals(r, &q, &filters).await;
@@ -217,10 +217,10 @@ async fn goals_csv_of(
         rows,
     );
     super::timed(&state, started);
-    Ok(super::exports::csv_response(
+    Ok(super::shared::csv_response(
         &format!(
             "{}_goals.csv",
-            super::exports::file_stem(&site, None, period.from, period.to)
+            super::shared::file_stem(&site, None, period.from, period.to)
         ),
         body,
     ))

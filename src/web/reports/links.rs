@@ -74,7 +74,7 @@ pub(super) fn join(base: &str, params: &str, extra: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::reports::exports::slug;
+    use crate::web::reports::shared::slug;
 
     #[test]
     pub(super) fn links_keep_the_range_and_encode_values() {

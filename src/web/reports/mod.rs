@@ -14,6 +14,7 @@ pub(crate) mod goals;
 mod links;
 mod page;
 mod query;
+mod shared;
 mod sites;
 pub(crate) mod sources;
 mod view;
@@ -21,19 +22,17 @@ mod visit_line;
 
 pub use breakdowns::breakdown_csv;
 pub use dashboard::{dashboard, now_json, show_dashboard, status_json};
-pub use exports::{
-    pages_csv, query_config as csv_query_config, realtime_csv, seconds_csv, series_csv, visits_csv,
-};
+pub use exports::{pages_csv, realtime_csv, seconds_csv, series_csv, visits_csv};
 pub use funnels::{add_funnel, funnel_csv, funnel_page, funnels_page, remove_funnel, show_funnels};
 pub use goals::goals_csv;
 pub use page::{page_report, show_page_report};
 pub use query::ReportQuery;
+pub use shared::query_config as csv_query_config;
 pub use sites::sites;
 pub use sources::sources_csv;
 pub use view::{behind, freshness};
 
 use links::*;
-use page::*;
 use query::*;
 use view::*;
 

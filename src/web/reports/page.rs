@@ -22,7 +22,7 @@ pub(super) struct PageReport {
     shared: bool,
     site: Arc<Site>,
     sources: super::sources::SourcesView,
-    breakdowns: super::breakdowns::BreakdownsView,
+    breakdowns: super::shared::BreakdownsView,
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     path: String,
@@ -58,11 +58,6 @@ pub(super) fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<
         .collect()
 }
 
-pub(super) fn realtime_period(now: DateTime<Utc>, zone: chrono_tz::Tz) -> Period {
-    let to = Resolution::Minute.floor(now) + TimeDelta::minutes(1);
-    Period::aligned_in(to - TimeDelta::minutes(60), to, Resolution::Minute, zone)
-}
-
 pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
     let audience = Audience::signed_in(&r);
     show_page_report(&r.state, r.site, audience, &q).await
@@ -89,11 +84,11 @@ async fn page_report_of(
     q: &ReportQuery,
 ) -> Answer {
     let (path, page) = q.page_of(&site)?;
-    // Filtered: the filtered dashboard of the visits that viewed the page.
+    // Filtered: the filtered dashboard of the page (its views, and the
+    // visits that entered there, as without filters).
     let filters = q.filters()?;
     if !filters.is_empty() {
-        let filters = super::filtered::with_page(&filters, path.as_str())?;
-        return super::filtered::dashboard(state, q, site, audience, filters).await;
+        return super::filtered::dashboard(state, q, site, audience, filters, Some(&page)).await;
     }
     let started = audience.started;
     let now = state.clock.now();
@@ -101,7 +96,7 @@ async fn page_report_of(
     let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention, zone);
     let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
-    let (before, last_hour) = (period.previous(), realtime_period(now, zone));
+    let (before, last_hour) = (period.previous(), Period::last_hour(now, zone));
     let chosen = q.minute(zone)?;
     // The breakdown's minute is either chosen or looked up; either way it
     // runs alongside the other queries rather than before them.

@@ -1,9 +1,10 @@
 //! "Top sources" on the dashboard and the page report, and its CSV.
 
-use super::exports::{csv_response, file_stem, CsvAnswer, CsvRequest};
+use super::shared::{file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
-use crate::reports::compared::{read_source_shares, ComparedShares};
+use crate::reports::compared::ComparedShares;
+use crate::reports::engine;
 use crate::reports::request::ReportRequest;
 use crate::reports::sources::{matching, SourceScope, NONE_ROW};
 use crate::reports::{csv, Period};
@@ -137,40 +138,31 @@ pub async fn sources_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
-    let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::sources(r, &q, &filters).await;
-    }
     let (state, site, started) = (r.state, r.site, r.started);
+    let filters = q.filters()?;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let filter = q.source_filter()?;
     let path = q.optional_path()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
     let scope = SourceScope::of(&site, page.as_ref());
-    let request = ReportRequest::new(&state.store, scope, &period, state.clock.now());
-    let read = read_source_shares(&request).await?;
-    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-    let named = matching(&current.sources, &filter)
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let panel = engine::sources(&state.reads(), &site, &request)
+        .await
+        .map_err(WebError::from)?;
+    let named = panel
+        .matching(&filter)
         .into_iter()
-        .map(|(source, views)| {
-            (
-                source.as_str(),
-                *views,
-                compared.sources.views_of(source),
-                previous.sources.views_of(source),
-            )
-        });
-    let rest = if filter.is_empty() {
-        rest_rows(&read, "(other)")
-    } else {
-        Vec::new()
-    };
+        .map(|r| (r.name.as_str(), r.count, r.compared, r.previous));
+    let rest = [("(other)", &panel.other), (NONE_ROW, &panel.unnamed)]
+        .into_iter()
+        .filter(|(_, r)| filter.is_empty() && r.count > 0)
+        .map(|(name, r)| (name, r.count, r.compared, r.previous));
     let rows = named.chain(rest).map(|(name, views, is, before)| {
         vec![
             name.to_owned(),
             views.to_string(),
-            fmt::percent(views, current.views),
+            fmt::percent(views, panel.of),
             is.to_string(),
             before.to_string(),
         ]
@@ -186,11 +178,6 @@ async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         rows,
     );
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_sources.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to)
-        ),
-        body,
-    ))
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    Ok(report_csv(&stem, &panel.said, "sources", body))
 }
