@@ -586,10 +586,11 @@ impl BucketWriter {
                         parts.extend([second, first]);
                         continue;
                     }
-                    if !e.is_transient() {
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                    }
+                    // A transient conflict is retried too, after a pause:
+                    // retried at once it can meet the same other writer
+                    // again and again on a busy server.
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
                     parts.push(part);
                 }
                 Err(e) => return Err(e),

@@ -324,8 +324,16 @@ async fn credentials_go_in_the_clear_only_when_the_url_says_so() {
         "no password in the clear: {:?}",
         sink.auth_attempts()
     );
-    let records = for_site(&app.store, &site.id).await.unwrap();
-    let error = records[0].last_error.as_deref().unwrap_or_default();
+    // The failure is counted before the subscription's record says why.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let error = loop {
+        let records = for_site(&app.store, &site.id).await.unwrap();
+        if let Some(error) = records[0].last_error.clone() {
+            break error;
+        }
+        assert!(std::time::Instant::now() < deadline, "no error recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert!(error.contains("auth_without_tls"), "{error}");
     drop(app);
 

@@ -550,7 +550,9 @@ impl TestApp {
         H: Copy + Into<tickertape::storage::bucket_writer::Hit<'a>>,
     {
         let writer = tickertape::storage::bucket_writer::BucketWriter::new(&self.store);
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Generous: on a busy machine the server's write conflicts with the
+        // app's own writers can go on for a while; they are retried until then.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
         writer.apply_direct(hits, deadline).await.unwrap();
     }
 }
