@@ -16,17 +16,23 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::compared::{self, Stretches};
+use super::compared::{self, Compared, ComparedShares, Stretches};
 use super::costly::ReadError;
 use super::filtered::Figures;
 use super::filtered_imported::Imported;
+use super::goals::{self, Goals};
 use super::isolated::Reads;
+use super::line::{self, LineFigures, Totals};
+use super::metric::{self, ChartMetric};
 use super::request::{with_page, ReportRequest};
 use super::sources::{self as source_totals, SourceScope};
+use super::visits::VisitFigures;
 use super::{filter, filtered_read, notes, queries, visits, Period, Point, Resolution};
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
+use crate::domain::{Page, Retention};
 use crate::storage::sites::Site;
+use tokio::sync::OnceCell;
 
 /// What a report says of its own figures beside them.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,6 +215,81 @@ impl Panel {
         }
     }
 
+    /// The sources panel from the buckets' sources and views.
+    fn of_shares(read: &ComparedShares, req: &ReportRequest<'_>) -> Panel {
+        let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
+        let rows = current
+            .sources
+            .sources
+            .iter()
+            .map(|(s, views)| Row {
+                name: s.to_string(),
+                count: *views,
+                compared: compared.sources.views_of(s),
+                previous: previous.sources.views_of(s),
+            })
+            .collect();
+        Panel {
+            rows,
+            total: current.sources.total,
+            other: Row {
+                name: String::new(),
+                count: current.sources.other,
+                compared: compared.sources.other,
+                previous: previous.sources.other,
+            },
+            of: current.views,
+            views: current.views,
+            unnamed: Row {
+                name: String::new(),
+                count: current.without_source(),
+                compared: compared.without_source(),
+                previous: previous.without_source(),
+            },
+            covered: (current.sources.from, current.sources.to),
+            stretches: Stretches::of(req.period, req.now),
+            said: Said::whole(),
+        }
+    }
+
+    /// A dimension's panel from the buckets' breakdowns, `views` every
+    /// view of the hours they cover.
+    fn of_compared(d: Dimension, read: &Compared, views: i64, req: &ReportRequest<'_>) -> Panel {
+        let now = read.now.of(d);
+        let compared = read.compared_now().of(d);
+        let was = read.compared_before().of(d);
+        Panel {
+            rows: now
+                .names
+                .iter()
+                .map(|(name, count)| Row {
+                    name: name.clone(),
+                    count: *count,
+                    compared: compared.of(name),
+                    previous: was.of(name),
+                })
+                .collect(),
+            total: now.total,
+            other: Row {
+                name: String::new(),
+                count: now.other,
+                compared: compared.other,
+                previous: was.other,
+            },
+            of: compared::denominator(d, &now, views),
+            views,
+            unnamed: Row {
+                name: String::new(),
+                count: views - now.total,
+                compared: 0,
+                previous: 0,
+            },
+            covered: source_totals::covered(req.period.from, req.period.to),
+            stretches: read.stretches,
+            said: Said::whole(),
+        }
+    }
+
     fn of_figures(
         d: Dimension,
         now: &Figures,
@@ -322,39 +403,7 @@ pub async fn sources(
     match source(req) {
         Origin::Buckets => {
             let read = compared::read_source_shares(req).await?;
-            let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-            let rows = current
-                .sources
-                .sources
-                .iter()
-                .map(|(s, views)| Row {
-                    name: s.to_string(),
-                    count: *views,
-                    compared: compared.sources.views_of(s),
-                    previous: previous.sources.views_of(s),
-                })
-                .collect();
-            Ok(Panel {
-                rows,
-                total: current.sources.total,
-                other: Row {
-                    name: String::new(),
-                    count: current.sources.other,
-                    compared: compared.sources.other,
-                    previous: previous.sources.other,
-                },
-                of: current.views,
-                views: current.views,
-                unnamed: Row {
-                    name: String::new(),
-                    count: current.without_source(),
-                    compared: compared.without_source(),
-                    previous: previous.without_source(),
-                },
-                covered: (current.sources.from, current.sources.to),
-                stretches: Stretches::of(req.period, req.now),
-                said: Said::whole(),
-            })
+            Ok(Panel::of_shares(&read, req))
         }
         Origin::Visits(filters) => {
             let (now, imported, was) =
@@ -497,6 +546,93 @@ pub async fn line_and_before(
     tokio::try_join!(line(reads, site, req), line(reads, site, &was))
 }
 
+/// One shown bucket of the visit figures (`visits.csv`).
+#[derive(Debug, Clone, Default)]
+pub struct VisitPoint {
+    pub at: DateTime<Utc>,
+    /// `None` where the stored data cannot say.
+    pub visitors: Option<i64>,
+    /// Visits started in it (of a page: that entered there).
+    pub visits: i64,
+    pub views: i64,
+    pub bounces: i64,
+    pub duration_secs: i64,
+}
+
+/// Visitors, visits, views, bounces and duration per shown bucket.
+pub async fn visit_series(
+    reads: &Reads<'_>,
+    site: &Site,
+    req: &ReportRequest<'_>,
+) -> Result<(Vec<VisitPoint>, Said), ReadError> {
+    match source(req) {
+        Origin::Buckets => {
+            let (store, scope, period) = (req.store, req.views(), req.period);
+            let (views, visitors, started, non_bounces, duration) = tokio::try_join!(
+                queries::series(store, &scope, period),
+                visits::visitors_series(store, &scope, period),
+                visits::counter_series(store, &scope, period, visits::VISITS),
+                visits::counter_series(store, &scope, period, visits::NON_BOUNCES),
+                visits::counter_series(store, &scope, period, visits::DURATION),
+            )?;
+            let points = views
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let n = |points: &[Point]| points.get(i).map_or(0, |p| p.views);
+                    let visits = n(&started);
+                    VisitPoint {
+                        at: p.at,
+                        visitors: visitors.as_deref().map(n),
+                        visits,
+                        views: p.views,
+                        bounces: (visits - n(&non_bounces)).max(0),
+                        duration_secs: n(&duration),
+                    }
+                })
+                .collect();
+            Ok((points, Said::whole()))
+        }
+        Origin::Visits(filters) => {
+            let (viewed, imported, _) =
+                read_visits(reads, site, filters.as_ref(), req.period, false).await?;
+            // A page's visits are those that entered there, as without
+            // filters; its views and visitors those of the page.
+            let entering = match req.scope {
+                SourceScope::Site(_) => None,
+                SourceScope::Page(page) => {
+                    let entered = Filter::new(FilterDimension::Entry, page.path())
+                        .ok()
+                        .map(|entry| req.filters.and_page(entry));
+                    Some(
+                        read_visits(reads, site, entered.as_ref(), req.period, false)
+                            .await?
+                            .0,
+                    )
+                }
+            };
+            let visited = entering.as_ref().unwrap_or(&viewed);
+            let points = viewed
+                .series
+                .iter()
+                .zip(&visited.series)
+                .map(|(v, e)| VisitPoint {
+                    at: v.at,
+                    visitors: Some(v.visitors()),
+                    visits: e.visits,
+                    views: v.views,
+                    bounces: e.bounces,
+                    duration_secs: e.duration_secs,
+                })
+                .collect();
+            Ok((
+                points,
+                Said::filtered(req.filters, viewed.sampled, imported),
+            ))
+        }
+    }
+}
+
 /// One page of the pages panel.
 #[derive(Debug, Clone)]
 pub struct PageRow {
@@ -529,63 +665,85 @@ pub async fn pages(
     site: &Site,
     req: &ReportRequest<'_>,
     needle: &str,
-    (skip, take): (usize, usize),
+    window: (usize, usize),
 ) -> Result<Pages, ReadError> {
     match source(req) {
         Origin::Buckets => {
-            let scope = req.views();
-            let top = queries::top_pages(req.store, &scope, req.period).await?;
-            // The pages with entries or exits and no views follow, as in `pages.csv`.
-            let (top, _) = visits::listed_pages(req.store, site, req.period, top).await?;
-            let total: i64 = top.iter().map(|(_, v)| v).sum();
-            let matching = filter::matching(&top, needle);
-            let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
-            let names: Vec<_> = shown.iter().map(|(page, _)| page).collect();
-            let figures = visits::page_rows(req.store, &scope, &names, req.period, req.now).await?;
-            Ok(Pages {
-                total,
-                matching: matching.len(),
-                rows: shown
-                    .into_iter()
-                    .zip(figures)
-                    .map(|((page, views), f)| PageRow {
-                        path: page.path().to_owned(),
-                        views: *views,
-                        visitors: f.visitors,
-                        entries: f.visits,
-                        exits: f.exits.unwrap_or(0),
-                    })
-                    .collect(),
-                said: Said::whole(),
-            })
+            let top = queries::top_pages(req.store, &req.views(), req.period).await?;
+            pages_of_buckets(req.store, site, req, top, needle, window).await
         }
         Origin::Visits(filters) => {
             let (f, imported, _) =
                 read_visits(reads, site, filters.as_ref(), req.period, false).await?;
-            let needle = needle.to_lowercase();
-            let matching: Vec<_> = f
-                .top_pages()
-                .into_iter()
-                .filter(|(path, _)| needle.is_empty() || path.to_lowercase().contains(&needle))
-                .collect();
-            Ok(Pages {
-                total: f.views,
-                matching: matching.len(),
-                rows: matching
-                    .iter()
-                    .skip(skip)
-                    .take(take)
-                    .map(|(path, p)| PageRow {
-                        path: (*path).to_owned(),
-                        views: p.views,
-                        visitors: Some(p.visitors()),
-                        entries: p.entries,
-                        exits: p.exits,
-                    })
-                    .collect(),
-                said: Said::filtered(req.filters, f.sampled, imported),
-            })
+            let said = Said::filtered(req.filters, f.sampled, imported);
+            Ok(pages_of_figures(&f, needle, window, said))
         }
+    }
+}
+
+/// [`pages`] from the site's pages by views (`top`).
+async fn pages_of_buckets(
+    store: &crate::storage::Store,
+    site: &Site,
+    req: &ReportRequest<'_>,
+    top: Vec<(Page, i64)>,
+    needle: &str,
+    (skip, take): (usize, usize),
+) -> Result<Pages, ReadError> {
+    let scope = req.views();
+    // The pages with entries or exits and no views follow, as in `pages.csv`.
+    let (top, _) = visits::listed_pages(store, site, req.period, top).await?;
+    let total: i64 = top.iter().map(|(_, v)| v).sum();
+    let matching = filter::matching(&top, needle);
+    let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
+    // A thousand pages per read: a whole list (a CSV) is many reads.
+    let mut figures = Vec::with_capacity(shown.len());
+    for chunk in shown.chunks(1_000) {
+        let names: Vec<_> = chunk.iter().map(|(page, _)| page).collect();
+        figures.extend(visits::page_rows(store, &scope, &names, req.period, req.now).await?);
+    }
+    Ok(Pages {
+        total,
+        matching: matching.len(),
+        rows: shown
+            .into_iter()
+            .zip(figures)
+            .map(|((page, views), f)| PageRow {
+                path: page.path().to_owned(),
+                views: *views,
+                visitors: f.visitors,
+                entries: f.visits,
+                exits: f.exits.unwrap_or(0),
+            })
+            .collect(),
+        said: Said::whole(),
+    })
+}
+
+/// [`pages`] from the visit store's figures.
+fn pages_of_figures(f: &Figures, needle: &str, (skip, take): (usize, usize), said: Said) -> Pages {
+    let needle = needle.to_lowercase();
+    let matching: Vec<_> = f
+        .top_pages()
+        .into_iter()
+        .filter(|(path, _)| needle.is_empty() || path.to_lowercase().contains(&needle))
+        .collect();
+    Pages {
+        total: f.views,
+        matching: matching.len(),
+        rows: matching
+            .iter()
+            .skip(skip)
+            .take(take)
+            .map(|(path, p)| PageRow {
+                path: (*path).to_owned(),
+                views: p.views,
+                visitors: Some(p.visitors()),
+                entries: p.entries,
+                exits: p.exits,
+            })
+            .collect(),
+        said,
     }
 }
 
@@ -716,6 +874,60 @@ pub async fn seconds(
     }
 }
 
+/// A page's realtime panels: its views per minute of the last hour (the
+/// request's period) and per second of `this_minute`, read fresh from the
+/// buckets without filters.
+pub async fn realtime(
+    reads: &Reads<'_>,
+    site: &Site,
+    req: &ReportRequest<'_>,
+    this_minute: DateTime<Utc>,
+) -> Result<(Steps, Steps), ReadError> {
+    let this_minute = Resolution::Minute.floor(this_minute);
+    match (source(req), req.scope) {
+        (Origin::Buckets, SourceScope::Page(page)) => {
+            let scope = req.views();
+            let (hour, seconds) = tokio::try_join!(
+                queries::realtime_series(req.store, &scope, req.period),
+                queries::realtime_seconds(req.store, page, this_minute),
+            )?;
+            Ok((
+                Steps {
+                    points: queries::rollup(req.period, &hour),
+                    said: Said::whole(),
+                },
+                Steps {
+                    points: steps_of(this_minute, TimeDelta::seconds(1), &seconds),
+                    said: Said::whole(),
+                },
+            ))
+        }
+        (Origin::Buckets, SourceScope::Site(_)) => Ok((
+            Steps {
+                points: queries::rollup(req.period, &[]),
+                said: Said::whole(),
+            },
+            Steps::seconds_of_nothing(this_minute, Said::whole()),
+        )),
+        (Origin::Visits(filters), _) => {
+            let hour = (req.period.from, req.period.to);
+            let minute = (this_minute, this_minute + TimeDelta::minutes(1));
+            let (hour, seconds) = tokio::try_join!(
+                by_step(
+                    reads,
+                    site,
+                    req,
+                    filters.clone(),
+                    hour,
+                    TimeDelta::minutes(1)
+                ),
+                by_step(reads, site, req, filters, minute, TimeDelta::seconds(1)),
+            )?;
+            Ok((hour, seconds))
+        }
+    }
+}
+
 fn steps_of(from: DateTime<Utc>, step: TimeDelta, counts: &[i64]) -> Vec<Point> {
     counts
         .iter()
@@ -744,6 +956,355 @@ async fn by_step(
         points: steps_of(from, step, &counts),
         said: Said::filtered(req.filters, sampled, None),
     })
+}
+
+/// The figures of the visit store a report reads: the period's, what was
+/// done with imports, and the whole period before's.
+type VisitRead = (Figures, Option<Imported>, Figures);
+
+/// The buckets a whole report reads: the views of the period and of the
+/// one before, and (of a site) its pages by views.
+struct Overview {
+    current: Vec<Point>,
+    previous: Vec<Point>,
+    top: Vec<(Page, i64)>,
+}
+
+/// One whole report (a dashboard, a page report, an email): every panel's
+/// figures from one request, each store read at most once whatever the
+/// panels ask — with filters, one read of the visit store feeds them all;
+/// without, one pass over the breakdowns feeds the sources and every
+/// dimension. The free functions of this module answer one panel each.
+pub struct Report<'a> {
+    reads: Reads<'a>,
+    site: &'a Site,
+    req: ReportRequest<'a>,
+    retention: &'a Retention,
+    visits: OnceCell<VisitRead>,
+    overview: OnceCell<Overview>,
+    compared: OnceCell<Compared>,
+}
+
+/// A report's first line and what its changes compare.
+#[derive(Debug, Clone)]
+pub struct LineCompared {
+    pub figures: LineFigures,
+    pub said: Said,
+}
+
+/// The chart's points for a metric, and why they are views where the
+/// stored data cannot give what was asked.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub metric: ChartMetric,
+    pub points: Vec<Point>,
+    pub note: Option<&'static str>,
+    pub said: Said,
+}
+
+fn totals_of(f: &Figures) -> Totals {
+    Totals {
+        views: f.views,
+        visits: VisitFigures {
+            visitors: Some(f.visitors()),
+            visits: f.visits,
+            non_bounces: f.non_bounces(),
+            duration_secs: f.duration_secs,
+            exits: None,
+        },
+    }
+}
+
+impl<'a> Report<'a> {
+    pub fn new(
+        reads: Reads<'a>,
+        site: &'a Site,
+        req: ReportRequest<'a>,
+        retention: &'a Retention,
+    ) -> Self {
+        Report {
+            reads,
+            site,
+            req,
+            retention,
+            visits: OnceCell::new(),
+            overview: OnceCell::new(),
+            compared: OnceCell::new(),
+        }
+    }
+
+    pub fn request(&self) -> &ReportRequest<'a> {
+        &self.req
+    }
+
+    pub fn is_filtered(&self) -> bool {
+        !self.req.filters.is_empty()
+    }
+
+    async fn visit_read(&self, filters: Option<&Filters>) -> Result<&VisitRead, ReadError> {
+        self.visits
+            .get_or_try_init(|| read_visits(&self.reads, self.site, filters, self.req.period, true))
+            .await
+    }
+
+    async fn overview(&self) -> Result<&Overview, ReadError> {
+        self.overview
+            .get_or_try_init(|| async {
+                let (store, period) = (self.req.store, self.req.period);
+                let scope = self.req.views();
+                let before = period.previous();
+                let ((current, top), previous) = match self.req.scope {
+                    SourceScope::Site(_) => tokio::try_join!(
+                        queries::site_overview(store, &scope, period),
+                        queries::read_series(store, &scope, &before),
+                    )?,
+                    SourceScope::Page(_) => {
+                        let (current, previous) = tokio::try_join!(
+                            queries::read_series(store, &scope, period),
+                            queries::read_series(store, &scope, &before),
+                        )?;
+                        ((current, Vec::new()), previous)
+                    }
+                };
+                Ok::<_, ReadError>(Overview {
+                    current,
+                    previous,
+                    top,
+                })
+            })
+            .await
+    }
+
+    async fn compared(&self) -> Result<&Compared, ReadError> {
+        self.compared
+            .get_or_try_init(|| async {
+                let events = goals::event_names(self.site);
+                Ok::<_, ReadError>(compared::breakdowns(&self.req, &events).await?)
+            })
+            .await
+    }
+
+    fn said(&self, read: &VisitRead) -> Said {
+        Said::filtered(self.req.filters, read.0.sampled, read.1.clone())
+    }
+
+    /// The views of the period (the headline's, the pages' denominator).
+    pub async fn views(&self) -> Result<i64, ReadError> {
+        Ok(match source(&self.req) {
+            Origin::Buckets => queries::total(&self.overview().await?.current),
+            Origin::Visits(f) => self.visit_read(f.as_ref()).await?.0.views,
+        })
+    }
+
+    /// The first line and what its changes compare: without filters, the
+    /// complete part of a running period with the same stretch before it
+    /// ([`line::read`]); with filters, the whole period with the whole one
+    /// before (the visit store has no complete hours to cut at).
+    pub async fn line(&self) -> Result<LineCompared, ReadError> {
+        match source(&self.req) {
+            Origin::Buckets => {
+                let scope = self.req.views();
+                let (reads, overview) = tokio::try_join!(
+                    async {
+                        Ok::<_, ReadError>(
+                            line::read(
+                                self.req.store,
+                                self.retention,
+                                &scope,
+                                self.req.period,
+                                self.req.now,
+                            )
+                            .await?,
+                        )
+                    },
+                    self.overview(),
+                )?;
+                Ok(LineCompared {
+                    figures: reads.figures(&overview.current, &overview.previous),
+                    said: Said::whole(),
+                })
+            }
+            Origin::Visits(filters) => {
+                let read = self.visit_read(filters.as_ref()).await?;
+                let (mut now, mut was) = (totals_of(&read.0), totals_of(&read.2));
+                if let SourceScope::Page(page) = self.req.scope {
+                    // A page's visits are those that entered there, as
+                    // without filters.
+                    let entered = Filter::new(FilterDimension::Entry, page.path())
+                        .ok()
+                        .map(|entry| self.req.filters.and_page(entry));
+                    let (is, _, before) = read_visits(
+                        &self.reads,
+                        self.site,
+                        entered.as_ref(),
+                        self.req.period,
+                        true,
+                    )
+                    .await?;
+                    for (t, entering, viewed) in
+                        [(&mut now, &is, &read.0), (&mut was, &before, &read.2)]
+                    {
+                        t.visits = VisitFigures {
+                            visitors: Some(viewed.visitors()),
+                            visits: entering.visits,
+                            non_bounces: entering.non_bounces(),
+                            duration_secs: entering.duration_secs,
+                            exits: Some(viewed.pages.get(page.path()).map_or(0, |p| p.exits)),
+                        };
+                    }
+                }
+                Ok(LineCompared {
+                    figures: LineFigures {
+                        shown: now,
+                        compared: Some((now, was)),
+                        since: Some(self.req.period.from),
+                    },
+                    said: self.said(read),
+                })
+            }
+        }
+    }
+
+    /// The chart's points for `metric`, one per shown bucket.
+    pub async fn chart(&self, asked: ChartMetric) -> Result<Chart, ReadError> {
+        match source(&self.req) {
+            Origin::Buckets => {
+                let overview = self.overview().await?;
+                let (metric, points, note) = metric::points(
+                    self.req.store,
+                    &self.req.views(),
+                    self.req.period,
+                    asked,
+                    &overview.current,
+                )
+                .await?;
+                Ok(Chart {
+                    metric,
+                    points,
+                    note,
+                    said: Said::whole(),
+                })
+            }
+            Origin::Visits(filters) => {
+                let read = self.visit_read(filters.as_ref()).await?;
+                let points = read
+                    .0
+                    .series
+                    .iter()
+                    .map(|p| Point {
+                        at: p.at,
+                        views: match asked {
+                            ChartMetric::Views => p.views,
+                            ChartMetric::Visits => p.visits,
+                            ChartMetric::Visitors => p.visitors(),
+                        },
+                    })
+                    .collect();
+                Ok(Chart {
+                    metric: asked,
+                    points,
+                    note: None,
+                    said: self.said(read),
+                })
+            }
+        }
+    }
+
+    /// The pages whose path contains `needle` (ignoring case), the window
+    /// `skip`..`skip + take` of them with their visit figures.
+    pub async fn pages(&self, needle: &str, window: (usize, usize)) -> Result<Pages, ReadError> {
+        match source(&self.req) {
+            Origin::Buckets => {
+                let top = self.overview().await?.top.clone();
+                pages_of_buckets(self.req.store, self.site, &self.req, top, needle, window).await
+            }
+            Origin::Visits(filters) => {
+                let read = self.visit_read(filters.as_ref()).await?;
+                Ok(pages_of_figures(&read.0, needle, window, self.said(read)))
+            }
+        }
+    }
+
+    /// The views of one page of the site in the period.
+    pub async fn views_of_page(&self, path: &str) -> Result<i64, ReadError> {
+        Ok(match source(&self.req) {
+            Origin::Buckets => self
+                .overview()
+                .await?
+                .top
+                .iter()
+                .filter(|(page, _)| page.path() == path)
+                .map(|(_, views)| views)
+                .sum(),
+            Origin::Visits(filters) => self
+                .visit_read(filters.as_ref())
+                .await?
+                .0
+                .pages
+                .get(path)
+                .map_or(0, |p| p.views),
+        })
+    }
+
+    /// The sources panel and a panel per dimension of `dims`.
+    pub async fn panels(&self, dims: &[Dimension]) -> Result<(Panel, Vec<Panel>), ReadError> {
+        match source(&self.req) {
+            Origin::Buckets => {
+                let (read, overview) = tokio::try_join!(self.compared(), self.overview())?;
+                let known = (
+                    queries::total(&overview.current),
+                    queries::total(&overview.previous),
+                );
+                let totals = compared::sources_of(read, self.req.period);
+                let shares = compared::source_shares(&self.req, totals, Some(known)).await?;
+                let sources = Panel::of_shares(&shares, &self.req);
+                let views = shares.now.views;
+                let panels = dims
+                    .iter()
+                    .map(|d| Panel::of_compared(*d, read, views, &self.req))
+                    .collect();
+                Ok((sources, panels))
+            }
+            Origin::Visits(filters) => {
+                let read = self.visit_read(filters.as_ref()).await?;
+                let (now, was) = (&read.0, &read.2);
+                let period = self.req.period;
+                let mut sources =
+                    Panel::of_figures(Dimension::Source, now, was, period, self.said(read));
+                // A source's share is of every view, as without filters.
+                sources.of = now.views;
+                let panels = dims
+                    .iter()
+                    .map(|d| Panel::of_figures(*d, now, was, period, self.said(read)))
+                    .collect();
+                Ok((sources, panels))
+            }
+        }
+    }
+
+    /// The site's goals.
+    pub async fn goals(&self) -> Result<(Goals, Said), ReadError> {
+        match source(&self.req) {
+            Origin::Buckets => {
+                let read = self.compared().await?;
+                let goals = goals::from_buckets(
+                    self.req.store,
+                    self.site,
+                    self.req.period,
+                    (&read.now, &read.before),
+                )
+                .await?;
+                Ok((goals, Said::whole()))
+            }
+            Origin::Visits(filters) => {
+                let read = self.visit_read(filters.as_ref()).await?;
+                Ok((
+                    goals::from_visits(self.site, &read.0, &read.2),
+                    self.said(read),
+                ))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,82 +7,88 @@ use super::shared::{
 };
 use super::*;
 use crate::domain::{Dimension, Page};
-use crate::reports::compared::{denominator, Compared};
-use crate::reports::engine;
+use crate::reports::engine::{self, Panel};
 use crate::reports::request::ReportRequest;
-use crate::reports::sources::{covered, SourceScope};
+use crate::reports::sources::SourceScope;
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
 use super::shared::SHOWN;
 
-fn table(dimension: Dimension, read: &Compared, views: i64, csv: String) -> BreakdownTable {
-    let now = read.now.of(dimension);
-    let compared = read.compared_now().of(dimension);
-    let before = read.compared_before().of(dimension);
-    let of = denominator(dimension, &now, views);
-    let row = |name: String, count: i64, (is, was): (i64, i64)| BreakdownRow {
+/// A dimension's panel: its top rows (the "(other)" row of the names
+/// beyond a bucket's cap last), each with its share and change.
+fn table(dimension: Dimension, panel: &Panel, csv: String) -> BreakdownTable {
+    let row = |name: String, r: &engine::Row| BreakdownRow {
         value: name.clone(),
         href: None,
         name: match dimension {
             Dimension::Country => country_label(&name),
             _ => name,
         },
-        count,
-        share: fmt::share(count, of),
-        change: fmt::row_change(count, is, was),
+        count: r.count,
+        share: fmt::share(r.count, panel.of),
+        change: fmt::row_change(r.count, r.compared, r.previous),
     };
-    let mut rows: Vec<BreakdownRow> = now
-        .names
+    let mut rows: Vec<BreakdownRow> = panel
+        .rows
         .iter()
         .take(SHOWN)
-        .map(|(name, count)| row(name.clone(), *count, (compared.of(name), before.of(name))))
+        .map(|r| row(r.name.clone(), r))
         .collect();
-    if now.other > 0 {
+    if panel.other.count > 0 {
         // No filter names the names beyond the cap.
-        rows.push(row(
-            "(other)".to_owned(),
-            now.other,
-            (compared.other, before.other),
-        ));
+        rows.push(row("(other)".to_owned(), &panel.other));
     }
     BreakdownTable {
         key: dimension.key(),
         title: dimension.title(),
         rows,
-        total: now.total,
-        names: now.names.len(),
+        total: panel.total,
+        names: panel.rows.len(),
         csv,
     }
 }
 
-/// The panels. `views`: every view of the covered hours (the sources
-/// panel's); `csv`: the address of a dimension's CSV (empty: none).
+/// The dimensions of the panels, in the order they are read.
+pub(super) const PANELS: [Dimension; 7] = [
+    Dimension::Device,
+    Dimension::Browser,
+    Dimension::Os,
+    Dimension::Country,
+    Dimension::Medium,
+    Dimension::Campaign,
+    Dimension::Event,
+];
+
+/// The panels, from the engine's panels of [`PANELS`] (in that order);
+/// `csv`: the address of a dimension's CSV (empty: none).
 pub(super) fn view(
     state: &WebState,
-    read: &Compared,
+    panels: &[Panel],
     period: &Period,
-    views: i64,
     csv: impl Fn(Dimension) -> String,
 ) -> BreakdownsView {
-    let t = |d: Dimension| table(d, read, views, csv(d));
-    let (from, to) = covered(period.from, period.to);
-    let widened = (from < period.from || to > period.to).then(|| {
-        format!(
-            "Breakdowns are kept by the hour: these figures cover {} to {}.",
-            fmt::local(&from, period.zone),
-            fmt::local(&to, period.zone)
-        )
+    let mut t = PANELS
+        .iter()
+        .zip(panels)
+        .map(|(d, panel)| table(*d, panel, csv(*d)));
+    let mut next = |n: usize| t.by_ref().take(n).collect::<Vec<_>>();
+    let (devices, countries, campaigns, events) = (next(3), next(1), next(2), next(1));
+    let widened = panels.first().and_then(|p| {
+        let (from, to) = p.covered;
+        (from < period.from || to > period.to).then(|| {
+            format!(
+                "Breakdowns are kept by the hour: these figures cover {} to {}.",
+                fmt::local(&from, period.zone),
+                fmt::local(&to, period.zone)
+            )
+        })
     });
     BreakdownsView {
-        devices: vec![
-            t(Dimension::Device),
-            t(Dimension::Browser),
-            t(Dimension::Os),
-        ],
-        countries: vec![t(Dimension::Country)],
-        campaigns: vec![t(Dimension::Medium), t(Dimension::Campaign)],
-        events: vec![t(Dimension::Event)],
+        devices,
+        countries,
+        campaigns,
+        events,
         widened,
         lag: lag(state),
     }

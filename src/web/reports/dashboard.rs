@@ -6,8 +6,10 @@ use askama::Template;
 use std::sync::Arc;
 
 use super::*;
+use crate::domain::FilterDimension;
+use crate::reports::engine::Report;
 use crate::reports::request::ReportRequest;
-use crate::reports::{compared, notes, queries, Scope};
+use crate::reports::{notes, queries, Scope};
 use crate::storage::sites::Site;
 use crate::web::error::{JsonError, WebError};
 use crate::web::fmt;
@@ -21,6 +23,9 @@ pub struct PageRow {
     pub path: String,
     /// The link that filters the dashboard by visits that viewed it.
     pub filter_href: Option<String>,
+    /// The links that filter by visits that entered or left there.
+    pub entry_href: Option<String>,
+    pub exit_href: Option<String>,
     pub views: i64,
     /// Unique visitors ("—" where unknown), visits that entered on the
     /// page, visits that left from it.
@@ -46,9 +51,10 @@ pub enum Empty {
 #[template(path = "dashboard.html")]
 pub(super) struct DashboardPage {
     nav: Option<Nav>,
-    /// The active filters (none here: a filtered dashboard is its own
-    /// page) and where the site's funnels are.
+    /// The active filters and where the site's funnels are.
     chips: super::shared::FilterChips,
+    /// With filters: what the filtered figures count, sampled, imported.
+    notes: Vec<String>,
     funnels_href: Option<String>,
     /// Through a share link (no tracking code, settings or exports).
     shared: bool,
@@ -103,16 +109,11 @@ pub(super) async fn ever_seen(state: &WebState, site: &Site) -> Result<bool, Web
 /// pages beyond the cap), the note that says so.
 fn overflow_note(
     site: &Site,
-    top: &[(crate::domain::Page, i64)],
+    under: i64,
     total: i64,
     shared: bool,
 ) -> Option<(String, Option<String>)> {
     let path = crate::ingest::page_cap::OVERFLOW_PATH;
-    let under: i64 = top
-        .iter()
-        .filter(|(page, _)| page.path() == path)
-        .map(|(_, views)| views)
-        .sum();
     (total > 0 && under * 100 > total).then(|| {
         (
             format!(
@@ -151,17 +152,12 @@ async fn dashboard_of(
     site: Arc<Site>,
     audience: Audience,
 ) -> Answer {
-    // Filtered: every figure from the visit store.
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered::dashboard(state, q, site, audience, filters, None).await;
-    }
     let started = audience.started;
     let now = state.clock.now();
     let (period, range_error, coarsened) =
         resolve_or_default(q, now, &state.retention, site.time_zone.tz());
     let scope = Scope::of_site(&site);
-    let before = period.previous();
     let source_filter = q.source_filter()?;
     let metric = q.chart_metric()?;
     let filter = q.page_filter()?;
@@ -175,106 +171,82 @@ async fn dashboard_of(
                 WebError::Invalid("The list page must be a whole number from 1.".into())
             })?,
     };
+    // A bad range shows the default one: its links keep the filters only.
     let params = if range_error.is_some() {
-        String::new()
+        q.filter_params()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={}", fmt::query(&v)))
+            .collect::<Vec<_>>()
+            .join("&")
     } else {
         q.range_params()
     };
     let source_scope = crate::reports::sources::SourceScope::Site(&site);
-    let goal_events = super::goals::event_names(&site);
-    let request = ReportRequest::new(&state.store, source_scope, &period, now);
-    // The sources come with the other breakdowns, in one pass.
-    // The visit line's counters need no views: they are read beside them.
-    let ((current, top), previous, breakdowns, now_views, line) = tokio::try_join!(
-        queries::site_overview(&state.store, &scope, &period),
-        queries::read_series(&state.store, &scope, &before),
-        compared::breakdowns(&request, &goal_events),
-        queries::views_now(&state.store, &scope, now),
-        super::visit_line::read_line(state, &scope, &period, now),
-    )?;
-    // The pages with entries or exits and no views follow, as in `pages.csv`.
-    let (top, _) = crate::reports::visits::listed_pages(&state.store, &site, &period, top).await?;
-    let source_buckets = compared::sources_of(&breakdowns, &period);
-    let chart = super::visit_line::chart_view(
-        &state.store,
-        &scope,
-        &period,
-        metric,
-        &current,
-        now,
-        site.domain.as_str(),
-        false,
-        |m| {
-            join(
-                &audience.base,
-                &params,
-                &[("metric", m.key()), ("q", q.q.as_deref().unwrap_or(""))],
-            )
-        },
-    );
-    let sources = compared::source_shares(
-        &request,
-        source_buckets,
-        Some((queries::total(&current), queries::total(&previous))),
-    );
-    let goals = super::goals::view(
-        state,
-        &site,
-        &period,
-        (&breakdowns.now, &breakdowns.before),
-        (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
-        audience.export(join(&format!("{}/goals.csv", audience.base), &params, &[])),
-        |path| {
-            join(
-                &format!("{}/page", audience.base),
-                &params,
-                &[("path", path)],
-            )
-        },
-    );
-    let total = queries::total(&current);
-    let matching = matching_pages(&top, &filter);
-    let shown: Vec<&(crate::domain::Page, i64)> = matching
-        .iter()
-        .skip((page_no - 1) * PAGES_PER_SCREEN)
-        .take(PAGES_PER_SCREEN)
-        .copied()
-        .collect();
-    // The shown rows' visit figures: whole days from the kept page-days,
-    // the rest one read of these pages' buckets, not a scan of the site.
-    // They need only the top pages, so they are read beside the panels
-    // rather than after them (a request waits for its slowest stage).
-    let names: Vec<&crate::domain::Page> = shown.iter().map(|(page, _)| page).collect();
-    let figures = crate::reports::visits::page_rows(&state.store, &scope, &names, &period, now);
-    let mut visits = line.line(&current, &previous);
-    let (chart, sources_read, goals, figures) = tokio::try_join!(chart, sources, goals, figures)?;
-    visits.basis = change_basis(&period, &current, now, &state.retention);
-    visits.csv = audience.export(join(&format!("{}/visits.csv", audience.base), &params, &[]));
-    let overflow = overflow_note(&site, &top, total, audience.shared);
+    let request = ReportRequest::new(&state.store, source_scope, &period, now).filtered(&filters);
+    // Every panel from one report: each store is read once for all of them.
+    let report = Report::new(state.reads(), &site, request, &state.retention);
+    let window = ((page_no - 1) * PAGES_PER_SCREEN, PAGES_PER_SCREEN);
+    let overflow_path = crate::ingest::page_cap::OVERFLOW_PATH;
+    let (line, chart, pages, (sources, panels), (goals, _), now_views, overflow_views) =
+        tokio::try_join!(
+            report.line(),
+            report.chart(metric),
+            report.pages(&filter, window),
+            report.panels(&super::breakdowns::PANELS),
+            report.goals(),
+            async { Ok(queries::views_now(&state.store, &scope, now).await?) },
+            report.views_of_page(overflow_path),
+        )
+        .map_err(WebError::from)?;
     let base = audience.base.clone();
-    let pages = shown
-        .into_iter()
-        .zip(figures)
-        .map(|((page, views), f)| PageRow {
-            filter_href: q.add_filter_link(
-                &base,
-                crate::domain::FilterDimension::Page,
-                page.path(),
-            ),
-            path: page.path().to_owned(),
-            views: *views,
-            visitors: f
+    let said = &line.said;
+    let mut visits = super::visit_line::build(&line.figures, &period, false);
+    visits.basis = change_basis(
+        &period,
+        line.figures.compared.map_or(0, |(part, _)| part.views),
+        now,
+        &state.retention,
+        said.is_filtered(),
+    );
+    visits.csv = audience.export(join(&format!("{base}/visits.csv"), &params, &[]));
+    let chart =
+        super::visit_line::chart_view(&chart, &period, now, site.domain.as_str(), false, |m| {
+            join(&base, &params, &[("metric", m.key()), ("q", &filter)])
+        });
+    let goals = super::goals::view(
+        &goals,
+        (!audience.shared).then(|| format!("/sites/{}/settings#goals", site.id)),
+        audience.export(join(&format!("{base}/goals.csv"), &params, &[])),
+        |path| join(&format!("{base}/page"), &params, &[("path", path)]),
+    );
+    let total = pages.total;
+    let add = |d: FilterDimension, value: &str| q.add_filter_link(&base, d, value);
+    let rows = pages
+        .rows
+        .iter()
+        .map(|p| PageRow {
+            filter_href: add(FilterDimension::Page, &p.path),
+            entry_href: (p.entries > 0)
+                .then(|| add(FilterDimension::Entry, &p.path))
+                .flatten(),
+            exit_href: (p.exits > 0)
+                .then(|| add(FilterDimension::Exit, &p.path))
+                .flatten(),
+            path: p.path.clone(),
+            views: p.views,
+            visitors: p
                 .visitors
                 .map_or_else(|| "—".to_owned(), |v| fmt::thousands(&v)),
-            entries: f.visits,
-            exits: f.exits.unwrap_or(0),
-            share: fmt::share(*views, total),
-            href: join(&format!("{base}/page"), &params, &[("path", page.path())]),
+            entries: p.entries,
+            exits: p.exits,
+            share: fmt::share(p.views, total),
+            href: join(&format!("{base}/page"), &params, &[("path", &p.path)]),
         })
         .collect();
+    let overflow = overflow_note(&site, overflow_views, total, audience.shared);
     let screen = |n: usize| join(&base, &params, &[("q", &filter), ("p", &n.to_string())]);
     // A shared view never shows the tracking code, so it never waits.
-    let empty = if total > 0 {
+    let empty = if total > 0 || said.is_filtered() {
         Empty::No
     } else if audience.shared || ever_seen(state, &site).await? {
         Empty::Period
@@ -288,18 +260,16 @@ async fn dashboard_of(
         vec![("q", filter.as_str())]
     };
     let status = status_of(range_error.as_ref());
-    let add = |d: crate::domain::FilterDimension, value: &str| q.add_filter_link(&base, d, value);
-    let mut breakdowns_view =
-        super::breakdowns::view(state, &breakdowns, &period, sources_read.now.views, |d| {
-            audience.export(join(
-                &format!("{base}/breakdown.csv"),
-                &params,
-                &[("dimension", d.key())],
-            ))
-        });
-    breakdowns_view.link_rows(|d, v| add(crate::domain::FilterDimension::of_breakdown(d), v));
+    let mut breakdowns_view = super::breakdowns::view(state, &panels, &period, |d| {
+        audience.export(join(
+            &format!("{base}/breakdown.csv"),
+            &params,
+            &[("dimension", d.key())],
+        ))
+    });
+    breakdowns_view.link_rows(|d, v| add(FilterDimension::of_breakdown(d), v));
     let mut sources_view = super::sources::view(
-        &sources_read,
+        &sources,
         &period,
         source_filter.clone(),
         audience.export(join(
@@ -309,27 +279,39 @@ async fn dashboard_of(
         )),
     );
     for row in &mut sources_view.rows {
-        row.href = add(crate::domain::FilterDimension::Source, &row.name);
+        row.href = add(FilterDimension::Source, &row.name);
     }
-    let chips = super::shared::FilterChips::of(q, &base, &filters);
+    let notes = if said.is_filtered() {
+        std::iter::once(FILTERED_NOTE.to_owned())
+            .chain(said.notes())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let daily_only = if said.is_filtered() {
+        None
+    } else {
+        notes::daily_only_note(&state.store, &site, &period).await?
+    };
     let page = DashboardPage {
-        chips,
+        chips: super::shared::FilterChips::of(q, &base, &filters),
+        notes,
         funnels_href: Some(join(&format!("{base}/funnels"), &params, &[])),
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
-            daily_only: notes::daily_only_note(&state.store, &site, &period).await?,
+            daily_only,
             ..controls(&base, &hidden, q, &period, range_error.as_ref())
         },
         visits,
         chart,
-        pages_count: matching.len() as i64,
-        page_count: matching.len().div_ceil(PAGES_PER_SCREEN).max(1),
-        pages,
+        pages_count: pages.matching as i64,
+        page_count: pages.matching.div_ceil(PAGES_PER_SCREEN).max(1),
+        pages: rows,
         prev_href: (page_no > 1).then(|| screen(page_no - 1)),
-        next_href: (page_no * PAGES_PER_SCREEN < matching.len()).then(|| screen(page_no + 1)),
+        next_href: (page_no * PAGES_PER_SCREEN < pages.matching).then(|| screen(page_no + 1)),
         filter: filter.clone(),
         page_no,
         csv_series: audience.export(join(&format!("{base}/series.csv"), &params, &[])),
@@ -363,6 +345,9 @@ async fn dashboard_of(
     timed(state, started);
     Ok(render(status, &page))
 }
+
+/// What a filtered figure counts, said once above the filtered figures.
+pub(super) const FILTERED_NOTE: &str = "Filtered figures count the visits that pass every filter: a visit in the period it started in, a view in the period it happened in (with a page filter, only that page's views); changes compare them with the whole previous period.";
 
 /// `GET /sites/<id>/now.json`: `{"views": n, "minutes": 5}`, the views of
 /// the last five minutes (polled by the dashboard's "right now" figure).

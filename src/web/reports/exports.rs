@@ -4,13 +4,13 @@
 
 use chrono::TimeDelta;
 
-use super::shared::{csv_header, csv_response, file_stem, report_csv, CsvAnswer, CsvRequest};
+use super::shared::{csv_header, file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
 use crate::reports::engine;
 use crate::reports::request::ReportRequest;
 use crate::reports::sources::SourceScope;
-use crate::reports::{csv, queries, Period, Resolution, Scope};
+use crate::reports::{csv, Period, Resolution};
 use crate::web::error::WebError;
 use crate::web::fmt;
 
@@ -59,34 +59,19 @@ pub async fn visits_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site, started) = (r.state, r.site, r.started);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::visits(r, &q, &filters).await;
-    }
-    use crate::reports::visits;
-    let state = r.state;
-    let site = r.site;
-    let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
     let path = q.path.as_ref().map(|_| q.path()).transpose()?;
     let page = path.as_ref().map(|p| Page::new(&site.domain, p));
-    let scope = match &page {
-        Some(page) => Scope::Page(page),
-        None => Scope::of_site(&site),
-    };
-    let store = &state.store;
-    let (views, visitors, started_visits, non_bounces, duration) = tokio::try_join!(
-        queries::series(store, &scope, &period),
-        visits::visitors_series(store, &scope, &period),
-        visits::counter_series(store, &scope, &period, visits::VISITS),
-        visits::counter_series(store, &scope, &period, visits::NON_BOUNCES),
-        visits::counter_series(store, &scope, &period, visits::DURATION),
-    )?;
+    let scope = SourceScope::of(&site, page.as_ref());
+    let request =
+        ReportRequest::new(&state.store, scope, &period, state.clock.now()).filtered(&filters);
+    let (points, said) = engine::visit_series(&state.reads(), &site, &request)
+        .await
+        .map_err(WebError::from)?;
     let tz = site.time_zone.tz();
-    let rows = views.iter().enumerate().map(|(i, p)| {
-        let n = |points: &[crate::reports::Point]| points.get(i).map_or(0, |p| p.views);
-        let visits = n(&started_visits);
+    let rows = points.iter().map(|p| {
         vec![
             p.at.with_timezone(&tz)
                 .format(if tz == chrono_tz::Tz::UTC {
@@ -95,13 +80,11 @@ async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
                     "%Y-%m-%dT%H:%M:%S%:z"
                 })
                 .to_string(),
-            visitors
-                .as_deref()
-                .map_or_else(String::new, |v| n(v).to_string()),
-            visits.to_string(),
+            p.visitors.map_or_else(String::new, |v| v.to_string()),
+            p.visits.to_string(),
             p.views.to_string(),
-            (visits - n(&non_bounces)).max(0).to_string(),
-            n(&duration).to_string(),
+            p.bounces.to_string(),
+            p.duration_secs.to_string(),
         ]
     });
     let body = csv::table(
@@ -116,14 +99,9 @@ async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         rows,
     );
     timed(&state, started);
-    Ok(csv_response(
-        &format!(
-            "{}_{}_visits.csv",
-            file_stem(&site, path.as_ref(), period.from, period.to),
-            period.resolution.as_str()
-        ),
-        body,
-    ))
+    let stem = file_stem(&site, path.as_ref(), period.from, period.to);
+    let what = format!("{}_visits", period.resolution.as_str());
+    Ok(report_csv(&stem, &said, &what, body))
 }
 
 pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
@@ -136,56 +114,37 @@ pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site, started) = (r.state, r.site, r.started);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::pages(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
-    let started = r.started;
     let period = resolve_kept(&q, &state, site.time_zone.tz())?;
-    use crate::reports::visits;
-    let store = &state.store;
-    let scope = Scope::of_site(&site);
-    // The pages viewed, then those with entries or exits only, at 0 views.
-    let top = queries::top_pages(store, &scope, &period).await?;
-    let (top, [entries, exits]) = visits::listed_pages(store, &site, &period, top).await?;
-    let total: i64 = top.iter().map(|(_, v)| v).sum();
-    let needle = q.page_filter()?.to_lowercase();
-    let top: Vec<(Page, i64)> = top
-        .into_iter()
-        .filter(|(page, _)| crate::reports::filter::matches(page, &needle))
-        .collect();
-    // Visitors as the table and the API give them (`page_rows`), a
-    // thousand pages per read.
-    let now = state.clock.now();
-    let mut visitors: Vec<Option<i64>> = Vec::with_capacity(top.len());
-    for chunk in top.chunks(1_000) {
-        let names: Vec<&Page> = chunk.iter().map(|(page, _)| page).collect();
-        let rows = visits::page_rows(store, &scope, &names, &period, now).await?;
-        visitors.extend(rows.iter().map(|f| f.visitors));
-    }
-    let of = move |counts: &std::collections::HashMap<String, i64>, page: &Page| {
-        counts.get(page.as_str()).copied().unwrap_or(0).to_string()
-    };
+    let needle = q.page_filter()?;
+    let request = ReportRequest::new(
+        &state.store,
+        SourceScope::Site(&site),
+        &period,
+        state.clock.now(),
+    )
+    .filtered(&filters);
+    // Every matching page: the pages viewed, then those with entries or
+    // exits only, at 0 views.
+    let pages = engine::pages(&state.reads(), &site, &request, &needle, (0, usize::MAX))
+        .await
+        .map_err(WebError::from)?;
+    let total = pages.total;
     // Entries, exits and visitors after the columns this file always had, so that
     // scripts reading those by position go on working. Sent a thousand
     // rows at a time as they are made: a site of 100,000 pages is never
     // one string.
-    let rows = top
-        .into_iter()
-        .zip(visitors)
-        .map(move |((page, views), visitors)| {
-            vec![
-                page.path().to_owned(),
-                views.to_string(),
-                fmt::percent(views, total),
-                of(&entries, &page),
-                of(&exits, &page),
-                visitors.map_or_else(String::new, |v| v.to_string()),
-            ]
-        });
+    let rows = pages.rows.into_iter().map(move |p| {
+        vec![
+            p.path,
+            p.views.to_string(),
+            fmt::percent(p.views, total),
+            p.entries.to_string(),
+            p.exits.to_string(),
+            p.visitors.map_or_else(String::new, |v| v.to_string()),
+        ]
+    });
     let pieces = csv::table_pieces(
         &[
             "path",
@@ -199,11 +158,12 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         1_000,
     );
     timed(&state, started);
-    let filename = format!(
-        "{}_pages.csv",
-        file_stem(&site, None, period.from, period.to)
-    );
-    Ok(csv_header(&filename).streaming(futures::stream::iter(
+    let stem = file_stem(&site, None, period.from, period.to);
+    let mut answer = csv_header(&super::shared::report_file(&stem, &pages.said, "pages"));
+    if pages.said.is_estimate() {
+        answer.insert_header(("Tickertape-Sampled", pages.said.sampled.to_string()));
+    }
+    Ok(answer.streaming(futures::stream::iter(
         pieces.map(|p| Ok::<_, std::convert::Infallible>(web::Bytes::from(p))),
     )))
 }
@@ -237,22 +197,21 @@ pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
 }
 
 pub async fn realtime_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
-    // Filtered: the same columns from the visit store.
+    let (state, site) = (r.state, r.site);
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::realtime(r, &q, &filters).await;
-    }
-    let state = r.state;
-    let site = r.site;
     let (path, page) = q.page_of(&site)?;
-    let period = Period::last_hour(state.clock.now(), site.time_zone.tz());
-    let read = queries::realtime_series(&state.store, &Scope::Page(&page), &period).await?;
-    let points = queries::rollup(&period, &read);
-    Ok(csv_response(
-        &format!(
-            "{}_realtime.csv",
-            file_stem(&site, Some(&path), period.from, period.to)
-        ),
-        csv::series_in(&points, site.time_zone.tz()),
+    let now = state.clock.now();
+    let period = Period::last_hour(now, site.time_zone.tz());
+    let request =
+        ReportRequest::new(&state.store, SourceScope::Page(&page), &period, now).filtered(&filters);
+    let (hour, _) = engine::realtime(&state.reads(), &site, &request, now)
+        .await
+        .map_err(WebError::from)?;
+    let stem = file_stem(&site, Some(&path), period.from, period.to);
+    Ok(report_csv(
+        &stem,
+        &hour.said,
+        "realtime",
+        csv::series_in(&hour.points, site.time_zone.tz()),
     ))
 }

@@ -1,19 +1,11 @@
-//! The dashboard's Goals table: each goal the owner marked on
-//! the settings page, with its conversions, converting unique visitors and
-//! conversion rate (converting visitors / the site's visitors), each
-//! against the previous period.
-//!
-//! An event goal's conversions are its events and its converting visitors
-//! the sketch of those who sent it (`converted.<name>` in the site's
-//! breakdown buckets); a page goal's are the page's views and visitors.
+//! The dashboard's Goals table and `goals.csv`: each goal the owner
+//! marked on the settings page, with its conversions, its converting
+//! visitors (with filters: visits) and conversion rate, each against the
+//! previous period ([`crate::reports::goals`] says what each counts).
 
 use crate::domain::Goal;
-use crate::domain::{Dimension, Page};
-use crate::reports::breakdowns::Breakdown;
-use crate::reports::{queries, visits, Period, Scope};
-use crate::storage::sites::Site;
+use crate::reports::goals::{Converting, Goals};
 use crate::web::fmt;
-use crate::web::state::WebState;
 
 pub struct GoalRow {
     pub kind: &'static str,
@@ -24,7 +16,7 @@ pub struct GoalRow {
     pub href: Option<String>,
     pub conversions: i64,
     pub conversions_change: String,
-    /// Converting unique visitors ("—" where the visitors are unknown).
+    /// Converting visitors or visits ("—" where unknown).
     pub visitors: String,
     pub converting: Option<i64>,
     pub rate: String,
@@ -36,22 +28,12 @@ pub struct GoalRow {
 
 pub struct GoalsView {
     pub rows: Vec<GoalRow>,
+    /// What converts: "visitors", or "visits" with filters.
+    pub converting: &'static str,
     /// Where goals are set (none through a share link).
     pub settings: Option<String>,
     /// `goals.csv` of the same range (empty through a share link).
     pub csv: String,
-}
-
-/// The event names whose converting visitors the dashboard's breakdown
-/// read gathers.
-pub fn event_names(site: &Site) -> Vec<&str> {
-    site.goals
-        .iter()
-        .filter_map(|g| match g {
-            Goal::Event(name) => Some(name.as_str()),
-            Goal::Page(_) => None,
-        })
-        .collect()
 }
 
 /// A conversion rate's change in percentage points, one decimal.
@@ -66,91 +48,50 @@ fn points(now: f64, before: f64) -> String {
     }
 }
 
-fn rate(converting: i64, visitors: Option<i64>) -> Option<f64> {
-    visitors
-        .filter(|v| *v > 0)
-        .map(|v| (converting as f64 / v as f64).min(1.0))
-}
-
-/// The table, from the breakdowns of the period and the one before
-/// (read with [`event_names`]) and, for page goals, their pages' own
-/// figures.
-pub async fn view(
-    state: &WebState,
-    site: &Site,
-    period: &Period,
-    (now, before): (&Breakdown, &Breakdown),
+/// The table from the engine's goals.
+pub fn view(
+    goals: &Goals,
     settings: Option<String>,
     csv: String,
     page_href: impl Fn(&str) -> String,
-) -> Result<GoalsView, mongodb::error::Error> {
-    let previous = period.previous();
-    let ranges = [(period.from, period.to), (previous.from, previous.to)];
-    // The site's visitors are the rates' denominator: without goals there
-    // is no rate, and a year of them is one of a dashboard's costliest reads.
-    let site_visitors = if site.goals.is_empty() {
-        None
-    } else {
-        visits::visitors(&state.store, &Scope::of_site(site), &ranges).await?
-    };
-    let (visitors_now, visitors_before) = match &site_visitors {
-        Some(v) => (Some(v[0]), Some(v[1])),
-        None => (None, None),
-    };
-    let events_now = now.of(Dimension::Event);
-    let events_before = before.of(Dimension::Event);
-    let mut rows = Vec::with_capacity(site.goals.len());
-    for goal in &site.goals {
-        let (conversions, was, converting, converted_before) = match goal {
-            Goal::Event(name) => (
-                events_now.of(name),
-                events_before.of(name),
-                Some(now.converting_visitors(name)),
-                Some(before.converting_visitors(name)),
-            ),
-            Goal::Page(path) => {
-                let page = Page::new(&site.domain, path);
-                let scope = Scope::Page(&page);
-                let (series_now, series_before, visitors) = tokio::try_join!(
-                    queries::read_series(&state.store, &scope, period),
-                    queries::read_series(&state.store, &scope, &previous),
-                    visits::visitors(&state.store, &scope, &ranges),
-                )?;
-                (
-                    queries::total(&series_now),
-                    queries::total(&series_before),
-                    visitors.as_ref().map(|v| v[0]),
-                    visitors.as_ref().map(|v| v[1]),
-                )
+) -> GoalsView {
+    let rows = goals
+        .rows
+        .iter()
+        .map(|g| {
+            let (rate_now, rate_before) = (g.rate(), g.rate_before());
+            GoalRow {
+                kind: g.goal.kind(),
+                name: g.goal.name().to_owned(),
+                href: match &g.goal {
+                    Goal::Page(path) => Some(page_href(path.as_str())),
+                    Goal::Event(_) => None,
+                },
+                conversions: g.conversions,
+                conversions_change: fmt::change(g.conversions, g.conversions_before),
+                visitors: g
+                    .converting
+                    .map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
+                converting: g.converting,
+                rate: rate_now.map_or_else(|| "—".to_owned(), |r| format!("{:.1}%", r * 100.0)),
+                rate_percent: rate_now.map_or_else(String::new, |r| format!("{:.1}", r * 100.0)),
+                rate_change: match (rate_now, rate_before) {
+                    (Some(a), Some(b)) => points(a, b),
+                    (Some(_), None) => "new".to_owned(),
+                    _ => "—".to_owned(),
+                },
             }
-        };
-        let rate_now = converting.and_then(|c| rate(c, visitors_now));
-        let rate_before = converted_before.and_then(|c| rate(c, visitors_before));
-        rows.push(GoalRow {
-            kind: goal.kind(),
-            name: goal.name().to_owned(),
-            href: match goal {
-                Goal::Page(path) => Some(page_href(path.as_str())),
-                Goal::Event(_) => None,
-            },
-            conversions,
-            conversions_change: fmt::change(conversions, was),
-            visitors: converting.map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
-            converting,
-            rate: rate_now.map_or_else(|| "—".to_owned(), |r| format!("{:.1}%", r * 100.0)),
-            rate_percent: rate_now.map_or_else(String::new, |r| format!("{:.1}", r * 100.0)),
-            rate_change: match (rate_now, rate_before) {
-                (Some(a), Some(b)) => points(a, b),
-                (Some(_), None) => "new".to_owned(),
-                _ => "—".to_owned(),
-            },
-        });
-    }
-    Ok(GoalsView {
+        })
+        .collect();
+    GoalsView {
         rows,
+        converting: match goals.converting {
+            Converting::Visitors => "visitors",
+            Converting::Visits => "visits",
+        },
         settings,
         csv,
-    })
+    }
 }
 
 /// `GET /sites/{id}/goals.csv`: the Goals table of the range, one row per
@@ -172,9 +113,6 @@ async fn goals_csv_of(
     q: super::Query,
 ) -> super::shared::CsvAnswer {
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered_csv::goals(r, &q, &filters).await;
-    }
     let (state, site, started) = (r.state, r.site, r.started);
     let period = super::resolve_kept(&q, &state, site.time_zone.tz())?;
     let scope = crate::reports::sources::SourceScope::Site(&site);
@@ -183,19 +121,13 @@ async fn goals_csv_of(
         scope,
         &period,
         state.clock.now(),
-    );
-    let read = crate::reports::compared::breakdowns(&request, &event_names(&site)).await?;
-    let no_links = |_: &str| String::new();
-    let goals = view(
-        &state,
-        &site,
-        &period,
-        (&read.now, &read.before),
-        None,
-        String::new(),
-        no_links,
     )
-    .await?;
+    .filtered(&filters);
+    let report =
+        crate::reports::engine::Report::new(state.reads(), &site, request, &state.retention);
+    let (goals, said) = report.goals().await?;
+    let converting = goals.converting.noun();
+    let goals = view(&goals, None, String::new(), |_| String::new());
     let rows = goals.rows.into_iter().map(|g| {
         vec![
             g.kind.to_owned(),
@@ -211,19 +143,14 @@ async fn goals_csv_of(
             "kind",
             "goal",
             "conversions",
-            "converting_visitors",
+            &format!("converting_{converting}"),
             "conversion_rate_percent",
         ],
         rows,
     );
     super::timed(&state, started);
-    Ok(super::shared::csv_response(
-        &format!(
-            "{}_goals.csv",
-            super::shared::file_stem(&site, None, period.from, period.to)
-        ),
-        body,
-    ))
+    let stem = super::shared::file_stem(&site, None, period.from, period.to);
+    Ok(super::shared::report_csv(&stem, &said, "goals", body))
 }
 
 #[cfg(test)]
@@ -231,12 +158,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_rate_is_of_the_visitors_and_changes_in_points() {
-        assert_eq!(rate(5, Some(200)), Some(0.025));
-        assert_eq!(rate(5, Some(0)), None);
-        assert_eq!(rate(5, None), None);
-        // Two estimates may disagree by a little: never above 100 %.
-        assert_eq!(rate(201, Some(200)), Some(1.0));
+    fn a_rate_changes_in_points() {
         assert_eq!(points(0.025, 0.02), "+0.5 pts");
         assert_eq!(points(0.02, 0.025), "−0.5 pts");
         assert_eq!(points(0.02, 0.0201), "±0 pts");

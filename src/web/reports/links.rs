@@ -39,8 +39,22 @@ impl ReportQuery {
 
     /// `base` (a dashboard) with the range and `filters`.
     pub(super) fn filtered_link(&self, base: &str, filters: &crate::domain::Filters) -> String {
+        self.filtered_link_with(base, &[], filters)
+    }
+
+    /// [`Self::filtered_link`] keeping `kept` (a page report's page).
+    pub(super) fn filtered_link_with(
+        &self,
+        base: &str,
+        kept: &[(&str, &str)],
+        filters: &crate::domain::Filters,
+    ) -> String {
         let values: Vec<String> = filters.iter().map(ToString::to_string).collect();
-        let extra: Vec<(&str, &str)> = values.iter().map(|v| ("filter", v.as_str())).collect();
+        let extra: Vec<(&str, &str)> = kept
+            .iter()
+            .copied()
+            .chain(values.iter().map(|v| ("filter", v.as_str())))
+            .collect();
         join(base, &self.range_only_params(), &extra)
     }
 

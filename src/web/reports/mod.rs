@@ -7,8 +7,6 @@ pub(crate) mod breakdowns;
 mod dashboard;
 mod exports;
 mod filter_query;
-mod filtered;
-mod filtered_csv;
 mod funnels;
 pub(crate) mod goals;
 mod links;
@@ -33,7 +31,6 @@ pub use sources::sources_csv;
 pub use view::{behind, freshness};
 
 use links::*;
-use query::*;
 use view::*;
 
 use actix_web::dev::Payload;

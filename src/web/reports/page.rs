@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use super::*;
 
+use crate::reports::engine::{self, Report};
 use crate::reports::request::ReportRequest;
-use crate::reports::{chart, compared, notes, queries, Period, Point, Resolution, Scope};
+use crate::reports::{chart, notes, queries, Period, Resolution};
 use crate::storage::sites::Site;
 use crate::web::fmt;
 use crate::web::pages::{render, Nav};
@@ -26,6 +27,9 @@ pub(super) struct PageReport {
     sources_action: String,
     sources_hidden: Vec<(&'static str, String)>,
     path: String,
+    /// The active filters, each removable, and what filtered figures count.
+    chips: super::shared::FilterChips,
+    notes: Vec<String>,
     controls: Controls,
     chart: super::visit_line::ChartView,
     visits: super::visit_line::VisitLine,
@@ -45,17 +49,6 @@ pub(super) struct PageReport {
     behind: Option<String>,
     /// The site's dashboard, in the same range.
     back_href: String,
-}
-
-pub(super) fn seconds_points(minute: DateTime<Utc>, seconds: &[i64; 60]) -> Vec<Point> {
-    seconds
-        .iter()
-        .enumerate()
-        .map(|(s, views)| Point {
-            at: minute + TimeDelta::seconds(s as i64),
-            views: *views,
-        })
-        .collect()
 }
 
 pub async fn page_report(r: SiteRequest, q: Query) -> Answer {
@@ -84,20 +77,29 @@ async fn page_report_of(
     q: &ReportQuery,
 ) -> Answer {
     let (path, page) = q.page_of(&site)?;
-    // Filtered: the filtered dashboard of the page (its views, and the
-    // visits that entered there, as without filters).
     let filters = q.filters()?;
-    if !filters.is_empty() {
-        return super::filtered::dashboard(state, q, site, audience, filters, Some(&page)).await;
-    }
     let started = audience.started;
     let now = state.clock.now();
     let zone = site.time_zone.tz();
     let (period, range_error, coarsened) = resolve_or_default(q, now, &state.retention, zone);
-    let scope = Scope::Page(&page);
     let this_minute = Resolution::Minute.floor(now);
-    let (before, last_hour) = (period.previous(), Period::last_hour(now, zone));
+    let last_hour = Period::last_hour(now, zone);
     let chosen = q.minute(zone)?;
+    let source_filter = q.source_filter()?;
+    let metric = q.chart_metric()?;
+    let params = if range_error.is_some() {
+        String::new()
+    } else {
+        q.range_params()
+    };
+    let source_scope = crate::reports::sources::SourceScope::Page(&page);
+    let request = ReportRequest::new(&state.store, source_scope, &period, now).filtered(&filters);
+    let report = Report::new(state.reads(), &site, request, &state.retention);
+    let reads = state.reads();
+    let hour_request = ReportRequest {
+        period: &last_hour,
+        ..request
+    };
     // The breakdown's minute is either chosen or looked up; either way it
     // runs alongside the other queries rather than before them.
     let breakdown = async {
@@ -107,96 +109,95 @@ async fn page_report_of(
                 .await?
                 .unwrap_or(this_minute),
         };
-        let seconds = queries::seconds_of(&state.store, &page, minute).await?;
-        Ok::<_, mongodb::error::Error>((minute, seconds))
+        let seconds = engine::seconds(&reads, &site, &request, minute).await?;
+        Ok::<_, crate::reports::costly::ReadError>((minute, seconds))
     };
-    let source_filter = q.source_filter()?;
-    let metric = q.chart_metric()?;
-    let params = if range_error.is_some() {
-        String::new()
-    } else {
-        q.range_params()
-    };
-    let source_scope = crate::reports::sources::SourceScope::Page(&page);
-    // The sources come with the other breakdowns, in one pass.
-    let request = ReportRequest::new(&state.store, source_scope, &period, now);
-    let names = compared::breakdowns(&request, &[]);
-    // The visit line's counters need no views: they are read beside them.
-    let (current, previous, (minute, seconds), realtime, current_seconds, names, line) = tokio::try_join!(
-        queries::read_series(&state.store, &scope, &period),
-        queries::read_series(&state.store, &scope, &before),
-        breakdown,
-        queries::realtime_series(&state.store, &scope, &last_hour),
-        queries::realtime_seconds(&state.store, &page, this_minute),
-        names,
-        super::visit_line::read_line(state, &scope, &period, now),
-    )?;
-    let sources = compared::sources_of(&names, &period);
+    let (line, chart, (sources, panels), (minute, seconds), (realtime, current)) =
+        tokio::try_join!(
+            report.line(),
+            report.chart(metric),
+            report.panels(&super::breakdowns::PANELS),
+            breakdown,
+            engine::realtime(&reads, &site, &hour_request, this_minute),
+        )
+        .map_err(WebError::from)?;
+    let said = line.said.clone();
     let page_name = page.to_string();
-    let chart = super::visit_line::chart_view(
-        &state.store,
-        &scope,
-        &period,
-        metric,
-        &current,
-        now,
-        &page_name,
-        true,
-        |m| {
-            join(
-                &format!("{}/page", audience.base),
-                &params,
-                &[("path", path.as_str()), ("metric", m.key())],
-            )
-        },
-    );
-    let sources = compared::source_shares(
-        &request,
-        sources,
-        Some((queries::total(&current), queries::total(&previous))),
-    );
-    let mut visits = line.line(&current, &previous);
-    let (chart, sources) = tokio::try_join!(chart, sources)?;
-    visits.basis = change_basis(&period, &current, now, &state.retention);
     let site_base = audience.base.clone();
     let base = format!("{site_base}/page");
+    let chart = super::visit_line::chart_view(&chart, &period, now, &page_name, true, |m| {
+        join(
+            &base,
+            &params,
+            &[("path", path.as_str()), ("metric", m.key())],
+        )
+    });
+    let mut visits = super::visit_line::build(&line.figures, &period, true);
+    visits.basis = change_basis(
+        &period,
+        line.figures.compared.map_or(0, |(part, _)| part.views),
+        now,
+        &state.retention,
+        said.is_filtered(),
+    );
     visits.csv = audience.export(join(
         &format!("{site_base}/visits.csv"),
         &params,
         &[("path", path.as_str())],
     ));
     let minute_value = fmt::input_minute_in(&minute, zone);
+    // The per-second and realtime exports keep the filters, not the range.
+    let filter_params = q
+        .filter_params()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", fmt::query(&v)))
+        .collect::<Vec<_>>()
+        .join("&");
     let csv = |name: &str, extra: &[(&str, &str)]| {
-        audience.export(join(&format!("{site_base}/{name}"), "", extra))
+        audience.export(join(&format!("{site_base}/{name}"), &filter_params, extra))
     };
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = status_of(range_error.as_ref());
-    // Each row filters the dashboard by visits that viewed this page and
-    // have that name.
-    let mut breakdowns = super::breakdowns::view(state, &names, &period, sources.now.views, |d| {
+    let mut breakdowns = super::breakdowns::view(state, &panels, &period, |d| {
         audience.export(join(
             &format!("{site_base}/breakdown.csv"),
             &params,
             &[("path", path.as_str()), ("dimension", d.key())],
         ))
     });
+    // Each row filters the site's dashboard by visits that viewed this
+    // page (and pass this report's filters) and have that name.
+    let on_page = super::shared::with_page(&filters, path.as_str())?;
     breakdowns.link_rows(|d, v| {
         let f =
             crate::domain::Filter::new(crate::domain::FilterDimension::of_breakdown(d), v).ok()?;
-        let page =
-            crate::domain::Filter::new(crate::domain::FilterDimension::Page, path.as_str()).ok()?;
-        let filters = crate::domain::Filters::of(vec![page, f]).ok()?;
-        Some(q.filtered_link(&site_base, &filters))
+        Some(q.filtered_link(&site_base, &on_page.with(f)))
     });
+    let filtered = if said.is_filtered() {
+        " (filtered)"
+    } else {
+        ""
+    };
+    let mut notes: Vec<String> = said.notes();
+    if said.is_filtered() {
+        notes.insert(0, super::dashboard::FILTERED_NOTE.to_owned());
+    }
+    let daily_only = if said.is_filtered() {
+        None
+    } else {
+        notes::daily_only_note(&state.store, &site, &period).await?
+    };
     let report = PageReport {
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),
         path: path.as_str().to_owned(),
+        chips: super::shared::FilterChips::keeping(q, &base, &[("path", path.as_str())], &filters),
+        notes,
         controls: Controls {
             coarsened: coarsened.map(|c| c.to_string()),
-            daily_only: notes::daily_only_note(&state.store, &site, &period).await?,
+            daily_only,
             ..controls(
                 &base,
                 &[("path", path.as_str())],
@@ -210,28 +211,29 @@ async fn page_report_of(
         minute_label: fmt::local(&minute, zone),
         seconds: series_view(
             "seconds",
-            &seconds_points(minute, &seconds),
+            &seconds.points,
             chart::Unit::Second,
             zone,
             &format!(
-                "Views of {page} in each second of {}",
+                "Views of {page}{filtered} in each second of {}",
                 fmt::local(&minute, zone)
             ),
             second_partial,
         ),
-        realtime: period_view(
+        realtime: series_view(
             "realtime",
-            &last_hour,
-            &realtime,
-            now,
-            &format!("Views of {page} in the last 60 minutes"),
+            &realtime.points,
+            chart::Unit::from(last_hour.resolution),
+            zone,
+            &format!("Views of {page}{filtered} in the last 60 minutes"),
+            |at| last_hour.is_partial(at, now),
         ),
         current_minute: series_view(
             "this-minute",
-            &seconds_points(this_minute, &current_seconds),
+            &current.points,
             chart::Unit::Second,
             zone,
-            &format!("Views of {page} this minute, by second"),
+            &format!("Views of {page}{filtered} this minute, by second"),
             second_partial,
         ),
         csv_series: audience.export(join(

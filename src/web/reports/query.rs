@@ -120,7 +120,3 @@ impl ReportQuery {
         }
     }
 }
-
-/// The top pages whose path contains `filter`, ignoring case: the same
-/// rows on the dashboard, in `pages.csv` and in the API.
-pub(super) use crate::reports::filter::matching as matching_pages;

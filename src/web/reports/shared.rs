@@ -142,6 +142,12 @@ pub struct Chip {
 
 impl FilterChips {
     pub fn of(q: &ReportQuery, base: &str, filters: &Filters) -> Self {
+        FilterChips::keeping(q, base, &[], filters)
+    }
+
+    /// [`Self::of`] for a report whose address keeps `kept` (a page
+    /// report's page) whatever the filters.
+    pub fn keeping(q: &ReportQuery, base: &str, kept: &[(&str, &str)], filters: &Filters) -> Self {
         FilterChips {
             chips: filters
                 .iter()
@@ -152,10 +158,10 @@ impl FilterChips {
                         FilterDimension::Country => country_label(f.value()),
                         _ => f.value().to_owned(),
                     },
-                    remove_href: q.filtered_link(base, &filters.without(f)),
+                    remove_href: q.filtered_link_with(base, kept, &filters.without(f)),
                 })
                 .collect(),
-            clear_href: q.filtered_link(base, &Filters::default()),
+            clear_href: q.filtered_link_with(base, kept, &Filters::default()),
         }
     }
 }

@@ -3,10 +3,9 @@
 use super::shared::{file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
-use crate::reports::compared::ComparedShares;
-use crate::reports::engine;
+use crate::reports::engine::{self, Panel};
 use crate::reports::request::ReportRequest;
-use crate::reports::sources::{matching, SourceScope, NONE_ROW};
+use crate::reports::sources::{SourceScope, NONE_ROW};
 use crate::reports::{csv, Period};
 use crate::web::fmt;
 
@@ -40,73 +39,37 @@ pub struct SourcesView {
     pub widened: Option<String>,
 }
 
-/// The rows after the named sources when no filter is set, each when it
-/// has views: the sources beyond the cap (named `other`) and [`NONE_ROW`],
-/// as (name, views, the compared views now and before).
-fn rest_rows<'a>(read: &ComparedShares, other: &'a str) -> Vec<(&'a str, i64, i64, i64)> {
-    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-    [
-        (
-            other,
-            current.sources.other,
-            compared.sources.other,
-            previous.sources.other,
-        ),
-        (
-            NONE_ROW,
-            current.without_source(),
-            compared.without_source(),
-            previous.without_source(),
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, views, _, _)| *views > 0)
-    .collect()
-}
-
 /// At most this many rows on a page; the CSV has them all.
 const SHOWN: usize = 20;
 
-pub(super) fn view(
-    read: &ComparedShares,
-    period: &Period,
-    filter: String,
-    csv: String,
-) -> SourcesView {
-    let (current, compared, previous) = (&read.now, read.compared_now(), &read.before);
-    let row = |name: String, views: i64, (is, was): (i64, i64)| SourceRow {
+/// The panel from the engine's sources panel: the rows matching `filter`
+/// and, without a filter, the views of sources beyond a bucket's cap and
+/// those without a known source ([`NONE_ROW`]), when there are any.
+pub(super) fn view(panel: &Panel, period: &Period, filter: String, csv: String) -> SourcesView {
+    let row = |name: String, r: &engine::Row| SourceRow {
         name,
         href: None,
-        views,
-        share: fmt::share(views, current.views),
-        change: fmt::row_change(views, is, was),
+        views: r.count,
+        share: fmt::share(r.count, panel.of),
+        change: fmt::row_change(r.count, r.compared, r.previous),
     };
-    let named = matching(&current.sources, &filter);
+    let named = panel.matching(&filter);
     let names = named.len();
     let rows = named
         .into_iter()
         .take(SHOWN)
-        .map(|(source, views)| {
-            row(
-                source.to_string(),
-                *views,
-                (
-                    compared.sources.views_of(source),
-                    previous.sources.views_of(source),
-                ),
-            )
-        })
+        .map(|r| row(r.name.clone(), r))
         .collect();
     // A filter matches names; these rows have none.
-    let rest = if filter.is_empty() {
-        rest_rows(read, "(other sources)")
-            .into_iter()
-            .map(|(name, views, is, was)| row(name.to_owned(), views, (is, was)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let (from, to) = (current.sources.from, current.sources.to);
+    let rest = [
+        ("(other sources)", &panel.other),
+        (NONE_ROW, &panel.unnamed),
+    ]
+    .into_iter()
+    .filter(|(_, r)| filter.is_empty() && r.count > 0)
+    .map(|(name, r)| row(name.to_owned(), r))
+    .collect();
+    let (from, to) = panel.covered;
     let widened = (from < period.from || to > period.to).then(|| {
         format!(
             "Sources are kept by the hour: these figures cover {} to {}.",
@@ -117,8 +80,8 @@ pub(super) fn view(
     SourcesView {
         rows,
         rest,
-        views: current.views,
-        total: current.sources.total,
+        views: panel.views,
+        total: panel.total,
         filter,
         names,
         csv,

@@ -328,38 +328,6 @@ fn capitalized(word: &'static str) -> &'static str {
     }
 }
 
-/// The series of a period: bars still counting or cut by the range's
-/// edges are marked partial.
-pub(super) fn period_view(
-    id: &str,
-    period: &Period,
-    read: &[Point],
-    now: DateTime<Utc>,
-    title: &str,
-) -> SeriesView {
-    series_view(
-        id,
-        &queries::rollup(period, read),
-        period.resolution.into(),
-        period.zone,
-        title,
-        |at| period.is_partial(at, now),
-    )
-}
-
-/// Whether the period before can be compared with: not when it reaches
-/// past the retention of the level it is read at (its figures would be
-/// missing the expired buckets, not lower).
-pub(super) fn comparable(
-    before: &Period,
-    retention: &crate::domain::Retention,
-    now: DateTime<Utc>,
-) -> bool {
-    retention
-        .kept(before.read)
-        .is_none_or(|kept| before.from >= now - kept)
-}
-
 /// What the changes of a report's first line compare, in words: shown
 /// once, on demand, under the line (`partials/visits.html`), the same on
 /// the dashboard, the page report and a shared view.
@@ -371,13 +339,17 @@ pub(super) fn comparable(
 /// said as times, never as a count of hours ("8,749 hours" of a year). No
 /// change is shown against a previous period that reaches past the
 /// retention of the level it is read at: its figures would be missing the
-/// expired buckets, not lower.
+/// expired buckets, not lower. Filtered figures (`whole`) compare the
+/// whole period with the whole one before: the visit store has no
+/// complete buckets to cut at. `done`: the views of the complete part.
 pub(super) fn change_basis(
     period: &Period,
-    current: &[Point],
+    done: i64,
     now: DateTime<Utc>,
     retention: &crate::domain::Retention,
+    whole: bool,
 ) -> String {
+    use crate::reports::line::comparable;
     let cut = period.complete_until(now);
     let before = period.previous();
     let span = |from: &DateTime<Utc>, to: &DateTime<Utc>| {
@@ -393,7 +365,12 @@ pub(super) fn change_basis(
             retention.describe(before.read),
             before.read.as_str()
         )
-    } else if cut >= period.to {
+    } else if whole && cut < period.to {
+        format!(
+            "Each change compares the filtered figures of this period so far with the whole period before it, {}.",
+            span(&before.from, &before.to)
+        )
+    } else if cut >= period.to || whole {
         format!(
             "Each change compares this period with the one before it, {}.",
             span(&before.from, &before.to)
@@ -404,7 +381,6 @@ pub(super) fn change_basis(
             period.read.as_str()
         )
     } else {
-        let done: i64 = current.iter().filter(|p| p.at < cut).map(|p| p.views).sum();
         format!(
             "The current {} is still counting and left out: each change compares the complete part, {} ({} so far), with the same stretch of the previous period, {}.",
             period.read.as_str(),
@@ -441,8 +417,10 @@ mod tests {
         // 10 a complete hour now; the running hour has 500 so far.
         let current = points(&period, &|i| if i == 23 { 500 } else { 10 });
         let kept = crate::domain::Retention::parse(400, 400, 0).unwrap();
+        let cut = period.complete_until(now);
+        let done: i64 = current.iter().filter(|p| p.at < cut).map(|p| p.views).sum();
         assert_eq!(
-            change_basis(&period, &current, now, &kept),
+            change_basis(&period, done, now, &kept, false),
             "The current hour is still counting and left out: each change compares the complete part, \
              2026-11-21 11:00 to 2026-11-22 10:00 (230 views so far), with the same stretch of the \
              previous period, 2026-11-20 11:00 to 2026-11-21 10:00."
@@ -450,22 +428,23 @@ mod tests {
         // Once the period is over, all of both count.
         let later = period.to + TimeDelta::hours(1);
         assert_eq!(
-            change_basis(&period, &current, later, &kept),
+            change_basis(&period, done, later, &kept, false),
             "Each change compares this period with the one before it, 2026-11-20 11:00 to 2026-11-21 11:00."
         );
         // A previous period past the retention of its level: no change.
         let retention = crate::domain::Retention::parse(1, 1, 0).unwrap();
-        let basis = change_basis(&period, &current, now, &retention);
+        let basis = change_basis(&period, done, now, &retention, false);
         assert!(basis.contains("more than 1 day ago"), "{basis}");
         let basis = change_basis(
             &period,
-            &current,
+            done,
             now,
             &crate::domain::Retention::parse(2, 2, 0).unwrap(),
+            false,
         );
         assert!(basis.contains("still counting"), "within 2 days: {basis}");
         // Before its first bucket is complete there is nothing to compare.
-        assert!(change_basis(&period, &current, period.from, &kept)
+        assert!(change_basis(&period, done, period.from, &kept, false)
             .starts_with("No hour of this period is complete yet"));
     }
 }

@@ -5,14 +5,12 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::reports::chart;
+use crate::reports::engine::Chart;
+pub use crate::reports::line::{LineFigures, Totals};
+pub use crate::reports::metric::ChartMetric;
 use crate::reports::numbers::{minutes_seconds, points};
-use crate::reports::queries::{self, Point, Scope};
-use crate::reports::visits::{self, VisitFigures};
-use crate::reports::{Period, Resolution};
-use crate::storage::Store;
+use crate::reports::Period;
 use crate::web::fmt;
-use crate::web::state::WebState;
 
 pub struct Figure {
     /// The element id (tests and the CSV use the same names).
@@ -51,170 +49,10 @@ impl VisitLine {
     }
 }
 
-/// The figures of one range, views included.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Totals {
-    pub views: i64,
-    pub visits: VisitFigures,
-}
-
-/// What the line reads: its counters and visitors do not depend on the
-/// views, so a report reads them beside its series and builds the line
-/// once both are in ([`LineReads::line`]).
-pub struct LineReads {
-    units: visits::CounterUnits,
-    units_before: visits::CounterUnits,
-    visitors: Option<Vec<i64>>,
-    since: Option<DateTime<Utc>>,
-    period: Period,
-    cut: DateTime<Utc>,
-    offset: chrono::TimeDelta,
-    complete: bool,
-    compare: bool,
-    page: bool,
-}
-
-/// Reads what the line compares; [`LineReads::line`] builds it from the
-/// views' units of the period and of the one before it.
-///
-/// The counters of each period are read once, as units, and the complete
-/// part of a running period is summed from them; the visitors of every
-/// range compared are read together (one plan of day and hour sketches).
-///
-/// The changes compare with the period before only where it is within
-/// the retention of the level it is read at ([`super::view::comparable`]).
-pub async fn read_line(
-    state: &WebState,
-    scope: &Scope<'_>,
-    period: &Period,
-    now: DateTime<Utc>,
-) -> Result<LineReads, mongodb::error::Error> {
-    let store = &state.store;
-    let before = period.previous();
-    let comparable = super::view::comparable(&before, &state.retention, now);
-    let cut = period.complete_until(now);
-    let offset = period.shift();
-    let complete = cut >= period.to;
-    let partial = !complete && cut > period.from;
-    let compare = comparable && (complete || partial);
-    // Nothing is stored after `now`: the shown range may be read to the
-    // end of today (a whole day for the visitors) whatever its zone.
-    let end = visits::reach(period.to, now);
-    let mut ranges = vec![(period.from, end)];
-    if compare && complete {
-        ranges.push((before.from, before.to));
-    } else if compare {
-        ranges.push((period.from, cut));
-        ranges.push((before.from, cut - offset));
-    }
-    // Totals only: each range read as UTC hours, so that only its own
-    // edges are read by minute (not every local bucket's start, as a
-    // Europe/Berlin year's 365 cut hours would be).
-    let read = |from: DateTime<Utc>, to: DateTime<Utc>| async move {
-        if from >= to {
-            return Ok(visits::CounterUnits::default());
-        }
-        let hours = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
-        visits::read_units(store, scope, &hours).await
-    };
-    // The shown period in two parts (before and after `cut`) when its
-    // complete part is compared, else whole; and what it is compared with.
-    let split = if compare && !complete { cut } else { end };
-    let earlier = if !compare {
-        None
-    } else if complete {
-        Some(before.to)
-    } else {
-        Some(cut - offset)
-    };
-    let read_earlier = async {
-        match earlier {
-            Some(until) => read(before.from, until).await,
-            None => Ok(visits::CounterUnits::default()),
-        }
-    };
-    let (head, tail, units_before, visitors, since) = tokio::try_join!(
-        read(period.from, split),
-        read(split, end),
-        read_earlier,
-        visits::visitors(store, scope, &ranges),
-        visits::counted_since(store, scope),
-    )?;
-    Ok(LineReads {
-        units: head.joined(tail),
-        units_before,
-        visitors,
-        since,
-        period: *period,
-        cut,
-        offset,
-        complete,
-        compare,
-        page: matches!(scope, Scope::Page(_)),
-    })
-}
-
-impl LineReads {
-    /// The line, from these reads and the views of the period and the one
-    /// before.
-    pub fn line(self, current: &[Point], previous: &[Point]) -> VisitLine {
-        let LineReads {
-            units,
-            units_before,
-            visitors,
-            since,
-            period,
-            cut,
-            offset,
-            complete,
-            compare,
-            page,
-        } = self;
-        let visitors = |i: usize| visitors.as_ref().and_then(|v| v.get(i).copied());
-        let views_until = |points: &[Point], until: DateTime<Utc>| -> i64 {
-            points
-                .iter()
-                .filter(|p| p.at < until)
-                .map(|p| p.views)
-                .sum()
-        };
-        let shown = Totals {
-            views: queries::total(current),
-            visits: units.figures(None, visitors(0)),
-        };
-        let compared = if !compare {
-            None
-        } else if complete {
-            let prev = Totals {
-                views: queries::total(previous),
-                visits: units_before.figures(None, visitors(1)),
-            };
-            Some((shown, prev))
-        } else {
-            let part = Totals {
-                views: views_until(current, cut),
-                visits: units.figures(Some(cut), visitors(1)),
-            };
-            // `units_before` holds only the part before `cut - offset`.
-            let part_before = Totals {
-                views: views_until(previous, cut - offset),
-                visits: units_before.figures(Some(cut - offset), visitors(2)),
-            };
-            Some((part, part_before))
-        };
-        build(&shown, compared.as_ref(), since, &period, page)
-    }
-}
-
 /// The line of a site, or of a page (`page`), where a visit is counted on
 /// its entry page: "Entries" and its exits instead of views per visit.
-pub(super) fn build(
-    shown: &Totals,
-    compared: Option<&(Totals, Totals)>,
-    since: Option<DateTime<Utc>>,
-    period: &Period,
-    page: bool,
-) -> VisitLine {
+pub(super) fn build(line: &LineFigures, period: &Period, page: bool) -> VisitLine {
+    let (shown, compared, since) = (&line.shown, line.compared.as_ref(), line.since);
     let counted = since.is_some();
     let dash = || "—".to_owned();
     let none = || (dash(), "", String::new());
@@ -378,147 +216,62 @@ pub struct ChartView {
     pub note: Option<&'static str>,
 }
 
-/// Builds the chart: `href(metric)` is the address of the same report
-/// showing `metric`; `views` the period's views as read units; `of` what
-/// the report is about ("example.com", a page), for the chart's title,
-/// and `of_page` whether it is a page.
-#[allow(clippy::too_many_arguments)]
-pub async fn chart_view(
-    store: &Store,
-    scope: &Scope<'_>,
+/// Builds the chart from the engine's points: `href(metric)` is the
+/// address of the same report showing `metric`; `of` what the report is
+/// about ("example.com", a page), for the chart's title, and `of_page`
+/// whether it is a page.
+pub fn chart_view(
+    chart: &Chart,
     period: &Period,
-    asked: ChartMetric,
-    views: &[Point],
     now: DateTime<Utc>,
     of: &str,
     of_page: bool,
     href: impl Fn(ChartMetric) -> String,
-) -> Result<ChartView, mongodb::error::Error> {
-    let (shown, points, note) = chart_points(store, scope, period, asked, views).await?;
+) -> ChartView {
+    let shown = chart.metric;
     let noun = shown.noun();
-    let caption = match shown {
-        ChartMetric::Views => "Views",
-        ChartMetric::Visitors => "Visitors",
-        ChartMetric::Visits => "Visits",
+    let caption = shown.caption();
+    let filtered = if chart.said.is_filtered() {
+        " (filtered)"
+    } else {
+        ""
     };
     let series = super::series_view_of(
         "series",
-        &points,
+        &chart.points,
         period.resolution.into(),
         period.zone,
-        &format!("{caption} of {of} by {}", period.resolution.as_str()),
+        &format!(
+            "{caption} of {of}{filtered} by {}",
+            period.resolution.as_str()
+        ),
         |at| period.is_partial(at, now),
         noun,
     );
-    Ok(ChartView {
+    ChartView {
         series,
         tabs: ChartMetric::ALL
             .into_iter()
-            .map(|m| {
-                let label = match m {
-                    ChartMetric::Views => "Views",
-                    ChartMetric::Visitors => "Visitors",
-                    ChartMetric::Visits => "Visits",
-                };
-                (label, href(m), m == shown)
-            })
+            .map(|m| (m.caption(), href(m), m == shown))
             .collect(),
         caption,
         empty: format!(
-            "No {}{} in this period.",
+            "No {}{}{} in this period.",
             noun.many,
-            if of_page { " of this page" } else { "" }
+            if of_page { " of this page" } else { "" },
+            if chart.said.is_filtered() {
+                " with these filters"
+            } else {
+                ""
+            }
         ),
-        note,
-    })
-}
-
-/// What the chart shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChartMetric {
-    Views,
-    Visitors,
-    Visits,
-}
-
-impl ChartMetric {
-    pub const ALL: [ChartMetric; 3] = [Self::Visitors, Self::Visits, Self::Views];
-
-    /// `metric=` of a report's address (views when absent).
-    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
-        match raw.filter(|r| !r.is_empty()) {
-            None => Ok(Self::Views),
-            Some(raw) => Self::ALL
-                .into_iter()
-                .find(|m| m.key() == raw)
-                .ok_or_else(|| "The chart shows visitors, visits or views.".to_owned()),
-        }
-    }
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Views => "views",
-            Self::Visitors => "visitors",
-            Self::Visits => "visits",
-        }
-    }
-
-    pub fn noun(self) -> chart::Noun {
-        match self {
-            Self::Views => chart::VIEWS,
-            Self::Visitors => chart::Noun {
-                one: "visitor",
-                many: "visitors",
-            },
-            Self::Visits => chart::Noun {
-                one: "visit",
-                many: "visits",
-            },
-        }
-    }
-}
-
-/// The chart's points for `metric`, one per shown bucket, and why they are
-/// views instead when the stored data cannot give visitors. `views` are
-/// the period's views as read units.
-pub async fn chart_points(
-    store: &Store,
-    scope: &Scope<'_>,
-    period: &Period,
-    metric: ChartMetric,
-    views: &[Point],
-) -> Result<(ChartMetric, Vec<Point>, Option<&'static str>), mongodb::error::Error> {
-    match metric {
-        ChartMetric::Views => Ok((metric, queries::rollup(period, views), None)),
-        ChartMetric::Visits => {
-            let points = visits::counter_series(store, scope, period, visits::VISITS).await?;
-            Ok((metric, points, None))
-        }
-        ChartMetric::Visitors => match visits::visitors_series(store, scope, period).await? {
-            Some(points) => Ok((metric, points, None)),
-            None => Ok((
-                ChartMetric::Views,
-                queries::rollup(period, views),
-                Some("Visitors are shown once the site's totals are computed (a few minutes after an upgrade); views meanwhile."),
-            )),
-        },
+        note: chart.note,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_chart_shows_views_visitors_or_visits() {
-        assert_eq!(ChartMetric::parse(None), Ok(ChartMetric::Views));
-        assert_eq!(ChartMetric::parse(Some("")), Ok(ChartMetric::Views));
-        assert_eq!(
-            ChartMetric::parse(Some("visitors")),
-            Ok(ChartMetric::Visitors)
-        );
-        assert!(ChartMetric::parse(Some("bounces")).is_err());
-    }
 
     #[test]
     fn durations_read_as_minutes_and_seconds() {

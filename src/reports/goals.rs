@@ -1,0 +1,205 @@
+//! A site's goals over a report's period: each goal's conversions and the
+//! converting share, against the period before. From the buckets: an
+//! event goal's conversions are its events and its converting visitors the
+//! sketch of those who sent it (`converted.<name>` in the site's breakdown
+//! buckets); a page goal's are the page's views and visitors; the rate is
+//! of the site's visitors. From the visit store (with filters), the
+//! converting visits of the filtered visits and the rate of those visits.
+
+use super::breakdowns::Breakdown;
+use super::filtered::Figures;
+use super::{queries, visits, Period, Scope};
+use crate::domain::{Dimension, Goal, Page};
+use crate::storage::sites::Site;
+use crate::storage::Store;
+
+/// Who converts: what a goal's converting count and its rate's
+/// denominator count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Converting {
+    /// Unique visitors (the buckets' sketches).
+    Visitors,
+    /// Visits (the visit store, with filters).
+    Visits,
+}
+
+impl Converting {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Converting::Visitors => "visitors",
+            Converting::Visits => "visits",
+        }
+    }
+}
+
+/// One goal's figures over the period and the period before.
+#[derive(Debug, Clone)]
+pub struct GoalFigures {
+    pub goal: Goal,
+    /// Its events, or its page's views.
+    pub conversions: i64,
+    pub conversions_before: i64,
+    /// Visitors or visits that converted (`None`: unknown).
+    pub converting: Option<i64>,
+    pub converting_before: Option<i64>,
+    /// The rate's denominators: every visitor or visit of the period.
+    pub of: Option<i64>,
+    pub of_before: Option<i64>,
+}
+
+impl GoalFigures {
+    /// Converting out of all, 0 to 1 (`None`: unknown, or none to be of).
+    pub fn rate(&self) -> Option<f64> {
+        rate(self.converting, self.of)
+    }
+
+    pub fn rate_before(&self) -> Option<f64> {
+        rate(self.converting_before, self.of_before)
+    }
+}
+
+/// Two estimates may disagree by a little: never above 100 %.
+fn rate(converting: Option<i64>, of: Option<i64>) -> Option<f64> {
+    let (c, of) = (converting?, of.filter(|v| *v > 0)?);
+    Some((c as f64 / of as f64).min(1.0))
+}
+
+/// A site's goals, and what converts in them.
+#[derive(Debug, Clone)]
+pub struct Goals {
+    pub rows: Vec<GoalFigures>,
+    pub converting: Converting,
+}
+
+/// The event names whose converting visitors a breakdown read gathers.
+pub fn event_names(site: &Site) -> Vec<&str> {
+    site.goals
+        .iter()
+        .filter_map(|g| match g {
+            Goal::Event(name) => Some(name.as_str()),
+            Goal::Page(_) => None,
+        })
+        .collect()
+}
+
+/// The goals from the breakdowns of the period and the one before (read
+/// with [`event_names`]) and, for page goals, their pages' own figures.
+pub async fn from_buckets(
+    store: &Store,
+    site: &Site,
+    period: &Period,
+    (now, before): (&Breakdown, &Breakdown),
+) -> Result<Goals, mongodb::error::Error> {
+    let previous = period.previous();
+    let ranges = [(period.from, period.to), (previous.from, previous.to)];
+    // The site's visitors are the rates' denominator: without goals there
+    // is no rate, and a year of them is one of a dashboard's costliest reads.
+    let site_visitors = if site.goals.is_empty() {
+        None
+    } else {
+        visits::visitors(store, &Scope::of_site(site), &ranges).await?
+    };
+    let (of, of_before) = match &site_visitors {
+        Some(v) => (Some(v[0]), Some(v[1])),
+        None => (None, None),
+    };
+    let events_now = now.of(Dimension::Event);
+    let events_before = before.of(Dimension::Event);
+    let mut rows = Vec::with_capacity(site.goals.len());
+    for goal in &site.goals {
+        let (conversions, conversions_before, converting, converting_before) = match goal {
+            Goal::Event(name) => (
+                events_now.of(name),
+                events_before.of(name),
+                Some(now.converting_visitors(name)),
+                Some(before.converting_visitors(name)),
+            ),
+            Goal::Page(path) => {
+                let page = Page::new(&site.domain, path);
+                let scope = Scope::Page(&page);
+                let (series_now, series_before, visitors) = tokio::try_join!(
+                    queries::read_series(store, &scope, period),
+                    queries::read_series(store, &scope, &previous),
+                    visits::visitors(store, &scope, &ranges),
+                )?;
+                (
+                    queries::total(&series_now),
+                    queries::total(&series_before),
+                    visitors.as_ref().map(|v| v[0]),
+                    visitors.as_ref().map(|v| v[1]),
+                )
+            }
+        };
+        rows.push(GoalFigures {
+            goal: goal.clone(),
+            conversions,
+            conversions_before,
+            converting,
+            converting_before,
+            of,
+            of_before,
+        });
+    }
+    Ok(Goals {
+        rows,
+        converting: Converting::Visitors,
+    })
+}
+
+/// The goals among the filtered visits of the period (`now`) and of the
+/// period before (`was`): a goal's conversions its events or its page's
+/// views, its converting visits those that sent the event or viewed the
+/// page, out of all the filtered visits.
+pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
+    let of = |f: &Figures, goal: &Goal| -> (i64, i64) {
+        match goal {
+            Goal::Event(name) => (
+                f.breakdowns
+                    .get(&Dimension::Event)
+                    .and_then(|m| m.get(name.as_str()))
+                    .copied()
+                    .unwrap_or(0),
+                f.converting_events.get(name).copied().unwrap_or(0),
+            ),
+            Goal::Page(path) => (
+                f.pages.get(path.as_str()).map_or(0, |p| p.views),
+                f.converting_pages.get(path.as_str()).copied().unwrap_or(0),
+            ),
+        }
+    };
+    let rows = site
+        .goals
+        .iter()
+        .map(|goal| {
+            let ((conversions, converting), (conversions_before, converting_before)) =
+                (of(now, goal), of(was, goal));
+            GoalFigures {
+                goal: goal.clone(),
+                conversions,
+                conversions_before,
+                converting: Some(converting),
+                converting_before: Some(converting_before),
+                of: Some(now.visits),
+                of_before: Some(was.visits),
+            }
+        })
+        .collect();
+    Goals {
+        rows,
+        converting: Converting::Visits,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_of_the_converting_kind_and_never_above_one() {
+        assert_eq!(rate(Some(5), Some(200)), Some(0.025));
+        assert_eq!(rate(Some(5), Some(0)), None);
+        assert_eq!(rate(Some(5), None), None);
+        assert_eq!(rate(None, Some(5)), None);
+        assert_eq!(rate(Some(201), Some(200)), Some(1.0));
+    }
+}
