@@ -563,8 +563,9 @@ pub fn num_cells(html: &str) -> Vec<String> {
     html.split("<td class=\"num\" data-label=\"")
         .skip(1)
         .map(|c| {
-            let value = c.split('>').nth(1).unwrap_or("");
-            value.split('<').next().unwrap_or("").to_owned()
+            // The cell's text, a link in it (an entry's filter) left out.
+            let inner = c.split_once('>').map_or("", |(_, rest)| rest);
+            text_of(inner.split("</td>").next().unwrap_or(""))
         })
         .collect()
 }
