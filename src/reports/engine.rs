@@ -23,7 +23,9 @@ use super::filtered_imported::Imported;
 use super::isolated::Reads;
 use super::request::{with_page, ReportRequest};
 use super::sources::{self as source_totals, SourceScope};
-use super::{filter, filtered_read, notes, queries, visits, Period, Point, Resolution};
+use super::{
+    filtered_read, notes, page_search as filter, queries, visits, Period, Point, Resolution,
+};
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
 use crate::storage::sites::Site;

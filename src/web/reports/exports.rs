@@ -155,7 +155,7 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let needle = q.page_filter()?.to_lowercase();
     let top: Vec<(Page, i64)> = top
         .into_iter()
-        .filter(|(page, _)| crate::reports::filter::matches(page, &needle))
+        .filter(|(page, _)| crate::reports::page_search::matches(page, &needle))
         .collect();
     // Visitors as the table and the API give them (`page_rows`), a
     // thousand pages per read.
