@@ -9,12 +9,13 @@
 //!   (where local minutes, hours and days start), `wall_clock` (dates as
 //!   typed in a query), `retention` (a level past its retention is read
 //!   one level coarser).
-//! - Unfiltered figures, read from the buckets (through the store's report
-//!   handle, so they honour the read preference): `queries` (views and
-//!   their sums), `visits` (visit counters and visitors' sketches),
-//!   `breakdowns` and `sources` (the breakdown buckets, by the hours
-//!   `hours` plans), `page_totals` (pages from page summaries), `compared`
-//!   (a period and the one before), `summaries` (the sites list).
+//! - Unfiltered figures, read from the buckets and page summaries
+//!   (through the store's report handle, so they honour the read
+//!   preference): `queries` (views and their sums), `visits` (visit
+//!   counters and visitors' sketches), `breakdowns` and `sources` (the
+//!   breakdown buckets, by the hours `hours` plans), `page_totals` (pages
+//!   from page summaries), `compared` (a period and the one before),
+//!   `summaries` (the sites list).
 //! - Filtered figures and funnels, read from the visit store:
 //!   `filtered_read` (which visits), `filtered` (what they count),
 //!   `filtered_imported` (imported days under a filter); run apart from
@@ -30,7 +31,6 @@ pub mod compared;
 pub mod costly;
 pub mod csv;
 pub mod engine;
-
 pub mod filtered;
 pub mod filtered_imported;
 pub mod filtered_read;
