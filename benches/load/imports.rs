@@ -617,7 +617,7 @@ fn goatcounter_export(
 /// The rows of a written export counted again from the file, by column
 /// name: the generator's own tally is checked before it is trusted.
 fn recount(path: &Path) -> anyhow::Result<Expected> {
-    let mut reader = csv::Reader::from_reader(tickertape::import::open(path)?);
+    let mut reader = csv::Reader::from_reader(tickertape::import::reading::open(path)?);
     let header = reader.headers()?.clone();
     let column = |name: &str| {
         header

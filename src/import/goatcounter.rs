@@ -17,7 +17,10 @@
 use chrono::{DateTime, Utc};
 use std::io::Read;
 
-use super::{CsvFile, ImportHit, Row, RowError, Skipped};
+use super::reading::{
+    day_in_window, site_path, starts_with_plain_date, CsvFile, Format, RowError, Rows,
+};
+use super::{ImportHit, Row, Skipped};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{parse_screen_width, Country, UserAgentClassifier, UNKNOWN};
 use crate::domain::{Dimension, EventName, Labels, Page, PagePath, Source};
@@ -55,7 +58,7 @@ pub fn rows<'a, R: Read>(
     file: &str,
     site: Site,
     user_agents: &'a UserAgentClassifier,
-) -> Result<super::Rows<GoatCounter<'a>, R>, RowError> {
+) -> Result<Rows<GoatCounter<'a>, R>, RowError> {
     let csv = CsvFile::open(
         read,
         file,
@@ -71,10 +74,10 @@ pub fn rows<'a, R: Read>(
             )),
         },
     )?;
-    Ok(super::Rows::new(csv, GoatCounter { site, user_agents }))
+    Ok(Rows::new(csv, GoatCounter { site, user_agents }))
 }
 
-impl super::Format for GoatCounter<'_> {
+impl Format for GoatCounter<'_> {
     type Counted = ImportHit;
 
     fn row<R: Read>(
@@ -87,7 +90,7 @@ impl super::Format for GoatCounter<'_> {
             |column: &str, message: String| RowError::new(csv.file(), line, column, message);
         let cell = |name: &str| csv.cell(record, name);
         let raw_at = cell("Date");
-        if !super::starts_with_plain_date(raw_at) {
+        if !starts_with_plain_date(raw_at) {
             return Err(error(
                 "Date",
                 format!("not an RFC 3339 time (2026-11-25T10:00:00Z): {raw_at:?}"),
@@ -96,7 +99,7 @@ impl super::Format for GoatCounter<'_> {
         let at: DateTime<Utc> = DateTime::parse_from_rfc3339(raw_at)
             .map_err(|e| error("Date", format!("not an RFC 3339 time: {e}")))?
             .with_timezone(&Utc);
-        super::day_in_window(at.date_naive()).map_err(|e| error("Date", e))?;
+        day_in_window(at.date_naive()).map_err(|e| error("Date", e))?;
         let bot: u32 = cell("Bot")
             .parse()
             .map_err(|_| error("Bot", format!("not a whole number: {:?}", cell("Bot"))))?;
@@ -121,7 +124,7 @@ impl super::Format for GoatCounter<'_> {
             labels.set(Dimension::Event, name.into_string());
             (Page::new(&self.site.domain, &PagePath::root()), None)
         } else {
-            let path = super::site_path(&self.site, path).map_err(|e| error(PATH, e))?;
+            let path = site_path(&self.site, path).map_err(|e| error(PATH, e))?;
             let width = cell("Screen size")
                 .split(',')
                 .next()

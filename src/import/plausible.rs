@@ -44,7 +44,11 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{CsvFile, RowError, Skipped, Summary};
+use super::reading::{
+    day_in_window, site_path, starts_with_plain_date, Counting, CsvFile, Format, Hashing,
+    RatioBound, RowError, Rows,
+};
+use super::{Skipped, Summary};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{Country, DeviceClass, UNKNOWN};
 use crate::domain::{Dimension, EventName, Page, PagePath, Source};
@@ -283,7 +287,7 @@ impl TableSource {
         use anyhow::Context;
         match self {
             TableSource::File(path) => {
-                super::open(path).with_context(|| format!("reading {}", path.display()))
+                super::reading::open(path).with_context(|| format!("reading {}", path.display()))
             }
             TableSource::Entry(e) => e
                 .open()
@@ -293,16 +297,16 @@ impl TableSource {
 }
 
 impl ZipEntry {
-    /// Its bytes, decompressed within [`super::MAX_RATIO`], then checked
-    /// against its size and CRC-32.
+    /// Its bytes, decompressed within [`super::reading::MAX_RATIO`], then
+    /// checked against its size and CRC-32.
     fn open(&self) -> std::io::Result<Box<dyn Read>> {
         use std::io::{Seek, SeekFrom};
         let mut file = std::fs::File::open(&self.zip)?;
         file.seek(SeekFrom::Start(self.start))?;
-        let raw = super::Counting::new(file.take(self.compressed));
+        let raw = Counting::new(file.take(self.compressed));
         let compressed = raw.count.clone();
         let data: Box<dyn Read> = if self.deflated {
-            Box::new(super::RatioBound::new(
+            Box::new(RatioBound::new(
                 flate2::read::DeflateDecoder::new(std::io::BufReader::new(raw)),
                 compressed,
             ))
@@ -414,7 +418,7 @@ impl Export {
     pub fn content(&self) -> anyhow::Result<blake3::Hash> {
         let mut content = blake3::Hasher::new();
         for (table, source) in &self.files {
-            let (mut read, hasher) = super::Hashing::new(source.open()?);
+            let (mut read, hasher) = Hashing::new(source.open()?);
             std::io::copy(&mut read, &mut std::io::sink())
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", source.shown()))?;
             content.update(table.name().as_bytes());
@@ -506,7 +510,7 @@ impl Export {
         };
         let mut content = blake3::Hasher::new();
         for (table, source) in &self.files {
-            let (read, hasher) = super::Hashing::new(source.open()?);
+            let (read, hasher) = Hashing::new(source.open()?);
             let shown = source.shown();
             for row in rows(read, &shown, *table, site.clone(), &mut checked.notes)? {
                 if let Ok(day) = row? {
@@ -701,7 +705,7 @@ pub fn rows<R: Read>(
     table: Table,
     site: Site,
     notes: &mut Vec<String>,
-) -> Result<super::Rows<TableFormat, R>, RowError> {
+) -> Result<Rows<TableFormat, R>, RowError> {
     let mut unread = Vec::new();
     let csv = CsvFile::open(read, file, table.required(), table.optional(), |header| {
         for column in header.iter().map(str::trim) {
@@ -744,7 +748,7 @@ pub fn rows<R: Read>(
             .expect("8 bytes"),
     );
     let tz = site.time_zone.tz();
-    Ok(super::Rows::new(
+    Ok(Rows::new(
         csv,
         TableFormat {
             table,
@@ -759,7 +763,7 @@ pub fn rows<R: Read>(
     ))
 }
 
-impl super::Format for TableFormat {
+impl Format for TableFormat {
     type Counted = DayRow;
 
     fn row<R: Read>(
@@ -821,12 +825,12 @@ impl super::Format for TableFormat {
         };
         let raw_day = cell("date");
         let day = Some(raw_day)
-            .filter(|raw| raw.len() == 10 && super::starts_with_plain_date(raw))
+            .filter(|raw| raw.len() == 10 && starts_with_plain_date(raw))
             .and_then(|raw| NaiveDate::parse_from_str(raw, "%Y-%m-%d").ok())
             .ok_or_else(|| error("date", format!("not a date (YYYY-MM-DD): {raw_day:?}")))?;
-        super::day_in_window(day).map_err(|e| error("date", e))?;
+        day_in_window(day).map_err(|e| error("date", e))?;
         let page_of = |column: &str| -> Result<String, RowError> {
-            let path = super::site_path(&self.site, cell(column)).map_err(|e| error(column, e))?;
+            let path = site_path(&self.site, cell(column)).map_err(|e| error(column, e))?;
             Ok(Page::new(&self.site.domain, &path).into_string())
         };
         let mut page = self.home.clone();
@@ -1149,10 +1153,7 @@ mod tests {
         read.map(|r| r.map(|r| r.expect("counted"))).collect()
     }
 
-    fn rows_of(
-        text: &[u8],
-        table: Table,
-    ) -> Result<super::super::Rows<TableFormat, &[u8]>, RowError> {
+    fn rows_of(text: &[u8], table: Table) -> Result<Rows<TableFormat, &[u8]>, RowError> {
         rows(
             text,
             "imported_visitors.csv",

@@ -43,7 +43,10 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use std::io::Read;
 
-use super::{CsvFile, ImportHit, Row, RowError, Skipped};
+use super::reading::{
+    day_in_window, site_path, starts_with_plain_date, CsvFile, Format, Hashing, RowError, Rows,
+};
+use super::{ImportHit, Row, Skipped};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{Country, DeviceClass, UNKNOWN};
 use crate::domain::{Dimension, EventName, Labels, Page, Source};
@@ -328,7 +331,7 @@ pub fn rows<'a, R: Read>(
     site: Site,
     sessions: &'a Sessions,
     websites: Websites,
-) -> Result<super::Rows<Umami<'a>, R>, RowError> {
+) -> Result<Rows<Umami<'a>, R>, RowError> {
     let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
         Ok(())
     })?;
@@ -345,7 +348,7 @@ pub fn rows<'a, R: Read>(
         websites,
         website: None,
     };
-    Ok(super::Rows::new(csv, umami))
+    Ok(Rows::new(csv, umami))
 }
 
 impl Umami<'_> {
@@ -364,7 +367,7 @@ impl Umami<'_> {
     }
 }
 
-impl super::Format for Umami<'_> {
+impl Format for Umami<'_> {
     type Counted = ImportHit;
 
     fn row<R: Read>(
@@ -377,7 +380,7 @@ impl super::Format for Umami<'_> {
         let error =
             |column: &str, message: String| RowError::new(csv.file(), line, column, message);
         let at = Some(cell(CREATED_AT))
-            .filter(|raw| super::starts_with_plain_date(raw))
+            .filter(|raw| starts_with_plain_date(raw))
             .and_then(time)
             .ok_or_else(|| {
                 error(
@@ -388,7 +391,7 @@ impl super::Format for Umami<'_> {
                     ),
                 )
             })?;
-        super::day_in_window(at.date_naive()).map_err(|e| error(CREATED_AT, e))?;
+        day_in_window(at.date_naive()).map_err(|e| error(CREATED_AT, e))?;
         if let Some(before) = self.previous_at.filter(|&b| at < b) {
             return Err(error(
                 CREATED_AT,
@@ -448,7 +451,7 @@ impl super::Format for Umami<'_> {
                 ))
             }
         };
-        let path = super::site_path(&self.site, cell(URL_PATH)).map_err(|e| error(URL_PATH, e))?;
+        let path = site_path(&self.site, cell(URL_PATH)).map_err(|e| error(URL_PATH, e))?;
         let page = Page::new(&self.site.domain, &path).into_string();
         let day = at.date_naive();
         let visitor = self.day_id(b's', day, session);
@@ -584,7 +587,7 @@ fn load_sessions(
         return Ok((Sessions::default(), None));
     };
     let shown = path.display().to_string();
-    let (read, hasher) = super::Hashing::new(super::workflow::open(path)?);
+    let (read, hasher) = Hashing::new(super::workflow::open(path)?);
     let sessions = Sessions::load(read, &shown)?;
     let hash = hasher.borrow().finalize();
     Ok((sessions, Some((hash, super::workflow::recorded_path(path)))))

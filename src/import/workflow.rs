@@ -11,7 +11,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{Counted, RowError, Skipped, Summary};
+use super::reading::{Hashing, RowError};
+use super::{Counted, Skipped, Summary};
 use crate::domain::SiteId;
 use crate::storage::imports::{self, ImportRecord, ReplacedDay};
 use crate::storage::progress::{self, Stream};
@@ -24,9 +25,9 @@ pub type CheckedRows<'a, T> = Box<dyn Iterator<Item = Result<Result<T, Skipped>,
 
 /// One peer's export, as an import reads it (GoatCounter's, Umami's,
 /// Plausible's): the workflow's only view of a source. Below it,
-/// [`super::Format`] reads one record of one CSV file; an export may be
-/// several files (Plausible's tables) or a file and what decides its rows
-/// (Umami's sessions).
+/// [`super::reading::Format`] reads one record of one CSV file; an
+/// export may be several files (Plausible's tables) or a file and what
+/// decides its rows (Umami's sessions).
 pub trait Importer: Sized {
     /// The kind its imports record (`imports.kind`, and part of the key).
     const KIND: &'static str;
@@ -494,7 +495,7 @@ pub fn check_file<I>(
 where
     I: Iterator<Item = Result<super::Row, RowError>>,
 {
-    let (read, hasher) = super::Hashing::new(open(file)?);
+    let (read, hasher) = Hashing::new(open(file)?);
     let mut count = 0u64;
     let mut days = BTreeSet::new();
     for row in rows(Box::new(read))? {
@@ -518,17 +519,17 @@ pub fn file_hash(
     also: Option<blake3::Hash>,
     from_website: Option<&str>,
 ) -> anyhow::Result<blake3::Hash> {
-    let (mut read, hasher) = super::Hashing::new(open(file)?);
+    let (mut read, hasher) = Hashing::new(open(file)?);
     std::io::copy(&mut read, &mut std::io::sink())
         .with_context(|| format!("reading {}", file.display()))?;
     let hasher = hasher.borrow().clone();
     Ok(file_content(hasher, also, from_website))
 }
 
-/// Opens an export's file ([`super::open`]), naming it when it cannot be
-/// read.
+/// Opens an export's file ([`super::reading::open`]), naming it when it
+/// cannot be read.
 pub fn open(file: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
-    super::open(file).with_context(|| format!("reading {}", file.display()))
+    super::reading::open(file).with_context(|| format!("reading {}", file.display()))
 }
 
 /// The record of an import of `file` into `site` starting now, with

@@ -19,7 +19,8 @@ use super::queries::number;
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
 use crate::storage::breakdown_reads;
-use crate::storage::breakdowns::{collection, KeptCounts, KeptKey, CONVERTED, GENERATION, WRITES};
+use crate::storage::breakdowns::{collection, CONVERTED, GENERATION, WRITES};
+use crate::storage::kept_breakdowns::{KeptCounts, KeptKey};
 use crate::storage::{Resolution, Store};
 
 /// One dimension's counts over a stretch of time.
@@ -76,7 +77,7 @@ impl Breakdown {
 /// with the events' converting visitors when `converted` names events.
 ///
 /// The whole days that have settled are read through
-/// [`KeptBreakdowns`]: their buckets' write counters first (a small
+/// [`KeptBreakdowns`](crate::storage::kept_breakdowns::KeptBreakdowns): their buckets' write counters first (a small
 /// projection), and the buckets themselves only when no answer is kept
 /// for those counters.
 pub async fn read(

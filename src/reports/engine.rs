@@ -27,7 +27,7 @@ use super::metric::{self, ChartMetric};
 use super::request::{with_page, ReportRequest};
 use super::sources::{self as source_totals, SourceScope};
 use super::visits::VisitFigures;
-use super::{filter, filtered_read, notes, queries, visits, Period, Point, Resolution};
+use super::{filtered_read, notes, page_search, queries, visits, Period, Point, Resolution};
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
 use crate::domain::{Page, Retention};
@@ -694,7 +694,7 @@ async fn pages_of_buckets(
     // The pages with entries or exits and no views follow, as in `pages.csv`.
     let (top, _) = visits::listed_pages(store, site, req.period, top).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
-    let matching = filter::matching(&top, needle);
+    let matching = page_search::matching(&top, needle);
     let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
     // A thousand pages per read: a whole list (a CSV) is many reads.
     let mut figures = Vec::with_capacity(shown.len());

@@ -20,7 +20,7 @@ use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::storage::page_summaries::{self, Answer, Grain, PageFigures, Span, Summary};
+use crate::storage::page_summaries::{self, Answer, Grain, PageCounts, Span, Summary};
 use crate::storage::report_reads;
 use crate::storage::sites::Site;
 use crate::storage::{stored_dates, Store};
@@ -172,7 +172,7 @@ pub async fn summarise(
     site: &Site,
     grain: Grain,
     (first, end): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<String, PageFigures>, mongodb::error::Error> {
+) -> Result<HashMap<String, PageCounts>, mongodb::error::Error> {
     let totals = Totals::read(store, site, grain, (first, end)).await?;
     let mut out = HashMap::new();
     summarise_with(store, site, &totals, (first, end), &mut out).await?;
@@ -186,7 +186,7 @@ async fn summarise_with(
     site: &Site,
     totals: &Totals,
     (first, end): (DateTime<Utc>, DateTime<Utc>),
-    out: &mut HashMap<String, PageFigures>,
+    out: &mut HashMap<String, PageCounts>,
 ) -> Result<bool, mongodb::error::Error> {
     let grain = totals.grain;
     let builder = Builder {
@@ -214,7 +214,7 @@ async fn summarise_with(
     Ok(exact)
 }
 
-fn add_one(out: &mut HashMap<String, PageFigures>, page: &str, f: &PageFigures) {
+fn add_one(out: &mut HashMap<String, PageCounts>, page: &str, f: &PageCounts) {
     match out.get_mut(page) {
         Some(sum) => sum.add(f),
         None => {
@@ -223,7 +223,7 @@ fn add_one(out: &mut HashMap<String, PageFigures>, page: &str, f: &PageFigures) 
     }
 }
 
-fn add_all(out: &mut HashMap<String, PageFigures>, pages: &[(String, PageFigures)]) {
+fn add_all(out: &mut HashMap<String, PageCounts>, pages: &[(String, PageCounts)]) {
     for (page, f) in pages {
         add_one(out, page, f);
     }

@@ -11,6 +11,7 @@ pub mod email;
 pub mod funnels;
 pub mod imported_reads;
 pub mod imports;
+pub mod kept_breakdowns;
 pub mod last_use;
 pub mod page_summaries;
 pub mod prealloc;
@@ -230,7 +231,7 @@ pub struct Store {
     /// Visitor estimates of parts of days, shared likewise.
     day_visitors: std::sync::Arc<day_visitors::DayVisitors>,
     /// The last answers of long-range breakdowns, shared likewise.
-    kept_breakdowns: std::sync::Arc<breakdowns::KeptBreakdowns>,
+    kept_breakdowns: std::sync::Arc<kept_breakdowns::KeptBreakdowns>,
     /// What the background backfills left out, shared likewise.
     background: std::sync::Arc<stored_dates::BackgroundStats>,
     /// The closed days the filtered reads want packed, shared likewise.
@@ -340,7 +341,7 @@ impl Store {
         &self.kept_answers
     }
 
-    pub fn kept_breakdowns(&self) -> &breakdowns::KeptBreakdowns {
+    pub fn kept_breakdowns(&self) -> &kept_breakdowns::KeptBreakdowns {
         &self.kept_breakdowns
     }
 

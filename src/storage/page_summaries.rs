@@ -120,17 +120,17 @@ const EXPIRY_MARGIN: TimeDelta = TimeDelta::hours(1);
 /// entered on it; exits; and visitors, the sum of each UTC day's estimate
 /// (a visitor id is one day's, so days add up).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PageFigures {
+pub struct PageCounts {
     pub views: i64,
     pub entries: i64,
     pub exits: i64,
     pub visitors: i64,
 }
 
-impl PageFigures {
+impl PageCounts {
     /// Saturating: stored counts may be anything (a hand edit, an old
     /// import), and a background task must not panic on them.
-    pub fn add(&mut self, other: &PageFigures) {
+    pub fn add(&mut self, other: &PageCounts) {
         self.views = self.views.saturating_add(other.views);
         self.entries = self.entries.saturating_add(other.entries);
         self.exits = self.exits.saturating_add(other.exits);
@@ -223,7 +223,7 @@ pub struct Summary {
     /// `total`, what says the summary is still right (a deletion, or a
     /// visit's exit moved back into the span, changes it without views).
     pub taken_back: i64,
-    pub pages: Vec<(String, PageFigures)>,
+    pub pages: Vec<(String, PageCounts)>,
 }
 
 impl Summary {
@@ -270,7 +270,7 @@ impl Summary {
 pub struct DecodeError;
 
 /// `pages` (sorted by page) as the `data` field's bytes.
-pub fn encode(pages: &[(String, PageFigures)]) -> Vec<u8> {
+pub fn encode(pages: &[(String, PageCounts)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + pages.len() * 16);
     out.push(FORMAT);
     put_varint(&mut out, pages.len() as u64);
@@ -293,7 +293,7 @@ pub fn encode(pages: &[(String, PageFigures)]) -> Vec<u8> {
     out
 }
 
-pub fn decode(data: &[u8]) -> Result<Vec<(String, PageFigures)>, DecodeError> {
+pub fn decode(data: &[u8]) -> Result<Vec<(String, PageCounts)>, DecodeError> {
     let mut r = Reader { data, at: 0 };
     if r.byte()? != FORMAT {
         return Err(DecodeError);
@@ -303,7 +303,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<(String, PageFigures)>, DecodeError> {
     if count > data.len() {
         return Err(DecodeError);
     }
-    let mut pages: Vec<(String, PageFigures)> = Vec::with_capacity(count);
+    let mut pages: Vec<(String, PageCounts)> = Vec::with_capacity(count);
     let mut name: Vec<u8> = Vec::new();
     for _ in 0..count {
         let shared = r.varint()? as usize;
@@ -320,7 +320,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<(String, PageFigures)>, DecodeError> {
         let page = std::str::from_utf8(&name).map_err(|_| DecodeError)?;
         pages.push((
             page.to_owned(),
-            PageFigures {
+            PageCounts {
                 views: f[0],
                 entries: f[1],
                 exits: f[2],
@@ -565,7 +565,7 @@ pub struct KeptAnswers {
 /// totals over them.
 pub type AnswerKey = (String, i64, i64, u64);
 
-pub type Answer = std::collections::HashMap<String, PageFigures>;
+pub type Answer = std::collections::HashMap<String, PageCounts>;
 
 /// Most answers kept, and most page entries over all of them (about 100
 /// bytes each): a few dashboards of sites of 100,000 pages.
@@ -608,8 +608,8 @@ mod tests {
     use chrono::TimeZone;
     use proptest::prelude::*;
 
-    fn figures(views: i64) -> PageFigures {
-        PageFigures {
+    fn figures(views: i64) -> PageCounts {
+        PageCounts {
             views,
             entries: views / 2,
             exits: -1,
@@ -657,10 +657,10 @@ mod tests {
         fn pages_round_trip(mut names in proptest::collection::btree_set("[a-z./é%]{0,40}", 0..50),
                             n in any::<i64>()) {
             names.insert(String::new());
-            let pages: Vec<(String, PageFigures)> = names
+            let pages: Vec<(String, PageCounts)> = names
                 .into_iter()
                 .enumerate()
-                .map(|(i, p)| (p, PageFigures { views: n.wrapping_add(i as i64), entries: -n, exits: i as i64, visitors: n / 3 }))
+                .map(|(i, p)| (p, PageCounts { views: n.wrapping_add(i as i64), entries: -n, exits: i as i64, visitors: n / 3 }))
                 .collect();
             prop_assert_eq!(decode(&encode(&pages)).unwrap(), pages);
         }
@@ -691,7 +691,7 @@ mod tests {
 
     #[test]
     fn names_share_their_prefix_so_a_day_of_10_000_pages_is_small() {
-        let pages: Vec<(String, PageFigures)> = (0..10_000)
+        let pages: Vec<(String, PageCounts)> = (0..10_000)
             .map(|i| (format!("example.com/blog/post-{i:05}"), figures(i)))
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()

@@ -14,7 +14,7 @@ use mongodb::options::Hint;
 use std::collections::HashMap;
 
 use super::buckets::{site_pages, VisitFields};
-use super::page_summaries::{Grain, PageFigures};
+use super::page_summaries::{Grain, PageCounts};
 use super::{Bucket, Grouping, Resolution, Store, Subject};
 use crate::domain::sketch::Sketch;
 use crate::domain::{DomainName, Page};
@@ -415,7 +415,7 @@ pub async fn page_units(
     domain: &DomainName,
     grain: Grain,
     units: &[i64],
-) -> Result<HashMap<i64, Vec<(String, PageFigures)>>, mongodb::error::Error> {
+) -> Result<HashMap<i64, Vec<(String, PageCounts)>>, mongodb::error::Error> {
     let list: Vec<bson::DateTime> = units
         .iter()
         .map(|d| bson::DateTime::from_chrono(grain.start(*d)))
@@ -437,7 +437,7 @@ pub async fn page_units(
         projection.insert(VisitFields::VISITORS, 1);
     }
     let (mut cursor, prefix) = find.cursor(store, projection).await?;
-    let mut read: HashMap<i64, Vec<(String, PageFigures)>> = HashMap::new();
+    let mut read: HashMap<i64, Vec<(String, PageCounts)>> = HashMap::new();
     while let Some(d) = cursor.try_next().await? {
         let (true, Ok(page), Ok(day)) = (
             wanted(&d, prefix.as_deref()),
@@ -457,7 +457,7 @@ pub async fn page_units(
                 .or_default()
                 .push((
                     page.to_owned(),
-                    PageFigures {
+                    PageCounts {
                         views,
                         entries,
                         exits,

@@ -1,6 +1,26 @@
-//! HTTP routes. Each route family has its own module and error type: the
-//! pixel (`pixel`) and the peers' endpoints (`compat`), accounts (`auth`), reports (`reports`), admin
-//! (`admin`); this module wires them and serves the operational endpoints.
+//! HTTP: every route, wired in [`routes`], each family in its own module.
+//!
+//! - Hits: the pixel (`pixel`, `/pixel.gif`), the peers' tracker endpoints
+//!   (`compat`) and the tracking script (`assets`, with the stylesheet and
+//!   scripts the pages load).
+//! - Accounts: logging in and out, passwords and CSRF (`auth`), two-factor
+//!   login (`two_factor`, its QR code `qr`), API tokens (`account_tokens`).
+//! - Reports for people: the sites list, the dashboard, a page's report,
+//!   funnels and the CSV exports (`reports`, its own submodules), read-only
+//!   share links (`share`); for programs, the JSON API under `/api/v1/`
+//!   (`api`). They render what `crate::reports` answers.
+//! - A site's settings and goals (`site_settings`, `snippets`), its email
+//!   reports and alerts (`email`).
+//! - Admin pages (`admin`) and preallocation (`preallocation`,
+//!   `prealloc_runs`); the operational endpoints `/healthz`, `/readyz`,
+//!   `/metrics` (`ops`).
+//!
+//! What they share: `state` (what a handler reaches), `error` (`WebError`,
+//! answered as a page, JSON or plain text as the route asks; the API has
+//! its own `ApiError`, the peers' endpoints `BodyError`), `pages` and
+//! `forms` (navigation, error page, refused fields), `fmt` (the templates'
+//! formatting), `security` and `head` (headers, `HEAD` on every `GET`),
+//! `rate_limit` and `peer` (public pages' limits, a gone client).
 
 pub mod account_tokens;
 pub mod admin;

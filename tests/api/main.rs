@@ -5,6 +5,7 @@ mod helpers;
 mod openapi;
 mod processes;
 mod proxy;
+mod traffic;
 mod webdriver;
 
 mod accounts;
@@ -21,8 +22,10 @@ mod email_tls;
 mod explorer;
 mod goals;
 mod imports;
+mod imports_goatcounter;
 mod imports_hostile;
 mod imports_plausible;
+mod imports_umami;
 mod ingest;
 mod journal_privacy;
 mod json_api;

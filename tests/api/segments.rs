@@ -10,221 +10,26 @@
 //! `SEGMENTS_SEED=<n>` replays a run; a failure prints its seed.
 
 use bson::{doc, Document};
-use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use std::collections::{BTreeMap, HashSet};
 use tickertape::accounts::Role;
 
 use crate::helpers::*;
 use crate::json_api::{create_token, get};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-const BROWSERS: [(&str, &str); 3] = [
-    (
-        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
-        "Chrome",
-    ),
-    (
-        "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
-        "Firefox",
-    ),
-    (
-        "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
-        "Safari",
-    ),
-];
-
-const PATHS: [&str; 6] = [
-    "/",
-    "/pricing",
-    "/blog/one",
-    "/blog/two",
-    "/signup",
-    "/docs",
-];
-
-/// (the `ref` sent, the source it names).
-const REFERRERS: [(Option<&str>, Option<&str>); 3] = [
-    (Some(""), Some("direct")),
-    (
-        Some("https://www.google.com/search?q=t"),
-        Some("google.com"),
-    ),
-    (None, None),
-];
-
-const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social", "launch")];
-
-const EVENTS: [&str; 2] = ["Signup", "Download"];
-
-struct Person {
-    user_agent: usize,
-    ip: String,
-    country: &'static str,
-}
-
-#[derive(Clone)]
-struct Hit {
-    person: usize,
-    at: DateTime<Utc>,
-    path: &'static str,
-    event: Option<&'static str>,
-    referrer: usize,
-    campaign: Option<usize>,
-}
-
-/// A visit as the hits make it: its first view's dimensions and its hits
-/// in order.
-struct Visit<'a> {
-    start: DateTime<Utc>,
-    hits: Vec<&'a Hit>,
-    person: usize,
-}
-
-impl Visit<'_> {
-    fn views(&self) -> impl Iterator<Item = &&Hit> {
-        self.hits.iter().filter(|h| h.event.is_none())
-    }
-
-    fn dimension(&self, persons: &[Person], key: &str) -> Option<String> {
-        let first = self.hits[0];
-        match key {
-            "country" => Some(persons[self.person].country.to_owned()),
-            "browser" => Some(BROWSERS[persons[self.person].user_agent].1.to_owned()),
-            "source" => REFERRERS[first.referrer].1.map(str::to_owned),
-            "medium" => first.campaign.map(|c| CAMPAIGNS[c].0.to_owned()),
-            "campaign" => first.campaign.map(|c| CAMPAIGNS[c].1.to_owned()),
-            _ => None,
-        }
-    }
-}
-
-/// Random people over eight hours of one UTC day, visits 30 minutes or
-/// more apart, events a little after a view.
-fn traffic(rng: &mut Rng, people: usize, start: DateTime<Utc>) -> (Vec<Person>, Vec<Hit>) {
-    let persons: Vec<Person> = (0..people)
-        .map(|i| {
-            let (ip, country) = if rng.chance(60) {
-                (format!("8.8.8.{}", 1 + i % 250), "US")
-            } else {
-                (format!("10.9.{}.{}", i / 250, 1 + i % 250), "unknown")
-            };
-            Person {
-                user_agent: rng.below(BROWSERS.len() as u64) as usize,
-                ip,
-                country,
-            }
-        })
-        .collect();
-    let mut hits = Vec::new();
-    for person in 0..people {
-        let mut at = start + TimeDelta::seconds(rng.below(28_800) as i64);
-        for _ in 0..1 + rng.below(2) {
-            for view in 0..1 + rng.below(5) {
-                if view > 0 {
-                    at += TimeDelta::seconds(1 + rng.below(900) as i64);
-                }
-                hits.push(Hit {
-                    person,
-                    at,
-                    path: PATHS[rng.below(PATHS.len() as u64) as usize],
-                    event: None,
-                    referrer: rng.below(REFERRERS.len() as u64) as usize,
-                    campaign: rng.chance(25).then(|| rng.below(2) as usize),
-                });
-                if rng.chance(30) {
-                    hits.push(Hit {
-                        person,
-                        at: at + TimeDelta::seconds(1 + rng.below(20) as i64),
-                        path: PATHS[rng.below(PATHS.len() as u64) as usize],
-                        event: Some(EVENTS[rng.below(2) as usize]),
-                        referrer: 2,
-                        campaign: None,
-                    });
-                }
-            }
-            at += TimeDelta::minutes(31) + TimeDelta::seconds(rng.below(3_000) as i64);
-        }
-    }
-    hits.sort_by_key(|h| (h.at, h.person));
-    (persons, hits)
-}
-
-/// The visits the hits make: a person's views 30 minutes or less apart,
-/// within one UTC day (a visitor is a new one each UTC day), and the
-/// events sent while one is open.
-fn visits_of(hits: &[Hit]) -> Vec<Visit<'_>> {
-    let gap = TimeDelta::minutes(30);
-    let mut open: HashMap<(usize, NaiveDate), (usize, DateTime<Utc>)> = HashMap::new();
-    let mut visits: Vec<Visit> = Vec::new();
-    for h in hits {
-        let key = (h.person, h.at.date_naive());
-        match (h.event, open.get(&key).copied()) {
-            (Some(_), Some((v, last))) if h.at - last < gap => visits[v].hits.push(h),
-            (Some(_), _) => {}
-            (None, Some((v, last))) if h.at - last < gap => {
-                visits[v].hits.push(h);
-                open.insert(key, (v, h.at.max(last)));
-            }
-            (None, _) => {
-                open.insert(key, (visits.len(), h.at));
-                visits.push(Visit {
-                    start: h.at,
-                    hits: vec![h],
-                    person: h.person,
-                });
-            }
-        }
-    }
-    visits
-}
-
-/// A filter as the test reads it, independently of the server's code.
-fn passes(persons: &[Person], v: &Visit, filter: &str) -> bool {
-    let (key, value) = filter.split_once(':').unwrap();
-    let page = |path: &str| match value.strip_suffix('*') {
-        Some(prefix) => path.starts_with(prefix),
-        None => path == value,
-    };
-    match key {
-        "page" => v.views().any(|h| page(h.path)),
-        "entry" => v.views().next().is_some_and(|h| page(h.path)),
-        "exit" => v.views().last().is_some_and(|h| page(h.path)),
-        "event" => v.hits.iter().any(|h| h.event == Some(value)),
-        other => v.dimension(persons, other).as_deref() == Some(value),
-    }
-}
+use crate::traffic::*;
 
 #[derive(Debug, Default, PartialEq)]
-struct Figures {
-    visits: i64,
-    views: i64,
-    bounces: i64,
-    duration: i64,
-    visitors: i64,
+pub(crate) struct Figures {
+    pub visits: i64,
+    pub views: i64,
+    pub bounces: i64,
+    pub duration: i64,
+    pub visitors: i64,
     /// path → (views, entries, exits)
-    pages: BTreeMap<String, (i64, i64, i64)>,
+    pub pages: BTreeMap<String, (i64, i64, i64)>,
 }
 
-fn figures(persons: &[Person], visits: &[Visit], filters: &[&str]) -> Figures {
+pub(crate) fn figures(persons: &[Person], visits: &[Visit], filters: &[&str]) -> Figures {
     let mut f = Figures::default();
     let mut people = HashSet::new();
     let page_filters: Vec<&str> = filters
@@ -295,34 +100,6 @@ fn funnel(persons: &[Person], visits: &[Visit], filters: &[&str], steps: &[&str]
         }
     }
     reached
-}
-
-async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
-    for h in hits {
-        app.clock.set(h.at);
-        let person = &persons[h.person];
-        let mut page = h.path.to_owned();
-        if let Some(c) = h.campaign {
-            let (medium, campaign) = CAMPAIGNS[c];
-            page = format!("{page}?utm_medium={medium}&utm_campaign={campaign}");
-        }
-        let mut query = format!("site={site}&page={}", urlencode(&page));
-        match (h.event, REFERRERS[h.referrer].0) {
-            (Some(e), _) => query.push_str(&format!("&e={e}")),
-            (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
-            (None, None) => {}
-        }
-        let r = app
-            .pixel_with(
-                &query,
-                &[
-                    ("user-agent", BROWSERS[person.user_agent].0),
-                    ("x-forwarded-for", person.ip.as_str()),
-                ],
-            )
-            .await;
-        assert_eq!(r.status(), 200, "{query}");
-    }
 }
 
 /// The API's pages panel: path → (views, entries, exits).
@@ -401,7 +178,7 @@ async fn filtered_figures_and_funnels_agree_with_a_plain_computation_over_the_hi
     let start = Utc.with_ymd_and_hms(2026, 11, 22, 1, 0, 0).unwrap();
     app.clock.set(start);
     salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 60, start);
+    let (persons, hits) = traffic(&mut rng, 60, start, &Shape::VISITS_APART);
     send(&app, &id, &persons, &hits).await;
     app.clock
         .set(Utc.with_ymd_and_hms(2026, 11, 23, 0, 30, 0).unwrap());
@@ -688,7 +465,7 @@ async fn filtered_figures_are_exact_at_sub_hour_edges_in_several_time_zones() {
     let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
     app.clock.set(start);
     salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start);
+    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::VISITS_APART);
     let visits = visits_of(&hits);
     assert!(
         visits
@@ -1031,7 +808,7 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
     let id = site.id.to_string();
     // The same people on two UTC days: a visitor id (and visit) of each.
     let first_day = Utc.with_ymd_and_hms(2026, 11, 20, 1, 0, 0).unwrap();
-    let (persons, day_one) = traffic(&mut rng, 50, first_day);
+    let (persons, day_one) = traffic(&mut rng, 50, first_day, &Shape::VISITS_APART);
     let mut hits = day_one.clone();
     hits.extend(day_one.iter().cloned().map(|mut h| {
         h.at += TimeDelta::days(1);

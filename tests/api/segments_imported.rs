@@ -5,6 +5,9 @@
 //! tracked figures, equal to a plain computation over the rows and the
 //! hits sent; filters on two dimensions, or on a dimension the rows lack,
 //! leave imported days out; the API and the page say which.
+//!
+//! The tracked hits are random visits (`traffic`);
+//! `SEGMENTS_IMPORTED_SEED=<n>` replays a run.
 
 use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
 use serde_json::Value;
@@ -15,6 +18,7 @@ use tickertape::accounts::Role;
 use crate::helpers::*;
 use crate::imports::import_command_of;
 use crate::json_api::{create_token, get};
+use crate::traffic::*;
 
 /// Every report here covers the imported days and the tracked one.
 const RANGE: &str = "range=custom&from=2026-11-12T00:00&to=2026-11-23T00:00&res=day";
@@ -27,81 +31,40 @@ fn imported_day(n: i64) -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 11, 12).unwrap() + TimeDelta::days(n)
 }
 
-/// One tracked visit: a person (US, or unknown) and its hits.
-struct Tracked {
-    us: bool,
-    views: Vec<&'static str>,
-    signup: bool,
+/// Seeds the tracked traffic (`SEGMENTS_IMPORTED_SEED` replays another).
+fn seed() -> u64 {
+    std::env::var("SEGMENTS_IMPORTED_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_122)
 }
 
-const TRACKED_PATHS: [&str; 3] = ["/pricing", "/docs", "/"];
-
-fn tracked() -> Vec<Tracked> {
-    (0..24)
-        .map(|p| Tracked {
-            us: p % 2 == 0,
-            views: (0..1 + p % 3).map(|i| TRACKED_PATHS[(p + i) % 3]).collect(),
-            signup: p % 4 == 0,
-        })
-        .collect()
-}
-
-/// Sends the tracked visits on 2026-11-22, one person each, from 10:00.
-async fn send_tracked(app: &TestApp, site: &str, visits: &[Tracked]) {
+/// Sends random visits (`traffic`) on 2026-11-22 from 10:00, and settles:
+/// the tracked day beside the imported ones.
+async fn send_tracked(app: &TestApp, site: &str) -> (Vec<Person>, Vec<Hit>) {
     let start = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
     app.clock.set(start);
     salt_ready(app, "2026-11-22").await;
-    for (p, v) in visits.iter().enumerate() {
-        let ip = if v.us {
-            format!("8.8.8.{}", p + 1)
-        } else {
-            format!("10.9.0.{}", p + 1)
-        };
-        let headers = [("user-agent", FIREFOX), ("x-forwarded-for", ip.as_str())];
-        let mut at = start + TimeDelta::minutes(p as i64 * 3);
-        for (i, path) in v.views.iter().enumerate() {
-            app.clock.set(at);
-            let q = format!("site={site}&page={}", urlencode(path));
-            assert_eq!(app.pixel_with(&q, &headers).await.status(), 200);
-            if i == 0 && v.signup {
-                app.clock.set(at + TimeDelta::seconds(5));
-                let q = format!("site={site}&page={}&e=Signup", urlencode(path));
-                assert_eq!(app.pixel_with(&q, &headers).await.status(), 200);
-            }
-            at += TimeDelta::seconds(40);
-        }
-    }
+    let (persons, hits) = traffic(&mut Rng(seed()), 24, start, &Shape::VISITS_APART);
+    send(app, site, &persons, &hits).await;
     app.clock
         .set(Utc.with_ymd_and_hms(2026, 11, 23, 0, 30, 0).unwrap());
     app.settle().await;
+    (persons, hits)
 }
 
-/// The tracked figures under one filter, computed from the visits sent:
-/// (visits, views, Signup events).
-fn tracked_under(visits: &[Tracked], filter: &str) -> (i64, i64, i64) {
-    let (key, value) = filter.split_once(':').unwrap();
-    let mut out = (0, 0, 0);
-    for v in visits {
-        let passes = match key {
-            "country" => (if v.us { "US" } else { "unknown" }) == value,
-            "browser" => value == "Firefox",
-            "page" => v.views.contains(&value),
-            "event" => v.signup && value == "Signup",
-            "campaign" | "source" => false,
-            _ => unreachable!(),
-        };
-        if !passes {
-            continue;
-        }
-        out.0 += 1;
-        out.1 += if key == "page" {
-            v.views.iter().filter(|p| **p == value).count() as i64
-        } else {
-            v.views.len() as i64
-        };
-        out.2 += i64::from(v.signup);
-    }
-    out
+/// The tracked figures under `filters`, computed from the hits sent (as
+/// `segments` computes them): (visits, views, Signup events).
+fn tracked_under(persons: &[Person], hits: &[Hit], filters: &[&str]) -> (i64, i64, i64) {
+    let visits = visits_of(hits);
+    let figures = crate::segments::figures(persons, &visits, filters);
+    let signups = visits
+        .iter()
+        .filter(|v| filters.iter().all(|f| passes(persons, v, f)))
+        .flat_map(|v| &v.hits)
+        .filter(|h| h.event == Some("Signup"))
+        .count() as i64;
+    (figures.visits, figures.views, signups)
 }
 
 /// What a filtered answer says of imports.
@@ -264,15 +227,14 @@ async fn a_goatcounter_import_counts_under_a_filter_on_one_dimension_its_rows_ca
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let visits = tracked();
-    send_tracked(&app, &id, &visits).await;
+    let (persons, hits) = send_tracked(&app, &id).await;
     let (login, token) = reader(&app).await;
     let day_of = |r: &GoatRow| r.at.date_naive();
     let tracked_day = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
 
     // A country: the imported rows of that country, and the tracked
     // visits from it.
-    let (t_visits, t_views, _) = tracked_under(&visits, "country:US");
+    let (t_visits, t_views, _) = tracked_under(&persons, &hits, &["country:US"]);
     let mut want_days: BTreeMap<NaiveDate, i64> = BTreeMap::new();
     for r in rows
         .iter()
@@ -313,7 +275,7 @@ async fn a_goatcounter_import_counts_under_a_filter_on_one_dimension_its_rows_ca
     );
 
     // A page: its imported views and its tracked ones.
-    let (_, t_pricing, _) = tracked_under(&visits, "page:/pricing");
+    let (_, t_pricing, _) = tracked_under(&persons, &hits, &["page:/pricing"]);
     let imported_pricing = rows
         .iter()
         .filter(|r| r.counted_view() && r.path == "/pricing")
@@ -339,7 +301,7 @@ async fn a_goatcounter_import_counts_under_a_filter_on_one_dimension_its_rows_ca
     );
 
     // An event: its imported events in the events panel, no views.
-    let (_, t_signup_views, t_signups) = tracked_under(&visits, "event:Signup");
+    let (_, t_signup_views, t_signups) = tracked_under(&persons, &hits, &["event:Signup"]);
     let imported_signups = rows
         .iter()
         .filter(|r| r.event && !r.bot && r.path == "Signup")
@@ -360,7 +322,7 @@ async fn a_goatcounter_import_counts_under_a_filter_on_one_dimension_its_rows_ca
     // Two dimensions: imported days left out, and said.
     let two = ["country:US", "browser:Firefox"];
     let (_, got_views, got_days, (note, counted)) = api_views(&app, &token, &id, &two).await;
-    assert_eq!(got_views, tracked_under(&visits, "country:US").1);
+    assert_eq!(got_views, tracked_under(&persons, &hits, &two).1);
     assert_eq!(got_days.keys().copied().collect::<Vec<_>>(), [tracked_day]);
     assert_eq!(
         note,
@@ -376,7 +338,12 @@ async fn a_goatcounter_import_counts_under_a_filter_on_one_dimension_its_rows_ca
     // A dimension GoatCounter's rows lack.
     let (_, got_views, _, (note, counted)) =
         api_views(&app, &token, &id, &["campaign:spring"]).await;
-    assert_eq!(got_views, 0);
+    assert_eq!(
+        got_views,
+        tracked_under(&persons, &hits, &["campaign:spring"]).1,
+        "the tracked views alone (seed {})",
+        seed()
+    );
     assert_eq!(
         note,
         "Imported days are left out: their rows carry no campaign."
@@ -449,12 +416,11 @@ async fn a_plausible_import_counts_its_country_and_page_rows_and_says_what_it_la
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let visits = tracked();
-    send_tracked(&app, &id, &visits).await;
+    let (persons, hits) = send_tracked(&app, &id).await;
     let (_login, token) = reader(&app).await;
     let tracked_day = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
 
-    let (t_visits, t_views, _) = tracked_under(&visits, "country:US");
+    let (t_visits, t_views, _) = tracked_under(&persons, &hits, &["country:US"]);
     let mut want = want_us.clone();
     want.insert(tracked_day, t_views);
     let (got_visits, got_views, got_days, (note, counted)) =
@@ -471,7 +437,7 @@ async fn a_plausible_import_counts_its_country_and_page_rows_and_says_what_it_la
         want_de
     );
     // A page: its rows of the pages file.
-    let (_, t_pricing, _) = tracked_under(&visits, "page:/pricing");
+    let (_, t_pricing, _) = tracked_under(&persons, &hits, &["page:/pricing"]);
     let mut want = want_pricing.clone();
     want.insert(tracked_day, t_pricing);
     let (_, got_views, got_days, (_, counted)) =
@@ -482,7 +448,12 @@ async fn a_plausible_import_counts_its_country_and_page_rows_and_says_what_it_la
     // This export has no sources file: its rows carry no source.
     let (_, got_views, _, (note, counted)) =
         api_views(&app, &token, &id, &["source:google.com"]).await;
-    assert_eq!(got_views, 0);
+    assert_eq!(
+        got_views,
+        tracked_under(&persons, &hits, &["source:google.com"]).1,
+        "the tracked views alone (seed {})",
+        seed()
+    );
     assert_eq!(
         note,
         "Imported days are left out: their rows carry no source."
@@ -494,10 +465,6 @@ async fn a_plausible_import_counts_its_country_and_page_rows_and_says_what_it_la
     assert!(!counted);
     assert_eq!(
         got_views,
-        visits
-            .iter()
-            .filter(|v| v.us)
-            .map(|v| v.views.iter().filter(|p| **p == "/pricing").count() as i64)
-            .sum::<i64>()
+        tracked_under(&persons, &hits, &["country:US", "page:/pricing"]).1
     );
 }

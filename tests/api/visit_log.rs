@@ -11,84 +11,11 @@
 
 use bson::{doc, Document};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use std::collections::HashMap;
 use tickertape::domain::sketch::Sketch;
 use tickertape::storage::visit_log::{self, StoredVisit, VisitQuery};
 
 use crate::helpers::*;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-/// (the User-Agent sent, the browser and the system it counts as).
-const BROWSERS: [(&str, &str, &str); 3] = [
-    (
-        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
-        "Chrome",
-        "Windows",
-    ),
-    (
-        "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
-        "Firefox",
-        "Linux",
-    ),
-    (
-        "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
-        "Safari",
-        "iOS",
-    ),
-];
-
-const PATHS: [&str; 6] = ["/", "/pricing", "/blog/one", "/docs", "/signup", "/x/y"];
-
-/// (the `ref` sent, the source it names).
-const REFERRERS: [(Option<&str>, Option<&str>); 3] = [
-    (Some(""), Some("direct")),
-    (
-        Some("https://www.google.com/search?q=t"),
-        Some("google.com"),
-    ),
-    (None, None),
-];
-
-const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social", "launch")];
-
-const EVENTS: [&str; 2] = ["Signup", "Download"];
-
-#[derive(Debug, Clone)]
-struct Person {
-    user_agent: usize,
-    ip: String,
-    /// What the pixel classifies the address as.
-    country: &'static str,
-}
-
-#[derive(Debug, Clone)]
-struct Hit {
-    person: usize,
-    at: DateTime<Utc>,
-    path: &'static str,
-    event: Option<&'static str>,
-    referrer: usize,
-    campaign: Option<usize>,
-}
+use crate::traffic::*;
 
 /// A visit as the hits say it should be stored: comparable field by field.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -109,96 +36,14 @@ struct Expected {
     country: Option<String>,
 }
 
-/// Random people over ten hours of one UTC day (a visit never crosses
-/// midnight: the visitor id changes with the day's salt).
-fn traffic(rng: &mut Rng, people: usize, start: DateTime<Utc>) -> (Vec<Person>, Vec<Hit>) {
-    let persons: Vec<Person> = (0..people)
-        .map(|i| {
-            let (ip, country) = if rng.chance(60) {
-                (format!("8.8.8.{}", 1 + i % 250), "US")
-            } else {
-                (format!("10.9.{}.{}", i / 250, 1 + i % 250), "unknown")
-            };
-            Person {
-                user_agent: rng.below(BROWSERS.len() as u64) as usize,
-                ip,
-                country,
-            }
-        })
-        .collect();
-    let mut hits = Vec::new();
-    for person in 0..people {
-        let mut at = start + TimeDelta::seconds(rng.below(36_000) as i64);
-        for _ in 0..1 + rng.below(3) {
-            // One visit: 1 to 6 views, gaps of seconds to 25 minutes.
-            for view in 0..1 + rng.below(6) {
-                if view > 0 {
-                    at += TimeDelta::seconds(1 + rng.below(1_500) as i64);
-                }
-                hits.push(Hit {
-                    person,
-                    at,
-                    path: PATHS[rng.below(PATHS.len() as u64) as usize],
-                    event: None,
-                    referrer: rng.below(REFERRERS.len() as u64) as usize,
-                    campaign: rng.chance(20).then(|| rng.below(2) as usize),
-                });
-                if rng.chance(25) {
-                    // An event a little after the view, in the same visit.
-                    hits.push(Hit {
-                        person,
-                        at: at + TimeDelta::seconds(rng.below(20) as i64),
-                        path: PATHS[rng.below(PATHS.len() as u64) as usize],
-                        event: Some(EVENTS[rng.below(2) as usize]),
-                        referrer: 2,
-                        campaign: None,
-                    });
-                }
-            }
-            // The next visit: 30 minutes or more later (an event alone in
-            // between, outside any visit, is not kept).
-            at += TimeDelta::minutes(30) + TimeDelta::seconds(rng.below(3_000) as i64);
-            if rng.chance(20) {
-                hits.push(Hit {
-                    person,
-                    at: at - TimeDelta::minutes(1),
-                    path: "/",
-                    event: Some("Outside"),
-                    referrer: 2,
-                    campaign: None,
-                });
-            }
-        }
-    }
-    // Sent in time order (one clock); a person's hits keep their order.
-    hits.sort_by_key(|h| (h.at, h.person));
-    (persons, hits)
-}
-
-/// The plain computation: a person's views 30 minutes apart or more are
-/// two visits; an event belongs to the visit open at its time (within 30
-/// minutes of that visit's last view), or to none.
+/// The plain computation ([`visits_of`]): a person's views 30 minutes
+/// apart or more are two visits; an event belongs to the visit open at its
+/// time (within 30 minutes of that visit's last view), or to none.
 fn expected_visits(persons: &[Person], hits: &[Hit]) -> Vec<Expected> {
-    let gap = TimeDelta::minutes(30);
-    let mut open: HashMap<usize, (usize, DateTime<Utc>)> = HashMap::new();
-    let mut visits: Vec<(DateTime<Utc>, Vec<&Hit>)> = Vec::new();
-    for h in hits {
-        match (h.event, open.get(&h.person).copied()) {
-            (Some(_), Some((v, last))) if h.at - last < gap => visits[v].1.push(h),
-            (Some(_), _) => {}
-            (None, Some((v, last))) if h.at - last < gap => {
-                visits[v].1.push(h);
-                open.insert(h.person, (v, h.at.max(last)));
-            }
-            (None, _) => {
-                open.insert(h.person, (visits.len(), h.at));
-                visits.push((h.at, vec![h]));
-            }
-        }
-    }
-    let mut out: Vec<Expected> = visits
+    let mut out: Vec<Expected> = visits_of(hits)
         .into_iter()
-        .map(|(start, hits)| {
+        .map(|visit| {
+            let (start, hits) = (visit.start, visit.hits);
             let first = hits[0];
             let person = &persons[first.person];
             let views: Vec<&&Hit> = hits.iter().filter(|h| h.event.is_none()).collect();
@@ -254,34 +99,6 @@ fn stored_as_expected(v: &StoredVisit) -> Expected {
     }
 }
 
-async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
-    for h in hits {
-        app.clock.set(h.at);
-        let person = &persons[h.person];
-        let mut page = h.path.to_owned();
-        if let Some(c) = h.campaign {
-            let (medium, campaign) = CAMPAIGNS[c];
-            page = format!("{page}?utm_medium={medium}&utm_campaign={campaign}");
-        }
-        let mut query = format!("site={site}&page={}", urlencode(&page));
-        match (h.event, REFERRERS[h.referrer].0) {
-            (Some(e), _) => query.push_str(&format!("&e={e}")),
-            (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
-            (None, None) => {}
-        }
-        let r = app
-            .pixel_with(
-                &query,
-                &[
-                    ("user-agent", BROWSERS[person.user_agent].0),
-                    ("x-forwarded-for", person.ip.as_str()),
-                ],
-            )
-            .await;
-        assert_eq!(r.status(), 200, "{query}");
-    }
-}
-
 async fn all_visits(app: &TestApp, site: &str) -> Vec<StoredVisit> {
     let from = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
     let to = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
@@ -307,7 +124,7 @@ async fn random_visits_are_stored_as_a_plain_computation_over_the_hits_says() {
     let start = Utc.with_ymd_and_hms(2026, 11, 22, 8, 0, 0).unwrap();
     app.clock.set(start);
     salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start);
+    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::AT_THE_EDGE);
     send(&app, &site.id.to_string(), &persons, &hits).await;
     app.settle().await;
 

@@ -10,7 +10,7 @@ use super::ApiError;
 use crate::domain::PagePath;
 use crate::reports::retention::{self, Coarsened};
 use crate::reports::wall_clock::WallClock;
-use crate::reports::{filter, sources, Period, RangeQuery};
+use crate::reports::{page_search, sources, Period, RangeQuery};
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
 
@@ -163,7 +163,7 @@ impl ApiQuery {
 
     /// The top-pages filter (`q`).
     pub fn page_filter(&self) -> Result<String, ApiError> {
-        filter::parse(self.q.as_deref()).map_err(|e| ApiError::BadParameter {
+        page_search::parse(self.q.as_deref()).map_err(|e| ApiError::BadParameter {
             parameter: "q",
             message: e.to_string(),
         })

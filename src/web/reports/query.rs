@@ -49,7 +49,7 @@ impl ReportQuery {
 
     /// The top-pages filter (part of a path), at most 200 characters.
     pub(super) fn page_filter(&self) -> Result<String, WebError> {
-        crate::reports::filter::parse(self.q.as_deref()).map_err(WebError::invalid)
+        crate::reports::page_search::parse(self.q.as_deref()).map_err(WebError::invalid)
     }
 
     /// The top-sources filter (part of a source's name), at most 100

@@ -1,21 +1,23 @@
-//! The top-pages filter shared by the dashboard, `pages.csv` and the API,
-//! so all three list the same rows.
+//! The page search: the top pages whose path contains a text (the `q`
+//! parameter), shared by the dashboard, `pages.csv` and the API, so all
+//! three list the same rows. Not a filter of the figures: those are
+//! `domain::filter`'s, which narrow every report to some visits.
 
 use crate::domain::Page;
 
-/// Longest filter accepted, in characters (as typed, spaces included: the
+/// Longest search accepted, in characters (as typed, spaces included: the
 /// API document gives it as a `maxLength`).
-pub const MAX_FILTER_CHARS: usize = 200;
+pub const MAX_SEARCH_CHARS: usize = 200;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("The page filter is at most {MAX_FILTER_CHARS} characters.")]
-pub struct FilterTooLong;
+#[error("The page filter is at most {MAX_SEARCH_CHARS} characters.")]
+pub struct SearchTooLong;
 
-/// A trimmed filter; empty matches every page.
-pub fn parse(raw: Option<&str>) -> Result<String, FilterTooLong> {
+/// A trimmed search; empty matches every page.
+pub fn parse(raw: Option<&str>) -> Result<String, SearchTooLong> {
     let raw = raw.unwrap_or_default();
-    if raw.chars().count() > MAX_FILTER_CHARS {
-        return Err(FilterTooLong);
+    if raw.chars().count() > MAX_SEARCH_CHARS {
+        return Err(SearchTooLong);
     }
     Ok(raw.trim().to_owned())
 }
@@ -39,15 +41,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_filter_is_trimmed_and_bounded() {
+    fn the_search_is_trimmed_and_bounded() {
         assert_eq!(parse(None), Ok(String::new()));
         assert_eq!(parse(Some("  blog ")), Ok("blog".into()));
-        assert_eq!(parse(Some(&"a".repeat(201))), Err(FilterTooLong));
+        assert_eq!(parse(Some(&"a".repeat(201))), Err(SearchTooLong));
         // Characters, not bytes; spaces count before they are trimmed.
         assert_eq!(parse(Some(&"é".repeat(200))), Ok("é".repeat(200)));
         assert_eq!(
             parse(Some(&format!(" {}", "a".repeat(200)))),
-            Err(FilterTooLong)
+            Err(SearchTooLong)
         );
     }
 

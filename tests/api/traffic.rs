@@ -1,0 +1,334 @@
+//! Random traffic for the tests that compare the server's figures with a
+//! plain computation over the hits sent (`segments`, `segments_imported`,
+//! `visit_log`): people with a browser, an address and its country,
+//! visits of several views with sources, campaigns and events, sent
+//! through the real pixel; and the visits those hits make, computed
+//! independently of the server's code.
+
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use std::collections::HashMap;
+
+use crate::helpers::*;
+
+/// A small seeded generator (SplitMix64): a failing run is replayed from
+/// its seed.
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// (the User-Agent sent, the browser and the system it counts as).
+pub(crate) const BROWSERS: [(&str, &str, &str); 3] = [
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+        "Chrome",
+        "Windows",
+    ),
+    (
+        "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+        "Firefox",
+        "Linux",
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+        "Safari",
+        "iOS",
+    ),
+];
+
+/// Pages of one level and of two (a prefix filter `/blog/*` takes two).
+pub(crate) const PATHS: [&str; 7] = [
+    "/",
+    "/pricing",
+    "/blog/one",
+    "/blog/two",
+    "/signup",
+    "/docs",
+    "/x/y",
+];
+
+/// (the `ref` sent, the source it names).
+pub(crate) const REFERRERS: [(Option<&str>, Option<&str>); 3] = [
+    (Some(""), Some("direct")),
+    (
+        Some("https://www.google.com/search?q=t"),
+        Some("google.com"),
+    ),
+    (None, None),
+];
+
+/// (medium, campaign).
+pub(crate) const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social", "launch")];
+
+pub(crate) const EVENTS: [&str; 2] = ["Signup", "Download"];
+
+#[derive(Debug, Clone)]
+pub(crate) struct Person {
+    pub user_agent: usize,
+    pub ip: String,
+    /// What the pixel classifies the address as.
+    pub country: &'static str,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub person: usize,
+    pub at: DateTime<Utc>,
+    pub path: &'static str,
+    pub event: Option<&'static str>,
+    /// Into [`REFERRERS`].
+    pub referrer: usize,
+    /// Into [`CAMPAIGNS`].
+    pub campaign: Option<usize>,
+}
+
+/// How the traffic is spread: each test picks what it exercises (the
+/// 30-minute rule's edge, events outside visits) and keeps its figures
+/// within one UTC day.
+pub(crate) struct Shape {
+    /// People start within this many hours of the start.
+    pub hours: u64,
+    /// Visits per person, 1 to this.
+    pub most_visits: u64,
+    /// Views per visit, 1 to this.
+    pub most_views: u64,
+    /// The longest gap between two views of a visit, in seconds (under
+    /// 30 minutes, so the views stay one visit).
+    pub most_view_gap: u64,
+    /// The shortest gap before a person's next visit, in minutes (30 or
+    /// more).
+    pub least_visit_gap: i64,
+    /// An event follows its view by this many seconds or more (0: some
+    /// share its view's second), up to 19 more.
+    pub least_event_delay: i64,
+    /// Percent of views with a campaign, and followed by an event.
+    pub campaign_percent: u64,
+    pub event_percent: u64,
+    /// Percent of visits followed by an event outside any visit (a minute
+    /// before the next one could start), which no visit keeps.
+    pub outside_percent: u64,
+}
+
+impl Shape {
+    /// Eight hours of visits clearly apart (31 minutes or more), every
+    /// event inside one: what the filter and funnel tests compute over.
+    pub const VISITS_APART: Shape = Shape {
+        hours: 8,
+        most_visits: 2,
+        most_views: 5,
+        most_view_gap: 900,
+        least_visit_gap: 31,
+        least_event_delay: 1,
+        campaign_percent: 25,
+        event_percent: 30,
+        outside_percent: 0,
+    };
+
+    /// Ten hours of visits up to the 30-minute rule's edge, gaps of up to
+    /// 25 minutes inside them, events in their view's second and outside
+    /// any visit: what the visit store's test checks.
+    pub const AT_THE_EDGE: Shape = Shape {
+        hours: 10,
+        most_visits: 3,
+        most_views: 6,
+        most_view_gap: 1_500,
+        least_visit_gap: 30,
+        least_event_delay: 0,
+        campaign_percent: 20,
+        event_percent: 25,
+        outside_percent: 20,
+    };
+}
+
+/// Random people from `start` on as `shape` says, their hits in time
+/// order (one clock; a person's hits keep their order).
+pub(crate) fn traffic(
+    rng: &mut Rng,
+    people: usize,
+    start: DateTime<Utc>,
+    shape: &Shape,
+) -> (Vec<Person>, Vec<Hit>) {
+    let persons: Vec<Person> = (0..people)
+        .map(|i| {
+            let (ip, country) = if rng.chance(60) {
+                (format!("8.8.8.{}", 1 + i % 250), "US")
+            } else {
+                (format!("10.9.{}.{}", i / 250, 1 + i % 250), "unknown")
+            };
+            Person {
+                user_agent: rng.below(BROWSERS.len() as u64) as usize,
+                ip,
+                country,
+            }
+        })
+        .collect();
+    let mut hits = Vec::new();
+    for person in 0..people {
+        let mut at = start + TimeDelta::seconds(rng.below(shape.hours * 3_600) as i64);
+        for _ in 0..1 + rng.below(shape.most_visits) {
+            for view in 0..1 + rng.below(shape.most_views) {
+                if view > 0 {
+                    at += TimeDelta::seconds(1 + rng.below(shape.most_view_gap) as i64);
+                }
+                hits.push(Hit {
+                    person,
+                    at,
+                    path: PATHS[rng.below(PATHS.len() as u64) as usize],
+                    event: None,
+                    referrer: rng.below(REFERRERS.len() as u64) as usize,
+                    campaign: rng
+                        .chance(shape.campaign_percent)
+                        .then(|| rng.below(CAMPAIGNS.len() as u64) as usize),
+                });
+                if rng.chance(shape.event_percent) {
+                    // An event a little after the view, in the same visit.
+                    let delay = shape.least_event_delay + rng.below(20) as i64;
+                    hits.push(Hit {
+                        person,
+                        at: at + TimeDelta::seconds(delay),
+                        path: PATHS[rng.below(PATHS.len() as u64) as usize],
+                        event: Some(EVENTS[rng.below(EVENTS.len() as u64) as usize]),
+                        referrer: 2,
+                        campaign: None,
+                    });
+                }
+            }
+            at += TimeDelta::minutes(shape.least_visit_gap)
+                + TimeDelta::seconds(rng.below(3_000) as i64);
+            if shape.outside_percent > 0 && rng.chance(shape.outside_percent) {
+                hits.push(Hit {
+                    person,
+                    at: at - TimeDelta::minutes(1),
+                    path: "/",
+                    event: Some("Outside"),
+                    referrer: 2,
+                    campaign: None,
+                });
+            }
+        }
+    }
+    hits.sort_by_key(|h| (h.at, h.person));
+    (persons, hits)
+}
+
+/// Sends `hits` to `site` through the pixel, each at its time, from its
+/// person's address and browser (the test's client must be a trusted
+/// proxy).
+pub(crate) async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[Hit]) {
+    for h in hits {
+        app.clock.set(h.at);
+        let person = &persons[h.person];
+        let mut page = h.path.to_owned();
+        if let Some(c) = h.campaign {
+            let (medium, campaign) = CAMPAIGNS[c];
+            page = format!("{page}?utm_medium={medium}&utm_campaign={campaign}");
+        }
+        let mut query = format!("site={site}&page={}", urlencode(&page));
+        match (h.event, REFERRERS[h.referrer].0) {
+            (Some(e), _) => query.push_str(&format!("&e={e}")),
+            (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
+            (None, None) => {}
+        }
+        let r = app
+            .pixel_with(
+                &query,
+                &[
+                    ("user-agent", BROWSERS[person.user_agent].0),
+                    ("x-forwarded-for", person.ip.as_str()),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{query}");
+    }
+}
+
+/// A visit as the hits make it: its first view's dimensions and its hits
+/// in order.
+pub(crate) struct Visit<'a> {
+    pub start: DateTime<Utc>,
+    pub hits: Vec<&'a Hit>,
+    pub person: usize,
+}
+
+impl Visit<'_> {
+    pub fn views(&self) -> impl Iterator<Item = &&Hit> {
+        self.hits.iter().filter(|h| h.event.is_none())
+    }
+
+    pub fn dimension(&self, persons: &[Person], key: &str) -> Option<String> {
+        let first = self.hits[0];
+        let (_, browser, os) = BROWSERS[persons[self.person].user_agent];
+        match key {
+            "country" => Some(persons[self.person].country.to_owned()),
+            "browser" => Some(browser.to_owned()),
+            "os" => Some(os.to_owned()),
+            "source" => REFERRERS[first.referrer].1.map(str::to_owned),
+            "medium" => first.campaign.map(|c| CAMPAIGNS[c].0.to_owned()),
+            "campaign" => first.campaign.map(|c| CAMPAIGNS[c].1.to_owned()),
+            _ => None,
+        }
+    }
+}
+
+/// The visits the hits make: a person's views 30 minutes or less apart,
+/// within one UTC day (a visitor is a new one each UTC day), and the
+/// events sent while one is open (an event outside any visit is kept by
+/// none).
+pub(crate) fn visits_of(hits: &[Hit]) -> Vec<Visit<'_>> {
+    let gap = TimeDelta::minutes(30);
+    let mut open: HashMap<(usize, NaiveDate), (usize, DateTime<Utc>)> = HashMap::new();
+    let mut visits: Vec<Visit> = Vec::new();
+    for h in hits {
+        let key = (h.person, h.at.date_naive());
+        match (h.event, open.get(&key).copied()) {
+            (Some(_), Some((v, last))) if h.at - last < gap => visits[v].hits.push(h),
+            (Some(_), _) => {}
+            (None, Some((v, last))) if h.at - last < gap => {
+                visits[v].hits.push(h);
+                open.insert(key, (v, h.at.max(last)));
+            }
+            (None, _) => {
+                open.insert(key, (visits.len(), h.at));
+                visits.push(Visit {
+                    start: h.at,
+                    hits: vec![h],
+                    person: h.person,
+                });
+            }
+        }
+    }
+    visits
+}
+
+/// Whether a visit passes a filter (`key:value`, a page's value ending in
+/// `*` a prefix), as the test reads it, independently of the server's
+/// code.
+pub(crate) fn passes(persons: &[Person], v: &Visit, filter: &str) -> bool {
+    let (key, value) = filter.split_once(':').unwrap();
+    let page = |path: &str| match value.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => path == value,
+    };
+    match key {
+        "page" => v.views().any(|h| page(h.path)),
+        "entry" => v.views().next().is_some_and(|h| page(h.path)),
+        "exit" => v.views().last().is_some_and(|h| page(h.path)),
+        "event" => v.hits.iter().any(|h| h.event == Some(value)),
+        other => v.dimension(persons, other).as_deref() == Some(value),
+    }
+}
