@@ -12,6 +12,7 @@ pub mod filter;
 pub mod filtered;
 pub mod filtered_imported;
 pub mod filtered_read;
+pub mod first_line;
 pub mod hours;
 pub mod isolated;
 pub mod local;

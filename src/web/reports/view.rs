@@ -347,18 +347,8 @@ pub(super) fn period_view(
     )
 }
 
-/// Whether the period before can be compared with: not when it reaches
-/// past the retention of the level it is read at (its figures would be
-/// missing the expired buckets, not lower).
-pub(super) fn comparable(
-    before: &Period,
-    retention: &crate::domain::Retention,
-    now: DateTime<Utc>,
-) -> bool {
-    retention
-        .kept(before.read)
-        .is_none_or(|kept| before.from >= now - kept)
-}
+/// Whether the period before can be compared with (`reports::first_line`).
+pub(super) use crate::reports::first_line::comparable;
 
 /// What the changes of a report's first line compare, in words: shown
 /// once, on demand, under the line (`partials/visits.html`), the same on

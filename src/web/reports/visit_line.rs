@@ -6,10 +6,11 @@
 use chrono::{DateTime, Utc};
 
 use crate::reports::chart;
-use crate::reports::numbers::{minutes_seconds, points};
+use crate::reports::first_line;
+use crate::reports::numbers::{minutes_seconds, percent, points};
 use crate::reports::queries::{self, Point, Scope};
-use crate::reports::visits::{self, VisitFigures};
-use crate::reports::{Period, Resolution};
+use crate::reports::visits;
+use crate::reports::Period;
 use crate::storage::Store;
 use crate::web::fmt;
 use crate::web::state::WebState;
@@ -51,158 +52,39 @@ impl VisitLine {
     }
 }
 
-/// The figures of one range, views included.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Totals {
-    pub views: i64,
-    pub visits: VisitFigures,
-}
+/// The figures of one range, views included (`reports::first_line`).
+pub use crate::reports::first_line::Totals;
 
-/// What the line reads: its counters and visitors do not depend on the
-/// views, so a report reads them beside its series and builds the line
-/// once both are in ([`LineReads::line`]).
-pub struct LineReads {
-    units: visits::CounterUnits,
-    units_before: visits::CounterUnits,
-    visitors: Option<Vec<i64>>,
-    since: Option<DateTime<Utc>>,
-    period: Period,
-    cut: DateTime<Utc>,
-    offset: chrono::TimeDelta,
-    complete: bool,
-    compare: bool,
-    page: bool,
-}
+/// What the line reads (`reports::first_line`, shared with the email
+/// reports), finished by [`LineReads::line`].
+pub struct LineReads(first_line::LineReads);
 
 /// Reads what the line compares; [`LineReads::line`] builds it from the
-/// views' units of the period and of the one before it.
-///
-/// The counters of each period are read once, as units, and the complete
-/// part of a running period is summed from them; the visitors of every
-/// range compared are read together (one plan of day and hour sketches).
-///
-/// The changes compare with the period before only where it is within
-/// the retention of the level it is read at ([`super::view::comparable`]).
+/// views' units of the period and of the one before. The changes compare
+/// what `reports::first_line` says, as the email reports do.
 pub async fn read_line(
     state: &WebState,
     scope: &Scope<'_>,
     period: &Period,
     now: DateTime<Utc>,
 ) -> Result<LineReads, mongodb::error::Error> {
-    let store = &state.store;
-    let before = period.previous();
-    let comparable = super::view::comparable(&before, &state.retention, now);
-    let cut = period.complete_until(now);
-    let offset = period.shift();
-    let complete = cut >= period.to;
-    let partial = !complete && cut > period.from;
-    let compare = comparable && (complete || partial);
-    // Nothing is stored after `now`: the shown range may be read to the
-    // end of today (a whole day for the visitors) whatever its zone.
-    let end = visits::reach(period.to, now);
-    let mut ranges = vec![(period.from, end)];
-    if compare && complete {
-        ranges.push((before.from, before.to));
-    } else if compare {
-        ranges.push((period.from, cut));
-        ranges.push((before.from, cut - offset));
-    }
-    // Totals only: each range read as UTC hours, so that only its own
-    // edges are read by minute (not every local bucket's start, as a
-    // Europe/Berlin year's 365 cut hours would be).
-    let read = |from: DateTime<Utc>, to: DateTime<Utc>| async move {
-        if from >= to {
-            return Ok(visits::CounterUnits::default());
-        }
-        let hours = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
-        visits::read_units(store, scope, &hours).await
-    };
-    // The shown period in two parts (before and after `cut`) when its
-    // complete part is compared, else whole; and what it is compared with.
-    let split = if compare && !complete { cut } else { end };
-    let earlier = if !compare {
-        None
-    } else if complete {
-        Some(before.to)
-    } else {
-        Some(cut - offset)
-    };
-    let read_earlier = async {
-        match earlier {
-            Some(until) => read(before.from, until).await,
-            None => Ok(visits::CounterUnits::default()),
-        }
-    };
-    let (head, tail, units_before, visitors, since) = tokio::try_join!(
-        read(period.from, split),
-        read(split, end),
-        read_earlier,
-        visits::visitors(store, scope, &ranges),
-        visits::counted_since(store, scope),
-    )?;
-    Ok(LineReads {
-        units: head.joined(tail),
-        units_before,
-        visitors,
-        since,
-        period: *period,
-        cut,
-        offset,
-        complete,
-        compare,
-        page: matches!(scope, Scope::Page(_)),
-    })
+    first_line::read(&state.store, &state.retention, scope, period, now)
+        .await
+        .map(LineReads)
 }
 
 impl LineReads {
     /// The line, from these reads and the views of the period and the one
     /// before.
     pub fn line(self, current: &[Point], previous: &[Point]) -> VisitLine {
-        let LineReads {
-            units,
-            units_before,
-            visitors,
-            since,
-            period,
-            cut,
-            offset,
-            complete,
-            compare,
-            page,
-        } = self;
-        let visitors = |i: usize| visitors.as_ref().and_then(|v| v.get(i).copied());
-        let views_until = |points: &[Point], until: DateTime<Utc>| -> i64 {
-            points
-                .iter()
-                .filter(|p| p.at < until)
-                .map(|p| p.views)
-                .sum()
-        };
-        let shown = Totals {
-            views: queries::total(current),
-            visits: units.figures(None, visitors(0)),
-        };
-        let compared = if !compare {
-            None
-        } else if complete {
-            let prev = Totals {
-                views: queries::total(previous),
-                visits: units_before.figures(None, visitors(1)),
-            };
-            Some((shown, prev))
-        } else {
-            let part = Totals {
-                views: views_until(current, cut),
-                visits: units.figures(Some(cut), visitors(1)),
-            };
-            // `units_before` holds only the part before `cut - offset`.
-            let part_before = Totals {
-                views: views_until(previous, cut - offset),
-                visits: units_before.figures(Some(cut - offset), visitors(2)),
-            };
-            Some((part, part_before))
-        };
-        build(&shown, compared.as_ref(), since, &period, page)
+        let first_line::Compared { shown, compared } = self.0.compared(current, previous);
+        build(
+            &shown,
+            compared.as_ref(),
+            self.0.since,
+            &self.0.period,
+            self.0.page,
+        )
     }
 }
 
@@ -321,11 +203,9 @@ pub(super) fn build(
     figures.push(figure(
         "bounce-rate",
         "Bounce rate",
-        bounce(shown).map_or_else(dash, |r| format!("{:.0}%", r * 100.0)),
+        bounce(shown).map_or_else(dash, |r| percent(r, 0)),
         match pair(&bounce) {
-            Some((Some(a), Some(b))) => {
-                (points(a, b), direction(a, b), format!("{:.0}%", b * 100.0))
-            }
+            Some((Some(a), Some(b))) => (points(a, b), direction(a, b), percent(b, 0)),
             _ => none(),
         },
     ));
