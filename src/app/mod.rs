@@ -155,7 +155,8 @@ impl Application {
                 settings.email.email_config().map_err(anyhow::Error::msg)?,
                 public_url.clone(),
             )
-            .map_err(anyhow::Error::msg)?,
+            .map_err(anyhow::Error::msg)?
+            .with_retention(retention),
         );
         if email.enabled() {
             tasks.adopt("email", email.clone().spawn());

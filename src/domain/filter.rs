@@ -96,6 +96,22 @@ impl FilterDimension {
         }
     }
 
+    /// Whether its values are names of a fixed vocabulary that the
+    /// tracker itself gives (a country's code, a browser, a system, a
+    /// device class), matched ignoring letter case (`browser:chrome` is
+    /// `Chrome`); the others are as typed or as sent by a page (paths,
+    /// sources, utm values, event names) and match exactly
+    /// (docs/segments.md, "Letter case").
+    pub fn ignores_case(self) -> bool {
+        matches!(
+            self,
+            FilterDimension::Browser
+                | FilterDimension::Os
+                | FilterDimension::Device
+                | FilterDimension::Country
+        )
+    }
+
     /// The breakdown dimension of the same name, for the visit-level ones.
     pub fn breakdown(self) -> Option<Dimension> {
         Some(match self {
@@ -277,7 +293,9 @@ fn scanned(_: usize) {}
 pub enum Condition {
     /// A page dimension (page, entry, exit) against a path or pattern.
     Page(PageMatch),
-    /// A named property or event, compared exactly as stored.
+    /// A named property or event, compared as stored: exactly, or
+    /// ignoring letter case for a fixed vocabulary
+    /// ([`FilterDimension::ignores_case`]).
     Name(String),
 }
 
@@ -339,9 +357,11 @@ impl Filter {
     }
 
     /// Whether a name (of a visit-level dimension, or an event) is the
-    /// one this filter names.
+    /// one this filter names: ignoring letter case for a fixed
+    /// vocabulary, exactly otherwise.
     pub fn names(&self, name: &str) -> bool {
         match &self.condition {
+            Condition::Name(n) if self.dimension.ignores_case() => n.eq_ignore_ascii_case(name),
             Condition::Name(n) => n == name,
             Condition::Page(m) => m.matches(name),
         }
@@ -625,6 +645,21 @@ mod tests {
         assert_eq!(Filter::parse("country:DEU"), Err(FilterError::NotACountry));
         assert_eq!(Filter::parse("country:D1"), Err(FilterError::NotACountry));
         assert_eq!(Filter::parse("country:fr").unwrap().value(), "FR");
+    }
+
+    #[test]
+    fn a_fixed_vocabularys_names_match_in_any_letter_case_and_the_rest_exactly() {
+        let names = |raw: &str, name: &str| Filter::parse(raw).unwrap().names(name);
+        assert!(names("browser:chrome", "Chrome"));
+        assert!(names("os:IOS", "iOS"));
+        assert!(names("device:Mobile", "mobile"));
+        assert!(names("country:de", "DE"));
+        assert!(!names("browser:chrom", "Chrome"));
+        // Typed or sent by a page: as they are.
+        assert!(!names("source:Google.com", "google.com"));
+        assert!(!names("campaign:Spring", "spring"));
+        assert!(!names("event:signup", "Signup"));
+        assert!(names("event:Signup", "Signup"));
     }
 
     #[test]

@@ -2,6 +2,15 @@
 //! the domain's own messages (limits, retention) separate thousands like
 //! every page does (`reports::numbers` and `web::fmt` re-export it).
 
+/// A ratio (0.342) as a percentage, written the one way every page, email
+/// and API note writes one: the digits then the sign with no space,
+/// "34.2%" (English usage, and what the dashboard and CSV headers always
+/// wrote; a space would let a narrow column break "34.2" from its "%").
+/// `decimals`: 1 for shares and rates, 0 for the bounce rate.
+pub fn percent(ratio: f64, decimals: usize) -> String {
+    format!("{:.*}%", decimals, ratio * 100.0)
+}
+
 /// 1234567 → "1,234,567".
 pub fn thousands(n: &i64) -> String {
     let digits = n.unsigned_abs().to_string();

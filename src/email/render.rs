@@ -4,9 +4,9 @@
 //! tracker when the email was read).
 
 use super::alerts::{Alert, AlertKind};
-use super::report::{Figures, Report};
+use super::report::{Compared, Figures, Report};
 use crate::domain::numbers::thousands;
-use crate::reports::numbers::{minutes_seconds, points};
+use crate::reports::numbers::{minutes_seconds, percent, points, relative_change, row_change};
 
 /// What goes into the message.
 #[derive(Debug, Clone)]
@@ -32,26 +32,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// Change of a count: "+12.5%", "−3.0%", "±0%", "new", or "—" (none in
-/// either period), as the dashboard says it.
-pub fn change(now: i64, before: i64) -> String {
-    if before == 0 {
-        return if now == 0 { "—".into() } else { "new".into() };
-    }
-    relative(now as f64, before as f64)
-}
-
-fn relative(now: f64, before: f64) -> String {
-    let pct = (now - before) * 100.0 / before;
-    if pct.abs() < 0.05 {
-        "±0%".into()
-    } else if pct > 0.0 {
-        format!("+{pct:.1}%")
-    } else {
-        format!("−{:.1}%", -pct)
-    }
-}
-
 /// One line of the first block: name, value, change, value before.
 struct Line {
     name: &'static str,
@@ -60,52 +40,72 @@ struct Line {
     before: String,
 }
 
-fn lines(now: &Figures, before: &Figures) -> Vec<Line> {
-    let count = |n: Option<i64>| n.map_or("—".to_owned(), |n| thousands(&n));
-    let rate = |r: Option<f64>| r.map_or("—".to_owned(), |r| format!("{:.0}%", r * 100.0));
-    let secs = |d: Option<f64>| d.map_or("—".to_owned(), minutes_seconds);
-    let opt_change = |a: Option<i64>, b: Option<i64>| match (a, b) {
-        (Some(a), Some(b)) => change(a, b),
-        _ => "—".into(),
+/// The first block: each figure of the whole period, its change over the
+/// stretches the dashboard compares (`Report::compared`) in the
+/// dashboard's words, and the figure compared with.
+fn lines(now: &Figures, compared: Option<&Compared>) -> Vec<Line> {
+    let dash = || "—".to_owned();
+    let count = |n: Option<i64>| n.map_or_else(dash, |n| thousands(&n));
+    let rate = |r: Option<f64>| r.map_or_else(dash, |r| percent(r, 0));
+    let secs = |d: Option<f64>| d.map_or_else(dash, minutes_seconds);
+    // A count: "new" as soon as the period has any against none before.
+    let count_line = |name, get: &dyn Fn(&Figures) -> Option<i64>| Line {
+        name,
+        value: count(get(now)),
+        change: match compared.map(|c| (get(now), get(&c.now), get(&c.before))) {
+            Some((Some(shown), Some(a), Some(b))) => row_change(shown, a, b),
+            _ => dash(),
+        },
+        before: compared.map_or_else(dash, |c| count(get(&c.before))),
     };
+    let pair =
+        |get: &dyn Fn(&Figures) -> Option<f64>| compared.map(|c| (get(&c.now), get(&c.before)));
     vec![
-        Line {
-            name: "Views",
-            value: thousands(&now.views),
-            change: change(now.views, before.views),
-            before: thousands(&before.views),
-        },
-        Line {
-            name: "Visitors",
-            value: count(now.visitors),
-            change: opt_change(now.visitors, before.visitors),
-            before: count(before.visitors),
-        },
-        Line {
-            name: "Visits",
-            value: thousands(&now.visits),
-            change: change(now.visits, before.visits),
-            before: thousands(&before.visits),
-        },
+        count_line("Views", &|f| Some(f.views)),
+        count_line("Visitors", &|f| f.visitors),
+        count_line("Visits", &|f| Some(f.visits)),
         Line {
             name: "Bounce rate",
             value: rate(now.bounce_rate),
-            change: match (now.bounce_rate, before.bounce_rate) {
-                (Some(a), Some(b)) => points(a, b),
-                _ => "—".into(),
+            change: match pair(&|f| f.bounce_rate) {
+                Some((Some(a), Some(b))) => points(a, b),
+                _ => dash(),
             },
-            before: rate(before.bounce_rate),
+            before: compared.map_or_else(dash, |c| rate(c.before.bounce_rate)),
         },
         Line {
             name: "Visit duration",
             value: secs(now.visit_duration),
-            change: match (now.visit_duration, before.visit_duration) {
-                (Some(a), Some(b)) if b > 0.0 => relative(a, b),
-                _ => "—".into(),
+            change: match pair(&|f| f.visit_duration) {
+                Some((Some(a), Some(b))) if b > 0.0 => relative_change(a, b),
+                Some((Some(_), None)) => "new".into(),
+                _ => dash(),
             },
-            before: secs(before.visit_duration),
+            before: compared.map_or_else(dash, |c| secs(c.before.visit_duration)),
         },
     ]
+}
+
+/// What the changes compare, in words, as the dashboard says it.
+fn basis(r: &Report) -> String {
+    let zone = r.period.zone;
+    let span = |(from, to): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)| {
+        let at = |t: chrono::DateTime<chrono::Utc>| t.with_timezone(&zone).format("%Y-%m-%d %H:%M");
+        format!("{} to {}", at(from), at(to))
+    };
+    match &r.compared {
+        None => "No change is shown: nothing of this period can be compared yet.".to_owned(),
+        Some(c) if c.stretch.1 >= r.period.to => format!(
+            "Each change compares this period with the one before it, {}.",
+            span(c.before_stretch)
+        ),
+        Some(c) => format!(
+            "The current {} is still counting and left out: each change compares the complete part, {}, with the same stretch of the previous period, {}.",
+            r.period.read.as_str(),
+            span(c.stretch),
+            span(c.before_stretch)
+        ),
+    }
 }
 
 const UNSUBSCRIBE_TEXT: &str = "You receive this because this address is subscribed to the site's emails. Unsubscribe from all of them (one click, no login):";
@@ -166,7 +166,7 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
         n => format!("{} views", thousands(&n)),
     };
     let subject = format!("{}: {} — {views}", r.site_name, r.title);
-    let lines = lines(&r.now, &r.before);
+    let lines = lines(&r.now, r.compared.as_ref());
     let zone = r.period.zone.name();
     let footer = if r.one_off {
         ONE_OFF_TEXT
@@ -174,8 +174,12 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
         UNSUBSCRIBE_TEXT
     };
     let mut text = format!(
-        "{} ({})\n{} ({})\n\nEach change compares with the period before.\n\n",
-        r.site_name, r.domain, r.title, zone
+        "{} ({})\n{} ({})\n\n{}\n\n",
+        r.site_name,
+        r.domain,
+        r.title,
+        zone,
+        basis(r)
     );
     for l in &lines {
         text.push_str(&format!(
@@ -207,7 +211,10 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
             escape(&l.before)
         ));
     }
-    body.push_str("</table>\n");
+    body.push_str(&format!(
+        "</table>\n<p id=\"basis\" style=\"font-size:12px;color:#666;margin:-12px 0 16px 0\">{}</p>\n",
+        escape(&basis(r))
+    ));
     html_list(&mut body, "pages", "Top pages", "Page", &r.pages);
     html_list(&mut body, "sources", "Top sources", "Source", &r.sources);
     html_list(
@@ -319,11 +326,11 @@ mod tests {
 
     #[test]
     fn changes_read_like_the_dashboards() {
-        assert_eq!(change(0, 0), "—");
-        assert_eq!(change(5, 0), "new");
-        assert_eq!(change(9, 8), "+12.5%");
-        assert_eq!(change(97, 100), "−3.0%");
-        assert_eq!(change(100, 100), "±0%");
+        assert_eq!(row_change(0, 0, 0), "—");
+        assert_eq!(row_change(5, 0, 0), "new");
+        assert_eq!(row_change(9, 9, 8), "+12.5%");
+        assert_eq!(row_change(97, 97, 100), "−3.0%");
+        assert_eq!(row_change(120, 100, 100), "±0%");
         assert_eq!(points(0.55, 0.5), "+5 pts");
         assert_eq!(minutes_seconds(65.0), "1m 05s");
         assert_eq!(minutes_seconds(3725.0), "1h 02m");

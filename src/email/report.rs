@@ -1,14 +1,16 @@
 //! A report's figures, read through the same functions as the dashboard
-//! and the API (`reports::queries`, `reports::visits`, the sources and
-//! breakdowns), so the email says what the dashboard says for its period.
+//! and the API (`reports::line` for the first line and its changes,
+//! `reports::queries`, the sources and breakdowns), so the email says what
+//! the dashboard says for its period, changes included.
 
 use chrono::{DateTime, Datelike, TimeDelta, Utc};
 use chrono_tz::Tz;
 
-use crate::domain::{Dimension, Resolution, Schedule};
+use crate::domain::{Dimension, Resolution, Retention, Schedule};
+use crate::reports::line::Totals;
 use crate::reports::local;
 use crate::reports::sources::SourceScope;
-use crate::reports::{queries, visits, Period, Scope};
+use crate::reports::{queries, Period, Scope};
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
@@ -28,6 +30,32 @@ pub struct Figures {
     pub visit_duration: Option<f64>,
 }
 
+impl From<Totals> for Figures {
+    fn from(t: Totals) -> Self {
+        Figures {
+            views: t.views,
+            visitors: t.visits.visitors,
+            visits: t.visits.visits,
+            bounce_rate: t.visits.bounce_rate(),
+            visit_duration: t.visits.average_duration(),
+        }
+    }
+}
+
+/// What the changes compare, as the dashboard compares them
+/// (`reports::line`): the whole period with the whole period
+/// before, or, while the period runs, its complete hours with the same
+/// stretch before.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compared {
+    pub now: Figures,
+    pub before: Figures,
+    /// The stretch of this period compared (`[from, to)`).
+    pub stretch: (DateTime<Utc>, DateTime<Utc>),
+    /// The stretch of the period before it is compared with.
+    pub before_stretch: (DateTime<Utc>, DateTime<Utc>),
+}
+
 /// Everything one report email shows.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -38,11 +66,12 @@ pub struct Report {
     /// How the period is named: "Sunday 22 November 2026", "16 – 22
     /// November 2026", "November 2026", or its first and last minute.
     pub title: String,
+    /// The whole period's figures.
     pub now: Figures,
-    pub before: Figures,
-    /// The period before, as the dashboard compares it.
-    pub before_from: DateTime<Utc>,
-    pub before_to: DateTime<Utc>,
+    /// What the changes compare; `None`: no change is shown (nothing of
+    /// the period is complete yet, or the period before is past the
+    /// retention of its buckets).
+    pub compared: Option<Compared>,
     pub pages: Vec<(String, i64)>,
     pub sources: Vec<(String, i64)>,
     pub countries: Vec<(String, i64)>,
@@ -112,25 +141,6 @@ pub fn last_days(days: i64, now: DateTime<Utc>, zone: Tz) -> Period {
     Period::aligned_in(from, to, Resolution::auto(to - from), zone)
 }
 
-/// The figures of `scope` over `period`: the API's `visits` answer.
-async fn figures(
-    store: &Store,
-    scope: &Scope<'_>,
-    period: &Period,
-) -> Result<Figures, mongodb::error::Error> {
-    let (points, f) = tokio::try_join!(
-        queries::read_series(store, scope, period),
-        visits::figures(store, scope, period),
-    )?;
-    Ok(Figures {
-        views: queries::total(&points),
-        visitors: f.visitors,
-        visits: f.visits,
-        bounce_rate: f.bounce_rate(),
-        visit_duration: f.average_duration(),
-    })
-}
-
 /// A country's name beside its code, as the dashboard shows it.
 fn country_label(code: &str) -> String {
     match crate::domain::countries::name(code) {
@@ -187,21 +197,23 @@ fn title(period: &Period, schedule: Option<Schedule>) -> String {
     }
 }
 
-/// Reads a site's report over `period`. `schedule` names the period in
-/// the title (`None`: any stretch, named by its first and last minute).
+/// Reads a site's report over `period` at `now` (what "so far" means for
+/// a running period). `schedule` names the period in the title (`None`:
+/// any stretch, named by its first and last minute); `retention` says how
+/// far back a change may compare, as on the dashboard.
 pub async fn assemble(
     store: &Store,
     public_url: &str,
     site: &Site,
     period: &Period,
     schedule: Option<Schedule>,
+    (now, retention): (DateTime<Utc>, &Retention),
 ) -> Result<Report, mongodb::error::Error> {
     let scope = Scope::of_site(site);
     let before = period.previous();
     let sources = SourceScope::Site(site);
-    let (now, was, pages, read_sources, countries) = tokio::try_join!(
-        figures(store, &scope, period),
-        figures(store, &scope, &before),
+    let (line, pages, read_sources, countries) = tokio::try_join!(
+        crate::reports::line::read_whole(store, retention, &scope, period, now),
         queries::top_pages(store, &scope, period),
         crate::reports::sources::top_sources(store, sources, period.from, period.to),
         crate::reports::breakdowns::read(
@@ -219,10 +231,18 @@ pub async fn assemble(
         domain: site.domain.to_string(),
         period: *period,
         title: title(period, schedule),
-        now,
-        before: was,
-        before_from: before.from,
-        before_to: before.to,
+        now: line.shown.into(),
+        compared: line.compared.map(|(part, part_before)| {
+            // The complete part of a running period, and the same stretch
+            // before (`reports::line`: the stretches it compares).
+            let cut = period.complete_until(now);
+            Compared {
+                now: part.into(),
+                before: part_before.into(),
+                stretch: (period.from, cut),
+                before_stretch: (before.from, cut - period.shift()),
+            }
+        }),
         pages: pages
             .into_iter()
             .take(TOP_ROWS)

@@ -51,6 +51,9 @@ pub struct Sender {
     mailer: Option<Mailer>,
     stats: Arc<EmailStats>,
     key: OnceCell<[u8; 32]>,
+    /// How long buckets are kept: a report's changes compare no period
+    /// before past it, as the dashboard's do.
+    retention: crate::domain::Retention,
 }
 
 impl std::fmt::Debug for Sender {
@@ -101,7 +104,15 @@ impl Sender {
             mailer,
             stats: Arc::default(),
             key: OnceCell::new(),
+            retention: crate::domain::Retention::default(),
         })
+    }
+
+    /// The buckets' retention (`TICKERTAPE_RETAIN_*`), which the changes
+    /// of a report respect as the dashboard's do; unset: kept for ever.
+    pub fn with_retention(mut self, retention: crate::domain::Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     pub fn enabled(&self) -> bool {
@@ -430,9 +441,15 @@ impl Sender {
                     record.to.to_chrono(),
                     site.time_zone.tz(),
                 );
-                let report =
-                    report::assemble(&self.store, &self.public_url, site, &period, Some(schedule))
-                        .await?;
+                let report = report::assemble(
+                    &self.store,
+                    &self.public_url,
+                    site,
+                    &period,
+                    Some(schedule),
+                    (self.clock.now(), &self.retention),
+                )
+                .await?;
                 render::report(&report, &link)
             }
         };
@@ -489,7 +506,15 @@ impl Sender {
             self.enabled(),
             "set TICKERTAPE_SMTP_URL and TICKERTAPE_SMTP_FROM to send email (docs/email.md)"
         );
-        let report = report::assemble(&self.store, &self.public_url, site, period, None).await?;
+        let report = report::assemble(
+            &self.store,
+            &self.public_url,
+            site,
+            period,
+            None,
+            (self.clock.now(), &self.retention),
+        )
+        .await?;
         let link = self.unsubscribe_link(&site.id, to).await?;
         let rendered = render::report(&report, &link);
         let mut wait = std::time::Duration::from_secs(1);

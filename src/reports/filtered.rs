@@ -90,6 +90,13 @@ pub struct DaySketches {
     days: BTreeMap<NaiveDate, Sketch>,
     /// The share of visitors read, to scale the estimate up by.
     share: f64,
+    /// The visits added, per UTC day: each visitor counted has at least
+    /// one of them, so no day's estimate may exceed them (a sketch's
+    /// error, or its scaling from a sample, would otherwise show more
+    /// visitors than visits).
+    visits: BTreeMap<NaiveDate, i64>,
+    /// The visit added last, so that one visit counts once.
+    last: Option<(usize, NaiveDate)>,
 }
 
 impl Default for DaySketches {
@@ -97,34 +104,55 @@ impl Default for DaySketches {
         DaySketches {
             days: BTreeMap::new(),
             share: 1.0,
+            visits: BTreeMap::new(),
+            last: None,
         }
     }
 }
 
+/// A count read from a sample, scaled up by the share read: the one
+/// rounding every filtered count gets, visits and their visitors' bound
+/// alike, so the two can be compared after it.
+fn scaled(n: i64, share: f64) -> i64 {
+    if share >= 1.0 {
+        n
+    } else {
+        (n as f64 / share).round() as i64
+    }
+}
+
 impl DaySketches {
-    fn add(&mut self, at: DateTime<Utc>, register: Option<(u16, u8)>) {
+    /// The visitor of visit number `visit` (visits are added one after
+    /// the other), seen at `at`.
+    fn add(&mut self, visit: usize, at: DateTime<Utc>, register: Option<(u16, u8)>) {
+        let day = at.date_naive();
+        if self.last != Some((visit, day)) {
+            self.last = Some((visit, day));
+            *self.visits.entry(day).or_default() += 1;
+        }
         if let Some((index, rank)) = register {
-            self.days
-                .entry(at.date_naive())
-                .or_default()
-                .raise(index, rank);
+            self.days.entry(day).or_default().raise(index, rank);
         }
     }
 
     pub fn estimate(&self) -> i64 {
-        if self.share >= 1.0 {
-            let n: u64 = self.days.values().map(Sketch::estimate_count).sum();
-            return i64::try_from(n).unwrap_or(i64::MAX);
-        }
         // A sample keeps the visitors of the first registers only: each
         // day's sketch is estimated over those registers and scaled up.
         let kept = (self.share * REGISTERS as f64).round() as usize;
-        let n: f64 = self
+        let n: i64 = self
             .days
-            .values()
-            .map(|day| day.estimate_sampled(kept))
+            .iter()
+            .map(|(day, sketch)| {
+                let estimate = if self.share >= 1.0 {
+                    i64::try_from(sketch.estimate_count()).unwrap_or(i64::MAX)
+                } else {
+                    sketch.estimate_sampled(kept).round() as i64
+                };
+                let bound = scaled(self.visits.get(day).copied().unwrap_or(0), self.share);
+                estimate.min(bound)
+            })
             .sum();
-        n.round() as i64
+        n
     }
 }
 
@@ -232,7 +260,7 @@ pub fn compute<'a>(
     let in_range = |at: DateTime<Utc>| at >= from && at < to;
     let point_of = |at: DateTime<Utc>| points.partition_point(|p| *p <= at).checked_sub(1);
     let page_filtered = filters.pages().next().is_some();
-    for visit in visits {
+    for (number, visit) in visits.into_iter().enumerate() {
         if visit.start >= to || !admits(filters, visit) {
             continue;
         }
@@ -267,11 +295,11 @@ pub fn compute<'a>(
                     views += 1;
                     let page = slot(&mut f.pages, path);
                     page.views += 1;
-                    page.visitors.add(at, visit.register);
-                    f.visitors.add(at, visit.register);
+                    page.visitors.add(number, at, visit.register);
+                    f.visitors.add(number, at, visit.register);
                     if let Some(p) = point {
                         f.series[p].views += 1;
-                        f.series[p].visitors.add(at, visit.register);
+                        f.series[p].visitors.add(number, at, visit.register);
                     }
                 }
                 Step::Event { name, .. } => {
@@ -283,11 +311,13 @@ pub fn compute<'a>(
         }
         if started {
             f.visits += 1;
-            f.visitors.add(visit.start, visit.register);
+            f.visitors.add(number, visit.start, visit.register);
             let point = point_of(visit.start);
             if let Some(p) = point {
                 f.series[p].visits += 1;
-                f.series[p].visitors.add(visit.start, visit.register);
+                f.series[p]
+                    .visitors
+                    .add(number, visit.start, visit.register);
             }
             if visit.bounced() {
                 f.bounces += 1;
@@ -372,7 +402,7 @@ impl Figures {
     /// Every count divided by the share of visitors read.
     fn scale_up(&mut self) {
         let share = self.sampled;
-        let up = |n: &mut i64| *n = (*n as f64 / share).round() as i64;
+        let up = |n: &mut i64| *n = scaled(*n, share);
         for n in [
             &mut self.views,
             &mut self.visits,
@@ -681,6 +711,45 @@ mod tests {
     fn a_sample_is_scaled_back_up() {
         let f = compute(&Filters::default(), &sample()[..1], DAY, &[], 0.1);
         assert_eq!((f.views, f.visits, f.visitors()), (20, 10, 10));
+    }
+
+    #[test]
+    fn no_figure_has_more_visitors_than_visits() {
+        // Every visitor of one visit, in one UTC day: the visitors are
+        // the visits, whether every visitor was read or a sample of them
+        // (scaled up, estimated from the sample's registers).
+        for share in [1.0, 0.9, 0.75, 0.6, 0.45, 0.3, 0.2, 0.1, 0.05] {
+            let kept = ((share * REGISTERS as f64).round() as u64).max(1);
+            for n in [1u64, 2, 3, 7, 40, 174, 600] {
+                let visits: Vec<VisitRecord> = (0..n)
+                    .map(|i| {
+                        let mut v = visit(at(10, (i % 50) as u32), "DE", vec![view(0, "/a")], 0);
+                        let rank = 1 + (i * 7 % 5) as u8;
+                        v.register = Some(((i * 7919 % kept) as u16, rank));
+                        v
+                    })
+                    .collect();
+                let f = compute(&Filters::default(), &visits, DAY, &[DAY.0], share);
+                assert!(
+                    f.visitors() <= f.visits,
+                    "{n} visits at {share}: {} visitors, {} visits",
+                    f.visitors(),
+                    f.visits
+                );
+                assert!(
+                    f.series[0].visitors() <= f.series[0].visits,
+                    "{n} visits at {share}: a point's {} visitors, {} visits",
+                    f.series[0].visitors(),
+                    f.series[0].visits
+                );
+                assert!(
+                    f.pages["/a"].visitors() <= f.pages["/a"].entries,
+                    "{n} visits at {share}: a page's {} visitors, {} entries",
+                    f.pages["/a"].visitors(),
+                    f.pages["/a"].entries
+                );
+            }
+        }
     }
 
     #[test]

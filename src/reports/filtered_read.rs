@@ -48,13 +48,33 @@ pub fn want<'a>(
             }
             (FilterDimension::Event, Condition::Name(n)) => want.events.push(n.as_str()),
             (d, Condition::Name(n)) => match d.breakdown() {
-                Some(b) if b != Dimension::Event => want.labels.push((b, n.as_str())),
+                Some(b) if b != Dimension::Event => want.labels.push((b, stored_name(b, n))),
                 _ => {}
             },
             _ => {}
         }
     }
     want
+}
+
+/// The name as the tracker stores it: a browser, a system or a device
+/// class is matched ignoring letter case (`FilterDimension::ignores_case`),
+/// so a pack, which compares names exactly, is asked for the vocabulary's
+/// own spelling of it. Any other name is stored as sent.
+fn stored_name(dimension: Dimension, name: &str) -> &str {
+    use crate::classify::user_agent::{DeviceClass, BROWSERS, OPERATING_SYSTEMS};
+    let devices = DeviceClass::ALL.map(DeviceClass::as_str);
+    let vocabulary: &[&'static str] = match dimension {
+        Dimension::Browser => BROWSERS,
+        Dimension::Os => OPERATING_SYSTEMS,
+        Dimension::Device => &devices,
+        _ => &[],
+    };
+    vocabulary
+        .iter()
+        .find(|known| known.eq_ignore_ascii_case(name))
+        .copied()
+        .unwrap_or(name)
 }
 
 /// A visit decoded from a day pack costs about this fraction of one read
@@ -316,8 +336,8 @@ pub async fn imported_note(
 pub fn sample_words(share: f64) -> Option<String> {
     (share < 1.0).then(|| {
         format!(
-            "Sampled: the visits of about {:.1} % of visitors (1 in {:.0}) were read and the counts scaled up, as this range has too many visits to read in time.",
-            share * 100.0,
+            "Sampled: the visits of about {} of visitors (1 in {:.0}) were read and the counts scaled up, as this range has too many visits to read in time.",
+            super::numbers::percent(share, 1),
             1.0 / share
         )
     })
@@ -391,6 +411,19 @@ mod tests {
             DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(1),
         );
         let w = want(&f, from, to, Some(Sample::rate(0.5)));
+        // A fixed vocabulary's name in any letter case asks a pack for
+        // the stored spelling.
+        let lower =
+            Filters::parse(["browser:firefox", "device:MOBILE", "source:Google.com"]).unwrap();
+        let mut labels = want(&lower, from, to, None).labels;
+        labels.sort();
+        let mut expected = vec![
+            (Dimension::Source, "Google.com"),
+            (Dimension::Browser, "Firefox"),
+            (Dimension::Device, "mobile"),
+        ];
+        expected.sort();
+        assert_eq!(labels, expected);
         assert_eq!(w.labels, [(Dimension::Country, "DE")]);
         assert_eq!(
             (w.entry, &w.pages[..], &w.events[..]),

@@ -24,7 +24,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// In words: "day totals 40 %, hour and minute totals to come".
+    /// In words: "day totals 40%, hour and minute totals to come".
     pub fn describe(&self) -> String {
         let share = (self.done.saturating_mul(100))
             .checked_div(self.of)
@@ -32,13 +32,13 @@ impl Progress {
             .min(99);
         match self.level {
             Resolution::Day => {
-                format!("day totals {share} %, hour and minute totals to come")
+                format!("day totals {share}%, hour and minute totals to come")
             }
             Resolution::Hour => {
-                format!("day totals done, hour totals {share} %, minute totals to come")
+                format!("day totals done, hour totals {share}%, minute totals to come")
             }
             Resolution::Minute => {
-                format!("day and hour totals done, minute totals {share} %")
+                format!("day and hour totals done, minute totals {share}%")
             }
         }
     }
@@ -94,12 +94,12 @@ mod tests {
             tracker.at(Resolution::Hour, 25, 100);
             assert_eq!(
                 of(site).map(|p| p.describe()),
-                Some("day totals done, hour totals 25 %, minute totals to come".to_owned())
+                Some("day totals done, hour totals 25%, minute totals to come".to_owned())
             );
             tracker.at(Resolution::Day, 3, 0);
             assert_eq!(
                 of(site).map(|p| p.describe()),
-                Some("day totals 0 %, hour and minute totals to come".to_owned())
+                Some("day totals 0%, hour and minute totals to come".to_owned())
             );
         }
         assert_eq!(of(site), None);

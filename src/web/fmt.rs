@@ -3,52 +3,14 @@
 use chrono::{DateTime, Utc};
 
 /// 1234567 → "1,234,567": the charts and the reports' messages use it too.
-pub use crate::reports::numbers::thousands;
-
-/// Change against the previous period: "+12.5%", "−3.0%", "±0%", "new"
-/// (none before), or "—" when neither has any (nothing to compare; "±0%"
-/// there would claim a steady figure).
-/// A row's change: its `compared` count (the complete part of a running
-/// period) against `previous` (the same stretch before), and "new" as
-/// soon as the row has any `count` against none, as the report's first
-/// line says.
-pub fn row_change(count: i64, compared: i64, previous: i64) -> String {
-    if previous == 0 && count > 0 {
-        return "new".into();
-    }
-    change(compared, previous)
-}
-
-pub fn change(current: i64, previous: i64) -> String {
-    if previous == 0 {
-        return if current == 0 {
-            "—".into()
-        } else {
-            "new".into()
-        };
-    }
-    relative_change(current as f64, previous as f64)
-}
-
-/// [`change`] of two figures that need not be whole (a rate, an average),
-/// `previous` above 0.
-pub fn relative_change(current: f64, previous: f64) -> String {
-    let pct = (current - previous) * 100.0 / previous;
-    if pct.abs() < 0.05 {
-        "±0%".into()
-    } else if pct > 0.0 {
-        format!("+{pct:.1}%")
-    } else {
-        format!("−{:.1}%", -pct)
-    }
-}
+pub use crate::reports::numbers::{change, relative_change, row_change, thousands};
 
 /// Share of a total, "42.0%".
 pub fn share(part: i64, total: i64) -> String {
     if total == 0 {
-        "0.0%".into()
+        crate::reports::numbers::percent(0.0, 1)
     } else {
-        format!("{:.1}%", part as f64 * 100.0 / total as f64)
+        crate::reports::numbers::percent(part as f64 / total as f64, 1)
     }
 }
 

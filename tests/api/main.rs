@@ -50,6 +50,7 @@ mod site_totals;
 mod sources;
 mod storage;
 mod stored_extremes;
+mod surfaces;
 mod tenant_limits;
 mod time_zones;
 mod two_factor;

@@ -24,7 +24,7 @@ use crate::helpers::*;
 use crate::json_api::{create_token, get};
 
 /// The seed `make test` runs.
-const FIXED_SEED: u64 = 20_261_122;
+pub(crate) const FIXED_SEED: u64 = 20_261_122;
 
 /// (the User-Agent sent, the browser and the system it counts as).
 const BROWSERS: [(&str, &str, &str); 3] = [
@@ -106,7 +106,7 @@ const IMPORTED_REFERRERS: [(&str, &str, &str); 3] = [
 const IMPORTED_DAYS: i64 = 38;
 
 /// splitmix64: small, seedable, the same everywhere.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -131,14 +131,14 @@ impl Rng {
 }
 
 #[derive(Debug, Clone)]
-struct Visitor {
+pub(crate) struct Visitor {
     ip: String,
     browser: usize,
     country: &'static str,
 }
 
 #[derive(Debug, Clone)]
-struct Hit {
+pub(crate) struct Hit {
     site: usize,
     path: &'static str,
     at: DateTime<Utc>,
@@ -406,10 +406,10 @@ struct Figures {
     exits: i64,
 }
 
-struct Site {
-    id: String,
-    domain: &'static str,
-    zone: chrono_tz::Tz,
+pub(crate) struct Site {
+    pub(crate) id: String,
+    pub(crate) domain: &'static str,
+    pub(crate) zone: chrono_tz::Tz,
 }
 
 /// Random traffic over the two days before `now`.
@@ -588,21 +588,21 @@ fn rows_of(points: &[(DateTime<Utc>, Vec<String>)], (from, to): Span) -> Vec<(Sp
         .collect()
 }
 
-fn csv_rows(csv: &str) -> Vec<Vec<String>> {
+pub(crate) fn csv_rows(csv: &str) -> Vec<Vec<String>> {
     csv.lines()
         .skip(1)
         .map(|l| l.split(',').map(str::to_owned).collect())
         .collect()
 }
 
-fn int(cell: &str) -> i64 {
+pub(crate) fn int(cell: &str) -> i64 {
     cell.replace(',', "")
         .parse()
         .unwrap_or_else(|_| panic!("a whole number: {cell:?}"))
 }
 
 /// The big figure of the report line's `id`.
-fn figure(html: &str, id: &str) -> Option<String> {
+pub(crate) fn figure(html: &str, id: &str) -> Option<String> {
     let at = html.find(&format!("id=\"fig-{id}\""))?;
     let big = at + html[at..].find("<span class=\"big\"")?;
     let big = big + html[big..].find('>')? + 1;
@@ -1202,13 +1202,17 @@ const PRESETS: [&str; 9] = [
     "12mo",
 ];
 
-async fn run_model(seed: u64, people: usize, ranges: usize) {
-    println!("reference model: seed {seed} (REFERENCE_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
-    let app = spawn_app_with(|s| {
-        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
-    })
-    .await;
+/// The reference model's live traffic on `app` (started with the
+/// loopback as a trusted proxy: each visitor has its own address): its two
+/// sites (UTC and Asia/Kolkata), `people` random visitors' hits of the 40
+/// hours before the returned `now` sent through the pixel on the test
+/// clock, the clock left at `now` and every hit applied. Other tests take
+/// the same site from here.
+pub(crate) async fn live_traffic(
+    app: &TestApp,
+    rng: &mut Rng,
+    people: usize,
+) -> (Vec<Site>, Vec<Hit>, Vec<Visitor>, DateTime<Utc>) {
     let mut sites = Vec::new();
     for (domain, zone) in [
         ("model-utc.test", "UTC"),
@@ -1224,7 +1228,7 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
     // Not on a whole hour, so that today, the last hour and the last 24
     // hours are running.
     let now = Utc.with_ymd_and_hms(2026, 11, 22, 10, 31, 7).unwrap();
-    let (hits, visitors) = traffic(&mut rng, sites.len(), people, now);
+    let (hits, visitors) = traffic(rng, sites.len(), people, now);
     let mut day = None;
     for h in &hits {
         app.clock.set(h.at);
@@ -1233,7 +1237,7 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
             // let in before its first hit, as it is a day ahead in real
             // time, so that no visitor's id changes within a day.
             day = Some(h.at.date_naive());
-            salts_ready(&app, h.at.date_naive()).await;
+            salts_ready(app, h.at.date_naive()).await;
         }
         let v = &visitors[h.visitor];
         let site = &sites[h.site];
@@ -1261,6 +1265,17 @@ async fn run_model(seed: u64, people: usize, ranges: usize) {
     }
     app.clock.set(now);
     app.settle().await;
+    (sites, hits, visitors, now)
+}
+
+async fn run_model(seed: u64, people: usize, ranges: usize) {
+    println!("reference model: seed {seed} (REFERENCE_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let (sites, hits, visitors, now) = live_traffic(&app, &mut rng, people).await;
     let first_live_day = hits.first().map_or(now, |h| h.at).date_naive();
     let imported = goatcounter_export(&mut rng, sites.len(), first_live_day, people * 10);
     let dir = tempfile::tempdir().expect("a temporary folder");

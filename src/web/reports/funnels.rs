@@ -115,7 +115,10 @@ pub struct FunnelRow {
 }
 
 fn percent(r: Option<f64>) -> String {
-    r.map_or_else(|| "—".to_owned(), |r| format!("{:.1} %", r * 100.0))
+    r.map_or_else(
+        || "—".to_owned(),
+        |r| crate::reports::numbers::percent(r, 1),
+    )
 }
 
 fn rows(f: &FunnelFigures) -> Vec<FunnelRow> {
@@ -284,4 +287,17 @@ pub async fn funnel_csv(
         ),
         body,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_step_is_written_as_every_percentage_is() {
+        assert_eq!(super::percent(Some(0.435)), "43.5%");
+        assert_eq!(
+            super::percent(Some(0.435)),
+            crate::web::fmt::share(435, 1000)
+        );
+        assert_eq!(super::percent(None), "—");
+    }
 }

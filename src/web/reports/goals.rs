@@ -73,7 +73,10 @@ pub fn view(
                     .converting
                     .map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
                 converting: g.converting,
-                rate: rate_now.map_or_else(|| "—".to_owned(), |r| format!("{:.1}%", r * 100.0)),
+                rate: rate_now.map_or_else(
+                    || "—".to_owned(),
+                    |r| crate::reports::numbers::percent(r, 1),
+                ),
                 rate_percent: rate_now.map_or_else(String::new, |r| format!("{:.1}", r * 100.0)),
                 rate_change: match (rate_now, rate_before) {
                     (Some(a), Some(b)) => points(a, b),

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use crate::reports::engine::Chart;
 pub use crate::reports::line::{LineFigures, Totals};
 pub use crate::reports::metric::ChartMetric;
-use crate::reports::numbers::{minutes_seconds, points};
+use crate::reports::numbers::{minutes_seconds, percent, points};
 use crate::reports::Period;
 use crate::web::fmt;
 
@@ -159,11 +159,9 @@ pub(super) fn build(line: &LineFigures, period: &Period, page: bool) -> VisitLin
     figures.push(figure(
         "bounce-rate",
         "Bounce rate",
-        bounce(shown).map_or_else(dash, |r| format!("{:.0}%", r * 100.0)),
+        bounce(shown).map_or_else(dash, |r| percent(r, 0)),
         match pair(&bounce) {
-            Some((Some(a), Some(b))) => {
-                (points(a, b), direction(a, b), format!("{:.0}%", b * 100.0))
-            }
+            Some((Some(a), Some(b))) => (points(a, b), direction(a, b), percent(b, 0)),
             _ => none(),
         },
     ));
