@@ -1,16 +1,20 @@
-//! A report's figures, read through the same functions as the dashboard
-//! and the API (`reports::line` for the first line and its changes,
-//! `reports::queries`, the sources and breakdowns), so the email says what
-//! the dashboard says for its period, changes included.
+//! A report's figures, read through the report engine as the dashboard
+//! reads them (`reports::engine::Report`: the first line and its changes,
+//! the pages, the sources and the countries), so the email says what the
+//! dashboard says for its period, changes included.
 
 use chrono::{DateTime, Datelike, TimeDelta, Utc};
 use chrono_tz::Tz;
 
 use crate::domain::{Dimension, Resolution, Retention, Schedule};
+use crate::reports::costly::ReadError;
+use crate::reports::engine;
+use crate::reports::isolated::Reads;
 use crate::reports::line::Totals;
 use crate::reports::local;
+use crate::reports::request::ReportRequest;
 use crate::reports::sources::SourceScope;
-use crate::reports::{queries, Period, Scope};
+use crate::reports::Period;
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
@@ -208,23 +212,18 @@ pub async fn assemble(
     period: &Period,
     schedule: Option<Schedule>,
     (now, retention): (DateTime<Utc>, &Retention),
-) -> Result<Report, mongodb::error::Error> {
-    let scope = Scope::of_site(site);
+) -> Result<Report, ReadError> {
     let before = period.previous();
-    let sources = SourceScope::Site(site);
-    let (line, pages, read_sources, countries) = tokio::try_join!(
-        crate::reports::line::read_whole(store, retention, &scope, period, now),
-        queries::top_pages(store, &scope, period),
-        crate::reports::sources::top_sources(store, sources, period.from, period.to),
-        crate::reports::breakdowns::read(
-            store,
-            sources,
-            &[Dimension::Country],
-            &[],
-            period.from,
-            period.to
-        ),
+    // The dashboard's own engine, unfiltered: the same figures, read the
+    // same way, in the sender's task (no visitor waits on it).
+    let request = ReportRequest::new(store, SourceScope::Site(site), period, now);
+    let report = engine::Report::new(Reads::inline(store), site, request, retention);
+    let (line, pages, (sources, panels)) = tokio::try_join!(
+        report.line(),
+        report.pages("", (0, TOP_ROWS)),
+        report.panels(&[Dimension::Country]),
     )?;
+    let line = line.figures;
     Ok(Report {
         site_id: site.id.to_string(),
         site_name: site.name.clone(),
@@ -244,22 +243,22 @@ pub async fn assemble(
             }
         }),
         pages: pages
+            .rows
             .into_iter()
             .take(TOP_ROWS)
-            .map(|(page, views)| (page.path().to_owned(), views))
+            .map(|p| (p.path, p.views))
             .collect(),
-        sources: read_sources
-            .sources
+        sources: sources
+            .rows
             .into_iter()
             .take(TOP_ROWS)
-            .map(|(source, views)| (source.to_string(), views))
+            .map(|r| (r.name, r.count))
             .collect(),
-        countries: countries
-            .of(Dimension::Country)
-            .names
+        countries: panels
             .into_iter()
+            .flat_map(|panel| panel.rows)
             .take(TOP_ROWS)
-            .map(|(code, n)| (country_label(&code), n))
+            .map(|r| (country_label(&r.name), r.count))
             .collect(),
         dashboard: dashboard_url(public_url, site, period),
         one_off: schedule.is_none(),

@@ -69,6 +69,15 @@ enum NotSent {
     Failure(SendFailure),
 }
 
+impl From<crate::reports::costly::ReadError> for NotSent {
+    fn from(e: crate::reports::costly::ReadError) -> Self {
+        NotSent::Failure(SendFailure::Transient(format!(
+            "the report could not be read: {}",
+            crate::telemetry::chain(&e)
+        )))
+    }
+}
+
 impl From<mongodb::error::Error> for NotSent {
     fn from(e: mongodb::error::Error) -> Self {
         NotSent::Failure(SendFailure::Transient(format!(

@@ -15,14 +15,35 @@ use crate::domain::FunnelSteps;
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
-/// What the costly reads need: the store and where they run.
+/// What the costly reads need: the store and where they run (`None`:
+/// in the caller's task, unbounded — the email reports and the commands,
+/// which read no filtered figures for a visitor waiting on them).
 #[derive(Clone, Copy)]
 pub struct Reads<'a> {
     pub store: &'a Store,
-    pub costly: &'a CostlyReads,
+    pub costly: Option<&'a CostlyReads>,
 }
 
-impl Reads<'_> {
+impl<'a> Reads<'a> {
+    /// Reads run in the caller's own task.
+    pub fn inline(store: &'a Store) -> Self {
+        Reads {
+            store,
+            costly: None,
+        }
+    }
+
+    async fn run<T, W>(&self, site: &str, work: W) -> Result<T, ReadError>
+    where
+        W: std::future::Future<Output = Result<T, ReadError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match self.costly {
+            Some(costly) => costly.run(site, work).await,
+            None => work.await,
+        }
+    }
+
     /// [`filtered_imported::figures`] over `period`.
     pub async fn figures(
         &self,
@@ -33,11 +54,10 @@ impl Reads<'_> {
         let (store, site, filters, period) =
             (self.store.clone(), site.clone(), filters.clone(), *period);
         let domain = site.domain.to_string();
-        self.costly
-            .run(&domain, async move {
-                filtered_imported::figures(&store, &site, &filters, &period).await
-            })
-            .await
+        self.run(&domain, async move {
+            filtered_imported::figures(&store, &site, &filters, &period).await
+        })
+        .await
     }
 
     /// The figures of `period` and of the period before it, read together
@@ -51,16 +71,15 @@ impl Reads<'_> {
         let (store, site, filters, period) =
             (self.store.clone(), site.clone(), filters.clone(), *period);
         let domain = site.domain.to_string();
-        self.costly
-            .run(&domain, async move {
-                let before = period.previous();
-                let (now, (before, _)) = tokio::try_join!(
-                    filtered_imported::figures(&store, &site, &filters, &period),
-                    filtered_imported::figures(&store, &site, &filters, &before),
-                )?;
-                Ok((now, before))
-            })
-            .await
+        self.run(&domain, async move {
+            let before = period.previous();
+            let (now, (before, _)) = tokio::try_join!(
+                filtered_imported::figures(&store, &site, &filters, &period),
+                filtered_imported::figures(&store, &site, &filters, &before),
+            )?;
+            Ok((now, before))
+        })
+        .await
     }
 
     /// The funnels' figures over `period`, from one read of the visits.
@@ -79,11 +98,10 @@ impl Reads<'_> {
             *period,
         );
         let domain = site.domain.to_string();
-        self.costly
-            .run(&domain, async move {
-                filtered_read::funnels(&store, &site, &filters, &steps, &period).await
-            })
-            .await
+        self.run(&domain, async move {
+            filtered_read::funnels(&store, &site, &filters, &steps, &period).await
+        })
+        .await
     }
 
     /// One funnel's figures.
@@ -110,10 +128,9 @@ impl Reads<'_> {
     ) -> Result<(Vec<i64>, f64), ReadError> {
         let (store, site, filters) = (self.store.clone(), site.clone(), filters.clone());
         let domain = site.domain.to_string();
-        self.costly
-            .run(&domain, async move {
-                filtered_read::views_by_step(&store, &site, &filters, range, step).await
-            })
-            .await
+        self.run(&domain, async move {
+            filtered_read::views_by_step(&store, &site, &filters, range, step).await
+        })
+        .await
     }
 }

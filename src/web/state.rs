@@ -59,7 +59,7 @@ impl WebState {
     pub fn reads(&self) -> crate::reports::isolated::Reads<'_> {
         crate::reports::isolated::Reads {
             store: &self.store,
-            costly: &self.costly,
+            costly: Some(&self.costly),
         }
     }
 }
