@@ -162,7 +162,7 @@ test-fast: test-deps lint
 	cargo test --lib --bins --test layers
 	cargo test --test api -- $(foreach tier,$(SLOW_API_TIERS),--skip $(tier)::)
 
-# The dashboard's screenshot in docs/images/dashboard.png (the README's),
+# The README's screenshots of the demo in docs/images/ (dashboard, filtered, funnel),
 # taken by the browser test that renders a populated site.
 screenshots: test-deps
 	TICKERTAPE_UPDATE_SCREENSHOTS=1 cargo test --test api browser::an_owner_logs_in_and_reads_the_reports_in_a_real_browser -- --exact

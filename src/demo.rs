@@ -286,6 +286,23 @@ pub async fn generate(
     generate_reporting(store, journal, options, now, if_empty, &mut |_| {}).await
 }
 
+/// The demo site's goals (its sign-up event and its pricing page) and one
+/// funnel from the home page to a sign-up, so the goals panel and the
+/// funnels page of a fresh `make run` show figures, as the breakdowns do.
+async fn add_goals_and_funnel(
+    store: &Store,
+    site: &Site,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    use crate::domain::{FunnelSteps, Goal};
+    for (kind, name) in [("event", "Signup"), ("page", "/pricing")] {
+        sites::add_goal(store, &site.id, &Goal::parse(kind, name)?).await?;
+    }
+    let steps = FunnelSteps::parse(["/", "/pricing", "event:Signup"])?;
+    crate::storage::funnels::add(store, &site.id, "Home to sign-up", &steps, now).await?;
+    Ok(())
+}
+
 /// [`generate`], calling `progress` after each day is journaled.
 pub async fn generate_reporting(
     store: &Store,
@@ -316,7 +333,13 @@ pub async fn generate_reporting(
                 owners: vec![],
                 time_zone: crate::domain::TimeZone::UTC,
             };
-            sites::insert(store, new, now).await?
+            let site = sites::insert(store, new, now).await?;
+            add_goals_and_funnel(store, &site, now).await?;
+            sites::list(store)
+                .await?
+                .into_iter()
+                .find(|s| s.id == site.id)
+                .unwrap_or(site)
         }
     };
     let pages: Vec<Page> = demo_paths()

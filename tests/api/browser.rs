@@ -372,11 +372,43 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
     let dashboard = browser.screenshot("dashboard").await;
     // The README's picture of a populated dashboard (1280 px wide), saved
     // when asked: `make screenshots`.
-    if std::env::var_os("TICKERTAPE_UPDATE_SCREENSHOTS").is_some() {
-        let images = crate::helpers::repo_root().join("docs/images");
+    let update = std::env::var_os("TICKERTAPE_UPDATE_SCREENSHOTS").is_some();
+    let images = crate::helpers::repo_root().join("docs/images");
+    if update {
         std::fs::create_dir_all(&images).unwrap();
         std::fs::copy(&dashboard, images.join("dashboard.png")).unwrap();
     }
+    // The demo's visits feed the filters: its first country filters the
+    // dashboard to figures, not zeros (the README's second picture).
+    let dashboard_url = browser.url().await;
+    browser
+        .click_and_load("#breakdown-country tbody tr:first-child a.add-filter")
+        .await;
+    browser.wait_for_url(|u| u.contains("filter=country")).await;
+    assert_eq!(browser.count("#filters .chip").await, 1);
+    let filtered = crate::reference_model::int(&browser.text("#total").await);
+    assert!(filtered > 0 && filtered < total, "{filtered} of {total}");
+    let shot = browser.screenshot("filtered-dashboard").await;
+    if update {
+        std::fs::copy(&shot, images.join("filtered-dashboard.png")).unwrap();
+    }
+    // And its funnel shows visits at every step (the third picture).
+    browser
+        .goto(&format!("{}/sites/{}/funnels", app.address, site.id))
+        .await;
+    assert_eq!(browser.count(".funnel-table tbody tr").await, 3);
+    let signed_up = browser
+        .text("#funnel-table-1 tbody tr:last-child td.num")
+        .await;
+    assert!(
+        crate::reference_model::int(&signed_up) > 0,
+        "visits reach the funnel's last step: {signed_up}"
+    );
+    let shot = browser.screenshot("funnel").await;
+    if update {
+        std::fs::copy(&shot, images.join("funnel.png")).unwrap();
+    }
+    browser.goto(&dashboard_url).await;
 
     browser
         .click_and_load("#pages tbody tr:first-child a")
@@ -1414,7 +1446,6 @@ async fn events_from_a_real_page_count_as_events_and_never_as_views() {
 /// Filters and funnels in a real browser: a country row of the dashboard
 /// filters it (a chip says so, and the figures are the filtered ones), the
 /// chip's × removes it; a funnel defined on the settings page is shown.
-/// Saves `docs/images/filtered-dashboard.png` and `docs/images/funnel.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_country_row_filters_the_dashboard_and_a_funnel_is_shown_in_a_real_browser() {
     use crate::webdriver::Browser;
@@ -1509,10 +1540,7 @@ async fn a_country_row_filters_the_dashboard_and_a_funnel_is_shown_in_a_real_bro
         tickertape::web::fmt::thousands(&us_views),
         "the views of the US visits"
     );
-    let shot = browser.screenshot("filtered-dashboard").await;
-    let images = repo_root().join("docs/images");
-    std::fs::create_dir_all(&images).unwrap();
-    std::fs::copy(&shot, images.join("filtered-dashboard.png")).unwrap();
+    browser.screenshot("filters-test-dashboard").await;
     // The chip's × takes the filter away: the dashboard as before.
     browser.click_and_load("#filters .chip-remove").await;
     let url = browser.wait_for_url(|u| !u.contains("filter=")).await;
@@ -1542,7 +1570,6 @@ async fn a_country_row_filters_the_dashboard_and_a_funnel_is_shown_in_a_real_bro
         .await;
     assert_eq!(browser.count(".funnel-table tbody tr").await, 4);
     assert!(browser.text("#funnel-table-1").await.contains("/pricing"));
-    let shot = browser.screenshot("funnel").await;
-    std::fs::copy(&shot, images.join("funnel.png")).unwrap();
+    browser.screenshot("filters-test-funnel").await;
     browser.quit().await;
 }
