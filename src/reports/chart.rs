@@ -365,6 +365,41 @@ fn tips(out: &mut String, bars: &[Bar], unit: Unit, tz: chrono_tz::Tz, id: &str,
     out.push_str("</div>");
 }
 
+/// A funnel as horizontal bars, one per step, each as long as its visits
+/// against the first step's, with the step and its visits written on it:
+/// inline SVG, no script, as the series' charts.
+pub fn funnel(steps: &[(&str, i64)], title: &str, id: &str) -> String {
+    const W: f64 = 600.0;
+    const ROW: f64 = 30.0;
+    let first = steps.first().map_or(0, |(_, v)| *v).max(1) as f64;
+    let height = ROW * steps.len().max(1) as f64;
+    let desc = steps
+        .iter()
+        .map(|(step, visits)| format!("{step}: {}", thousands(visits)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = format!(
+        r#"<svg class="funnel-bars" viewBox="0 0 {W} {height}" role="img" aria-labelledby="{id}-title {id}-desc" preserveAspectRatio="xMinYMin meet"><title id="{id}-title">{}</title><desc id="{id}-desc">{}.</desc>"#,
+        escape(title),
+        escape(&desc)
+    );
+    for (i, (step, visits)) in steps.iter().enumerate() {
+        let y = ROW * i as f64;
+        let w = (W * (*visits).max(0) as f64 / first).min(W);
+        let _ = write!(
+            out,
+            r#"<rect class="bar" x="0" y="{:.1}" width="{w:.1}" height="{:.1}"/><text x="6" y="{:.1}">{} · {}</text>"#,
+            y + 3.0,
+            ROW - 6.0,
+            y + ROW / 2.0 + 5.0,
+            escape(step),
+            thousands(visits)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
 /// A small line for the sites list; with `partial_last` the last segment
 /// (a day still running) is dashed, so it does not read as a drop.
 pub fn sparkline(values: &[i64], title: &str, partial_last: bool) -> String {
@@ -597,5 +632,22 @@ mod tests {
         let s = sparkline(&[0, 5, 10], "x", true);
         assert!(s.contains("points=\"0.0,26.0 60.0,14.0\"/><polyline class=\"partial\" points=\"60.0,14.0 120.0,2.0\""), "{s}");
         assert!(sparkline(&[], "empty", true).contains("<polyline points=\"\"/>"));
+    }
+
+    #[test]
+    fn a_funnel_is_a_bar_per_step_as_long_as_its_visits() {
+        let svg = funnel(
+            &[("/", 200), ("/pricing", 50), ("event:Signup", 0)],
+            "Home <to> sign-up",
+            "f1",
+        );
+        assert_eq!(svg.matches("<rect").count(), 3);
+        assert!(svg.contains(r#"width="600.0""#), "{svg}");
+        assert!(svg.contains(r#"width="150.0""#), "{svg}");
+        assert!(svg.contains(r#"width="0.0""#), "{svg}");
+        assert!(svg.contains("Home &lt;to&gt; sign-up"));
+        assert!(svg.contains("/pricing · 50"));
+        // No visits at all: no bar longer than the frame, no division by 0.
+        assert!(funnel(&[("/", 0)], "t", "f2").contains(r#"width="0.0""#));
     }
 }

@@ -397,6 +397,11 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
         .goto(&format!("{}/sites/{}/funnels", app.address, site.id))
         .await;
     assert_eq!(browser.count(".funnel-table tbody tr").await, 3);
+    assert_eq!(
+        browser.count("svg.funnel-bars rect.bar").await,
+        3,
+        "a bar per step"
+    );
     let signed_up = browser
         .text("#funnel-table-1 tbody tr:last-child td.num")
         .await;

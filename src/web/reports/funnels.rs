@@ -102,6 +102,8 @@ pub struct FunnelView {
     /// This funnel alone.
     pub href: String,
     pub rows: Vec<FunnelRow>,
+    /// The steps as bars (inline SVG), above the table.
+    pub bars: String,
     /// Empty through a share link (no exports there).
     pub csv: String,
 }
@@ -196,9 +198,19 @@ pub async fn show_funnels(
         .reads()
         .funnels(&site, &filters, &steps, &period)
         .await?;
-    for (f, figures) in defined.iter().zip(all) {
+    for (n, (f, figures)) in defined.iter().zip(all).enumerate() {
         sampled = sampled.min(figures.sampled);
+        let bars: Vec<(&str, i64)> = figures
+            .steps
+            .iter()
+            .map(|s| (s.step.as_str(), s.visits))
+            .collect();
         shown.push(FunnelView {
+            bars: crate::reports::chart::funnel(
+                &bars,
+                &format!("Visits at each step of {}", f.name),
+                &format!("funnel-bars-{}", n + 1),
+            ),
             name: f.name.clone(),
             href: join(&format!("{base}/funnels/{}", f.id), &params, &[]),
             rows: rows(&figures),
