@@ -4,7 +4,7 @@
 //! tracker when the email was read).
 
 use super::alerts::{Alert, AlertKind};
-use super::report::{Compared, Figures, Report};
+use super::report::{Compared, Headline, Report};
 use crate::domain::numbers::thousands;
 use crate::reports::numbers::{minutes_seconds, percent, points, relative_change, row_change};
 
@@ -43,13 +43,13 @@ struct Line {
 /// The first block: each figure of the whole period, its change over the
 /// stretches the dashboard compares (`Report::compared`) in the
 /// dashboard's words, and the figure compared with.
-fn lines(now: &Figures, compared: Option<&Compared>) -> Vec<Line> {
+fn lines(now: &Headline, compared: Option<&Compared>) -> Vec<Line> {
     let dash = || "—".to_owned();
     let count = |n: Option<i64>| n.map_or_else(dash, |n| thousands(&n));
     let rate = |r: Option<f64>| r.map_or_else(dash, |r| percent(r, 0));
     let secs = |d: Option<f64>| d.map_or_else(dash, minutes_seconds);
     // A count: "new" as soon as the period has any against none before.
-    let count_line = |name, get: &dyn Fn(&Figures) -> Option<i64>| Line {
+    let count_line = |name, get: &dyn Fn(&Headline) -> Option<i64>| Line {
         name,
         value: count(get(now)),
         change: match compared.map(|c| (get(now), get(&c.now), get(&c.before))) {
@@ -59,7 +59,7 @@ fn lines(now: &Figures, compared: Option<&Compared>) -> Vec<Line> {
         before: compared.map_or_else(dash, |c| count(get(&c.before))),
     };
     let pair =
-        |get: &dyn Fn(&Figures) -> Option<f64>| compared.map(|c| (get(&c.now), get(&c.before)));
+        |get: &dyn Fn(&Headline) -> Option<f64>| compared.map(|c| (get(&c.now), get(&c.before)));
     vec![
         count_line("Views", &|f| Some(f.views)),
         count_line("Visitors", &|f| f.visitors),

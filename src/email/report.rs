@@ -23,7 +23,7 @@ pub const TOP_ROWS: usize = 10;
 
 /// The first line's figures over one period.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Figures {
+pub struct Headline {
     pub views: i64,
     /// Unique visitors (`None` where the stored data cannot say).
     pub visitors: Option<i64>,
@@ -34,9 +34,9 @@ pub struct Figures {
     pub visit_duration: Option<f64>,
 }
 
-impl From<Totals> for Figures {
+impl From<Totals> for Headline {
     fn from(t: Totals) -> Self {
-        Figures {
+        Headline {
             views: t.views,
             visitors: t.visits.visitors,
             visits: t.visits.visits,
@@ -52,8 +52,8 @@ impl From<Totals> for Figures {
 /// stretch before.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Compared {
-    pub now: Figures,
-    pub before: Figures,
+    pub now: Headline,
+    pub before: Headline,
     /// The stretch of this period compared (`[from, to)`).
     pub stretch: (DateTime<Utc>, DateTime<Utc>),
     /// The stretch of the period before it is compared with.
@@ -71,7 +71,7 @@ pub struct Report {
     /// November 2026", "November 2026", or its first and last minute.
     pub title: String,
     /// The whole period's figures.
-    pub now: Figures,
+    pub now: Headline,
     /// What the changes compare; `None`: no change is shown (nothing of
     /// the period is complete yet, or the period before is past the
     /// retention of its buckets).
