@@ -9,6 +9,7 @@ pub mod bots;
 pub mod classifier;
 pub mod directory;
 pub mod event_cap;
+pub mod freshness;
 pub mod pacing;
 pub mod page_cap;
 pub mod pixel;

@@ -258,7 +258,7 @@ impl Journal {
         self.lag_secs(0, now)
     }
 
-    /// How far behind applier `applier` (0 views, 1 sources, 2 rollups) is:
+    /// How far behind applier `applier` (0 views, 1 sources, 2 rollups, 3 visits) is:
     /// the age of the oldest hit it has not applied, in seconds (0 when it
     /// has nothing left).
     pub fn lag_secs(&self, applier: usize, now: chrono::DateTime<chrono::Utc>) -> f64 {

@@ -31,6 +31,7 @@ use super::{filtered_read, notes, page_search, queries, visits, Period, Point, R
 use crate::domain::filter::{Filter, FilterDimension, Filters};
 use crate::domain::Dimension;
 use crate::domain::{Page, Retention};
+use crate::storage::progress::Stream;
 use crate::storage::sites::Site;
 use tokio::sync::OnceCell;
 
@@ -45,30 +46,50 @@ pub struct Said {
     pub sampled: f64,
     /// With filters, on a site with imports: what was done with them.
     pub imported: Option<Imported>,
+    /// The write-behind streams that write the store these figures were
+    /// read from: how far behind they are is how far behind the figures
+    /// are (`ingest::freshness`).
+    pub streams: &'static [Stream],
 }
 
+/// What the buckets' figures (views, visitors, visits, the chart, the
+/// pages) are written by: the minutes, and the hours and days.
+pub const BUCKETS: &[Stream] = &[Stream::Views, Stream::Rollups];
+/// What a panel of names from the breakdowns is written by: its names,
+/// and the views they are a share of.
+pub const BREAKDOWNS: &[Stream] = &[Stream::Rollups, Stream::Sources];
+/// What every filtered figure and funnel is written by.
+pub const VISIT_STORE: &[Stream] = &[Stream::Visits];
+
 impl Said {
-    /// The unfiltered figures: every hit counted.
-    fn whole() -> Self {
+    /// The unfiltered figures: every hit counted, read from what
+    /// `streams` write.
+    fn whole(streams: &'static [Stream]) -> Self {
         Said {
             filters: Vec::new(),
             sampled: 1.0,
             imported: None,
+            streams,
         }
     }
 
+    /// Figures read from the visit store.
     fn filtered(filters: &Filters, sampled: f64, imported: Option<Imported>) -> Self {
         Said {
             filters: filters.iter().map(ToString::to_string).collect(),
             sampled,
             imported,
+            streams: VISIT_STORE,
         }
     }
 
     /// What a report of nothing says (a page the site cannot have):
-    /// every count 0, exactly.
+    /// every count 0, exactly, and nothing read that could be behind.
     pub fn nothing(filters: &Filters) -> Self {
-        Said::filtered(filters, 1.0, None)
+        Said {
+            streams: &[],
+            ..Said::filtered(filters, 1.0, None)
+        }
     }
 
     pub fn is_filtered(&self) -> bool {
@@ -248,7 +269,7 @@ impl Panel {
             },
             covered: (current.sources.from, current.sources.to),
             stretches: Stretches::of(req.period, req.now),
-            said: Said::whole(),
+            said: Said::whole(BREAKDOWNS),
         }
     }
 
@@ -286,7 +307,7 @@ impl Panel {
             },
             covered: source_totals::covered(req.period.from, req.period.to),
             stretches: read.stretches,
-            said: Said::whole(),
+            said: Said::whole(BREAKDOWNS),
         }
     }
 
@@ -381,7 +402,7 @@ pub async fn dimension(
                 },
                 covered: source_totals::covered(req.period.from, req.period.to),
                 stretches: Stretches::of(req.period, req.now),
-                said: Said::whole(),
+                said: Said::whole(BREAKDOWNS),
             })
         }
         Origin::Visits(filters) => {
@@ -489,7 +510,7 @@ pub async fn line(
                 duration_secs: figures.duration_secs,
                 exits: figures.exits,
                 counted_since: since,
-                said: Said::whole(),
+                said: Said::whole(BUCKETS),
             })
         }
         Origin::Visits(filters) => {
@@ -591,7 +612,7 @@ pub async fn visit_series(
                     }
                 })
                 .collect();
-            Ok((points, Said::whole()))
+            Ok((points, Said::whole(BUCKETS)))
         }
         Origin::Visits(filters) => {
             let (viewed, imported, _) =
@@ -716,7 +737,7 @@ async fn pages_of_buckets(
                 exits: f.exits.unwrap_or(0),
             })
             .collect(),
-        said: Said::whole(),
+        said: Said::whole(BUCKETS),
     })
 }
 
@@ -787,7 +808,7 @@ pub async fn series(
             Ok(Series {
                 points,
                 daily_only,
-                said: Said::whole(),
+                said: Said::whole(BUCKETS),
             })
         }
         Origin::Visits(filters) => {
@@ -852,12 +873,12 @@ pub async fn seconds(
                         views: *views,
                     })
                     .collect(),
-                said: Said::whole(),
+                said: Said::whole(BUCKETS),
             })
         }
         (Origin::Buckets, SourceScope::Site(_)) => Ok(Steps {
             points: steps_of(minute, TimeDelta::seconds(1), &[0; 60]),
-            said: Said::whole(),
+            said: Said::whole(BUCKETS),
         }),
         (Origin::Visits(filters), _) => {
             let end = minute + TimeDelta::minutes(1);
@@ -894,20 +915,20 @@ pub async fn realtime(
             Ok((
                 Steps {
                     points: queries::rollup(req.period, &hour),
-                    said: Said::whole(),
+                    said: Said::whole(BUCKETS),
                 },
                 Steps {
                     points: steps_of(this_minute, TimeDelta::seconds(1), &seconds),
-                    said: Said::whole(),
+                    said: Said::whole(BUCKETS),
                 },
             ))
         }
         (Origin::Buckets, SourceScope::Site(_)) => Ok((
             Steps {
                 points: queries::rollup(req.period, &[]),
-                said: Said::whole(),
+                said: Said::whole(BUCKETS),
             },
-            Steps::seconds_of_nothing(this_minute, Said::whole()),
+            Steps::seconds_of_nothing(this_minute, Said::whole(BUCKETS)),
         )),
         (Origin::Visits(filters), _) => {
             let hour = (req.period.from, req.period.to);
@@ -1121,7 +1142,7 @@ impl<'a> Report<'a> {
                 )?;
                 Ok(LineCompared {
                     figures: reads.figures(&overview.current, &overview.previous),
-                    said: Said::whole(),
+                    said: Said::whole(BUCKETS),
                 })
             }
             Origin::Visits(filters) => {
@@ -1182,7 +1203,7 @@ impl<'a> Report<'a> {
                     metric,
                     points,
                     note,
-                    said: Said::whole(),
+                    said: Said::whole(BUCKETS),
                 })
             }
             Origin::Visits(filters) => {
@@ -1294,7 +1315,7 @@ impl<'a> Report<'a> {
                     (&read.now, &read.before),
                 )
                 .await?;
-                Ok((goals, Said::whole()))
+                Ok((goals, Said::whole(BREAKDOWNS)))
             }
             Origin::Visits(filters) => {
                 let read = self.visit_read(filters.as_ref()).await?;
@@ -1343,7 +1364,7 @@ mod tests {
         assert!(sampled.notes()[0].starts_with("Sampled"), "{sampled:?}");
         let all = Said::filtered(&filters, 1.0, None);
         assert!(!all.is_estimate() && all.notes().is_empty());
-        assert!(!Said::whole().is_filtered());
+        assert!(!Said::whole(BUCKETS).is_filtered());
         assert_eq!(all.filters, ["country:DE"]);
     }
 
@@ -1352,7 +1373,7 @@ mod tests {
         let p = period();
         let now = figures(10, Dimension::Campaign, &[("spring", 3), ("launch", 1)]);
         let was = figures(7, Dimension::Campaign, &[("spring", 2)]);
-        let panel = Panel::of_figures(Dimension::Campaign, &now, &was, &p, Said::whole());
+        let panel = Panel::of_figures(Dimension::Campaign, &now, &was, &p, Said::whole(BUCKETS));
         let rows: Vec<_> = panel
             .rows
             .iter()
@@ -1370,7 +1391,7 @@ mod tests {
         );
         // A browser's is of its own total, as without filters.
         let now = figures(10, Dimension::Browser, &[("Firefox", 3), ("Chrome", 1)]);
-        let panel = Panel::of_figures(Dimension::Browser, &now, &was, &p, Said::whole());
+        let panel = Panel::of_figures(Dimension::Browser, &now, &was, &p, Said::whole(BUCKETS));
         assert_eq!(panel.of, 4);
         assert_eq!(panel.matching("fire").len(), 1);
     }

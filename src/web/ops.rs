@@ -35,6 +35,9 @@ pub struct WriteBehind {
     /// Per stream (`Stream::EVERY` order: views, sources, rollups,
     /// visits): how far behind it is, in seconds.
     pub lag_secs: [f64; 4],
+    /// Per stream: the lag past which the reports that read it say they
+    /// are behind (`ingest::freshness::fresh_within`).
+    pub window_secs: [f64; 4],
     /// Per stream: statements applied and the time their transactions took.
     pub statements: [u64; 4],
     pub transaction_secs: [f64; 4],
@@ -82,6 +85,8 @@ impl WriteBehind {
             visits_backlog: js.visits_backlog(),
             backlog_age_secs: journal.backlog_age_secs(state.clock.now()),
             lag_secs: Stream::EVERY.map(|s| journal.lag_secs(s.index(), state.clock.now())),
+            window_secs: Stream::EVERY
+                .map(|s| crate::ingest::freshness::fresh_within(&state.apply, s).as_secs_f64()),
             statements: Stream::EVERY.map(|s| stats.statements[s.index()].load(Relaxed)),
             transaction_secs: Stream::EVERY
                 .map(|s| stats.transaction_micros[s.index()].load(Relaxed) as f64 / 1e6),
@@ -355,6 +360,13 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
         "gauge",
         "Age of the oldest hit a write-behind stream has not applied (views: minute buckets; rollups: hour and day buckets; sources; visits: the visit store).",
         &by_stream(w.lag_secs),
+    );
+    labelled(
+        &mut out,
+        "tickertape_write_behind_window_seconds",
+        "gauge",
+        "The lag past which the reports that read a write-behind stream say how far behind they are (its gathering window plus the time a batch may take).",
+        &by_stream(w.window_secs),
     );
     labelled(
         &mut out,

@@ -309,8 +309,8 @@ impl TestApp {
         self.settle().await;
         self.store
             .buckets(g)
-            .find(bson::doc! {})
-            .sort(bson::doc! {"page": 1, "timestamp": 1})
+            .find(mongodb::bson::doc! {})
+            .sort(mongodb::bson::doc! {"page": 1, "timestamp": 1})
             .await
             .unwrap()
             .try_collect()
@@ -329,7 +329,7 @@ impl TestApp {
             .store
             .db()
             .collection::<bson::Document>(site)
-            .find(bson::doc! {})
+            .find(mongodb::bson::doc! {})
             .await
             .unwrap()
             .try_collect()
@@ -347,7 +347,7 @@ impl TestApp {
             n += self
                 .store
                 .buckets(g)
-                .count_documents(bson::doc! {})
+                .count_documents(mongodb::bson::doc! {})
                 .await
                 .unwrap();
         }
@@ -615,7 +615,13 @@ pub async fn site_day_counts(
     dimension: tickertape::domain::Dimension,
 ) -> std::collections::BTreeMap<String, i64> {
     app.settle().await;
-    breakdown_counts(app, "site_breakdowns_day", bson::doc! {}, dimension).await
+    breakdown_counts(
+        app,
+        "site_breakdowns_day",
+        mongodb::bson::doc! {},
+        dimension,
+    )
+    .await
 }
 
 /// One dimension's counts (decoded names) over the breakdown buckets of
@@ -666,12 +672,61 @@ pub async fn salt_ready(app: &TestApp, day: &str) {
     let salts = app.store.db().collection::<bson::Document>("salts");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while salts
-        .count_documents(bson::doc! {"_id": day})
+        .count_documents(mongodb::bson::doc! {"_id": day})
         .await
         .unwrap()
         == 0
     {
         assert!(std::time::Instant::now() < deadline, "no salt for {day}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+impl TestApp {
+    /// Holds one write-behind stream back for real: `collection` takes no
+    /// write (a validator no document passes, as an operator's mistake
+    /// would set: its `key` must be an int), so the stream's batches fail
+    /// whole and its hits wait in the journal while the other streams go
+    /// on. `refuse: false` lifts it.
+    pub async fn refuse_writes(&self, collection: &str, key: &str, refuse: bool) {
+        let rule = if refuse {
+            mongodb::bson::doc! {key: {"$type": "int"}}
+        } else {
+            mongodb::bson::doc! {}
+        };
+        self.store
+            .db()
+            .run_command(
+                mongodb::bson::doc! {"collMod": collection, "validator": rule, "validationAction": "error"},
+            )
+            .await
+            .unwrap();
+    }
+
+    /// `tickertape_write_behind_<what>_seconds{stream}` from `/metrics`.
+    pub async fn stream_seconds(&self, what: &str, stream: &str) -> f64 {
+        let prefix = format!("tickertape_write_behind_{what}_seconds{{stream=\"{stream}\"}} ");
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(|v| v.parse().unwrap()))
+            .unwrap_or_else(|| panic!("no {prefix}"))
+    }
+
+    /// Waits until `/metrics` says `stream` is `secs` behind: its applier
+    /// has gathered the held-back hits (the clock is the test's).
+    pub async fn wait_for_lag(&self, stream: &str, secs: f64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let lag = self.stream_seconds("lag", stream).await;
+            if (lag - secs).abs() < 0.5 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{stream}: {lag} s behind"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }

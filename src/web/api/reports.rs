@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::query::NamedPath;
 use super::{ApiClient, ApiError};
 use crate::domain::{Filters, Page};
+use crate::ingest::freshness::Lags;
 use crate::reports::compared::Stretches;
 use crate::reports::engine::{self, Panel, Said};
 use crate::reports::request::ReportRequest;
@@ -18,6 +19,7 @@ use crate::reports::retention::Coarsened;
 use crate::reports::sources::SourceScope;
 use crate::reports::summaries;
 use crate::reports::{filtered_read, Period, Point};
+use crate::storage::progress::Stream;
 use crate::storage::sites::Site;
 use crate::web::state::WebState;
 
@@ -108,6 +110,8 @@ struct Asked {
     coarsened: Option<Coarsened>,
     filters: Filters,
     now: DateTime<Utc>,
+    /// How far behind each write-behind stream is, read once.
+    lags: Lags,
 }
 
 impl Asked {
@@ -119,6 +123,7 @@ impl Asked {
             coarsened,
             filters,
             now: state.clock.now(),
+            lags: Lags::now(&state.journal, &state.apply, state.clock.now()),
         })
     }
 
@@ -134,6 +139,15 @@ impl Asked {
     fn period_body(&self, said: &Said) -> PeriodBody {
         PeriodBody {
             filtered: FilteredBody::of(said),
+            ..self.period_read_from(said.streams)
+        }
+    }
+
+    /// The period of figures read from what `streams` write: how far
+    /// behind they are, when past their window.
+    fn period_read_from(&self, streams: &[Stream]) -> PeriodBody {
+        PeriodBody {
+            behind_seconds: self.lags.behind(streams).map(|b| b.secs),
             ..PeriodBody::new(&self.period, self.coarsened.as_ref())
         }
     }
@@ -173,6 +187,10 @@ struct PeriodBody {
     /// With `filter`: what the figures are.
     #[serde(skip_serializing_if = "Option::is_none")]
     filtered: Option<FilteredBody>,
+    /// The write-behind stream that writes these figures' store is behind
+    /// by more than its window: by how many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    behind_seconds: Option<u64>,
 }
 
 impl PeriodBody {
@@ -185,6 +203,7 @@ impl PeriodBody {
             coarsened: coarsened.map(|c| c.to_string()),
             daily_only: None,
             filtered: None,
+            behind_seconds: None,
         }
     }
 }
@@ -781,7 +800,7 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
             imported_counted: imported.as_ref().map(|_| false),
             imported,
         }),
-        ..PeriodBody::new(&asked.period, asked.coarsened.as_ref())
+        ..asked.period_read_from(engine::VISIT_STORE)
     };
     Ok(ok(&FunnelBody {
         site: site.id.to_string(),

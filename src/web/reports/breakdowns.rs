@@ -7,10 +7,12 @@ use super::shared::{
 };
 use super::*;
 use crate::domain::{Dimension, Page};
+use crate::ingest::freshness::Lags;
 use crate::reports::engine::{self, Panel};
 use crate::reports::request::ReportRequest;
 use crate::reports::sources::SourceScope;
 use crate::reports::{csv, Period};
+use crate::storage::progress::Stream;
 use crate::web::fmt;
 
 use super::shared::SHOWN;
@@ -63,7 +65,7 @@ pub(super) const PANELS: [Dimension; 7] = [
 /// The panels, from the engine's panels of [`PANELS`] (in that order);
 /// `csv`: the address of a dimension's CSV (empty: none).
 pub(super) fn view(
-    state: &WebState,
+    lags: &Lags,
     panels: &[Panel],
     period: &Period,
     csv: impl Fn(Dimension) -> String,
@@ -90,23 +92,17 @@ pub(super) fn view(
         campaigns,
         events,
         widened,
-        lag: lag(state),
+        lag: lag(lags, panels),
     }
 }
 
-/// How far the breakdowns (and sources) trail the views, when more than
-/// [`crate::ingest::stats::FRESH_SECS`].
-pub fn lag(state: &WebState) -> Option<String> {
-    use crate::storage::progress::Stream;
-    let secs = state
-        .journal
-        .lag_secs(Stream::Sources.index(), state.clock.now());
-    (secs > crate::ingest::stats::FRESH_SECS).then(|| {
-        format!(
-            "Sources and breakdowns are {} s behind the views: the newest views count in them as the database catches up.",
-            secs.ceil() as i64
-        )
-    })
+/// How far the breakdowns (and sources) trail the views, when their
+/// stream is past its window. Behind for another stream (the hours and
+/// days, or the visit store of filtered panels) is said at the top of the
+/// report, once.
+pub fn lag(lags: &Lags, panels: &[Panel]) -> Option<String> {
+    let behind = lags.behind(panels.first()?.said.streams)?;
+    (behind.stream == Stream::Sources).then(|| behind_words(behind))
 }
 
 /// `GET /sites/{id}/breakdown.csv?dimension=<key>` (site, or page with
@@ -170,7 +166,13 @@ async fn breakdown_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     );
     timed(&state, started);
     let stem = file_stem(&site, path.as_ref(), period.from, period.to);
-    Ok(report_csv(&stem, &panel.said, dimension.key(), body))
+    Ok(report_csv(
+        &state,
+        &stem,
+        &panel.said,
+        dimension.key(),
+        body,
+    ))
 }
 
 #[cfg(test)]

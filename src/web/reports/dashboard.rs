@@ -198,6 +198,8 @@ async fn dashboard_of(
             report.views_of_page(overflow_path),
         )
         .map_err(WebError::from)?;
+    // How far behind the streams are, once the figures are read.
+    let lags = lags(state);
     let base = audience.base.clone();
     let said = &line.said;
     let mut visits = super::visit_line::build(&line.figures, &period, false);
@@ -260,7 +262,7 @@ async fn dashboard_of(
         vec![("q", filter.as_str())]
     };
     let status = status_of(range_error.as_ref());
-    let mut breakdowns_view = super::breakdowns::view(state, &panels, &period, |d| {
+    let mut breakdowns_view = super::breakdowns::view(&lags, &panels, &period, |d| {
         audience.export(join(
             &format!("{base}/breakdown.csv"),
             &params,
@@ -330,7 +332,7 @@ async fn dashboard_of(
             vec![("q", filter.clone())]
         },
         freshness: freshness(state),
-        behind: behind(state),
+        behind: behind(&lags, said),
         overflow,
         first_view: q.waiting.as_deref() == Some("1") && !waiting,
         snippet: snippets::for_site(&state.public_url, &site.id).script,

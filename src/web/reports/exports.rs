@@ -4,7 +4,7 @@
 
 use chrono::TimeDelta;
 
-use super::shared::{csv_header, file_stem, report_csv, CsvAnswer, CsvRequest};
+use super::shared::{file_stem, report_csv, CsvAnswer, CsvRequest};
 use super::*;
 use crate::domain::Page;
 use crate::reports::engine;
@@ -39,6 +39,7 @@ async fn series_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     timed(&state, started);
     let stem = file_stem(&site, path.as_ref(), period.from, period.to);
     Ok(report_csv(
+        &state,
         &stem,
         &series.said,
         period.resolution.as_str(),
@@ -101,7 +102,7 @@ async fn visits_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     timed(&state, started);
     let stem = file_stem(&site, path.as_ref(), period.from, period.to);
     let what = format!("{}_visits", period.resolution.as_str());
-    Ok(report_csv(&stem, &said, &what, body))
+    Ok(report_csv(&state, &stem, &said, &what, body))
 }
 
 pub async fn pages_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
@@ -159,10 +160,7 @@ async fn pages_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     );
     timed(&state, started);
     let stem = file_stem(&site, None, period.from, period.to);
-    let mut answer = csv_header(&super::shared::report_file(&stem, &pages.said, "pages"));
-    if pages.said.is_estimate() {
-        answer.insert_header(("Tickertape-Sampled", pages.said.sampled.to_string()));
-    }
+    let mut answer = super::shared::report_csv_header(&state, &stem, &pages.said, "pages");
     Ok(answer.streaming(futures::stream::iter(
         pieces.map(|p| Ok::<_, std::convert::Infallible>(web::Bytes::from(p))),
     )))
@@ -189,6 +187,7 @@ pub async fn seconds_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     let minute = Resolution::Minute.floor(minute);
     let stem = file_stem(&site, Some(&path), minute, minute + TimeDelta::minutes(1));
     Ok(report_csv(
+        &state,
         &stem,
         &seconds.said,
         "seconds",
@@ -209,6 +208,7 @@ pub async fn realtime_csv(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
         .map_err(WebError::from)?;
     let stem = file_stem(&site, Some(&path), period.from, period.to);
     Ok(report_csv(
+        &state,
         &stem,
         &hour.said,
         "realtime",

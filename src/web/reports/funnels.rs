@@ -8,9 +8,12 @@ use askama::Template;
 use serde::Deserialize;
 use std::sync::Arc;
 
-use super::shared::{csv_response, file_stem, slug, CsvAnswer, CsvRequest, FilterChips};
+use super::shared::{
+    behind_header, csv_header, file_stem, slug, CsvAnswer, CsvRequest, FilterChips,
+};
 use super::*;
 use crate::domain::funnel::{parse_funnel_name, FunnelSteps};
+use crate::reports::engine::VISIT_STORE;
 use crate::reports::filtered::FunnelFigures;
 use crate::reports::{csv, filtered_read};
 use crate::storage::funnels::{self, FunnelStoreError};
@@ -148,6 +151,8 @@ struct FunnelsPage {
     /// Back to every funnel, on one funnel's page.
     all_href: Option<String>,
     notes: Vec<String>,
+    /// The visit store's stream past its window: how far behind.
+    behind: Option<String>,
 }
 
 /// `GET /sites/{id}/funnels`: every funnel of the site over the period,
@@ -227,6 +232,8 @@ pub async fn show_funnels(
     notes.extend(filtered_read::sample_words(sampled));
     notes.extend(filtered_read::imported_note(&state.store, &site).await?);
     let hidden: Vec<(&str, &str)> = vec![];
+    // Funnels read the visit store, whether filtered or not.
+    let behind = lags(state).behind(VISIT_STORE).map(behind_words);
     let page = FunnelsPage {
         nav: audience.nav,
         shared: audience.shared,
@@ -236,6 +243,7 @@ pub async fn show_funnels(
         back_href: join(&base, &params, &[]),
         all_href: only.map(|_| join(&format!("{base}/funnels"), &params, &[])),
         notes,
+        behind,
         site,
     };
     timed(state, audience.started);
@@ -291,14 +299,13 @@ pub async fn funnel_csv(
         }),
     );
     timed(&r.state, r.started);
-    Ok(csv_response(
-        &format!(
-            "{}_funnel_{}.csv",
-            file_stem(&r.site, None, period.from, period.to),
-            slug(&funnel.name)
-        ),
-        body,
-    ))
+    let mut answer = csv_header(&format!(
+        "{}_funnel_{}.csv",
+        file_stem(&r.site, None, period.from, period.to),
+        slug(&funnel.name)
+    ));
+    behind_header(&mut answer, &r.state, VISIT_STORE);
+    Ok(answer.body(body))
 }
 
 #[cfg(test)]

@@ -153,7 +153,9 @@ async fn goals_csv_of(
     );
     super::timed(&state, started);
     let stem = super::shared::file_stem(&site, None, period.from, period.to);
-    Ok(super::shared::report_csv(&stem, &said, "goals", body))
+    Ok(super::shared::report_csv(
+        &state, &stem, &said, "goals", body,
+    ))
 }
 
 #[cfg(test)]

@@ -121,6 +121,8 @@ async fn page_report_of(
             engine::realtime(&reads, &site, &hour_request, this_minute),
         )
         .map_err(WebError::from)?;
+    // How far behind the streams are, once the figures are read.
+    let lags = lags(state);
     let said = line.said.clone();
     let page_name = page.to_string();
     let site_base = audience.base.clone();
@@ -159,7 +161,7 @@ async fn page_report_of(
     // A second still to come (or running) in the current minute.
     let second_partial = |at: DateTime<Utc>| at + TimeDelta::seconds(1) > now;
     let status = status_of(range_error.as_ref());
-    let mut breakdowns = super::breakdowns::view(state, &panels, &period, |d| {
+    let mut breakdowns = super::breakdowns::view(&lags, &panels, &period, |d| {
         audience.export(join(
             &format!("{site_base}/breakdown.csv"),
             &params,
@@ -270,7 +272,7 @@ async fn page_report_of(
         minute: minute_value,
         realtime_as_of: now.with_timezone(&zone).format("%H:%M:%S %Z").to_string(),
         freshness: freshness(state),
-        behind: behind(state),
+        behind: behind(&lags, &said),
         site,
     };
     timed(state, started);

@@ -39,10 +39,6 @@ pub fn query_config() -> web::QueryConfig {
     })
 }
 
-pub(super) fn csv_response(filename: &str, body: String) -> HttpResponse {
-    csv_header(filename).body(body)
-}
-
 /// A CSV answer's status and headers, its body still to come.
 pub(super) fn csv_header(filename: &str) -> actix_web::HttpResponseBuilder {
     let mut answer = HttpResponse::Ok();
@@ -104,19 +100,48 @@ pub(super) fn report_file(stem: &str, said: &crate::reports::engine::Said, what:
     format!("{stem}{filtered}{sampled}_{what}.csv")
 }
 
-/// [`csv_response`] for a report file: its name from [`report_file`], and
-/// for a sample the share read, in a header.
+/// The header of a report file whose figures were read from a stream
+/// behind by more than its window: by how many seconds (whole, rounded up).
+pub(super) const BEHIND_HEADER: &str = "Tickertape-Behind-Seconds";
+
+/// A report file's answer: its head from
+/// [`report_csv_header`], then `body`.
 pub(super) fn report_csv(
+    state: &WebState,
     stem: &str,
     said: &crate::reports::engine::Said,
     what: &str,
     body: String,
 ) -> HttpResponse {
+    report_csv_header(state, stem, said, what).body(body)
+}
+
+/// A report file's head: its name from [`report_file`], for a sample the
+/// share read, and when the store it was read from is behind by more than
+/// its window, by how much ([`BEHIND_HEADER`]).
+pub(super) fn report_csv_header(
+    state: &WebState,
+    stem: &str,
+    said: &crate::reports::engine::Said,
+    what: &str,
+) -> actix_web::HttpResponseBuilder {
     let mut answer = csv_header(&report_file(stem, said, what));
     if said.is_estimate() {
         answer.insert_header(("Tickertape-Sampled", said.sampled.to_string()));
     }
-    answer.body(body)
+    behind_header(&mut answer, state, said.streams);
+    answer
+}
+
+/// Adds [`BEHIND_HEADER`] when one of `streams` is past its window.
+pub(super) fn behind_header(
+    answer: &mut actix_web::HttpResponseBuilder,
+    state: &WebState,
+    streams: &[crate::storage::progress::Stream],
+) {
+    if let Some(b) = lags(state).behind(streams) {
+        answer.insert_header((BEHIND_HEADER, b.secs.to_string()));
+    }
 }
 
 /// [`reports::request::with_page`](crate::reports::request::with_page),

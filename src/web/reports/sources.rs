@@ -142,5 +142,5 @@ async fn sources_csv_of(CsvRequest(r): CsvRequest, q: Query) -> CsvAnswer {
     );
     timed(&state, started);
     let stem = file_stem(&site, path.as_ref(), period.from, period.to);
-    Ok(report_csv(&stem, &panel.said, "sources", body))
+    Ok(report_csv(&state, &stem, &panel.said, "sources", body))
 }

@@ -4,9 +4,12 @@
 use chrono::{DateTime, Utc};
 
 use super::*;
+use crate::ingest::freshness::{self, Behind, Lags};
+use crate::reports::engine::Said;
 use crate::reports::period::Preset;
 use crate::reports::retention::Coarsened;
 use crate::reports::{chart, queries, Period, PeriodError, Point, RangeQuery};
+use crate::storage::progress::Stream;
 use crate::storage::Topology;
 use crate::web::fmt;
 use crate::web::state::WebState;
@@ -40,7 +43,7 @@ pub fn freshness(state: &WebState) -> String {
         "These figures come from a copy of the database and may miss views of the last second or so.".to_owned()
     };
     format!(
-        "{copy} New views show here within about {}, their sources and other breakdowns with them (longer under heavy load).",
+        "{copy} New views show here within about {}, their sources and other breakdowns with them; when the database falls further behind, the reports say by how much.",
         seconds(shown_within(&state.apply))
     )
 }
@@ -48,11 +51,16 @@ pub fn freshness(state: &WebState) -> String {
 /// How long after a hit the reports show it at light load: every report
 /// (the "right now" figure and the minutes included) reads views from the
 /// hour and day buckets, which the rollups applier writes a window after
-/// the hit, and the breakdowns wait for those (`ingest::applier`); about a
-/// second more for the batch to be written (measured: the hours at 5.0 s
-/// with the 5 s window, today's figures at 5.5 to 6.4 s).
+/// the hit, the breakdowns wait for those, and the filtered figures read
+/// the visit store: the longest of their windows
+/// ([`freshness::fresh_within`]), past which the reports say they are
+/// behind instead.
 pub fn shown_within(a: &crate::ingest::applier::ApplyConfig) -> std::time::Duration {
-    a.rollups_window.max(a.sources_window) + std::time::Duration::from_secs(1)
+    Stream::EVERY
+        .into_iter()
+        .map(|s| freshness::fresh_within(a, s))
+        .max()
+        .unwrap_or_default()
 }
 
 fn seconds(d: std::time::Duration) -> String {
@@ -64,23 +72,32 @@ fn seconds(d: std::time::Duration) -> String {
     }
 }
 
-/// When the write-behind has fallen behind by more than
-/// [`FRESH_SECS`](crate::ingest::stats::FRESH_SECS): how far, in words for
-/// the top of a report ("Figures up to 42 s ago").
-pub fn behind(state: &WebState) -> Option<String> {
-    use crate::storage::progress::Stream;
-    let now = state.clock.now();
-    let lag = |s: Stream| state.journal.lag_secs(s.index(), now);
-    let (minutes, rollups) = (lag(Stream::Views), lag(Stream::Rollups));
-    let worst = minutes.max(rollups);
-    (worst > crate::ingest::stats::FRESH_SECS).then(|| {
-        format!(
-            "Figures up to {} s ago: the database is behind the views received (minutes {:.0} s, hours and days {:.0} s); they are kept safe and counted as it catches up.",
-            worst.ceil() as i64,
-            minutes,
-            rollups
-        )
-    })
+/// Every stream's lag now, with its window: read once per request.
+pub fn lags(state: &WebState) -> Lags {
+    Lags::now(&state.journal, &state.apply, state.clock.now())
+}
+
+/// When a stream that writes what `said`'s figures were read from is
+/// behind by more than its window: how far, in words for the top of a
+/// report ("Filtered figures and funnels are 45 s behind the views").
+pub fn behind(lags: &Lags, said: &Said) -> Option<String> {
+    lags.behind(said.streams).map(behind_words)
+}
+
+/// A stream past its window, said for the figures it writes.
+pub fn behind_words(b: Behind) -> String {
+    let secs = b.secs;
+    match b.stream {
+        Stream::Views | Stream::Rollups => format!(
+            "Figures are {secs} s behind the views received: the database is catching up, and every view is kept safe and counted as it does."
+        ),
+        Stream::Sources => format!(
+            "Sources and breakdowns are {secs} s behind the views: the newest views count in them as the database catches up."
+        ),
+        Stream::Visits => format!(
+            "Filtered figures and funnels are {secs} s behind the views: the newest visits count in them as the database catches up."
+        ),
+    }
 }
 
 /// Range presets, custom bounds and resolution, as the form shows them.
