@@ -16,6 +16,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use super::breakdowns::NameTotals;
 use super::compared::{self, Compared, ComparedShares, Stretches};
 use super::costly::ReadError;
 use super::filtered::Figures;
@@ -276,9 +277,23 @@ impl Panel {
     /// A dimension's panel from the buckets' breakdowns, `views` every
     /// view of the hours they cover.
     fn of_compared(d: Dimension, read: &Compared, views: i64, req: &ReportRequest<'_>) -> Panel {
-        let now = read.now.of(d);
-        let compared = read.compared_now().of(d);
-        let was = read.compared_before().of(d);
+        let sides = (
+            &read.now.of(d),
+            &read.compared_now().of(d),
+            &read.compared_before().of(d),
+        );
+        Panel::of_totals(d, sides, views, read.stretches, req)
+    }
+
+    /// A dimension's panel from its names now, over the compared stretch
+    /// and over the stretch before it.
+    fn of_totals(
+        d: Dimension,
+        (now, compared, was): (&NameTotals, &NameTotals, &NameTotals),
+        views: i64,
+        stretches: Stretches,
+        req: &ReportRequest<'_>,
+    ) -> Panel {
         Panel {
             rows: now
                 .names
@@ -297,7 +312,7 @@ impl Panel {
                 compared: compared.other,
                 previous: was.other,
             },
-            of: compared::denominator(d, &now, views),
+            of: compared::denominator(d, now, views),
             views,
             unnamed: Row {
                 name: String::new(),
@@ -306,7 +321,7 @@ impl Panel {
                 previous: 0,
             },
             covered: source_totals::covered(req.period.from, req.period.to),
-            stretches: read.stretches,
+            stretches,
             said: Said::whole(BREAKDOWNS),
         }
     }
@@ -372,38 +387,15 @@ pub async fn dimension(
 ) -> Result<Panel, ReadError> {
     match source(req) {
         Origin::Buckets => {
-            let (now, compared, was, of, views) = compared::one_dimension(req, d).await?;
-            let rows = now
-                .names
-                .iter()
-                .map(|(name, count)| Row {
-                    name: name.clone(),
-                    count: *count,
-                    compared: compared.of(name),
-                    previous: was.of(name),
-                })
-                .collect();
-            Ok(Panel {
-                rows,
-                total: now.total,
-                other: Row {
-                    name: String::new(),
-                    count: now.other,
-                    compared: compared.other,
-                    previous: was.other,
-                },
-                of,
+            let (now, compared, was, _, views) = compared::one_dimension(req, d).await?;
+            let stretches = Stretches::of(req.period, req.now);
+            Ok(Panel::of_totals(
+                d,
+                (&now, &compared, &was),
                 views,
-                unnamed: Row {
-                    name: String::new(),
-                    count: views - now.total,
-                    compared: 0,
-                    previous: 0,
-                },
-                covered: source_totals::covered(req.period.from, req.period.to),
-                stretches: Stretches::of(req.period, req.now),
-                said: Said::whole(BREAKDOWNS),
-            })
+                stretches,
+                req,
+            ))
         }
         Origin::Visits(filters) => {
             let (now, imported, was) =
