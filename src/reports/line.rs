@@ -180,22 +180,3 @@ impl LineReads {
         }
     }
 }
-
-/// The line's figures of `period` in one call: its views, those of the
-/// period before, and [`read`]'s counters (a report that reads nothing
-/// else of the views, as the email reports).
-pub async fn read_whole(
-    store: &Store,
-    retention: &Retention,
-    scope: &Scope<'_>,
-    period: &Period,
-    now: DateTime<Utc>,
-) -> Result<LineFigures, mongodb::error::Error> {
-    let before = period.previous();
-    let (current, previous, reads) = tokio::try_join!(
-        queries::read_series(store, scope, period),
-        queries::read_series(store, scope, &before),
-        read(store, retention, scope, period, now),
-    )?;
-    Ok(reads.figures(&current, &previous))
-}
