@@ -30,7 +30,9 @@
 //! funnel reports, BENCH_SEGMENTS_ONLY=1 runs only them (see
 //! `segments.rs` for their sizes); BENCH_ISOLATION=0 skips the pixel
 //! beside costly filtered reads, BENCH_ISOLATION_ONLY=1 runs only it (see
-//! `read_isolation.rs`); BENCH_SERVE_BIN
+//! `read_isolation.rs`); BENCH_WRITE_PATH=0 skips the write path's
+//! targets at saturation, BENCH_WRITE_PATH_ONLY=1 runs only them (see
+//! `write_path.rs`); BENCH_SERVE_BIN
 //! serves the report benches from another build of `tickertape` (a
 //! before), BENCH_YEAR_INGEST=0 skips the year bench's write-path rounds.
 //!
@@ -59,6 +61,7 @@ mod storage_table;
 mod sustained;
 mod trackers;
 mod visit_store;
+mod write_path;
 
 pub const SITE_DOMAIN: &str = "bench.test";
 
@@ -85,6 +88,9 @@ pub struct Options {
     pub sustained: bool,
     /// The new-page cap's two loads (`BENCH_PAGE_CAP=0` skips).
     pub page_cap: bool,
+    /// How many visitors `pixel.lua` sends as, where a run sets it
+    /// (otherwise `BENCH_VISITORS`, default 100,000).
+    pub visitors: Option<u32>,
 }
 
 /// xorshift64: the same data for the same seed, with no crate.
@@ -142,6 +148,7 @@ impl Options {
             year: std::env::var("BENCH_YEAR").map_or(true, |v| v != "0"),
             sustained: std::env::var("BENCH_SUSTAINED").map_or(true, |v| v != "0"),
             page_cap: std::env::var("BENCH_PAGE_CAP").map_or(true, |v| v != "0"),
+            visitors: None,
         }
     }
 }
@@ -346,7 +353,11 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
     let interval = spec
         .interval_ms()
         .map_or("0".to_owned(), |d| format!("{d:.4}"));
-    let output = Command::new("wrk")
+    let mut command = Command::new("wrk");
+    if let Some(visitors) = options.visitors {
+        command.env("BENCH_VISITORS", visitors.to_string());
+    }
+    let output = command
         .args([
             &format!("-t{WRK_THREADS}"),
             &format!("-c{}", spec.connections),
@@ -458,6 +469,11 @@ async fn run(options: Options) -> anyhow::Result<()> {
         db.stop();
         return Ok(());
     }
+    if std::env::var("BENCH_WRITE_PATH_ONLY").is_ok_and(|v| v == "1") {
+        write_path::run(&mut db, &options).await?;
+        db.stop();
+        return Ok(());
+    }
     if std::env::var("BENCH_ISOLATION_ONLY").is_ok_and(|v| v == "1") {
         read_isolation::run(&db, &options).await?;
         db.stop();
@@ -494,6 +510,9 @@ async fn run(options: Options) -> anyhow::Result<()> {
     }
     if std::env::var("BENCH_VISIT_STORE").map_or(true, |v| v != "0") {
         visit_store::run(&mut db, &options).await?;
+    }
+    if std::env::var("BENCH_WRITE_PATH").map_or(true, |v| v != "0") {
+        write_path::run(&mut db, &options).await?;
     }
     if options.page_cap {
         page_cap::run(&db, &options).await?;

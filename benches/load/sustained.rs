@@ -39,6 +39,9 @@ pub(crate) struct RunSpec {
     uniform: bool,
     /// `pages@rate`: one run paced at this rate instead of a saturating one.
     pace: Option<u32>,
+    /// `+VISITORS=n`: how many visitors `pixel.lua` sends as (wrk's, not
+    /// the server's setting); `1` is one client flooding the pixel.
+    visitors: Option<u32>,
     env: Vec<(String, String)>,
 }
 
@@ -60,19 +63,27 @@ impl RunSpec {
         let pages = digits
             .parse()
             .with_context(|| format!("pages in {label:?}"))?;
-        let env = parts
-            .map(|kv| {
-                let (k, v) = kv
-                    .split_once('=')
-                    .with_context(|| format!("VAR=value in {label:?}"))?;
-                Ok((format!("TICKERTAPE_{k}"), v.to_owned()))
-            })
-            .collect::<anyhow::Result<_>>()?;
+        let mut visitors = None;
+        let mut env = Vec::new();
+        for kv in parts {
+            let (k, v) = kv
+                .split_once('=')
+                .with_context(|| format!("VAR=value in {label:?}"))?;
+            if k == "VISITORS" {
+                visitors = Some(
+                    v.parse()
+                        .with_context(|| format!("visitors in {label:?}"))?,
+                );
+            } else {
+                env.push((format!("TICKERTAPE_{k}"), v.to_owned()));
+            }
+        }
         Ok(RunSpec {
             label: label.to_owned(),
             pages,
             uniform,
             pace,
+            visitors,
             env,
         })
     }
@@ -88,12 +99,20 @@ struct Sample {
     lag: [f64; 4],
     statements: f64,
     transaction_secs: f64,
+    /// Per stream, in the order of `STREAMS`.
+    stream_statements: [f64; 4],
+    stream_transaction_secs: [f64; 4],
     journal_bytes: f64,
     rss_mib: f64,
+    /// CPU seconds (user + system) of the app and of the database server.
+    app_cpu: f64,
+    db_cpu: f64,
+    /// The visits stream's open visits held in memory.
+    open_visits_bytes: f64,
 }
 
 /// The streams as `/metrics` labels them, in the order of `Sample`'s arrays.
-const STREAMS: [&str; 4] = ["views", "rollups", "sources", "visits"];
+pub(crate) const STREAMS: [&str; 4] = ["views", "rollups", "sources", "visits"];
 
 fn value(text: &str, name: &str) -> f64 {
     text.lines()
@@ -102,7 +121,29 @@ fn value(text: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn sample(address: &str, pid: u32, started: Instant) -> Option<Sample> {
+/// A process's CPU seconds (user + system) from `/proc/<pid>/stat`.
+pub(crate) fn cpu_secs(pid: Option<u32>) -> f64 {
+    let Some(pid) = pid else { return 0.0 };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis: utime and stime
+    // are the 12th and 13th of them, in clock ticks.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz.max(1.0)
+}
+
+async fn sample(address: &str, pid: u32, db_pid: Option<u32>, started: Instant) -> Option<Sample> {
     let text = reqwest::get(format!("{address}/metrics"))
         .await
         .ok()?
@@ -140,9 +181,36 @@ async fn sample(address: &str, pid: u32, started: Instant) -> Option<Sample> {
         }),
         statements: sum("tickertape_apply_statements_total"),
         transaction_secs: sum("tickertape_apply_transaction_seconds_total"),
+        stream_statements: STREAMS.map(|s| {
+            value(
+                &text,
+                &format!("tickertape_apply_statements_total{{stream=\"{s}\"}}"),
+            )
+        }),
+        stream_transaction_secs: STREAMS.map(|s| {
+            value(
+                &text,
+                &format!("tickertape_apply_transaction_seconds_total{{stream=\"{s}\"}}"),
+            )
+        }),
         journal_bytes: value(&text, "tickertape_journal_bytes"),
         rss_mib: rss,
+        app_cpu: cpu_secs(Some(pid)),
+        db_cpu: cpu_secs(db_pid),
+        open_visits_bytes: value(&text, "tickertape_open_visits_bytes"),
     })
+}
+
+/// One stream's share of a run's work.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamProfile {
+    pub statements_per_hit: f64,
+    pub micros_per_statement: f64,
+    /// Seconds in this stream's transactions per second of load.
+    pub transaction_share: f64,
+    pub lag_p99: f64,
+    /// From the end of the load until this stream's backlog was empty.
+    pub drained_secs: f64,
 }
 
 pub(crate) struct Outcome {
@@ -165,10 +233,19 @@ pub(crate) struct Outcome {
     drain_secs: f64,
     statements_per_hit: f64,
     micros_per_statement: f64,
-    peak_rss: f64,
+    pub peak_rss: f64,
     peak_journal_mib: f64,
     difference: [i64; 3],
     over_time: Vec<Sample>,
+    /// The hits counted over the load and the drain that followed: the
+    /// rate at which every stream applied them.
+    pub all_applied_rate: f64,
+    /// Per stream, in the order of `STREAMS`.
+    pub streams: [StreamProfile; 4],
+    /// CPU time per applied hit over the load and the drain (µs).
+    pub app_cpu_per_hit_us: f64,
+    pub db_cpu_per_hit_us: f64,
+    pub peak_open_visits_mib: f64,
 }
 
 impl Outcome {
@@ -201,6 +278,7 @@ pub(crate) async fn run_one(
     env.extend(spec.env.iter().cloned());
     let server = roles::product(db, db_name, &env)?;
     let pid = server.pid();
+    let db_pid = db.server_pid();
     let address = server.address.clone();
     let started = Instant::now();
     let loading = Arc::new(AtomicBool::new(true));
@@ -209,7 +287,7 @@ pub(crate) async fn run_one(
         tokio::spawn(async move {
             let mut samples = Vec::new();
             while loading.load(Ordering::Relaxed) {
-                if let Some(s) = sample(&address, pid, started).await {
+                if let Some(s) = sample(&address, pid, db_pid, started).await {
                     samples.push(s);
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -227,6 +305,7 @@ pub(crate) async fn run_one(
         duration: seconds,
         pages: spec.pages,
         popularity: if spec.uniform { "uniform" } else { "zipf" },
+        visitors: spec.visitors.or(options.visitors),
         ..options.clone()
     };
     let result = tokio::task::spawn_blocking({
@@ -237,17 +316,23 @@ pub(crate) async fn run_one(
     let load_secs = started.elapsed().as_secs_f64();
     loading.store(false, Ordering::Relaxed);
     let samples = sampler.await?;
-    let at_end = sample(&address, pid, started)
+    let at_end = sample(&address, pid, db_pid, started)
         .await
         .context("metrics at the end of the load")?;
-    // Drain: every stream empty.
+    // Drain: every stream empty, each stream's time noted as it empties.
     let drain_started = Instant::now();
     let mut last = at_end.clone();
+    let mut drained = at_end.backlog.map(|b| (b <= 0.0).then_some(0.0));
     let deadline = drain_started + Duration::from_secs(900);
     while last.backlog.iter().any(|&b| b > 0.0) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        if let Some(s) = sample(&address, pid, started).await {
+        if let Some(s) = sample(&address, pid, db_pid, started).await {
             last = s;
+        }
+        for (i, d) in drained.iter_mut().enumerate() {
+            if d.is_none() && last.backlog[i] <= 0.0 {
+                *d = Some(drain_started.elapsed().as_secs_f64());
+            }
         }
     }
     let drain_secs = drain_started.elapsed().as_secs_f64();
@@ -271,7 +356,27 @@ pub(crate) async fn run_one(
     let lags = |i: usize| during.iter().map(|s| s.lag[i]).collect::<Vec<f64>>();
     let statements = last.statements - first.statements;
     let applied_all = last.applied - first.applied;
+    let streams = std::array::from_fn(|i| {
+        let statements = last.stream_statements[i] - first.stream_statements[i];
+        let secs = last.stream_transaction_secs[i] - first.stream_transaction_secs[i];
+        StreamProfile {
+            statements_per_hit: statements / applied_all.max(1.0),
+            micros_per_statement: secs * 1e6 / statements.max(1.0),
+            transaction_share: secs / (last.at - first.at).max(1.0),
+            lag_p99: percentile(&lags(i), 0.99),
+            drained_secs: drained[i].unwrap_or(f64::INFINITY),
+        }
+    });
     Ok(Outcome {
+        all_applied_rate: counted as f64 / (load_secs + drain_secs).max(1.0),
+        streams,
+        app_cpu_per_hit_us: (last.app_cpu - first.app_cpu) * 1e6 / applied_all.max(1.0),
+        db_cpu_per_hit_us: (last.db_cpu - first.db_cpu) * 1e6 / applied_all.max(1.0),
+        peak_open_visits_mib: samples
+            .iter()
+            .map(|s| s.open_visits_bytes)
+            .fold(0.0, f64::max)
+            / (1 << 20) as f64,
         label: spec.label.clone(),
         rate,
         acked_rate: result.rate(),

@@ -106,6 +106,17 @@ const READ_CHUNK: usize = 4_096;
 /// The fewest buckets a batch is shrunk to after failures.
 const MIN_BOUND: usize = 500;
 
+/// Most visits in one visits batch. A visit's views are tens of seconds
+/// apart, so a batch of a few seconds holds about one hit per visit and a
+/// larger batch saves no statements; it only holds more: each visit's
+/// statement is built before the transaction, and at 10,000 visits a
+/// batch these were most of the app's memory at saturation
+/// (design/applier.md, "Measured: every stream at saturation"). A visit's
+/// statement is at most its dimensions (a few hundred bytes) and the
+/// batch's steps of it (each under 1 KiB, `visit_log::step_bytes`), so a
+/// batch holds a few MiB.
+const MAX_VISITS_PER_BATCH: usize = 2_000;
+
 pub struct Appliers {
     handles: Vec<JoinHandle<()>>,
     shutdown: watch::Sender<bool>,
@@ -218,6 +229,10 @@ impl Appliers {
         // The visits streams likewise: a visit's steps come from every
         // lane, so every lane's batch writes the same visit documents.
         let visits_turn = Arc::new(tokio::sync::Mutex::new(()));
+        let max_buckets = |stream| match stream {
+            Stream::Visits => config.max_buckets.clamp(1, MAX_VISITS_PER_BATCH),
+            _ => config.max_buckets.max(1),
+        };
         let applier = |lane: Arc<Lane>, stream, committed| {
             let (window, max_hits) = config.for_stream(stream);
             Applier {
@@ -231,8 +246,8 @@ impl Appliers {
                 journal: journal.to_string(),
                 window,
                 max_hits: max_hits.max(1),
-                max_buckets: config.max_buckets.max(1),
-                bound: config.max_buckets.max(1),
+                max_buckets: max_buckets(stream),
+                bound: max_buckets(stream),
                 applied: 0,
                 stats: stats.clone(),
                 journal_stats: journal_stats.clone(),

@@ -424,22 +424,26 @@ impl BreakdownIncrements {
 
     /// The field names each found bucket already holds, per dimension.
     pub fn existing(&self, found: &[Document]) -> Names {
-        found
-            .iter()
-            .filter(|d| self.target.part.is_none_or(|p| d.get_i32("part") == Ok(p)))
-            .filter_map(|d| {
-                let key = d.get_str(self.target.subject.key_field()).ok()?.to_owned();
-                let at = d.get_datetime("timestamp").ok()?.to_chrono();
-                let names = Dimension::ALL
-                    .into_iter()
-                    .filter_map(|dimension| {
-                        let map = d.get_document(dimension.field()).ok()?;
-                        Some((dimension, map.keys().cloned().collect()))
-                    })
-                    .collect();
-                Some(((key, at), names))
+        found.iter().filter_map(|d| self.existing_of(d)).collect()
+    }
+
+    /// The names one found bucket holds, per dimension: the lookup keeps
+    /// these and drops the document as it reads (a lookup by time alone
+    /// finds every page's bucket at those times).
+    pub fn existing_of(&self, d: &Document) -> Option<(Key, DimensionNames)> {
+        if self.target.part.is_some_and(|p| d.get_i32("part") != Ok(p)) {
+            return None;
+        }
+        let key = d.get_str(self.target.subject.key_field()).ok()?.to_owned();
+        let at = d.get_datetime("timestamp").ok()?.to_chrono();
+        let names = Dimension::ALL
+            .into_iter()
+            .filter_map(|dimension| {
+                let map = d.get_document(dimension.field()).ok()?;
+                Some((dimension, map.keys().cloned().collect()))
             })
-            .collect()
+            .collect();
+        Some(((key, at), names))
     }
 
     /// One upsert per bucket, every dimension in it. A name the bucket

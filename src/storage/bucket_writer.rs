@@ -33,12 +33,15 @@ use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
 use crate::domain::Labels;
 use crate::journal::Visit;
-use futures::TryStreamExt;
 
 /// Most statements in one `update` command: a flush normally fits in one
 /// command; beyond this many buckets it is split so a command stays well
 /// inside MongoDB's 16 MiB message and 100,000-statement limits.
 pub const MAX_STATEMENTS_PER_COMMAND: usize = 10_000;
+
+/// Bucket documents a breakdowns lookup takes from the server at a time:
+/// what it holds of them before they are reduced to their names.
+const LOOKUP_BATCH: u32 = 256;
 
 /// Most bytes of statements in one `update` command, well inside MongoDB's
 /// 16 MiB message: a sources statement can carry fifty long names.
@@ -683,20 +686,31 @@ impl BucketWriter {
         inc: &BreakdownIncrements,
         limit: Duration,
     ) -> Result<breakdowns::Names, ApplyError> {
-        let found: Vec<Document> = timed(limit, async {
+        // Each document is reduced to its names as it arrives: a lookup by
+        // time alone (secantusd-rs) finds every page's bucket at the
+        // batch's times, and held whole they were most of the app's memory
+        // at saturation (design/applier.md, "Measured: every stream at
+        // saturation").
+        let existing: breakdowns::Names = timed(limit, async {
             let mut cursor = self
                 .store
                 .db()
                 .collection::<Document>(inc.collection())
                 .find(inc.lookup(self.store.is_secantus()))
                 .projection(inc.projection())
+                .batch_size(LOOKUP_BATCH)
                 .session(&mut *session)
                 .await?;
-            cursor.stream(&mut *session).try_collect().await
+            let mut names = breakdowns::Names::new();
+            while let Some(found) = cursor.next(&mut *session).await {
+                if let Some((key, held)) = inc.existing_of(&found?) {
+                    names.insert(key, held);
+                }
+            }
+            Ok::<_, mongodb::error::Error>(names)
         })
         .await
         .map_err(ApplyError::NotApplied)?;
-        let existing = inc.existing(&found);
         self.known_names().learn(inc, existing.clone());
         Ok(existing)
     }
@@ -711,23 +725,37 @@ impl BucketWriter {
         limit: Duration,
     ) -> Result<UpdateOutcome, ApplyError> {
         let mut outcome = UpdateOutcome::default();
-        for chunk in commands(
+        // The statements move into their commands, never copied: a
+        // visits batch's are most of what the app holds while it commits.
+        let sizes: Vec<usize> = commands(
             &statements,
             MAX_STATEMENTS_PER_COMMAND,
             MAX_STATEMENT_BYTES_PER_COMMAND,
-        ) {
+        )
+        .iter()
+        .map(|chunk| chunk.len())
+        .collect();
+        let mut rest = statements.into_iter();
+        for size in sizes {
+            let chunk: Vec<Document> = rest.by_ref().take(size).collect();
+            // What a refusal names: each statement's bucket.
+            let filters: Vec<Document> = chunk
+                .iter()
+                .map(|statement| statement.get_document("q").cloned().unwrap_or_default())
+                .collect();
+            let chunk: Vec<Bson> = chunk.into_iter().map(Bson::Document).collect();
             let command = doc! {
                 "update": collection,
-                "updates": chunk.iter().cloned().map(Bson::Document).collect::<Vec<_>>(),
+                "updates": chunk,
                 "ordered": false,
             };
             let reply = self
                 .run(session, command, limit)
                 .await
                 .map_err(ApplyError::NotApplied)?;
-            let checked = match check_reply(collection, &reply, chunk.len()) {
+            let checked = match check_reply(collection, &reply, size) {
                 Ok(checked) => checked,
-                Err(e) => return Err(refused_or_not_applied(collection, chunk, e)),
+                Err(e) => return Err(refused_or_not_applied(collection, &filters, e)),
             };
             outcome.applied += checked.applied;
             outcome.upserted += checked.upserted;
@@ -745,15 +773,16 @@ impl BucketWriter {
     }
 }
 
-/// A failed update's error: [`ApplyError::Refused`] with the buckets of
-/// the statements the server refused for what they hold, or a batch simply
-/// not applied (to be sent again).
-fn refused_or_not_applied(collection: &str, sent: &[Document], e: ReplyError) -> ApplyError {
+/// A failed update's error: [`ApplyError::Refused`] with the buckets (the
+/// `filters` of the statements sent) the server refused for what they
+/// hold, or a batch simply not applied (to be sent again).
+fn refused_or_not_applied(collection: &str, filters: &[Document], e: ReplyError) -> ApplyError {
     let buckets: Vec<Document> = match &e {
         ReplyError::StatementsFailed { refused, .. } => refused
             .iter()
-            .filter_map(|&i| sent.get(i))
-            .filter_map(|statement| statement.get_document("q").ok().cloned())
+            .filter_map(|&i| filters.get(i))
+            .filter(|q| !q.is_empty())
+            .cloned()
             .collect(),
         ReplyError::BadReply { .. } => Vec::new(),
     };

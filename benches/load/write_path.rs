@@ -1,0 +1,208 @@
+//! The write path's targets, side by side in one run: the release server
+//! at 10,000 pages of real-variety traffic (`pixel.lua`: 100,000 visitors,
+//! six browsers, referrers and campaigns), saturated by wrk for
+//! `BENCH_WRITE_PATH_SECS` (90; quick 15) with only the views' streams
+//! (`BREAKDOWNS=false`, `VISIT_STORE=false`) and with every stream; then
+//! paced at 70 % of the saturating rate; then one client's flood (one
+//! User-Agent and address); then 1,000 pages; beside the HTTP ceiling.
+//!
+//! Each run prints a profile per stream (statements per hit, µs per
+//! statement, the share of the wall clock in its transactions, its lag
+//! p99 and when it drained after the load) and the CPU per hit of the app
+//! and of the database server, which is what `docs/design/applier.md`'s
+//! profile is read from.
+//!
+//! Targets (each printed met or MISSED):
+//! - every stream drained within 30 s of the end of the saturating load;
+//! - at 70 % of the saturating rate, every stream's lag under 5 s at p99;
+//! - with every stream on, the rate applied to every stream at least 0.8×
+//!   the views-only rate;
+//! - one client's flood at least 0.9× the many-client rate;
+//! - the app's peak RSS under 300 MB at 10,000 pages, 200 MB at 1,000.
+//!
+//! "The rate applied to every stream" is the hits counted over the load
+//! and the drain that followed it: a run whose breakdowns trail by minutes
+//! is not credited with its acknowledged rate.
+//!
+//! Options: `BENCH_WRITE_PATH=0` skips it, `BENCH_WRITE_PATH_ONLY=1` runs
+//! only it; `BENCH_WRITE_PATH_SECS`; `BENCH_WRITE_PATH_RUNS` to run a
+//! subset (`views,every,paced,flood,small`).
+
+use crate::roles::{self, Database};
+use crate::sustained::{run_one, Outcome, RunSpec, STREAMS};
+use crate::{env_or, Options, Spec};
+
+const DRAIN_TARGET_SECS: f64 = 30.0;
+const PACED_SHARE: f64 = 0.7;
+const PACED_LAG_TARGET_SECS: f64 = 5.0;
+const EVERY_STREAM_TARGET: f64 = 0.8;
+const FLOOD_TARGET: f64 = 0.9;
+const RSS_TARGET_MB_10K: f64 = 300.0;
+const RSS_TARGET_MB_1K: f64 = 200.0;
+
+pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
+    let seconds: u64 = env_or("BENCH_WRITE_PATH_SECS", if options.quick { 15 } else { 90 });
+    let connections: u32 = 64;
+    let wanted = std::env::var("BENCH_WRITE_PATH_RUNS")
+        .unwrap_or_else(|_| "views,every,paced,flood,small".into());
+    let wants = |name: &str| wanted.split(',').any(|w| w.trim() == name);
+    println!("\n## The write path: every stream at saturation\n");
+    println!(
+        "durable acks, wrk with {connections} connections (paced 256), {seconds} s per run, Zipf pages, real visitors unless said; \
+         all-streams rate = hits counted ÷ (load + drain of the slowest stream)\n"
+    );
+    let ceiling = roles::scenario(db, &Spec::parse("ceiling", connections)?, options).await?;
+    let ceiling_rate = ceiling.wrk.rate();
+    println!("HTTP ceiling (bench-only server, no database work): {ceiling_rate:.0} hits/s\n");
+    println!("| run | acked hits/s | ÷ ceiling | all-streams hits/s | minutes / hours+days / breakdowns / visits lag p99 s | drained after the load s (same order) | peak RSS MB | app / database CPU µs per hit | open visits peak MiB |");
+    println!("|---|---:|---:|---:|---|---|---:|---|---:|");
+    let mut runs: Vec<(&str, Outcome)> = Vec::new();
+    let db: &Database = db;
+    let go = |label: String, rate: Option<u32>| async move {
+        let spec = RunSpec::parse(&label)?;
+        let outcome = run_one(
+            db,
+            &spec,
+            rate,
+            seconds,
+            if rate.is_some() { 256 } else { connections },
+            options,
+        )
+        .await?;
+        print_row(&outcome, ceiling_rate, rate);
+        anyhow::Ok(outcome)
+    };
+    if wants("views") {
+        runs.push((
+            "views",
+            go("10000+BREAKDOWNS=false+VISIT_STORE=false".into(), None).await?,
+        ));
+    }
+    if wants("every") {
+        runs.push(("every", go("10000".into(), None).await?));
+    }
+    let every_acked = runs
+        .iter()
+        .find(|(n, _)| *n == "every")
+        .map(|(_, o)| o.acked_rate);
+    if wants("paced") {
+        if let Some(acked) = every_acked {
+            let rate = (acked * PACED_SHARE) as u32;
+            runs.push(("paced", go("10000".into(), Some(rate)).await?));
+        }
+    }
+    if wants("flood") {
+        runs.push(("flood", go("10000+VISITORS=1".into(), None).await?));
+    }
+    if wants("small") {
+        runs.push(("small", go("1000".into(), None).await?));
+    }
+    println!("\nProfile per stream (statements per hit, µs per statement in transactions, seconds in transactions per second of load):\n");
+    println!("| run | {} |", STREAMS.join(" | "));
+    println!("|---|{}", "---|".repeat(STREAMS.len()));
+    for (name, o) in &runs {
+        let cells: Vec<String> = o
+            .streams
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:.3} · {:.0} µs · {:.2}",
+                    s.statements_per_hit, s.micros_per_statement, s.transaction_share
+                )
+            })
+            .collect();
+        println!("| {name} ({}) | {} |", o.label, cells.join(" | "));
+    }
+    println!();
+    let get = |name: &str| runs.iter().find(|(n, _)| *n == name).map(|(_, o)| o);
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    if let Some(every) = get("every") {
+        let slowest = every
+            .streams
+            .iter()
+            .map(|s| s.drained_secs)
+            .fold(0.0, f64::max);
+        println!(
+            "- every stream drained {slowest:.1} s after a {seconds} s saturating load, 10,000 pages (target ≤ {DRAIN_TARGET_SECS} s): {}",
+            verdict(slowest <= DRAIN_TARGET_SECS)
+        );
+        println!(
+            "- app peak RSS at 10,000 pages, every stream: {:.0} MB (target < {RSS_TARGET_MB_10K} MB): {}",
+            every.peak_rss * 1.048_576,
+            verdict(every.peak_rss * 1.048_576 < RSS_TARGET_MB_10K)
+        );
+        if let Some(views) = get("views") {
+            let ratio = every.all_applied_rate / views.all_applied_rate.max(1.0);
+            println!(
+                "- every stream ÷ views only, all-streams rate: {ratio:.2}× ({:.0} against {:.0} hits/s; acked {:.2}×) (target ≥ {EVERY_STREAM_TARGET}×): {}",
+                every.all_applied_rate,
+                views.all_applied_rate,
+                every.acked_rate / views.acked_rate.max(1.0),
+                verdict(ratio >= EVERY_STREAM_TARGET)
+            );
+        }
+        if let Some(flood) = get("flood") {
+            let ratio = flood.all_applied_rate / every.all_applied_rate.max(1.0);
+            println!(
+                "- one client's flood ÷ many clients, all-streams rate: {ratio:.2}× ({:.0} against {:.0} hits/s) (target ≥ {FLOOD_TARGET}×): {}",
+                flood.all_applied_rate,
+                every.all_applied_rate,
+                verdict(ratio >= FLOOD_TARGET)
+            );
+        }
+    }
+    if let Some(paced) = get("paced") {
+        let worst = paced.streams.iter().map(|s| s.lag_p99).fold(0.0, f64::max);
+        println!(
+            "- at {:.0} % of the saturating rate, the most lagging stream's p99: {worst:.1} s (target < {PACED_LAG_TARGET_SECS} s): {}",
+            PACED_SHARE * 100.0,
+            verdict(worst < PACED_LAG_TARGET_SECS)
+        );
+    }
+    if let Some(small) = get("small") {
+        println!(
+            "- app peak RSS at 1,000 pages, every stream: {:.0} MB (target < {RSS_TARGET_MB_1K} MB): {}",
+            small.peak_rss * 1.048_576,
+            verdict(small.peak_rss * 1.048_576 < RSS_TARGET_MB_1K)
+        );
+    }
+    Ok(())
+}
+
+fn print_row(o: &Outcome, ceiling: f64, rate: Option<u32>) {
+    let join = |f: &dyn Fn(&crate::sustained::StreamProfile) -> f64| {
+        o.streams
+            .iter()
+            .map(|s| {
+                let v = f(s);
+                if v.is_finite() {
+                    format!("{v:.1}")
+                } else {
+                    "not drained".into()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    println!(
+        "| {}{} | {:.0} | {:.2} | {:.0} | {} | {} | {:.0} | {:.0} / {:.0} | {:.1} |",
+        o.label,
+        rate.map_or(String::new(), |r| format!(" paced at {r}/s")),
+        o.acked_rate,
+        o.acked_rate / ceiling.max(1.0),
+        o.all_applied_rate,
+        join(&|s| s.lag_p99),
+        join(&|s| s.drained_secs),
+        o.peak_rss * 1.048_576,
+        o.app_cpu_per_hit_us,
+        o.db_cpu_per_hit_us,
+        o.peak_open_visits_mib,
+    );
+    eprintln!(
+        "write path {}: acked {:.0}/s, all streams {:.0}/s, drained {}",
+        o.label,
+        o.acked_rate,
+        o.all_applied_rate,
+        join(&|s| s.drained_secs)
+    );
+}
