@@ -97,11 +97,9 @@ struct Sample {
     applied: f64,
     backlog: [f64; 4],
     lag: [f64; 4],
-    statements: f64,
-    transaction_secs: f64,
-    /// Per stream, in the order of `STREAMS`.
-    stream_statements: [f64; 4],
-    stream_transaction_secs: [f64; 4],
+    /// Per stream, in the order of `STREAMS` (a run's totals are their sums).
+    statements: [f64; 4],
+    transaction_secs: [f64; 4],
     journal_bytes: f64,
     rss_mib: f64,
     /// CPU seconds (user + system) of the app and of the database server.
@@ -150,12 +148,8 @@ async fn sample(address: &str, pid: u32, db_pid: Option<u32>, started: Instant) 
         .text()
         .await
         .ok()?;
-    let sum = |prefix: &str| -> f64 {
-        STREAMS
-            .iter()
-            .map(|s| value(&text, &format!("{prefix}{{stream=\"{s}\"}}")))
-            .sum()
-    };
+    let per_stream =
+        |name: &str| STREAMS.map(|s| value(&text, &format!("{name}{{stream=\"{s}\"}}")));
     let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -173,26 +167,9 @@ async fn sample(address: &str, pid: u32, db_pid: Option<u32>, started: Instant) 
             value(&text, "tickertape_journal_sources_backlog_hits"),
             value(&text, "tickertape_journal_visits_backlog_hits"),
         ],
-        lag: STREAMS.map(|s| {
-            value(
-                &text,
-                &format!("tickertape_write_behind_lag_seconds{{stream=\"{s}\"}}"),
-            )
-        }),
-        statements: sum("tickertape_apply_statements_total"),
-        transaction_secs: sum("tickertape_apply_transaction_seconds_total"),
-        stream_statements: STREAMS.map(|s| {
-            value(
-                &text,
-                &format!("tickertape_apply_statements_total{{stream=\"{s}\"}}"),
-            )
-        }),
-        stream_transaction_secs: STREAMS.map(|s| {
-            value(
-                &text,
-                &format!("tickertape_apply_transaction_seconds_total{{stream=\"{s}\"}}"),
-            )
-        }),
+        lag: per_stream("tickertape_write_behind_lag_seconds"),
+        statements: per_stream("tickertape_apply_statements_total"),
+        transaction_secs: per_stream("tickertape_apply_transaction_seconds_total"),
         journal_bytes: value(&text, "tickertape_journal_bytes"),
         rss_mib: rss,
         app_cpu: cpu_secs(Some(pid)),
@@ -354,11 +331,12 @@ pub(crate) async fn run_one(
     let first = samples.first().cloned().unwrap_or_default();
     let during: Vec<&Sample> = samples.iter().filter(|s| s.at >= 5.0).collect();
     let lags = |i: usize| during.iter().map(|s| s.lag[i]).collect::<Vec<f64>>();
-    let statements = last.statements - first.statements;
+    let total = |v: &[f64; 4]| v.iter().sum::<f64>();
+    let statements = total(&last.statements) - total(&first.statements);
     let applied_all = last.applied - first.applied;
     let streams = std::array::from_fn(|i| {
-        let statements = last.stream_statements[i] - first.stream_statements[i];
-        let secs = last.stream_transaction_secs[i] - first.stream_transaction_secs[i];
+        let statements = last.statements[i] - first.statements[i];
+        let secs = last.transaction_secs[i] - first.transaction_secs[i];
         StreamProfile {
             statements_per_hit: statements / applied_all.max(1.0),
             micros_per_statement: secs * 1e6 / statements.max(1.0),
@@ -393,7 +371,8 @@ pub(crate) async fn run_one(
         end_lag: at_end.lag[0],
         drain_secs,
         statements_per_hit: statements / applied_all.max(1.0),
-        micros_per_statement: (last.transaction_secs - first.transaction_secs) * 1e6
+        micros_per_statement: (total(&last.transaction_secs) - total(&first.transaction_secs))
+            * 1e6
             / statements.max(1.0),
         peak_rss,
         peak_journal_mib: samples.iter().map(|s| s.journal_bytes).fold(0.0, f64::max)

@@ -81,12 +81,8 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     if wants("every") {
         runs.push(("every", go("10000".into(), None).await?));
     }
-    let every_acked = runs
-        .iter()
-        .find(|(n, _)| *n == "every")
-        .map(|(_, o)| o.acked_rate);
     if wants("paced") {
-        if let Some(acked) = every_acked {
+        if let Some(acked) = find(&runs, "every").map(|o| o.acked_rate) {
             let rate = (acked * PACED_SHARE) as u32;
             runs.push(("paced", go("10000".into(), Some(rate)).await?));
         }
@@ -114,8 +110,7 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         println!("| {name} ({}) | {} |", o.label, cells.join(" | "));
     }
     println!();
-    let get = |name: &str| runs.iter().find(|(n, _)| *n == name).map(|(_, o)| o);
-    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    let get = |name: &str| find(&runs, name);
     if let Some(every) = get("every") {
         let slowest = every
             .streams
@@ -126,28 +121,21 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
             "- every stream drained {slowest:.1} s after a {seconds} s saturating load, 10,000 pages (target ≤ {DRAIN_TARGET_SECS} s): {}",
             verdict(slowest <= DRAIN_TARGET_SECS)
         );
-        println!(
-            "- app peak RSS at 10,000 pages, every stream: {:.0} MB (target < {RSS_TARGET_MB_10K} MB): {}",
-            every.peak_rss * 1.048_576,
-            verdict(every.peak_rss * 1.048_576 < RSS_TARGET_MB_10K)
-        );
+        rss_line("10,000", every, RSS_TARGET_MB_10K);
         if let Some(views) = get("views") {
-            let ratio = every.all_applied_rate / views.all_applied_rate.max(1.0);
-            println!(
-                "- every stream ÷ views only, all-streams rate: {ratio:.2}× ({:.0} against {:.0} hits/s; acked {:.2}×) (target ≥ {EVERY_STREAM_TARGET}×): {}",
-                every.all_applied_rate,
-                views.all_applied_rate,
-                every.acked_rate / views.acked_rate.max(1.0),
-                verdict(ratio >= EVERY_STREAM_TARGET)
+            ratio_line(
+                "every stream ÷ views only",
+                every,
+                views,
+                EVERY_STREAM_TARGET,
             );
         }
         if let Some(flood) = get("flood") {
-            let ratio = flood.all_applied_rate / every.all_applied_rate.max(1.0);
-            println!(
-                "- one client's flood ÷ many clients, all-streams rate: {ratio:.2}× ({:.0} against {:.0} hits/s) (target ≥ {FLOOD_TARGET}×): {}",
-                flood.all_applied_rate,
-                every.all_applied_rate,
-                verdict(ratio >= FLOOD_TARGET)
+            ratio_line(
+                "one client's flood ÷ many clients",
+                flood,
+                every,
+                FLOOD_TARGET,
             );
         }
     }
@@ -160,13 +148,46 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         );
     }
     if let Some(small) = get("small") {
-        println!(
-            "- app peak RSS at 1,000 pages, every stream: {:.0} MB (target < {RSS_TARGET_MB_1K} MB): {}",
-            small.peak_rss * 1.048_576,
-            verdict(small.peak_rss * 1.048_576 < RSS_TARGET_MB_1K)
-        );
+        rss_line("1,000", small, RSS_TARGET_MB_1K);
     }
     Ok(())
+}
+
+fn find<'a>(runs: &'a [(&str, Outcome)], name: &str) -> Option<&'a Outcome> {
+    runs.iter().find(|(n, _)| *n == name).map(|(_, o)| o)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// Peak RSS in MB (the outcome's is in MiB).
+fn peak_rss_mb(o: &Outcome) -> f64 {
+    o.peak_rss * 1.048_576
+}
+
+fn rss_line(pages: &str, o: &Outcome, target_mb: f64) {
+    let mb = peak_rss_mb(o);
+    println!(
+        "- app peak RSS at {pages} pages, every stream: {mb:.0} MB (target < {target_mb} MB): {}",
+        verdict(mb < target_mb)
+    );
+}
+
+/// `a`'s all-streams rate as a share of `b`'s, against its target.
+fn ratio_line(what: &str, a: &Outcome, b: &Outcome, target: f64) {
+    let ratio = a.all_applied_rate / b.all_applied_rate.max(1.0);
+    println!(
+        "- {what}, all-streams rate: {ratio:.2}× ({:.0} against {:.0} hits/s; acked {:.2}×) (target ≥ {target}×): {}",
+        a.all_applied_rate,
+        b.all_applied_rate,
+        a.acked_rate / b.acked_rate.max(1.0),
+        verdict(ratio >= target)
+    );
 }
 
 fn print_row(o: &Outcome, ceiling: f64, rate: Option<u32>) {
@@ -193,7 +214,7 @@ fn print_row(o: &Outcome, ceiling: f64, rate: Option<u32>) {
         o.all_applied_rate,
         join(&|s| s.lag_p99),
         join(&|s| s.drained_secs),
-        o.peak_rss * 1.048_576,
+        peak_rss_mb(o),
         o.app_cpu_per_hit_us,
         o.db_cpu_per_hit_us,
         o.peak_open_visits_mib,
