@@ -135,13 +135,13 @@ pub async fn breakdowns(
 }
 
 /// One dimension over the period and the previous one: its totals, the
-/// rows' compared counts now and before ([`Stretches`]), and what its
-/// shares are of ([`denominator`]), and every view of the covered hours:
+/// rows' compared counts now and before ([`Stretches`]), and every view of
+/// the covered hours, of which the panel takes its shares' [`denominator`]:
 /// `breakdown.csv` and the API.
 pub async fn one_dimension(
     req: &ReportRequest<'_>,
     dimension: Dimension,
-) -> Result<(NameTotals, NameTotals, NameTotals, i64, i64), mongodb::error::Error> {
+) -> Result<(NameTotals, NameTotals, NameTotals, i64), mongodb::error::Error> {
     let (store, scope, period) = (req.store, req.scope, req.period);
     let stretches = Stretches::of(period, req.now);
     let (one, views_scope) = ([dimension], scope.views());
@@ -163,8 +163,7 @@ pub async fn one_dimension(
     let now = current.of(dimension);
     let compared = part.as_ref().unwrap_or(&current).of(dimension);
     let was = previous.of(dimension);
-    let of = denominator(dimension, &now, views);
-    Ok((now, compared, was, of, views))
+    Ok((now, compared, was, views))
 }
 
 /// The denominator of a name's share: its dimension's own total where

@@ -387,7 +387,7 @@ pub async fn dimension(
 ) -> Result<Panel, ReadError> {
     match source(req) {
         Origin::Buckets => {
-            let (now, compared, was, _, views) = compared::one_dimension(req, d).await?;
+            let (now, compared, was, views) = compared::one_dimension(req, d).await?;
             let stretches = Stretches::of(req.period, req.now);
             Ok(Panel::of_totals(
                 d,
