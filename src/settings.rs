@@ -187,6 +187,12 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_QUEUE_CAPACITY", default_value_t = 100_000)]
     pub queue_capacity: usize,
 
+    /// MiB those hits may take as journaled (about twice that in memory),
+    /// whichever bound comes first; beyond it the pixel answers 503
+    /// `queue-full`.
+    #[arg(long, env = "TICKERTAPE_QUEUE_MB", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub queue_mb: u64,
+
     /// How long the write-behind gathers hits for the minute buckets at
     /// light load, in ms (behind, a batch takes what is waiting at once).
     #[arg(long, env = "TICKERTAPE_APPLY_WINDOW_MS", default_value_t = 1000)]
@@ -617,6 +623,7 @@ impl Settings {
             segment_max_age: std::time::Duration::from_secs(i.journal_segment_secs),
             budget_bytes: i.journal_budget_mb << 20,
             queue_capacity: i.queue_capacity,
+            queue_bytes: i.queue_mb << 20,
             ack_mode: i.ack_mode,
         }
     }

@@ -320,6 +320,7 @@ async fn journal(dir: &Path, shape: &Shape, now: DateTime<Utc>) -> anyhow::Resul
         segment_max_age: Duration::from_secs(60),
         budget_bytes: 16 << 30,
         queue_capacity: 100_000,
+        queue_bytes: 32 << 20,
         ack_mode: AckMode::Fast,
     };
     let (journal, feeds) = Journal::open(&config)?;

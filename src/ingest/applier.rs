@@ -52,13 +52,13 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::stats::IngestStats;
 use crate::journal::lane::LaneReadError;
-use crate::journal::{CommittedBatch, JournalStats, Lane, LaneFeed, Record};
+use crate::journal::{CommittedBatch, Handoff, JournalStats, Lane, LaneFeed, Record};
 use crate::storage::breakdowns::BreakdownCounts;
 use crate::storage::bucket_writer::{self, ApplyError, BucketWriter};
 use crate::storage::progress::{self, Advance, Stream};
@@ -103,6 +103,10 @@ impl ApplyConfig {
 /// batch can pass its bounds before it is applied.
 const READ_CHUNK: usize = 4_096;
 
+/// The fewest records read at a time, however little room a batch has
+/// left: smaller reads would only cost more calls.
+const MIN_READ: usize = 64;
+
 /// The fewest buckets a batch is shrunk to after failures.
 const MIN_BOUND: usize = 500;
 
@@ -125,7 +129,7 @@ pub struct Appliers {
 struct Applier {
     lane: Arc<Lane>,
     stream: Stream,
-    committed: mpsc::Receiver<CommittedBatch>,
+    committed: Handoff,
     /// A batch taken from `committed` but not yet used.
     pending: Option<CommittedBatch>,
     /// The writer has stopped (shutdown): nothing more comes in memory.
@@ -262,8 +266,7 @@ impl Appliers {
             // The rollups and sources appliers read only the files: a
             // receiver with no sender, closed from the start.
             for stream in [Stream::Rollups, Stream::Sources, Stream::Visits] {
-                let (_, closed) = mpsc::channel(1);
-                let applier = applier(feed.lane.clone(), stream, closed);
+                let applier = applier(feed.lane.clone(), stream, Handoff::closed());
                 handles.push(tokio::spawn(applier.run(shutdown.subscribe())));
             }
             let views = applier(feed.lane, Stream::Views, feed.committed);
@@ -474,9 +477,17 @@ impl Applier {
         self.journal_stats.applied_by(self.stream.index())
     }
 
+    /// Hits the batch may still take before its bounds: each hit adds at
+    /// most one visit, and a few buckets of which most are shared.
+    fn room(&self, batch: &Batch) -> usize {
+        let buckets = self.bound.saturating_sub(batch.buckets());
+        let hits = self.max_hits.saturating_sub(batch.hits);
+        buckets.min(hits)
+    }
+
     fn peek_memory(&mut self) -> Option<&CommittedBatch> {
         if self.pending.is_none() {
-            self.pending = self.committed.try_recv().ok();
+            self.pending = self.committed.try_recv();
         }
         self.pending.as_ref()
     }
@@ -508,6 +519,14 @@ impl Applier {
                     continue;
                 }
                 Some((start, _)) if start == to => {
+                    // A group commit goes whole into a batch; one that
+                    // would take a batch far past its bounds waits for the
+                    // next batch, so a batch holds at most its bounds and
+                    // one group commit.
+                    let records = self.pending.as_ref().map_or(0, |b| b.records.len());
+                    if batch.hits > 0 && records > self.room(&batch) {
+                        break;
+                    }
                     let b = self.pending.take().expect("peeked");
                     to = b.end;
                     self.take(&mut batch, b.records, &mut deadline);
@@ -519,7 +538,11 @@ impl Applier {
             // in chunks merged as they are read, so a large batch is never
             // held as records.
             if self.lane.committed() > to {
-                match self.lane.read(to, READ_CHUNK) {
+                // Read no more than the batch has room for: a stream that
+                // is behind reads its batches from the files, and whole
+                // chunks took a visits batch of 2,000 visits to 6,000.
+                let chunk = self.room(&batch).clamp(MIN_READ, READ_CHUNK);
+                match self.lane.read(to, chunk) {
                     Ok(chunk) if chunk.end > to => {
                         batch.from_disk += chunk.records.len();
                         to = chunk.end;

@@ -30,6 +30,7 @@ impl Standalone {
             segment_max_age: Duration::from_secs(60),
             budget_bytes: 1 << 30,
             queue_capacity: 100_000,
+            queue_bytes: 32 << 20,
             // Nothing is answered: a crash loses the command's run, which
             // is started again.
             ack_mode: AckMode::Fast,

@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use lane::Lane;
 pub use record::{Record, Visit, VisitPlace};
 pub use stats::JournalStats;
-pub use writer::{AppendError, CommittedBatch};
+pub use writer::{AppendError, CommittedBatch, Handoff, HANDOFF_BYTES};
 
 use segment::{Damage, SegmentHeader, FORMAT, HEADER_LEN};
 use writer::{LaneWriter, Message, Submission};
@@ -68,6 +68,8 @@ pub struct JournalConfig {
     pub budget_bytes: u64,
     /// Hits that may wait for a lane's writer, over all lanes.
     pub queue_capacity: usize,
+    /// Bytes (as journaled) those hits may take, over all lanes.
+    pub queue_bytes: u64,
     pub ack_mode: AckMode,
 }
 
@@ -120,7 +122,7 @@ pub struct Journal {
 /// hand-off of freshly committed records.
 pub struct LaneFeed {
     pub lane: Arc<Lane>,
-    pub committed: mpsc::Receiver<CommittedBatch>,
+    pub committed: Handoff,
 }
 
 impl Journal {
@@ -147,6 +149,7 @@ impl Journal {
         let mut senders = Vec::new();
         let mut threads = Vec::new();
         let per_lane = (config.queue_capacity / meta.lanes as usize).max(1);
+        let queued = Arc::new(AtomicU64::new(0));
         for index in 0..meta.lanes {
             let lane_dir = dir.join(format!("lane-{index}"));
             std::fs::create_dir_all(&lane_dir).map_err(io_at(&lane_dir))?;
@@ -167,7 +170,7 @@ impl Journal {
             let (tx, rx) = mpsc::channel(per_lane);
             // Room for a few seconds of group commits; beyond it the
             // applier reads the files instead.
-            let (committed_tx, committed_rx) = mpsc::channel(1024);
+            let (committed_tx, committed_rx) = writer::handoff(1024);
             let writer = LaneWriter {
                 lane: lane.clone(),
                 journal: meta.id,
@@ -175,6 +178,7 @@ impl Journal {
                 segment_max_age: config.segment_max_age,
                 rx,
                 committed_tx,
+                queued: queued.clone(),
                 current: None,
             };
             let thread = std::thread::Builder::new()
@@ -200,6 +204,8 @@ impl Journal {
             budget: config.budget_bytes,
             stats: stats.clone(),
             lane_capacity: per_lane,
+            queued,
+            queue_bytes: config.queue_bytes,
         };
         tracing::info!(
             dir = %dir.display(), id = %meta.id, lanes = meta.lanes,
@@ -303,6 +309,10 @@ pub struct Appender {
     budget: u64,
     stats: Arc<JournalStats>,
     lane_capacity: usize,
+    /// Bytes of the hits waiting for the writers, and their bound: the
+    /// count alone let 100,000 hits of 4.5 KB hold 450 MB.
+    queued: Arc<AtomicU64>,
+    queue_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,6 +350,18 @@ impl Appender {
             self.stats.full_refusals.fetch_add(1, Relaxed);
             return Err(SubmitError::JournalFull);
         }
+        let queued = self.queued.fetch_update(Relaxed, Relaxed, |q| {
+            (q + bytes <= self.queue_bytes).then_some(q + bytes)
+        });
+        let unreserve_disk = || {
+            let _ = self
+                .used
+                .fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(bytes)));
+        };
+        if queued.is_err() {
+            unreserve_disk();
+            return Err(SubmitError::QueueFull);
+        }
         let lane = &self.lanes[self.lane_of(&record.page)];
         let (ack, accepted) = match self.ack_mode {
             AckMode::Fast => (None, Accepted::Queued),
@@ -351,9 +373,8 @@ impl Appender {
         match lane.try_send(Message::Hit(Submission { record, ack })) {
             Ok(()) => Ok(accepted),
             Err(e) => {
-                let _ = self
-                    .used
-                    .fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(bytes)));
+                self.queued.fetch_sub(bytes, Relaxed);
+                unreserve_disk();
                 Err(match e {
                     mpsc::error::TrySendError::Full(_) => SubmitError::QueueFull,
                     mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
@@ -372,6 +393,16 @@ impl Appender {
 
     pub fn capacity(&self) -> usize {
         self.lane_capacity * self.lanes.len()
+    }
+
+    /// Bytes (as journaled) of the hits waiting for a writer, over all
+    /// lanes.
+    pub fn depth_bytes(&self) -> u64 {
+        self.queued.load(Relaxed)
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.queue_bytes
     }
 
     pub fn ack_mode(&self) -> AckMode {

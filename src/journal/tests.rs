@@ -9,6 +9,7 @@ fn config(dir: &Path) -> JournalConfig {
         segment_max_age: std::time::Duration::from_secs(60),
         budget_bytes: 1 << 30,
         queue_capacity: 10_000,
+        queue_bytes: 32 << 20,
         ack_mode: AckMode::Durable,
     }
 }
@@ -321,6 +322,66 @@ async fn a_full_budget_refuses_new_hits_and_keeps_the_accepted_ones() {
     // Applying frees room: deleting applied segments releases their bytes.
     let lane = &journal.lanes()[0];
     lane.release(lane.committed());
+}
+
+#[tokio::test]
+async fn hits_past_the_queues_bytes_are_refused_and_reserve_no_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    // Less than any one record: nothing fits.
+    let smallest = (0..10).map(|i| hit(i).encoded_len()).min().unwrap();
+    config.queue_bytes = smallest as u64 - 1;
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    let on_disk = journal.bytes();
+    for i in 0..10 {
+        assert!(matches!(
+            journal.appender().submit(hit(i)),
+            Err(SubmitError::QueueFull)
+        ));
+    }
+    assert_eq!(journal.bytes(), on_disk, "a refused hit reserves no disk");
+    assert_eq!(journal.appender().depth_bytes(), 0);
+    assert!(read_all(&journal.lanes()[0]).is_empty());
+}
+
+#[tokio::test]
+async fn the_queues_bytes_are_released_as_the_writer_takes_the_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    let largest = (0..1_000).map(|i| hit(i).encoded_len()).max().unwrap();
+    config.queue_bytes = 10 * largest as u64;
+    let (journal, _feeds) = Journal::open(&config).unwrap();
+    // A hundred times the bound, ten at a time: each ten fit once the
+    // writer has taken the ones before.
+    for round in 0..100 {
+        write(&journal, round * 10..(round + 1) * 10).await;
+    }
+    assert_eq!(journal.appender().depth_bytes(), 0);
+    assert_eq!(read_all(&journal.lanes()[0]).len(), 1_000);
+}
+
+#[test]
+fn the_hand_off_holds_at_most_its_bytes_and_frees_what_is_taken() {
+    let (sender, mut handoff) = writer::handoff(1024);
+    let batch = |start: u64, bytes: u64| CommittedBatch {
+        start,
+        end: start + bytes,
+        records: Vec::new(),
+    };
+    let quarter = HANDOFF_BYTES / 4;
+    for i in 0..6 {
+        sender.offer(batch(i * quarter, quarter));
+    }
+    assert_eq!(handoff.held_bytes(), HANDOFF_BYTES);
+    // The first four were handed on, the last two left to the files.
+    let taken = handoff.try_recv().expect("a batch");
+    assert_eq!((taken.start, handoff.held_bytes()), (0, 3 * quarter));
+    sender.offer(batch(6 * quarter, quarter));
+    let starts: Vec<u64> = std::iter::from_fn(|| handoff.try_recv())
+        .map(|b| b.start)
+        .collect();
+    assert_eq!(starts, [quarter, 2 * quarter, 3 * quarter, 6 * quarter]);
+    assert_eq!(handoff.held_bytes(), 0);
 }
 
 #[tokio::test]

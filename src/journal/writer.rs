@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,86 @@ pub struct CommittedBatch {
     pub records: Vec<Record>,
 }
 
+/// Bytes of committed records (as journaled) a lane's hand-off holds at
+/// most. The count of group commits alone did not bound it: a group commit
+/// takes up to [`MAX_GROUP`] hits. Past it, a lane's applier is behind and
+/// reads the files instead, which costs a read, never a hit.
+pub const HANDOFF_BYTES: u64 = 16 << 20;
+
+/// The lane writer's end of the hand-off: it sends a group commit only
+/// while the hand-off holds under [`HANDOFF_BYTES`].
+pub(super) struct HandoffSender {
+    tx: mpsc::Sender<CommittedBatch>,
+    held: Arc<AtomicU64>,
+}
+
+/// The applier's end of the hand-off; what it takes no longer counts
+/// against the bound.
+pub struct Handoff {
+    rx: mpsc::Receiver<CommittedBatch>,
+    held: Arc<AtomicU64>,
+}
+
+/// A lane's hand-off of committed records, from its writer to its views
+/// applier: at most `batches` group commits and [`HANDOFF_BYTES`].
+pub(super) fn handoff(batches: usize) -> (HandoffSender, Handoff) {
+    let (tx, rx) = mpsc::channel(batches);
+    let held = Arc::new(AtomicU64::new(0));
+    (
+        HandoffSender {
+            tx,
+            held: held.clone(),
+        },
+        Handoff { rx, held },
+    )
+}
+
+impl HandoffSender {
+    /// Hands `batch` on unless that would pass the bounds (the applier
+    /// then reads it from the files).
+    pub(super) fn offer(&self, batch: CommittedBatch) {
+        let bytes = batch.end - batch.start;
+        let reserved = self.held.fetch_update(Relaxed, Relaxed, |held| {
+            (held + bytes <= HANDOFF_BYTES).then_some(held + bytes)
+        });
+        if reserved.is_ok() && self.tx.try_send(batch).is_err() {
+            self.held.fetch_sub(bytes, Relaxed);
+        }
+    }
+}
+
+impl Handoff {
+    /// A hand-off with no writer, closed from the start: for an applier
+    /// that reads only the files.
+    pub fn closed() -> Self {
+        handoff(1).1
+    }
+
+    fn taken(&self, batch: Option<CommittedBatch>) -> Option<CommittedBatch> {
+        if let Some(b) = &batch {
+            self.held.fetch_sub(b.end - b.start, Relaxed);
+        }
+        batch
+    }
+
+    /// The next group commit, if one is waiting.
+    pub fn try_recv(&mut self) -> Option<CommittedBatch> {
+        let batch = self.rx.try_recv().ok();
+        self.taken(batch)
+    }
+
+    /// Waits for the next group commit; `None` once the writer stopped.
+    pub async fn recv(&mut self) -> Option<CommittedBatch> {
+        let batch = self.rx.recv().await;
+        self.taken(batch)
+    }
+
+    /// Bytes of records waiting in the hand-off.
+    pub fn held_bytes(&self) -> u64 {
+        self.held.load(Relaxed)
+    }
+}
+
 pub(super) struct LaneWriter {
     pub lane: Arc<Lane>,
     pub journal: uuid::Uuid,
@@ -62,7 +143,10 @@ pub(super) struct LaneWriter {
     /// 16 MiB more came or the process restarted.
     pub segment_max_age: Duration,
     pub rx: mpsc::Receiver<Message>,
-    pub committed_tx: mpsc::Sender<CommittedBatch>,
+    pub committed_tx: HandoffSender,
+    /// Bytes of the hits waiting in every lane's queue (see
+    /// `Appender::submit`).
+    pub queued: Arc<AtomicU64>,
     /// The segment being appended to: its file, start and committed length.
     pub current: Option<(File, u64, u64)>,
 }
@@ -74,13 +158,13 @@ impl LaneWriter {
         let mut stop = false;
         while !stop {
             match self.rx.blocking_recv() {
-                Some(Message::Hit(s)) => group.push(s),
+                Some(Message::Hit(s)) => self.take(&mut group, s),
                 Some(Message::Seal) => self.seal_if_old(),
                 Some(Message::Stop) | None => stop = true,
             }
             while group.len() < MAX_GROUP {
                 match self.rx.try_recv() {
-                    Ok(Message::Hit(s)) => group.push(s),
+                    Ok(Message::Hit(s)) => self.take(&mut group, s),
                     Ok(Message::Seal) => self.seal_if_old(),
                     Ok(Message::Stop) => stop = true,
                     Err(_) => break,
@@ -110,6 +194,14 @@ impl LaneWriter {
         tracing::debug!(lane = self.lane.index, "journal writer stopped");
     }
 
+    /// Moves a hit from the queue into the group being committed: the
+    /// group has its own bound ([`MAX_GROUP`]).
+    fn take(&self, group: &mut Vec<Submission>, submission: Submission) {
+        self.queued
+            .fetch_sub(submission.record.encoded_len() as u64, Relaxed);
+        group.push(submission);
+    }
+
     fn commit(&mut self, group: &mut Vec<Submission>, buf: &mut Vec<u8>) {
         let stats = self.lane.stats.clone();
         buf.clear();
@@ -137,7 +229,7 @@ impl LaneWriter {
                     .fetch_add(records.len() as u64, Relaxed);
                 // A full hand-off only means the applier is behind; it reads
                 // these records back from the segment file instead.
-                let _ = self.committed_tx.try_send(CommittedBatch {
+                self.committed_tx.offer(CommittedBatch {
                     start,
                     end,
                     records,

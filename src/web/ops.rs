@@ -22,6 +22,8 @@ pub struct WriteBehind {
     pub lanes: usize,
     pub queue_depth: usize,
     pub queue_capacity: usize,
+    pub queue_bytes: u64,
+    pub queue_capacity_bytes: u64,
     pub journal_bytes: u64,
     pub journal_budget: u64,
     pub backlog: u64,
@@ -77,6 +79,8 @@ impl WriteBehind {
             lanes: journal.lanes().len(),
             queue_depth: appender.depth(),
             queue_capacity: appender.capacity(),
+            queue_bytes: appender.depth_bytes(),
+            queue_capacity_bytes: appender.capacity_bytes(),
             journal_bytes: journal.bytes(),
             journal_budget: journal.budget(),
             backlog: js.backlog(),
@@ -277,7 +281,7 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             stats.count(o)
         ));
     }
-    let gauges: [(&str, &str, u64); 13] = [
+    let gauges: [(&str, &str, u64); 15] = [
         (
             "tickertape_queue_depth",
             "Hits waiting for the journal writers.",
@@ -287,6 +291,16 @@ pub async fn prometheus(state: web::Data<WebState>) -> HttpResponse {
             "tickertape_queue_capacity",
             "Hits that may wait for the journal writers.",
             w.queue_capacity as u64,
+        ),
+        (
+            "tickertape_queue_bytes",
+            "Bytes (as journaled) of the hits waiting for the journal writers.",
+            w.queue_bytes,
+        ),
+        (
+            "tickertape_queue_capacity_bytes",
+            "Bytes (as journaled) the hits waiting for the journal writers may take.",
+            w.queue_capacity_bytes,
         ),
         (
             "tickertape_journal_bytes",
