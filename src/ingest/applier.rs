@@ -743,11 +743,11 @@ impl Applier {
                     batch
                         .visits
                         .drop_sites(|site| directory.is_deleted_page(&format!("{site}/")));
-                    let statements = batch.visits.statements();
-                    let days = batch.visits.day_statements();
+                    // The statements are made once the turn is ours, so
+                    // a lane waiting for it holds only its batch.
                     let _turn = self.visits_turn.lock().await;
                     self.writer
-                        .apply_visits(&statements, &days, batch.hits, &advance)
+                        .apply_visits(&batch.visits, batch.hits, &advance)
                         .await
                 }
             };

@@ -461,6 +461,16 @@ impl BreakdownIncrements {
     /// commit: those not in `existing` given a counter of their own (what
     /// `existing` holds, [`KnownNames`] has learned already).
     pub fn statements_and_names(&self, existing: &Names) -> (Vec<Document>, Names) {
+        self.statements_and_names_as(existing, |statement| statement)
+    }
+
+    /// [`Self::statements_and_names`], each statement turned by `made` as
+    /// it is made (the writer keeps their BSON bytes only).
+    pub fn statements_and_names_as<T>(
+        &self,
+        existing: &Names,
+        made: impl FnMut(Document) -> T,
+    ) -> (Vec<T>, Names) {
         let none = HashMap::new();
         let no_names = HashSet::new();
         let mut after = Names::with_capacity(self.buckets.len());
@@ -529,6 +539,7 @@ impl BreakdownIncrements {
                 }
                 super::buckets::with_max_parts(self.target.bucket_query(key, *start), update)
             })
+            .map(made)
             .collect();
         (statements, after)
     }

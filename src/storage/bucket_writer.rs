@@ -19,7 +19,7 @@
 //! imports), with its retries and set-aside; splitting it would split the
 //! exactly-once rule across files.
 
-use bson::{doc, Bson, Document};
+use bson::{Document, RawArrayBuf, RawDocumentBuf};
 use chrono::{DateTime, Utc};
 use mongodb::options::{ReadConcern, TransactionOptions};
 use mongodb::ClientSession;
@@ -402,7 +402,7 @@ impl BucketWriter {
             return Ok(FlushReport::default());
         }
         let by_source = breakdown_increments(self.part(advance), counted.iter());
-        self.transact(&increments, &by_source, (&[], &[]), advance)
+        self.transact(&increments, &by_source, (Vec::new(), Vec::new()), advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
@@ -442,12 +442,17 @@ impl BucketWriter {
             }
         }
         let by_source = breakdown_increments(self.part(Some(advance)), counted.iter());
-        self.transact(&increments, &by_source, (&[], &[]), Some(advance))
-            .await
-            .map(|outcomes| FlushReport {
-                hits: figures.len(),
-                outcomes,
-            })
+        self.transact(
+            &increments,
+            &by_source,
+            (Vec::new(), Vec::new()),
+            Some(advance),
+        )
+        .await
+        .map(|outcomes| FlushReport {
+            hits: figures.len(),
+            outcomes,
+        })
     }
 
     /// Applies a batch of `hits` journaled hits already merged per bucket
@@ -459,7 +464,7 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        self.transact(increments, &[], (&[], &[]), Some(advance))
+        self.transact(increments, &[], (Vec::new(), Vec::new()), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -474,20 +479,24 @@ impl BucketWriter {
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
         let by_source = breakdown_increments(self.part(Some(advance)), views);
-        self.transact(&[], &by_source, (&[], &[]), Some(advance))
+        self.transact(&[], &by_source, (Vec::new(), Vec::new()), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
 
-    /// The visit store's statements of a batch (`visit_log::VisitWrites`),
-    /// with the visits stream's progress, in one transaction.
+    /// The visit store's statements of a batch, with the visits stream's
+    /// progress, in one transaction. They are made here, as BSON bytes, so
+    /// they are held only while the transaction runs.
     pub async fn apply_visits(
         &self,
-        statements: &[Document],
-        days: &[Document],
+        visits: &super::visit_log::VisitWrites,
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
+        let statements = visits
+            .raw_statements()
+            .map_err(|e| ApplyError::NotApplied(TxnError::Driver(e.into())))?;
+        let days = raw(visits.day_statements())?;
         self.transact(&[], &[], (statements, days), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
@@ -497,7 +506,7 @@ impl BucketWriter {
         &self,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        visits: (&[Document], &[Document]),
+        visits: (Vec<RawDocumentBuf>, Vec<RawDocumentBuf>),
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -607,7 +616,7 @@ impl BucketWriter {
         session: &mut ClientSession,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        (visits, days): (&[Document], &[Document]),
+        (visits, days): (Vec<RawDocumentBuf>, Vec<RawDocumentBuf>),
         advance: Option<&Advance<'_>>,
     ) -> Result<(Vec<UpdateOutcome>, Vec<breakdowns::Names>), ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -617,8 +626,9 @@ impl BucketWriter {
             if inc.is_empty() {
                 continue;
             }
+            let statements = encoded(inc.statements_as(|s| RawDocumentBuf::from_document(&s)))?;
             let outcome = self
-                .update(session, inc.collection(), inc.statements(), limit)
+                .update(session, inc.collection(), statements, limit)
                 .await?;
             outcomes.push(outcome);
         }
@@ -628,7 +638,9 @@ impl BucketWriter {
                 Some(known) => known,
                 None => self.look_up_names(session, inc, limit).await?,
             };
-            let (statements, names) = inc.statements_and_names(&existing);
+            let (statements, names) =
+                inc.statements_and_names_as(&existing, |s| RawDocumentBuf::from_document(&s));
+            let statements = encoded(statements)?;
             written_names.push(names);
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
@@ -637,12 +649,7 @@ impl BucketWriter {
         }
         if !visits.is_empty() {
             let outcome = self
-                .update(
-                    session,
-                    super::visit_log::COLLECTION,
-                    visits.to_vec(),
-                    limit,
-                )
+                .update(session, super::visit_log::COLLECTION, visits, limit)
                 .await?;
             outcomes.push(outcome);
         }
@@ -650,7 +657,7 @@ impl BucketWriter {
         // valid exactly while its day's counter is unchanged.
         if !days.is_empty() {
             let outcome = self
-                .update(session, super::visit_days::COLLECTION, days.to_vec(), limit)
+                .update(session, super::visit_days::COLLECTION, days, limit)
                 .await?;
             outcomes.push(outcome);
         }
@@ -721,12 +728,10 @@ impl BucketWriter {
         &self,
         session: &mut ClientSession,
         collection: &str,
-        statements: Vec<Document>,
+        statements: Vec<RawDocumentBuf>,
         limit: Duration,
     ) -> Result<UpdateOutcome, ApplyError> {
         let mut outcome = UpdateOutcome::default();
-        // The statements move into their commands, never copied: a
-        // visits batch's are most of what the app holds while it commits.
         let sizes: Vec<usize> = commands(
             &statements,
             MAX_STATEMENTS_PER_COMMAND,
@@ -737,25 +742,37 @@ impl BucketWriter {
         .collect();
         let mut rest = statements.into_iter();
         for size in sizes {
-            let chunk: Vec<Document> = rest.by_ref().take(size).collect();
             // What a refusal names: each statement's bucket.
-            let filters: Vec<Document> = chunk
-                .iter()
-                .map(|statement| statement.get_document("q").cloned().unwrap_or_default())
-                .collect();
-            let chunk: Vec<Bson> = chunk.into_iter().map(Bson::Document).collect();
-            let command = doc! {
-                "update": collection,
-                "updates": chunk,
-                "ordered": false,
-            };
-            let reply = self
-                .run(session, command, limit)
-                .await
-                .map_err(ApplyError::NotApplied)?;
+            let mut filters = Vec::with_capacity(size);
+            let mut updates = RawArrayBuf::new();
+            // Each statement's bytes move into the command and are freed:
+            // the batch is never held twice.
+            for statement in rest.by_ref().take(size) {
+                filters.push(filter_of(&statement));
+                updates.push(statement);
+            }
+            let mut command = RawDocumentBuf::new();
+            command.append("update", collection);
+            command.append("updates", updates);
+            command.append("ordered", false);
+            let reply = timed(
+                limit,
+                self.store
+                    .db()
+                    .run_raw_command(command)
+                    .session(&mut *session),
+            )
+            .await
+            .map_err(ApplyError::NotApplied)?;
             let checked = match check_reply(collection, &reply, size) {
                 Ok(checked) => checked,
-                Err(e) => return Err(refused_or_not_applied(collection, &filters, e)),
+                Err(e) => {
+                    let filters: Vec<Document> = filters
+                        .iter()
+                        .map(|q| Document::try_from(q.as_ref()).unwrap_or_default())
+                        .collect();
+                    return Err(refused_or_not_applied(collection, &filters, e));
+                }
             };
             outcome.applied += checked.applied;
             outcome.upserted += checked.upserted;
@@ -796,13 +813,13 @@ fn refused_or_not_applied(collection: &str, filters: &[Document], e: ReplyError)
     }
 }
 
-/// Splits statements into commands of at most `count` statements and about
+/// Splits statements into commands of at most `count` statements and
 /// `bytes` bytes (a single larger statement goes alone).
-fn commands(statements: &[Document], count: usize, bytes: usize) -> Vec<&[Document]> {
+fn commands(statements: &[RawDocumentBuf], count: usize, bytes: usize) -> Vec<&[RawDocumentBuf]> {
     let mut out = Vec::new();
     let (mut start, mut size) = (0, 0);
     for (i, statement) in statements.iter().enumerate() {
-        let len = approx_len(statement);
+        let len = statement.as_bytes().len();
         if i > start && (i - start == count || size + len > bytes) {
             out.push(&statements[start..i]);
             (start, size) = (i, 0);
@@ -815,22 +832,34 @@ fn commands(statements: &[Document], count: usize, bytes: usize) -> Vec<&[Docume
     out
 }
 
-/// About a document's BSON size, without serializing it: names, strings
-/// and nested documents as they are, 8 bytes for any other value, and a
-/// few bytes of framing each.
-fn approx_len(doc: &Document) -> usize {
-    fn value(v: &Bson) -> usize {
-        match v {
-            Bson::Document(d) => approx_len(d),
-            Bson::Array(a) => 5 + a.iter().map(|v| 8 + value(v)).sum::<usize>(),
-            Bson::String(s) => 5 + s.len(),
-            _ => 8,
-        }
+/// Statements as BSON bytes. A statement held as a `Document` takes
+/// several times its bytes (a map at each level), and a batch's
+/// statements are all held while it commits.
+fn raw(statements: Vec<Document>) -> Result<Vec<RawDocumentBuf>, ApplyError> {
+    encoded(
+        statements
+            .iter()
+            .map(RawDocumentBuf::from_document)
+            .collect(),
+    )
+}
+
+/// Statements encoded as they were made, or why one could not be.
+fn encoded(
+    statements: Vec<Result<RawDocumentBuf, bson::raw::Error>>,
+) -> Result<Vec<RawDocumentBuf>, ApplyError> {
+    statements
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApplyError::NotApplied(TxnError::Driver(e.into())))
+}
+
+/// A statement's filter (`q`), which names its bucket or visit.
+fn filter_of(statement: &RawDocumentBuf) -> RawDocumentBuf {
+    match statement.get_document("q") {
+        Ok(q) => q.to_raw_document_buf(),
+        Err(_) => RawDocumentBuf::new(),
     }
-    5 + doc
-        .iter()
-        .map(|(k, v)| 2 + k.len() + value(v))
-        .sum::<usize>()
 }
 
 /// The view levels a stream writes: minutes for the views stream, hours
@@ -893,12 +922,15 @@ async fn timed<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::doc;
 
-    fn statement(name_len: usize) -> Document {
-        doc! {"q": {"page": "example.com/"}, "u": {"$inc": {"x".repeat(name_len): 1_i64}}}
+    fn statement(name_len: usize) -> RawDocumentBuf {
+        let doc =
+            doc! {"q": {"page": "example.com/"}, "u": {"$inc": {"x".repeat(name_len): 1_i64}}};
+        RawDocumentBuf::from_document(&doc).unwrap()
     }
 
-    fn sizes(chunks: &[&[Document]]) -> Vec<usize> {
+    fn sizes(chunks: &[&[RawDocumentBuf]]) -> Vec<usize> {
         chunks.iter().map(|c| c.len()).collect()
     }
 
@@ -921,32 +953,26 @@ mod tests {
 
     #[test]
     fn commands_split_by_count() {
-        let statements: Vec<Document> = (0..25).map(|_| statement(3)).collect();
+        let statements: Vec<RawDocumentBuf> = (0..25).map(|_| statement(3)).collect();
         assert_eq!(sizes(&commands(&statements, 10, 1 << 20)), [10, 10, 5]);
         assert_eq!(sizes(&commands(&statements, 100, 1 << 20)), [25]);
         assert!(commands(&[], 10, 1 << 20).is_empty());
     }
 
     #[test]
-    fn the_size_estimate_is_close_to_the_bson_size() {
-        for s in [
-            statement(1),
-            statement(1000),
-            doc! {"a": [1_i64, "x"], "t": true},
-        ] {
-            let real = bson::to_vec(&s).unwrap().len();
-            let approx = approx_len(&s);
-            assert!(
-                approx >= real && approx <= real + real / 4 + 16,
-                "{real} {approx}"
-            );
-        }
+    fn a_statement_converts_to_its_bson_bytes_and_names_its_filter() {
+        let doc =
+            doc! {"q": {"_id": 7_i64, "site": "example.com"}, "u": {"$inc": {"views": 1_i64}}};
+        let statements = raw(vec![doc.clone()]).unwrap();
+        assert_eq!(statements[0].as_bytes(), bson::to_vec(&doc).unwrap());
+        let filter = Document::try_from(filter_of(&statements[0]).as_ref()).unwrap();
+        assert_eq!(filter, doc! {"_id": 7_i64, "site": "example.com"});
     }
 
     #[test]
     fn commands_split_by_bytes_and_a_large_statement_goes_alone() {
-        let one = approx_len(&statement(1000));
-        let statements: Vec<Document> = (0..6).map(|_| statement(1000)).collect();
+        let one = statement(1000).as_bytes().len();
+        let statements: Vec<RawDocumentBuf> = (0..6).map(|_| statement(1000)).collect();
         // Two statements fit in the byte budget, not three.
         assert_eq!(sizes(&commands(&statements, 100, one * 2 + 1)), [2, 2, 2]);
         // Smaller than one statement: each goes alone rather than never.

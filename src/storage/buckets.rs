@@ -557,6 +557,12 @@ impl Increments {
     /// a sketch of more than [`MAX_FIELDS_PER_MAX`] registers goes on in
     /// further `$max` statements on the same bucket ([`with_max_parts`]).
     pub fn statements(&self) -> Vec<Document> {
+        self.statements_as(|statement| statement)
+    }
+
+    /// [`Self::statements`], each turned by `made` as it is made (the
+    /// writer keeps their BSON bytes only).
+    pub fn statements_as<T>(&self, made: impl FnMut(Document) -> T) -> Vec<T> {
         let field = self.target.resolution.slots_field();
         self.buckets
             .iter()
@@ -586,6 +592,7 @@ impl Increments {
                 update.insert("$inc", inc);
                 with_max_parts(self.target.bucket_query(key, *start), update)
             })
+            .map(made)
             .collect()
     }
 }

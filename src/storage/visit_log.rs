@@ -491,41 +491,55 @@ impl VisitWrites {
 
     /// One upsert per visit.
     pub fn statements(&self) -> Vec<Document> {
-        let mut ids: Vec<&i64> = self.visits.keys().collect();
+        self.ids().map(|id| self.statement(id)).collect()
+    }
+
+    /// The same statements as BSON bytes, each made and encoded in turn:
+    /// held as documents, a batch's were most of what the app held while
+    /// it committed (design/applier.md, "Measured: every stream at
+    /// saturation").
+    pub fn raw_statements(&self) -> Result<Vec<bson::RawDocumentBuf>, bson::raw::Error> {
+        self.ids()
+            .map(|id| bson::RawDocumentBuf::from_document(&self.statement(id)))
+            .collect()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = i64> {
+        let mut ids: Vec<i64> = self.visits.keys().copied().collect();
         ids.sort_unstable();
         ids.into_iter()
-            .map(|id| {
-                let p = &self.visits[id];
-                let mut u = Document::new();
-                if let Some(first) = &p.first {
-                    u.insert("$set", first.clone());
-                }
-                if p.views > 0 {
-                    u.insert("$inc", doc! {"views": p.views});
-                }
-                if let Some(d) = p.duration {
-                    u.insert("$max", doc! {"duration": d});
-                }
-                if !p.steps.is_empty() {
-                    let steps: Vec<Bson> = p
-                        .steps
-                        .iter()
-                        .map(|s| bson::to_bson(s).expect("a step serializes"))
-                        .collect();
-                    u.insert("$push", doc! {"steps": {"$each": steps}});
-                }
-                if u.is_empty() {
-                    // Only steps past the cap of events: still make sure
-                    // the visit exists.
-                    u.insert("$max", doc! {"views": 0i64});
-                }
-                doc! {
-                    "q": {"_id": *id, "site": p.site.as_str(), "start": p.start},
-                    "u": u,
-                    "upsert": true,
-                }
-            })
-            .collect()
+    }
+
+    fn statement(&self, id: i64) -> Document {
+        let p = &self.visits[&id];
+        let mut u = Document::new();
+        if let Some(first) = &p.first {
+            u.insert("$set", first.clone());
+        }
+        if p.views > 0 {
+            u.insert("$inc", doc! {"views": p.views});
+        }
+        if let Some(d) = p.duration {
+            u.insert("$max", doc! {"duration": d});
+        }
+        if !p.steps.is_empty() {
+            let steps: Vec<Bson> = p
+                .steps
+                .iter()
+                .map(|s| bson::to_bson(s).expect("a step serializes"))
+                .collect();
+            u.insert("$push", doc! {"steps": {"$each": steps}});
+        }
+        if u.is_empty() {
+            // Only steps past the cap of events: still make sure
+            // the visit exists.
+            u.insert("$max", doc! {"views": 0i64});
+        }
+        doc! {
+            "q": {"_id": id, "site": p.site.as_str(), "start": p.start},
+            "u": u,
+            "upsert": true,
+        }
     }
 
     /// The day counters' upserts (`visit_days`): per site and UTC day of
