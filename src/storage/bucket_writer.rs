@@ -493,10 +493,8 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        let statements = visits
-            .raw_statements()
-            .map_err(|e| ApplyError::NotApplied(TxnError::Driver(e.into())))?;
-        let days = raw(visits.day_statements())?;
+        let statements = visits.raw_statements().map_err(unencodable)?;
+        let days = raw(visits.day_statements()).map_err(unencodable)?;
         self.transact(&[], &[], (statements, days), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
@@ -626,7 +624,8 @@ impl BucketWriter {
             if inc.is_empty() {
                 continue;
             }
-            let statements = encoded(inc.statements_as(|s| RawDocumentBuf::from_document(&s)))?;
+            let statements = encoded(inc.statements_as(|s| RawDocumentBuf::from_document(&s)))
+                .map_err(unencodable)?;
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
                 .await?;
@@ -640,7 +639,7 @@ impl BucketWriter {
             };
             let (statements, names) =
                 inc.statements_and_names_as(&existing, |s| RawDocumentBuf::from_document(&s));
-            let statements = encoded(statements)?;
+            let statements = encoded(statements).map_err(unencodable)?;
             written_names.push(names);
             let outcome = self
                 .update(session, inc.collection(), statements, limit)
@@ -835,23 +834,24 @@ fn commands(statements: &[RawDocumentBuf], count: usize, bytes: usize) -> Vec<&[
 /// Statements as BSON bytes. A statement held as a `Document` takes
 /// several times its bytes (a map at each level), and a batch's
 /// statements are all held while it commits.
-fn raw(statements: Vec<Document>) -> Result<Vec<RawDocumentBuf>, ApplyError> {
-    encoded(
-        statements
-            .iter()
-            .map(RawDocumentBuf::from_document)
-            .collect(),
-    )
+fn raw(statements: Vec<Document>) -> Result<Vec<RawDocumentBuf>, bson::raw::Error> {
+    statements
+        .iter()
+        .map(RawDocumentBuf::from_document)
+        .collect()
 }
 
 /// Statements encoded as they were made, or why one could not be.
 fn encoded(
     statements: Vec<Result<RawDocumentBuf, bson::raw::Error>>,
-) -> Result<Vec<RawDocumentBuf>, ApplyError> {
-    statements
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ApplyError::NotApplied(TxnError::Driver(e.into())))
+) -> Result<Vec<RawDocumentBuf>, bson::raw::Error> {
+    statements.into_iter().collect()
+}
+
+/// A statement that cannot be encoded is not sent: the batch is not
+/// applied, as when the driver refuses a command it cannot encode.
+fn unencodable(e: bson::raw::Error) -> ApplyError {
+    ApplyError::NotApplied(TxnError::Driver(e.into()))
 }
 
 /// A statement's filter (`q`), which names its bucket or visit.
