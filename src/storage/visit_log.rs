@@ -489,7 +489,9 @@ impl VisitWrites {
         self.visits.len()
     }
 
-    /// One upsert per visit.
+    /// One upsert per visit, as documents to look into; the writer sends
+    /// [`Self::raw_statements`].
+    #[cfg(test)]
     pub fn statements(&self) -> Vec<Document> {
         self.ids().map(|id| self.statement(id)).collect()
     }
