@@ -13,7 +13,7 @@ use chrono::{DateTime, Datelike, TimeDelta, Timelike, Utc, Weekday};
 use std::f64::consts::PI;
 use tokio::time::Duration;
 
-use crate::domain::{Dimension, DomainName, Labels, Page, PagePath, Resolution};
+use crate::domain::{Dimension, DomainName, Labels, Page, PagePath, Properties, Resolution};
 use crate::journal::{Accepted, AppendError, Appender, Record, SubmitError, Visit, VisitPlace};
 use crate::storage::sites::{self, NewSite, Site};
 use crate::storage::Store;
@@ -473,6 +473,7 @@ pub async fn generate_reporting(
                         ..Visit::default()
                     }),
                     labels: signup.clone(),
+                    props: Properties::EMPTY,
                 });
                 let view = Record {
                     page,
@@ -480,6 +481,7 @@ pub async fn generate_reporting(
                     source: Some(SOURCES[s].0.to_owned()),
                     visit: Some(v.visit),
                     labels,
+                    props: Properties::EMPTY,
                 };
                 journaling.submit(view).await?;
                 if let Some(event) = event {

@@ -43,6 +43,7 @@ pub fn ingest(
             settings.ingest.geoip_db.clone(),
         )),
         event_cap: Default::default(),
+        property_cap: Arc::new(crate::ingest::event_cap::EventCap::properties()),
         breakdowns: settings.ingest.breakdowns,
         pacing: Default::default(),
     }

@@ -39,10 +39,13 @@ pub enum FilterDimension {
     Country,
     /// Visits that sent the event at least once; all their views.
     Event,
+    /// `prop:<key>:<value>`: visits with a view or an event carrying the
+    /// custom property; all their views (as an event filter).
+    Property,
 }
 
 impl FilterDimension {
-    pub const ALL: [FilterDimension; 11] = [
+    pub const ALL: [FilterDimension; 12] = [
         FilterDimension::Page,
         FilterDimension::Entry,
         FilterDimension::Exit,
@@ -54,6 +57,7 @@ impl FilterDimension {
         FilterDimension::Device,
         FilterDimension::Country,
         FilterDimension::Event,
+        FilterDimension::Property,
     ];
 
     pub fn key(self) -> &'static str {
@@ -69,6 +73,7 @@ impl FilterDimension {
             FilterDimension::Device => "device",
             FilterDimension::Country => "country",
             FilterDimension::Event => "event",
+            FilterDimension::Property => "prop",
         }
     }
 
@@ -92,6 +97,7 @@ impl FilterDimension {
             FilterDimension::Entry => "Entry page",
             FilterDimension::Exit => "Exit page",
             FilterDimension::Event => "Event",
+            FilterDimension::Property => "Property",
             other => other.breakdown().map_or("", Dimension::title),
         }
     }
@@ -123,7 +129,10 @@ impl FilterDimension {
             FilterDimension::Device => Dimension::Device,
             FilterDimension::Country => Dimension::Country,
             FilterDimension::Event => Dimension::Event,
-            FilterDimension::Page | FilterDimension::Entry | FilterDimension::Exit => return None,
+            FilterDimension::Page
+            | FilterDimension::Entry
+            | FilterDimension::Exit
+            | FilterDimension::Property => return None,
         })
     }
 
@@ -180,6 +189,8 @@ pub enum FilterError {
     EventTooLong,
     #[error("a country filter's value is a two-letter ISO 3166 code, such as DE")]
     NotACountry,
+    #[error("a property filter is prop:<key>:<value>, such as prop:author:Jane, with a key of at most {} characters and a value of at most {} characters", crate::domain::properties::MAX_KEY_BYTES, crate::domain::properties::MAX_VALUE_BYTES)]
+    NotAProperty,
     #[error("at most {MAX_FILTERS} filters at once")]
     TooMany,
 }
@@ -297,6 +308,19 @@ pub enum Condition {
     /// ignoring letter case for a fixed vocabulary
     /// ([`FilterDimension::ignores_case`]).
     Name(String),
+    /// A custom property: `key:value` as typed, split at `colon` (the
+    /// first: a key holding a colon cannot be filtered on).
+    Property { raw: String, colon: usize },
+}
+
+impl Condition {
+    /// A property filter's key and value.
+    pub fn property(&self) -> Option<(&str, &str)> {
+        match self {
+            Condition::Property { raw, colon } => Some((&raw[..*colon], &raw[colon + 1..])),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -323,6 +347,24 @@ impl Filter {
         let chars = value.chars().count();
         let condition = match dimension {
             d if d.is_page() => Condition::Page(PageMatch::parse(value)?),
+            FilterDimension::Property => {
+                let colon = value.find(':').ok_or(FilterError::NotAProperty)?;
+                let (key, rest) = (&value[..colon], &value[colon + 1..]);
+                // Bounded in characters, as the API document's pattern
+                // states: a longer key or value than a stored one (whose
+                // bounds are in bytes) names nothing, and is refused.
+                if key.is_empty()
+                    || rest.is_empty()
+                    || key.chars().count() > crate::domain::properties::MAX_KEY_BYTES
+                    || rest.chars().count() > crate::domain::properties::MAX_VALUE_BYTES
+                {
+                    return Err(FilterError::NotAProperty);
+                }
+                Condition::Property {
+                    raw: value.to_owned(),
+                    colon,
+                }
+            }
             FilterDimension::Country => {
                 if value.len() != 2 || !value.bytes().all(|b| b.is_ascii_alphabetic()) {
                     return Err(FilterError::NotACountry);
@@ -353,6 +395,7 @@ impl Filter {
         match &self.condition {
             Condition::Page(m) => m.as_str(),
             Condition::Name(n) => n,
+            Condition::Property { raw, .. } => raw,
         }
     }
 
@@ -364,6 +407,7 @@ impl Filter {
             Condition::Name(n) if self.dimension.ignores_case() => n.eq_ignore_ascii_case(name),
             Condition::Name(n) => n == name,
             Condition::Page(m) => m.matches(name),
+            Condition::Property { raw, colon } => &raw[colon + 1..] == name,
         }
     }
 }
@@ -450,6 +494,11 @@ impl Filters {
         Filters(self.0.iter().filter(|f| *f != filter).cloned().collect())
     }
 
+    /// The property filters, as `(key, value)`.
+    pub fn properties(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().filter_map(|f| f.condition.property())
+    }
+
     /// The page filters (views of other pages do not count).
     pub fn pages(&self) -> impl Iterator<Item = &PageMatch> {
         self.0
@@ -464,6 +513,23 @@ impl Filters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_property_filter_is_a_key_and_a_value() {
+        let f = Filter::parse("prop:author:Jane: Doe").unwrap();
+        assert_eq!(f.dimension(), FilterDimension::Property);
+        assert_eq!(f.condition().property(), Some(("author", "Jane: Doe")));
+        assert_eq!(f.to_string(), "prop:author:Jane: Doe");
+        assert!(f.names("Jane: Doe"));
+        assert!(!f.names("jane: doe"), "values match exactly");
+        for bad in ["prop:author", "prop::Jane", "prop:author:", "prop:"] {
+            assert!(Filter::parse(bad).is_err(), "{bad}");
+        }
+        let long = format!("prop:k:{}", "v".repeat(2_001));
+        assert_eq!(Filter::parse(&long), Err(FilterError::NotAProperty));
+        let filters = Filters::parse(["prop:a:1", "country:DE"]).unwrap();
+        assert_eq!(filters.properties().collect::<Vec<_>>(), [("a", "1")]);
+    }
 
     #[test]
     fn a_filter_is_a_dimension_and_a_value() {

@@ -60,6 +60,9 @@ pub struct VisitRecord {
     /// the steps a visit keeps.
     pub views: i64,
     pub duration: i64,
+    /// The custom properties of its steps: `(index in steps, key, value)`,
+    /// in the order of the steps, each step's sorted by key.
+    pub props: Vec<(u32, Arc<str>, Arc<str>)>,
 }
 
 impl VisitRecord {
@@ -85,7 +88,29 @@ impl VisitRecord {
             register,
             views,
             duration,
+            props: Vec::new(),
         }
+    }
+
+    /// The same visit, its steps carrying these properties.
+    pub fn with_props(mut self, props: Vec<(u32, Arc<str>, Arc<str>)>) -> Self {
+        self.props = props;
+        self
+    }
+
+    /// The steps that carry `key` with a value `matches` takes, as
+    /// `(step, value)`.
+    pub fn property<'a>(&'a self, key: &'a str) -> impl Iterator<Item = (&'a Step, &'a str)> + 'a {
+        self.props.iter().filter_map(move |(i, k, v)| {
+            (&**k == key)
+                .then(|| self.steps.get(*i as usize).map(|s| (s, &**v)))
+                .flatten()
+        })
+    }
+
+    /// Every property key its steps carry (with repeats).
+    pub fn property_keys(&self) -> impl Iterator<Item = &str> {
+        self.props.iter().map(|(_, k, _)| &**k)
     }
 
     pub fn views(&self) -> impl Iterator<Item = &str> {

@@ -49,7 +49,7 @@ use super::reading::{
 use super::{ImportHit, Row, Skipped};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{Country, DeviceClass, UNKNOWN};
-use crate::domain::{Dimension, EventName, Labels, Page, Source};
+use crate::domain::{Dimension, EventName, Labels, Page, Properties, Source};
 use crate::ingest::pixel::utm_value;
 use crate::ingest::visits::{OpenVisits, VisitsConfig};
 use crate::journal::Visit;
@@ -504,7 +504,7 @@ impl Format for Umami<'_> {
             }
         }
         let visit_id = self.day_id(b'v', day, visit);
-        let (mut delta, _) = self.visits.hit(visit_id, &page, at);
+        let (mut delta, _) = self.visits.hit(visit_id, &page, &Properties::EMPTY, at);
         delta.visitor = visitor;
         // Imports bring figures, not visits to the visit store (filters
         // and funnels leave imported days out): the random id the visits

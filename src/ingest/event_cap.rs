@@ -22,6 +22,13 @@
 //! clients are kept only as keyed hashes, in memory, until the site's day
 //! ends. The known names are forgotten at midnight UTC and at a restart,
 //! which only lets a site start its day's budget again.
+//!
+//! The same budget bounds a site's custom properties
+//! ([`EventCap::properties`]): at most [`MAX_PROPERTY_VALUES_PER_DAY`]
+//! distinct key and value pairs a UTC day, of which one client brings at
+//! most [`NEW_PROPERTY_VALUES_PER_CLIENT`]. A pair past it is left out of
+//! its hit, which still counts. Names are remembered as keyed hashes, so
+//! a day of 2,000-byte values costs the same memory as short ones.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{HashMap, HashSet};
@@ -36,17 +43,35 @@ pub const MAX_EVENT_NAMES_PER_DAY: usize = MAX_NAMES_PER_BUCKET;
 /// New names one client may bring to a site's day.
 pub const NEW_NAMES_PER_CLIENT: u8 = 5;
 
-#[derive(Debug, Default)]
+/// Distinct property key and value pairs one site may send in a UTC day.
+pub const MAX_PROPERTY_VALUES_PER_DAY: usize = 1_000;
+
+/// New property pairs one client may bring to a site's day: one hit's
+/// worth.
+pub const NEW_PROPERTY_VALUES_PER_CLIENT: u8 = 30;
+
+#[derive(Debug)]
 pub struct EventCap {
-    /// Keys the clients' hashes, so none can be aimed at another's.
+    /// Keys the clients' and names' hashes, so none can be aimed at
+    /// another's.
     keys: std::collections::hash_map::RandomState,
     days: Mutex<HashMap<String, SiteDay>>,
+    per_day: usize,
+    per_client: u8,
+}
+
+impl Default for EventCap {
+    /// The events' budget.
+    fn default() -> Self {
+        Self::with_limits(MAX_EVENT_NAMES_PER_DAY, NEW_NAMES_PER_CLIENT)
+    }
 }
 
 #[derive(Debug)]
 struct SiteDay {
     day: NaiveDate,
-    names: HashSet<String>,
+    /// Keyed hashes of the names admitted today.
+    names: HashSet<u64>,
     /// New names each client brought today (at most one entry per name
     /// admitted, so bounded by the cap).
     by_client: HashMap<u64, u8>,
@@ -62,6 +87,33 @@ pub enum Refusal {
 }
 
 impl EventCap {
+    fn with_limits(per_day: usize, per_client: u8) -> Self {
+        Self {
+            keys: Default::default(),
+            days: Mutex::default(),
+            per_day,
+            per_client,
+        }
+    }
+
+    /// The properties' budget, of key and value pairs.
+    pub fn properties() -> Self {
+        Self::with_limits(MAX_PROPERTY_VALUES_PER_DAY, NEW_PROPERTY_VALUES_PER_CLIENT)
+    }
+
+    /// Whether a property `key: value` of a hit to `site` fits the
+    /// site's day.
+    pub fn admit_property(
+        &self,
+        site: &str,
+        key: &str,
+        value: &str,
+        client: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), Refusal> {
+        self.admit(site, &format!("{key}\u{0}{value}"), &[], client, at)
+    }
+
     /// Whether `site` may count an event named `name` at `at`, sent by
     /// `client` (its address key). `goals` are the names of the site's
     /// event goals.
@@ -85,28 +137,33 @@ impl EventCap {
             entry.names.clear();
             entry.by_client.clear();
         }
-        if entry.names.contains(name) {
+        let hash = |name: &str| self.keys.hash_one(("name", name));
+        let named = hash(name);
+        if entry.names.contains(&named) {
             return Ok(());
         }
         if goals.contains(&name) {
             // Its place was kept: never refused, never charged to the
             // client.
-            entry.names.insert(name.to_owned());
+            entry.names.insert(named);
             return Ok(());
         }
-        let kept = goals.iter().filter(|g| !entry.names.contains(**g)).count();
-        if entry.names.len() + kept >= MAX_EVENT_NAMES_PER_DAY {
+        let kept = goals
+            .iter()
+            .filter(|g| !entry.names.contains(&hash(g)))
+            .count();
+        if entry.names.len() + kept >= self.per_day {
             return Err(Refusal::SiteFull);
         }
         let brought = entry
             .by_client
-            .entry(self.keys.hash_one(client))
+            .entry(self.keys.hash_one(("client", client)))
             .or_default();
-        if *brought >= NEW_NAMES_PER_CLIENT {
+        if *brought >= self.per_client {
             return Err(Refusal::ClientFull);
         }
         *brought += 1;
-        entry.names.insert(name.to_owned());
+        entry.names.insert(named);
         Ok(())
     }
 }
@@ -149,6 +206,38 @@ mod tests {
         assert_eq!(
             cap.admit("a.test", "one more", &[], "10.9.9.9", tomorrow),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn a_sites_property_pairs_have_their_own_budget() {
+        let cap = EventCap::properties();
+        let at = at();
+        for i in 0..MAX_PROPERTY_VALUES_PER_DAY {
+            let client = format!("10.0.{}.1", i / NEW_PROPERTY_VALUES_PER_CLIENT as usize);
+            assert_eq!(
+                cap.admit_property("a.test", "author", &format!("a{i}"), &client, at),
+                Ok(())
+            );
+        }
+        assert_eq!(
+            cap.admit_property("a.test", "author", "new", "10.9.9.9", at),
+            Err(Refusal::SiteFull)
+        );
+        assert_eq!(
+            cap.admit_property("a.test", "author", "a7", "10.9.9.9", at),
+            Ok(()),
+            "a known pair still counts"
+        );
+        for i in 0..NEW_PROPERTY_VALUES_PER_CLIENT {
+            assert_eq!(
+                cap.admit_property("b.test", "k", &format!("{i}"), "1.2.3.4", at),
+                Ok(())
+            );
+        }
+        assert_eq!(
+            cap.admit_property("b.test", "k", "more", "1.2.3.4", at),
+            Err(Refusal::ClientFull)
         );
     }
 

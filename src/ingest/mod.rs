@@ -41,6 +41,8 @@ pub struct IngestState {
     pub classifier: Arc<classifier::Classifier>,
     /// Event names per site per day (see `event_cap`).
     pub event_cap: Arc<event_cap::EventCap>,
+    /// Property pairs per site per day (see `event_cap`).
+    pub property_cap: Arc<event_cap::EventCap>,
     /// Views carry their breakdowns (`TICKERTAPE_BREAKDOWNS`).
     pub breakdowns: bool,
     /// Answers a refusal for an untracked host in a counted hit's time

@@ -11,7 +11,8 @@ use super::page_cap::Admission;
 use super::request::{Headers, HitRequest};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{
-    Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, SiteId, Source,
+    Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, Properties,
+    PropertyError, SiteId, Source,
 };
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 
@@ -44,10 +45,12 @@ pub enum Outcome {
     EventCap,
     /// A peer's tracker sent a body that is not its format (`compat`).
     InvalidBody,
+    /// `props` is not a JSON object of properties within their bounds.
+    InvalidProperties,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 22;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -70,6 +73,7 @@ impl Outcome {
         Outcome::InvalidEvent,
         Outcome::EventCap,
         Outcome::InvalidBody,
+        Outcome::InvalidProperties,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -96,6 +100,7 @@ impl Outcome {
             Outcome::InvalidEvent => "invalid-event",
             Outcome::EventCap => "event-cap",
             Outcome::InvalidBody => "invalid-body",
+            Outcome::InvalidProperties => "invalid-props",
         }
     }
 }
@@ -135,6 +140,8 @@ pub enum PixelError {
     Event(#[from] EventNameError),
     #[error("the site has as many event names as it may")]
     EventCap,
+    #[error("invalid properties: {0}")]
+    Properties(#[from] PropertyError),
 }
 
 impl PixelError {
@@ -160,6 +167,7 @@ impl PixelError {
             PixelError::ShuttingDown => Outcome::ShuttingDown,
             PixelError::Event(_) => Outcome::InvalidEvent,
             PixelError::EventCap => Outcome::EventCap,
+            PixelError::Properties(_) => Outcome::InvalidProperties,
         }
     }
 }
@@ -233,10 +241,11 @@ async fn count(
     if let Some(event) = view.event {
         // An event is not a view: it leaves the visit as it is, and is
         // counted with its visitor for the goals' converting visitors.
+        let props = admitted_props(state, req, page.domain(), view.props, at);
         let place = state
             .visitors
             .open
-            .event(visitor, page.as_str(), event.as_str(), at);
+            .event(visitor, page.as_str(), event.as_str(), &props, at);
         let record = Record {
             page: page.into_string(),
             at,
@@ -247,10 +256,15 @@ async fn count(
                 ..Default::default()
             }),
             labels: Labels::default().with(Dimension::Event, event.into_string()),
+            props,
         };
         return journal(state, record).await.map(|()| Counted::Event);
     }
-    let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), at);
+    let props = admitted_props(state, req, page.domain(), view.props, at);
+    let (visit, touch) = state
+        .visitors
+        .open
+        .hit(visitor, page.as_str(), &props, at);
     let (source, labels) = if state.breakdowns {
         let mut labels = view.campaign;
         let client = state
@@ -271,6 +285,7 @@ async fn count(
         source,
         visit: Some(visit),
         labels,
+        props,
     };
     let counted = journal(state, record).await;
     if counted.is_err() {
@@ -283,6 +298,32 @@ async fn count(
             Counted::View
         }
     })
+}
+
+/// A hit's properties that fit its site's day (`event_cap`): the others
+/// are left out, the hit still counts.
+fn admitted_props(
+    state: &IngestState,
+    req: &HitRequest<'_>,
+    site: &str,
+    mut props: Properties,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Properties {
+    if props.is_empty() {
+        return props;
+    }
+    let client = state.visitors.client_key(req);
+    props.retain(|k, v| {
+        let admitted = state
+            .property_cap
+            .admit_property(site, k, v, &client, at)
+            .is_ok();
+        if !admitted {
+            tracing::debug!("a property over the site's budget left out");
+        }
+        admitted
+    });
+    props
 }
 
 async fn journal(state: &IngestState, record: Record) -> Result<(), PixelError> {
@@ -325,6 +366,8 @@ pub struct View {
     pub screen_width: Option<u32>,
     /// `e`: the hit is this custom event, not a view.
     pub event: Option<EventName>,
+    /// `props`: its custom properties.
+    pub props: Properties,
 }
 
 /// [`classify`], plus the view's source when it can be known: with `ref`
@@ -350,6 +393,7 @@ pub fn classify_view(
         .event
         .map(|raw| EventName::parse(&raw?))
         .transpose()?;
+    let props = params.props.transpose()?.unwrap_or_default();
     // A Referer is always an absolute URL; anything else is unusable.
     let referer = header_str("referer").map(|r| match PageRef::parse(r) {
         Ok(PageRef::Url { host, path }) => Ok((host, path)),
@@ -438,6 +482,7 @@ pub fn classify_view(
         campaign,
         screen_width: params.screen_width,
         event,
+        props,
     })
 }
 
@@ -474,6 +519,9 @@ pub struct HitParams {
     pub screen_width: Option<u32>,
     /// `e`: a custom event's name, decoded.
     pub event: Option<Result<String, EventNameError>>,
+    /// `props`: a JSON object of custom properties, or a peer's
+    /// properties, parsed by its rules.
+    pub props: Option<Result<Properties, PropertyError>>,
 }
 
 impl HitParams {
@@ -499,6 +547,13 @@ impl HitParams {
                 }
                 "e" if params.event.is_none() => {
                     params.event = Some(decode(value).map_err(|_| EventNameError::BadCharacter));
+                }
+                "props" if params.props.is_none() => {
+                    params.props = Some(
+                        decode(value)
+                            .map_err(|_| PropertyError::NotAnObject)
+                            .and_then(|raw| Properties::parse_query(&raw)),
+                    );
                 }
                 _ => {}
             }
@@ -543,6 +598,22 @@ mod tests {
         assert_eq!(utm_source("/a#?utm_source=x"), None);
         assert_eq!(utm_source("/a?utm_sourcex=1"), None);
         assert_eq!(utm_source("/a?utm_source=%FF"), None);
+    }
+
+    #[test]
+    fn props_are_a_json_object_in_the_query() {
+        let p = HitParams::parse("props=%7B%22plan%22%3A%22pro%22%7D&props=x");
+        let props = p.props.unwrap().unwrap();
+        assert_eq!(props.get("plan"), Some("pro"));
+        assert_eq!(
+            HitParams::parse("props=plan").props,
+            Some(Err(PropertyError::NotAnObject))
+        );
+        assert_eq!(
+            HitParams::parse("props=%FF").props,
+            Some(Err(PropertyError::NotAnObject))
+        );
+        assert_eq!(HitParams::parse("props=").props, None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::journal::{Visit, VisitPlace};
+use crate::domain::Properties;
 use crate::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
 
 /// Longest gap between two hits of one visit.
@@ -123,7 +124,13 @@ impl OpenVisits {
 
     /// What a hit of `visitor` on `page` at `at` changes of its visit,
     /// recorded as the visit's latest hit.
-    pub fn hit(&self, visitor: u64, page: &str, at: DateTime<Utc>) -> (Visit, Touch) {
+    pub fn hit(
+        &self,
+        visitor: u64,
+        page: &str,
+        props: &Properties,
+        at: DateTime<Utc>,
+    ) -> (Visit, Touch) {
         let mut inner = self.inner.lock().expect("visits lock");
         inner.expire(at);
         inner.next_stamp += 1;
@@ -143,7 +150,7 @@ impl OpenVisits {
                     place: Some(VisitPlace {
                         id: open.id,
                         start: open.start,
-                        step: open.next_step(step_bytes(page, None)),
+                        step: open.next_step(step_bytes(page, None, props)),
                     }),
                 };
                 let before = open.bytes();
@@ -165,7 +172,7 @@ impl OpenVisits {
                     id,
                     start: at,
                     steps: 1,
-                    kept_bytes: step_bytes(page, None),
+                    kept_bytes: step_bytes(page, None, props),
                     last_at: at,
                     entry: page.into(),
                     previous: page.into(),
@@ -206,6 +213,7 @@ impl OpenVisits {
         visitor: u64,
         page: &str,
         name: &str,
+        props: &Properties,
         at: DateTime<Utc>,
     ) -> Option<VisitPlace> {
         let mut inner = self.inner.lock().expect("visits lock");
@@ -213,7 +221,7 @@ impl OpenVisits {
         if at - open.last_at >= GAP {
             return None;
         }
-        let step = open.next_step(step_bytes(page, Some(name)));
+        let step = open.next_step(step_bytes(page, Some(name), props));
         Some(VisitPlace {
             id: open.id,
             start: open.start,
@@ -311,6 +319,7 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
+    const P0: Properties = Properties::EMPTY;
     use super::*;
     use chrono::TimeZone;
 
@@ -325,15 +334,15 @@ mod tests {
     #[test]
     fn a_first_hit_starts_a_visit_and_the_second_ends_its_bounce() {
         let t = table();
-        let (first, _) = t.hit(1, "a.com/", at(10, 0));
+        let (first, _) = t.hit(1, "a.com/", &P0, at(10, 0));
         assert!(first.starts());
         assert_eq!(first.duration_secs, 0);
-        let (second, _) = t.hit(1, "a.com/b", at(10, 2));
+        let (second, _) = t.hit(1, "a.com/b", &P0, at(10, 2));
         assert_eq!(second.entry.as_deref(), Some("a.com/"));
         assert_eq!(second.previous.as_deref(), Some("a.com/"));
         assert!(second.second_view);
         assert_eq!(second.duration_secs, 120);
-        let (third, _) = t.hit(1, "a.com/c", at(10, 3));
+        let (third, _) = t.hit(1, "a.com/c", &P0, at(10, 3));
         assert_eq!(third.entry.as_deref(), Some("a.com/"));
         assert_eq!(third.previous.as_deref(), Some("a.com/b"));
         assert!(!third.second_view);
@@ -343,12 +352,12 @@ mod tests {
     #[test]
     fn each_hit_takes_the_next_step_of_its_visit_and_a_new_visit_a_new_id() {
         let t = table();
-        let (first, _) = t.hit(1, "a.com/", at(10, 0));
+        let (first, _) = t.hit(1, "a.com/", &P0, at(10, 0));
         let place = first.place.unwrap();
         assert_eq!((place.start, place.step), (at(10, 0), 0));
-        let event = t.event(1, "a.com/", "Play", at(10, 1)).unwrap();
+        let event = t.event(1, "a.com/", "Play", &P0, at(10, 1)).unwrap();
         assert_eq!((event.id, event.step), (place.id, 1));
-        let (second, _) = t.hit(1, "a.com/b", at(10, 2));
+        let (second, _) = t.hit(1, "a.com/b", &P0, at(10, 2));
         let second = second.place.unwrap();
         assert_eq!(
             (second.id, second.start, second.step),
@@ -356,22 +365,22 @@ mod tests {
         );
         // Another visitor's visit has another id; an event outside any
         // visit has no place.
-        let other = t.hit(2, "a.com/", at(10, 2)).0.place.unwrap();
+        let other = t.hit(2, "a.com/", &P0, at(10, 2)).0.place.unwrap();
         assert_ne!(other.id, place.id);
-        assert_eq!(t.event(3, "a.com/", "Play", at(10, 2)), None);
+        assert_eq!(t.event(3, "a.com/", "Play", &P0, at(10, 2)), None);
         // An event does not keep a visit open.
-        assert_eq!(t.event(1, "a.com/", "Play", at(10, 40)), None);
+        assert_eq!(t.event(1, "a.com/", "Play", &P0, at(10, 40)), None);
     }
 
     #[test]
     fn a_visit_keeps_steps_up_to_the_first_past_the_byte_budget() {
         let t = table();
         let long = format!("a.com/{}", "x".repeat(505));
-        let fit = MAX_STEP_BYTES / step_bytes(&long, None);
+        let fit = MAX_STEP_BYTES / step_bytes(&long, None, &P0);
         let mut kept = 0;
         let mut places = Vec::new();
         for i in 0..2 * fit {
-            let (visit, _) = t.hit(1, &long, at(10, 0) + TimeDelta::seconds(i as i64));
+            let (visit, _) = t.hit(1, &long, &P0, at(10, 0) + TimeDelta::seconds(i as i64));
             places.push(visit.place.unwrap().step);
         }
         for (i, &step) in places.iter().enumerate() {
@@ -381,34 +390,34 @@ mod tests {
             }
         }
         assert_eq!(kept, fit, "as many steps as the budget holds");
-        assert!(kept * step_bytes(&long, None) <= MAX_STEP_BYTES);
+        assert!(kept * step_bytes(&long, None, &P0) <= MAX_STEP_BYTES);
         // Past the budget every step, a short one or an event too, is
         // placed past the cap: the store keeps no step after a gap.
-        let (short, _) = t.hit(1, "a.com/", at(10, 20));
+        let (short, _) = t.hit(1, "a.com/", &P0, at(10, 20));
         assert!(short.place.unwrap().step > MAX_STEPS);
-        let event = t.event(1, "a.com/", "Go", at(10, 21)).unwrap();
+        let event = t.event(1, "a.com/", "Go", &P0, at(10, 21)).unwrap();
         assert!(event.step > MAX_STEPS);
         assert!(places[fit..].windows(2).all(|w| w[1] == w[0] + 1));
         // Short pages: the step count is the bound.
-        let (first, _) = t.hit(2, "a.com/", at(10, 0));
+        let (first, _) = t.hit(2, "a.com/", &P0, at(10, 0));
         let mut last = first.place.unwrap().step;
         for i in 1..MAX_STEPS + 10 {
-            let (v, _) = t.hit(2, "a.com/", at(10, 0) + TimeDelta::milliseconds(i as i64));
+            let (v, _) = t.hit(2, "a.com/", &P0, at(10, 0) + TimeDelta::milliseconds(i as i64));
             last = v.place.unwrap().step;
             assert_eq!(last, i, "places follow the hits");
         }
         assert_eq!(last, MAX_STEPS + 9);
-        assert!(MAX_STEPS as usize * step_bytes("a.com/", None) <= MAX_STEP_BYTES);
+        assert!(MAX_STEPS as usize * step_bytes("a.com/", None, &P0) <= MAX_STEP_BYTES);
     }
 
     #[test]
     fn a_gap_of_30_minutes_starts_another_visit() {
         let t = table();
-        t.hit(1, "a.com/", at(10, 0));
-        assert!(!t.hit(1, "a.com/", at(10, 29)).0.starts());
-        assert!(t.hit(1, "a.com/", at(10, 59)).0.starts());
+        t.hit(1, "a.com/", &P0, at(10, 0));
+        assert!(!t.hit(1, "a.com/", &P0, at(10, 29)).0.starts());
+        assert!(t.hit(1, "a.com/", &P0, at(10, 59)).0.starts());
         // Another visitor is another visit.
-        assert!(t.hit(2, "a.com/", at(10, 59)).0.starts());
+        assert!(t.hit(2, "a.com/", &P0, at(10, 59)).0.starts());
     }
 
     #[test]
@@ -418,22 +427,22 @@ mod tests {
             max_bytes: 1 << 20,
         });
         for v in 0..1000 {
-            t.hit(v, "a.com/", at(10, 0));
+            t.hit(v, "a.com/", &P0, at(10, 0));
         }
         assert_eq!(t.size().0, 100);
         assert_eq!(t.evicted.load(Relaxed), 900);
         // The newest are kept: the 999th continues its visit.
-        assert!(!t.hit(999, "a.com/", at(10, 1)).0.starts());
-        assert!(t.hit(0, "a.com/", at(10, 1)).0.starts());
+        assert!(!t.hit(999, "a.com/", &P0, at(10, 1)).0.starts());
+        assert!(t.hit(0, "a.com/", &P0, at(10, 1)).0.starts());
         // An hour later every visit has ended.
-        t.hit(5000, "a.com/", at(11, 5));
+        t.hit(5000, "a.com/", &P0, at(11, 5));
         assert_eq!(t.size().0, 1);
         let by_bytes = OpenVisits::new(VisitsConfig {
             max_open: 1000,
             max_bytes: 10 * (ENTRY_OVERHEAD + 12),
         });
         for v in 0..100 {
-            by_bytes.hit(v, "a.com/", at(10, 0));
+            by_bytes.hit(v, "a.com/", &P0, at(10, 0));
         }
         let (open, bytes) = by_bytes.size();
         assert!(
@@ -452,6 +461,7 @@ mod tests {
             t.hit(
                 i % 5,
                 "a.com/",
+                &P0,
                 at(10, 0) + TimeDelta::milliseconds(i as i64),
             );
         }
@@ -463,13 +473,13 @@ mod tests {
     #[test]
     fn a_forgotten_touch_leaves_no_visit_to_credit() {
         let t = table();
-        let (_, touch) = t.hit(1, "a.com/", at(10, 0));
+        let (_, touch) = t.hit(1, "a.com/", &P0, at(10, 0));
         t.forget(touch);
-        assert!(t.hit(1, "a.com/b", at(10, 1)).0.starts());
+        assert!(t.hit(1, "a.com/b", &P0, at(10, 1)).0.starts());
         // A later touch is not undone by an older one.
-        let (_, old) = t.hit(2, "a.com/", at(10, 0));
-        t.hit(2, "a.com/b", at(10, 1));
+        let (_, old) = t.hit(2, "a.com/", &P0, at(10, 0));
+        t.hit(2, "a.com/b", &P0, at(10, 1));
         t.forget(old);
-        assert!(!t.hit(2, "a.com/c", at(10, 2)).0.starts());
+        assert!(!t.hit(2, "a.com/c", &P0, at(10, 2)).0.starts());
     }
 }

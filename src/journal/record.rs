@@ -2,6 +2,11 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
+//! payload v6 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
+//!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
+//!              visit_id:u64le  visit_start_ms:i64le  step:u32le  props_len:u16le
+//!              page  source  entry  previous  props[props_len]  labels[rest]
+//! props      = count:u8  (key_len:u16le  key  value_len:u16le  value)*
 //! payload v5 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
 //!              visit_id:u64le  visit_start_ms:i64le  step:u32le
@@ -34,7 +39,8 @@
 //! hit's place in its visit (`VisitPlace`: a random visit id drawn when the
 //! visit opens, never derived from the visitor, the visit's start and the
 //! hit's step number), which the visit store (`storage::visit_log`) keys
-//! and orders its steps by. Segments say their
+//! and orders its steps by. Format 6 adds the hit's custom properties
+//! (`domain::Properties`, within their bounds). Segments say their
 //! format in their header, and a journal
 //! written by a previous version is still replayed: format-1 records decode
 //! with no source, format-1 and format-2 records with no visit.
@@ -46,13 +52,14 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::dimension::{Dimension, Labels, MAX_NAME_BYTES};
+use crate::domain::properties::{self, Properties};
 
 /// Bytes before the payload: length and checksum.
 pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
 /// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
 /// three pages); anything longer on disk is damage, not data.
-pub const MAX_PAYLOAD: usize = V5_FIXED + 3 * 1024 + 512 + MAX_LABELS;
+pub const MAX_PAYLOAD: usize = V6_FIXED + 3 * 1024 + 512 + MAX_LABELS + MAX_PROPS;
 
 /// Bounds one page of a record (a domain plus a path, with room).
 const MAX_PAGE: usize = 1024;
@@ -65,8 +72,11 @@ pub const FORMAT_V2: u32 = 2;
 pub const FORMAT_V3: u32 = 3;
 /// The record format of format-4 segments: labels, no place in a visit.
 pub const FORMAT_V4: u32 = 4;
-/// The record format this build writes.
+/// The record format of format-5 segments: a place in a visit, no
+/// properties.
 pub const FORMAT_V5: u32 = 5;
+/// The record format this build writes.
+pub const FORMAT_V6: u32 = 6;
 
 /// Bytes of a format-3 payload before its strings.
 const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
@@ -74,6 +84,12 @@ const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
 const V4_FIXED: usize = V3_FIXED + 2;
 /// Bytes of a format-5 payload before its strings.
 const V5_FIXED: usize = V4_FIXED + 8 + 8 + 4;
+/// Bytes of a format-6 payload before its strings.
+const V6_FIXED: usize = V5_FIXED + 2;
+/// Most bytes of a record's properties: their count, and each key and
+/// value with its length.
+const MAX_PROPS: usize =
+    1 + properties::MAX_PROPERTIES * 4 + properties::MAX_TOTAL_BYTES;
 /// Most bytes of a record's labels: one per dimension, each at most 255.
 const MAX_LABELS: usize = Dimension::ALL.len() * (2 + MAX_NAME_BYTES);
 
@@ -95,6 +111,8 @@ pub struct Record {
     /// Its names in the breakdowns other than the source (format 4). A
     /// record with an [`Dimension::Event`] label is that event, not a view.
     pub labels: Labels,
+    /// Its custom properties (format 6).
+    pub props: Properties,
 }
 
 /// What one hit changes of its visit, decided at the pixel (see
@@ -161,6 +179,7 @@ impl Record {
             source: None,
             visit: None,
             labels: Labels::default(),
+            props: Properties::default(),
         }
     }
 
@@ -172,7 +191,7 @@ impl Record {
 
     /// Bytes this record takes on disk.
     pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.payload_len(FORMAT_V5)
+        HEADER_LEN + self.payload_len(FORMAT_V6)
     }
 
     fn payload_len(&self, format: u32) -> usize {
@@ -185,20 +204,32 @@ impl Record {
             FORMAT_V3 => V3_FIXED + strings,
             _ => {
                 let labels: usize = self.labels.iter().map(|(_, n)| 2 + n.len()).sum();
-                let fixed = if format == FORMAT_V4 {
-                    V4_FIXED
-                } else {
-                    V5_FIXED
+                let fixed = match format {
+                    FORMAT_V4 => V4_FIXED,
+                    FORMAT_V5 => V5_FIXED,
+                    _ => V6_FIXED + self.props_len(),
                 };
                 fixed + strings + labels
             }
         }
     }
 
+    /// Bytes of its properties in a format-6 record.
+    fn props_len(&self) -> usize {
+        1 + self.props.iter().map(|(k, v)| 4 + k.len() + v.len()).sum::<usize>()
+    }
+
     /// Appends the encoded record to `out`. Pages longer than the codec
     /// allows are a bug upstream (the pixel's rules bound them), so they
     /// panic here instead of writing a record that would read back as damage.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.encode_format_into(out, FORMAT_V6);
+    }
+
+    /// Writes a record as format 5 did (a place in a visit, no
+    /// properties): only for tests that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v5_into(&self, out: &mut Vec<u8>) {
         self.encode_format_into(out, FORMAT_V5);
     }
 
@@ -223,7 +254,7 @@ impl Record {
             s.as_deref().unwrap_or_default().as_bytes()
         }
         let place = match (&self.visit, format) {
-            (Some(v), FORMAT_V5) => v.place,
+            (Some(v), FORMAT_V5 | FORMAT_V6) => v.place,
             _ => None,
         };
         let (flags, visitor, duration, entry, previous) = match &self.visit {
@@ -261,15 +292,27 @@ impl Record {
         for len in lens {
             out.extend_from_slice(&(len as u16).to_le_bytes());
         }
-        if format == FORMAT_V5 {
+        if format >= FORMAT_V5 {
             let (id, start, step) =
                 place.map_or((0, 0, 0), |p| (p.id, p.start.timestamp_millis(), p.step));
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&start.to_le_bytes());
             out.extend_from_slice(&step.to_le_bytes());
         }
+        if format >= FORMAT_V6 {
+            out.extend_from_slice(&(self.props_len() as u16).to_le_bytes());
+        }
         for part in [self.page.as_bytes(), source, entry, previous] {
             out.extend_from_slice(part);
+        }
+        if format >= FORMAT_V6 {
+            out.push(self.props.len() as u8);
+            for (k, v) in self.props.iter() {
+                for part in [k, v] {
+                    out.extend_from_slice(&(part.len() as u16).to_le_bytes());
+                    out.extend_from_slice(part.as_bytes());
+                }
+            }
         }
         if format != FORMAT_V3 {
             for (dimension, name) in self.labels.iter() {
@@ -332,7 +375,8 @@ impl Record {
             FORMAT_V2 => 10,
             FORMAT_V3 => V3_FIXED as u32,
             FORMAT_V4 => V4_FIXED as u32,
-            _ => V5_FIXED as u32,
+            FORMAT_V5 => V5_FIXED as u32,
+            _ => V6_FIXED as u32,
         };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
@@ -363,6 +407,7 @@ impl Record {
                 source: None,
                 visit: None,
                 labels: Labels::default(),
+                props: Properties::default(),
             },
             FORMAT_V2 => {
                 let page_len = u16_at(8) as usize;
@@ -376,6 +421,7 @@ impl Record {
                     source: optional(&rest[page_len..])?,
                     visit: None,
                     labels: Labels::default(),
+                    props: Properties::default(),
                 }
             }
             _ => {
@@ -388,15 +434,22 @@ impl Record {
                 } else {
                     [21, 23, 25, 27].map(|i| usize::from(u16_at(i))).to_vec()
                 };
-                let v5 = format == FORMAT_V5;
+                let v5 = format >= FORMAT_V5;
                 let fixed = match format {
                     FORMAT_V3 => V3_FIXED,
                     FORMAT_V4 => V4_FIXED,
-                    _ => V5_FIXED,
+                    FORMAT_V5 => V5_FIXED,
+                    _ => V6_FIXED,
+                };
+                let props_len = if format >= FORMAT_V6 {
+                    usize::from(u16_at(V5_FIXED))
+                } else {
+                    0
                 };
                 let rest = &payload[fixed..];
                 let known_flags = if v5 { 15 } else { 7 };
-                if lens.iter().sum::<usize>() > rest.len() || flags & !known_flags != 0 {
+                if lens.iter().sum::<usize>() + props_len > rest.len() || flags & !known_flags != 0
+                {
                     return Err(DecodeError::BadPayload);
                 }
                 let place = if v5 {
@@ -419,9 +472,15 @@ impl Record {
                 let (page, rest) = rest.split_at(lens[0]);
                 let (source, rest) = rest.split_at(lens[1]);
                 let (entry, rest) = rest.split_at(lens[2]);
-                let (previous, labels) = match lens.get(3) {
+                let (previous, rest) = match lens.get(3) {
                     Some(&n) => rest.split_at(n),
                     None => (rest, &[][..]),
+                };
+                let (props, labels) = rest.split_at(props_len);
+                let props = if format >= FORMAT_V6 {
+                    decode_props(props)?
+                } else {
+                    Properties::default()
                 };
                 let labels = decode_labels(labels)?;
                 let (entry, previous) = (optional(entry)?, optional(previous)?);
@@ -459,11 +518,42 @@ impl Record {
                     source: optional(source)?,
                     visit,
                     labels,
+                    props,
                 }
             }
         };
         Ok((record, total))
     }
+}
+
+/// A format-6 record's properties: as this build writes them, within
+/// their bounds, or damage.
+fn decode_props(bytes: &[u8]) -> Result<Properties, DecodeError> {
+    let (count, mut rest) = bytes.split_first().ok_or(DecodeError::BadPayload)?;
+    let mut text = || -> Result<String, DecodeError> {
+        let &[a, b, ref tail @ ..] = rest else {
+            return Err(DecodeError::BadPayload);
+        };
+        let len = usize::from(u16::from_le_bytes([a, b]));
+        if len > tail.len() {
+            return Err(DecodeError::BadPayload);
+        }
+        let (s, tail) = tail.split_at(len);
+        rest = tail;
+        std::str::from_utf8(s)
+            .map(str::to_owned)
+            .map_err(|_| DecodeError::BadPayload)
+    };
+    let mut pairs = Vec::with_capacity(usize::from(*count).min(properties::MAX_PROPERTIES));
+    for _ in 0..*count {
+        let key = text()?;
+        let value = text()?;
+        pairs.push((key, value));
+    }
+    if !rest.is_empty() {
+        return Err(DecodeError::BadPayload);
+    }
+    Properties::from_journal(pairs).ok_or(DecodeError::BadPayload)
 }
 
 /// A format-4 record's labels: each dimension at most once, each name
@@ -500,6 +590,7 @@ mod tests {
             source: None,
             visit: None,
             labels: Labels::default(),
+            props: Default::default(),
         }
     }
 
@@ -525,7 +616,7 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V6), Ok((r.clone(), buf.len())));
         assert!(!r.is_event());
         let without_place = Some(Visit {
             place: None,
@@ -561,7 +652,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V5).unwrap_err(),
+            Record::decode(&buf, FORMAT_V6).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -572,12 +663,12 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V6), Ok((r.clone(), buf.len())));
         r.source = Some("news.ycombinator.com".into());
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V6), Ok((r.clone(), buf.len())));
         for visit in [
             Visit {
                 visitor: u64::MAX,
@@ -605,7 +696,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             assert_eq!(buf.len(), r.encoded_len());
-            assert_eq!(Record::decode(&buf, FORMAT_V5), Ok((r.clone(), buf.len())));
+            assert_eq!(Record::decode(&buf, FORMAT_V6), Ok((r.clone(), buf.len())));
         }
     }
 
@@ -635,7 +726,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V5).unwrap_err(),
+            Record::decode(&buf, FORMAT_V6).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -652,7 +743,7 @@ mod tests {
     #[test]
     fn zeros_are_not_a_record() {
         assert_eq!(
-            Record::decode(&[0; 64], FORMAT_V5).unwrap_err(),
+            Record::decode(&[0; 64], FORMAT_V6).unwrap_err(),
             DecodeError::BadLength(0)
         );
     }
@@ -700,7 +791,57 @@ mod tests {
                         }),
                     }
                 }),
+                props: Default::default(),
             })
+            .prop_flat_map(|r| {
+                proptest::collection::vec(("[a-z.$]{1,20}", "\\PC{1,60}"), 0..5).prop_map(
+                    move |pairs| Record {
+                        props: crate::domain::Properties::of(
+                            pairs,
+                            crate::domain::properties::Rules::Lenient,
+                        )
+                        .unwrap(),
+                        ..r.clone()
+                    },
+                )
+            })
+    }
+
+    #[test]
+    fn properties_round_trip_and_a_format_5_record_reads_without_them() {
+        let mut r = record("example.com/blog/a");
+        r.props = crate::domain::Properties::parse_query(
+            r#"{"author":"Zoë","x.y$z":"1","n":2}"#,
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        assert_eq!(buf.len(), r.encoded_len());
+        assert_eq!(Record::decode(&buf, FORMAT_V6), Ok((r.clone(), buf.len())));
+        let mut v5 = Vec::new();
+        r.encode_v5_into(&mut v5);
+        let (decoded, len) = Record::decode(&v5, FORMAT_V5).unwrap();
+        assert_eq!(len, v5.len());
+        assert!(decoded.props.is_empty());
+        assert_eq!(decoded.page, r.page);
+    }
+
+    #[test]
+    fn properties_outside_their_rules_are_damage() {
+        let mut r = record("example.com/");
+        r.props = crate::domain::Properties::parse_query(r#"{"k":"v"}"#).unwrap();
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        // The value's one byte becomes a control character: the checksum
+        // is made again, so only the properties' rules can refuse it.
+        let at = buf.len() - 1;
+        buf[at] = 0;
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Record::decode(&buf, FORMAT_V6).unwrap_err(),
+            DecodeError::BadPayload
+        );
     }
 
     proptest! {
@@ -712,7 +853,7 @@ mod tests {
             }
             let mut at = 0;
             for r in &records {
-                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V5).unwrap();
+                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V6).unwrap();
                 prop_assert_eq!(&decoded, r);
                 at += len;
             }
@@ -724,7 +865,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             let cut = cut % buf.len();
-            prop_assert!(Record::decode(&buf[..cut], FORMAT_V5).is_err());
+            prop_assert!(Record::decode(&buf[..cut], FORMAT_V6).is_err());
         }
 
         #[test]
@@ -736,7 +877,7 @@ mod tests {
             // A flip may make the record look longer than the buffer
             // (truncated) or fail the length, checksum or payload checks:
             // never may it decode as a record.
-            prop_assert!(Record::decode(&buf, FORMAT_V5).is_err());
+            prop_assert!(Record::decode(&buf, FORMAT_V6).is_err());
         }
     }
 }

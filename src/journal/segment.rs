@@ -17,19 +17,21 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{
-    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5,
+    DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6,
     HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
 };
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";
 /// The record format this build writes (see `record`).
-pub const FORMAT: u32 = FORMAT_V5;
+pub const FORMAT: u32 = FORMAT_V6;
 /// The formats this build reads: segments written before sources were
 /// journaled (format 1) are replayed, their hits without a source, and
 /// those before visitors (format 2) without a visit, and those before
 /// breakdowns (format 3) without labels, and those before the visit store
 /// (format 4) without a place in a visit.
-pub const READABLE: [u32; 5] = [FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5];
+pub const READABLE: [u32; 6] = [
+    FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6,
+];
 pub const HEADER_LEN: u64 = 48;
 pub const EXTENSION: &str = "seg";
 
@@ -303,6 +305,7 @@ mod tests {
                 source: Some("google.com".to_owned()),
                 visit: None,
                 labels: Default::default(),
+                props: Default::default(),
             }
             .encode_into(&mut buf);
         }
@@ -387,6 +390,7 @@ mod tests {
                 source: None,
                 visit: None,
                 labels: Default::default(),
+                props: Default::default(),
             }
             .encode_v1_into(&mut body);
         }

@@ -34,6 +34,7 @@ fn hit(i: usize) -> Record {
                 .with(crate::domain::Dimension::Browser, "Firefox")
                 .with(crate::domain::Dimension::Country, format!("C{i}")),
         },
+        props: Default::default(),
     }
 }
 
@@ -586,6 +587,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         source: None,
         visit: None,
         labels: Default::default(),
+        props: Default::default(),
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

@@ -38,7 +38,7 @@ pub fn admits(filters: &Filters, visit: &VisitRecord) -> bool {
 fn holds(filter: &Filter, visit: &VisitRecord) -> bool {
     let page = |path: Option<&str>| match filter.condition() {
         Condition::Page(m) => path.is_some_and(|p| m.matches(p)),
-        Condition::Name(_) => false,
+        Condition::Name(_) | Condition::Property { .. } => false,
     };
     match filter.dimension() {
         FilterDimension::Page => visit.views().any(|p| page(Some(p))),
@@ -49,6 +49,10 @@ fn holds(filter: &Filter, visit: &VisitRecord) -> bool {
             .iter()
             .filter_map(Step::event)
             .any(|e| filter.names(e)),
+        FilterDimension::Property => filter
+            .condition()
+            .property()
+            .is_some_and(|(key, value)| visit.property(key).any(|(_, v)| v == value)),
         other => other
             .breakdown()
             .and_then(|d| visit.labels.get(&d))
@@ -370,6 +374,132 @@ pub fn compute<'a>(
         f.scale_up();
     }
     f
+}
+
+/// Most property keys one report lists, and most values of the chosen
+/// key: the site's budget (`ingest::event_cap`) bounds what is stored, this
+/// bounds what a page or an answer carries.
+pub const MAX_PROPERTY_ROWS: usize = 1_000;
+
+/// One value of a custom property over a range.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PropertyRow {
+    pub value: String,
+    /// Admitted visits with a counted step carrying it.
+    pub visits: i64,
+    /// Counted views carrying it.
+    pub views: i64,
+    /// Events carrying it.
+    pub events: i64,
+}
+
+/// The custom properties of the visits passing the filters over a range.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PropertyFigures {
+    /// Every key seen, with the visits carrying it, most first (ties by
+    /// key).
+    pub keys: Vec<(String, i64)>,
+    /// The values of the chosen key, most visits first (ties by value).
+    pub rows: Vec<PropertyRow>,
+    /// Admitted visits with a counted step in the range: what a row's
+    /// share is of.
+    pub visits: i64,
+    /// The share of visitors read (1: all), as [`Figures::sampled`].
+    pub sampled: f64,
+}
+
+/// The custom properties of the admitted visits' steps in `[from, to)`:
+/// a view counts where it counts in [`compute`] (in the range, of the
+/// pages the page filters name), an event where it was sent in the range.
+/// For `key`, each value's visits, views and events; every key's visits.
+/// `visits` as in [`compute`]; `sampled` scales every count back up.
+pub fn properties<'a>(
+    filters: &Filters,
+    key: Option<&str>,
+    visits: impl IntoIterator<Item = &'a VisitRecord>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    sampled: f64,
+) -> PropertyFigures {
+    let share = if sampled > 0.0 && sampled < 1.0 {
+        sampled
+    } else {
+        1.0
+    };
+    let mut keys: HashMap<String, i64> = HashMap::new();
+    let mut rows: HashMap<String, PropertyRow> = HashMap::new();
+    let mut total = 0i64;
+    for visit in visits {
+        if visit.start >= to || !admits(filters, visit) {
+            continue;
+        }
+        let counted = |i: usize| {
+            let Some(step) = visit.steps.get(i) else {
+                return false;
+            };
+            let at = visit.start + chrono::TimeDelta::seconds(i64::from(step.offset()));
+            at >= from
+                && at < to
+                && step
+                    .path()
+                    .is_none_or(|p| filters.pages().all(|m| m.matches(p)))
+        };
+        if !(0..visit.steps.len()).any(counted) {
+            continue;
+        }
+        total += 1;
+        let mut seen_keys: Vec<&str> = Vec::new();
+        let mut seen_values: Vec<&str> = Vec::new();
+        for (i, k, v) in &visit.props {
+            if !counted(*i as usize) {
+                continue;
+            }
+            seen_keys.push(k);
+            if Some(&**k) != key {
+                continue;
+            }
+            let row = slot(&mut rows, v);
+            match visit.steps[*i as usize] {
+                Step::View { .. } => row.views += 1,
+                Step::Event { .. } => row.events += 1,
+            }
+            seen_values.push(v);
+        }
+        seen_keys.sort_unstable();
+        seen_keys.dedup();
+        for k in seen_keys {
+            *slot(&mut keys, k) += 1;
+        }
+        seen_values.sort_unstable();
+        seen_values.dedup();
+        for v in seen_values {
+            slot(&mut rows, v).visits += 1;
+        }
+    }
+    let up = |n: i64| scaled(n, share);
+    let mut keys: Vec<(String, i64)> = keys.into_iter().map(|(k, n)| (k, up(n))).collect();
+    keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    keys.truncate(MAX_PROPERTY_ROWS);
+    let mut rows: Vec<PropertyRow> = rows
+        .into_iter()
+        .map(|(value, r)| PropertyRow {
+            value,
+            visits: up(r.visits),
+            views: up(r.views),
+            events: up(r.events),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.visits, b.views + b.events)
+            .cmp(&(a.visits, a.views + a.events))
+            .then_with(|| a.value.cmp(&b.value))
+    });
+    rows.truncate(MAX_PROPERTY_ROWS);
+    PropertyFigures {
+        keys,
+        rows,
+        visits: up(total),
+        sampled: share,
+    }
 }
 
 /// The entry of `key`, made only when it is not there yet: most names

@@ -145,6 +145,7 @@ pub fn plan(filters: &Filters) -> Option<Result<FilterDimension, LeftOut>> {
     }
     Some(match first {
         FilterDimension::Entry | FilterDimension::Exit => Err(LeftOut::NoVisits(first)),
+        FilterDimension::Property => Err(LeftOut::Lacks(first)),
         FilterDimension::Page
             if filters
                 .iter()

@@ -278,6 +278,32 @@ pub async fn funnels(
     }
 }
 
+/// The custom properties of the visits passing `filters` over `period`
+/// (`filtered::properties`), the values of `key` among them: read from
+/// the visits that may hold steps in it (from `from`'s UTC day on).
+pub async fn properties(
+    store: &Store,
+    site: &Site,
+    filters: &Filters,
+    key: Option<&str>,
+    period: &Period,
+) -> Result<filtered::PropertyFigures, ReadError> {
+    let (visits, share) =
+        read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
+    let stopped = std::cell::Cell::new(None);
+    let figures = filtered::properties(
+        filters,
+        key,
+        costly::checked(&visits, &stopped),
+        (period.from, period.to),
+        share,
+    );
+    match stopped.get() {
+        Some(why) => Err(why.into()),
+        None => Ok(figures),
+    }
+}
+
 /// The views of the pages `filters` count, per `step` from `from` to
 /// `to` (scaled up by the share read), from the visits that may hold
 /// them: those that started on `from`'s UTC day or later (a visit never
@@ -372,18 +398,21 @@ mod tests {
                     t: 40,
                     p: "/b".into(),
                     e: None,
+                    pr: Vec::new(),
                 },
                 visit_log::Step {
                     n: 1,
                     t: 40,
                     p: "/".into(),
                     e: Some("Go".into()),
+                    pr: Vec::new(),
                 },
                 visit_log::Step {
                     n: 0,
                     t: 0,
                     p: "/".into(),
                     e: None,
+                    pr: Vec::new(),
                 },
             ],
         };

@@ -7,7 +7,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::costly::{CostlyReads, ReadError};
-use super::filtered::{Figures, FunnelFigures};
+use super::filtered::{Figures, FunnelFigures, PropertyFigures};
 use super::filtered_imported::{self, Imported};
 use super::{filtered_read, Period};
 use crate::domain::filter::Filters;
@@ -116,6 +116,30 @@ impl<'a> Reads<'a> {
             .funnels(site, filters, std::slice::from_ref(steps), period)
             .await?;
         Ok(all.remove(0))
+    }
+
+    /// [`filtered_read::properties`] over `period`, and over the period
+    /// before it (for the change), one read each.
+    pub async fn properties(
+        &self,
+        site: &Site,
+        filters: &Filters,
+        key: Option<&str>,
+        period: &Period,
+    ) -> Result<(PropertyFigures, PropertyFigures), ReadError> {
+        let (store, site, filters, period) =
+            (self.store.clone(), site.clone(), filters.clone(), *period);
+        let key = key.map(str::to_owned);
+        let domain = site.domain.to_string();
+        self.run(&domain, async move {
+            let key = key.as_deref();
+            let now = filtered_read::properties(&store, &site, &filters, key, &period).await?;
+            let before =
+                filtered_read::properties(&store, &site, &filters, key, &period.previous())
+                    .await?;
+            Ok((now, before))
+        })
+        .await
     }
 
     /// [`filtered_read::views_by_step`].

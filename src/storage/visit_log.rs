@@ -54,6 +54,7 @@ use std::sync::Arc;
 use super::schema::IndexSpec;
 use super::Store;
 use crate::domain::dimension::Dimension;
+use crate::domain::Properties;
 use crate::domain::sketch::{register_of, REGISTERS};
 use crate::domain::visit::{self, VisitRecord};
 use crate::journal::Record;
@@ -81,10 +82,29 @@ pub const MAX_STEPS: u32 = 2_000;
 pub const MAX_STEP_BYTES: usize = 128 << 10;
 
 /// What one step takes in a visit's `steps` array: its page's path (`page`
-/// as the pixel names it, domain and path), its event's name, and the
-/// fields around them (exact for steps 1,000 to 9,999, more for earlier
-/// ones, whose array keys are shorter).
-pub fn step_bytes(page: &str, event: Option<&str>) -> usize {
+/// as the pixel names it, domain and path), its event's name, its
+/// properties, and the fields around them (exact for steps 1,000 to 9,999
+/// without properties, more for earlier ones, whose array keys are
+/// shorter; at most two bytes more a property than they take).
+pub fn step_bytes(page: &str, event: Option<&str>, props: &Properties) -> usize {
+    // `pr`'s type, name, length and end; each pair's element type, index
+    // (up to "29\0"), length, its two strings' type, index, length and
+    // NUL, and the pair's end.
+    const PROPS_FIELD: usize = 9;
+    const PAIR_AROUND: usize = 25;
+    let props_bytes = if props.is_empty() {
+        0
+    } else {
+        PROPS_FIELD
+            + props
+                .iter()
+                .map(|(k, v)| PAIR_AROUND + k.len() + v.len())
+                .sum::<usize>()
+    };
+    props_bytes + view_or_event_bytes(page, event)
+}
+
+fn view_or_event_bytes(page: &str, event: Option<&str>) -> usize {
     // Element type, key "1234\0", the step's length, `n` and `t` (7 each),
     // `p`'s type, name and length, the string's NUL, the step's end.
     const AROUND: usize = 33;
@@ -156,6 +176,10 @@ pub struct Step {
     /// The event's name; absent for a page view.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e: Option<String>,
+    /// Its custom properties, `[key, value]` pairs sorted by key (an
+    /// array, not a document: keys may hold `.` and `$`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pr: Vec<(String, String)>,
 }
 
 impl Step {
@@ -233,8 +257,16 @@ impl StoredVisit {
                 labels.insert(d, Arc::from(name));
             }
         }
-        let steps = self
-            .ordered_steps()
+        let ordered = self.ordered_steps();
+        let props = ordered
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.pr.iter()
+                    .map(move |(k, v)| (i as u32, Arc::from(k.as_str()), Arc::from(v.as_str())))
+            })
+            .collect();
+        let steps = ordered
             .into_iter()
             .map(|s| {
                 let offset = u32::try_from(s.t).unwrap_or(0);
@@ -257,6 +289,7 @@ impl StoredVisit {
             register: self.register(),
             views: self.views,
             duration: self.duration,
+            props,
         }
     }
 }
@@ -476,6 +509,11 @@ impl VisitWrites {
                 t: t as i32,
                 p: path,
                 e: event,
+                pr: record
+                    .props
+                    .iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
             });
         }
     }
@@ -657,6 +695,7 @@ mod tests {
                 ..Visit::default()
             }),
             labels,
+            props: Default::default(),
         }
     }
 
@@ -720,6 +759,32 @@ mod tests {
     }
 
     #[test]
+    fn step_bytes_bounds_what_a_step_with_properties_takes() {
+        let props = Properties::parse_json(
+            &serde_json::json!({"author": "Jane", "k.$": "v".repeat(2_000)}),
+            crate::domain::properties::Rules::Strict,
+        )
+        .unwrap();
+        let step = Step {
+            n: 1_999,
+            t: 3_600,
+            p: "/a".into(),
+            e: None,
+            pr: props
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        };
+        let mut steps = vec![Bson::Null; 1_999];
+        let without = bson::to_vec(&doc! {"s": steps.clone()}).unwrap().len();
+        steps.push(bson::to_bson(&step).unwrap());
+        let with = bson::to_vec(&doc! {"s": steps}).unwrap().len();
+        let bytes = step_bytes("a.com/a", None, &props);
+        assert!(bytes >= with - without, "{bytes} < {}", with - without);
+        assert!(bytes <= with - without + 2 * props.len());
+    }
+
+    #[test]
     fn step_bytes_is_what_a_step_takes_in_the_document() {
         let encoded = |n: i32, p: &str, e: Option<&str>| {
             let step = Step {
@@ -727,6 +792,7 @@ mod tests {
                 t: 3_600,
                 p: p.into(),
                 e: e.map(str::to_owned),
+                pr: Vec::new(),
             };
             let mut steps = vec![Bson::Null; n as usize];
             steps.push(bson::to_bson(&step).unwrap());
@@ -740,16 +806,16 @@ mod tests {
             ("a.com/pricing", "/pricing", Some("Signup")),
             (&*format!("a.com{long}"), &*long, None),
         ] {
-            assert_eq!(step_bytes(page, event), encoded(1_999, path, event));
-            assert!(step_bytes(page, event) >= encoded(7, path, event));
+            assert_eq!(step_bytes(page, event, &Properties::EMPTY), encoded(1_999, path, event));
+            assert!(step_bytes(page, event, &Properties::EMPTY) >= encoded(7, path, event));
         }
         // The bounds together: 2,000 short steps fit, long ones stop early.
         assert!(
-            MAX_STEPS as usize * step_bytes("a.com/blog/2026/a-thirty-byte-pat", None)
+            MAX_STEPS as usize * step_bytes("a.com/blog/2026/a-thirty-byte-pat", None, &Properties::EMPTY)
                 <= MAX_STEP_BYTES
         );
         assert_eq!(
-            MAX_STEP_BYTES / step_bytes(&format!("a.com{long}"), None),
+            MAX_STEP_BYTES / step_bytes(&format!("a.com{long}"), None, &Properties::EMPTY),
             240
         );
     }
@@ -833,18 +899,21 @@ mod tests {
                     t: 50,
                     p: "/b".into(),
                     e: Some("Go".into()),
+                    pr: Vec::new(),
                 },
                 Step {
                     n: 0,
                     t: 0,
                     p: "/".into(),
                     e: None,
+                    pr: Vec::new(),
                 },
                 Step {
                     n: 1,
                     t: 40,
                     p: "/a".into(),
                     e: None,
+                    pr: Vec::new(),
                 },
             ],
         };

@@ -122,6 +122,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .route("/sites/{id}", web::get().to(reports::dashboard))
     .route("/sites/{id}/page", web::get().to(reports::page_report))
     .route(
+        "/sites/{id}/properties",
+        web::get().to(reports::properties_page),
+    )
+    .route(
         "/sites/{id}/settings",
         web::get().to(site_settings::site_settings),
     )
@@ -160,6 +164,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     .service(csv("/sites/{id}/breakdown.csv", reports::breakdown_csv))
     .service(csv("/sites/{id}/goals.csv", reports::goals_csv))
     .service(csv("/sites/{id}/funnel.csv", reports::funnel_csv))
+    .service(csv("/sites/{id}/properties.csv", reports::properties_csv))
     .service(csv("/sites/{id}/seconds.csv", reports::seconds_csv))
     .service(csv("/sites/{id}/realtime.csv", reports::realtime_csv))
     .route(

@@ -61,6 +61,7 @@ impl ResponseError for PixelError {
             | PixelError::NoSite
             | PixelError::Page(_)
             | PixelError::Event(_)
+            | PixelError::Properties(_)
             | PixelError::NoPage => StatusCode::BAD_REQUEST,
             PixelError::QueueFull
             | PixelError::JournalFull

@@ -34,6 +34,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .route("", web::get().to(shared_dashboard))
             .route("/page", web::get().to(shared_page_report))
             .route("/funnels", web::get().to(shared_funnels))
+            .route("/properties", web::get().to(shared_properties))
             .route("/funnels/{funnel}", web::get().to(shared_funnel))
             .default_service(web::to(|| async {
                 Err::<HttpResponse, _>(WebError::NotFound)
@@ -151,6 +152,21 @@ pub async fn shared_funnels(req: HttpRequest, state: Data, token: Token, q: Q) -
     let audience = audience(&token);
     match open(&req, &state, &token).await? {
         Ok(site) => reports::show_funnels(&state, site, audience, &q, None).await,
+        Err(refused) => Ok(refused),
+    }
+}
+
+/// The site's custom properties, read-only (no CSV).
+pub async fn shared_properties(
+    req: HttpRequest,
+    state: Data,
+    token: Token,
+    q: Q,
+    choice: web::Query<reports::KeyChoice>,
+) -> Answer {
+    let audience = audience(&token);
+    match open(&req, &state, &token).await? {
+        Ok(site) => reports::show_properties(&state, site, audience, &q, &choice).await,
         Err(refused) => Ok(refused),
     }
 }

@@ -247,6 +247,7 @@ async fn seed_visits(app: &TestApp, site: &str, plain: i64, crafted: i64) {
                         "/".into()
                     },
                     e: None,
+                    pr: Vec::new(),
                 })
                 .collect(),
         }

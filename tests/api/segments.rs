@@ -389,7 +389,7 @@ async fn filtered_figures_and_funnels_agree_with_a_plain_computation_over_the_hi
 /// entry where it started; a view, its gap since the visit's previous view
 /// (the duration), its exit and its visitor where it happened. Also the
 /// views and visits per shown point (`points`: the starts, ascending).
-fn figures_in(
+pub(crate) fn figures_in(
     persons: &[Person],
     visits: &[Visit],
     filters: &[&str],
@@ -927,6 +927,7 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
         event: None,
         referrer: 1,
         campaign: None,
+        props: &[],
     };
     app.clock.set(late.at);
     send(&app, &id, &persons, std::slice::from_ref(&late)).await;

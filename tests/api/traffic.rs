@@ -77,6 +77,18 @@ pub(crate) const CAMPAIGNS: [(&str, &str); 2] = [("email", "spring"), ("social",
 
 pub(crate) const EVENTS: [&str; 2] = ["Signup", "Download"];
 
+/// Custom properties a view may carry: none, an author, or an author with
+/// a key holding `.` and `$` (stored as sent) and a value beyond ASCII.
+pub(crate) const VIEW_PROPS: [&[(&str, &str)]; 3] = [
+    &[],
+    &[("author", "Jane")],
+    &[("author", "Zoë"), ("x.y$z", "1")],
+];
+
+/// Custom properties an event may carry.
+pub(crate) const EVENT_PROPS: [&[(&str, &str)]; 3] =
+    [&[], &[("plan", "pro")], &[("plan", "free"), ("author", "Jane")]];
+
 #[derive(Debug, Clone)]
 pub(crate) struct Person {
     pub user_agent: usize,
@@ -95,6 +107,8 @@ pub(crate) struct Hit {
     pub referrer: usize,
     /// Into [`CAMPAIGNS`].
     pub campaign: Option<usize>,
+    /// Its custom properties, sent as the pixel's `props`.
+    pub props: &'static [(&'static str, &'static str)],
 }
 
 /// How the traffic is spread: each test picks what it exercises (the
@@ -194,6 +208,7 @@ pub(crate) fn traffic(
                     campaign: rng
                         .chance(shape.campaign_percent)
                         .then(|| rng.below(CAMPAIGNS.len() as u64) as usize),
+                    props: VIEW_PROPS[rng.below(VIEW_PROPS.len() as u64) as usize],
                 });
                 if rng.chance(shape.event_percent) {
                     // An event a little after the view, in the same visit.
@@ -205,6 +220,7 @@ pub(crate) fn traffic(
                         event: Some(EVENTS[rng.below(EVENTS.len() as u64) as usize]),
                         referrer: 2,
                         campaign: None,
+                        props: EVENT_PROPS[rng.below(EVENT_PROPS.len() as u64) as usize],
                     });
                 }
             }
@@ -218,6 +234,7 @@ pub(crate) fn traffic(
                     event: Some("Outside"),
                     referrer: 2,
                     campaign: None,
+                    props: &[("plan", "pro")],
                 });
             }
         }
@@ -243,6 +260,17 @@ pub(crate) async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[
             (Some(e), _) => query.push_str(&format!("&e={e}")),
             (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
             (None, None) => {}
+        }
+        if !h.props.is_empty() {
+            let props: serde_json::Map<String, serde_json::Value> = h
+                .props
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+                .collect();
+            query.push_str(&format!(
+                "&props={}",
+                urlencode(&serde_json::Value::Object(props).to_string())
+            ));
         }
         let r = app
             .pixel_with(
@@ -329,6 +357,10 @@ pub(crate) fn passes(persons: &[Person], v: &Visit, filter: &str) -> bool {
         "entry" => v.views().next().is_some_and(|h| page(h.path)),
         "exit" => v.views().last().is_some_and(|h| page(h.path)),
         "event" => v.hits.iter().any(|h| h.event == Some(value)),
+        "prop" => {
+            let (k, value) = value.split_once(':').unwrap();
+            v.hits.iter().any(|h| h.props.contains(&(k, value)))
+        }
         other => v.dimension(persons, other).as_deref() == Some(value),
     }
 }

@@ -26,8 +26,8 @@ struct Expected {
     views: i64,
     duration: i64,
     bounced: bool,
-    /// (path, event) in order.
-    steps: Vec<(String, Option<String>)>,
+    /// (path, event, its properties sorted by key) in order.
+    steps: Vec<(String, Option<String>, Vec<(String, String)>)>,
     source: Option<String>,
     medium: Option<String>,
     campaign: Option<String>,
@@ -62,7 +62,15 @@ fn expected_visits(persons: &[Person], hits: &[Hit]) -> Vec<Expected> {
                 bounced: views.len() == 1,
                 steps: hits
                     .iter()
-                    .map(|h| (h.path.to_owned(), h.event.map(str::to_owned)))
+                    .map(|h| {
+                        let mut props: Vec<(String, String)> = h
+                            .props
+                            .iter()
+                            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                            .collect();
+                        props.sort();
+                        (h.path.to_owned(), h.event.map(str::to_owned), props)
+                    })
                     .collect(),
                 source: REFERRERS[first.referrer].1.map(str::to_owned),
                 medium: first.campaign.map(|c| CAMPAIGNS[c].0.to_owned()),
@@ -88,7 +96,7 @@ fn stored_as_expected(v: &StoredVisit) -> Expected {
         steps: v
             .ordered_steps()
             .iter()
-            .map(|s| (s.p.clone(), s.e.clone()))
+            .map(|s| (s.p.clone(), s.e.clone(), s.pr.clone()))
             .collect(),
         source: v.source.clone(),
         medium: v.medium.clone(),

@@ -475,7 +475,7 @@ async fn the_open_visits_stay_within_their_bound() {
 
 /// The visitor ids of every record of a journal directory's files.
 fn journal_visitors(dir: &std::path::Path) -> Vec<Option<u64>> {
-    use tickertape::journal::record::{Record, FORMAT_V5};
+    use tickertape::journal::record::{Record, FORMAT_V6};
     let mut out = Vec::new();
     for lane in std::fs::read_dir(dir).unwrap().flatten() {
         if !lane.path().is_dir() {
@@ -484,7 +484,7 @@ fn journal_visitors(dir: &std::path::Path) -> Vec<Option<u64>> {
         for seg in std::fs::read_dir(lane.path()).unwrap().flatten() {
             let bytes = std::fs::read(seg.path()).unwrap();
             let mut at = 48;
-            while let Ok((record, len)) = Record::decode(&bytes[at..], FORMAT_V5) {
+            while let Ok((record, len)) = Record::decode(&bytes[at..], FORMAT_V6) {
                 out.push(record.visit.map(|v| v.visitor));
                 at += len;
             }

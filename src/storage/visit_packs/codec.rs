@@ -2,7 +2,7 @@
 //! share of them, when a chunk is split), self-contained.
 //!
 //! ```text
-//! format    u8 = 1
+//! format    u8 = 2 (1: no properties)
 //! names     varint n, then n × (varint byte length, UTF-8 bytes)
 //! visits    varint n, then n × visit, in the order of their start:
 //!   start     varint ms after the previous visit's start (the first:
@@ -13,7 +13,10 @@
 //!   labels    u8 mask over LABELS (bit i: LABELS[i] present), then a
 //!             varint name index per label present
 //!   steps     varint byte length of what follows, then varint n and
-//!             n × (varint offset << 1 | 1 for an event, varint name index)
+//!             n × (varint offset << 1 | 1 for an event, varint name index),
+//!             then (format 2) varint m and m × (varint step index,
+//!             varint key's name index, varint value's name index): the
+//!             steps' custom properties
 //! ```
 //!
 //! Names (pages, events, label values) are stored once per part and
@@ -33,7 +36,9 @@ use crate::domain::sketch::REGISTERS;
 use crate::domain::visit::{Step, VisitRecord};
 use crate::domain::Dimension;
 
-pub const FORMAT: u8 = 1;
+pub const FORMAT: u8 = 2;
+/// Parts written before properties: still read, their steps without any.
+const FORMAT_NO_PROPERTIES: u8 = 1;
 
 /// The visit-level dimensions a visit carries, in the mask's bit order.
 pub const LABELS: [Dimension; 7] = [
@@ -197,6 +202,13 @@ impl Writer {
             let id = self.name(name);
             put(&mut steps, id);
         }
+        put(&mut steps, v.props.len() as u64);
+        for (i, k, value) in &v.props {
+            put(&mut steps, u64::from(*i));
+            let (k, value) = (self.name(k), self.name(value));
+            put(&mut steps, k);
+            put(&mut steps, value);
+        }
         put(&mut self.body, steps.len() as u64);
         self.body.extend_from_slice(&steps);
         self.visits += 1;
@@ -297,7 +309,7 @@ pub fn decode(
 ) -> Result<u64, PackError> {
     let mut r = Reader { bytes: data, at: 0 };
     let format = r.byte()?;
-    if format != FORMAT {
+    if format != FORMAT && format != FORMAT_NO_PROPERTIES {
         return Err(PackError::Format(format));
     }
     let count = r.varint()?;
@@ -369,6 +381,21 @@ pub fn decode(
         for _ in 0..n {
             ids.push((s.varint()?, s.varint()?));
         }
+        let mut props = Vec::new();
+        if format == FORMAT {
+            let m = s.varint()?;
+            // Each property takes at least three bytes.
+            props.reserve(bounded(m, s.left() / 3));
+            for _ in 0..m {
+                let step = s.varint()?;
+                if step >= n {
+                    return Err(PackError::OutOfRange);
+                }
+                let key = name_at(&names, s.varint()?)?.clone();
+                let value = name_at(&names, s.varint()?)?.clone();
+                props.push((step as u32, key, value));
+            }
+        }
         if s.left() != 0 {
             return Err(PackError::StepsLength);
         }
@@ -405,6 +432,7 @@ pub fn decode(
             register: head.register,
             views: head.views,
             duration: head.duration,
+            props,
         });
     }
     if r.left() != 0 {
@@ -525,6 +553,13 @@ mod tests {
             steps,
             (i % 7 != 0).then_some(((i * 977 % REGISTERS as u64) as u16, (i % 9) as u8 + 1)),
         );
+        if i % 4 == 1 && !v.steps.is_empty() {
+            let last = v.steps.len() as u32 - 1;
+            v = v.with_props(vec![
+                (0, Arc::from("author"), Arc::from(["Jane", "Li"][(i % 2) as usize])),
+                (last, Arc::from("plan"), Arc::from("pro")),
+            ]);
+        }
         // Views past the kept steps still count.
         if i % 11 == 0 {
             v.views += 2_001;
@@ -561,7 +596,31 @@ mod tests {
         // An empty chunk is one small part that decodes to nothing.
         let empty = encode(day(), &[], usize::MAX).unwrap();
         assert_eq!(empty, vec![vec![FORMAT, 0, 0]]);
+        assert!(vs.iter().any(|v| !v.props.is_empty()));
         assert!(decode_all(&empty, &everything()).is_empty());
+    }
+
+    #[test]
+    fn a_part_written_before_properties_is_still_read() {
+        // format 1, no names, one visit: at midnight, no register, one
+        // view, no duration, no label, no step.
+        let part = [1, 0, 1, 0, 0, 2, 0, 0, 1, 0];
+        let mut out = Vec::new();
+        assert_eq!(decode(&part, day(), &everything(), &mut out), Ok(1));
+        assert_eq!(out[0].views, 1);
+        assert!(out[0].props.is_empty());
+    }
+
+    #[test]
+    fn a_property_of_no_step_is_damage() {
+        // format 2, one name, one visit of no step with a property of
+        // step 0.
+        let part = [2, 1, 1, b'k', 1, 0, 0, 2, 0, 0, 5, 0, 1, 0, 0, 0];
+        let mut out = Vec::new();
+        assert_eq!(
+            decode(&part, day(), &everything(), &mut out),
+            Err(PackError::OutOfRange)
+        );
     }
 
     #[test]
@@ -704,7 +763,8 @@ mod tests {
             decode(&overflow, day(), &everything(), &mut out),
             Err(PackError::Overflow)
         );
-        let unnamed = [FORMAT, 0, 1, 0, 0, 2, 0, 0, 3, 1, 0, 5];
+        // One visit of one step naming name 5 of none, and no property.
+        let unnamed = [FORMAT, 0, 1, 0, 0, 2, 0, 0, 4, 1, 0, 5, 0];
         assert_eq!(
             decode(&unnamed, day(), &everything(), &mut out),
             Err(PackError::NoSuchName(5))

@@ -178,13 +178,20 @@ impl ApiQuery {
     }
 
     /// The breakdown's `dimension`: required, one of the keys.
-    pub fn dimension(&self) -> Result<crate::domain::Dimension, ApiError> {
-        given(&self.dimension)
+    pub fn dimension(&self) -> Result<Breakdown, ApiError> {
+        let given = given(&self.dimension);
+        if let Some(key) = given.and_then(|d| d.strip_prefix("prop:")) {
+            if !key.is_empty() && key.chars().count() <= MAX_PROPERTY_KEY_CHARS {
+                return Ok(Breakdown::Property(key.to_owned()));
+            }
+        }
+        given
             .and_then(crate::domain::Dimension::parse)
+            .map(Breakdown::Dimension)
             .ok_or_else(|| ApiError::BadParameter {
                 parameter: "dimension",
                 message: format!(
-                    "The dimension must be one of: {}.",
+                    "The dimension must be one of: {}, or prop:<key> (a custom property's key, 1 to {MAX_PROPERTY_KEY_CHARS} characters).",
                     crate::domain::Dimension::keys()
                 ),
             })
@@ -243,4 +250,16 @@ fn bounded(
                 range.end()
             ),
         })
+}
+
+/// Longest property key the API takes, in characters: a stored key has
+/// at most 300 bytes, so no longer one can name one.
+pub const MAX_PROPERTY_KEY_CHARS: usize = crate::domain::properties::MAX_KEY_BYTES;
+
+/// What `dimension` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Breakdown {
+    Dimension(crate::domain::Dimension),
+    /// `prop:<key>`: the values of a custom property, from the visit store.
+    Property(String),
 }

@@ -8,7 +8,7 @@ use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::query::NamedPath;
+use super::query::{Breakdown, NamedPath};
 use super::{ApiClient, ApiError};
 use crate::domain::{Filters, Page};
 use crate::ingest::freshness::Lags;
@@ -609,7 +609,7 @@ struct BreakdownBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<String>,
     period: PeriodBody,
-    dimension: &'static str,
+    dimension: String,
     /// The whole hours the breakdown was read from.
     covered: Covered,
     compared: ComparedBody,
@@ -625,6 +625,17 @@ struct BreakdownBody {
     /// Names before `limit` and `offset`.
     matching: usize,
     entries: Vec<BreakdownEntry>,
+    /// `prop:<key>` only: every property key the visits carry, with
+    /// the visits carrying it, most first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<Vec<PropertyKeyBody>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PropertyKeyBody {
+    name: String,
+    visits: i64,
 }
 
 #[derive(Serialize)]
@@ -638,6 +649,107 @@ struct BreakdownEntry {
     compared_count: i64,
     /// The count in the same stretch of the period before.
     previous_period_count: i64,
+    /// `prop:<key>` only: the views and the events carrying the value
+    /// (`count` is its visits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    views: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<i64>,
+}
+
+/// `breakdown?dimension=prop:<key>`: the values of a custom property over
+/// the period, from the visit store (whole periods: the visit store
+/// keeps seconds, so nothing is widened), each with its visits (`count`),
+/// views and events, and the visits of the period before.
+async fn property_breakdown(
+    state: &WebState,
+    site: &Site,
+    asked: &Asked,
+    q: &Q,
+    key: &str,
+) -> Reply {
+    let path = q.optional_path()?;
+    let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = q.offset()?;
+    // A page's properties are those of the visits that viewed it, as the
+    // page report filters them (a path no page can have matches none).
+    let filters = match &path {
+        Some(p) => match crate::domain::Filter::new(crate::domain::FilterDimension::Page, p.shown()) {
+            Ok(page) => asked.filters.and_page(page),
+            Err(_) => asked.filters.clone(),
+        },
+        None => asked.filters.clone(),
+    };
+    let (now, before) = state
+        .reads()
+        .properties(site, &filters, Some(key), &asked.period)
+        .await?;
+    let previous: std::collections::HashMap<&str, i64> = before
+        .rows
+        .iter()
+        .map(|r| (r.value.as_str(), r.visits))
+        .collect();
+    let total = now
+        .keys
+        .iter()
+        .find(|(k, _)| k == key)
+        .map_or(0, |(_, n)| *n);
+    let entries = now
+        .rows
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|r| BreakdownEntry {
+            name: r.value.clone(),
+            count: r.visits,
+            share: share(r.visits, now.visits),
+            compared_count: r.visits,
+            previous_period_count: previous.get(r.value.as_str()).copied().unwrap_or(0),
+            views: Some(r.views),
+            events: Some(r.events),
+        })
+        .collect();
+    let previous_period = asked.period.previous();
+    let imported = filtered_read::imported_note(&state.store, site).await?;
+    let period = PeriodBody {
+        filtered: Some(FilteredBody {
+            filters: asked.filters.iter().map(ToString::to_string).collect(),
+            sampled: now.sampled,
+            imported_counted: imported.as_ref().map(|_| false),
+            imported,
+        }),
+        ..asked.period_read_from(engine::VISIT_STORE)
+    };
+    Ok(ok(&BreakdownBody {
+        site: site.id.to_string(),
+        path: path.as_ref().map(|p| p.shown().to_owned()),
+        period,
+        dimension: format!("prop:{key}"),
+        covered: Covered {
+            from: asked.period.from,
+            to: asked.period.to,
+        },
+        compared: ComparedBody {
+            from: asked.period.from,
+            to: asked.period.to,
+            previous_from: previous_period.from,
+            previous_to: previous_period.to,
+        },
+        of: now.visits,
+        total,
+        other: 0,
+        matching: now.rows.len(),
+        entries,
+        keys: Some(
+            now.keys
+                .iter()
+                .map(|(name, visits)| PropertyKeyBody {
+                    name: name.clone(),
+                    visits: *visits,
+                })
+                .collect(),
+        ),
+    }))
 }
 
 /// `GET /api/v1/sites/{id}/breakdown?dimension=<key>`: one dimension of
@@ -647,7 +759,12 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     let site = client.site(&state, &id)?;
     let answer: Reply = async {
         let asked = Asked::of(&state, &site, &q)?;
-        let dimension = q.dimension()?;
+        let dimension = match q.dimension()? {
+            Breakdown::Dimension(d) => d,
+            Breakdown::Property(key) => {
+                return property_breakdown(&state, &site, &asked, &q, &key).await
+            }
+        };
         let path = q.optional_path()?;
         let limit = q.limit(DEFAULT_LIMIT, MAX_LIMIT)?;
         let offset = q.offset()?;
@@ -663,13 +780,15 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
                 share: share(r.count, panel.of),
                 compared_count: r.compared,
                 previous_period_count: r.previous,
+                views: None,
+                events: None,
             })
             .collect();
         Ok(ok(&BreakdownBody {
             site: site.id.to_string(),
             path: path.as_ref().map(|p| p.shown().to_owned()),
             period: asked.period_body(&panel.said),
-            dimension: dimension.key(),
+            dimension: dimension.key().to_owned(),
             covered: Covered::of(&panel),
             compared: ComparedBody::of(&panel.stretches),
             of: panel.of,
@@ -677,6 +796,7 @@ pub async fn breakdown(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
             other: panel.other.count,
             matching: panel.rows.len(),
             entries,
+            keys: None,
         }))
     }
     .await;

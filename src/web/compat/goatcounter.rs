@@ -70,6 +70,7 @@ fn parse(query: &str) -> Request {
                 .and_then(crate::classify::parse_screen_width)
         }),
         event,
+        props: None,
     })
 }
 

@@ -2,8 +2,8 @@
 //! GoatCounter's trackers send, mapped onto the pixel's own [`HitParams`]
 //! and counted by [`pixel::take`]. The same bot, prefetch, page, cap and
 //! privacy rules apply, the same journal takes the hit, and nothing a peer
-//! sends besides what the pixel reads (titles, languages, properties) is
-//! kept. Each peer is one module: its body, its answer, nothing else.
+//! sends besides what the pixel reads (its page, referrer, event and
+//! custom properties) is kept: not titles, not languages. Each peer is one module: its body, its answer, nothing else.
 
 pub mod goatcounter;
 pub mod plausible;
@@ -30,10 +30,18 @@ pub enum BodyError {
     NotJson(#[from] serde_json::Error),
     #[error("the body lacks `{0}`")]
     Missing(&'static str),
+    #[error("the body's properties: {0}")]
+    Properties(crate::domain::PropertyError),
 }
 
 impl BodyError {
-    pub const REASON: &'static str = "invalid-body";
+    /// What it counts as, and the reason its answer gives.
+    pub fn outcome(&self) -> pixel::Outcome {
+        match self {
+            BodyError::Properties(_) => pixel::Outcome::InvalidProperties,
+            _ => pixel::Outcome::InvalidBody,
+        }
+    }
 }
 
 /// A peer's answer: its own body on success, the pixel's status and reason

@@ -2,18 +2,22 @@
 //! pointed at Tickertape. The body is JSON sent as `text/plain`:
 //! `n`/`name` (`pageview`, `engagement` or a custom event), `u`/`url`
 //! (the page's full address), `d`/`domain` (the site's domain, or a comma
-//! list of them), `r`/`referrer` (the referring address or null);
-//! `p`/`props`, `h`/`hashMode`, `i`/`interactive` and the rest are read
-//! by Plausible only and ignored here. Answers 202 `ok`, like Plausible,
-//! to every body it can read, counted or not, so that nobody learns which
-//! domains are tracked here; only a body that is not Plausible's JSON is
-//! refused (400), whatever its domain.
+//! list of them), `r`/`referrer` (the referring address or null),
+//! `p`/`props` (or `m`/`meta`: custom properties, an object or a string
+//! holding one, held to Plausible's rules, `domain::properties`);
+//! `h`/`hashMode`, `i`/`interactive` and the rest are read by Plausible
+//! only and ignored here. Answers 202 `ok`, like Plausible, to every body
+//! it can read, counted or not, so that nobody learns which domains are
+//! tracked here; only a body that is not Plausible's JSON, or whose
+//! properties Plausible refuses (a key past 300 bytes, a value past
+//! 2,000), is refused (400), whatever its domain.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use super::{cross_origin, with_reason, BodyError};
+use crate::domain::properties::{Properties, Rules};
 use crate::ingest::pixel::{self, HitParams, Outcome};
 use crate::ingest::IngestState;
 use crate::web::pixel::hit_request;
@@ -33,6 +37,14 @@ struct Body {
     d: Option<String>,
     #[serde(alias = "referrer")]
     r: Option<String>,
+    #[serde(default)]
+    m: serde_json::Value,
+    #[serde(default)]
+    meta: serde_json::Value,
+    #[serde(default)]
+    p: serde_json::Value,
+    #[serde(default)]
+    props: serde_json::Value,
 }
 
 /// What one of Plausible's bodies asks: a view or an event of a page of
@@ -53,6 +65,14 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
         return Ok(Request::Engagement);
     }
     let url = body.u.ok_or(BodyError::Missing("u"))?;
+    // Plausible takes the first of these that is there.
+    let props = [&body.m, &body.meta, &body.p, &body.props]
+        .into_iter()
+        .find(|v| !v.is_null())
+        .map(|v| Properties::parse_json(v, Rules::Strict))
+        .transpose()
+        .map_err(BodyError::Properties)?
+        .unwrap_or_default();
     let domains = body
         .d
         .ok_or(BodyError::Missing("d"))?
@@ -67,6 +87,7 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
             // Plausible always sends it: null is a direct visit.
             referrer: Some(Ok(body.r.unwrap_or_default())),
             event: (name != PAGEVIEW).then_some(Ok(name)),
+            props: Some(Ok(props)),
             ..HitParams::default()
         },
     })
@@ -92,8 +113,8 @@ pub async fn event(
         Ok(Request::Engagement) => return accepted(),
         Err(e) => {
             tracing::debug!(error = %e, "a Plausible body refused");
-            state.stats.record(Outcome::InvalidBody);
-            return refused(StatusCode::BAD_REQUEST, BodyError::REASON);
+            state.stats.record(e.outcome());
+            return refused(StatusCode::BAD_REQUEST, e.outcome().reason());
         }
     };
     let Some(site) = domains.iter().find_map(|d| state.directory.by_host(d)) else {
@@ -118,6 +139,7 @@ pub async fn event(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::PropertyError;
 
     #[test]
     fn a_pageview_is_a_view_of_its_url_with_its_referrer() {
@@ -143,6 +165,34 @@ mod tests {
         };
         assert_eq!(params.event, Some(Ok("Signup".into())));
         assert_eq!(params.referrer, Some(Ok("https://r.test/".into())));
+    }
+
+    #[test]
+    fn props_are_read_as_plausible_reads_them() {
+        let body = br#"{"n":"Signup","u":"https://a.test/","d":"a.test","p":"{\"plan\":\"pro\",\"n\":2}"}"#;
+        let Request::Hit { params, .. } = parse(body).unwrap() else {
+            panic!("not a hit")
+        };
+        let props = params.props.unwrap().unwrap();
+        assert_eq!(props.get("plan"), Some("pro"));
+        assert_eq!(props.get("n"), Some("2"));
+        let body = br#"{"n":"pageview","u":"https://a.test/","d":"a.test","props":{"a":{"b":1},"c":"d"}}"#;
+        let Request::Hit { params, .. } = parse(body).unwrap() else {
+            panic!("not a hit")
+        };
+        assert_eq!(params.props.unwrap().unwrap().len(), 1);
+        let long = format!(
+            r#"{{"n":"pageview","u":"https://a.test/","d":"a.test","p":{{"k":"{}"}}}}"#,
+            "v".repeat(2_001)
+        );
+        assert!(matches!(
+            parse(long.as_bytes()),
+            Err(BodyError::Properties(PropertyError::TooLong))
+        ));
+        assert!(matches!(
+            parse(br#"{"n":"pageview","u":"https://a.test/","d":"a.test","p":[1]}"#),
+            Err(BodyError::Properties(PropertyError::NotAnObject))
+        ));
     }
 
     #[test]

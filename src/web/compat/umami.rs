@@ -3,8 +3,11 @@
 //! counts, `identify` is accepted and ignored (Tickertape keeps no
 //! per-visitor data); `payload.website` is the site id (`site add --id`
 //! keeps an Umami website id), `url` the page (a path or a full address),
-//! `referrer`, `screen` (`1920x1080`) and `name` (a custom event when
-//! present). `hostname`, `title`, `language` and `data` are not kept.
+//! `referrer`, `screen` (`1920x1080`), `name` (a custom event when
+//! present) and `data` (its custom properties: nested objects become
+//! dotted keys, as Umami stores them; lists and properties past their
+//! bounds are left out, the hit counted). `hostname`, `title` and
+//! `language` are not kept.
 //! Answers `{}` as JSON, which Umami's trackers accept.
 
 use actix_web::http::StatusCode;
@@ -12,7 +15,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use super::{answer, cross_origin, with_reason, BodyError};
-use crate::ingest::pixel::{self, HitParams, Outcome};
+use crate::domain::properties::{Properties, Rules};
+use crate::ingest::pixel::{self, HitParams};
 use crate::ingest::IngestState;
 use crate::web::pixel::hit_request;
 
@@ -30,6 +34,8 @@ struct Payload {
     referrer: Option<String>,
     screen: Option<String>,
     name: Option<String>,
+    #[serde(default)]
+    data: serde_json::Value,
 }
 
 #[derive(Debug, PartialEq)]
@@ -65,6 +71,7 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
             .and_then(|s| s.split('x').next())
             .and_then(crate::classify::parse_screen_width),
         event: payload.name.map(Ok),
+        props: Some(Properties::parse_json(&payload.data, Rules::Lenient)),
     }))
 }
 
@@ -87,8 +94,8 @@ pub async fn send(
         Ok(Request::Identify) => ok(),
         Err(e) => {
             tracing::debug!(error = %e, "an Umami body refused");
-            state.stats.record(Outcome::InvalidBody);
-            refused(StatusCode::BAD_REQUEST, BodyError::REASON)
+            state.stats.record(e.outcome());
+            refused(StatusCode::BAD_REQUEST, e.outcome().reason())
         }
     }
 }

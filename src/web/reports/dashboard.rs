@@ -56,6 +56,8 @@ pub(super) struct DashboardPage {
     /// With filters: what the filtered figures count, sampled, imported.
     notes: Vec<String>,
     funnels_href: Option<String>,
+    /// The custom properties' page, with the range and the filters.
+    properties_href: String,
     /// Through a share link (no tracking code, settings or exports).
     shared: bool,
     base: String,
@@ -299,6 +301,7 @@ async fn dashboard_of(
         chips: super::shared::FilterChips::of(q, &base, &filters),
         notes,
         funnels_href: Some(join(&format!("{base}/funnels"), &params, &[])),
+        properties_href: q.filtered_link(&format!("{base}/properties"), &filters),
         nav: audience.nav.clone(),
         shared: audience.shared,
         base: base.clone(),
