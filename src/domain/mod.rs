@@ -32,7 +32,6 @@ pub use domain_name::{DomainName, DomainNameError, NotPublic};
 pub use email::{Email, EmailError};
 pub use expiry_days::{ExpiryDays, ExpiryDaysError, MAX_EXPIRY_DAYS};
 pub use filter::{Filter, FilterDimension, FilterError, Filters};
-pub use properties::{Properties, PropertyError};
 pub use funnel::{FunnelError, FunnelStep, FunnelSteps};
 pub use goal::{parse_event_name, Goal, GoalError, MAX_EVENT_NAME_CHARS, MAX_GOALS_PER_SITE};
 pub use label::{Label, LabelError, MAX_LABEL_CHARS};
@@ -42,6 +41,7 @@ pub use mail::{
 };
 pub use page::{Page, PageError, PagePath, PageRef, MAX_PAGE_INPUT_BYTES, MAX_PATH_BYTES};
 pub use page_cap::{PageCapError, PageCapSetting, MAX_PAGES_PER_HOUR};
+pub use properties::{Properties, PropertyError};
 pub use resolution::Resolution;
 pub use retention::{Retention, RetentionError, MAX_RETENTION_DAYS};
 pub use site_id::{SiteId, SiteIdError};

@@ -250,7 +250,12 @@ mod tests {
         let p = strict(json!({"plan": "pro", "logged_in": true, "n": 3, "price": 9.5})).unwrap();
         assert_eq!(
             pairs(&p),
-            [("logged_in", "true"), ("n", "3"), ("plan", "pro"), ("price", "9.5")]
+            [
+                ("logged_in", "true"),
+                ("n", "3"),
+                ("plan", "pro"),
+                ("price", "9.5")
+            ]
         );
         assert_eq!(p.get("plan"), Some("pro"));
         assert_eq!(p.get("nope"), None);
@@ -260,15 +265,19 @@ mod tests {
     fn a_string_holding_an_object_is_read_as_plausible_does() {
         let p = strict(json!("{\"author\":\"Jane\"}")).unwrap();
         assert_eq!(pairs(&p), [("author", "Jane")]);
-        assert_eq!(strict(json!("author=Jane")), Err(PropertyError::NotAnObject));
+        assert_eq!(
+            strict(json!("author=Jane")),
+            Err(PropertyError::NotAnObject)
+        );
         assert_eq!(strict(json!([1, 2])), Err(PropertyError::NotAnObject));
         assert_eq!(strict(json!(null)), Ok(Properties::default()));
     }
 
     #[test]
     fn nested_values_nulls_and_blanks_are_dropped() {
-        let p = strict(json!({"a": {"b": 1}, "l": [1], "z": null, "blank": "  ", "": "x", "ok": "y"}))
-            .unwrap();
+        let p =
+            strict(json!({"a": {"b": 1}, "l": [1], "z": null, "blank": "  ", "": "x", "ok": "y"}))
+                .unwrap();
         assert_eq!(pairs(&p), [("ok", "y")]);
     }
 
@@ -288,9 +297,8 @@ mod tests {
 
     #[test]
     fn the_first_thirty_are_kept() {
-        let many: serde_json::Map<_, _> = (0..100)
-            .map(|i| (format!("k{i:03}"), json!("v")))
-            .collect();
+        let many: serde_json::Map<_, _> =
+            (0..100).map(|i| (format!("k{i:03}"), json!("v"))).collect();
         let p = strict(serde_json::Value::Object(many)).unwrap();
         assert_eq!(p.len(), MAX_PROPERTIES);
         assert_eq!(p.iter().last().unwrap().0, "k029");
@@ -300,8 +308,14 @@ mod tests {
     fn a_key_or_value_past_its_bound_refuses_a_strict_hit_and_is_dropped_from_a_lenient_one() {
         let long_key = "k".repeat(MAX_KEY_BYTES + 1);
         let long_value = "v".repeat(MAX_VALUE_BYTES + 1);
-        assert_eq!(strict(json!({ long_key.clone(): "v" })), Err(PropertyError::TooLong));
-        assert_eq!(strict(json!({"k": long_value.clone()})), Err(PropertyError::TooLong));
+        assert_eq!(
+            strict(json!({ long_key.clone(): "v" })),
+            Err(PropertyError::TooLong)
+        );
+        assert_eq!(
+            strict(json!({"k": long_value.clone()})),
+            Err(PropertyError::TooLong)
+        );
         assert!(strict(json!({"k": "v".repeat(MAX_VALUE_BYTES)})).is_ok());
         let lenient =
             Properties::parse_json(&json!({"k": long_value, "ok": "y"}), Rules::Lenient).unwrap();
@@ -317,7 +331,8 @@ mod tests {
             strict(serde_json::Value::Object(big.clone())),
             Err(PropertyError::TooLarge)
         );
-        let lenient = Properties::parse_json(&serde_json::Value::Object(big), Rules::Lenient).unwrap();
+        let lenient =
+            Properties::parse_json(&serde_json::Value::Object(big), Rules::Lenient).unwrap();
         assert_eq!(lenient.len(), 2);
         assert!(lenient.bytes() <= MAX_TOTAL_BYTES);
     }
@@ -343,14 +358,22 @@ mod tests {
             pairs(&Properties::parse_query(r#"{"plan":"pro"}"#).unwrap()),
             [("plan", "pro")]
         );
-        assert_eq!(Properties::parse_query("plan=pro"), Err(PropertyError::NotAnObject));
-        assert_eq!(Properties::parse_query("\"{}\""), Err(PropertyError::NotAnObject));
+        assert_eq!(
+            Properties::parse_query("plan=pro"),
+            Err(PropertyError::NotAnObject)
+        );
+        assert_eq!(
+            Properties::parse_query("\"{}\""),
+            Err(PropertyError::NotAnObject)
+        );
     }
 
     #[test]
     fn a_journal_record_outside_the_rules_is_damage() {
         assert!(Properties::from_journal(vec![("a".into(), "b".into())]).is_some());
         assert!(Properties::from_journal(vec![("a".into(), " ".into())]).is_none());
-        assert!(Properties::from_journal(vec![("a".into(), "x".repeat(MAX_VALUE_BYTES + 1))]).is_none());
+        assert!(
+            Properties::from_journal(vec![("a".into(), "x".repeat(MAX_VALUE_BYTES + 1))]).is_none()
+        );
     }
 }

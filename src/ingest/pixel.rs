@@ -261,10 +261,7 @@ async fn count(
         return journal(state, record).await.map(|()| Counted::Event);
     }
     let props = admitted_props(state, req, page.domain(), view.props, at);
-    let (visit, touch) = state
-        .visitors
-        .open
-        .hit(visitor, page.as_str(), &props, at);
+    let (visit, touch) = state.visitors.open.hit(visitor, page.as_str(), &props, at);
     let (source, labels) = if state.breakdowns {
         let mut labels = view.campaign;
         let client = state

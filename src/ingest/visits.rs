@@ -18,8 +18,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use crate::journal::{Visit, VisitPlace};
 use crate::domain::Properties;
+use crate::journal::{Visit, VisitPlace};
 use crate::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
 
 /// Longest gap between two hits of one visit.
@@ -402,7 +402,12 @@ mod tests {
         let (first, _) = t.hit(2, "a.com/", &P0, at(10, 0));
         let mut last = first.place.unwrap().step;
         for i in 1..MAX_STEPS + 10 {
-            let (v, _) = t.hit(2, "a.com/", &P0, at(10, 0) + TimeDelta::milliseconds(i as i64));
+            let (v, _) = t.hit(
+                2,
+                "a.com/",
+                &P0,
+                at(10, 0) + TimeDelta::milliseconds(i as i64),
+            );
             last = v.place.unwrap().step;
             assert_eq!(last, i, "places follow the hits");
         }

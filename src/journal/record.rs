@@ -88,8 +88,7 @@ const V5_FIXED: usize = V4_FIXED + 8 + 8 + 4;
 const V6_FIXED: usize = V5_FIXED + 2;
 /// Most bytes of a record's properties: their count, and each key and
 /// value with its length.
-const MAX_PROPS: usize =
-    1 + properties::MAX_PROPERTIES * 4 + properties::MAX_TOTAL_BYTES;
+const MAX_PROPS: usize = 1 + properties::MAX_PROPERTIES * 4 + properties::MAX_TOTAL_BYTES;
 /// Most bytes of a record's labels: one per dimension, each at most 255.
 const MAX_LABELS: usize = Dimension::ALL.len() * (2 + MAX_NAME_BYTES);
 
@@ -216,7 +215,11 @@ impl Record {
 
     /// Bytes of its properties in a format-6 record.
     fn props_len(&self) -> usize {
-        1 + self.props.iter().map(|(k, v)| 4 + k.len() + v.len()).sum::<usize>()
+        1 + self
+            .props
+            .iter()
+            .map(|(k, v)| 4 + k.len() + v.len())
+            .sum::<usize>()
     }
 
     /// Appends the encoded record to `out`. Pages longer than the codec
@@ -810,10 +813,8 @@ mod tests {
     #[test]
     fn properties_round_trip_and_a_format_5_record_reads_without_them() {
         let mut r = record("example.com/blog/a");
-        r.props = crate::domain::Properties::parse_query(
-            r#"{"author":"Zoë","x.y$z":"1","n":2}"#,
-        )
-        .unwrap();
+        r.props = crate::domain::Properties::parse_query(r#"{"author":"Zoë","x.y$z":"1","n":2}"#)
+            .unwrap();
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());

@@ -135,8 +135,7 @@ impl<'a> Reads<'a> {
             let key = key.as_deref();
             let now = filtered_read::properties(&store, &site, &filters, key, &period).await?;
             let before =
-                filtered_read::properties(&store, &site, &filters, key, &period.previous())
-                    .await?;
+                filtered_read::properties(&store, &site, &filters, key, &period.previous()).await?;
             Ok((now, before))
         })
         .await

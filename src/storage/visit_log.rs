@@ -54,9 +54,9 @@ use std::sync::Arc;
 use super::schema::IndexSpec;
 use super::Store;
 use crate::domain::dimension::Dimension;
-use crate::domain::Properties;
 use crate::domain::sketch::{register_of, REGISTERS};
 use crate::domain::visit::{self, VisitRecord};
+use crate::domain::Properties;
 use crate::journal::Record;
 
 pub const COLLECTION: &str = "visits";
@@ -806,12 +806,20 @@ mod tests {
             ("a.com/pricing", "/pricing", Some("Signup")),
             (&*format!("a.com{long}"), &*long, None),
         ] {
-            assert_eq!(step_bytes(page, event, &Properties::EMPTY), encoded(1_999, path, event));
+            assert_eq!(
+                step_bytes(page, event, &Properties::EMPTY),
+                encoded(1_999, path, event)
+            );
             assert!(step_bytes(page, event, &Properties::EMPTY) >= encoded(7, path, event));
         }
         // The bounds together: 2,000 short steps fit, long ones stop early.
         assert!(
-            MAX_STEPS as usize * step_bytes("a.com/blog/2026/a-thirty-byte-pat", None, &Properties::EMPTY)
+            MAX_STEPS as usize
+                * step_bytes(
+                    "a.com/blog/2026/a-thirty-byte-pat",
+                    None,
+                    &Properties::EMPTY
+                )
                 <= MAX_STEP_BYTES
         );
         assert_eq!(

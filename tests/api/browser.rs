@@ -581,6 +581,7 @@ async fn every_page_reads_right_on_a_desktop_and_a_phone() {
         ("two-factor", "/account/totp".into()),
         ("tokens", "/account/tokens".into()),
         ("share-links", format!("/sites/{}/share", site.id)),
+        ("properties", format!("{dash}/properties?range=24h")),
         ("site-new", "/sites/new".into()),
         ("admin-site", format!("/admin/sites/{}", site.id)),
         ("not-found", "/no/such/page".into()),

@@ -447,6 +447,12 @@ track("Trial", {{props: {{plan: "pro"}}}});</script>"#
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    // Plausible's npm tracker sent `props` with its event: kept on it.
+    app.settle().await;
+    assert_eq!(
+        crate::properties::stored_props(&app, "blog.test").await,
+        map(&[("plan=pro", 1)])
+    );
     handle.stop(true).await;
 }
 
@@ -486,6 +492,11 @@ umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
     assert_eq!(
         site_day_counts(&app, Dimension::Event).await,
         map(&[("Copy", 1), ("Signup", 1)])
+    );
+    // Its event data is the event's properties.
+    assert_eq!(
+        crate::properties::stored_props(&app, "api.test").await,
+        map(&[("plan=pro", 1)])
     );
 }
 

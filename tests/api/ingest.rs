@@ -415,6 +415,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
                 source: None,
                 visit: None,
                 labels: Default::default(),
+                props: Default::default(),
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -437,6 +438,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         source: None,
         visit: None,
         labels: Default::default(),
+        props: Default::default(),
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

@@ -33,6 +33,7 @@ mod metrics;
 mod page_summaries;
 mod pixel_rules;
 mod preallocation;
+mod properties;
 mod read_isolation;
 mod reference_model;
 mod reports;

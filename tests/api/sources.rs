@@ -399,6 +399,7 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             source: None,
             visit: None,
             labels: Default::default(),
+            props: Default::default(),
         }
         .encode_v1_into(&mut body);
     }

@@ -86,8 +86,11 @@ pub(crate) const VIEW_PROPS: [&[(&str, &str)]; 3] = [
 ];
 
 /// Custom properties an event may carry.
-pub(crate) const EVENT_PROPS: [&[(&str, &str)]; 3] =
-    [&[], &[("plan", "pro")], &[("plan", "free"), ("author", "Jane")]];
+pub(crate) const EVENT_PROPS: [&[(&str, &str)]; 3] = [
+    &[],
+    &[("plan", "pro")],
+    &[("plan", "free"), ("author", "Jane")],
+];
 
 #[derive(Debug, Clone)]
 pub(crate) struct Person {

@@ -455,7 +455,12 @@ async fn a_flood_of_long_paths_keeps_its_visit_document_within_the_byte_budget()
     );
     let visit = all_visits(&app, "flood.test").await.remove(0);
     assert_eq!(visit.views, i64::from(views), "every view counted");
-    let fit = MAX_STEP_BYTES / step_bytes(&format!("flood.test{}", path(0)), None);
+    let fit = MAX_STEP_BYTES
+        / step_bytes(
+            &format!("flood.test{}", path(0)),
+            None,
+            &tickertape::domain::Properties::EMPTY,
+        );
     let kept: Vec<i32> = visit.ordered_steps().iter().map(|s| s.n).collect();
     assert_eq!(
         kept,

@@ -556,7 +556,11 @@ mod tests {
         if i % 4 == 1 && !v.steps.is_empty() {
             let last = v.steps.len() as u32 - 1;
             v = v.with_props(vec![
-                (0, Arc::from("author"), Arc::from(["Jane", "Li"][(i % 2) as usize])),
+                (
+                    0,
+                    Arc::from("author"),
+                    Arc::from(["Jane", "Li"][(i % 2) as usize]),
+                ),
                 (last, Arc::from("plan"), Arc::from("pro")),
             ]);
         }

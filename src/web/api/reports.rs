@@ -674,10 +674,12 @@ async fn property_breakdown(
     // A page's properties are those of the visits that viewed it, as the
     // page report filters them (a path no page can have matches none).
     let filters = match &path {
-        Some(p) => match crate::domain::Filter::new(crate::domain::FilterDimension::Page, p.shown()) {
-            Ok(page) => asked.filters.and_page(page),
-            Err(_) => asked.filters.clone(),
-        },
+        Some(p) => {
+            match crate::domain::Filter::new(crate::domain::FilterDimension::Page, p.shown()) {
+                Ok(page) => asked.filters.and_page(page),
+                Err(_) => asked.filters.clone(),
+            }
+        }
         None => asked.filters.clone(),
     };
     let (now, before) = state

@@ -176,7 +176,8 @@ mod tests {
         let props = params.props.unwrap().unwrap();
         assert_eq!(props.get("plan"), Some("pro"));
         assert_eq!(props.get("n"), Some("2"));
-        let body = br#"{"n":"pageview","u":"https://a.test/","d":"a.test","props":{"a":{"b":1},"c":"d"}}"#;
+        let body =
+            br#"{"n":"pageview","u":"https://a.test/","d":"a.test","props":{"a":{"b":1},"c":"d"}}"#;
         let Request::Hit { params, .. } = parse(body).unwrap() else {
             panic!("not a hit")
         };

@@ -9,7 +9,9 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::shared::{behind_header, csv_header, file_stem, slug, CsvAnswer, CsvRequest, FilterChips};
+use super::shared::{
+    behind_header, csv_header, file_stem, slug, CsvAnswer, CsvRequest, FilterChips,
+};
 use super::*;
 use crate::domain::FilterDimension;
 use crate::reports::engine::VISIT_STORE;
@@ -186,7 +188,10 @@ fn value_rows(
             views: r.views,
             events: r.events,
             share: fmt::share(r.visits, now.visits),
-            change: fmt::change(r.visits, previous.get(r.value.as_str()).copied().unwrap_or(0)),
+            change: fmt::change(
+                r.visits,
+                previous.get(r.value.as_str()).copied().unwrap_or(0),
+            ),
             href: href(&r.value),
         })
         .collect()
