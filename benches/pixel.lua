@@ -33,6 +33,9 @@ local uas = {
   "Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:133.0) Gecko/20100101 Firefox/133.0",
 }
 local visitors = tonumber(os.getenv("BENCH_VISITORS") or "100000")
+-- BENCH_PROPS=1: every view carries two custom properties (one of 20
+-- authors, one of 4 plans), as tt.js's data-prop-* would send them.
+local props = os.getenv("BENCH_PROPS") == "1"
 
 -- One visitor's headers, picked at random.
 local function headers()
@@ -50,7 +53,11 @@ local function extra(page)
   if n <= 40 then
     q = q .. "%3Futm_medium%3Dm" .. (n % 4) .. "%26utm_campaign%3Dc" .. (n % 20)
   end
-  return q .. "&ref=https%3A%2F%2Fs" .. (n % 40) .. ".example%2F&w=" .. widths[n % 4 + 1]
+  q = q .. "&ref=https%3A%2F%2Fs" .. (n % 40) .. ".example%2F&w=" .. widths[n % 4 + 1]
+  if props then
+    q = q .. "&props=%7B%22author%22%3A%22a" .. (n % 20) .. "%22%2C%22plan%22%3A%22p" .. (n % 4) .. "%22%7D"
+  end
+  return q
 end
 
 function init(args)

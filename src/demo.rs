@@ -23,6 +23,19 @@ pub const DEFAULT_DOMAIN: &str = "demo.tickertape.test";
 /// Views planned before they are journaled.
 const DEMO_BATCH: usize = 2_000;
 
+/// The demo's custom properties: its blog posts' authors, and the plan a
+/// sign-up chose.
+const DEMO_AUTHORS: [&str; 3] = ["Ada", "Grace", "Linus"];
+const DEMO_PLANS: [&str; 3] = ["team", "pro", "pro"];
+
+fn demo_props(key: &str, value: &str) -> Properties {
+    Properties::of(
+        vec![(key.to_owned(), value.to_owned())],
+        crate::domain::properties::Rules::Strict,
+    )
+    .expect("the demo's properties are within the rules")
+}
+
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     pub domain: DomainName,
@@ -473,15 +486,23 @@ pub async fn generate_reporting(
                         ..Visit::default()
                     }),
                     labels: signup.clone(),
-                    props: Properties::EMPTY,
+                    props: demo_props("plan", DEMO_PLANS[(v.visit.visitor % 3) as usize]),
                 });
+                // A blog post names its author, as a `data-prop-author`
+                // on its script tag would.
+                let props = match page.split_once("/blog/") {
+                    Some((_, post)) if !post.is_empty() => {
+                        demo_props("author", DEMO_AUTHORS[post.len() % DEMO_AUTHORS.len()])
+                    }
+                    _ => Properties::EMPTY,
+                };
                 let view = Record {
                     page,
                     at: v.at,
                     source: Some(SOURCES[s].0.to_owned()),
                     visit: Some(v.visit),
                     labels,
-                    props: Properties::EMPTY,
+                    props,
                 };
                 journaling.submit(view).await?;
                 if let Some(event) = event {

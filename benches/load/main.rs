@@ -91,6 +91,8 @@ pub struct Options {
     /// How many visitors `pixel.lua` sends as, where a run sets it
     /// (otherwise `BENCH_VISITORS`, default 100,000).
     pub visitors: Option<u32>,
+    /// `pixel.lua` sends two custom properties with every view.
+    pub props: bool,
 }
 
 /// xorshift64: the same data for the same seed, with no crate.
@@ -149,6 +151,7 @@ impl Options {
             sustained: std::env::var("BENCH_SUSTAINED").map_or(true, |v| v != "0"),
             page_cap: std::env::var("BENCH_PAGE_CAP").map_or(true, |v| v != "0"),
             visitors: None,
+            props: false,
         }
     }
 }
@@ -356,6 +359,9 @@ pub fn wrk(address: &str, site: &str, spec: &Spec, options: &Options) -> anyhow:
     let mut command = Command::new("wrk");
     if let Some(visitors) = options.visitors {
         command.env("BENCH_VISITORS", visitors.to_string());
+    }
+    if options.props {
+        command.env("BENCH_PROPS", "1");
     }
     let output = command
         .args([

@@ -191,6 +191,7 @@ async fn seed(
                         format!("/page-{}", (id + n) % 50)
                     },
                     e: None,
+                    pr: Vec::new(),
                 })
                 .collect(),
         }

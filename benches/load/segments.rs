@@ -487,6 +487,7 @@ impl Maker {
                 } else {
                     profile.clone()
                 },
+                props: Default::default(),
             });
             step += 1;
             views += 1;
@@ -510,6 +511,7 @@ impl Maker {
                             ..Visit::default()
                         }),
                         labels: Labels::default().with(Dimension::Event, SIGNUP),
+                        props: Default::default(),
                     });
                     step += 1;
                     loaded.events += 1;

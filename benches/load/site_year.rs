@@ -412,6 +412,7 @@ async fn ingestion_with_and_without_sources(
                             source: hit.source.map(str::to_owned),
                             visit: None,
                             labels: Default::default(),
+                            props: Default::default(),
                         }
                         .encode_into(&mut journaled);
                     }

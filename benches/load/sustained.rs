@@ -42,6 +42,8 @@ pub(crate) struct RunSpec {
     /// `+VISITORS=n`: how many visitors `pixel.lua` sends as (wrk's, not
     /// the server's setting); `1` is one client flooding the pixel.
     visitors: Option<u32>,
+    /// `+PROPS=1`: every view carries two custom properties (wrk's).
+    props: bool,
     env: Vec<(String, String)>,
 }
 
@@ -64,12 +66,15 @@ impl RunSpec {
             .parse()
             .with_context(|| format!("pages in {label:?}"))?;
         let mut visitors = None;
+        let mut props = false;
         let mut env = Vec::new();
         for kv in parts {
             let (k, v) = kv
                 .split_once('=')
                 .with_context(|| format!("VAR=value in {label:?}"))?;
-            if k == "VISITORS" {
+            if k == "PROPS" {
+                props = v == "1";
+            } else if k == "VISITORS" {
                 visitors = Some(
                     v.parse()
                         .with_context(|| format!("visitors in {label:?}"))?,
@@ -84,6 +89,7 @@ impl RunSpec {
             uniform,
             pace,
             visitors,
+            props,
             env,
         })
     }
@@ -283,6 +289,7 @@ pub(crate) async fn run_one(
         pages: spec.pages,
         popularity: if spec.uniform { "uniform" } else { "zipf" },
         visitors: spec.visitors.or(options.visitors),
+        props: spec.props,
         ..options.clone()
     };
     let result = tokio::task::spawn_blocking({

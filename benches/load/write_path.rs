@@ -18,7 +18,9 @@
 //! - with every stream on, the rate applied to every stream at least 0.8×
 //!   the views-only rate;
 //! - one client's flood at least 0.9× the many-client rate;
-//! - the app's peak RSS under 300 MB at 10,000 pages, 200 MB at 1,000.
+//! - the app's peak RSS under 300 MB at 10,000 pages, 200 MB at 1,000;
+//! - at 1,000 pages, every view carrying two custom properties, at least
+//!   0.9× the rate without them (the `small` run beside it).
 //!
 //! "The rate applied to every stream" is the hits counted over the load
 //! and the drain that followed it: a run whose breakdowns trail by minutes
@@ -26,7 +28,7 @@
 //!
 //! Options: `BENCH_WRITE_PATH=0` skips it, `BENCH_WRITE_PATH_ONLY=1` runs
 //! only it; `BENCH_WRITE_PATH_SECS`; `BENCH_WRITE_PATH_RUNS` to run a
-//! subset (`views,every,paced,flood,small`).
+//! subset (`views,every,paced,flood,small,props`).
 
 use crate::roles::{self, Database};
 use crate::sustained::{run_one, Outcome, RunSpec, STREAMS};
@@ -39,12 +41,13 @@ const EVERY_STREAM_TARGET: f64 = 0.8;
 const FLOOD_TARGET: f64 = 0.9;
 const RSS_TARGET_MB_10K: f64 = 300.0;
 const RSS_TARGET_MB_1K: f64 = 200.0;
+const PROPS_TARGET: f64 = 0.9;
 
 pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     let seconds: u64 = env_or("BENCH_WRITE_PATH_SECS", if options.quick { 15 } else { 90 });
     let connections: u32 = 64;
     let wanted = std::env::var("BENCH_WRITE_PATH_RUNS")
-        .unwrap_or_else(|_| "views,every,paced,flood,small".into());
+        .unwrap_or_else(|_| "views,every,paced,flood,small,props".into());
     let wants = |name: &str| wanted.split(',').any(|w| w.trim() == name);
     println!("\n## The write path: every stream at saturation\n");
     println!(
@@ -92,6 +95,9 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     }
     if wants("small") {
         runs.push(("small", go("1000".into(), None).await?));
+    }
+    if wants("props") {
+        runs.push(("props", go("1000+PROPS=1".into(), None).await?));
     }
     println!("\nProfile per stream (statements per hit, µs per statement in transactions, seconds in transactions per second of load):\n");
     println!("| run | {} |", STREAMS.join(" | "));
@@ -149,6 +155,14 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     }
     if let Some(small) = get("small") {
         rss_line("1,000", small, RSS_TARGET_MB_1K);
+        if let Some(props) = get("props") {
+            ratio_line(
+                "two custom properties on every view ÷ none, 1,000 pages",
+                props,
+                small,
+                PROPS_TARGET,
+            );
+        }
     }
     Ok(())
 }

@@ -209,6 +209,17 @@ fn flatten(
     }
 }
 
+/// The property that says what one of Plausible's script extensions'
+/// events was about: the link's or the file's `url` of an outbound link
+/// or a download, the missing page's `path` of a 404.
+pub fn extension_key(event: &str) -> Option<&'static str> {
+    match event {
+        "Outbound Link: Click" | "Cloaked Link: Click" | "File Download" => Some("url"),
+        "404" => Some("path"),
+        _ => None,
+    }
+}
+
 fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
@@ -344,6 +355,14 @@ mod tests {
         assert_eq!(pairs(&p), [("at", "@handle"), ("plan", "pro")]);
         assert!(!looks_like_email("a@b"));
         assert!(!looks_like_email("price@home"));
+    }
+
+    #[test]
+    fn plausibles_extension_events_name_the_property_they_carry() {
+        assert_eq!(extension_key("Outbound Link: Click"), Some("url"));
+        assert_eq!(extension_key("File Download"), Some("url"));
+        assert_eq!(extension_key("404"), Some("path"));
+        assert_eq!(extension_key("Signup"), None);
     }
 
     #[test]

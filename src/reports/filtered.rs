@@ -662,6 +662,7 @@ pub fn funnel<'a>(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::sync::Arc;
 
     fn at(h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 3, 2, h, m, 0).unwrap()
@@ -746,6 +747,87 @@ mod tests {
         assert_eq!(f.converting_events["Signup"], 1);
         assert_eq!(f.series[0].views, 3);
         assert_eq!(f.series[1].visits, 0);
+    }
+
+    /// The sample with properties: the first visit's views by Jane, its
+    /// event on the pro plan; the third's first view by Li.
+    fn with_props() -> Vec<VisitRecord> {
+        let mut visits = sample();
+        let p = |i: u32, k: &str, v: &str| (i, Arc::from(k), Arc::from(v));
+        visits[0] = visits[0].clone().with_props(vec![
+            p(0, "author", "Jane"),
+            p(1, "plan", "pro"),
+            p(2, "author", "Jane"),
+        ]);
+        visits[2] = visits[2].clone().with_props(vec![p(0, "author", "Li")]);
+        visits
+    }
+
+    #[test]
+    fn a_property_counts_its_visits_views_and_events() {
+        let f = properties(&Filters::default(), Some("author"), &with_props(), DAY, 1.0);
+        assert_eq!(f.visits, 3);
+        assert_eq!(f.keys, [("author".to_owned(), 2), ("plan".to_owned(), 1)]);
+        let rows: Vec<(&str, i64, i64, i64)> = f
+            .rows
+            .iter()
+            .map(|r| (r.value.as_str(), r.visits, r.views, r.events))
+            .collect();
+        assert_eq!(rows, [("Jane", 1, 2, 0), ("Li", 1, 1, 0)]);
+        let plan = properties(&Filters::default(), Some("plan"), &with_props(), DAY, 1.0);
+        assert_eq!((plan.rows[0].visits, plan.rows[0].events), (1, 1));
+        // A range from 10:00:45 holds the first visit's second view only.
+        let late = (at(10, 0) + chrono::TimeDelta::seconds(45), DAY.1);
+        let f = properties(
+            &Filters::default(),
+            Some("author"),
+            &with_props(),
+            late,
+            1.0,
+        );
+        assert_eq!(f.rows[0].value, "Jane");
+        assert_eq!(f.rows[0].views, 1);
+        // A page filter counts only its pages' views.
+        let f = properties(
+            &filters(&["page:/a"]),
+            Some("author"),
+            &with_props(),
+            DAY,
+            1.0,
+        );
+        let rows: Vec<(&str, i64)> = f.rows.iter().map(|r| (r.value.as_str(), r.views)).collect();
+        assert_eq!(rows, [("Jane", 1), ("Li", 1)]);
+        // Sampled: scaled back up.
+        let f = properties(&Filters::default(), Some("author"), &with_props(), DAY, 0.5);
+        assert_eq!((f.visits, f.rows[0].visits), (6, 2));
+    }
+
+    #[test]
+    fn a_property_filter_keeps_the_visits_carrying_it_with_all_their_views() {
+        let f = compute(
+            &filters(&["prop:plan:pro"]),
+            &with_props(),
+            DAY,
+            &[at(0, 0)],
+            1.0,
+        );
+        assert_eq!((f.visits, f.views), (1, 2));
+        let f = compute(
+            &filters(&["prop:author:Li"]),
+            &with_props(),
+            DAY,
+            &[at(0, 0)],
+            1.0,
+        );
+        assert_eq!((f.visits, f.views), (1, 2));
+        let f = compute(
+            &filters(&["prop:author:li"]),
+            &with_props(),
+            DAY,
+            &[at(0, 0)],
+            1.0,
+        );
+        assert_eq!(f.visits, 0, "values match exactly");
     }
 
     #[test]

@@ -356,7 +356,8 @@ pub(crate) struct Hit {
 
 /// The load's `i`th hit on the site `site`, over `pages` pages.
 pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
-    let path = format!("/p/{}", (i * 7919) % pages);
+    let k = (i * 7919) % pages;
+    let path = format!("/p/{k}");
     let page = format!("crash.test{path}");
     // Every hit has a source (60 referring hosts, more than
     // a bucket's cap), so sources are checked like views.
@@ -365,17 +366,38 @@ pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
     // than the cap), so the campaigns are checked like the
     // sources; every eleventh hit is an event instead.
     let event = i % 11 == 0;
+    // Every hit carries a custom property its stored step can be checked
+    // against ([`step_props`]).
     let query = if event {
-        format!("site={site}&page={path}&e=Signup%20{}", i % 3)
+        format!(
+            "site={site}&page={path}&e=Signup%20{n}&props=%7B%22plan%22%3A%22p{n}%22%7D",
+            n = i % 3
+        )
     } else {
         format!(
-            "site={site}&page={path}%3Futm_medium%3Dm{}%26utm_campaign%3Dc{}&ref={referrer}&w={}",
+            "site={site}&page={path}%3Futm_medium%3Dm{}%26utm_campaign%3Dc{}&ref={referrer}&w={}&props=%7B%22k7%22%3A%22{}%22%7D",
             i % 3,
             i % 70,
-            [390, 800, 1440][i % 3]
+            [390, 800, 1440][i % 3],
+            k % 7
         )
     };
     Hit { page, query, event }
+}
+
+/// The custom properties a stored step of the load must carry: what
+/// [`hit`] sent with it, found from its page or its event's name.
+fn step_props(step: &tickertape::storage::visit_log::Step) -> Vec<(String, String)> {
+    match &step.e {
+        Some(name) => vec![(
+            "plan".to_owned(),
+            format!("p{}", name.trim_start_matches("Signup ")),
+        )],
+        None => {
+            let k: usize = step.p.trim_start_matches("/p/").parse().unwrap();
+            vec![("k7".to_owned(), (k % 7).to_string())]
+        }
+    }
 }
 
 /// The User-Agent of the load's `i`th visitor: fifty visitors, told apart
@@ -699,7 +721,8 @@ pub(crate) async fn check_visits(uri: &str, database: &str, tally: &Tally) {
 /// there twice, each page's view steps are its answered views (and at most
 /// the lost answers more), and its event steps at most its events (an
 /// event outside any open visit, as after a restart, has no step); and
-/// each day's counter (`visit_days`) holds exactly that day's steps and
+/// every step carries the custom property its hit sent; each day's
+/// counter (`visit_days`) holds exactly that day's steps and
 /// opened visits.
 pub(crate) async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views: i64) {
     use tickertape::storage::visit_log::{StoredVisit, COLLECTION, MAX_STEPS};
@@ -724,6 +747,8 @@ pub(crate) async fn check_visit_store(uri: &str, database: &str, tally: &Tally, 
             assert_eq!(kept_views, v.views, "visit {}: a step per view", v.id);
         }
         for step in &v.steps {
+            // Its properties came with it, once, through every kill.
+            assert_eq!(step.pr, step_props(step), "visit {}: step {}", v.id, step.n);
             let page = format!("crash.test{}", step.p);
             let counts = if step.is_view() {
                 &mut view_steps

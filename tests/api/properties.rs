@@ -543,3 +543,62 @@ async fn the_script_sends_properties_from_a_real_page() {
     assert!(html.contains(">author</a>"), "every key is listed");
     handle.stop(true).await;
 }
+
+/// Plausible's outbound-link and 404 events: their rows in the Events
+/// panel open the URLs or paths they were sent with.
+#[tokio::test]
+async fn plausibles_outbound_links_and_404s_show_their_urls_and_paths() {
+    let app = spawn_app().await;
+    let site = app.add_site("links.test", &[]).await;
+    for body in [
+        r#"{"n":"pageview","u":"https://links.test/","d":"links.test"}"#,
+        r#"{"n":"Outbound Link: Click","u":"https://links.test/","d":"links.test","p":{"url":"https://example.org/a"}}"#,
+        r#"{"n":"Outbound Link: Click","u":"https://links.test/","d":"links.test","p":{"url":"https://example.org/a"}}"#,
+        r#"{"n":"404","u":"https://links.test/gone","d":"links.test","p":{"path":"/gone"}}"#,
+    ] {
+        let r = app
+            .http
+            .post(format!("{}/api/event", app.address))
+            .header("content-type", "text/plain")
+            .header("user-agent", BROWSER_UA)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202, "{body}");
+    }
+    app.settle().await;
+    app.add_user("links@example.com", Role::Admin).await;
+    let owner = app.login("links@example.com").await;
+    let (status, html) = owner.text(&format!("/sites/{}?range=24h", site.id)).await;
+    assert_eq!(status, 200);
+    let href = format!(
+        "/sites/{}/properties?range=24h&#38;key=url&#38;filter=event%3AOutbound%20Link%3A%20Click",
+        site.id
+    );
+    assert!(
+        html.contains(&href),
+        "the event's row opens its URLs: {href}\n{}",
+        html.find("Outbound").map_or("", |at| &html[at.saturating_sub(400)..at + 100])
+    );
+    let (status, html) = owner
+        .text(&format!(
+            "/sites/{}/properties?range=24h&key=url&filter=event%3AOutbound%20Link%3A%20Click",
+            site.id
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let rows = table_rows(&html, "property-values");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        rows[0][..2],
+        ["https://example.org/a".to_owned(), "1".to_owned()]
+    );
+    let (_, html) = owner
+        .text(&format!(
+            "/sites/{}/properties?range=24h&key=path&filter=event%3A404",
+            site.id
+        ))
+        .await;
+    assert_eq!(table_rows(&html, "property-values")[0][0], "/gone");
+}

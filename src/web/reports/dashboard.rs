@@ -271,7 +271,22 @@ async fn dashboard_of(
             &[("dimension", d.key())],
         ))
     });
-    breakdowns_view.link_rows(|d, v| add(FilterDimension::of_breakdown(d), v));
+    // An outbound link's, a download's or a 404's event row opens the
+    // URLs or paths it was sent with; any other row filters on its name.
+    let with_filters = q.filters().unwrap_or_default();
+    breakdowns_view.link_rows(
+        |d, v| match (d, crate::domain::properties::extension_key(v)) {
+            (crate::domain::Dimension::Event, Some(key)) => {
+                let event = crate::domain::Filter::new(FilterDimension::Event, v).ok()?;
+                Some(q.filtered_link_with(
+                    &format!("{base}/properties"),
+                    &[("key", key)],
+                    &with_filters.with(event),
+                ))
+            }
+            _ => add(FilterDimension::of_breakdown(d), v),
+        },
+    );
     let mut sources_view = super::sources::view(
         &sources,
         &period,
