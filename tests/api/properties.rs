@@ -578,8 +578,7 @@ async fn plausibles_outbound_links_and_404s_show_their_urls_and_paths() {
     );
     assert!(
         html.contains(&href),
-        "the event's row opens its URLs: {href}\n{}",
-        html.find("Outbound").map_or("", |at| &html[at.saturating_sub(400)..at + 100])
+        "the event's row opens its URLs: {href}"
     );
     let (status, html) = owner
         .text(&format!(

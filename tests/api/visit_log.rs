@@ -17,6 +17,9 @@ use tickertape::storage::visit_log::{self, StoredVisit, VisitQuery};
 use crate::helpers::*;
 use crate::traffic::*;
 
+/// A step's path, its event's name, and its properties sorted by key.
+type ExpectedStep = (String, Option<String>, Vec<(String, String)>);
+
 /// A visit as the hits say it should be stored: comparable field by field.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Expected {
@@ -27,7 +30,7 @@ struct Expected {
     duration: i64,
     bounced: bool,
     /// (path, event, its properties sorted by key) in order.
-    steps: Vec<(String, Option<String>, Vec<(String, String)>)>,
+    steps: Vec<ExpectedStep>,
     source: Option<String>,
     medium: Option<String>,
     campaign: Option<String>,
