@@ -725,8 +725,9 @@ async fn hours_and_days_behind_by_more_than_their_window_are_said_by_every_repor
     assert_eq!(r.status(), 200);
     app.clock.set(start + chrono::TimeDelta::seconds(45));
     app.wait_for_lag("rollups", 45.0).await;
-    // Each stream's lag and window on /metrics: the minutes are in.
-    assert_eq!(app.stream_seconds("lag", "views").await, 0.0);
+    // Each stream's lag and window on /metrics: the minutes go in (on a
+    // busy machine, maybe only after the clock moved: waited for).
+    app.wait_for_lag("views", 0.0).await;
     let window = app.stream_seconds("window", "rollups").await;
     assert!((window - 2.01).abs() < 1e-6, "{window}");
     let said = "Figures are 45 s behind the views received";
