@@ -601,3 +601,60 @@ async fn plausibles_outbound_links_and_404s_show_their_urls_and_paths() {
         .await;
     assert_eq!(table_rows(&html, "property-values")[0][0], "/gone");
 }
+
+/// Through a share link: the properties page inside the link, read-only
+/// (no CSV, no way to another site), with its filters applied.
+#[tokio::test]
+async fn a_share_link_shows_the_properties_read_only() {
+    let app = spawn_app().await;
+    let owner = app.add_user("owner@example.com", Role::Owner).await;
+    let site = app.add_site("shared.test", &[]).await;
+    app.set_owners(&site, &[owner.id]).await;
+    let id = site.id.to_string();
+    // Two visitors (two browsers), one visit each.
+    for (page, props, ua) in [
+        ("/a", r#"{"author":"Jane"}"#, BROWSERS[0].0),
+        ("/b", r#"{"author":"Li"}"#, BROWSERS[1].0),
+    ] {
+        let r = app
+            .pixel_with(
+                &format!("site={id}&page={page}&props={}", urlencode(props)),
+                &[("user-agent", ua)],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
+    let login = app.login("owner@example.com").await;
+    let link = crate::share_links::create_link(&login, &id, "props", "").await;
+    let visitor = app.anonymous();
+    let (status, dashboard) = visitor.text(&format!("{link}?range=24h")).await;
+    assert_eq!(status, 200);
+    assert!(
+        dashboard.contains(&format!("href=\"{link}/properties?range=24h")),
+        "the dashboard leads to the properties, inside the link"
+    );
+    let (status, page) = visitor
+        .text(&format!("{link}/properties?range=24h&key=author"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"shared-view\""));
+    let rows = table_rows(&page, "property-values");
+    let values: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(values, ["Jane", "Li"]);
+    for absent in [".csv", "/sites/", "/settings", "method=\"post\""] {
+        assert!(!page.contains(absent), "the shared page shows {absent}");
+    }
+    // Its rows add filters inside the link, and the filter applies.
+    assert!(page.contains(&format!(
+        "href=\"{link}?range=24h&#38;filter=prop%3Aauthor%3AJane\""
+    )));
+    let (_, filtered) = visitor
+        .text(&format!(
+            "{link}/properties?range=24h&key=author&filter=prop%3Aauthor%3ALi"
+        ))
+        .await;
+    let rows = table_rows(&filtered, "property-values");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][0], "Li");
+}
