@@ -1,10 +1,13 @@
 //! Custom properties of a view or an event: `author: Jane`, `plan: pro`.
 //!
 //! Facts about a page or an event, never about a person (docs/privacy.md):
-//! a value that looks like an email address is not kept. Built only by the
-//! parsers here, which hold every hit to Plausible's limits and one more
-//! of ours, on the bytes a hit's properties take in all, so a journal
-//! record and a visit's steps stay bounded.
+//! a key or value that looks like an email address (also once
+//! percent-decoded, as in a link's query) is not kept. Built only by the
+//! parsers here, which hold every hit to Plausible's limits (in bytes, as
+//! Plausible counts them) and one more of ours, on the bytes a hit's
+//! properties take in all (past it, the later properties are left out),
+//! so a journal record and a visit's steps stay bounded. A key holding a
+//! colon is left out too: `prop:<key>:<value>` could never name it.
 
 use std::fmt;
 
@@ -34,8 +37,6 @@ pub enum PropertyError {
     NotAnObject,
     #[error("property keys have at most {MAX_KEY_BYTES} bytes and values {MAX_VALUE_BYTES} bytes")]
     TooLong,
-    #[error("a hit's properties take at most {MAX_TOTAL_BYTES} bytes in all")]
-    TooLarge,
 }
 
 /// How a tracker's own rules treat what does not fit.
@@ -124,7 +125,7 @@ impl Properties {
             if kept.len() == MAX_PROPERTIES {
                 break;
             }
-            if blank(&k) || blank(&v) || has_control(&k) || has_control(&v) {
+            if blank(&k) || blank(&v) || has_control(&k) || has_control(&v) || k.contains(':') {
                 continue;
             }
             if k.len() > MAX_KEY_BYTES || v.len() > MAX_VALUE_BYTES {
@@ -133,7 +134,7 @@ impl Properties {
                     Rules::Lenient => continue,
                 }
             }
-            if looks_like_email(&v) {
+            if looks_like_email(&k) || looks_like_email(&v) {
                 continue;
             }
             if kept.iter().any(|(seen, _)| *seen == k) {
@@ -141,29 +142,31 @@ impl Properties {
             }
             kept.push((k, v));
         }
-        let total: usize = kept.iter().map(|(k, v)| k.len() + v.len()).sum();
-        if total > MAX_TOTAL_BYTES {
-            match rules {
-                Rules::Strict => return Err(PropertyError::TooLarge),
-                Rules::Lenient => {
-                    let mut used = 0;
-                    kept.retain(|(k, v)| {
-                        used += k.len() + v.len();
-                        used <= MAX_TOTAL_BYTES
-                    });
-                }
-            }
-        }
+        // Past the bytes of a hit, the later properties are left out and
+        // the hit counts: Plausible takes them all, so refusing the hit
+        // would lose a view it counts.
+        let mut used = 0;
+        kept.retain(|(k, v)| {
+            used += k.len() + v.len();
+            used <= MAX_TOTAL_BYTES
+        });
         kept.sort();
         Ok(Properties(kept))
     }
 
-    /// Decoded from a journal record, which this build wrote within the
-    /// bounds: anything else is damage.
+    /// Decoded from a journal record: held to its shape only (count,
+    /// bounds, keys sorted and distinct), never to the content rules,
+    /// which a later build may tighten without making an older record
+    /// read as damage. Anything else is damage.
     pub fn from_journal(pairs: Vec<(String, String)>) -> Option<Self> {
-        let n = pairs.len();
-        let parsed = Self::of(pairs, Rules::Strict).ok()?;
-        (parsed.len() == n).then_some(parsed)
+        let bounded = |(k, v): &(String, String)| {
+            !k.is_empty() && !v.is_empty() && k.len() <= MAX_KEY_BYTES && v.len() <= MAX_VALUE_BYTES
+        };
+        let shaped = pairs.len() <= MAX_PROPERTIES
+            && pairs.iter().all(bounded)
+            && pairs.windows(2).all(|w| w[0].0 < w[1].0)
+            && pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= MAX_TOTAL_BYTES;
+        shaped.then_some(Properties(pairs))
     }
 }
 
@@ -229,18 +232,26 @@ fn has_control(s: &str) -> bool {
 }
 
 /// Whether a value looks like an email address (`x@y.z`, with nothing
-/// around it but spaces): a fact about a person, never kept.
+/// around it but spaces or, in a link's query, `=`, `&`, `?` and `/`), as
+/// sent or percent-decoded: a fact about a person, never kept.
 pub fn looks_like_email(value: &str) -> bool {
-    value.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| matches!(c, '<' | '>' | '"' | '\'' | ',' | ';'));
-        let Some((local, domain)) = word.rsplit_once('@') else {
-            return false;
-        };
-        !local.is_empty()
-            && domain
-                .split_once('.')
-                .is_some_and(|(host, tld)| !host.is_empty() && !tld.is_empty())
-    })
+    let decoded = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+    has_email(value) || has_email(&decoded)
+}
+
+fn has_email(value: &str) -> bool {
+    value
+        .split(|c: char| c.is_whitespace() || matches!(c, '=' | '&' | '?' | '/'))
+        .any(|word| {
+            let word = word.trim_matches(|c: char| matches!(c, '<' | '>' | '"' | '\'' | ',' | ';'));
+            let Some((local, domain)) = word.rsplit_once('@') else {
+                return false;
+            };
+            !local.is_empty()
+                && domain
+                    .split_once('.')
+                    .is_some_and(|(host, tld)| !host.is_empty() && !tld.is_empty())
+        })
 }
 
 #[cfg(test)]
@@ -334,18 +345,21 @@ mod tests {
     }
 
     #[test]
-    fn all_of_a_hits_properties_take_at_most_their_bytes() {
+    fn past_a_hits_bytes_the_later_properties_are_left_out() {
         let big: serde_json::Map<_, _> = (0..3)
             .map(|i| (format!("k{i}"), json!("v".repeat(1_500))))
             .collect();
-        assert_eq!(
-            strict(serde_json::Value::Object(big.clone())),
-            Err(PropertyError::TooLarge)
-        );
-        let lenient =
-            Properties::parse_json(&serde_json::Value::Object(big), Rules::Lenient).unwrap();
-        assert_eq!(lenient.len(), 2);
-        assert!(lenient.bytes() <= MAX_TOTAL_BYTES);
+        for rules in [Rules::Strict, Rules::Lenient] {
+            let p = Properties::parse_json(&serde_json::Value::Object(big.clone()), rules).unwrap();
+            assert_eq!(p.len(), 2);
+            assert!(p.bytes() <= MAX_TOTAL_BYTES);
+        }
+    }
+
+    #[test]
+    fn a_key_holding_a_colon_is_left_out() {
+        let p = strict(json!({"a:b": "x", "ok": "y"})).unwrap();
+        assert_eq!(pairs(&p), [("ok", "y")]);
     }
 
     #[test]
@@ -353,6 +367,15 @@ mod tests {
         let p = strict(json!({"user": "jane@example.com", "who": "Mail <a.b@c.org>", "at": "@handle", "plan": "pro"}))
             .unwrap();
         assert_eq!(pairs(&p), [("at", "@handle"), ("plan", "pro")]);
+        // Nor keys, nor a link's query holding one, encoded or not.
+        let p = strict(json!({
+            "jane@example.com": "1",
+            "url": "https://x.test/a?email=jane%40example.com",
+            "link": "https://x.test/a?to=jane@example.com&x=1",
+            "ok": "https://x.test/a?b=1"
+        }))
+        .unwrap();
+        assert_eq!(pairs(&p), [("ok", "https://x.test/a?b=1")]);
         assert!(!looks_like_email("a@b"));
         assert!(!looks_like_email("price@home"));
     }
@@ -388,11 +411,18 @@ mod tests {
     }
 
     #[test]
-    fn a_journal_record_outside_the_rules_is_damage() {
+    fn a_journal_record_out_of_shape_is_damage_and_content_rules_are_not_applied_again() {
         assert!(Properties::from_journal(vec![("a".into(), "b".into())]).is_some());
-        assert!(Properties::from_journal(vec![("a".into(), " ".into())]).is_none());
+        assert!(Properties::from_journal(vec![("a".into(), String::new())]).is_none());
         assert!(
             Properties::from_journal(vec![("a".into(), "x".repeat(MAX_VALUE_BYTES + 1))]).is_none()
         );
+        assert!(
+            Properties::from_journal(vec![("b".into(), "1".into()), ("a".into(), "2".into())])
+                .is_none(),
+            "out of order"
+        );
+        // A value a later build might no longer take still reads back.
+        assert!(Properties::from_journal(vec![("a".into(), " ".into())]).is_some());
     }
 }

@@ -833,10 +833,12 @@ mod tests {
         r.props = crate::domain::Properties::parse_query(r#"{"k":"v"}"#).unwrap();
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
-        // The value's one byte becomes a control character: the checksum
-        // is made again, so only the properties' rules can refuse it.
-        let at = buf.len() - 1;
-        buf[at] = 0;
+        // The count says two properties where one was written: the
+        // checksum is made again, so only the properties' shape can refuse
+        // it. (count, key length, "k", value length, "v")
+        let at = buf.len() - 7;
+        assert_eq!(buf[at], 1);
+        buf[at] = 2;
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(

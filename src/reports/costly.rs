@@ -412,8 +412,8 @@ fn lower_priority() {
 }
 
 /// The bytes a visit holds in memory, as [`charge`] counts them: the
-/// record, its steps, and the text of each (a visit read from its document
-/// has its own copy of each path).
+/// record, its steps, its properties, and the text of each (a visit read
+/// from its document has its own copy of each path).
 pub fn visit_bytes(v: &crate::domain::visit::VisitRecord) -> u64 {
     use crate::domain::visit::Step;
     let steps: usize = v
@@ -429,7 +429,14 @@ pub fn visit_bytes(v: &crate::domain::visit::VisitRecord) -> u64 {
         })
         .sum();
     let labels: usize = v.labels.values().map(|l| 48 + l.len()).sum();
-    (std::mem::size_of::<crate::domain::visit::VisitRecord>() + steps + labels) as u64
+    // Each property: its place and two text handles, and (read from a
+    // document) its own copy of the key and the value.
+    let props: usize = v
+        .props
+        .iter()
+        .map(|(_, k, value)| 40 + 2 * 16 + k.len() + value.len())
+        .sum();
+    (std::mem::size_of::<crate::domain::visit::VisitRecord>() + steps + labels + props) as u64
 }
 
 #[cfg(test)]

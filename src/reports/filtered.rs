@@ -411,8 +411,10 @@ pub struct PropertyFigures {
 /// The custom properties of the admitted visits' steps in `[from, to)`:
 /// a view counts where it counts in [`compute`] (in the range, of the
 /// pages the page filters name), an event where it was sent in the range.
-/// For `key`, each value's visits, views and events; every key's visits.
-/// `visits` as in [`compute`]; `sampled` scales every count back up.
+/// For `key`, each value's visits, views and events; every key's visits;
+/// and the admitted visits with any counted step in the range (unlike
+/// [`compute`]'s visits, which are those that started in it). `sampled`
+/// scales every count back up.
 pub fn properties<'a>(
     filters: &Filters,
     key: Option<&str>,

@@ -334,7 +334,7 @@ async fn hostile_properties_get_the_peers_answer_and_store_nothing_wrong() {
     let r = pixel(props(r#"{"author":"Jane","n":3,"ok":true}"#), "8.8.8.1").await;
     assert_eq!(r.status(), 200);
     // Refused, and nothing counted: not an object, a value or key past
-    // Plausible's bounds, past the bytes of a hit.
+    // Plausible's bounds.
     let long_value = format!(r#"{{"k":"{}"}}"#, "v".repeat(2_001));
     let long_key = format!(r#"{{"{}":"v"}}"#, "k".repeat(301));
     let large: String = format!(
@@ -353,7 +353,6 @@ async fn hostile_properties_get_the_peers_answer_and_store_nothing_wrong() {
         "\"{}\"".to_owned(),
         long_value.clone(),
         long_key.clone(),
-        large,
     ] {
         let r = pixel(props(&bad), "8.8.8.1").await;
         assert_eq!(r.status(), 400, "{}", &bad[..bad.len().min(40)]);
@@ -379,6 +378,9 @@ async fn hostile_properties_get_the_peers_answer_and_store_nothing_wrong() {
             .join(",")
     );
     assert_eq!(pixel(props(&many), "8.8.8.2").await.status(), 200);
+    // Past a hit's 4,096 bytes the later properties are left out; the
+    // hit counts, as Plausible would count it.
+    assert_eq!(pixel(props(&large), "8.8.8.4").await.status(), 200);
     // Plausible: its own answer, 400 for what it refuses, 202 for the rest.
     let r = plausible(
         &app,
@@ -429,6 +431,9 @@ async fn hostile_properties_get_the_peers_answer_and_store_nothing_wrong() {
     .collect();
     for i in 0..30 {
         want.insert(format!("m{i:02}=x"), 1);
+    }
+    for k in ["k0", "k1"] {
+        want.insert(format!("{k}={}", "v".repeat(1_500)), 1);
     }
     assert_eq!(stored, want);
     assert!(
