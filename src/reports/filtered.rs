@@ -408,6 +408,25 @@ pub struct PropertyFigures {
     pub sampled: f64,
 }
 
+impl PropertyFigures {
+    /// Each row with its value's visits in `before` (the period before it),
+    /// 0 where the value had none: what its change compares.
+    pub fn rows_with_previous<'a>(
+        &'a self,
+        before: &PropertyFigures,
+    ) -> Vec<(&'a PropertyRow, i64)> {
+        let previous: HashMap<&str, i64> = before
+            .rows
+            .iter()
+            .map(|r| (r.value.as_str(), r.visits))
+            .collect();
+        self.rows
+            .iter()
+            .map(|r| (r, previous.get(r.value.as_str()).copied().unwrap_or(0)))
+            .collect()
+    }
+}
+
 /// The custom properties of the admitted visits' steps in `[from, to)`:
 /// a view counts where it counts in [`compute`] (in the range, of the
 /// pages the page filters name), an event where it was sent in the range.

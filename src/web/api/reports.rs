@@ -143,6 +143,28 @@ impl Asked {
         }
     }
 
+    /// The period of figures read from the visit store alone (funnels,
+    /// properties), whether filtered or not: the filters, the share of
+    /// visitors read, and the site's imports left out (they keep no
+    /// visits).
+    async fn visit_store_period(
+        &self,
+        state: &WebState,
+        site: &Site,
+        sampled: f64,
+    ) -> Result<PeriodBody, ApiError> {
+        let imported = filtered_read::imported_note(&state.store, site).await?;
+        Ok(PeriodBody {
+            filtered: Some(FilteredBody {
+                filters: self.filters.iter().map(ToString::to_string).collect(),
+                sampled,
+                imported_counted: imported.as_ref().map(|_| false),
+                imported,
+            }),
+            ..self.period_read_from(engine::VISIT_STORE)
+        })
+    }
+
     /// The period of figures read from what `streams` write: how far
     /// behind they are, when past their window.
     fn period_read_from(&self, streams: &[Stream]) -> PeriodBody {
@@ -686,42 +708,28 @@ async fn property_breakdown(
         .reads()
         .properties(site, &filters, Some(key), &asked.period)
         .await?;
-    let previous: std::collections::HashMap<&str, i64> = before
-        .rows
-        .iter()
-        .map(|r| (r.value.as_str(), r.visits))
-        .collect();
     let total = now
         .keys
         .iter()
         .find(|(k, _)| k == key)
         .map_or(0, |(_, n)| *n);
     let entries = now
-        .rows
-        .iter()
+        .rows_with_previous(&before)
+        .into_iter()
         .skip(offset)
         .take(limit)
-        .map(|r| BreakdownEntry {
+        .map(|(r, previous)| BreakdownEntry {
             name: r.value.clone(),
             count: r.visits,
             share: share(r.visits, now.visits),
             compared_count: r.visits,
-            previous_period_count: previous.get(r.value.as_str()).copied().unwrap_or(0),
+            previous_period_count: previous,
             views: Some(r.views),
             events: Some(r.events),
         })
         .collect();
     let previous_period = asked.period.previous();
-    let imported = filtered_read::imported_note(&state.store, site).await?;
-    let period = PeriodBody {
-        filtered: Some(FilteredBody {
-            filters: asked.filters.iter().map(ToString::to_string).collect(),
-            sampled: now.sampled,
-            imported_counted: imported.as_ref().map(|_| false),
-            imported,
-        }),
-        ..asked.period_read_from(engine::VISIT_STORE)
-    };
+    let period = asked.visit_store_period(state, site, now.sampled).await?;
     Ok(ok(&BreakdownBody {
         site: site.id.to_string(),
         path: path.as_ref().map(|p| p.shown().to_owned()),
@@ -914,16 +922,9 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         .funnel(&site, &asked.filters, &steps, &asked.period)
         .await?;
     // A funnel always leaves imports out: they keep no visits.
-    let imported = filtered_read::imported_note(&state.store, &site).await?;
-    let period = PeriodBody {
-        filtered: Some(FilteredBody {
-            filters: asked.filters.iter().map(ToString::to_string).collect(),
-            sampled: figures.sampled,
-            imported_counted: imported.as_ref().map(|_| false),
-            imported,
-        }),
-        ..asked.period_read_from(engine::VISIT_STORE)
-    };
+    let period = asked
+        .visit_store_period(&state, &site, figures.sampled)
+        .await?;
     Ok(ok(&FunnelBody {
         site: site.id.to_string(),
         period,

@@ -6,7 +6,6 @@
 use actix_web::web;
 use askama::Template;
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::shared::{
@@ -57,6 +56,8 @@ pub struct ValueRow {
     pub events: i64,
     pub share: String,
     pub change: String,
+    /// Its visits in the period before.
+    pub previous: i64,
     /// The dashboard with this value as one more filter.
     pub href: Option<String>,
 }
@@ -175,23 +176,16 @@ fn value_rows(
     before: &PropertyFigures,
     href: impl Fn(&str) -> Option<String>,
 ) -> Vec<ValueRow> {
-    let previous: HashMap<&str, i64> = before
-        .rows
-        .iter()
-        .map(|r| (r.value.as_str(), r.visits))
-        .collect();
-    now.rows
-        .iter()
-        .map(|r| ValueRow {
+    now.rows_with_previous(before)
+        .into_iter()
+        .map(|(r, previous)| ValueRow {
             value: r.value.clone(),
             visits: r.visits,
             views: r.views,
             events: r.events,
             share: fmt::share(r.visits, now.visits),
-            change: fmt::change(
-                r.visits,
-                previous.get(r.value.as_str()).copied().unwrap_or(0),
-            ),
+            change: fmt::change(r.visits, previous),
+            previous,
             href: href(&r.value),
         })
         .collect()
@@ -225,18 +219,13 @@ pub async fn properties_csv(
             "previous_visits",
         ],
         rows.iter().map(|row| {
-            let previous = before
-                .rows
-                .iter()
-                .find(|b| b.value == row.value)
-                .map_or(0, |b| b.visits);
             vec![
                 row.value.clone(),
                 row.visits.to_string(),
                 row.views.to_string(),
                 row.events.to_string(),
                 fmt::percent(row.visits, now.visits),
-                previous.to_string(),
+                row.previous.to_string(),
             ]
         }),
     );
