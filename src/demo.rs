@@ -487,6 +487,7 @@ pub async fn generate_reporting(
                     }),
                     labels: signup.clone(),
                     props: demo_props("plan", DEMO_PLANS[(v.visit.visitor % 3) as usize]),
+                    revenue: None,
                 });
                 // A blog post names its author, as a `data-prop-author`
                 // on its script tag would.
@@ -503,6 +504,7 @@ pub async fn generate_reporting(
                     visit: Some(v.visit),
                     labels,
                     props,
+                    revenue: None,
                 };
                 journaling.submit(view).await?;
                 if let Some(event) = event {

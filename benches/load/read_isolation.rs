@@ -192,6 +192,7 @@ async fn seed(
                     },
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 })
                 .collect(),
         }

@@ -488,6 +488,7 @@ impl Maker {
                     profile.clone()
                 },
                 props: Default::default(),
+                revenue: None,
             });
             step += 1;
             views += 1;
@@ -512,6 +513,7 @@ impl Maker {
                         }),
                         labels: Labels::default().with(Dimension::Event, SIGNUP),
                         props: Default::default(),
+                        revenue: None,
                     });
                     step += 1;
                     loaded.events += 1;

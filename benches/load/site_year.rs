@@ -413,6 +413,7 @@ async fn ingestion_with_and_without_sources(
                             visit: None,
                             labels: Default::default(),
                             props: Default::default(),
+                            revenue: None,
                         }
                         .encode_into(&mut journaled);
                     }

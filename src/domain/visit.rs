@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Dimension;
+use super::{Dimension, Revenue};
 
 /// One step of a visit, at its offset in seconds from the visit's start.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,6 +63,9 @@ pub struct VisitRecord {
     /// The custom properties of its steps: `(index in steps, key, value)`,
     /// in the order of the steps, each step's sorted by key.
     pub props: Vec<(u32, Arc<str>, Arc<str>)>,
+    /// The revenue its events carried: `(index in steps, revenue)`, in
+    /// the order of the steps.
+    pub revenue: Vec<(u32, Revenue)>,
 }
 
 impl VisitRecord {
@@ -89,7 +92,22 @@ impl VisitRecord {
             views,
             duration,
             props: Vec::new(),
+            revenue: Vec::new(),
         }
+    }
+
+    /// The same visit, its events carrying this revenue.
+    pub fn with_revenue(mut self, revenue: Vec<(u32, Revenue)>) -> Self {
+        self.revenue = revenue;
+        self
+    }
+
+    /// The revenue of the step at `index`, if it carried any.
+    pub fn revenue_at(&self, index: usize) -> Option<Revenue> {
+        self.revenue
+            .iter()
+            .find(|(i, _)| *i as usize == index)
+            .map(|(_, r)| *r)
     }
 
     /// The same visit, its steps carrying these properties.

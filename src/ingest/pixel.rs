@@ -12,7 +12,7 @@ use super::request::{Headers, HitRequest};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{
     Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, Properties,
-    PropertyError, SiteId, Source,
+    PropertyError, Revenue, RevenueError, SiteId, Source,
 };
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 
@@ -47,10 +47,12 @@ pub enum Outcome {
     InvalidBody,
     /// `props` is not a JSON object of properties within their bounds.
     InvalidProperties,
+    /// `revenue` is not an amount and an ISO 4217 currency.
+    InvalidRevenue,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -74,6 +76,7 @@ impl Outcome {
         Outcome::EventCap,
         Outcome::InvalidBody,
         Outcome::InvalidProperties,
+        Outcome::InvalidRevenue,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -101,6 +104,7 @@ impl Outcome {
             Outcome::EventCap => "event-cap",
             Outcome::InvalidBody => "invalid-body",
             Outcome::InvalidProperties => "invalid-props",
+            Outcome::InvalidRevenue => "invalid-revenue",
         }
     }
 }
@@ -142,6 +146,8 @@ pub enum PixelError {
     EventCap,
     #[error("invalid properties: {0}")]
     Properties(#[from] PropertyError),
+    #[error("invalid revenue: {0}")]
+    Revenue(#[from] RevenueError),
 }
 
 impl PixelError {
@@ -168,6 +174,7 @@ impl PixelError {
             PixelError::Event(_) => Outcome::InvalidEvent,
             PixelError::EventCap => Outcome::EventCap,
             PixelError::Properties(_) => Outcome::InvalidProperties,
+            PixelError::Revenue(_) => Outcome::InvalidRevenue,
         }
     }
 }
@@ -245,7 +252,7 @@ async fn count(
         let place = state
             .visitors
             .open
-            .event(visitor, page.as_str(), event.as_str(), &props, at);
+            .event(visitor, page.as_str(), event.as_str(), &props, view.revenue, at);
         let record = Record {
             page: page.into_string(),
             at,
@@ -257,6 +264,7 @@ async fn count(
             }),
             labels: Labels::default().with(Dimension::Event, event.into_string()),
             props,
+            revenue: view.revenue,
         };
         return journal(state, record).await.map(|()| Counted::Event);
     }
@@ -283,6 +291,7 @@ async fn count(
         visit: Some(visit),
         labels,
         props,
+        revenue: None,
     };
     let counted = journal(state, record).await;
     if counted.is_err() {
@@ -365,6 +374,8 @@ pub struct View {
     pub event: Option<EventName>,
     /// `props`: its custom properties.
     pub props: Properties,
+    /// `revenue`: an event's revenue (a view's is not kept).
+    pub revenue: Option<Revenue>,
 }
 
 /// [`classify`], plus the view's source when it can be known: with `ref`
@@ -391,6 +402,7 @@ pub fn classify_view(
         .map(|raw| EventName::parse(&raw?))
         .transpose()?;
     let props = params.props.transpose()?.unwrap_or_default();
+    let revenue = params.revenue.transpose()?;
     // A Referer is always an absolute URL; anything else is unusable.
     let referer = header_str("referer").map(|r| match PageRef::parse(r) {
         Ok(PageRef::Url { host, path }) => Ok((host, path)),
@@ -478,6 +490,7 @@ pub fn classify_view(
         source,
         campaign,
         screen_width: params.screen_width,
+        revenue: revenue.filter(|_| event.is_some()),
         event,
         props,
     })
@@ -519,6 +532,8 @@ pub struct HitParams {
     /// `props`: a JSON object of custom properties, or a peer's
     /// properties, parsed by its rules.
     pub props: Option<Result<Properties, PropertyError>>,
+    /// `revenue`: a JSON object of an amount and a currency.
+    pub revenue: Option<Result<Revenue, RevenueError>>,
 }
 
 impl HitParams {
@@ -544,6 +559,13 @@ impl HitParams {
                 }
                 "e" if params.event.is_none() => {
                     params.event = Some(decode(value).map_err(|_| EventNameError::BadCharacter));
+                }
+                "revenue" if params.revenue.is_none() => {
+                    params.revenue = Some(
+                        decode(value)
+                            .map_err(|_| RevenueError::NotAnObject)
+                            .and_then(|raw| Revenue::parse_query(&raw)),
+                    );
                 }
                 "props" if params.props.is_none() => {
                     params.props = Some(

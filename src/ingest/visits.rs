@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use crate::domain::Properties;
+use crate::domain::{Properties, Revenue};
 use crate::journal::{Visit, VisitPlace};
 use crate::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
 
@@ -150,7 +150,7 @@ impl OpenVisits {
                     place: Some(VisitPlace {
                         id: open.id,
                         start: open.start,
-                        step: open.next_step(step_bytes(page, None, props)),
+                        step: open.next_step(step_bytes(page, None, props, None)),
                     }),
                 };
                 let before = open.bytes();
@@ -172,7 +172,7 @@ impl OpenVisits {
                     id,
                     start: at,
                     steps: 1,
-                    kept_bytes: step_bytes(page, None, props),
+                    kept_bytes: step_bytes(page, None, props, None),
                     last_at: at,
                     entry: page.into(),
                     previous: page.into(),
@@ -214,6 +214,7 @@ impl OpenVisits {
         page: &str,
         name: &str,
         props: &Properties,
+        revenue: Option<Revenue>,
         at: DateTime<Utc>,
     ) -> Option<VisitPlace> {
         let mut inner = self.inner.lock().expect("visits lock");
@@ -221,7 +222,7 @@ impl OpenVisits {
         if at - open.last_at >= GAP {
             return None;
         }
-        let step = open.next_step(step_bytes(page, Some(name), props));
+        let step = open.next_step(step_bytes(page, Some(name), props, revenue));
         Some(VisitPlace {
             id: open.id,
             start: open.start,
@@ -355,7 +356,7 @@ mod tests {
         let (first, _) = t.hit(1, "a.com/", &P0, at(10, 0));
         let place = first.place.unwrap();
         assert_eq!((place.start, place.step), (at(10, 0), 0));
-        let event = t.event(1, "a.com/", "Play", &P0, at(10, 1)).unwrap();
+        let event = t.event(1, "a.com/", "Play", &P0, None, at(10, 1)).unwrap();
         assert_eq!((event.id, event.step), (place.id, 1));
         let (second, _) = t.hit(1, "a.com/b", &P0, at(10, 2));
         let second = second.place.unwrap();
@@ -367,16 +368,16 @@ mod tests {
         // visit has no place.
         let other = t.hit(2, "a.com/", &P0, at(10, 2)).0.place.unwrap();
         assert_ne!(other.id, place.id);
-        assert_eq!(t.event(3, "a.com/", "Play", &P0, at(10, 2)), None);
+        assert_eq!(t.event(3, "a.com/", "Play", &P0, None, at(10, 2)), None);
         // An event does not keep a visit open.
-        assert_eq!(t.event(1, "a.com/", "Play", &P0, at(10, 40)), None);
+        assert_eq!(t.event(1, "a.com/", "Play", &P0, None, at(10, 40)), None);
     }
 
     #[test]
     fn a_visit_keeps_steps_up_to_the_first_past_the_byte_budget() {
         let t = table();
         let long = format!("a.com/{}", "x".repeat(505));
-        let fit = MAX_STEP_BYTES / step_bytes(&long, None, &P0);
+        let fit = MAX_STEP_BYTES / step_bytes(&long, None, &P0, None);
         let mut kept = 0;
         let mut places = Vec::new();
         for i in 0..2 * fit {
@@ -390,12 +391,12 @@ mod tests {
             }
         }
         assert_eq!(kept, fit, "as many steps as the budget holds");
-        assert!(kept * step_bytes(&long, None, &P0) <= MAX_STEP_BYTES);
+        assert!(kept * step_bytes(&long, None, &P0, None) <= MAX_STEP_BYTES);
         // Past the budget every step, a short one or an event too, is
         // placed past the cap: the store keeps no step after a gap.
         let (short, _) = t.hit(1, "a.com/", &P0, at(10, 20));
         assert!(short.place.unwrap().step > MAX_STEPS);
-        let event = t.event(1, "a.com/", "Go", &P0, at(10, 21)).unwrap();
+        let event = t.event(1, "a.com/", "Go", &P0, None, at(10, 21)).unwrap();
         assert!(event.step > MAX_STEPS);
         assert!(places[fit..].windows(2).all(|w| w[1] == w[0] + 1));
         // Short pages: the step count is the bound.
@@ -412,7 +413,7 @@ mod tests {
             assert_eq!(last, i, "places follow the hits");
         }
         assert_eq!(last, MAX_STEPS + 9);
-        assert!(MAX_STEPS as usize * step_bytes("a.com/", None, &P0) <= MAX_STEP_BYTES);
+        assert!(MAX_STEPS as usize * step_bytes("a.com/", None, &P0, None) <= MAX_STEP_BYTES);
     }
 
     #[test]

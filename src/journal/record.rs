@@ -2,10 +2,12 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
-//! payload v6 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
+//! payload v7 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
 //!              visit_id:u64le  visit_start_ms:i64le  step:u32le  props_len:u16le
+//!              currency:[u8;3]  amount:i64le
 //!              page  source  entry  previous  props[props_len]  labels[rest]
+//! payload v6 = v7 without currency and amount
 //! props      = count:u8  (key_len:u16le  key  value_len:u16le  value)*
 //! payload v5 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
@@ -25,7 +27,9 @@
 //!              something); bit 1: it starts a visit; bit 2: it is the
 //!              visit's second view (its bounce becomes a non-bounce);
 //!              bit 3 (format 5): the hit has a place in a visit (the
-//!              visit id, start and step mean something)
+//!              visit id, start and step mean something); bit 4 (format
+//!              7): the event carries revenue (currency and amount mean
+//!              something; zeros otherwise)
 //! ```
 //!
 //! Format 2 adds the view's source; an empty source means none
@@ -40,7 +44,9 @@
 //! visit opens, never derived from the visitor, the visit's start and the
 //! hit's step number), which the visit store (`storage::visit_log`) keys
 //! and orders its steps by. Format 6 adds the hit's custom properties
-//! (`domain::Properties`, within their bounds). Segments say their
+//! (`domain::Properties`, within their bounds). Format 7 adds an
+//! event's revenue (`domain::Revenue`: an ISO 4217 code and an amount in
+//! ten-thousandths, within its bound). Segments say their
 //! format in their header, and a journal
 //! written by a previous version is still replayed: format-1 records decode
 //! with no source, format-1 and format-2 records with no visit.
@@ -53,13 +59,14 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::dimension::{Dimension, Labels, MAX_NAME_BYTES};
 use crate::domain::properties::{self, Properties};
+use crate::domain::revenue::{Amount, Currency, Revenue};
 
 /// Bytes before the payload: length and checksum.
 pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
 /// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
 /// three pages); anything longer on disk is damage, not data.
-pub const MAX_PAYLOAD: usize = V6_FIXED + 3 * 1024 + 512 + MAX_LABELS + MAX_PROPS;
+pub const MAX_PAYLOAD: usize = V7_FIXED + 3 * 1024 + 512 + MAX_LABELS + MAX_PROPS;
 
 /// Bounds one page of a record (a domain plus a path, with room).
 const MAX_PAGE: usize = 1024;
@@ -75,8 +82,10 @@ pub const FORMAT_V4: u32 = 4;
 /// The record format of format-5 segments: a place in a visit, no
 /// properties.
 pub const FORMAT_V5: u32 = 5;
-/// The record format this build writes.
+/// The record format of format-6 segments: properties, no revenue.
 pub const FORMAT_V6: u32 = 6;
+/// The record format this build writes.
+pub const FORMAT_V7: u32 = 7;
 
 /// Bytes of a format-3 payload before its strings.
 const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
@@ -86,6 +95,8 @@ const V4_FIXED: usize = V3_FIXED + 2;
 const V5_FIXED: usize = V4_FIXED + 8 + 8 + 4;
 /// Bytes of a format-6 payload before its strings.
 const V6_FIXED: usize = V5_FIXED + 2;
+/// Bytes of a format-7 payload before its strings.
+const V7_FIXED: usize = V6_FIXED + 3 + 8;
 /// Most bytes of a record's properties: their count, and each key and
 /// value with its length.
 const MAX_PROPS: usize = 1 + properties::MAX_PROPERTIES * 4 + properties::MAX_TOTAL_BYTES;
@@ -96,6 +107,7 @@ const HAS_VISIT: u8 = 1;
 const STARTS: u8 = 2;
 const SECOND_VIEW: u8 = 4;
 const HAS_PLACE: u8 = 8;
+const HAS_REVENUE: u8 = 16;
 
 /// A hit as journaled: which page, when it happened, where it came from
 /// when that is known, and what it changes of its visit.
@@ -112,6 +124,8 @@ pub struct Record {
     pub labels: Labels,
     /// Its custom properties (format 6).
     pub props: Properties,
+    /// An event's revenue (format 7); never on a view.
+    pub revenue: Option<Revenue>,
 }
 
 /// What one hit changes of its visit, decided at the pixel (see
@@ -179,6 +193,7 @@ impl Record {
             visit: None,
             labels: Labels::default(),
             props: Properties::default(),
+            revenue: None,
         }
     }
 
@@ -190,7 +205,7 @@ impl Record {
 
     /// Bytes this record takes on disk.
     pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.payload_len(FORMAT_V6)
+        HEADER_LEN + self.payload_len(FORMAT_V7)
     }
 
     fn payload_len(&self, format: u32) -> usize {
@@ -206,7 +221,8 @@ impl Record {
                 let fixed = match format {
                     FORMAT_V4 => V4_FIXED,
                     FORMAT_V5 => V5_FIXED,
-                    _ => V6_FIXED + self.props_len(),
+                    FORMAT_V6 => V6_FIXED + self.props_len(),
+                    _ => V7_FIXED + self.props_len(),
                 };
                 fixed + strings + labels
             }
@@ -226,6 +242,13 @@ impl Record {
     /// allows are a bug upstream (the pixel's rules bound them), so they
     /// panic here instead of writing a record that would read back as damage.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.encode_format_into(out, FORMAT_V7);
+    }
+
+    /// Writes a record as format 6 did (properties, no revenue): only for
+    /// tests that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v6_into(&self, out: &mut Vec<u8>) {
         self.encode_format_into(out, FORMAT_V6);
     }
 
@@ -257,7 +280,7 @@ impl Record {
             s.as_deref().unwrap_or_default().as_bytes()
         }
         let place = match (&self.visit, format) {
-            (Some(v), FORMAT_V5 | FORMAT_V6) => v.place,
+            (Some(v), FORMAT_V5 | FORMAT_V6 | FORMAT_V7) => v.place,
             _ => None,
         };
         let (flags, visitor, duration, entry, previous) = match &self.visit {
@@ -276,6 +299,12 @@ impl Record {
                 let (entry, previous) = (text(&v.entry), text(&v.previous));
                 (flags, v.visitor, v.duration_secs, entry, previous)
             }
+        };
+        let revenue = self.revenue.filter(|_| format >= FORMAT_V7);
+        let flags = if revenue.is_some() {
+            flags | HAS_REVENUE
+        } else {
+            flags
         };
         let source = text(&self.source);
         for part in [self.page.as_bytes(), source, entry, previous] {
@@ -304,6 +333,12 @@ impl Record {
         }
         if format >= FORMAT_V6 {
             out.extend_from_slice(&(self.props_len() as u16).to_le_bytes());
+        }
+        if format >= FORMAT_V7 {
+            let (currency, amount) =
+                revenue.map_or(([0; 3], 0), |r| (r.currency.bytes(), r.amount.scaled()));
+            out.extend_from_slice(&currency);
+            out.extend_from_slice(&amount.to_le_bytes());
         }
         for part in [self.page.as_bytes(), source, entry, previous] {
             out.extend_from_slice(part);
@@ -379,7 +414,8 @@ impl Record {
             FORMAT_V3 => V3_FIXED as u32,
             FORMAT_V4 => V4_FIXED as u32,
             FORMAT_V5 => V5_FIXED as u32,
-            _ => V6_FIXED as u32,
+            FORMAT_V6 => V6_FIXED as u32,
+            _ => V7_FIXED as u32,
         };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
@@ -411,6 +447,7 @@ impl Record {
                 visit: None,
                 labels: Labels::default(),
                 props: Properties::default(),
+                revenue: None,
             },
             FORMAT_V2 => {
                 let page_len = u16_at(8) as usize;
@@ -425,6 +462,7 @@ impl Record {
                     visit: None,
                     labels: Labels::default(),
                     props: Properties::default(),
+                    revenue: None,
                 }
             }
             _ => {
@@ -442,7 +480,8 @@ impl Record {
                     FORMAT_V3 => V3_FIXED,
                     FORMAT_V4 => V4_FIXED,
                     FORMAT_V5 => V5_FIXED,
-                    _ => V6_FIXED,
+                    FORMAT_V6 => V6_FIXED,
+                    _ => V7_FIXED,
                 };
                 let props_len = if format >= FORMAT_V6 {
                     usize::from(u16_at(V5_FIXED))
@@ -450,7 +489,33 @@ impl Record {
                     0
                 };
                 let rest = &payload[fixed..];
-                let known_flags = if v5 { 15 } else { 7 };
+                let known_flags = match format {
+                    FORMAT_V3 | FORMAT_V4 => 7,
+                    FORMAT_V5 | FORMAT_V6 => 15,
+                    _ => 31,
+                };
+                let revenue = if format >= FORMAT_V7 {
+                    let at = V6_FIXED;
+                    let currency: [u8; 3] = payload[at..at + 3].try_into().expect("3 bytes");
+                    let amount =
+                        i64::from_le_bytes(payload[at + 3..at + 11].try_into().expect("8 bytes"));
+                    if flags & HAS_REVENUE == 0 {
+                        if currency != [0; 3] || amount != 0 {
+                            return Err(DecodeError::BadPayload);
+                        }
+                        None
+                    } else {
+                        let currency = std::str::from_utf8(&currency)
+                            .ok()
+                            .and_then(|c| Currency::parse(c).ok())
+                            .filter(|c| c.bytes() == currency)
+                            .ok_or(DecodeError::BadPayload)?;
+                        let amount = Amount::from_scaled(amount).ok_or(DecodeError::BadPayload)?;
+                        Some(Revenue { currency, amount })
+                    }
+                } else {
+                    None
+                };
                 if lens.iter().sum::<usize>() + props_len > rest.len() || flags & !known_flags != 0
                 {
                     return Err(DecodeError::BadPayload);
@@ -522,6 +587,7 @@ impl Record {
                     visit,
                     labels,
                     props,
+                    revenue,
                 }
             }
         };
@@ -594,6 +660,7 @@ mod tests {
             visit: None,
             labels: Labels::default(),
             props: Default::default(),
+            revenue: None,
         }
     }
 
@@ -795,6 +862,7 @@ mod tests {
                     }
                 }),
                 props: Default::default(),
+                revenue: None,
             })
             .prop_flat_map(|r| {
                 proptest::collection::vec(("[a-z.$]{1,20}", "\\PC{1,60}"), 0..5).prop_map(

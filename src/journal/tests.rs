@@ -35,6 +35,7 @@ fn hit(i: usize) -> Record {
                 .with(crate::domain::Dimension::Country, format!("C{i}")),
         },
         props: Default::default(),
+        revenue: None,
     }
 }
 
@@ -588,6 +589,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         visit: None,
         labels: Default::default(),
         props: Default::default(),
+        revenue: None,
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

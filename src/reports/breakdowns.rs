@@ -19,7 +19,8 @@ use super::queries::number;
 use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::sketch::Sketch;
 use crate::storage::breakdown_reads;
-use crate::storage::breakdowns::{collection, CONVERTED, GENERATION, WRITES};
+use crate::domain::revenue::{self, Currency, RevenueTotal};
+use crate::storage::breakdowns::{collection, CONVERTED, GENERATION, REVENUE, WRITES};
 use crate::storage::kept_breakdowns::{KeptCounts, KeptKey};
 use crate::storage::{Resolution, Store};
 
@@ -53,6 +54,9 @@ pub struct Breakdown {
     /// Per event name, the converting visitors of the days read through
     /// a kept answer (already estimated, day by day).
     pub kept_converted: HashMap<String, i64>,
+    /// Per event name, the revenue its events carried, per currency (read
+    /// with the event breakdown or the goals' events, site scopes only).
+    pub revenue: HashMap<String, Vec<RevenueTotal>>,
     /// The whole hours read.
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
@@ -70,6 +74,12 @@ impl Breakdown {
             days.values().map(|s| s.estimate_count() as i64).sum()
         });
         read + self.kept_converted.get(name).copied().unwrap_or(0)
+    }
+
+    /// The revenue the event `name` carried, per currency (most used
+    /// first; empty when none).
+    pub fn revenue_of(&self, name: &str) -> &[RevenueTotal] {
+        self.revenue.get(name).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -211,6 +221,8 @@ struct Reader<'a> {
     counts: HashMap<Dimension, (HashMap<String, i64>, i64)>,
     sketches: HashMap<String, HashMap<DateTime<Utc>, Sketch>>,
     kept_converted: HashMap<String, i64>,
+    /// Per event field name and currency.
+    revenue: HashMap<String, HashMap<Currency, (i128, i64)>>,
 }
 
 impl<'a> Reader<'a> {
@@ -227,6 +239,9 @@ impl<'a> Reader<'a> {
         for (field, _) in &converted {
             projection.insert(format!("{CONVERTED}.{field}"), 1);
         }
+        if dimensions.contains(&Dimension::Event) || !converted.is_empty() {
+            projection.insert(REVENUE, 1);
+        }
         Reader {
             dimensions,
             converted,
@@ -234,6 +249,7 @@ impl<'a> Reader<'a> {
             counts: HashMap::new(),
             sketches: HashMap::new(),
             kept_converted: HashMap::new(),
+            revenue: HashMap::new(),
         }
     }
 
@@ -280,6 +296,28 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        if let Ok(stored) = d.get_document(REVENUE) {
+            for (field, by) in stored {
+                let Some(by) = by.as_document() else { continue };
+                for (code, figures) in by {
+                    // A code this build does not know counts nowhere
+                    // rather than failing the report.
+                    let (Ok(currency), Some(figures)) =
+                        (Currency::parse(code), figures.as_document())
+                    else {
+                        continue;
+                    };
+                    let (sum, n) = self
+                        .revenue
+                        .entry(field.clone())
+                        .or_default()
+                        .entry(currency)
+                        .or_default();
+                    *sum += i128::from(number(figures.get("a")));
+                    *n += number(figures.get("n"));
+                }
+            }
+        }
         let day = d
             .get_datetime("timestamp")
             .map(|t| Resolution::Day.floor(t.to_chrono()));
@@ -311,6 +349,14 @@ impl<'a> Reader<'a> {
         for (name, n) in &kept.converted {
             *self.kept_converted.entry(name.clone()).or_default() += n;
         }
+        for (field, by) in &kept.revenue {
+            let all = self.revenue.entry(field.clone()).or_default();
+            for (currency, (sum, n)) in by {
+                let (s, c) = all.entry(*currency).or_default();
+                *s += sum;
+                *c += n;
+            }
+        }
     }
 
     /// What was read, to keep: the converting visitors as each day's
@@ -326,11 +372,21 @@ impl<'a> Reader<'a> {
         KeptCounts {
             by: self.counts,
             converted,
+            revenue: self.revenue,
         }
     }
 
     fn finish(self, from: DateTime<Utc>, to: DateTime<Utc>) -> Breakdown {
         let (counts, sketches, kept_converted) = (self.counts, self.sketches, self.kept_converted);
+        let revenue = self
+            .revenue
+            .into_iter()
+            .map(|(field, by)| {
+                let totals = revenue::totals(by.into_iter().map(|(c, (s, n))| (c, s, n)));
+                (from_field_name(&field), totals)
+            })
+            .filter(|(_, totals)| !totals.is_empty())
+            .collect();
         let by = counts
             .into_iter()
             .map(|(dimension, (names, other))| {
@@ -354,6 +410,7 @@ impl<'a> Reader<'a> {
             by,
             converted: sketches,
             kept_converted,
+            revenue,
             from: Some(covered_from),
             to: Some(covered_to),
         }

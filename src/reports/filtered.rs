@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
 use crate::domain::sketch::{Sketch, REGISTERS};
-use crate::domain::{Dimension, FunnelSteps};
+use crate::domain::revenue::{self, RevenueTotal};
+use crate::domain::{Currency, Dimension, FunnelSteps};
 
 pub use crate::domain::visit::{Step, VisitRecord};
 
@@ -176,6 +177,9 @@ pub struct Figures {
     /// filters), and visits that sent each event: the goals' conversions.
     pub converting_pages: HashMap<String, i64>,
     pub converting_events: HashMap<String, i64>,
+    /// Per event name and currency: the revenue its events carried (in
+    /// ten-thousandths) and how many carried one.
+    pub revenue: HashMap<String, HashMap<Currency, (i128, i64)>>,
     /// Per shown bucket (the period's points): views, visits, bounces,
     /// duration, visitors.
     pub series: Vec<SeriesPoint>,
@@ -203,6 +207,14 @@ impl SeriesPoint {
 }
 
 impl Figures {
+    /// The revenue the event `name` carried, per currency (most used
+    /// first).
+    pub fn revenue_of(&self, name: &str) -> Vec<RevenueTotal> {
+        self.revenue.get(name).map_or_else(Vec::new, |by| {
+            revenue::totals(by.iter().map(|(c, (s, n))| (*c, *s, *n)))
+        })
+    }
+
     pub fn visitors(&self) -> i64 {
         self.visitors.estimate()
     }
@@ -309,6 +321,16 @@ pub fn compute<'a>(
                 Step::Event { name, .. } => {
                     if in_range(at) {
                         sent.push(name);
+                        if let Some(r) = visit.revenue_at(i) {
+                            let (sum, n) = f
+                                .revenue
+                                .entry(name.to_string())
+                                .or_default()
+                                .entry(r.currency)
+                                .or_default();
+                            *sum += i128::from(r.amount.scaled());
+                            *n += 1;
+                        }
                     }
                 }
             }
@@ -574,6 +596,13 @@ impl Figures {
         }
         self.converting_pages.values_mut().for_each(up);
         self.converting_events.values_mut().for_each(up);
+        for by in self.revenue.values_mut() {
+            for (sum, n) in by.values_mut() {
+                // An estimate, like every sampled figure.
+                *sum = (*sum as f64 / share).round() as i128;
+                up(n);
+            }
+        }
         for p in &mut self.series {
             up(&mut p.views);
             up(&mut p.visits);

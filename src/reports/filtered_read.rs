@@ -399,6 +399,7 @@ mod tests {
                     p: "/b".into(),
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 },
                 visit_log::Step {
                     n: 1,
@@ -406,6 +407,7 @@ mod tests {
                     p: "/".into(),
                     e: Some("Go".into()),
                     pr: Vec::new(),
+                    rv: None,
                 },
                 visit_log::Step {
                     n: 0,
@@ -413,6 +415,7 @@ mod tests {
                     p: "/".into(),
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 },
             ],
         };

@@ -9,7 +9,7 @@
 use super::breakdowns::Breakdown;
 use super::filtered::Figures;
 use super::{queries, visits, Period, Scope};
-use crate::domain::{Dimension, Goal, Page};
+use crate::domain::{Dimension, Goal, Page, RevenueTotal};
 use crate::storage::sites::Site;
 use crate::storage::Store;
 
@@ -45,6 +45,10 @@ pub struct GoalFigures {
     /// The rate's denominators: every visitor or visit of the period.
     pub of: Option<i64>,
     pub of_before: Option<i64>,
+    /// An event goal's revenue per currency, in the period and the one
+    /// before (empty when its events carried none).
+    pub revenue: Vec<RevenueTotal>,
+    pub revenue_before: Vec<RevenueTotal>,
 }
 
 impl GoalFigures {
@@ -107,6 +111,13 @@ pub async fn from_buckets(
     let events_before = before.of(Dimension::Event);
     let mut rows = Vec::with_capacity(site.goals.len());
     for goal in &site.goals {
+        let (revenue, revenue_before) = match goal {
+            Goal::Event(name) => (
+                now.revenue_of(name).to_vec(),
+                before.revenue_of(name).to_vec(),
+            ),
+            Goal::Page(_) => (Vec::new(), Vec::new()),
+        };
         let (conversions, conversions_before, converting, converting_before) = match goal {
             Goal::Event(name) => (
                 events_now.of(name),
@@ -138,6 +149,8 @@ pub async fn from_buckets(
             converting_before,
             of,
             of_before,
+            revenue,
+            revenue_before,
         });
     }
     Ok(Goals {
@@ -173,6 +186,10 @@ pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
         .map(|goal| {
             let ((conversions, converting), (conversions_before, converting_before)) =
                 (of(now, goal), of(was, goal));
+            let (revenue, revenue_before) = match goal {
+                Goal::Event(name) => (now.revenue_of(name), was.revenue_of(name)),
+                Goal::Page(_) => (Vec::new(), Vec::new()),
+            };
             GoalFigures {
                 goal: goal.clone(),
                 conversions,
@@ -181,6 +198,8 @@ pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
                 converting_before: Some(converting_before),
                 of: Some(now.visits),
                 of_before: Some(was.visits),
+                revenue,
+                revenue_before,
             }
         })
         .collect();

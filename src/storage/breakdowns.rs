@@ -7,7 +7,8 @@
 //!                                              browser: {"Firefox": 2, ...}, other_browser, os: {...}, ...,
 //!                                              event: {"Signup": 1}, other_event}
 //! site_breakdowns_hour / site_breakdowns_day  {site, part, timestamp, ... the same ...,
-//!                                              converted: {"Signup": <visitors' sketch>}}
+//!                                              converted: {"Signup": <visitors' sketch>},
+//!                                              revenue: {"Purchase": {"EUR": {a: <ten-thousandths>, n: <events>}}}}
 //! ```
 //!
 //! The collections had the names `sources_*` while they held sources
@@ -29,7 +30,11 @@
 //!
 //! A site bucket also holds, per event name it counts, the sketch of the
 //! visitors who sent it (`converted`, raised with `$max` like the views'
-//! `visitors`): a goal's converting visitors.
+//! `visitors`): a goal's converting visitors; and, per event name and
+//! currency, the revenue its events carried (`revenue`: the amounts in
+//! ten-thousandths and the events that carried one, raised with `$inc`).
+//! An event counted under `other_event` (past the cap) has its revenue
+//! left out with its name.
 //!
 //! This module writes the buckets; `storage::breakdown_reads` reads them
 //! and `storage::kept_breakdowns` keeps long ranges' answers.
@@ -42,6 +47,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::buckets::{Subject, Target};
 use crate::domain::dimension::{field_name, Dimension, Labels};
+use crate::domain::revenue::{Currency, Revenue};
 use crate::domain::sketch::Sketch;
 use crate::domain::Resolution;
 use crate::journal::Record;
@@ -52,6 +58,9 @@ pub const MAX_SOURCES_PER_BUCKET: usize = MAX_NAMES_PER_BUCKET;
 
 /// The field of a site bucket holding each event's converting visitors.
 pub const CONVERTED: &str = "converted";
+
+/// The field of a site bucket holding each event's revenue per currency.
+pub const REVENUE: &str = "revenue";
 
 /// The field every statement on a bucket raises by one: how many times
 /// the bucket was written, so that a reader can tell, from this field
@@ -124,6 +133,9 @@ pub struct PageHour {
     /// Signed: an import's deletion takes its counts back.
     pub counts: HashMap<(Dimension, String), i64>,
     pub converted: HashMap<String, Sketch>,
+    /// Per event name and currency: the amounts (ten-thousandths) and
+    /// the events that carried one.
+    pub revenue: HashMap<(String, Currency), (i64, i64)>,
 }
 
 /// Counts per page, hour, dimension and name: what a batch of the
@@ -158,6 +170,27 @@ impl BreakdownCounts {
         let visitor = record.visit.as_ref().map(|v| v.visitor);
         let source = record.source.as_deref();
         self.add_hit(&record.page, record.at, source, &record.labels, visitor);
+        if let (Some(revenue), Some(event)) = (record.revenue, record.labels.get(Dimension::Event))
+        {
+            self.add_revenue(&record.page, record.at, event, revenue);
+        }
+    }
+
+    /// An event's revenue, beside its count ([`Self::add_hit`]).
+    pub fn add_revenue(&mut self, page: &str, at: DateTime<Utc>, event: &str, revenue: Revenue) {
+        let hour = self
+            .hours
+            .entry((page.to_owned(), Resolution::Hour.floor(at)))
+            .or_default();
+        let (sum, n) = hour
+            .revenue
+            .entry((event.to_owned(), revenue.currency))
+            .or_insert_with(|| {
+                self.entries += 1;
+                (0, 0)
+            });
+        *sum = sum.saturating_add(revenue.amount.scaled());
+        *n += 1;
     }
 
     /// [`Self::add_record`] for a hit in parts (writers outside the journal).
@@ -320,6 +353,8 @@ impl BreakdownCounts {
 struct BucketCounts {
     names: HashMap<(Dimension, String), i64>,
     converted: HashMap<String, Sketch>,
+    /// Per event field name: per currency, the amounts and events.
+    revenue: HashMap<String, HashMap<Currency, (i64, i64)>>,
 }
 
 /// A batch's counts per bucket, dimension and name (by field name).
@@ -367,6 +402,16 @@ impl BreakdownIncrements {
                     .entry(field_name(event))
                     .or_default()
                     .merge(sketch);
+            }
+            for ((event, currency), (sum, n)) in &counts.revenue {
+                let (s, c) = bucket
+                    .revenue
+                    .entry(field_name(event))
+                    .or_default()
+                    .entry(*currency)
+                    .or_default();
+                *s = s.saturating_add(*sum);
+                *c += n;
             }
         }
     }
@@ -521,6 +566,15 @@ impl BreakdownIncrements {
                             if let Some(sketch) = counts.converted.get(name) {
                                 if dimension == Dimension::Event {
                                     max.extend(sketch.max_fields(&format!("{CONVERTED}.{name}")));
+                                }
+                            }
+                            if let Some(by) = counts.revenue.get(name) {
+                                if dimension == Dimension::Event {
+                                    for (currency, (sum, n)) in by {
+                                        let field = format!("{REVENUE}.{name}.{currency}");
+                                        inc.insert(format!("{field}.a"), Bson::Int64(*sum));
+                                        inc.insert(format!("{field}.n"), Bson::Int64(*n));
+                                    }
                                 }
                             }
                         } else {

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::domain::Dimension;
+use crate::domain::{Currency, Dimension};
 
 /// A long range's breakdowns as read from its whole days' buckets, kept
 /// in memory by [`KeptBreakdowns`].
@@ -17,6 +17,9 @@ pub struct KeptCounts {
     pub by: HashMap<Dimension, (HashMap<String, i64>, i64)>,
     /// Per event name, its converting visitors summed over the days.
     pub converted: HashMap<String, i64>,
+    /// Per event field name and currency, its revenue (ten-thousandths)
+    /// and the events that carried it.
+    pub revenue: HashMap<String, HashMap<Currency, (i128, i64)>>,
 }
 
 /// What a kept answer is for: the collection and the site's or page's
@@ -65,7 +68,12 @@ impl KeptCounts {
             .flat_map(|(names, _)| names.keys())
             .map(|name| name.len() + 64)
             .sum();
-        names + self.converted.keys().map(|e| e.len() + 64).sum::<usize>() + 256
+        let revenue: usize = self
+            .revenue
+            .iter()
+            .map(|(e, by)| e.len() + 64 + by.len() * 48)
+            .sum();
+        names + revenue + self.converted.keys().map(|e| e.len() + 64).sum::<usize>() + 256
     }
 }
 
@@ -125,6 +133,7 @@ mod tests {
         std::sync::Arc::new(KeptCounts {
             by: HashMap::from([(Dimension::Browser, (names, 0))]),
             converted: HashMap::new(),
+            revenue: HashMap::new(),
         })
     }
 

@@ -56,7 +56,7 @@ use super::Store;
 use crate::domain::dimension::Dimension;
 use crate::domain::sketch::{register_of, REGISTERS};
 use crate::domain::visit::{self, VisitRecord};
-use crate::domain::Properties;
+use crate::domain::{Amount, Currency, Properties, Revenue};
 use crate::journal::Record;
 
 pub const COLLECTION: &str = "visits";
@@ -86,7 +86,16 @@ pub const MAX_STEP_BYTES: usize = 128 << 10;
 /// properties, and the fields around them (exact for steps 1,000 to 9,999
 /// without properties, more for earlier ones, whose array keys are
 /// shorter; at most two bytes more a property than they take).
-pub fn step_bytes(page: &str, event: Option<&str>, props: &Properties) -> usize {
+pub fn step_bytes(
+    page: &str,
+    event: Option<&str>,
+    props: &Properties,
+    revenue: Option<Revenue>,
+) -> usize {
+    // `rv`'s type, name, length and end; `c` (type, name, length, three
+    // letters, NUL) and `a` (type, name, eight bytes).
+    const REVENUE_FIELD: usize = 8 + 10 + 11;
+    let revenue_bytes = revenue.map_or(0, |_| REVENUE_FIELD);
     // `pr`'s type, name, length and end; each pair's element type, index
     // (up to "29\0"), length, its two strings' type, index, length and
     // NUL, and the pair's end.
@@ -101,7 +110,7 @@ pub fn step_bytes(page: &str, event: Option<&str>, props: &Properties) -> usize 
                 .map(|(k, v)| PAIR_AROUND + k.len() + v.len())
                 .sum::<usize>()
     };
-    props_bytes + view_or_event_bytes(page, event)
+    revenue_bytes + props_bytes + view_or_event_bytes(page, event)
 }
 
 fn view_or_event_bytes(page: &str, event: Option<&str>) -> usize {
@@ -180,6 +189,35 @@ pub struct Step {
     /// array, not a document: keys may hold `.` and `$`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pr: Vec<(String, String)>,
+    /// An event's revenue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv: Option<StepRevenue>,
+}
+
+/// An event's revenue in a step: its ISO 4217 code and its amount in
+/// ten-thousandths (`domain::revenue`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRevenue {
+    pub c: String,
+    pub a: i64,
+}
+
+impl StepRevenue {
+    pub fn of(revenue: Revenue) -> Self {
+        StepRevenue {
+            c: revenue.currency.as_str().to_owned(),
+            a: revenue.amount.scaled(),
+        }
+    }
+
+    /// The revenue, if it is one this build takes (otherwise it counts
+    /// nowhere rather than failing the report).
+    pub fn revenue(&self) -> Option<Revenue> {
+        Some(Revenue {
+            currency: Currency::parse(&self.c).ok()?,
+            amount: Amount::from_scaled(self.a)?,
+        })
+    }
 }
 
 impl Step {
@@ -266,6 +304,11 @@ impl StoredVisit {
                     .map(move |(k, v)| (i as u32, Arc::from(k.as_str()), Arc::from(v.as_str())))
             })
             .collect();
+        let revenue = ordered
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i as u32, s.rv.as_ref()?.revenue()?)))
+            .collect();
         let steps = ordered
             .into_iter()
             .map(|s| {
@@ -290,6 +333,7 @@ impl StoredVisit {
             views: self.views,
             duration: self.duration,
             props,
+            revenue,
         }
     }
 }
@@ -514,6 +558,7 @@ impl VisitWrites {
                     .iter()
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect(),
+                rv: record.revenue.map(StepRevenue::of),
             });
         }
     }
@@ -696,6 +741,7 @@ mod tests {
             }),
             labels,
             props: Default::default(),
+            revenue: None,
         }
     }
 
@@ -774,12 +820,13 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
+            rv: None,
         };
         let mut steps = vec![Bson::Null; 1_999];
         let without = bson::to_vec(&doc! {"s": steps.clone()}).unwrap().len();
         steps.push(bson::to_bson(&step).unwrap());
         let with = bson::to_vec(&doc! {"s": steps}).unwrap().len();
-        let bytes = step_bytes("a.com/a", None, &props);
+        let bytes = step_bytes("a.com/a", None, &props, None);
         assert!(bytes >= with - without, "{bytes} < {}", with - without);
         assert!(bytes <= with - without + 2 * props.len());
     }
@@ -793,6 +840,7 @@ mod tests {
                 p: p.into(),
                 e: e.map(str::to_owned),
                 pr: Vec::new(),
+                rv: None,
             };
             let mut steps = vec![Bson::Null; n as usize];
             steps.push(bson::to_bson(&step).unwrap());
@@ -807,10 +855,10 @@ mod tests {
             (&*format!("a.com{long}"), &*long, None),
         ] {
             assert_eq!(
-                step_bytes(page, event, &Properties::EMPTY),
+                step_bytes(page, event, &Properties::EMPTY, None),
                 encoded(1_999, path, event)
             );
-            assert!(step_bytes(page, event, &Properties::EMPTY) >= encoded(7, path, event));
+            assert!(step_bytes(page, event, &Properties::EMPTY, None) >= encoded(7, path, event));
         }
         // The bounds together: 2,000 short steps fit, long ones stop early.
         assert!(
@@ -818,12 +866,13 @@ mod tests {
                 * step_bytes(
                     "a.com/blog/2026/a-thirty-byte-pat",
                     None,
-                    &Properties::EMPTY
+                    &Properties::EMPTY,
+                    None
                 )
                 <= MAX_STEP_BYTES
         );
         assert_eq!(
-            MAX_STEP_BYTES / step_bytes(&format!("a.com{long}"), None, &Properties::EMPTY),
+            MAX_STEP_BYTES / step_bytes(&format!("a.com{long}"), None, &Properties::EMPTY, None),
             240
         );
     }
@@ -908,6 +957,7 @@ mod tests {
                     p: "/b".into(),
                     e: Some("Go".into()),
                     pr: Vec::new(),
+                    rv: None,
                 },
                 Step {
                     n: 0,
@@ -915,6 +965,7 @@ mod tests {
                     p: "/".into(),
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 },
                 Step {
                     n: 1,
@@ -922,6 +973,7 @@ mod tests {
                     p: "/a".into(),
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 },
             ],
         };

@@ -62,6 +62,7 @@ impl ResponseError for PixelError {
             | PixelError::Page(_)
             | PixelError::Event(_)
             | PixelError::Properties(_)
+            | PixelError::Revenue(_)
             | PixelError::NoPage => StatusCode::BAD_REQUEST,
             PixelError::QueueFull
             | PixelError::JournalFull

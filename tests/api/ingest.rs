@@ -416,6 +416,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
                 visit: None,
                 labels: Default::default(),
                 props: Default::default(),
+                revenue: None,
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -439,6 +440,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         visit: None,
         labels: Default::default(),
         props: Default::default(),
+        revenue: None,
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

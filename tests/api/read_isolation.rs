@@ -248,6 +248,7 @@ async fn seed_visits(app: &TestApp, site: &str, plain: i64, crafted: i64) {
                     },
                     e: None,
                     pr: Vec::new(),
+                    rv: None,
                 })
                 .collect(),
         }

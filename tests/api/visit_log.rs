@@ -463,6 +463,7 @@ async fn a_flood_of_long_paths_keeps_its_visit_document_within_the_byte_budget()
             &format!("flood.test{}", path(0)),
             None,
             &tickertape::domain::Properties::EMPTY,
+            None,
         );
     let kept: Vec<i32> = visit.ordered_steps().iter().map(|s| s.n).collect();
     assert_eq!(

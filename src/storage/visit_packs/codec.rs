@@ -2,7 +2,7 @@
 //! share of them, when a chunk is split), self-contained.
 //!
 //! ```text
-//! format    u8 = 2 (1: no properties)
+//! format    u8 = 3 (2: no revenue; 1: no properties either)
 //! names     varint n, then n × (varint byte length, UTF-8 bytes)
 //! visits    varint n, then n × visit, in the order of their start:
 //!   start     varint ms after the previous visit's start (the first:
@@ -16,7 +16,10 @@
 //!             n × (varint offset << 1 | 1 for an event, varint name index),
 //!             then (format 2) varint m and m × (varint step index,
 //!             varint key's name index, varint value's name index): the
-//!             steps' custom properties
+//!             steps' custom properties, then (format 3) varint r and
+//!             r × (varint step index, varint currency's name index,
+//!             zigzag varint amount in ten-thousandths): the events'
+//!             revenue
 //! ```
 //!
 //! Names (pages, events, label values) are stored once per part and
@@ -34,9 +37,11 @@ use std::sync::Arc;
 
 use crate::domain::sketch::REGISTERS;
 use crate::domain::visit::{Step, VisitRecord};
-use crate::domain::Dimension;
+use crate::domain::{Amount, Currency, Dimension, Revenue};
 
-pub const FORMAT: u8 = 2;
+pub const FORMAT: u8 = 3;
+/// Parts written before revenue: still read, their events without any.
+const FORMAT_NO_REVENUE: u8 = 2;
 /// Parts written before properties: still read, their steps without any.
 const FORMAT_NO_PROPERTIES: u8 = 1;
 
@@ -209,6 +214,14 @@ impl Writer {
             put(&mut steps, k);
             put(&mut steps, value);
         }
+        put(&mut steps, v.revenue.len() as u64);
+        for (i, revenue) in &v.revenue {
+            put(&mut steps, u64::from(*i));
+            let code: Arc<str> = Arc::from(revenue.currency.as_str());
+            let code = self.name(&code);
+            put(&mut steps, code);
+            put(&mut steps, zigzag(revenue.amount.scaled()));
+        }
         put(&mut self.body, steps.len() as u64);
         self.body.extend_from_slice(&steps);
         self.visits += 1;
@@ -309,7 +322,7 @@ pub fn decode(
 ) -> Result<u64, PackError> {
     let mut r = Reader { bytes: data, at: 0 };
     let format = r.byte()?;
-    if format != FORMAT && format != FORMAT_NO_PROPERTIES {
+    if ![FORMAT, FORMAT_NO_REVENUE, FORMAT_NO_PROPERTIES].contains(&format) {
         return Err(PackError::Format(format));
     }
     let count = r.varint()?;
@@ -382,7 +395,7 @@ pub fn decode(
             ids.push((s.varint()?, s.varint()?));
         }
         let mut props = Vec::new();
-        if format == FORMAT {
+        if format >= FORMAT_NO_REVENUE {
             let m = s.varint()?;
             // Each property takes at least three bytes.
             props.reserve(bounded(m, s.left() / 3));
@@ -394,6 +407,23 @@ pub fn decode(
                 let key = name_at(&names, s.varint()?)?.clone();
                 let value = name_at(&names, s.varint()?)?.clone();
                 props.push((step as u32, key, value));
+            }
+        }
+        let mut revenue = Vec::new();
+        if format >= FORMAT {
+            let m = s.varint()?;
+            // Each revenue takes at least three bytes.
+            revenue.reserve(bounded(m, s.left() / 3));
+            for _ in 0..m {
+                let step = s.varint()?;
+                if step >= n {
+                    return Err(PackError::OutOfRange);
+                }
+                let currency = Currency::parse(name_at(&names, s.varint()?)?)
+                    .map_err(|_| PackError::OutOfRange)?;
+                let amount = Amount::from_scaled(unzigzag(s.varint()?))
+                    .ok_or(PackError::OutOfRange)?;
+                revenue.push((step as u32, Revenue { currency, amount }));
             }
         }
         if s.left() != 0 {
@@ -433,6 +463,7 @@ pub fn decode(
             views: head.views,
             duration: head.duration,
             props,
+            revenue,
         });
     }
     if r.left() != 0 {

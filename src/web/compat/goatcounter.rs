@@ -71,6 +71,7 @@ fn parse(query: &str) -> Request {
         }),
         event,
         props: None,
+        revenue: None,
     })
 }
 

@@ -4,7 +4,10 @@
 //! (the page's full address), `d`/`domain` (the site's domain, or a comma
 //! list of them), `r`/`referrer` (the referring address or null),
 //! `p`/`props` (or `m`/`meta`: custom properties, an object or a string
-//! holding one, held to Plausible's rules, `domain::properties`);
+//! holding one, held to Plausible's rules, `domain::properties`),
+//! `$`/`revenue` (a custom event's revenue, `{amount, currency}`: one
+//! Plausible would not take is left out and the event counted, as
+//! Plausible does);
 //! `h`/`hashMode`, `i`/`interactive` and the rest are read by Plausible
 //! only and ignored here. Answers 202 `ok`, like Plausible, to every body
 //! it can read, counted or not, so that nobody learns which domains are
@@ -45,6 +48,10 @@ struct Body {
     p: serde_json::Value,
     #[serde(default)]
     props: serde_json::Value,
+    #[serde(default, rename = "$")]
+    dollar: serde_json::Value,
+    #[serde(default)]
+    revenue: serde_json::Value,
 }
 
 /// What one of Plausible's bodies asks: a view or an event of a page of
@@ -73,6 +80,10 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
         .transpose()
         .map_err(BodyError::Properties)?
         .unwrap_or_default();
+    let revenue = [&body.revenue, &body.dollar]
+        .into_iter()
+        .find(|v| !v.is_null())
+        .and_then(|v| crate::domain::Revenue::parse_json(v).ok());
     let domains = body
         .d
         .ok_or(BodyError::Missing("d"))?
@@ -88,6 +99,7 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
             referrer: Some(Ok(body.r.unwrap_or_default())),
             event: (name != PAGEVIEW).then_some(Ok(name)),
             props: Some(Ok(props)),
+            revenue: revenue.map(Ok),
             ..HitParams::default()
         },
     })

@@ -6,7 +6,10 @@
 //! `referrer`, `screen` (`1920x1080`), `name` (a custom event when
 //! present) and `data` (its custom properties: nested objects become
 //! dotted keys, as Umami stores them; lists and properties past their
-//! bounds are left out, the hit counted). `hostname`, `title` and
+//! bounds are left out, the hit counted; an event's `revenue` and
+//! `currency` in it are also its revenue, as Umami's revenue report reads
+//! them, left out when they are not an amount and an ISO 4217 code).
+//! `hostname`, `title` and
 //! `language` are not kept.
 //! Answers `{}` as JSON, which Umami's trackers accept.
 
@@ -70,6 +73,17 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
             .as_deref()
             .and_then(|s| s.split('x').next())
             .and_then(crate::classify::parse_screen_width),
+        revenue: payload
+            .data
+            .as_object()
+            .and_then(|data| {
+                let revenue = serde_json::json!({
+                    "amount": data.get("revenue")?,
+                    "currency": data.get("currency")?,
+                });
+                crate::domain::Revenue::parse_json(&revenue).ok()
+            })
+            .map(Ok),
         event: payload.name.map(Ok),
         props: Some(Properties::parse_json(&payload.data, Rules::Lenient)),
     }))
