@@ -271,6 +271,20 @@ impl RevenueTotal {
         decimal(self.scaled, self.currency.exponent())
     }
 
+    /// The sum as pages show it: thousands separated, with its code
+    /// (`1,234.50 EUR`).
+    pub fn shown(&self) -> String {
+        format!("{} {}", grouped(&self.amount()), self.currency)
+    }
+
+    /// The average as pages show it (`—` without any event).
+    pub fn average_shown(&self) -> String {
+        self.average().map_or_else(
+            || "—".to_owned(),
+            |a| format!("{} {}", grouped(&a), self.currency),
+        )
+    }
+
     /// The average per event that carried revenue, rounded half to even
     /// at the fourth decimal (`None` without any).
     pub fn average(&self) -> Option<String> {
@@ -302,6 +316,25 @@ pub fn totals(sums: impl IntoIterator<Item = (Currency, i128, i64)>) -> Vec<Reve
             .then(a.currency.cmp(&b.currency))
     });
     out
+}
+
+/// A plain decimal with its whole part's thousands separated.
+fn grouped(decimal: &str) -> String {
+    let (sign, rest) = match decimal.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", decimal),
+    };
+    let (whole, fraction) = match rest.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (rest, None),
+    };
+    let whole = whole
+        .parse::<i64>()
+        .map_or_else(|_| whole.to_owned(), |n| super::numbers::thousands(&n));
+    match fraction {
+        Some(f) => format!("{sign}{whole}.{f}"),
+        None => format!("{sign}{whole}"),
+    }
 }
 
 fn divide_half_even(a: i128, n: i128) -> i128 {
@@ -443,6 +476,10 @@ mod tests {
         assert_eq!(t[1].average().as_deref(), Some("750"));
         let refund = totals([(eur, -50_000, 1)]);
         assert_eq!(refund[0].amount(), "-5.00");
+        let big = totals([(eur, 12_345_675_000, 2)]);
+        assert_eq!(big[0].shown(), "1,234,567.50 EUR");
+        assert_eq!(big[0].average_shown(), "617,283.75 EUR");
+        assert_eq!(refund[0].shown(), "-5.00 EUR");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! tracker when the email was read).
 
 use super::alerts::{Alert, AlertKind};
-use super::report::{Compared, Headline, Report};
+use super::report::{Compared, GoalLine, Headline, Report};
 use crate::domain::numbers::thousands;
 use crate::reports::numbers::{minutes_seconds, percent, points, relative_change, row_change};
 
@@ -124,6 +124,58 @@ fn text_list(out: &mut String, title: &str, rows: &[(String, i64)]) {
     }
 }
 
+/// The goals, when the site has any: conversions, and revenue where
+/// their events carried it.
+fn text_goals(out: &mut String, goals: &[GoalLine]) {
+    if goals.is_empty() {
+        return;
+    }
+    out.push_str("\nGoals (conversions)\n");
+    for g in goals {
+        out.push_str(&format!("  {:>9}  {}", thousands(&g.conversions), g.name));
+        if !g.revenue.is_empty() {
+            out.push_str(&format!("  (revenue: {})", g.revenue.join(", ")));
+        }
+        out.push('\n');
+    }
+}
+
+fn html_goals(out: &mut String, goals: &[GoalLine]) {
+    if goals.is_empty() {
+        return;
+    }
+    let revenue = goals.iter().any(|g| !g.revenue.is_empty());
+    out.push_str(&format!(
+        "<h2 style=\"font-size:16px;margin:16px 0 6px 0\">Goals</h2>\n<table id=\"goals\" style=\"{STYLE_TABLE}\"><tr><th style=\"{STYLE_TH}\">Goal</th><th style=\"{STYLE_TH};text-align:right\">Conversions</th>{}</tr>\n",
+        if revenue {
+            format!("<th style=\"{STYLE_TH};text-align:right\">Revenue</th>")
+        } else {
+            String::new()
+        }
+    ));
+    for g in goals {
+        out.push_str(&format!(
+            "<tr><td style=\"{STYLE_TD}\">{}</td><td style=\"{STYLE_NUM}\">{}</td>",
+            escape(&g.name),
+            thousands(&g.conversions)
+        ));
+        if revenue {
+            let cell = if g.revenue.is_empty() {
+                "—".to_owned()
+            } else {
+                g.revenue
+                    .iter()
+                    .map(|r| escape(r))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            };
+            out.push_str(&format!("<td style=\"{STYLE_NUM}\">{cell}</td>"));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
 const STYLE_TABLE: &str = "border-collapse:collapse;margin:0 0 20px 0;font-size:14px";
 const STYLE_TH: &str = "text-align:left;padding:4px 12px 4px 0;border-bottom:1px solid #ccc";
 const STYLE_TD: &str = "padding:4px 12px 4px 0;border-bottom:1px solid #eee";
@@ -190,6 +242,7 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
     text_list(&mut text, "Top pages", &r.pages);
     text_list(&mut text, "Top sources", &r.sources);
     text_list(&mut text, "Top countries", &r.countries);
+    text_goals(&mut text, &r.goals);
     text.push_str(&format!(
         "\nDashboard for this period: {}\n\n-- \n{footer}\n{unsubscribe}\n",
         r.dashboard
@@ -224,6 +277,7 @@ pub fn report(r: &Report, unsubscribe: &str) -> Rendered {
         "Country",
         &r.countries,
     );
+    html_goals(&mut body, &r.goals);
     body.push_str(&format!(
         "<p><a href=\"{}\" style=\"color:#0645ad\">Open the dashboard for this period</a></p>\n",
         escape(&r.dashboard)

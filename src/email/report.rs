@@ -1,6 +1,6 @@
 //! A report's figures, read through the report engine as the dashboard
 //! reads them (`reports::engine::Report`: the first line and its changes,
-//! the pages, the sources and the countries), so the email says what the
+//! the pages, the sources, the countries and the goals), so the email says what the
 //! dashboard says for its period, changes included.
 
 use chrono::{DateTime, Datelike, TimeDelta, Utc};
@@ -79,11 +79,23 @@ pub struct Report {
     pub pages: Vec<(String, i64)>,
     pub sources: Vec<(String, i64)>,
     pub countries: Vec<(String, i64)>,
+    /// The site's goals, as the dashboard's Goals table has them (none
+    /// when the site has no goal).
+    pub goals: Vec<GoalLine>,
     /// The dashboard showing this period.
     pub dashboard: String,
     /// Sent once by command (`tickertape email send-report`), not by a
     /// subscription's schedule: its footer says so.
     pub one_off: bool,
+}
+
+/// One goal of a report: its name as the dashboard says it, its
+/// conversions, and its revenue per currency (`1,234.50 EUR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoalLine {
+    pub name: String,
+    pub conversions: i64,
+    pub revenue: Vec<String>,
 }
 
 /// The period a report sent at the start of the period holding `now`
@@ -218,10 +230,11 @@ pub async fn assemble(
     // same way, in the sender's task (no visitor waits on it).
     let request = ReportRequest::new(store, SourceScope::Site(site), period, now);
     let report = engine::Report::new(Reads::inline(store), site, request, retention);
-    let (line, pages, (sources, panels)) = tokio::try_join!(
+    let (line, pages, (sources, panels), (goals, _)) = tokio::try_join!(
         report.line(),
         report.pages("", (0, TOP_ROWS)),
         report.panels(&[Dimension::Country]),
+        report.goals(),
     )?;
     let line = line.figures;
     Ok(Report {
@@ -259,6 +272,18 @@ pub async fn assemble(
             .flat_map(|panel| panel.rows)
             .take(TOP_ROWS)
             .map(|r| (country_label(&r.name), r.count))
+            .collect(),
+        goals: goals
+            .rows
+            .iter()
+            .map(|g| GoalLine {
+                name: match &g.goal {
+                    crate::domain::Goal::Page(path) => format!("Visit {}", path.as_str()),
+                    crate::domain::Goal::Event(name) => name.clone(),
+                },
+                conversions: g.conversions,
+                revenue: g.revenue.iter().map(|r| r.shown()).collect(),
+            })
             .collect(),
         dashboard: dashboard_url(public_url, site, period),
         one_off: schedule.is_none(),

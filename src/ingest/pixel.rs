@@ -249,10 +249,14 @@ async fn count(
         // An event is not a view: it leaves the visit as it is, and is
         // counted with its visitor for the goals' converting visitors.
         let props = admitted_props(state, req, page.domain(), view.props, at);
-        let place = state
-            .visitors
-            .open
-            .event(visitor, page.as_str(), event.as_str(), &props, view.revenue, at);
+        let place = state.visitors.open.event(
+            visitor,
+            page.as_str(),
+            event.as_str(),
+            &props,
+            view.revenue,
+            at,
+        );
         let record = Record {
             page: page.into_string(),
             at,

@@ -25,8 +25,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
-use crate::domain::sketch::{Sketch, REGISTERS};
 use crate::domain::revenue::{self, RevenueTotal};
+use crate::domain::sketch::{Sketch, REGISTERS};
 use crate::domain::{Currency, Dimension, FunnelSteps};
 
 pub use crate::domain::visit::{Step, VisitRecord};

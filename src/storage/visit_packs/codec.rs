@@ -421,8 +421,8 @@ pub fn decode(
                 }
                 let currency = Currency::parse(name_at(&names, s.varint()?)?)
                     .map_err(|_| PackError::OutOfRange)?;
-                let amount = Amount::from_scaled(unzigzag(s.varint()?))
-                    .ok_or(PackError::OutOfRange)?;
+                let amount =
+                    Amount::from_scaled(unzigzag(s.varint()?)).ok_or(PackError::OutOfRange)?;
                 revenue.push((step as u32, Revenue { currency, amount }));
             }
         }

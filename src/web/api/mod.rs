@@ -59,6 +59,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .service(get("/sites/{id}/breakdown", reports::breakdown))
             .service(get("/sites/{id}/visits", reports::visits))
             .service(get("/sites/{id}/funnel", reports::funnel))
+            .service(get("/sites/{id}/goals", reports::goals))
             .configure(email::api_routes)
             .default_service(web::to(|| async { ApiError::NoSuchEndpoint })),
     );

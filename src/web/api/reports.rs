@@ -885,6 +885,91 @@ pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
     prepared(answer, &site, &q)
 }
 
+// --------------------------------------------------------------- goals
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GoalsBody {
+    site: String,
+    period: PeriodBody,
+    /// What converts: `visitors` (unfiltered) or `visits` (with filters).
+    converting: &'static str,
+    goals: Vec<GoalBody>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GoalBody {
+    kind: &'static str,
+    goal: String,
+    conversions: i64,
+    previous_period_conversions: i64,
+    converting: Option<i64>,
+    conversion_rate: Option<f64>,
+    revenue: Vec<RevenueBody>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RevenueBody {
+    currency: String,
+    /// Exact decimals, as strings: a JSON number would be read as a
+    /// binary fraction.
+    amount: String,
+    events: i64,
+    average: Option<String>,
+    previous_period_amount: String,
+}
+
+/// `GET /api/v1/sites/{id}/goals`: the dashboard's Goals table, each
+/// goal's conversions, converting visitors (with filters: visits), rate
+/// and revenue per currency over the period.
+pub async fn goals(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
+    let site = client.site(&state, &id)?;
+    let answer: Reply = async {
+        let asked = Asked::of(&state, &site, &q)?;
+        let request = asked.request(&state, SourceScope::Site(&site));
+        let report = engine::Report::new(state.reads(), &site, request, &state.retention);
+        let (goals, said) = report.goals().await?;
+        let revenue = |g: &crate::reports::goals::GoalFigures| {
+            g.revenue
+                .iter()
+                .map(|r| RevenueBody {
+                    currency: r.currency.to_string(),
+                    amount: r.amount(),
+                    events: r.conversions,
+                    average: r.average(),
+                    previous_period_amount: g
+                        .revenue_before
+                        .iter()
+                        .find(|b| b.currency == r.currency)
+                        .map_or_else(|| "0".to_owned(), |b| b.amount()),
+                })
+                .collect()
+        };
+        Ok(ok(&GoalsBody {
+            site: site.id.to_string(),
+            period: asked.period_body(&said),
+            converting: goals.converting.noun(),
+            goals: goals
+                .rows
+                .iter()
+                .map(|g| GoalBody {
+                    kind: g.goal.kind(),
+                    goal: g.goal.name().to_owned(),
+                    conversions: g.conversions,
+                    previous_period_conversions: g.conversions_before,
+                    converting: g.converting,
+                    conversion_rate: g.rate(),
+                    revenue: revenue(g),
+                })
+                .collect(),
+        }))
+    }
+    .await;
+    prepared(answer, &site, &q)
+}
+
 // --------------------------------------------------------------- funnel
 
 #[derive(Serialize)]

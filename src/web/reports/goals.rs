@@ -4,6 +4,7 @@
 //! previous period ([`crate::reports::goals`] says what each counts).
 
 use crate::domain::Goal;
+use crate::domain::RevenueTotal;
 use crate::reports::goals::{Converting, Goals};
 use crate::web::fmt;
 
@@ -24,10 +25,62 @@ pub struct GoalRow {
     /// (empty where unknown).
     pub rate_percent: String,
     pub rate_change: String,
+    /// Per currency its events carried: the sum, the average per event
+    /// that carried one, and the change of the sum.
+    pub revenue: Vec<RevenueCell>,
+}
+
+/// One currency of a goal's revenue.
+pub struct RevenueCell {
+    pub currency: String,
+    /// As the page shows them (`1,234.50 EUR`).
+    pub sum: String,
+    pub average: String,
+    /// Plain decimals, for `goals.csv`.
+    pub amount: String,
+    pub average_amount: String,
+    pub events: i64,
+    pub change: String,
+}
+
+impl RevenueCell {
+    fn of(now: &RevenueTotal, before: &[RevenueTotal]) -> Self {
+        let was = before.iter().find(|b| b.currency == now.currency);
+        RevenueCell {
+            currency: now.currency.to_string(),
+            sum: now.shown(),
+            average: now.average_shown(),
+            amount: now.amount(),
+            average_amount: now.average().unwrap_or_default(),
+            events: now.conversions,
+            change: revenue_change(now.scaled, was.map_or(0, |b| b.scaled)),
+        }
+    }
+}
+
+/// A sum's change against the period before, in whole percent ("new"
+/// where there was none): the sums are exact, their ratio is a rounded
+/// figure like every other change.
+fn revenue_change(now: i128, before: i128) -> String {
+    if before == 0 {
+        return if now == 0 {
+            "±0%".into()
+        } else {
+            "new".into()
+        };
+    }
+    let d = (now - before) * 100 / before.abs();
+    match d.cmp(&0) {
+        std::cmp::Ordering::Equal => "±0%".into(),
+        std::cmp::Ordering::Greater => format!("+{d}%"),
+        std::cmp::Ordering::Less => format!("−{}%", -d),
+    }
 }
 
 pub struct GoalsView {
     pub rows: Vec<GoalRow>,
+    /// Whether any goal's events carried revenue (the columns show then).
+    pub has_revenue: bool,
     /// What converts: "visitors", or "visits" with filters.
     pub converting: &'static str,
     /// Where goals are set (none through a share link).
@@ -83,10 +136,16 @@ pub fn view(
                     (Some(_), None) => "new".to_owned(),
                     _ => "—".to_owned(),
                 },
+                revenue: g
+                    .revenue
+                    .iter()
+                    .map(|r| RevenueCell::of(r, &g.revenue_before))
+                    .collect(),
             }
         })
-        .collect();
+        .collect::<Vec<GoalRow>>();
     GoalsView {
+        has_revenue: rows.iter().any(|r| !r.revenue.is_empty()),
         rows,
         converting: match goals.converting {
             Converting::Visitors => "visitors",
@@ -131,15 +190,29 @@ async fn goals_csv_of(
     let (goals, said) = report.goals().await?;
     let converting = goals.converting.noun();
     let goals = view(&goals, None, String::new(), |_| String::new());
-    let rows = goals.rows.into_iter().map(|g| {
-        vec![
-            g.kind.to_owned(),
-            g.name,
-            g.conversions.to_string(),
-            // Plain numbers, as in every CSV; unknown is an empty cell.
-            g.converting.map_or_else(String::new, |c| c.to_string()),
-            g.rate_percent,
-        ]
+    // One row per goal and currency its events carried (a goal without
+    // revenue: one row, its revenue cells empty), so that every cell is a
+    // plain number a spreadsheet adds up within a currency.
+    let rows = goals.rows.into_iter().flat_map(|g| {
+        let row = |cell: Option<&RevenueCell>| {
+            vec![
+                g.kind.to_owned(),
+                g.name.clone(),
+                g.conversions.to_string(),
+                // Plain numbers, as in every CSV; unknown is an empty cell.
+                g.converting.map_or_else(String::new, |c| c.to_string()),
+                g.rate_percent.clone(),
+                cell.map_or_else(String::new, |c| c.currency.clone()),
+                cell.map_or_else(String::new, |c| c.amount.clone()),
+                cell.map_or_else(String::new, |c| c.events.to_string()),
+                cell.map_or_else(String::new, |c| c.average_amount.clone()),
+            ]
+        };
+        if g.revenue.is_empty() {
+            vec![row(None)]
+        } else {
+            g.revenue.iter().map(|c| row(Some(c))).collect()
+        }
     });
     let body = crate::reports::csv::table(
         &[
@@ -148,6 +221,10 @@ async fn goals_csv_of(
             "conversions",
             &format!("converting_{converting}"),
             "conversion_rate_percent",
+            "currency",
+            "revenue",
+            "revenue_events",
+            "average_revenue",
         ],
         rows,
     );
@@ -167,5 +244,15 @@ mod tests {
         assert_eq!(points(0.025, 0.02), "+0.5 pts");
         assert_eq!(points(0.02, 0.025), "−0.5 pts");
         assert_eq!(points(0.02, 0.0201), "±0 pts");
+    }
+
+    #[test]
+    fn revenue_changes_in_whole_percent() {
+        assert_eq!(revenue_change(150, 100), "+50%");
+        assert_eq!(revenue_change(50, 100), "−50%");
+        assert_eq!(revenue_change(100, 100), "±0%");
+        assert_eq!(revenue_change(100, 0), "new");
+        assert_eq!(revenue_change(0, 0), "±0%");
+        assert_eq!(revenue_change(-50, -100), "+50%");
     }
 }
