@@ -10,7 +10,7 @@ if(f=="#"+k)l.setItem(k,1);if(f=="#tt-count")l.removeItem(k);return l.getItem(k)
 function send(q){var i=new Image;sent.push(i);i.src=base+"/pixel.gif?site="+e(site)+q+"&w="+screen.width+"&t="+ +new Date}
 function count(){var l=location,p=l.pathname,u=(l.search.match(/utm_(source|medium|campaign)=[^&]*/g)||[]).join("&");
 if(p==last||off())return;last=p;send("&page="+e(u?p+"?"+u:p)+"&ref="+e(r)+J(V));r=l.origin}
-function track(n,p){n&&!off()&&send("&page="+e(location.pathname)+"&e="+e(n)+J(p))}
+function track(n,p,v){n&&!off()&&send("&page="+e(location.pathname)+"&e="+e(n)+J(p)+(v?"&revenue="+e(JSON.stringify(v)):""))}
 w.tickertape={track:track};
 d.addEventListener("click",function(v){v=v.target.closest&&v.target.closest("[data-tt-event]");v&&track(v.dataset.ttEvent,P(v,"data-tt-prop-"))},1);
 h.pushState=function(){push.apply(h,arguments);count()};

@@ -92,9 +92,9 @@ pub fn step_bytes(
     props: &Properties,
     revenue: Option<Revenue>,
 ) -> usize {
-    // `rv`'s type, name, length and end; `c` (type, name, length, three
-    // letters, NUL) and `a` (type, name, eight bytes).
-    const REVENUE_FIELD: usize = 8 + 10 + 11;
+    // `rv`'s type, name ("rv\0"), length and end; `c` (type, "c\0",
+    // length, three letters and NUL) and `a` (type, "a\0", eight bytes).
+    const REVENUE_FIELD: usize = (1 + 3 + 4 + 1) + (1 + 2 + 4 + 4) + (1 + 2 + 8);
     let revenue_bytes = revenue.map_or(0, |_| REVENUE_FIELD);
     // `pr`'s type, name, length and end; each pair's element type, index
     // (up to "29\0"), length, its two strings' type, index, length and
@@ -833,14 +833,18 @@ mod tests {
 
     #[test]
     fn step_bytes_is_what_a_step_takes_in_the_document() {
-        let encoded = |n: i32, p: &str, e: Option<&str>| {
+        let revenue = Revenue {
+            currency: Currency::parse("EUR").unwrap(),
+            amount: Amount::parse("9.99").unwrap(),
+        };
+        let encoded_with = |n: i32, p: &str, e: Option<&str>, rv: Option<Revenue>| {
             let step = Step {
                 n,
                 t: 3_600,
                 p: p.into(),
                 e: e.map(str::to_owned),
                 pr: Vec::new(),
-                rv: None,
+                rv: rv.map(StepRevenue::of),
             };
             let mut steps = vec![Bson::Null; n as usize];
             steps.push(bson::to_bson(&step).unwrap());
@@ -848,6 +852,16 @@ mod tests {
             steps.pop();
             with - bson::to_vec(&doc! {"s": steps}).unwrap().len()
         };
+        let encoded = |n: i32, p: &str, e: Option<&str>| encoded_with(n, p, e, None);
+        assert_eq!(
+            step_bytes(
+                "a.com/buy",
+                Some("Purchase"),
+                &Properties::EMPTY,
+                Some(revenue)
+            ),
+            encoded_with(1_999, "/buy", Some("Purchase"), Some(revenue))
+        );
         let long = format!("/{}", "x".repeat(510));
         for (page, path, event) in [
             ("a.com/", "/", None),

@@ -595,6 +595,16 @@ mod tests {
                 (last, Arc::from("plan"), Arc::from("pro")),
             ]);
         }
+        if i % 5 == 2 && !v.steps.is_empty() {
+            let currency = ["EUR", "JPY"][(i % 2) as usize];
+            v = v.with_revenue(vec![(
+                0,
+                Revenue {
+                    currency: Currency::parse(currency).unwrap(),
+                    amount: Amount::from_scaled(i as i64 * 1_234 - 50_000).unwrap(),
+                },
+            )]);
+        }
         // Views past the kept steps still count.
         if i % 11 == 0 {
             v.views += 2_001;
@@ -632,6 +642,7 @@ mod tests {
         let empty = encode(day(), &[], usize::MAX).unwrap();
         assert_eq!(empty, vec![vec![FORMAT, 0, 0]]);
         assert!(vs.iter().any(|v| !v.props.is_empty()));
+        assert!(vs.iter().any(|v| !v.revenue.is_empty()));
         assert!(decode_all(&empty, &everything()).is_empty());
     }
 
@@ -644,6 +655,38 @@ mod tests {
         assert_eq!(decode(&part, day(), &everything(), &mut out), Ok(1));
         assert_eq!(out[0].views, 1);
         assert!(out[0].props.is_empty());
+    }
+
+    #[test]
+    fn a_part_written_before_revenue_is_still_read() {
+        // format 2, one name, one visit of one view with no property.
+        let part = [2, 1, 1, b'/', 1, 0, 0, 2, 0, 0, 4, 1, 0, 0, 0];
+        let mut out = Vec::new();
+        assert_eq!(decode(&part, day(), &everything(), &mut out), Ok(1));
+        assert_eq!(out[0].steps.len(), 1);
+        assert!(out[0].revenue.is_empty());
+    }
+
+    #[test]
+    fn revenue_in_no_currency_or_of_no_step_is_damage() {
+        // format 3, names "/" and "ABC", one visit of one view, no
+        // property, one revenue in "ABC" (not a currency) of step 0.
+        let part = [
+            3, 2, 1, b'/', 3, b'A', b'B', b'C', 1, 0, 0, 2, 0, 0, 7, 1, 0, 0, 0, 1, 0, 1, 2,
+        ];
+        let mut out = Vec::new();
+        assert_eq!(
+            decode(&part, day(), &everything(), &mut out),
+            Err(PackError::OutOfRange)
+        );
+        // The same revenue in "/"'s place names step 1 of a visit of one.
+        let part = [
+            3, 2, 1, b'/', 3, b'E', b'U', b'R', 1, 0, 0, 2, 0, 0, 7, 1, 0, 0, 0, 1, 1, 1, 2,
+        ];
+        assert_eq!(
+            decode(&part, day(), &everything(), &mut out),
+            Err(PackError::OutOfRange)
+        );
     }
 
     #[test]
@@ -798,8 +841,9 @@ mod tests {
             decode(&overflow, day(), &everything(), &mut out),
             Err(PackError::Overflow)
         );
-        // One visit of one step naming name 5 of none, and no property.
-        let unnamed = [FORMAT, 0, 1, 0, 0, 2, 0, 0, 4, 1, 0, 5, 0];
+        // One visit of one step naming name 5 of none, no property and no
+        // revenue.
+        let unnamed = [FORMAT, 0, 1, 0, 0, 2, 0, 0, 5, 1, 0, 5, 0, 0];
         assert_eq!(
             decode(&unnamed, day(), &everything(), &mut out),
             Err(PackError::NoSuchName(5))
