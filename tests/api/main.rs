@@ -39,6 +39,7 @@ mod reference_model;
 mod reports;
 mod restarts;
 mod retention;
+mod revenue;
 mod schemathesis;
 mod security;
 mod segments;

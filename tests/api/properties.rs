@@ -247,7 +247,7 @@ async fn properties_agree_with_a_plain_computation_at_sub_hour_edges_in_several_
     assert!(nonzero > compared / 4, "most ranges hold properties");
 }
 
-async fn plausible(app: &TestApp, body: &str) -> reqwest::Response {
+pub(crate) async fn plausible(app: &TestApp, body: &str) -> reqwest::Response {
     app.http
         .post(format!("{}/api/event", app.address))
         .header("content-type", "text/plain")
@@ -257,7 +257,7 @@ async fn plausible(app: &TestApp, body: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn umami(app: &TestApp, body: &str) -> reqwest::Response {
+pub(crate) async fn umami(app: &TestApp, body: &str) -> reqwest::Response {
     app.http
         .post(format!("{}/api/send", app.address))
         .header("content-type", "application/json")
@@ -271,7 +271,7 @@ async fn umami(app: &TestApp, body: &str) -> reqwest::Response {
         .unwrap()
 }
 
-fn reason(r: &reqwest::Response) -> String {
+pub(crate) fn reason(r: &reqwest::Response) -> String {
     r.headers()
         .get("x-tickertape-reason")
         .map(|v| v.to_str().unwrap().to_owned())

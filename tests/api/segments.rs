@@ -928,6 +928,7 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
         referrer: 1,
         campaign: None,
         props: &[],
+        revenue: None,
     };
     app.clock.set(late.at);
     send(&app, &id, &persons, std::slice::from_ref(&late)).await;

@@ -85,6 +85,18 @@ pub(crate) const VIEW_PROPS: [&[(&str, &str)]; 3] = [
     &[("author", "Zoë"), ("x.y$z", "1")],
 ];
 
+/// Revenue an event may carry: none, amounts with and without decimals,
+/// a refund, a currency without decimals and a ten-thousandth.
+pub(crate) const REVENUES: [Option<(&str, &str)>; 7] = [
+    None,
+    Some(("EUR", "9.99")),
+    Some(("USD", "0.5")),
+    Some(("EUR", "-5.00")),
+    Some(("JPY", "1200")),
+    None,
+    Some(("EUR", "0.0001")),
+];
+
 /// Custom properties an event may carry.
 pub(crate) const EVENT_PROPS: [&[(&str, &str)]; 3] = [
     &[],
@@ -112,6 +124,9 @@ pub(crate) struct Hit {
     pub campaign: Option<usize>,
     /// Its custom properties, sent as the pixel's `props`.
     pub props: &'static [(&'static str, &'static str)],
+    /// An event's revenue (currency, amount), sent as the pixel's
+    /// `revenue`.
+    pub revenue: Option<(&'static str, &'static str)>,
 }
 
 /// How the traffic is spread: each test picks what it exercises (the
@@ -212,10 +227,15 @@ pub(crate) fn traffic(
                         .chance(shape.campaign_percent)
                         .then(|| rng.below(CAMPAIGNS.len() as u64) as usize),
                     props: VIEW_PROPS[rng.below(VIEW_PROPS.len() as u64) as usize],
+                    revenue: None,
                 });
                 if rng.chance(shape.event_percent) {
                     // An event a little after the view, in the same visit.
                     let delay = shape.least_event_delay + rng.below(20) as i64;
+                    // Without drawing from `rng`, so that the traffic of
+                    // a seed stays what it was before events had revenue.
+                    let revenue = REVENUES
+                        [(person + (at.timestamp() as usize) + delay as usize) % REVENUES.len()];
                     hits.push(Hit {
                         person,
                         at: at + TimeDelta::seconds(delay),
@@ -224,6 +244,7 @@ pub(crate) fn traffic(
                         referrer: 2,
                         campaign: None,
                         props: EVENT_PROPS[rng.below(EVENT_PROPS.len() as u64) as usize],
+                        revenue,
                     });
                 }
             }
@@ -238,6 +259,7 @@ pub(crate) fn traffic(
                     referrer: 2,
                     campaign: None,
                     props: &[("plan", "pro")],
+                    revenue: Some(("EUR", "1")),
                 });
             }
         }
@@ -274,6 +296,10 @@ pub(crate) async fn send(app: &TestApp, site: &str, persons: &[Person], hits: &[
                 "&props={}",
                 urlencode(&serde_json::Value::Object(props).to_string())
             ));
+        }
+        if let Some((currency, amount)) = h.revenue {
+            let revenue = serde_json::json!({"amount": amount, "currency": currency});
+            query.push_str(&format!("&revenue={}", urlencode(&revenue.to_string())));
         }
         let r = app
             .pixel_with(
