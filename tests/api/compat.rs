@@ -414,7 +414,7 @@ async fn peers_snippets_and_plausibles_own_tracker_count_in_a_real_browser() {
                 format!(
                     r#"<script type="module">import {{init, track}} from "/plausible.js";
 init({{domain: "blog.test", endpoint: "{a}/api/event", captureOnLocalhost: true}});
-track("Trial", {{props: {{plan: "pro"}}}});</script>"#
+track("Trial", {{props: {{plan: "pro"}}, revenue: {{amount: 19.99, currency: "EUR"}}}});</script>"#
                 ),
             ),
         ),
@@ -447,11 +447,16 @@ track("Trial", {{props: {{plan: "pro"}}}});</script>"#
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    // Plausible's npm tracker sent `props` with its event: kept on it.
+    // Plausible's npm tracker sent `props` and `revenue` with its event:
+    // kept on it, the amount exactly.
     app.settle().await;
     assert_eq!(
         crate::properties::stored_props(&app, "blog.test").await,
         map(&[("plan=pro", 1)])
+    );
+    assert_eq!(
+        crate::revenue::stored_revenue(&app).await,
+        BTreeMap::from([("Trial EUR".to_owned(), (199_900, 1))])
     );
     handle.stop(true).await;
 }
@@ -469,7 +474,7 @@ umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
   for (const r of [
     await umami.track({{url: "/docs", hostname: "api.test", title: "Docs"}}),
     await umami.track({{url: "/docs", name: "Copy"}}),
-    await umami.track("Signup", {{plan: "pro"}}),
+    await umami.track("Signup", {{plan: "pro", revenue: 9.5, currency: "USD"}}),
     await umami.identify({{plan: "pro"}}),
   ]) console.log(r.status, await r.text());
 }})().catch(e => {{ console.error(e); process.exit(1); }});"#,
@@ -493,10 +498,15 @@ umami.init({{websiteId: "{id}", hostUrl: "{a}"}});
         site_day_counts(&app, Dimension::Event).await,
         map(&[("Copy", 1), ("Signup", 1)])
     );
-    // Its event data is the event's properties.
+    // Its event data is the event's properties, and its revenue and
+    // currency, as Umami's revenue report reads them, its revenue too.
     assert_eq!(
         crate::properties::stored_props(&app, "api.test").await,
-        map(&[("plan=pro", 1)])
+        map(&[("currency=USD", 1), ("plan=pro", 1), ("revenue=9.5", 1)])
+    );
+    assert_eq!(
+        crate::revenue::stored_revenue(&app).await,
+        BTreeMap::from([("Signup USD".to_owned(), (95_000, 1))])
     );
 }
 

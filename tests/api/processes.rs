@@ -367,10 +367,11 @@ pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
     // sources; every eleventh hit is an event instead.
     let event = i % 11 == 0;
     // Every hit carries a custom property its stored step can be checked
-    // against ([`step_props`]).
+    // against ([`step_props`]), and every event the same revenue
+    // ([`EVENT_REVENUE`]).
     let query = if event {
         format!(
-            "site={site}&page={path}&e=Signup%20{n}&props=%7B%22plan%22%3A%22p{n}%22%7D",
+            "site={site}&page={path}&e=Signup%20{n}&props=%7B%22plan%22%3A%22p{n}%22%7D&revenue=%7B%22amount%22%3A%221.25%22%2C%22currency%22%3A%22EUR%22%7D",
             n = i % 3
         )
     } else {
@@ -384,6 +385,10 @@ pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
     };
     Hit { page, query, event }
 }
+
+/// The revenue every event of the load carries: 1.25 EUR, in
+/// ten-thousandths.
+const EVENT_REVENUE: (&str, i64) = ("EUR", 12_500);
 
 /// The custom properties a stored step of the load must carry: what
 /// [`hit`] sent with it, found from its page or its event's name.
@@ -546,11 +551,31 @@ pub(crate) async fn check_events(uri: &str, database: &str, tally: &Tally) {
         }
         let (by_site, _) =
             dimension_totals(uri, database, Subject::Site, g, Dimension::Event).await;
+        let events = by_site.get("crash.test").copied().unwrap_or(0);
         assert_eq!(
-            by_site.get("crash.test").copied().unwrap_or(0),
+            events,
             by_page.values().sum::<i64>(),
             "{g:?}: the site's events are its pages'"
         );
+        // Each event's revenue is counted with it, once: never lost with
+        // a kill, never doubled by a replay.
+        let (mut amount, mut carried) = (0_i64, 0_i64);
+        let collection = tickertape::storage::breakdowns::collection(Subject::Site, g);
+        for d in all::<bson::Document>(uri, database, collection).await {
+            let Ok(revenue) = d.get_document("revenue") else {
+                continue;
+            };
+            for (event, by) in revenue {
+                for (currency, f) in by.as_document().unwrap() {
+                    assert_eq!(currency, EVENT_REVENUE.0, "{g:?} {event}");
+                    let f = f.as_document().unwrap();
+                    amount += f.get_i64("a").unwrap();
+                    carried += f.get_i64("n").unwrap();
+                }
+            }
+        }
+        assert_eq!(carried, events, "{g:?}: every event's revenue, once");
+        assert_eq!(amount, events * EVENT_REVENUE.1, "{g:?}: the amounts");
     }
 }
 
@@ -749,6 +774,9 @@ pub(crate) async fn check_visit_store(uri: &str, database: &str, tally: &Tally, 
         for step in &v.steps {
             // Its properties came with it, once, through every kill.
             assert_eq!(step.pr, step_props(step), "visit {}: step {}", v.id, step.n);
+            let revenue = step.rv.as_ref().map(|r| (r.c.as_str(), r.a));
+            let want = (!step.is_view()).then_some(EVENT_REVENUE);
+            assert_eq!(revenue, want, "visit {}: step {}'s revenue", v.id, step.n);
             let page = format!("crash.test{}", step.p);
             let counts = if step.is_view() {
                 &mut view_steps

@@ -509,7 +509,7 @@ async fn the_script_sends_properties_from_a_real_page() {
     let body = format!(
         "<!doctype html><html><head><title>Props</title></head><body>{script}\
          <button data-tt-event=\"Signup\" data-tt-prop-plan=\"pro\"><span id=\"inner\">go</span></button>\
-         <script>setTimeout(function(){{tickertape.track('Download', {{file: 'a.pdf', size: 3}});\
+         <script>setTimeout(function(){{tickertape.track('Download', {{file: 'a.pdf', size: 3}}, {{amount: '4.50', currency: 'EUR'}});\
          document.getElementById('inner').click();}},400);</script></body></html>"
     );
     let (port, handle) = site_server(vec![("/guide", body)], None);
@@ -537,6 +537,11 @@ async fn the_script_sends_properties_from_a_real_page() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(got, want);
+    // The third argument of `track` is the event's revenue.
+    assert_eq!(
+        crate::revenue::stored_revenue(&app).await,
+        BTreeMap::from([("Download EUR".to_owned(), (45_000, 1))])
+    );
     app.add_user("owner@example.com", Role::Admin).await;
     let owner = app.login("owner@example.com").await;
     let (status, html) = owner

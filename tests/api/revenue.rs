@@ -263,7 +263,7 @@ async fn revenue_agrees_with_a_plain_sum_at_sub_hour_edges_in_several_time_zones
 }
 
 /// The revenue the site's day buckets hold, per event and currency.
-async fn stored_revenue(app: &TestApp) -> BTreeMap<String, (i64, i64)> {
+pub(crate) async fn stored_revenue(app: &TestApp) -> BTreeMap<String, (i64, i64)> {
     app.settle().await;
     let docs: Vec<bson::Document> = app
         .store
