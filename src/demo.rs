@@ -28,6 +28,19 @@ const DEMO_BATCH: usize = 2_000;
 const DEMO_AUTHORS: [&str; 3] = ["Ada", "Grace", "Linus"];
 const DEMO_PLANS: [&str; 3] = ["team", "pro", "pro"];
 
+/// A sign-up's first payment, by its plan (`DEMO_PLANS`: team, pro,
+/// pro), in the two currencies the demo's customers pay in, so the Goals
+/// table shows revenue per currency.
+fn demo_revenue(visitor: u64) -> Option<crate::domain::Revenue> {
+    use crate::domain::{Amount, Currency, Revenue};
+    let amount = ["49.00", "9.99", "9.99"][(visitor % 3) as usize];
+    let currency = if visitor % 5 == 0 { "USD" } else { "EUR" };
+    Some(Revenue {
+        currency: Currency::parse(currency).expect("an ISO 4217 code"),
+        amount: Amount::parse(amount).expect("a plain decimal"),
+    })
+}
+
 fn demo_props(key: &str, value: &str) -> Properties {
     Properties::of(
         vec![(key.to_owned(), value.to_owned())],
@@ -487,7 +500,7 @@ pub async fn generate_reporting(
                     }),
                     labels: signup.clone(),
                     props: demo_props("plan", DEMO_PLANS[(v.visit.visitor % 3) as usize]),
-                    revenue: None,
+                    revenue: demo_revenue(v.visit.visitor),
                 });
                 // A blog post names its author, as a `data-prop-author`
                 // on its script tag would.

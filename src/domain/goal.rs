@@ -1,9 +1,13 @@
 //! Goals an owner marks on a site's settings page: a
-//! custom event's name, or a page path whose views count as conversions.
+//! custom event's name (optionally only its events carrying one property
+//! value), or a page path whose views count as conversions.
 //!
 //! A goal is stored in the site's document as one string, its kind and its
-//! name (`event:Signup`, `page:/thanks`), so that `$addToSet` and `$pull`
+//! name (`event:Signup`, `page:/thanks`, and for an event with a property
+//! `event-with:["Signup","plan","pro"]`, a JSON list since keys and values
+//! may hold any printable character), so that `$addToSet` and `$pull`
 //! compare whole goals and an event and a page of the same name stay two.
+//! A build that does not know a kind leaves its goals out.
 
 use std::fmt;
 
@@ -22,6 +26,12 @@ pub enum Goal {
     Event(String),
     /// Views of one path of the site.
     Page(PagePath),
+    /// A custom event's events that carry one custom property value.
+    EventWith {
+        name: String,
+        key: String,
+        value: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,6 +54,12 @@ pub enum GoalError {
     NotAPath,
     #[error("the page path is not usable: {0}")]
     Path(PageError),
+    #[error("a property goal names both a key and a value")]
+    PropertyHalf,
+    #[error(
+        "a property key has at most 300 bytes and no colon, a value at most 2,000 bytes, neither blank nor an email address"
+    )]
+    Property,
 }
 
 /// The rules of an event name, those of the events the pixel counts
@@ -86,9 +102,35 @@ impl Goal {
         }
     }
 
+    /// An event goal counting only its events that carry the property
+    /// `key` with `value` (both empty: every event of the name, as
+    /// [`Goal::parse`]). Key and value follow the properties' rules
+    /// (`domain::properties`), so the goal names what the pixel keeps.
+    pub fn parse_event_with(name: &str, key: &str, value: &str) -> Result<Goal, GoalError> {
+        let name = parse_event_name(name)?;
+        let (key, value) = (key.trim(), value.trim());
+        match (key.is_empty(), value.is_empty()) {
+            (true, true) => return Ok(Goal::Event(name)),
+            (false, false) => {}
+            _ => return Err(GoalError::PropertyHalf),
+        }
+        let pair = vec![(key.to_owned(), value.to_owned())];
+        let kept = super::Properties::of(pair, super::properties::Rules::Strict)
+            .map_err(|_| GoalError::Property)?;
+        let first = kept.iter().next().map(|(k, v)| k == key && v == value);
+        match first {
+            Some(true) => Ok(Goal::EventWith {
+                name,
+                key: key.to_owned(),
+                value: value.to_owned(),
+            }),
+            _ => Err(GoalError::Property),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
-            Goal::Event(_) => "event",
+            Goal::Event(_) | Goal::EventWith { .. } => "event",
             Goal::Page(_) => "page",
         }
     }
@@ -96,14 +138,46 @@ impl Goal {
     /// The event's name or the page's path.
     pub fn name(&self) -> &str {
         match self {
-            Goal::Event(name) => name,
+            Goal::Event(name) | Goal::EventWith { name, .. } => name,
             Goal::Page(path) => path.as_str(),
         }
     }
 
-    /// The stored form: `event:Signup`, `page:/thanks`.
+    /// The event's name, for an event goal of either kind.
+    pub fn event(&self) -> Option<&str> {
+        match self {
+            Goal::Event(name) | Goal::EventWith { name, .. } => Some(name),
+            Goal::Page(_) => None,
+        }
+    }
+
+    /// The property an event goal's events must carry.
+    pub fn property(&self) -> Option<(&str, &str)> {
+        match self {
+            Goal::EventWith { key, value, .. } => Some((key, value)),
+            _ => None,
+        }
+    }
+
+    /// How the pages name it: `Signup`, `Visit /thanks`, `Signup with
+    /// plan = pro`.
+    pub fn label(&self) -> String {
+        match self {
+            Goal::Event(name) => name.clone(),
+            Goal::Page(path) => format!("Visit {}", path.as_str()),
+            Goal::EventWith { name, key, value } => format!("{name} with {key} = {value}"),
+        }
+    }
+
+    /// The stored form: `event:Signup`, `page:/thanks`,
+    /// `event-with:["Signup","plan","pro"]`.
     pub fn stored(&self) -> String {
-        format!("{}:{}", self.kind(), self.name())
+        match self {
+            Goal::EventWith { name, key, value } => {
+                format!("{EVENT_WITH}:{}", serde_json::json!([name, key, value]))
+            }
+            _ => format!("{}:{}", self.kind(), self.name()),
+        }
     }
 
     /// Reads [`Goal::stored`] back. The rules are applied again, so a
@@ -111,6 +185,11 @@ impl Goal {
     /// not a goal (`None`) rather than an error.
     pub fn from_stored(s: &str) -> Option<Goal> {
         let (kind, name) = s.split_once(':')?;
+        if kind == EVENT_WITH {
+            let [name, key, value]: [String; 3] = serde_json::from_str(name).ok()?;
+            let goal = Goal::parse_event_with(&name, &key, &value).ok()?;
+            return (goal.stored() == s).then_some(goal);
+        }
         let goal = Goal::parse(kind, name).ok()?;
         // Only the exact stored form: a name with spaces around it was not
         // written by `stored`, and removing it would miss.
@@ -118,9 +197,88 @@ impl Goal {
     }
 }
 
+/// The stored kind of an event goal with a property.
+const EVENT_WITH: &str = "event-with";
+
 impl fmt::Display for Goal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.stored())
+    }
+}
+
+#[cfg(test)]
+mod property_tests {
+    use super::*;
+
+    #[test]
+    fn an_event_goal_may_name_a_property_value() {
+        let g = Goal::parse_event_with(" Signup ", " plan ", " pro ").unwrap();
+        assert_eq!(g.event(), Some("Signup"));
+        assert_eq!(g.property(), Some(("plan", "pro")));
+        assert_eq!(g.kind(), "event");
+        assert_eq!(g.label(), "Signup with plan = pro");
+        assert_eq!(g.stored(), r#"event-with:["Signup","plan","pro"]"#);
+        assert_eq!(
+            Goal::parse_event_with("Signup", "", "").unwrap(),
+            Goal::Event("Signup".into())
+        );
+    }
+
+    #[test]
+    fn a_property_goal_names_both_halves() {
+        assert_eq!(
+            Goal::parse_event_with("Signup", "plan", ""),
+            Err(GoalError::PropertyHalf)
+        );
+        assert_eq!(
+            Goal::parse_event_with("Signup", " ", "pro"),
+            Err(GoalError::PropertyHalf)
+        );
+    }
+
+    #[test]
+    fn a_property_goal_keeps_the_properties_rules() {
+        let long_key = "k".repeat(301);
+        let long_value = "v".repeat(2_001);
+        for (key, value) in [
+            ("a:b", "x"),
+            (long_key.as_str(), "x"),
+            ("k", long_value.as_str()),
+            ("email", "jane@example.com"),
+            ("k\u{1}", "x"),
+        ] {
+            assert_eq!(
+                Goal::parse_event_with("Signup", key, value),
+                Err(GoalError::Property),
+                "{key:?} {value:?}"
+            );
+        }
+        assert_eq!(
+            Goal::parse_event_with("a$b", "plan", "pro"),
+            Err(GoalError::NameCharacters)
+        );
+    }
+
+    #[test]
+    fn a_property_goal_reads_back_what_it_stores() {
+        for (key, value) in [
+            ("plan", "pro"),
+            ("x.y$z", "Zoë \"quoted\""),
+            ("url", "https://a.test/?q=1"),
+        ] {
+            let g = Goal::parse_event_with("Outbound Link: Click", key, value).unwrap();
+            assert_eq!(Goal::from_stored(&g.stored()), Some(g.clone()));
+        }
+        for s in [
+            "event-with:",
+            "event-with:[]",
+            r#"event-with:["Signup","plan"]"#,
+            r#"event-with:["Signup","",""]"#,
+            r#"event-with:["Signup","a:b","x"]"#,
+            r#"event-with: ["Signup","plan","pro"]"#,
+        ] {
+            assert_eq!(Goal::from_stored(s), None, "{s:?}");
+        }
     }
 }
 

@@ -277,10 +277,7 @@ pub async fn assemble(
             .rows
             .iter()
             .map(|g| GoalLine {
-                name: match &g.goal {
-                    crate::domain::Goal::Page(path) => format!("Visit {}", path.as_str()),
-                    crate::domain::Goal::Event(name) => name.clone(),
-                },
+                name: g.goal.label(),
                 conversions: g.conversions,
                 revenue: g.revenue.iter().map(|r| r.shown()).collect(),
             })

@@ -225,10 +225,7 @@ async fn count(
         let goals: Vec<&str> = site
             .iter()
             .flat_map(|site| site.goals.iter())
-            .filter_map(|g| match g {
-                crate::domain::Goal::Event(name) => Some(name.as_str()),
-                crate::domain::Goal::Page(_) => None,
-            })
+            .filter_map(crate::domain::Goal::event)
             .collect();
         let client = state.visitors.client_key(req);
         if let Err(refusal) =

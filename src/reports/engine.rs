@@ -1300,11 +1300,24 @@ impl<'a> Report<'a> {
         match source(&self.req) {
             Origin::Buckets => {
                 let read = self.compared().await?;
+                // A goal on an event with a property value is counted from
+                // the visit store, whatever the filters (the buckets count
+                // events by name alone).
+                let visits = if goals::needs_visits(self.site) {
+                    let ((now, _), was) = self
+                        .reads
+                        .figures_and_before(self.site, &Filters::default(), self.req.period)
+                        .await?;
+                    Some((now, was))
+                } else {
+                    None
+                };
                 let goals = goals::from_buckets(
                     self.req.store,
                     self.site,
                     self.req.period,
                     (&read.now, &read.before),
+                    visits.as_ref().map(|(now, was)| (now, was)),
                 )
                 .await?;
                 Ok((goals, Said::whole(BREAKDOWNS)))

@@ -23,6 +23,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
 use crate::domain::revenue::{self, RevenueTotal};
@@ -180,12 +181,33 @@ pub struct Figures {
     /// Per event name and currency: the revenue its events carried (in
     /// ten-thousandths) and how many carried one.
     pub revenue: HashMap<String, HashMap<Currency, (i128, i64)>>,
+    /// Per event name, property key and value its events carried: those
+    /// events, the visits that sent one, and their revenue (what a goal
+    /// on an event with a property value counts), for at most
+    /// [`MAX_EVENT_PROPERTIES`] of them.
+    pub event_properties: HashMap<EventProperty, EventPropertyFigures>,
     /// Per shown bucket (the period's points): views, visits, bounces,
     /// duration, visitors.
     pub series: Vec<SeriesPoint>,
     /// The share of visitors read (1: all of them); the counts above are
     /// already scaled back up by its inverse.
     pub sampled: f64,
+}
+
+/// An event's name and one property it carried.
+pub type EventProperty = (Arc<str>, Arc<str>, Arc<str>);
+
+/// The most (event, key, value) a read counts: each takes about 100
+/// bytes, and a site's budget (`ingest::event_cap`) keeps far fewer in a
+/// day.
+pub const MAX_EVENT_PROPERTIES: usize = 10_000;
+
+/// What the events of one name carrying one property value count.
+#[derive(Debug, Clone, Default)]
+pub struct EventPropertyFigures {
+    pub events: i64,
+    pub visits: i64,
+    pub revenue: HashMap<Currency, (i128, i64)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -286,6 +308,7 @@ pub fn compute<'a>(
         let (mut views, mut duration, mut kept_views) = (0i64, 0i64, 0i64);
         let mut seen: Vec<&str> = Vec::new();
         let mut sent: Vec<&str> = Vec::new();
+        let mut carried: Vec<EventProperty> = Vec::new();
         for (i, step) in visit.steps.iter().enumerate() {
             let at = visit.start + chrono::TimeDelta::seconds(i64::from(step.offset()));
             match step {
@@ -320,6 +343,29 @@ pub fn compute<'a>(
                 }
                 Step::Event { name, .. } => {
                     if in_range(at) {
+                        let revenue = visit.revenue_at(i);
+                        for (_, key, value) in visit.props.iter().filter(|(s, ..)| *s as usize == i)
+                        {
+                            let triple = (name.clone(), key.clone(), value.clone());
+                            let full = f.event_properties.len() >= MAX_EVENT_PROPERTIES;
+                            let Some(figures) = (match f.event_properties.get_mut(&triple) {
+                                Some(figures) => Some(figures),
+                                None if full => None,
+                                None => Some(f.event_properties.entry(triple.clone()).or_default()),
+                            }) else {
+                                continue;
+                            };
+                            figures.events += 1;
+                            if let Some(r) = revenue {
+                                let (sum, n) = figures.revenue.entry(r.currency).or_default();
+                                *sum += i128::from(r.amount.scaled());
+                                *n += 1;
+                            }
+                            if !carried.contains(&triple) {
+                                carried.push(triple);
+                                figures.visits += 1;
+                            }
+                        }
                         sent.push(name);
                         if let Some(r) = visit.revenue_at(i) {
                             let (sum, n) = f
@@ -596,6 +642,14 @@ impl Figures {
         }
         self.converting_pages.values_mut().for_each(up);
         self.converting_events.values_mut().for_each(up);
+        for p in self.event_properties.values_mut() {
+            up(&mut p.events);
+            up(&mut p.visits);
+            for (sum, n) in p.revenue.values_mut() {
+                *sum = (*sum as f64 / share).round() as i128;
+                up(n);
+            }
+        }
         for by in self.revenue.values_mut() {
             for (sum, n) in by.values_mut() {
                 // An estimate, like every sampled figure.

@@ -5,6 +5,9 @@
 //! buckets); a page goal's are the page's views and visitors; the rate is
 //! of the site's visitors. From the visit store (with filters), the
 //! converting visits of the filtered visits and the rate of those visits.
+//! A goal on an event with a property value is always counted from the
+//! visit store (the buckets count events by name alone): its events that
+//! carried the value, the visits that sent one, out of all visits.
 
 use super::breakdowns::Breakdown;
 use super::filtered::Figures;
@@ -36,6 +39,9 @@ impl Converting {
 #[derive(Debug, Clone)]
 pub struct GoalFigures {
     pub goal: Goal,
+    /// What its converting count counts: the table's, but visits for a
+    /// property goal in a table of visitors.
+    pub converting_kind: Converting,
     /// Its events, or its page's views.
     pub conversions: i64,
     pub conversions_before: i64,
@@ -81,9 +87,52 @@ pub fn event_names(site: &Site) -> Vec<&str> {
         .iter()
         .filter_map(|g| match g {
             Goal::Event(name) => Some(name.as_str()),
-            Goal::Page(_) => None,
+            Goal::Page(_) | Goal::EventWith { .. } => None,
         })
         .collect()
+}
+
+/// Whether any goal is counted from the visit store whatever the filters.
+pub fn needs_visits(site: &Site) -> bool {
+    site.goals.iter().any(|g| g.property().is_some())
+}
+
+/// A property goal's row from the visit store's figures of the period
+/// and the one before.
+fn with_property(goal: &Goal, (now, was): (&Figures, &Figures)) -> GoalFigures {
+    let of = |f: &Figures| {
+        let (Some(name), Some((key, value))) = (goal.event(), goal.property()) else {
+            return (0, 0, Vec::new());
+        };
+        let found = f
+            .event_properties
+            .iter()
+            .find(|((e, k, v), _)| &**e == name && &**k == key && &**v == value);
+        match found {
+            Some((_, p)) => (
+                p.events,
+                p.visits,
+                crate::domain::revenue::totals(p.revenue.iter().map(|(c, (s, n))| (*c, *s, *n))),
+            ),
+            None => (0, 0, Vec::new()),
+        }
+    };
+    let (
+        (conversions, converting, revenue),
+        (conversions_before, converting_before, revenue_before),
+    ) = (of(now), of(was));
+    GoalFigures {
+        goal: goal.clone(),
+        converting_kind: Converting::Visits,
+        conversions,
+        conversions_before,
+        converting: Some(converting),
+        converting_before: Some(converting_before),
+        of: Some(now.visits),
+        of_before: Some(was.visits),
+        revenue,
+        revenue_before,
+    }
 }
 
 /// The goals from the breakdowns of the period and the one before (read
@@ -93,6 +142,7 @@ pub async fn from_buckets(
     site: &Site,
     period: &Period,
     (now, before): (&Breakdown, &Breakdown),
+    visits: Option<(&Figures, &Figures)>,
 ) -> Result<Goals, mongodb::error::Error> {
     let previous = period.previous();
     let ranges = [(period.from, period.to), (previous.from, previous.to)];
@@ -111,12 +161,18 @@ pub async fn from_buckets(
     let events_before = before.of(Dimension::Event);
     let mut rows = Vec::with_capacity(site.goals.len());
     for goal in &site.goals {
+        if goal.property().is_some() {
+            if let Some(visits) = visits {
+                rows.push(with_property(goal, visits));
+            }
+            continue;
+        }
         let (revenue, revenue_before) = match goal {
             Goal::Event(name) => (
                 now.revenue_of(name).to_vec(),
                 before.revenue_of(name).to_vec(),
             ),
-            Goal::Page(_) => (Vec::new(), Vec::new()),
+            Goal::Page(_) | Goal::EventWith { .. } => (Vec::new(), Vec::new()),
         };
         let (conversions, conversions_before, converting, converting_before) = match goal {
             Goal::Event(name) => (
@@ -140,9 +196,11 @@ pub async fn from_buckets(
                     visitors.as_ref().map(|v| v[1]),
                 )
             }
+            Goal::EventWith { .. } => unreachable!("counted from the visit store above"),
         };
         rows.push(GoalFigures {
             goal: goal.clone(),
+            converting_kind: Converting::Visitors,
             conversions,
             conversions_before,
             converting,
@@ -178,20 +236,26 @@ pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
                 f.pages.get(path.as_str()).map_or(0, |p| p.views),
                 f.converting_pages.get(path.as_str()).copied().unwrap_or(0),
             ),
+            // Counted by `with_property`.
+            Goal::EventWith { .. } => (0, 0),
         }
     };
     let rows = site
         .goals
         .iter()
         .map(|goal| {
+            if goal.property().is_some() {
+                return with_property(goal, (now, was));
+            }
             let ((conversions, converting), (conversions_before, converting_before)) =
                 (of(now, goal), of(was, goal));
             let (revenue, revenue_before) = match goal {
                 Goal::Event(name) => (now.revenue_of(name), was.revenue_of(name)),
-                Goal::Page(_) => (Vec::new(), Vec::new()),
+                Goal::Page(_) | Goal::EventWith { .. } => (Vec::new(), Vec::new()),
             };
             GoalFigures {
                 goal: goal.clone(),
+                converting_kind: Converting::Visits,
                 conversions,
                 conversions_before,
                 converting: Some(converting),

@@ -367,6 +367,12 @@ pub struct GoalForm {
     kind: String,
     #[serde(default)]
     name: String,
+    /// An event goal's property: only its events carrying this value
+    /// count (both empty: every event of the name).
+    #[serde(default)]
+    prop_key: String,
+    #[serde(default)]
+    prop_value: String,
 }
 
 /// An owner (or admin) marks an event or a page path as one of the site's
@@ -389,10 +395,16 @@ pub async fn add_goal(r: SiteRequest, form: web::Form<GoalForm>) -> Answer {
             Some(Typed::Goal(kind.to_owned(), name, error)),
         )
     };
-    let goal = match crate::domain::Goal::parse(&form.kind, &form.name) {
+    use crate::domain::{Goal, GoalError};
+    let parsed = match form.kind.as_str() {
+        "event" => Goal::parse_event_with(&form.name, &form.prop_key, &form.prop_value),
+        kind => Goal::parse(kind, &form.name),
+    };
+    let goal = match parsed {
         Ok(goal) => goal,
-        Err(e @ crate::domain::GoalError::UnknownKind) => {
-            return Ok(refused(FormError::new("goal_kind", e)).await)
+        Err(e @ GoalError::UnknownKind) => return Ok(refused(FormError::new("goal_kind", e)).await),
+        Err(e @ (GoalError::PropertyHalf | GoalError::Property)) => {
+            return Ok(refused(FormError::new("goal_prop", e)).await)
         }
         Err(e) => return Ok(refused(FormError::new("goal_name", e)).await),
     };

@@ -653,7 +653,7 @@ async fn goals_show_conversions_converting_visitors_and_their_rate() {
     assert_eq!(r.status(), 200);
     assert_eq!(
         r.text().await.unwrap(),
-        "kind,goal,conversions,converting_visitors,conversion_rate_percent,currency,revenue,revenue_events,average_revenue\r\nevent,Signup,4,3,30.0,,,,\r\npage,/thanks,2,2,20.0,,,,\r\n"
+        "kind,goal,conversions,converting_visitors,conversion_rate_percent,currency,revenue,revenue_events,average_revenue,converting_kind\r\nevent,Signup,4,3,30.0,,,,,visitors\r\npage,/thanks,2,2,20.0,,,,,visitors\r\n"
     );
     // A site without goals says where to set them.
     let other = app.add_site("nogoal.test", &[]).await;

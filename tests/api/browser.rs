@@ -357,6 +357,12 @@ async fn an_owner_logs_in_and_reads_the_reports_in_a_real_browser() {
         browser.count("#pages tbody tr").await >= 10,
         "top pages table"
     );
+    // The demo's sign-ups pay in two currencies: the Goals table says so.
+    let goals = browser.text("#goals-table").await;
+    assert!(
+        goals.contains(" EUR") && goals.contains(" USD"),
+        "the demo's revenue: {goals}"
+    );
     let expected = tickertape::reports::queries::series(
         &app.store,
         &tickertape::reports::Scope::Site(&site.domain),

@@ -466,3 +466,68 @@ async fn goals_are_added_atomically_and_unknown_stored_ones_are_ignored() {
         Err(GoalChangeError::NoSite)
     ));
 }
+
+#[tokio::test]
+async fn an_owner_adds_a_goal_on_an_event_with_a_property_value_and_bad_ones_change_nothing() {
+    let (app, site, owner) = world().await;
+    let settings = format!("/sites/{}/settings", site.id);
+    let add = format!("/sites/{}/goals", site.id);
+    let r = owner
+        .post(
+            &add,
+            &[
+                ("csrf", &owner.csrf),
+                ("kind", "event"),
+                ("name", "Signup"),
+                ("prop_key", " plan "),
+                ("prop_value", "pro"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    let with = Goal::parse_event_with("Signup", "plan", "pro").unwrap();
+    assert_eq!(stored_goals(&app, &site).await, vec![with.clone()]);
+    assert_eq!(
+        raw_goals(&app, &site).await,
+        Some(vec![r#"event-with:["Signup","plan","pro"]"#.to_owned()])
+    );
+    let (_, html) = owner.text(&settings).await;
+    assert!(
+        html.contains("<td><code>Signup</code> with <code>plan</code> = <code>pro</code></td>"),
+        "{html}"
+    );
+    // Half a property, a key holding a colon, an email address: refused,
+    // said next to the property's fields, nothing stored.
+    for (key, value) in [
+        ("plan", ""),
+        ("", "pro"),
+        ("a:b", "x"),
+        ("email", "jane@example.com"),
+    ] {
+        let r = owner
+            .post(
+                &add,
+                &[
+                    ("csrf", &owner.csrf),
+                    ("kind", "event"),
+                    ("name", "Signup"),
+                    ("prop_key", key),
+                    ("prop_value", value),
+                ],
+            )
+            .await;
+        assert_eq!(r.status(), 400, "{key:?} {value:?}");
+        let html = r.text().await.unwrap();
+        assert!(html.contains("id=\"goal_prop-error\""), "{key:?}: {html}");
+        assert_eq!(stored_goals(&app, &site).await, vec![with.clone()]);
+    }
+    // Removed by its stored form, as the page's Remove button sends it.
+    let r = owner
+        .post(
+            &format!("/sites/{}/goals/remove", site.id),
+            &[("csrf", &owner.csrf), ("goal", &with.stored())],
+        )
+        .await;
+    assert_eq!(r.status(), 303);
+    assert!(stored_goals(&app, &site).await.is_empty());
+}

@@ -9,7 +9,8 @@
 //! and breakdowns, `visits.csv`, `pages.csv`, `breakdown.csv`, the
 //! dashboard and the page report, for every preset and random ranges with
 //! edges inside hours and days, some reaching back into the imported
-//! days. Exact everywhere but the visitors, which a sketch estimates
+//! days; each goal's revenue and a custom property's values likewise.
+//! Exact everywhere but the visitors, which a sketch estimates
 //! (within its documented error, and never more than the views they
 //! made).
 //!
@@ -22,6 +23,7 @@ use tickertape::accounts::Role;
 
 use crate::helpers::*;
 use crate::json_api::{create_token, get};
+use crate::traffic::ten_thousandths;
 
 /// The seed `make test` runs.
 pub(crate) const FIXED_SEED: u64 = 20_261_122;
@@ -146,6 +148,18 @@ pub(crate) struct Hit {
     referrer: usize,
     campaign: Option<usize>,
     event: Option<&'static str>,
+    /// An event's revenue (currency, amount).
+    revenue: Option<(&'static str, &'static str)>,
+}
+
+/// The author a blog post's views carry (`data-prop-author` on its
+/// script tag), by its path.
+fn author_of(path: &str) -> Option<&'static str> {
+    match path {
+        "/blog/one" => Some("Jane"),
+        "/blog/two" => Some("Zoë"),
+        _ => None,
+    }
 }
 
 /// A view as the model sees it once visits are worked out.
@@ -346,6 +360,46 @@ impl Model {
         }
     }
 
+    /// Each event goal's revenue per currency over `[from, to)`: the sum
+    /// in ten-thousandths and the events that carried it (live events
+    /// only: the imported ones carry none).
+    fn revenue(&self, site: usize, (from, to): Span) -> RevenueSums {
+        let mut out = RevenueSums::new();
+        for h in self
+            .hits
+            .iter()
+            .filter(|h| h.site == site && h.at >= from && h.at < to)
+        {
+            if let (Some(event), Some((currency, amount))) = (h.event, h.revenue) {
+                let (sum, n) = out
+                    .entry(event.to_owned())
+                    .or_default()
+                    .entry(currency.to_owned())
+                    .or_default();
+                *sum += ten_thousandths(amount);
+                *n += 1;
+            }
+        }
+        out
+    }
+
+    /// The `author` property's values over `[from, to)`: the visits with a
+    /// view carrying each, and those views (views alone carry it).
+    fn authors(&self, site: usize, span: Span) -> BTreeMap<String, (i64, i64, i64)> {
+        let mut out: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for v in self.views_in(site, None, span) {
+            if let Some(author) = author_of(v.path) {
+                let row = out.entry(author.to_owned()).or_default();
+                row.1 += 1;
+                if seen.insert((v.visit, author)) {
+                    row.0 += 1;
+                }
+            }
+        }
+        out
+    }
+
     /// One dimension's counts of a site over `[from, to)`.
     fn breakdown(&self, site: usize, dimension: &str, (from, to): Span) -> BTreeMap<String, i64> {
         let mut out = BTreeMap::new();
@@ -395,6 +449,9 @@ impl Model {
 }
 
 type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// goal → currency → (sum in ten-thousandths, events)
+type RevenueSums = BTreeMap<String, BTreeMap<String, (i128, i64)>>;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Figures {
@@ -464,14 +521,20 @@ fn traffic(
                     referrer: rng.below(REFERRERS.len() as u64) as usize,
                     campaign,
                     event: None,
+                    revenue: None,
                 });
                 if rng.chance(15) {
                     let e = at + TimeDelta::seconds(1 + rng.below(20) as i64);
                     if e < now {
                         let last = hits.last().expect("a view was just pushed").clone();
+                        // Revenue without drawing from `rng`, so a seed's
+                        // traffic stays what it was before events had it.
+                        let revenue = crate::traffic::REVENUES
+                            [(e.timestamp() as usize + v) % crate::traffic::REVENUES.len()];
                         hits.push(Hit {
                             at: e,
                             event: Some(*rng.pick(&EVENTS)),
+                            revenue,
                             ..last
                         });
                     }
@@ -931,6 +994,55 @@ impl Run<'_> {
             );
             check.eq(&at, got, model_rows(&now_counts, &compared, &was));
         }
+        // Revenue: each goal's, per currency, over the covered hours.
+        let a = get(app, self.token, &format!("{}?{query}", api("goals"))).await;
+        let mut got = RevenueSums::new();
+        for g in a.json["goals"].as_array().cloned().unwrap_or_default() {
+            for r in g["revenue"].as_array().unwrap() {
+                got.entry(g["goal"].as_str().unwrap().to_owned())
+                    .or_default()
+                    .insert(
+                        r["currency"].as_str().unwrap().to_owned(),
+                        (
+                            ten_thousandths(r["amount"].as_str().unwrap()),
+                            r["events"].as_i64().unwrap(),
+                        ),
+                    );
+            }
+        }
+        check.eq(
+            &format!("{at} api goals revenue"),
+            got,
+            model.revenue(s, covered(span)),
+        );
+        // A property's values, from the visit store over the period itself.
+        let a = get(
+            app,
+            self.token,
+            &format!("{}?dimension=prop:author&{query}", api("breakdown")),
+        )
+        .await;
+        let got: BTreeMap<String, (i64, i64, i64)> = a.json["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    (
+                        e["count"].as_i64().unwrap(),
+                        e["views"].as_i64().unwrap(),
+                        e["events"].as_i64().unwrap(),
+                    ),
+                )
+            })
+            .collect();
+        check.eq(
+            &format!("{at} api breakdown prop:author"),
+            got,
+            model.authors(s, span),
+        );
         let a = get(
             app,
             self.token,
@@ -1219,6 +1331,14 @@ pub(crate) async fn live_traffic(
         ("model-kolkata.test", "Asia/Kolkata"),
     ] {
         let site = app.add_site_in(domain, &[], zone).await;
+        // Its events are goals, whose revenue the goals' figures sum.
+        for name in EVENTS {
+            let goal = tickertape::domain::Goal::parse("event", name).unwrap();
+            tickertape::storage::sites::add_goal(&app.store, &site.id, &goal)
+                .await
+                .unwrap();
+        }
+        app.ingest.directory.reload(&app.store).await.unwrap();
         sites.push(Site {
             id: site.id.to_string(),
             domain,
@@ -1251,6 +1371,14 @@ pub(crate) async fn live_traffic(
             (Some(e), _) => query.push_str(&format!("&e={e}")),
             (None, Some(r)) => query.push_str(&format!("&ref={}", urlencode(r))),
             (None, None) => {}
+        }
+        if let (None, Some(author)) = (h.event, author_of(h.path)) {
+            let props = serde_json::json!({ "author": author });
+            query.push_str(&format!("&props={}", urlencode(&props.to_string())));
+        }
+        if let Some((currency, amount)) = h.revenue {
+            let revenue = serde_json::json!({"amount": amount, "currency": currency});
+            query.push_str(&format!("&revenue={}", urlencode(&revenue.to_string())));
         }
         let r = app
             .pixel_with(

@@ -23,23 +23,6 @@ use crate::traffic::*;
 /// goal → currency → (sum in ten-thousandths, events that carried it)
 type Sums = BTreeMap<String, BTreeMap<String, (i128, i64)>>;
 
-/// A plain decimal in ten-thousandths, read here without the server's
-/// code.
-fn ten_thousandths(amount: &str) -> i128 {
-    let (negative, digits) = match amount.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, amount),
-    };
-    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
-    let fraction = format!("{fraction:0<4}");
-    let n = whole.parse::<i128>().unwrap() * 10_000 + fraction[..4].parse::<i128>().unwrap();
-    if negative {
-        -n
-    } else {
-        n
-    }
-}
-
 fn add(sums: &mut Sums, h: &Hit) {
     if let (Some(event), Some((currency, amount))) = (h.event, h.revenue) {
         let (sum, n) = sums
@@ -382,4 +365,152 @@ async fn hostile_revenue_gets_the_peers_answer_and_stores_nothing() {
             ("Purchase USD".to_owned(), (-25_000, 1)),
         ])
     );
+}
+
+/// A property goal's figures as the visits make them: its events in the
+/// range carrying the value (in visits passing the filters), the visits
+/// that sent one, their revenue, and the visits that started in the range
+/// (what the rate is of).
+fn property_goal(
+    persons: &[Person],
+    visits: &[Visit],
+    filters: &[&str],
+    (name, key, value): (&str, &str, &str),
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> (i64, i64, BTreeMap<String, (i128, i64)>, i64) {
+    let (mut events, mut converting, mut of) = (0, 0, 0);
+    let mut revenue: BTreeMap<String, (i128, i64)> = BTreeMap::new();
+    for v in visits
+        .iter()
+        .filter(|v| v.start < to && filters.iter().all(|f| passes(persons, v, f)))
+    {
+        of += i64::from(v.start >= from);
+        let sent: Vec<&&Hit> = v
+            .hits
+            .iter()
+            .filter(|h| {
+                h.at >= from
+                    && h.at < to
+                    && h.event == Some(name)
+                    && h.props.contains(&(key, value))
+            })
+            .collect();
+        events += sent.len() as i64;
+        converting += i64::from(!sent.is_empty());
+        for h in sent {
+            if let Some((currency, amount)) = h.revenue {
+                let (sum, n) = revenue.entry(currency.to_owned()).or_default();
+                *sum += ten_thousandths(amount);
+                *n += 1;
+            }
+        }
+    }
+    (events, converting, revenue, of)
+}
+
+#[tokio::test]
+async fn a_goal_on_an_event_with_a_property_value_counts_from_the_visits() {
+    let seed = std::env::var("REVENUE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_261_130u64);
+    let mut rng = Rng(seed);
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
+    app.clock.set(start);
+    salt_ready(&app, "2026-11-22").await;
+    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::AT_THE_EDGE);
+    let visits = visits_of(&hits);
+    let site = app.add_site_in("propgoal.test", &[], "Asia/Kolkata").await;
+    let goals = [
+        ("Signup", "plan", "pro"),
+        ("Download", "author", "Jane"),
+        // Sent outside any visit only: no visit keeps it.
+        ("Outside", "plan", "pro"),
+    ];
+    for (name, key, value) in goals {
+        let goal = Goal::parse_event_with(name, key, value).unwrap();
+        sites::add_goal(&app.store, &site.id, &goal).await.unwrap();
+    }
+    with_goals(&app, &site, &["Signup"]).await;
+    let id = site.id.to_string();
+    send(&app, &id, &persons, &hits).await;
+    app.clock
+        .set(Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap());
+    app.settle().await;
+    app.add_user("goals@example.com", Role::Admin).await;
+    let login = app.login("goals@example.com").await;
+    let token = create_token(&login, "goals", None).await;
+    let tz = site.time_zone.tz();
+    let mut nonzero = 0;
+    for round in 0..6 {
+        let from = start - TimeDelta::minutes(30) + TimeDelta::minutes(rng.below(11 * 60) as i64);
+        let to = from + TimeDelta::minutes(10 + rng.below(24 * 60) as i64);
+        let local = |at: DateTime<Utc>| at.with_timezone(&tz).format("%Y-%m-%dT%H:%M");
+        let range = format!(
+            "range=custom&from={}&to={}&res=hour",
+            local(from),
+            local(to)
+        );
+        for filters in [vec![], vec!["country:US"], vec!["page:/pricing"]] {
+            let at = format!("seed {seed}, {range}, filters {filters:?}");
+            let q = format!("{range}{}", filter_params(&filters));
+            let g = get(&app, &token, &format!("/api/v1/sites/{id}/goals?{q}")).await;
+            assert_eq!(g.status, 200, "{at}: {}", g.json);
+            for (name, key, value) in goals {
+                let (events, converting, revenue, of) =
+                    property_goal(&persons, &visits, &filters, (name, key, value), (from, to));
+                let row = g.json["goals"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["goal"] == name && r["property"]["key"] == key)
+                    .unwrap_or_else(|| panic!("{at}: no row for {name}: {}", g.json));
+                assert_eq!(row["property"]["value"], value);
+                assert_eq!(row["convertingKind"], "visits", "{at}");
+                assert_eq!(row["conversions"], events, "{at}: {name}'s conversions");
+                assert_eq!(row["converting"], converting, "{at}: {name}'s visits");
+                let rate = row["conversionRate"].as_f64();
+                let want_rate = (of > 0).then(|| (converting as f64 / of as f64).min(1.0));
+                assert_eq!(
+                    rate.map(|r| (r * 1e9).round()),
+                    want_rate.map(|r| (r * 1e9).round()),
+                    "{at}: {name}'s rate"
+                );
+                let got: BTreeMap<String, (i128, i64)> = row["revenue"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        (
+                            r["currency"].as_str().unwrap().to_owned(),
+                            (
+                                ten_thousandths(r["amount"].as_str().unwrap()),
+                                r["events"].as_i64().unwrap(),
+                            ),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, revenue, "{at}: {name}'s revenue");
+                nonzero += usize::from(events > 0);
+            }
+            if round == 0 && filters.is_empty() {
+                // The dashboard says the property goal's converting figure
+                // is visits, in a table of visitors.
+                let (status, html) = login.text(&format!("/sites/{id}?{q}")).await;
+                assert_eq!(status, 200);
+                let (_, converting, _, _) =
+                    property_goal(&persons, &visits, &[], goals[0], (from, to));
+                let row = table_rows(&html, "goals-table")
+                    .into_iter()
+                    .find(|r| r[0] == "Signup with plan = pro")
+                    .expect("the property goal's row");
+                assert_eq!(row[3], format!("{converting} visits"), "{at}");
+            }
+        }
+    }
+    assert!(nonzero > 6, "most ranges hold property goals' events");
 }

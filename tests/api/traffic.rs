@@ -393,3 +393,20 @@ pub(crate) fn passes(persons: &[Person], v: &Visit, filter: &str) -> bool {
         other => v.dimension(persons, other).as_deref() == Some(value),
     }
 }
+
+/// A plain decimal amount in ten-thousandths, read without the server's
+/// code.
+pub(crate) fn ten_thousandths(amount: &str) -> i128 {
+    let (negative, digits) = match amount.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, amount),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let fraction = format!("{fraction:0<4}");
+    let n = whole.parse::<i128>().unwrap() * 10_000 + fraction[..4].parse::<i128>().unwrap();
+    if negative {
+        -n
+    } else {
+        n
+    }
+}

@@ -905,8 +905,20 @@ struct GoalBody {
     conversions: i64,
     previous_period_conversions: i64,
     converting: Option<i64>,
+    /// What `converting` counts: the table's, or visits for a goal on an
+    /// event with a property value (always read from the visit store).
+    converting_kind: &'static str,
     conversion_rate: Option<f64>,
+    /// The property a goal's events must carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    property: Option<PropertyBody>,
     revenue: Vec<RevenueBody>,
+}
+
+#[derive(Serialize)]
+struct PropertyBody {
+    key: String,
+    value: String,
 }
 
 #[derive(Serialize)]
@@ -960,7 +972,12 @@ pub async fn goals(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
                     conversions: g.conversions,
                     previous_period_conversions: g.conversions_before,
                     converting: g.converting,
+                    converting_kind: g.converting_kind.noun(),
                     conversion_rate: g.rate(),
+                    property: g.goal.property().map(|(key, value)| PropertyBody {
+                        key: key.to_owned(),
+                        value: value.to_owned(),
+                    }),
                     revenue: revenue(g),
                 })
                 .collect(),

@@ -20,6 +20,8 @@ pub struct GoalRow {
     /// Converting visitors or visits ("—" where unknown).
     pub visitors: String,
     pub converting: Option<i64>,
+    /// What `converting` counts: "visitors" or "visits".
+    pub converting_kind: &'static str,
     pub rate: String,
     /// The rate as a plain percentage with one decimal, for `goals.csv`
     /// (empty where unknown).
@@ -115,17 +117,31 @@ pub fn view(
             let (rate_now, rate_before) = (g.rate(), g.rate_before());
             GoalRow {
                 kind: g.goal.kind(),
-                name: g.goal.name().to_owned(),
+                // A page goal's path (the table says "Visit"), an event's
+                // name, with its property where it has one.
+                name: match &g.goal {
+                    Goal::Page(path) => path.as_str().to_owned(),
+                    goal => goal.label(),
+                },
                 href: match &g.goal {
                     Goal::Page(path) => Some(page_href(path.as_str())),
-                    Goal::Event(_) => None,
+                    Goal::Event(_) | Goal::EventWith { .. } => None,
                 },
                 conversions: g.conversions,
                 conversions_change: fmt::change(g.conversions, g.conversions_before),
-                visitors: g
-                    .converting
-                    .map_or_else(|| "—".to_owned(), |c| fmt::thousands(&c)),
+                // A property goal counts visits in a table of visitors:
+                // its cell says so.
+                visitors: g.converting.map_or_else(
+                    || "—".to_owned(),
+                    |c| match (g.converting_kind, goals.converting) {
+                        (Converting::Visits, Converting::Visitors) => {
+                            format!("{} visits", fmt::thousands(&c))
+                        }
+                        _ => fmt::thousands(&c),
+                    },
+                ),
                 converting: g.converting,
+                converting_kind: g.converting_kind.noun(),
                 rate: rate_now.map_or_else(
                     || "—".to_owned(),
                     |r| crate::reports::numbers::percent(r, 1),
@@ -206,6 +222,7 @@ async fn goals_csv_of(
                 cell.map_or_else(String::new, |c| c.amount.clone()),
                 cell.map_or_else(String::new, |c| c.events.to_string()),
                 cell.map_or_else(String::new, |c| c.average_amount.clone()),
+                g.converting_kind.to_owned(),
             ]
         };
         if g.revenue.is_empty() {
@@ -225,6 +242,7 @@ async fn goals_csv_of(
             "revenue",
             "revenue_events",
             "average_revenue",
+            "converting_kind",
         ],
         rows,
     );
