@@ -376,6 +376,41 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
     app.set_owners(&other, &[owner.id]).await;
     let id = site.id.to_string();
     traffic(&app, &id).await;
+    // Two purchases inside the week's visits, one with a plan, and goals
+    // on them: the report has a Goals section with their revenue.
+    use tickertape::domain::Goal;
+    for goal in [
+        Goal::parse("event", "Purchase").unwrap(),
+        Goal::parse_event_with("Purchase", "plan", "pro").unwrap(),
+    ] {
+        tickertape::storage::sites::add_goal(&app.store, &site.id, &goal)
+            .await
+            .unwrap();
+    }
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    for (at, page, extra) in [
+        (
+            Utc.with_ymd_and_hms(2026, 11, 16, 9, 3, 30).unwrap(),
+            "/blog/hello",
+            r#"&revenue={"amount":5,"currency":"USD"}"#,
+        ),
+        (
+            Utc.with_ymd_and_hms(2026, 11, 20, 20, 1, 30).unwrap(),
+            "/about",
+            r#"&revenue={"amount":"19.99","currency":"EUR"}&props={"plan":"pro"}"#,
+        ),
+    ] {
+        app.clock.set(at);
+        let extra = extra
+            .replace('{', "%7B")
+            .replace('}', "%7D")
+            .replace('"', "%22");
+        let r = app
+            .pixel(&format!("site={id}&page={page}&e=Purchase{extra}"))
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
 
     // Subscribed on Sunday 22 November: one by the page, one by the API.
     app.clock.set(t0());
@@ -536,6 +571,32 @@ async fn a_weekly_report_equals_the_dashboard_and_unsubscribes_with_one_click() 
     assert_eq!(top_list(text, "Top sources"), api_sources);
     assert_eq!(api_sources[0], ("google.com".to_owned(), 2));
     assert!(text.contains("\nTop countries\n"), "{text}");
+    // Each goal as the API's goals say it for the week: the revenue
+    // goal's sums, and the property goal's figure from the visit store.
+    let goals = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/goals?range=custom&from=2026-11-16&to=2026-11-22"),
+    )
+    .await
+    .json;
+    let with_plan = goals["goals"][1]["conversions"].as_i64().unwrap();
+    assert_eq!(goals["goals"][1]["property"]["value"], "pro", "{goals}");
+    let plan_revenue = if with_plan > 0 {
+        "  (revenue: 19.99 EUR)"
+    } else {
+        ""
+    };
+    assert!(
+        text.contains(&format!(
+            "\nGoals (conversions)\n          2  Purchase  (revenue: 19.99 EUR, 5.00 USD)\n{with_plan:>11}  Purchase with plan = pro{plan_revenue}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        html.contains("id=\"goals\"") && html.contains("19.99 EUR<br>5.00 USD"),
+        "{html}"
+    );
 
     // Both parts say the same; the HTML loads nothing from anywhere.
     assert!(
