@@ -34,7 +34,10 @@ local uas = {
 }
 local visitors = tonumber(os.getenv("BENCH_VISITORS") or "100000")
 -- BENCH_PROPS=1: every view carries two custom properties (one of 20
--- authors, one of 4 plans), as tt.js's data-prop-* would send them.
+-- authors, one of 4 plans), as tt.js's data-prop-* would send them, and
+-- one request in 20 is instead a Purchase event on the page with a plan
+-- and revenue, as tickertape.track("Purchase", {plan}, {amount, currency})
+-- sends it: what a switching site's hits carry.
 local props = os.getenv("BENCH_PROPS") == "1"
 
 -- One visitor's headers, picked at random.
@@ -54,6 +57,10 @@ local function extra(page)
     q = q .. "%3Futm_medium%3Dm" .. (n % 4) .. "%26utm_campaign%3Dc" .. (n % 20)
   end
   q = q .. "&ref=https%3A%2F%2Fs" .. (n % 40) .. ".example%2F&w=" .. widths[n % 4 + 1]
+  if props and n % 20 == 0 then
+    return page .. "&e=Purchase&props=%7B%22plan%22%3A%22p" .. (n % 4) .. "%22%7D"
+      .. "&revenue=%7B%22amount%22%3A%229.99%22%2C%22currency%22%3A%22EUR%22%7D"
+  end
   if props then
     q = q .. "&props=%7B%22author%22%3A%22a" .. (n % 20) .. "%22%2C%22plan%22%3A%22p" .. (n % 4) .. "%22%7D"
   end

@@ -8,7 +8,8 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use std::time::{Duration, Instant};
 use tickertape::domain::TimeZone;
-use tickertape::journal::record::{Record, FORMAT_V6};
+use tickertape::journal::record::Record;
+use tickertape::journal::segment::FORMAT;
 use tickertape::reports::Resolution;
 use tickertape::storage::breakdowns::BreakdownCounts;
 use tickertape::storage::bucket_writer::{BucketWriter, Hit};
@@ -547,7 +548,7 @@ fn sources_every() -> usize {
 fn decode_all(mut bytes: &[u8]) -> anyhow::Result<Vec<Record>> {
     let mut records = Vec::new();
     while !bytes.is_empty() {
-        let (record, len) = Record::decode(bytes, FORMAT_V6)?;
+        let (record, len) = Record::decode(bytes, FORMAT)?;
         records.push(record);
         bytes = &bytes[len..];
     }

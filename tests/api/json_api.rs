@@ -847,6 +847,7 @@ async fn the_openapi_document_is_served_and_every_operation_is_checked() {
     let filtered = [
         "/visits?range=24h&filter=country:US&filter=page:/secret-page",
         "/funnel?step=/&step=/secret-page&range=24h",
+        "/goals?range=24h",
     ]
     .map(|p| format!("/api/v1/sites/{}{p}", w.alpha));
     for path in std::iter::once("/api/v1/sites".to_owned())

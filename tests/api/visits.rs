@@ -475,7 +475,8 @@ async fn the_open_visits_stay_within_their_bound() {
 
 /// The visitor ids of every record of a journal directory's files.
 fn journal_visitors(dir: &std::path::Path) -> Vec<Option<u64>> {
-    use tickertape::journal::record::{Record, FORMAT_V6};
+    use tickertape::journal::record::Record;
+    use tickertape::journal::segment::FORMAT;
     let mut out = Vec::new();
     for lane in std::fs::read_dir(dir).unwrap().flatten() {
         if !lane.path().is_dir() {
@@ -484,7 +485,7 @@ fn journal_visitors(dir: &std::path::Path) -> Vec<Option<u64>> {
         for seg in std::fs::read_dir(lane.path()).unwrap().flatten() {
             let bytes = std::fs::read(seg.path()).unwrap();
             let mut at = 48;
-            while let Ok((record, len)) = Record::decode(&bytes[at..], FORMAT_V6) {
+            while let Ok((record, len)) = Record::decode(&bytes[at..], FORMAT) {
                 out.push(record.visit.map(|v| v.visitor));
                 at += len;
             }
