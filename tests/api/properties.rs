@@ -19,7 +19,7 @@ use crate::segments::figures_in;
 use crate::traffic::*;
 
 /// value → (visits, views, events)
-type Rows = BTreeMap<String, (i64, i64, i64)>;
+pub(crate) type Rows = BTreeMap<String, (i64, i64, i64)>;
 
 /// What a range counts of one key: each value's visits (passing the
 /// filters, with a counted view or an event carrying it in the range),
@@ -80,7 +80,8 @@ fn property_rows(
     (rows, of)
 }
 
-fn api_rows(json: &serde_json::Value) -> Rows {
+/// The values of a `breakdown?dimension=prop:<key>` answer.
+pub(crate) fn api_rows(json: &serde_json::Value) -> Rows {
     json["entries"]
         .as_array()
         .unwrap()
@@ -98,29 +99,16 @@ fn api_rows(json: &serde_json::Value) -> Rows {
         .collect()
 }
 
-fn filter_params(filters: &[&str]) -> String {
-    filters
-        .iter()
-        .map(|f| format!("&filter={}", urlencode(f)))
-        .collect()
-}
-
 #[tokio::test]
 async fn properties_agree_with_a_plain_computation_at_sub_hour_edges_in_several_time_zones() {
-    let seed = std::env::var("PROPERTIES_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_129u64);
-    let mut rng = Rng(seed);
-    let app = spawn_app_with(|s| {
-        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
-    })
-    .await;
-    // Across UTC midnight, which is 01:00 in Berlin and 05:30 in Kolkata.
-    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
-    app.clock.set(start);
-    salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::VISITS_APART);
+    let Seeded {
+        seed,
+        mut rng,
+        app,
+        start,
+        persons,
+        hits,
+    } = seeded("PROPERTIES_SEED", 20_261_129u64, &Shape::VISITS_APART).await;
     let visits = visits_of(&hits);
     let zones = ["UTC", "Europe/Berlin", "Asia/Kolkata"];
     let mut sites = Vec::new();

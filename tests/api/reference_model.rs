@@ -385,8 +385,8 @@ impl Model {
 
     /// The `author` property's values over `[from, to)`: the visits with a
     /// view carrying each, and those views (views alone carry it).
-    fn authors(&self, site: usize, span: Span) -> BTreeMap<String, (i64, i64, i64)> {
-        let mut out: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
+    fn authors(&self, site: usize, span: Span) -> crate::properties::Rows {
+        let mut out = crate::properties::Rows::new();
         let mut seen = HashSet::new();
         for v in self.views_in(site, None, span) {
             if let Some(author) = author_of(v.path) {
@@ -1022,22 +1022,7 @@ impl Run<'_> {
             &format!("{}?dimension=prop:author&{query}", api("breakdown")),
         )
         .await;
-        let got: BTreeMap<String, (i64, i64, i64)> = a.json["entries"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| {
-                (
-                    e["name"].as_str().unwrap().to_owned(),
-                    (
-                        e["count"].as_i64().unwrap(),
-                        e["views"].as_i64().unwrap(),
-                        e["events"].as_i64().unwrap(),
-                    ),
-                )
-            })
-            .collect();
+        let got = crate::properties::api_rows(&a.json);
         check.eq(
             &format!("{at} api breakdown prop:author"),
             got,

@@ -101,13 +101,6 @@ fn api_sums(json: &serde_json::Value) -> Sums {
     sums
 }
 
-fn filter_params(filters: &[&str]) -> String {
-    filters
-        .iter()
-        .map(|f| format!("&filter={}", urlencode(f)))
-        .collect()
-}
-
 async fn with_goals(app: &TestApp, site: &tickertape::storage::sites::Site, events: &[&str]) {
     for name in events {
         sites::add_goal(&app.store, &site.id, &Goal::parse("event", name).unwrap())
@@ -119,20 +112,14 @@ async fn with_goals(app: &TestApp, site: &tickertape::storage::sites::Site, even
 
 #[tokio::test]
 async fn revenue_agrees_with_a_plain_sum_at_sub_hour_edges_in_several_time_zones() {
-    let seed = std::env::var("REVENUE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_129u64);
-    let mut rng = Rng(seed);
-    let app = spawn_app_with(|s| {
-        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
-    })
-    .await;
-    // Across UTC midnight, which is 01:00 in Berlin and 05:30 in Kolkata.
-    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
-    app.clock.set(start);
-    salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::AT_THE_EDGE);
+    let Seeded {
+        seed,
+        mut rng,
+        app,
+        start,
+        persons,
+        hits,
+    } = seeded("REVENUE_SEED", 20_261_129u64, &Shape::AT_THE_EDGE).await;
     let visits = visits_of(&hits);
     assert!(hits.iter().filter(|h| h.revenue.is_some()).count() > 20);
     let zones = ["UTC", "Europe/Berlin", "Asia/Kolkata"];
@@ -410,19 +397,14 @@ fn property_goal(
 
 #[tokio::test]
 async fn a_goal_on_an_event_with_a_property_value_counts_from_the_visits() {
-    let seed = std::env::var("REVENUE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_130u64);
-    let mut rng = Rng(seed);
-    let app = spawn_app_with(|s| {
-        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
-    })
-    .await;
-    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
-    app.clock.set(start);
-    salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::AT_THE_EDGE);
+    let Seeded {
+        seed,
+        mut rng,
+        app,
+        start,
+        persons,
+        hits,
+    } = seeded("REVENUE_SEED", 20_261_130u64, &Shape::AT_THE_EDGE).await;
     let visits = visits_of(&hits);
     let site = app.add_site_in("propgoal.test", &[], "Asia/Kolkata").await;
     let goals = [

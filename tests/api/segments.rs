@@ -137,13 +137,6 @@ fn shown_pages(want: &Figures) -> BTreeMap<String, (i64, i64, i64)> {
         .collect()
 }
 
-fn filter_params(filters: &[&str]) -> String {
-    filters
-        .iter()
-        .map(|f| format!("&filter={}", urlencode(f)))
-        .collect()
-}
-
 /// The big figure of the report line's `id`.
 fn figure(html: &str, id: &str) -> Option<i64> {
     let at = html.find(&format!("id=\"fig-{id}\""))?;
@@ -450,22 +443,14 @@ pub(crate) fn figures_in(
 
 #[tokio::test]
 async fn filtered_figures_are_exact_at_sub_hour_edges_in_several_time_zones() {
-    let seed = std::env::var("SEGMENTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_128u64);
-    let mut rng = Rng(seed);
-    let app = spawn_app_with(|s| {
-        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
-    })
-    .await;
-    // Ten hours of visits across UTC midnight, which is also 01:00 in
-    // Berlin and 05:30 in Kolkata: visits end at UTC midnight, local
-    // days do not.
-    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
-    app.clock.set(start);
-    salt_ready(&app, "2026-11-22").await;
-    let (persons, hits) = traffic(&mut rng, 40, start, &Shape::VISITS_APART);
+    let Seeded {
+        seed,
+        mut rng,
+        app,
+        start,
+        persons,
+        hits,
+    } = seeded("SEGMENTS_SEED", 20_261_128u64, &Shape::VISITS_APART).await;
     let visits = visits_of(&hits);
     assert!(
         visits

@@ -5,7 +5,7 @@
 //! through the real pixel; and the visits those hits make, computed
 //! independently of the server's code.
 
-use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
 use std::collections::HashMap;
 
 use crate::helpers::*;
@@ -409,4 +409,51 @@ pub(crate) fn ten_thousandths(amount: &str) -> i128 {
     } else {
         n
     }
+}
+
+/// A seeded test's world: its seed (the variable `env` replays another),
+/// its random numbers, an app that trusts the test's client as a proxy
+/// (so each person's address is theirs), the clock at 19:00 UTC on 22
+/// November 2026 (across UTC midnight, which is 01:00 in Berlin and 05:30
+/// in Kolkata) with that day's salt in, and forty people's traffic of
+/// `shape` from then on.
+pub(crate) struct Seeded {
+    pub seed: u64,
+    pub rng: Rng,
+    pub app: TestApp,
+    pub start: DateTime<Utc>,
+    pub persons: Vec<Person>,
+    pub hits: Vec<Hit>,
+}
+
+pub(crate) async fn seeded(env: &str, default: u64, shape: &Shape) -> Seeded {
+    let seed = std::env::var(env)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    let mut rng = Rng(seed);
+    let app = spawn_app_with(|s| {
+        s.security.trusted_proxies = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 22, 19, 0, 0).unwrap();
+    app.clock.set(start);
+    salt_ready(&app, "2026-11-22").await;
+    let (persons, hits) = traffic(&mut rng, 40, start, shape);
+    Seeded {
+        seed,
+        rng,
+        app,
+        start,
+        persons,
+        hits,
+    }
+}
+
+/// The query parameters of `filters`.
+pub(crate) fn filter_params(filters: &[&str]) -> String {
+    filters
+        .iter()
+        .map(|f| format!("&filter={}", urlencode(f)))
+        .collect()
 }
