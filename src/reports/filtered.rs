@@ -467,6 +467,9 @@ pub struct PropertyFigures {
     /// Every key seen, with the visits carrying it, most first (ties by
     /// key).
     pub keys: Vec<(String, i64)>,
+    /// The key whose values `rows` are (`None`: none was chosen, and no
+    /// visit carries any).
+    pub key: Option<String>,
     /// The values of the chosen key, most visits first (ties by value).
     pub rows: Vec<PropertyRow>,
     /// Admitted visits with a counted step in the range: what a row's
@@ -585,6 +588,7 @@ pub fn properties<'a>(
     rows.truncate(MAX_PROPERTY_ROWS);
     PropertyFigures {
         keys,
+        key: key.map(str::to_owned),
         rows,
         visits: up(total),
         sampled: share,

@@ -279,8 +279,10 @@ pub async fn funnels(
 }
 
 /// The custom properties of the visits passing `filters` over `period`
-/// (`filtered::properties`), the values of `key` among them: read from
-/// the visits that may hold steps in it (from `from`'s UTC day on).
+/// (`filtered::properties`), the values of `key` among them (`None`: of
+/// the key most visits carry): read from the visits that may hold steps
+/// in it (from `from`'s UTC day on), once, whether a key is chosen here
+/// or not.
 pub async fn properties(
     store: &Store,
     site: &Site,
@@ -291,13 +293,26 @@ pub async fn properties(
     let (visits, share) =
         read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
     let stopped = std::cell::Cell::new(None);
-    let figures = filtered::properties(
+    let range = (period.from, period.to);
+    let mut figures = filtered::properties(
         filters,
         key,
         costly::checked(&visits, &stopped),
-        (period.from, period.to),
+        range,
         share,
     );
+    if key.is_none() {
+        // The most common key's values, from the visits already held.
+        if let Some((top, _)) = figures.keys.first().cloned() {
+            figures = filtered::properties(
+                filters,
+                Some(&top),
+                costly::checked(&visits, &stopped),
+                range,
+                share,
+            );
+        }
+    }
     match stopped.get() {
         Some(why) => Err(why.into()),
         None => Ok(figures),

@@ -132,8 +132,10 @@ impl<'a> Reads<'a> {
         let key = key.map(str::to_owned);
         let domain = site.domain.to_string();
         self.run(&domain, async move {
-            let key = key.as_deref();
-            let now = filtered_read::properties(&store, &site, &filters, key, &period).await?;
+            let now =
+                filtered_read::properties(&store, &site, &filters, key.as_deref(), &period).await?;
+            // The period before compares the same key, whichever was chosen.
+            let key = now.key.as_deref();
             let before =
                 filtered_read::properties(&store, &site, &filters, key, &period.previous()).await?;
             Ok((now, before))

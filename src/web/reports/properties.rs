@@ -103,21 +103,12 @@ pub async fn show_properties(
     let base = audience.base.clone();
     let params = q.range_params();
     let here = format!("{base}/properties");
-    let (mut figures, mut before) = state
+    // No key asked: the most common one's values, from the same read.
+    let (figures, before) = state
         .reads()
         .properties(&site, &filters, asked, &period)
         .await?;
-    let key = match asked {
-        Some(k) => Some(k.to_owned()),
-        None => figures.keys.first().map(|(k, _)| k.clone()),
-    };
-    if asked.is_none() && key.is_some() {
-        // No key was asked: the most common one's values, read again.
-        (figures, before) = state
-            .reads()
-            .properties(&site, &filters, key.as_deref(), &period)
-            .await?;
-    }
+    let key = figures.key.clone();
     let with_filters: Vec<String> = filters.iter().map(ToString::to_string).collect();
     let kept = |extra: &[(&str, &str)]| {
         let mut all: Vec<(&str, &str)> = extra.to_vec();
