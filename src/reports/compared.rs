@@ -16,6 +16,18 @@ use crate::storage::Store;
 /// pass over the buckets.
 const READ_DIMENSIONS: [Dimension; 8] = [
     Dimension::Source,
+    PANELS[0],
+    PANELS[1],
+    PANELS[2],
+    PANELS[3],
+    PANELS[4],
+    PANELS[5],
+    PANELS[6],
+];
+
+/// The dimensions of the report pages' panels, in the order they show
+/// them (the sources have their own table).
+pub const PANELS: [Dimension; 7] = [
     Dimension::Device,
     Dimension::Browser,
     Dimension::Os,

@@ -52,15 +52,7 @@ fn table(dimension: Dimension, panel: &Panel, csv: String) -> BreakdownTable {
 }
 
 /// The dimensions of the panels, in the order they are read.
-pub(super) const PANELS: [Dimension; 7] = [
-    Dimension::Device,
-    Dimension::Browser,
-    Dimension::Os,
-    Dimension::Country,
-    Dimension::Medium,
-    Dimension::Campaign,
-    Dimension::Event,
-];
+pub(super) use crate::reports::compared::PANELS;
 
 /// The panels, from the engine's panels of [`PANELS`] (in that order);
 /// `csv`: the address of a dimension's CSV (empty: none).
