@@ -6,7 +6,8 @@
 //! ([`Amount::SCALE`]): four decimal places hold every currency's minor
 //! unit (ISO 4217's largest exponent is 4), so nothing is rounded on the
 //! way in and sums are plain integer sums. There is no floating point on
-//! the way from a hit to a report.
+//! the way from a hit to a report (but for a sampled read's estimate,
+//! scaled up as it scales every count).
 
 use std::fmt;
 
@@ -14,9 +15,9 @@ use std::fmt;
 const SCALE_DIGITS: u32 = 4;
 
 /// The largest amount one event may carry, in whole units: an amount
-/// is at most nine digits before its point. A year of events at this
-/// bound still adds up within an `i64` of ten-thousandths per hour bucket
-/// (9.2 × 10^18 / 10^13 = 920,000 such events in one hour of one site).
+/// is at most nine digits before its point. A bucket adds amounts in two
+/// parts (`storage::breakdowns::REVENUE_SPLIT`), so no number of events
+/// it could take overflows them; a read adds them up in an `i128`.
 pub const MAX_AMOUNT_UNITS: i64 = 999_999_999;
 
 /// The ISO 4217 codes of currencies (and funds, metals and special

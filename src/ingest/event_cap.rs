@@ -103,15 +103,23 @@ impl EventCap {
 
     /// Whether a property `key: value` of a hit to `site` fits the
     /// site's day.
+    /// `goals` are the pairs the site's goals name ([`Self::goal_pair`]):
+    /// like event goals, always admitted, so a flood of made-up pairs
+    /// cannot strip a goal's value from the day's hits.
     pub fn admit_property(
         &self,
         site: &str,
-        key: &str,
-        value: &str,
+        (key, value): (&str, &str),
+        goals: &[&str],
         client: &str,
         at: DateTime<Utc>,
     ) -> Result<(), Refusal> {
-        self.admit(site, &format!("{key}\u{0}{value}"), &[], client, at)
+        self.admit(site, &Self::goal_pair(key, value), goals, client, at)
+    }
+
+    /// A property pair as the budget names it.
+    pub fn goal_pair(key: &str, value: &str) -> String {
+        format!("{key}\u{0}{value}")
     }
 
     /// Whether `site` may count an event named `name` at `at`, sent by
@@ -216,27 +224,33 @@ mod tests {
         for i in 0..MAX_PROPERTY_VALUES_PER_DAY {
             let client = format!("10.0.{}.1", i / NEW_PROPERTY_VALUES_PER_CLIENT as usize);
             assert_eq!(
-                cap.admit_property("a.test", "author", &format!("a{i}"), &client, at),
+                cap.admit_property("a.test", ("author", &format!("a{i}")), &[], &client, at),
                 Ok(())
             );
         }
         assert_eq!(
-            cap.admit_property("a.test", "author", "new", "10.9.9.9", at),
+            cap.admit_property("a.test", ("author", "new"), &[], "10.9.9.9", at),
             Err(Refusal::SiteFull)
         );
         assert_eq!(
-            cap.admit_property("a.test", "author", "a7", "10.9.9.9", at),
+            cap.admit_property("a.test", ("author", "a7"), &[], "10.9.9.9", at),
             Ok(()),
             "a known pair still counts"
         );
+        let goal = EventCap::goal_pair("plan", "pro");
+        assert_eq!(
+            cap.admit_property("a.test", ("plan", "pro"), &[&goal], "10.9.9.9", at),
+            Ok(()),
+            "a goal's pair counts past the budget"
+        );
         for i in 0..NEW_PROPERTY_VALUES_PER_CLIENT {
             assert_eq!(
-                cap.admit_property("b.test", "k", &format!("{i}"), "1.2.3.4", at),
+                cap.admit_property("b.test", ("k", &format!("{i}")), &[], "1.2.3.4", at),
                 Ok(())
             );
         }
         assert_eq!(
-            cap.admit_property("b.test", "k", "more", "1.2.3.4", at),
+            cap.admit_property("b.test", ("k", "more"), &[], "1.2.3.4", at),
             Err(Refusal::ClientFull)
         );
     }

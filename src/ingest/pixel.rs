@@ -320,10 +320,23 @@ fn admitted_props(
         return props;
     }
     let client = state.visitors.client_key(req);
+    // The pairs the site's goals name are always kept.
+    let goals: Vec<String> = state
+        .directory
+        .by_host(site)
+        .map(|s| {
+            s.goals
+                .iter()
+                .filter_map(crate::domain::Goal::property)
+                .map(|(k, v)| super::event_cap::EventCap::goal_pair(k, v))
+                .collect()
+        })
+        .unwrap_or_default();
+    let goals: Vec<&str> = goals.iter().map(String::as_str).collect();
     props.retain(|k, v| {
         let admitted = state
             .property_cap
-            .admit_property(site, k, v, &client, at)
+            .admit_property(site, (k, v), &goals, &client, at)
             .is_ok();
         if !admitted {
             tracing::debug!("a property over the site's budget left out");

@@ -20,7 +20,9 @@ use crate::domain::dimension::{field_name, from_field_name, Dimension};
 use crate::domain::revenue::{self, Currency, RevenueTotal};
 use crate::domain::sketch::Sketch;
 use crate::storage::breakdown_reads;
-use crate::storage::breakdowns::{collection, CONVERTED, GENERATION, REVENUE, WRITES};
+use crate::storage::breakdowns::{
+    collection, CONVERTED, GENERATION, REVENUE, REVENUE_SPLIT, WRITES,
+};
 use crate::storage::kept_breakdowns::{KeptCounts, KeptKey};
 use crate::storage::{Resolution, Store};
 
@@ -313,7 +315,8 @@ impl<'a> Reader<'a> {
                         .or_default()
                         .entry(currency)
                         .or_default();
-                    *sum += i128::from(number(figures.get("a")));
+                    *sum += i128::from(number(figures.get("h"))) * i128::from(REVENUE_SPLIT)
+                        + i128::from(number(figures.get("l")));
                     *n += number(figures.get("n"));
                 }
             }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
 use crate::domain::revenue::{self, RevenueTotal};
 use crate::domain::sketch::{Sketch, REGISTERS};
-use crate::domain::{Currency, Dimension, FunnelSteps};
+use crate::domain::{Currency, Dimension, FunnelSteps, Goal};
 
 pub use crate::domain::visit::{Step, VisitRecord};
 
@@ -181,10 +181,9 @@ pub struct Figures {
     /// Per event name and currency: the revenue its events carried (in
     /// ten-thousandths) and how many carried one.
     pub revenue: HashMap<String, HashMap<Currency, (i128, i64)>>,
-    /// Per event name, property key and value its events carried: those
-    /// events, the visits that sent one, and their revenue (what a goal
-    /// on an event with a property value counts), for at most
-    /// [`MAX_EVENT_PROPERTIES`] of them.
+    /// Per goal on an event with a property value ([`compute_for_goals`]):
+    /// its events that carried the value, the visits that sent one, and
+    /// their revenue.
     pub event_properties: HashMap<EventProperty, EventPropertyFigures>,
     /// Per shown bucket (the period's points): views, visits, bounces,
     /// duration, visitors.
@@ -196,11 +195,6 @@ pub struct Figures {
 
 /// An event's name and one property it carried.
 pub type EventProperty = (Arc<str>, Arc<str>, Arc<str>);
-
-/// The most (event, key, value) a read counts: each takes about 100
-/// bytes, and a site's budget (`ingest::event_cap`) keeps far fewer in a
-/// day.
-pub const MAX_EVENT_PROPERTIES: usize = 10_000;
 
 /// What the events of one name carrying one property value count.
 #[derive(Debug, Clone, Default)]
@@ -285,10 +279,28 @@ impl Figures {
 pub fn compute<'a>(
     filters: &Filters,
     visits: impl IntoIterator<Item = &'a VisitRecord>,
-    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    range: (DateTime<Utc>, DateTime<Utc>),
     points: &[DateTime<Utc>],
     sampled: f64,
 ) -> Figures {
+    compute_for_goals(filters, visits, range, points, sampled, &[])
+}
+
+/// [`compute`], and for each of `goals` on an event with a property value
+/// its figures (`Figures::event_properties`).
+pub fn compute_for_goals<'a>(
+    filters: &Filters,
+    visits: impl IntoIterator<Item = &'a VisitRecord>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    points: &[DateTime<Utc>],
+    sampled: f64,
+    goals: &[Goal],
+) -> Figures {
+    let wanted = |name: &str, key: &str, value: &str| {
+        goals
+            .iter()
+            .any(|g| g.event() == Some(name) && g.property() == Some((key, value)))
+    };
     let mut f = Figures::none(points);
     f.sampled = if sampled > 0.0 && sampled < 1.0 {
         sampled
@@ -344,17 +356,13 @@ pub fn compute<'a>(
                 Step::Event { name, .. } => {
                     if in_range(at) {
                         let revenue = visit.revenue_at(i);
-                        for (_, key, value) in visit.props.iter().filter(|(s, ..)| *s as usize == i)
+                        for (_, key, value) in visit
+                            .props
+                            .iter()
+                            .filter(|(s, k, v)| *s as usize == i && wanted(name, k, v))
                         {
                             let triple = (name.clone(), key.clone(), value.clone());
-                            let full = f.event_properties.len() >= MAX_EVENT_PROPERTIES;
-                            let Some(figures) = (match f.event_properties.get_mut(&triple) {
-                                Some(figures) => Some(figures),
-                                None if full => None,
-                                None => Some(f.event_properties.entry(triple.clone()).or_default()),
-                            }) else {
-                                continue;
-                            };
+                            let figures = f.event_properties.entry(triple.clone()).or_default();
                             figures.events += 1;
                             if let Some(r) = revenue {
                                 let (sum, n) = figures.revenue.entry(r.currency).or_default();

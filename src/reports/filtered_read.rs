@@ -220,12 +220,13 @@ pub async fn figures(
     let (visits, share) =
         read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
     let stopped = std::cell::Cell::new(None);
-    let figures = filtered::compute(
+    let figures = filtered::compute_for_goals(
         filters,
         costly::checked(&visits, &stopped),
         (period.from, period.to),
         &period.points(),
         share,
+        &site.goals,
     );
     match stopped.get() {
         Some(why) => Err(why.into()),

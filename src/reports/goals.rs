@@ -66,6 +66,35 @@ impl GoalFigures {
     pub fn rate_before(&self) -> Option<f64> {
         rate(self.converting_before, self.of_before)
     }
+
+    /// Each currency of its revenue in either period, with its totals in
+    /// this period and the one before (none there: zero): this period's
+    /// currencies in their order, then those only the period before had.
+    pub fn revenue_compared(&self) -> Vec<(RevenueTotal, RevenueTotal)> {
+        let zero = |currency| RevenueTotal {
+            currency,
+            scaled: 0,
+            conversions: 0,
+        };
+        let before_of = |currency| {
+            self.revenue_before
+                .iter()
+                .find(|b| b.currency == currency)
+                .copied()
+                .unwrap_or_else(|| zero(currency))
+        };
+        let mut out: Vec<(RevenueTotal, RevenueTotal)> = self
+            .revenue
+            .iter()
+            .map(|r| (*r, before_of(r.currency)))
+            .collect();
+        for b in &self.revenue_before {
+            if !self.revenue.iter().any(|r| r.currency == b.currency) {
+                out.push((zero(b.currency), *b));
+            }
+        }
+        out
+    }
 }
 
 /// Two estimates may disagree by a little: never above 100 %.
@@ -276,6 +305,41 @@ pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn revenue_compares_every_currency_of_either_period() {
+        use crate::domain::revenue::totals;
+        let (eur, usd, jpy) = (
+            crate::domain::Currency::parse("EUR").unwrap(),
+            crate::domain::Currency::parse("USD").unwrap(),
+            crate::domain::Currency::parse("JPY").unwrap(),
+        );
+        let g = GoalFigures {
+            goal: Goal::Event("Buy".into()),
+            converting_kind: Converting::Visitors,
+            conversions: 3,
+            conversions_before: 2,
+            converting: None,
+            converting_before: None,
+            of: None,
+            of_before: None,
+            revenue: totals([(eur, 10, 2), (jpy, 7, 1)]),
+            revenue_before: totals([(eur, 4, 1), (usd, 5, 1)]),
+        };
+        let got: Vec<(String, i128, i128)> = g
+            .revenue_compared()
+            .into_iter()
+            .map(|(now, was)| (now.currency.to_string(), now.scaled, was.scaled))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("EUR".to_owned(), 10, 4),
+                ("JPY".to_owned(), 7, 0),
+                ("USD".to_owned(), 0, 5)
+            ]
+        );
+    }
 
     #[test]
     fn a_rate_is_of_the_converting_kind_and_never_above_one() {

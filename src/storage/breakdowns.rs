@@ -8,7 +8,7 @@
 //!                                              event: {"Signup": 1}, other_event}
 //! site_breakdowns_hour / site_breakdowns_day  {site, part, timestamp, ... the same ...,
 //!                                              converted: {"Signup": <visitors' sketch>},
-//!                                              revenue: {"Purchase": {"EUR": {a: <ten-thousandths>, n: <events>}}}}
+//!                                              revenue: {"Purchase": {"EUR": {h: <10^9 ten-thousandths>, l: <ten-thousandths>, n: <events>}}}}
 //! ```
 //!
 //! The collections had the names `sources_*` while they held sources
@@ -33,6 +33,12 @@
 //! `visitors`): a goal's converting visitors; and, per event name and
 //! currency, the revenue its events carried (`revenue`: the amounts in
 //! ten-thousandths and the events that carried one, raised with `$inc`).
+//! An amount is added in two fields, its billions of ten-thousandths (`h`)
+//! and the rest (`l`), so that no number of events a bucket could take
+//! (about 9 × 10^9 events of the largest amount, one hour of any site)
+//! overflows an `i64` that the database would then refuse to raise: a
+//! refused statement sets its whole bucket aside, so one site's hostile
+//! amounts must not be able to cause one.
 //! An event counted under `other_event` (past the cap) has its revenue
 //! left out with its name.
 //!
@@ -61,6 +67,9 @@ pub const CONVERTED: &str = "converted";
 
 /// The field of a site bucket holding each event's revenue per currency.
 pub const REVENUE: &str = "revenue";
+
+/// How an amount is split between a revenue's `h` and `l` fields.
+pub const REVENUE_SPLIT: i64 = 1_000_000_000;
 
 /// The field every statement on a bucket raises by one: how many times
 /// the bucket was written, so that a reader can tell, from this field
@@ -133,9 +142,32 @@ pub struct PageHour {
     /// Signed: an import's deletion takes its counts back.
     pub counts: HashMap<(Dimension, String), i64>,
     pub converted: HashMap<String, Sketch>,
-    /// Per event name and currency: the amounts (ten-thousandths) and
-    /// the events that carried one.
-    pub revenue: HashMap<(String, Currency), (i64, i64)>,
+    /// Per event name and currency: the amounts (ten-thousandths, as
+    /// [`REVENUE_SPLIT`] parts) and the events that carried one.
+    pub revenue: HashMap<(String, Currency), RevenueSum>,
+}
+
+/// Revenue added up in two parts, each far from overflowing: the
+/// amounts' billions of ten-thousandths and the rest.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RevenueSum {
+    pub high: i64,
+    pub low: i64,
+    pub events: i64,
+}
+
+impl RevenueSum {
+    fn add(&mut self, scaled: i64) {
+        self.high += scaled / REVENUE_SPLIT;
+        self.low += scaled % REVENUE_SPLIT;
+        self.events += 1;
+    }
+
+    fn merge(&mut self, other: &RevenueSum) {
+        self.high += other.high;
+        self.low += other.low;
+        self.events += other.events;
+    }
 }
 
 /// Counts per page, hour, dimension and name: what a batch of the
@@ -182,15 +214,13 @@ impl BreakdownCounts {
             .hours
             .entry((page.to_owned(), Resolution::Hour.floor(at)))
             .or_default();
-        let (sum, n) = hour
-            .revenue
+        hour.revenue
             .entry((event.to_owned(), revenue.currency))
             .or_insert_with(|| {
                 self.entries += 1;
-                (0, 0)
-            });
-        *sum = sum.saturating_add(revenue.amount.scaled());
-        *n += 1;
+                RevenueSum::default()
+            })
+            .add(revenue.amount.scaled());
     }
 
     /// [`Self::add_record`] for a hit in parts (writers outside the journal).
@@ -354,7 +384,7 @@ struct BucketCounts {
     names: HashMap<(Dimension, String), i64>,
     converted: HashMap<String, Sketch>,
     /// Per event field name: per currency, the amounts and events.
-    revenue: HashMap<String, HashMap<Currency, (i64, i64)>>,
+    revenue: HashMap<String, HashMap<Currency, RevenueSum>>,
 }
 
 /// A batch's counts per bucket, dimension and name (by field name).
@@ -403,15 +433,14 @@ impl BreakdownIncrements {
                     .or_default()
                     .merge(sketch);
             }
-            for ((event, currency), (sum, n)) in &counts.revenue {
-                let (s, c) = bucket
+            for ((event, currency), sum) in &counts.revenue {
+                bucket
                     .revenue
                     .entry(field_name(event))
                     .or_default()
                     .entry(*currency)
-                    .or_default();
-                *s = s.saturating_add(*sum);
-                *c += n;
+                    .or_default()
+                    .merge(sum);
             }
         }
     }
@@ -570,10 +599,11 @@ impl BreakdownIncrements {
                             }
                             if let Some(by) = counts.revenue.get(name) {
                                 if dimension == Dimension::Event {
-                                    for (currency, (sum, n)) in by {
+                                    for (currency, sum) in by {
                                         let field = format!("{REVENUE}.{name}.{currency}");
-                                        inc.insert(format!("{field}.a"), Bson::Int64(*sum));
-                                        inc.insert(format!("{field}.n"), Bson::Int64(*n));
+                                        inc.insert(format!("{field}.h"), Bson::Int64(sum.high));
+                                        inc.insert(format!("{field}.l"), Bson::Int64(sum.low));
+                                        inc.insert(format!("{field}.n"), Bson::Int64(sum.events));
                                     }
                                 }
                             }
@@ -829,6 +859,42 @@ mod tests {
         let s = pages.statements(&HashMap::new());
         assert_eq!(inc_of(&s[0]), doc! {"event.Sign%2Eup": 1_i64});
         assert!(s[0].get_document("u").unwrap().get("$max").is_none());
+    }
+
+    #[test]
+    fn an_events_revenue_rides_its_site_statement_in_two_parts() {
+        let mut counts = BreakdownCounts::default();
+        let purchase = Labels::default().with(Dimension::Event, "Buy");
+        let largest = crate::domain::Amount::parse("999999999.9999").unwrap();
+        let refund = crate::domain::Amount::parse("-0.5").unwrap();
+        let eur = Currency::parse("EUR").unwrap();
+        for amount in [largest, largest, refund] {
+            let mut event = hit("example.com/", 1, None, purchase.clone());
+            event.revenue = Some(Revenue {
+                currency: eur,
+                amount,
+            });
+            counts.add_record(&event);
+        }
+        let mut site = BreakdownIncrements::for_site(Resolution::Hour, 0);
+        let mut pages = BreakdownIncrements::for_pages(Resolution::Hour);
+        increments(&mut site, &counts);
+        increments(&mut pages, &counts);
+        let s = site.statements(&HashMap::new());
+        // 2 × 9,999,999,999,999 − 5,000 ten-thousandths: 19,998 billions
+        // and 1,999,994,998 (both parts far from an i64's bounds).
+        assert_eq!(
+            inc_of(&s[0]),
+            doc! {"event.Buy": 3_i64, "revenue.Buy.EUR.h": 19_998_i64,
+            "revenue.Buy.EUR.l": 1_999_994_998_i64, "revenue.Buy.EUR.n": 3_i64}
+        );
+        assert_eq!(
+            19_998_i128 * i128::from(REVENUE_SPLIT) + 1_999_994_998,
+            2 * 9_999_999_999_999 - 5_000
+        );
+        // Pages count the event, without its revenue.
+        let s = pages.statements(&HashMap::new());
+        assert_eq!(inc_of(&s[0]), doc! {"event.Buy": 3_i64});
     }
 
     #[test]

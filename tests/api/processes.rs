@@ -569,7 +569,7 @@ pub(crate) async fn check_events(uri: &str, database: &str, tally: &Tally) {
                 for (currency, f) in by.as_document().unwrap() {
                     assert_eq!(currency, EVENT_REVENUE.0, "{g:?} {event}");
                     let f = f.as_document().unwrap();
-                    amount += f.get_i64("a").unwrap();
+                    amount += f.get_i64("h").unwrap() * 1_000_000_000 + f.get_i64("l").unwrap();
                     carried += f.get_i64("n").unwrap();
                 }
             }

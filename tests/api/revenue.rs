@@ -86,6 +86,11 @@ fn api_sums(json: &serde_json::Value) -> Sums {
                 ten_thousandths(r["amount"].as_str().unwrap()),
                 r["events"].as_i64().unwrap(),
             );
+            if n == 0 {
+                // A currency of the period before alone: none now.
+                assert_eq!((sum, &r["average"]), (0, &serde_json::Value::Null), "{r}");
+                continue;
+            }
             // The average is the sum per event, rounded at the fourth
             // decimal.
             let average = ten_thousandths(r["average"].as_str().unwrap());
@@ -182,7 +187,9 @@ async fn revenue_agrees_with_a_plain_sum_at_sub_hour_edges_in_several_time_zones
                     let mut got = Sums::new();
                     for line in csv.lines().skip(1) {
                         let c: Vec<&str> = line.split(',').collect();
-                        if !c[5].is_empty() {
+                        // A currency of the period before alone has
+                        // its row too, with nothing now.
+                        if !c[5].is_empty() && c[7] != "0" {
                             got.entry(c[1].to_owned()).or_default().insert(
                                 c[5].to_owned(),
                                 (ten_thousandths(c[6]), c[7].parse().unwrap()),
@@ -254,7 +261,8 @@ pub(crate) async fn stored_revenue(app: &TestApp) -> BTreeMap<String, (i64, i64)
             for (currency, f) in by.as_document().unwrap() {
                 let f = f.as_document().unwrap();
                 let e: &mut (i64, i64) = out.entry(format!("{event} {currency}")).or_default();
-                e.0 += f.get_i64("a").unwrap();
+                // Billions of ten-thousandths and the rest.
+                e.0 += f.get_i64("h").unwrap() * 1_000_000_000 + f.get_i64("l").unwrap();
                 e.1 += f.get_i64("n").unwrap();
             }
         }
@@ -466,6 +474,8 @@ async fn a_goal_on_an_event_with_a_property_value_counts_from_the_visits() {
                     .as_array()
                     .unwrap()
                     .iter()
+                    // A currency of the period before alone: none now.
+                    .filter(|r| r["events"] != 0)
                     .map(|r| {
                         (
                             r["currency"].as_str().unwrap().to_owned(),

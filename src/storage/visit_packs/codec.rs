@@ -419,8 +419,12 @@ pub fn decode(
                 if step >= n {
                     return Err(PackError::OutOfRange);
                 }
-                let currency = Currency::parse(name_at(&names, s.varint()?)?)
-                    .map_err(|_| PackError::OutOfRange)?;
+                // The code exactly as written, as the journal holds it.
+                let code = name_at(&names, s.varint()?)?;
+                let currency = Currency::parse(code)
+                    .ok()
+                    .filter(|c| c.as_str() == &**code)
+                    .ok_or(PackError::OutOfRange)?;
                 let amount =
                     Amount::from_scaled(unzigzag(s.varint()?)).ok_or(PackError::OutOfRange)?;
                 revenue.push((step as u32, Revenue { currency, amount }));

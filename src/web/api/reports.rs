@@ -944,18 +944,14 @@ pub async fn goals(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         let report = engine::Report::new(state.reads(), &site, request, &state.retention);
         let (goals, said) = report.goals().await?;
         let revenue = |g: &crate::reports::goals::GoalFigures| {
-            g.revenue
-                .iter()
-                .map(|r| RevenueBody {
+            g.revenue_compared()
+                .into_iter()
+                .map(|(r, was)| RevenueBody {
                     currency: r.currency.to_string(),
                     amount: r.amount(),
                     events: r.conversions,
                     average: r.average(),
-                    previous_period_amount: g
-                        .revenue_before
-                        .iter()
-                        .find(|b| b.currency == r.currency)
-                        .map_or_else(|| "0".to_owned(), |b| b.amount()),
+                    previous_period_amount: was.amount(),
                 })
                 .collect()
         };

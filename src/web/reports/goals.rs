@@ -46,8 +46,7 @@ pub struct RevenueCell {
 }
 
 impl RevenueCell {
-    fn of(now: &RevenueTotal, before: &[RevenueTotal]) -> Self {
-        let was = before.iter().find(|b| b.currency == now.currency);
+    fn of(now: &RevenueTotal, was: &RevenueTotal) -> Self {
         RevenueCell {
             currency: now.currency.to_string(),
             sum: now.shown(),
@@ -55,7 +54,7 @@ impl RevenueCell {
             amount: now.amount(),
             average_amount: now.average().unwrap_or_default(),
             events: now.conversions,
-            change: revenue_change(now.scaled, was.map_or(0, |b| b.scaled)),
+            change: revenue_change(now.scaled, was.scaled),
         }
     }
 }
@@ -153,9 +152,9 @@ pub fn view(
                     _ => "—".to_owned(),
                 },
                 revenue: g
-                    .revenue
+                    .revenue_compared()
                     .iter()
-                    .map(|r| RevenueCell::of(r, &g.revenue_before))
+                    .map(|(now, was)| RevenueCell::of(now, was))
                     .collect(),
             }
         })
