@@ -42,6 +42,9 @@ pub struct GoalFigures {
     /// What its converting count counts: the table's, but visits for a
     /// property goal in a table of visitors.
     pub converting_kind: Converting,
+    /// The share of visitors its figures were read from (1: all; below
+    /// when read from a sampled visit store: estimates).
+    pub sampled: f64,
     /// Its events, or its page's views.
     pub conversions: i64,
     pub conversions_before: i64,
@@ -153,6 +156,7 @@ fn with_property(goal: &Goal, (now, was): (&Figures, &Figures)) -> GoalFigures {
     GoalFigures {
         goal: goal.clone(),
         converting_kind: Converting::Visits,
+        sampled: now.sampled,
         conversions,
         conversions_before,
         converting: Some(converting),
@@ -230,6 +234,7 @@ pub async fn from_buckets(
         rows.push(GoalFigures {
             goal: goal.clone(),
             converting_kind: Converting::Visitors,
+            sampled: 1.0,
             conversions,
             conversions_before,
             converting,
@@ -285,6 +290,7 @@ pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
             GoalFigures {
                 goal: goal.clone(),
                 converting_kind: Converting::Visits,
+                sampled: now.sampled,
                 conversions,
                 conversions_before,
                 converting: Some(converting),
@@ -317,6 +323,7 @@ mod tests {
         let g = GoalFigures {
             goal: Goal::Event("Buy".into()),
             converting_kind: Converting::Visitors,
+            sampled: 1.0,
             conversions: 3,
             conversions_before: 2,
             converting: None,

@@ -80,6 +80,9 @@ fn revenue_change(now: i128, before: i128) -> String {
 
 pub struct GoalsView {
     pub rows: Vec<GoalRow>,
+    /// Said when some row's figures were read from a sample of the visits
+    /// (with filters, or a goal on a property value): they are estimates.
+    pub sampled: Option<String>,
     /// Whether any goal's events carried revenue (the columns show then).
     pub has_revenue: bool,
     /// What converts: "visitors", or "visits" with filters.
@@ -159,7 +162,9 @@ pub fn view(
             }
         })
         .collect::<Vec<GoalRow>>();
+    let share = goals.rows.iter().map(|g| g.sampled).fold(1.0_f64, f64::min);
     GoalsView {
+        sampled: crate::reports::filtered_read::sample_words(share),
         has_revenue: rows.iter().any(|r| !r.revenue.is_empty()),
         rows,
         converting: match goals.converting {
@@ -261,6 +266,40 @@ mod tests {
         assert_eq!(points(0.025, 0.02), "+0.5 pts");
         assert_eq!(points(0.02, 0.025), "−0.5 pts");
         assert_eq!(points(0.02, 0.0201), "±0 pts");
+    }
+
+    #[test]
+    fn figures_read_from_a_sample_say_so() {
+        use crate::reports::goals::GoalFigures;
+        let row = |goal: Goal, sampled: f64| GoalFigures {
+            goal,
+            converting_kind: Converting::Visits,
+            sampled,
+            conversions: 4,
+            conversions_before: 2,
+            converting: Some(3),
+            converting_before: Some(1),
+            of: Some(10),
+            of_before: Some(10),
+            revenue: Vec::new(),
+            revenue_before: Vec::new(),
+        };
+        let whole = Goals {
+            rows: vec![row(Goal::Event("Signup".into()), 1.0)],
+            converting: Converting::Visitors,
+        };
+        assert!(view(&whole, None, String::new(), |_| String::new())
+            .sampled
+            .is_none());
+        let with = Goal::parse_event_with("Signup", "plan", "pro").unwrap();
+        let sampled = Goals {
+            rows: vec![row(Goal::Event("Signup".into()), 1.0), row(with, 0.25)],
+            converting: Converting::Visitors,
+        };
+        let v = view(&sampled, None, String::new(), |_| String::new());
+        assert!(v.sampled.unwrap().contains("1 in 4"));
+        assert_eq!(v.rows[1].visitors, "3 visits");
+        assert_eq!(v.rows[1].name, "Signup with plan = pro");
     }
 
     #[test]
