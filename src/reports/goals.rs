@@ -129,24 +129,40 @@ pub fn needs_visits(site: &Site) -> bool {
     site.goals.iter().any(|g| g.property().is_some())
 }
 
-/// A property goal's row from the visit store's figures of the period
-/// and the one before.
-fn with_property(goal: &Goal, (now, was): (&Figures, &Figures)) -> GoalFigures {
-    let of = |f: &Figures| {
-        let (Some(name), Some((key, value))) = (goal.event(), goal.property()) else {
-            return (0, 0, Vec::new());
-        };
-        let found = f
-            .event_properties
-            .iter()
-            .find(|((e, k, v), _)| &**e == name && &**k == key && &**v == value);
-        match found {
-            Some((_, p)) => (
-                p.events,
-                p.visits,
-                crate::domain::revenue::totals(p.revenue.iter().map(|(c, (s, n))| (*c, *s, *n))),
+/// A goal's row from the visit store's figures of the period and the one
+/// before: its conversions (an event goal's events, with a property only
+/// those carrying its value; a page goal's views), the visits that
+/// converted out of all the visits, and an event goal's revenue.
+fn from_visit_figures(goal: &Goal, (now, was): (&Figures, &Figures)) -> GoalFigures {
+    let of = |f: &Figures| -> (i64, i64, Vec<RevenueTotal>) {
+        match goal {
+            Goal::Event(name) => (
+                f.breakdowns
+                    .get(&Dimension::Event)
+                    .and_then(|m| m.get(name.as_str()))
+                    .copied()
+                    .unwrap_or(0),
+                f.converting_events.get(name).copied().unwrap_or(0),
+                f.revenue_of(name),
             ),
-            None => (0, 0, Vec::new()),
+            Goal::Page(path) => (
+                f.pages.get(path.as_str()).map_or(0, |p| p.views),
+                f.converting_pages.get(path.as_str()).copied().unwrap_or(0),
+                Vec::new(),
+            ),
+            Goal::EventWith { name, key, value } => f
+                .event_properties
+                .iter()
+                .find(|((e, k, v), _)| **e == **name && **k == **key && **v == **value)
+                .map_or((0, 0, Vec::new()), |(_, p)| {
+                    (
+                        p.events,
+                        p.visits,
+                        crate::domain::revenue::totals(
+                            p.revenue.iter().map(|(c, (s, n))| (*c, *s, *n)),
+                        ),
+                    )
+                }),
         }
     };
     let (
@@ -196,7 +212,7 @@ pub async fn from_buckets(
     for goal in &site.goals {
         if goal.property().is_some() {
             if let Some(visits) = visits {
-                rows.push(with_property(goal, visits));
+                rows.push(from_visit_figures(goal, visits));
             }
             continue;
         }
@@ -256,51 +272,10 @@ pub async fn from_buckets(
 /// views, its converting visits those that sent the event or viewed the
 /// page, out of all the filtered visits.
 pub fn from_visits(site: &Site, now: &Figures, was: &Figures) -> Goals {
-    let of = |f: &Figures, goal: &Goal| -> (i64, i64) {
-        match goal {
-            Goal::Event(name) => (
-                f.breakdowns
-                    .get(&Dimension::Event)
-                    .and_then(|m| m.get(name.as_str()))
-                    .copied()
-                    .unwrap_or(0),
-                f.converting_events.get(name).copied().unwrap_or(0),
-            ),
-            Goal::Page(path) => (
-                f.pages.get(path.as_str()).map_or(0, |p| p.views),
-                f.converting_pages.get(path.as_str()).copied().unwrap_or(0),
-            ),
-            // Counted by `with_property`.
-            Goal::EventWith { .. } => (0, 0),
-        }
-    };
     let rows = site
         .goals
         .iter()
-        .map(|goal| {
-            if goal.property().is_some() {
-                return with_property(goal, (now, was));
-            }
-            let ((conversions, converting), (conversions_before, converting_before)) =
-                (of(now, goal), of(was, goal));
-            let (revenue, revenue_before) = match goal {
-                Goal::Event(name) => (now.revenue_of(name), was.revenue_of(name)),
-                Goal::Page(_) | Goal::EventWith { .. } => (Vec::new(), Vec::new()),
-            };
-            GoalFigures {
-                goal: goal.clone(),
-                converting_kind: Converting::Visits,
-                sampled: now.sampled,
-                conversions,
-                conversions_before,
-                converting: Some(converting),
-                converting_before: Some(converting_before),
-                of: Some(now.visits),
-                of_before: Some(was.visits),
-                revenue,
-                revenue_before,
-            }
-        })
+        .map(|goal| from_visit_figures(goal, (now, was)))
         .collect();
     Goals {
         rows,
