@@ -10,7 +10,8 @@
 //! - **sources** (every breakdown dimension and the events: the stream
 //!   kept its first name) read the files and merge over 2 s;
 //! - **visits** (the visit store, `storage::visit_log`) read the files and
-//!   merge each visit's hits over 5 s into one upsert per visit.
+//!   merge each visit's hits over 5 s into one entry per visit, written
+//!   as one part (an insert) per site and day.
 //!   Switched off (`TICKERTAPE_VISIT_STORE=false`), it still moves its
 //!   progress, writing nothing, so switching it on later goes on from
 //!   there.
@@ -110,15 +111,13 @@ const MIN_READ: usize = 64;
 /// The fewest buckets a batch is shrunk to after failures.
 const MIN_BOUND: usize = 500;
 
-/// Most visits in one visits batch. A visit's views are tens of seconds
-/// apart, so a batch of a few seconds holds about one hit per visit and a
-/// larger batch saves no statements; it only holds more: each visit's
-/// statement is built before the transaction, and at 10,000 visits a
-/// batch these were most of the app's memory at saturation
-/// (design/applier.md, "Measured: every stream at saturation"). A visit's
-/// statement is at most its dimensions (a few hundred bytes) and the
-/// batch's steps of it (each under 1 KiB, `visit_log::step_bytes`), so a
-/// batch holds a few MiB.
+/// Most visits in one visits batch. A batch is a part per site and day
+/// (one statement, whatever it holds), so this bounds what a batch holds,
+/// not its statements: at 10,000 visits a batch was most of the app's
+/// memory at saturation (design/applier.md, "Measured: every stream at
+/// saturation"). A visit's entry is at most its dimensions (a few hundred
+/// bytes) and the batch's steps of it (each under 1 KiB,
+/// `visit_log::step_bytes`), so a batch holds a few MiB.
 const MAX_VISITS_PER_BATCH: usize = 2_000;
 
 pub struct Appliers {
@@ -155,9 +154,9 @@ struct Applier {
     /// Held by a rollups applier while its transaction runs (see
     /// [`Appliers::start`]).
     rollups_turn: Arc<tokio::sync::Mutex<()>>,
-    /// Held by a visits applier while its transaction runs: the hits of
-    /// one visit sit in every lane, so two lanes' batches write the same
-    /// visit documents and would conflict.
+    /// Held by a visits applier while its transaction runs: the visits
+    /// of a site and day sit in every lane, so two lanes' batches add to
+    /// the same day counter (`visit_days`) and would conflict.
     visits_turn: Arc<tokio::sync::Mutex<()>>,
     /// Whether the visits stream writes the visit store.
     visit_store: bool,
@@ -230,8 +229,8 @@ impl Appliers {
         // turns they never do (other instances' conflicts are retried, as
         // before).
         let rollups_turn = Arc::new(tokio::sync::Mutex::new(()));
-        // The visits streams likewise: a visit's steps come from every
-        // lane, so every lane's batch writes the same visit documents.
+        // The visits streams likewise: a site's visits come from every
+        // lane, so every lane's batch adds to the same day counters.
         let visits_turn = Arc::new(tokio::sync::Mutex::new(()));
         let max_buckets = |stream| match stream {
             Stream::Visits => config.max_buckets.clamp(1, MAX_VISITS_PER_BATCH),

@@ -3,7 +3,6 @@
 //! large to read in time), and each stored visit as a [`VisitRecord`].
 
 use chrono::{DateTime, TimeDelta, Utc};
-use futures::TryStreamExt;
 
 use super::costly::{self, ReadError};
 use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
@@ -197,8 +196,7 @@ pub async fn read_days(
         // --bench load`, docs/benchmarks.md).
         let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
         query.sample = sample;
-        let mut cursor = visit_log::visit_cursor(store, &query).await?;
-        while let Some(v) = cursor.try_next().await? {
+        for v in visit_log::visits(store, &query).await? {
             let record = v.record();
             // Held until the computation is done: bounded per request.
             costly::charge(costly::visit_bytes(&record))?;

@@ -648,7 +648,7 @@ impl BucketWriter {
         }
         if !visits.is_empty() {
             let outcome = self
-                .update(session, super::visit_log::COLLECTION, visits, limit)
+                .update(session, super::visit_log::PARTS, visits, limit)
                 .await?;
             outcomes.push(outcome);
         }

@@ -30,8 +30,8 @@ pub enum Stream {
     Sources,
     /// The page and site hour and day buckets, gathered over a few seconds.
     Rollups,
-    /// The visit store (`storage::visit_log`): one upsert per visit a
-    /// batch touches, gathered over a few seconds.
+    /// The visit store (`storage::visit_log`): one part per site and day
+    /// a batch touches, gathered over a few seconds.
     Visits,
 }
 

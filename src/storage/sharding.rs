@@ -220,15 +220,9 @@ pub async fn shard(store: &Store) -> Result<Vec<String>, ShardError> {
             return Err(ShardError::NotApplied(g.collection().into()));
         }
     }
-    report.push(
-        shard_visits(
-            store,
-            &db,
-            super::visit_log::COLLECTION,
-            super::visit_log::shard_key(),
-        )
-        .await?,
-    );
+    for collection in [super::visit_log::COLLECTION, super::visit_log::PARTS] {
+        report.push(shard_visits(store, &db, collection, super::visit_log::shard_key()).await?);
+    }
     // The visit days' counters and packs, on the site and the day.
     report.push(
         shard_visits(

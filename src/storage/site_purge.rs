@@ -52,6 +52,7 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
         });
     }
     targets.push((super::visit_log::COLLECTION, doc! {"site": site_key}));
+    targets.push((super::visit_log::PARTS, doc! {"site": site_key}));
     for (collection, filter) in targets {
         removed += store
             .db()

@@ -1,7 +1,7 @@
 //! `visit_days`: per site and UTC day, how many journaled hits the visits
 //! stream has applied to the visits that started that day, and how many
 //! visits it opened (their first view). Written by the visits applier in
-//! the same transaction as the visit documents (`VisitWrites`), so each
+//! the same transaction as the visits' parts (`VisitWrites`), so each
 //! count is exact across crashes: a day's visits change exactly when its
 //! counter does.
 //!

@@ -326,14 +326,30 @@ async fn no_address_nor_user_agent_reaches_the_journal_the_database_or_the_logs(
     assert!(
         names
             .iter()
-            .any(|n| n == tickertape::storage::visit_log::COLLECTION),
+            .any(|n| n == tickertape::storage::visit_log::PARTS),
         "the visit store is searched too: {names:?}"
     );
-    let visits: Vec<bson::Document> = all(&db.uri(), &database, "visits").await;
-    assert!(visits.len() >= 1000, "{} visits stored", visits.len());
-    for v in &visits {
+    let parts: Vec<bson::Document> =
+        all(&db.uri(), &database, tickertape::storage::visit_log::PARTS).await;
+    let entries: Vec<&bson::Document> = parts
+        .iter()
+        .flat_map(|p| p.get_array("v").unwrap())
+        .map(|e| e.as_document().unwrap())
+        .collect();
+    assert!(
+        entries.len() >= 1000,
+        "{} visits' entries stored",
+        entries.len()
+    );
+    for e in entries {
         // What a visit keeps of its visitor: the sketch register only.
-        assert!(v.get("visitor").is_none() && v.get("ip").is_none(), "{v}");
+        let first = e.get_document("f").ok();
+        assert!(
+            e.keys()
+                .all(|k| ["i", "s", "g", "f", "w", "d", "st"].contains(&k.as_str()))
+                && first.is_none_or(|f| f.get("visitor").is_none() && f.get("ip").is_none()),
+            "{e}"
+        );
     }
     for name in names {
         let docs: Vec<bson::Document> = all(&db.uri(), &database, &name).await;

@@ -105,24 +105,33 @@ async fn no_applied_hit_stays_in_the_journal_past_the_segment_age() {
     );
     // The visit store keeps the trail (that is what funnels read) but
     // nothing that ties it to whoever made it: neither the visitor id nor
-    // the address or User-Agent, and a visit id of its own.
-    let visits: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+    // the address or User-Agent, and a visit id of its own. It is written
+    // as parts, one a batch.
+    use tickertape::storage::visit_log;
+    let parts: Vec<bson::Document> = futures::TryStreamExt::try_collect(
         app.store
             .db()
-            .collection::<bson::Document>(tickertape::storage::visit_log::COLLECTION)
+            .collection::<bson::Document>(visit_log::PARTS)
             .find(bson::doc! {})
             .await
             .unwrap(),
     )
     .await
     .unwrap();
-    assert_eq!(visits.len(), 1, "{visits:?}");
-    let stored = bson::to_vec(&visits[0]).unwrap();
+    assert!(!parts.is_empty());
+    let stored: Vec<u8> = parts
+        .iter()
+        .flat_map(|p| bson::to_vec(p).unwrap())
+        .collect();
     assert!(contains(&stored, trail[2].as_bytes()), "the trail is there");
     assert!(!contains(&stored, &visitor.to_le_bytes()), "the visitor id");
     assert!(!contains(&stored, client.as_bytes()), "the address");
     assert!(!contains(&stored, b"Firefox/132"), "the User-Agent");
-    assert_ne!(visits[0].get_i64("_id"), Ok(visitor as i64));
+    let ever = visit_log::VisitQuery::new("trail.test", t0(), t0() + chrono::TimeDelta::days(1));
+    let visits = visit_log::visits(&app.store, &ever).await.unwrap();
+    assert_eq!(visits.len(), 1, "{visits:?}");
+    assert_ne!(visits[0].id, visitor as i64);
+    assert_eq!(visits[0].ordered_steps().len(), 3);
     // Its day pack (the read model of a closed day) likewise: the trail,
     // and neither the visitor id nor the address or User-Agent.
     use tickertape::storage::{visit_days, visit_packs};

@@ -476,6 +476,25 @@ pub(crate) fn load(
 
 /// Every document of a collection, on a connection of its own (the app
 /// under test has been killed and restarted in between).
+/// Every visit `database` holds for `site`, as the reports read them (its
+/// parts merged per visit).
+pub(crate) async fn stored_visits(
+    uri: &str,
+    database: &str,
+    site: &str,
+) -> Vec<tickertape::storage::visit_log::StoredVisit> {
+    use tickertape::storage::visit_log::{self, VisitQuery};
+    let mut settings = crate::helpers::test_settings();
+    settings.database.name = database.to_owned();
+    let store = crate::helpers::connect(uri, &settings).await;
+    let ever = VisitQuery::new(
+        site,
+        chrono::DateTime::UNIX_EPOCH,
+        chrono::DateTime::<chrono::Utc>::MAX_UTC,
+    );
+    visit_log::visits_on(&store, &ever, false).await.unwrap()
+}
+
 pub(crate) async fn all<T>(uri: &str, database: &str, collection: &str) -> Vec<T>
 where
     T: serde::de::DeserializeOwned + Send + Sync,
@@ -750,8 +769,8 @@ pub(crate) async fn check_visits(uri: &str, database: &str, tally: &Tally) {
 /// counter (`visit_days`) holds exactly that day's steps and
 /// opened visits.
 pub(crate) async fn check_visit_store(uri: &str, database: &str, tally: &Tally, site_views: i64) {
-    use tickertape::storage::visit_log::{StoredVisit, COLLECTION, MAX_STEPS};
-    let visits: Vec<StoredVisit> = all(uri, database, COLLECTION).await;
+    use tickertape::storage::visit_log::{StoredVisit, MAX_STEPS};
+    let visits = stored_visits(uri, database, "crash.test").await;
     assert!(!visits.is_empty(), "visits were stored");
     let views: i64 = visits.iter().map(|v| v.views).sum();
     assert_eq!(views, site_views, "the visits' views are the buckets'");

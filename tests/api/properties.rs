@@ -286,32 +286,18 @@ pub(crate) fn reason(r: &reqwest::Response) -> String {
 /// Every property stored for the site, as `key=value`, with the times
 /// each was kept.
 pub(crate) async fn stored_props(app: &TestApp, domain: &str) -> BTreeMap<String, i64> {
-    use futures::TryStreamExt;
-    let visits: Vec<bson::Document> = app
-        .store
-        .db()
-        .collection::<bson::Document>("visits")
-        .find(bson::doc! {"site": domain})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    use tickertape::storage::visit_log::{self, VisitQuery};
+    let ever = VisitQuery::new(
+        domain,
+        chrono::DateTime::UNIX_EPOCH,
+        chrono::DateTime::<chrono::Utc>::MAX_UTC,
+    );
+    let visits = visit_log::visits(&app.store, &ever).await.unwrap();
     let mut out = BTreeMap::new();
     for v in visits {
-        for step in v.get_array("steps").unwrap() {
-            let step = step.as_document().unwrap();
-            let Ok(pairs) = step.get_array("pr") else {
-                continue;
-            };
-            for pair in pairs {
-                let pair = pair.as_array().unwrap();
-                let kv = format!(
-                    "{}={}",
-                    pair[0].as_str().unwrap(),
-                    pair[1].as_str().unwrap()
-                );
-                *out.entry(kv).or_default() += 1;
+        for step in &v.steps {
+            for (k, value) in &step.pr {
+                *out.entry(format!("{k}={value}")).or_default() += 1;
             }
         }
     }

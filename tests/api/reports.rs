@@ -573,17 +573,13 @@ async fn demo_data_lands_in_all_three_levels_once() {
     assert_eq!(with_source, report.hits as i64);
     // Through the real write path, the visit store holds every view too,
     // so a filter (what a newcomer clicks first) shows the demo's figures.
-    use tickertape::storage::visit_log::{StoredVisit, COLLECTION};
-    let visits: Vec<StoredVisit> = futures::TryStreamExt::try_collect(
-        app.store
-            .db()
-            .collection::<StoredVisit>(COLLECTION)
-            .find(bson::doc! {"site": "demo.test"})
-            .await
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    use tickertape::storage::visit_log::{self, VisitQuery};
+    let ever = VisitQuery::new(
+        "demo.test",
+        chrono::DateTime::UNIX_EPOCH,
+        Utc::now() + chrono::TimeDelta::days(1),
+    );
+    let visits = visit_log::visits(&app.store, &ever).await.unwrap();
     assert!(visits.len() > 100, "{} visits", visits.len());
     assert_eq!(
         visits.iter().map(|v| v.views).sum::<i64>(),
@@ -780,7 +776,7 @@ async fn the_visit_store_behind_by_more_than_its_window_is_said_by_filtered_figu
     let site = app.add_site("visitlag.test", &[]).await;
     let admin = app.login("admin@example.com").await;
     let base = format!("/sites/{}", site.id);
-    app.refuse_writes("visits", "site", true).await;
+    app.refuse_writes("visit_parts", "site", true).await;
     let r = app.pixel(&format!("site={}&page=/late", site.id)).await;
     assert_eq!(r.status(), 200);
     app.clock.set(start + chrono::TimeDelta::seconds(45));
@@ -828,7 +824,7 @@ async fn the_visit_store_behind_by_more_than_its_window_is_said_by_filtered_figu
         45
     );
     assert!(api("").await["period"].get("behindSeconds").is_none());
-    app.refuse_writes("visits", "site", false).await;
+    app.refuse_writes("visit_parts", "site", false).await;
     app.settle().await;
     let (_, caught_up) = admin.text(&format!("{base}?{filter}")).await;
     assert!(!caught_up.contains("id=\"behind\""), "{caught_up}");

@@ -777,7 +777,7 @@ async fn packed(app: &TestApp, site: &str) -> Vec<i64> {
 }
 
 #[tokio::test]
-async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
+async fn figures_read_from_day_packs_are_those_of_the_stored_visits() {
     use tickertape::storage::{visit_days, visit_log, visit_packs};
     let seed = std::env::var("SEGMENTS_SEED")
         .ok()
@@ -816,7 +816,7 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
     let sent = visits_of(&hits);
     let want = figures(&persons, &sent, &[]);
 
-    // From the visit documents: no day is packed yet.
+    // From the stored visits (their parts): no day is packed yet.
     assert!(packed(&app, domain).await.is_empty());
     let documents = pack_answers(&app, &token, &id).await;
     assert_eq!(documents[0]["visits"].as_i64(), Some(want.visits));
@@ -837,12 +837,12 @@ async fn figures_read_from_day_packs_are_those_of_the_visit_documents() {
         "seed {seed}"
     );
 
-    // Read from the packs indeed: without the visit documents (the
-    // counters unchanged), the same answers.
+    // Read from the packs indeed: without the visits' parts (the counters
+    // unchanged), the same answers.
     let visits = app
         .store
         .db()
-        .collection::<bson::Document>(visit_log::COLLECTION);
+        .collection::<bson::Document>(visit_log::PARTS);
     let stored: Vec<Document> =
         futures::TryStreamExt::try_collect(visits.find(doc! {"site": domain}).await.unwrap())
             .await

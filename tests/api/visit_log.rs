@@ -4,8 +4,9 @@
 //! server, and the stored visits compared with a plain computation over
 //! the hits sent: steps in order, dimensions, views, duration, bounce,
 //! exit. Also: the store switched off writes nothing, a site's purge takes
-//! its visits, and the visit retention (its TTL index, and the database
-//! deleting old visits).
+//! its visits, the visit retention (its TTL index, and the database
+//! deleting old visits), and visit documents of the releases before parts
+//! read beside the parts.
 //!
 //! `VISIT_LOG_SEED=<n>` replays a run; a failure prints its seed.
 
@@ -226,6 +227,80 @@ async fn random_visits_are_stored_as_a_plain_computation_over_the_hits_says() {
     assert!(sampled.iter().all(|v| v.reg.unwrap() < 8192));
 }
 
+/// A visit open across the upgrade: its first steps in a visit document
+/// (as releases before parts upserted them), its later ones in a part, as
+/// stored (`{site, start, v: [entries]}`); and a visit of parts only. A
+/// read gives each once, merged.
+#[tokio::test]
+async fn a_visit_document_of_an_earlier_release_is_read_with_its_parts() {
+    let app = spawn_app().await;
+    let start = Utc.with_ymd_and_hms(2026, 11, 20, 10, 0, 0).unwrap();
+    let at = bson::DateTime::from_chrono(start);
+    let step = |n: i32, t: i32, p: &str| visit_log::Step {
+        n,
+        t,
+        p: p.into(),
+        e: None,
+        pr: Vec::new(),
+        rv: None,
+    };
+    let legacy = StoredVisit {
+        id: 7,
+        site: "upgrade.test".into(),
+        start: at,
+        entry: Some("/".into()),
+        source: Some("google.com".into()),
+        medium: None,
+        campaign: None,
+        browser: Some("Firefox".into()),
+        os: None,
+        device: None,
+        country: Some("DE".into()),
+        reg: Some(12),
+        rank: Some(3),
+        views: 2,
+        duration: 40,
+        steps: vec![step(0, 0, "/"), step(1, 40, "/a")],
+    };
+    visit_log::collection(&app.store, false)
+        .insert_one(&legacy)
+        .await
+        .unwrap();
+    app.store
+        .db()
+        .collection::<Document>(visit_log::PARTS)
+        .insert_one(doc! {
+            "site": "upgrade.test",
+            "start": at,
+            "v": [
+                {"i": 7i64, "s": at, "g": 12, "w": 1i64, "d": 80i64,
+                 "st": [{"n": 2, "t": 80, "p": "/b"}]},
+                {"i": 8i64, "s": at, "g": 99, "w": 1i64, "d": 0i64,
+                 "f": {"entry": "/x", "country": "US", "reg": 99, "rank": 1},
+                 "st": [{"n": 0, "t": 0, "p": "/x"}]},
+            ],
+        })
+        .await
+        .unwrap();
+    let visits = all_visits(&app, "upgrade.test").await;
+    assert_eq!(visits.len(), 2, "{visits:?}");
+    let mut want = legacy;
+    want.views = 3;
+    want.duration = 80;
+    want.steps.push(step(2, 80, "/b"));
+    assert_eq!(visits[0], want);
+    assert_eq!(visits[0].exit(), Some("/b"));
+    assert_eq!((visits[1].id, visits[1].entry.as_deref()), (8, Some("/x")));
+    assert_eq!(visits[1].register(), Some((99, 1)));
+    // A filter on a dimension holds on the merged visit.
+    let us = VisitQuery {
+        filter: doc! {"country": "US"},
+        ..VisitQuery::new("upgrade.test", start, start + TimeDelta::days(1))
+    };
+    let found = visit_log::visits(&app.store, &us).await.unwrap();
+    assert_eq!(found.iter().map(|v| v.id).collect::<Vec<_>>(), [8]);
+}
+
 #[tokio::test]
 async fn the_store_switched_off_writes_no_visit_and_the_buckets_are_the_same() {
     let app = spawn_app_with(|s| s.ingest.visit_store = false).await;
@@ -269,6 +344,7 @@ async fn a_purged_site_loses_its_visits_and_their_day_packs() {
         }
     };
     assert_eq!(left(visit_days::COLLECTION).await, 1);
+    assert_eq!(left(visit_log::PARTS).await, 1);
     assert_eq!(
         left(visit_packs::COLLECTION).await,
         u64::from(visit_packs::CHUNKS)
@@ -287,11 +363,15 @@ async fn a_purged_site_loses_its_visits_and_their_day_packs() {
     assert!(all_visits(&app, "gone.test").await.is_empty());
     assert_eq!(left(visit_days::COLLECTION).await, 0);
     assert_eq!(left(visit_packs::COLLECTION).await, 0);
+    assert_eq!(left(visit_log::PARTS).await, 0);
 }
 
-/// The `retention` index of the visits, as `listIndexes` returns it.
+/// The `retention` index of the visits, as `listIndexes` returns it: the
+/// same on their documents and their parts.
 async fn visit_ttl(store: &tickertape::storage::Store) -> Option<i64> {
-    ttl_of(store, visit_log::COLLECTION).await
+    let ttl = ttl_of(store, visit_log::COLLECTION).await;
+    assert_eq!(ttl_of(store, visit_log::PARTS).await, ttl, "the parts' TTL");
+    ttl
 }
 
 /// The `retention` index of `collection`, as `listIndexes` returns it.
@@ -330,6 +410,7 @@ async fn visit_retention_is_its_own_setting_and_follows_a_change() {
         .unwrap();
     for collection in [
         visit_log::COLLECTION,
+        visit_log::PARTS,
         visit_days::COLLECTION,
         visit_packs::COLLECTION,
     ] {
@@ -405,17 +486,33 @@ async fn visit_retention_deletes_old_visits() {
     }
     let left = coll.find_one(doc! {}).await.unwrap().unwrap();
     assert_eq!(left.id, 2);
+    // The parts go by their earliest visit's start.
+    let parts = store.db().collection::<Document>(visit_log::PARTS);
+    parts
+        .insert_many([
+            doc! {"site": "old.test", "start": bson::DateTime::from_chrono(Utc.with_ymd_and_hms(2020, 1, 1, 10, 0, 0).unwrap()), "v": []},
+            doc! {"site": "old.test", "start": bson::DateTime::now(), "v": []},
+        ])
+        .await
+        .unwrap();
+    while parts.count_documents(doc! {}).await.unwrap() > 1 {
+        assert!(
+            std::time::Instant::now() < deadline + std::time::Duration::from_secs(60),
+            "the old part was not expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     drop(store);
     db.stop();
 }
 
 /// One client far past a visit's step limit, with the longest paths the
-/// pixel takes: its visit document stays within the byte budget (it grew
+/// pixel takes: its visit stays within the byte budget (its document grew
 /// to about 1 MB when only the step count bounded it), keeps the first
 /// steps that fit and no later one, and still counts every view; the
 /// buckets count the views and the visit once.
 #[tokio::test]
-async fn a_flood_of_long_paths_keeps_its_visit_document_within_the_byte_budget() {
+async fn a_flood_of_long_paths_keeps_its_visit_within_the_byte_budget() {
     use tickertape::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
     let app = spawn_app().await;
     let site = app.add_site("flood.test", &[]).await;
@@ -438,25 +535,14 @@ async fn a_flood_of_long_paths_keeps_its_visit_document_within_the_byte_budget()
     }
     app.settle().await;
 
-    let raw: Vec<Document> = {
-        use futures::TryStreamExt;
-        app.store
-            .db()
-            .collection::<Document>(visit_log::COLLECTION)
-            .find(doc! {"site": "flood.test"})
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap()
-    };
-    assert_eq!(raw.len(), 1, "one visit");
-    let bytes = bson::to_vec(&raw[0]).unwrap().len();
+    let visits = all_visits(&app, "flood.test").await;
+    assert_eq!(visits.len(), 1, "one visit");
+    let visit = visits[0].clone();
+    let bytes = bson::to_vec(&visit).unwrap().len();
     assert!(
         bytes <= MAX_STEP_BYTES + 2_048,
-        "the visit document takes {bytes} bytes, past the budget of {MAX_STEP_BYTES}"
+        "the visit takes {bytes} bytes, past the budget of {MAX_STEP_BYTES}"
     );
-    let visit = all_visits(&app, "flood.test").await.remove(0);
     assert_eq!(visit.views, i64::from(views), "every view counted");
     let fit = MAX_STEP_BYTES
         / step_bytes(

@@ -366,9 +366,8 @@ pub async fn build_day(store: &Store, site: &str, day: i64) -> Result<Built, Bui
         .get(&day)
         .copied();
     let query = VisitQuery::new(site, day_start(day), day_start(day + 1));
-    let mut cursor = visit_log::visit_cursor_on(store, &query, false).await?;
     let mut by_chunk: Vec<Vec<VisitRecord>> = vec![Vec::new(); CHUNKS as usize];
-    while let Some(v) = cursor.try_next().await? {
+    for v in visit_log::visits_on(store, &query, false).await? {
         let record = v.record();
         by_chunk[usize::from(chunk_of(record.register))].push(record);
     }
