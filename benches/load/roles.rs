@@ -207,13 +207,21 @@ fn sample_backlog(
     })
 }
 
+const SERVE_BIN: &str = "TICKERTAPE_SERVE_BIN";
+
 /// The release `tickertape serve` on a fresh journal against `db_name`
 /// (durable acks, no scheduled preallocation, a backlog never "not ready"),
-/// with `env` on top.
+/// with `env` on top; `TICKERTAPE_SERVE_BIN` in `env` (a run's
+/// `+SERVE_BIN=path`) serves another build instead, to measure a before
+/// and an after side by side.
 pub fn product(db: &Database, db_name: &str, env: &[(String, String)]) -> anyhow::Result<Server> {
     let journal = repo().join("target/bench-journal").join(db_name);
     let _ = std::fs::remove_dir_all(&journal);
-    let mut cmd = Command::new(repo().join("target/release/tickertape"));
+    let binary = env.iter().find(|(k, _)| k == SERVE_BIN).map_or_else(
+        || repo().join("target/release/tickertape"),
+        |(_, v)| v.into(),
+    );
+    let mut cmd = Command::new(binary);
     cmd.arg("serve")
         .env("MONGODB_URI", &db.uri)
         .env("TICKERTAPE_DATABASE", db_name)
@@ -223,7 +231,7 @@ pub fn product(db: &Database, db_name: &str, env: &[(String, String)]) -> anyhow
         .env("TICKERTAPE_ACK_MODE", "durable")
         .env("TICKERTAPE_PREALLOC_SCHEDULE", "false")
         .env("RUST_LOG", "warn");
-    for (k, v) in env {
+    for (k, v) in env.iter().filter(|(k, _)| k != SERVE_BIN) {
         cmd.env(k, v);
     }
     Server::start(cmd).context("starting target/release/tickertape (make bench builds it)")

@@ -211,6 +211,9 @@ pub(crate) struct Outcome {
     /// at the end of the run.
     pub visits_p99: f64,
     pub visit_storage: (i64, i64),
+    /// The run's visits read back: how many, and the median ms of a read
+    /// from the parts and from the same visits as visit documents.
+    pub visit_reads: Option<(usize, f64, f64)>,
     end_backlog: f64,
     end_lag: f64,
     drain_secs: f64,
@@ -235,6 +238,51 @@ impl Outcome {
     pub fn keeps_up(&self) -> bool {
         self.lag_p99 < FRESH_SECS && self.end_lag < FRESH_SECS
     }
+}
+
+/// The run's visits read as a filtered report reads a day without a pack
+/// (from the parts, merged per visit), and the same visits written as
+/// visit documents (one per visit, what releases before parts stored) in
+/// a scratch database and read from there: three reads of each,
+/// alternating; the medians.
+async fn visit_reads(
+    db: &Database,
+    store: &tickertape::storage::Store,
+) -> anyhow::Result<Option<(usize, f64, f64)>> {
+    use tickertape::storage::visit_log::{self, VisitQuery};
+    let now = chrono::Utc::now();
+    let query = VisitQuery::new(
+        crate::SITE_DOMAIN,
+        now - chrono::TimeDelta::days(1),
+        now + chrono::TimeDelta::minutes(1),
+    );
+    let visits = visit_log::visits_on(store, &query, false).await?;
+    if visits.is_empty() {
+        return Ok(None);
+    }
+    let scratch = db.store("bench_visit_documents").await?;
+    scratch.db().drop().await?;
+    tickertape::indexes::ensure(&scratch).await?;
+    let documents = visit_log::collection(&scratch, false);
+    for chunk in visits.chunks(1_000) {
+        documents.insert_many(chunk).await?;
+    }
+    let (mut from_parts, mut from_documents) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let t = Instant::now();
+        let a = visit_log::visits(store, &query).await?;
+        from_parts.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let b = visit_log::visits(&scratch, &query).await?;
+        from_documents.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(a == b, "the parts and the documents read differently");
+    }
+    scratch.db().drop().await?;
+    Ok(Some((
+        visits.len(),
+        percentile(&from_parts, 0.5),
+        percentile(&from_documents, 0.5),
+    )))
 }
 
 fn percentile(values: &[f64], p: f64) -> f64 {
@@ -334,6 +382,7 @@ pub(crate) async fn run_one(
     let visit_storage = tickertape::storage::visit_log::storage(&store)
         .await
         .unwrap_or((0, 0));
+    let visit_reads = visit_reads(db, &store).await?;
     store.db().drop().await?;
     let first = samples.first().cloned().unwrap_or_default();
     let during: Vec<&Sample> = samples.iter().filter(|s| s.at >= 5.0).collect();
@@ -374,6 +423,7 @@ pub(crate) async fn run_one(
         sources_p99: percentile(&lags(2), 0.99),
         visits_p99: percentile(&lags(3), 0.99),
         visit_storage,
+        visit_reads,
         end_backlog: at_end.backlog[0],
         end_lag: at_end.lag[0],
         drain_secs,

@@ -28,7 +28,9 @@
 //!
 //! Options: `BENCH_WRITE_PATH=0` skips it, `BENCH_WRITE_PATH_ONLY=1` runs
 //! only it; `BENCH_WRITE_PATH_SECS`; `BENCH_WRITE_PATH_RUNS` to run a
-//! subset (`views,every,paced,flood,small,props`).
+//! subset (`views,every,paced,flood,small,props`);
+//! `BENCH_WRITE_PATH_BEFORE=<a release binary>` runs the every-stream run
+//! again with that build right after this one's, and prints the ratio.
 
 use crate::roles::{self, Database};
 use crate::sustained::{run_one, Outcome, RunSpec, STREAMS};
@@ -83,6 +85,12 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
     }
     if wants("every") {
         runs.push(("every", go("10000".into(), None).await?));
+        if let Ok(before) = std::env::var("BENCH_WRITE_PATH_BEFORE") {
+            runs.push((
+                "before",
+                go(format!("10000+SERVE_BIN={before}"), None).await?,
+            ));
+        }
     }
     if wants("paced") {
         if let Some(acked) = find(&runs, "every").map(|o| o.acked_rate) {
@@ -116,6 +124,15 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         println!("| {name} ({}) | {} |", o.label, cells.join(" | "));
     }
     println!();
+    for (name, o) in &runs {
+        if let Some((visits, parts, documents)) = o.visit_reads {
+            println!(
+                "- {name}: its {visits} visits read back as a day without a pack is read, median of 3: from the parts {parts:.0} ms, from the same visits as visit documents {documents:.0} ms ({:.2}×)",
+                parts / documents.max(0.001)
+            );
+        }
+    }
+    println!();
     let get = |name: &str| find(&runs, name);
     if let Some(every) = get("every") {
         let slowest = every
@@ -134,6 +151,14 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
                 every,
                 views,
                 EVERY_STREAM_TARGET,
+            );
+        }
+        if let Some(before) = get("before") {
+            ratio_line(
+                "every stream, this build ÷ the build before",
+                every,
+                before,
+                1.0,
             );
         }
         if let Some(flood) = get("flood") {

@@ -196,12 +196,15 @@ pub async fn read_days(
         // --bench load`, docs/benchmarks.md).
         let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
         query.sample = sample;
-        for v in visit_log::visits(store, &query).await? {
-            let record = v.record();
-            // Held until the computation is done: bounded per request.
-            costly::charge(costly::visit_bytes(&record))?;
-            visits.push(record);
-        }
+        // Held until the computation is done, bounded per request: charged
+        // as the visits are merged (a visit's parts are merged before it
+        // is given out), and made records one by one, each visit freed as
+        // its record is made.
+        let stored = visit_log::visits_held(store, &query, true, |bytes| {
+            costly::charge(bytes).map_err(ReadError::from)
+        })
+        .await?;
+        visits.extend(stored.into_iter().map(|v| v.record()));
     }
     Ok((visits, documents))
 }

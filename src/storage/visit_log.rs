@@ -517,6 +517,19 @@ pub async fn visits_on(
     query: &VisitQuery<'_>,
     reports: bool,
 ) -> Result<Vec<StoredVisit>, mongodb::error::Error> {
+    visits_held(store, query, reports, |_| Ok(())).await
+}
+
+/// [`visits_on`], telling `hold` the bytes of memory each visit document
+/// and each part's entry adds as it is merged (an estimate: the visit,
+/// its steps and their text), so that a read bounded in memory stops as
+/// soon as it holds too much, not once it has merged everything.
+pub async fn visits_held<E: From<mongodb::error::Error>>(
+    store: &Store,
+    query: &VisitQuery<'_>,
+    reports: bool,
+    mut hold: impl FnMut(u64) -> Result<(), E>,
+) -> Result<Vec<StoredVisit>, E> {
     let mut by_id: HashMap<i64, StoredVisit> = HashMap::new();
     let visits = collection(store, reports);
     let mut find = visits
@@ -528,9 +541,10 @@ pub async fn visits_on(
     }
     let mut documents = find.await?;
     while let Some(v) = documents.try_next().await? {
+        hold(held_bytes(&v.steps) + std::mem::size_of::<StoredVisit>() as u64)?;
         by_id.insert(v.id, v);
     }
-    merge_parts(store, query, reports, &mut by_id).await?;
+    merge_parts(store, query, reports, &mut by_id, &mut hold).await?;
     let mut visits: Vec<StoredVisit> = by_id.into_values().filter(|v| query.passes(v)).collect();
     if !query.steps {
         for v in &mut visits {
@@ -542,23 +556,34 @@ pub async fn visits_on(
 }
 
 /// Adds the entries of the parts `query` selects to `by_id`.
-async fn merge_parts(
+async fn merge_parts<E: From<mongodb::error::Error>>(
     store: &Store,
     query: &VisitQuery<'_>,
     reports: bool,
     by_id: &mut HashMap<i64, StoredVisit>,
-) -> Result<(), mongodb::error::Error> {
+    hold: &mut impl FnMut(u64) -> Result<(), E>,
+) -> Result<(), E> {
     let collection = parts(store, reports);
+    // A part is up to `MAX_PART_BYTES`: a few at a time.
     let mut parts = collection
         .find(query.parts_selector())
         .max_time(store.report_max_time())
-        .batch_size(16)
+        .batch_size(4)
         .await?;
     while let Some(part) = parts.try_next().await? {
         for entry in part.v {
             if !query.takes(&entry) {
                 continue;
             }
+            let new = !by_id.contains_key(&entry.i);
+            hold(
+                held_bytes(&entry.st)
+                    + if new {
+                        std::mem::size_of::<StoredVisit>() as u64
+                    } else {
+                        0
+                    },
+            )?;
             match by_id.entry(entry.i) {
                 std::collections::hash_map::Entry::Occupied(mut v) => v.get_mut().absorb(entry),
                 std::collections::hash_map::Entry::Vacant(v) => {
@@ -580,12 +605,31 @@ pub async fn count(store: &Store, query: &VisitQuery<'_>) -> Result<u64, mongodb
         .max_time(store.report_max_time())
         .await?;
     let mut in_parts = HashMap::new();
-    merge_parts(store, query, true, &mut in_parts).await?;
+    merge_parts(store, query, true, &mut in_parts, &mut |_| {
+        Ok::<(), mongodb::error::Error>(())
+    })
+    .await?;
     let opened = in_parts
         .values()
         .filter(|v| v.entry.is_some() && query.passes(v))
         .count();
     Ok(documents + opened as u64)
+}
+
+/// What `steps` take in memory: each step and its text.
+fn held_bytes(steps: &[Step]) -> u64 {
+    steps
+        .iter()
+        .map(|s| {
+            std::mem::size_of::<Step>()
+                + s.p.len()
+                + s.e.as_ref().map_or(0, String::len)
+                + s.pr
+                    .iter()
+                    .map(|(k, v)| 2 * std::mem::size_of::<String>() + k.len() + v.len())
+                    .sum::<usize>()
+        })
+        .sum::<usize>() as u64
 }
 
 /// The collection, through the reports' read preference or the primary.
@@ -975,17 +1019,25 @@ fn part_statement(
     Ok(statement)
 }
 
-/// Bytes the collection's documents take (`collStats`'s `size`), and how
-/// many there are: the storage per visit.
+/// Bytes the visit documents and the parts take (`collStats`'s `size`),
+/// and how many visits they hold (the documents, and the entries with a
+/// first view in the parts, read to count them): the storage per visit.
 pub async fn storage(store: &Store) -> Result<(i64, i64), mongodb::error::Error> {
-    let stats = store
-        .db()
-        .run_command(doc! {"collStats": COLLECTION})
-        .await?;
-    Ok((
-        super::values::count(stats.get("size")),
-        super::values::count(stats.get("count")),
-    ))
+    let mut bytes = 0;
+    for collection in [COLLECTION, PARTS] {
+        let stats = store
+            .db()
+            .run_command(doc! {"collStats": collection})
+            .await?;
+        bytes += super::values::count(stats.get("size"));
+    }
+    let documents = collection(store, false).estimated_document_count().await?;
+    let mut opened = 0;
+    let mut cursor = parts(store, false).find(doc! {}).batch_size(16).await?;
+    while let Some(part) = cursor.try_next().await? {
+        opened += part.v.iter().filter(|e| e.f.is_some()).count() as i64;
+    }
+    Ok((bytes, i64::try_from(documents).unwrap_or(i64::MAX) + opened))
 }
 
 #[cfg(test)]
