@@ -240,8 +240,8 @@ pub struct IngestSettings {
     #[arg(long, env = "TICKERTAPE_BREAKDOWNS", default_value_t = true, action = clap::ArgAction::Set)]
     pub breakdowns: bool,
 
-    /// Write the visit store (one document per visit: its dimensions and
-    /// its pages and events in order), which filtered reports and funnels
+    /// Write the visit store (each visit's dimensions and its pages and
+    /// events in order, as parts a batch writes), which filtered reports and funnels
     /// read. `false` writes nothing there (its applier only moves its
     /// journal progress): filters and funnels then have no visits for
     /// that time, and the unfiltered reports are unchanged.

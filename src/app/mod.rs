@@ -379,7 +379,7 @@ async fn pack_visit_days(
                 Ok(None) => {}
                 Err(e) => tracing::warn!(site, day = %day_start(day).date_naive(),
                     error = %crate::telemetry::chain(&e),
-                    "could not pack a visit day; it is read from the visit documents"),
+                    "could not pack a visit day; it is read from the stored visits"),
             }
         }
     };

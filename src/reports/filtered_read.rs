@@ -105,8 +105,8 @@ fn runs(days: &[i64]) -> Vec<(i64, i64)> {
 /// `filters`, and the share of visitors they are (1 unless sampled).
 ///
 /// Closed days with a valid day pack (`storage::visit_packs`) are read
-/// from it, the others from the visit documents; both give the same
-/// visits. Whether to sample is decided from the days' counters
+/// from it, the others from the stored visits (`visit_log`: parts and
+/// visit documents, merged per visit); both give the same visits. Whether to sample is decided from the days' counters
 /// (`storage::visit_days`), a packed visit counting for
 /// [`PACKED_VISIT_COST`] of one read from its document; days without a
 /// counter (visits from before the counters) are counted in the
@@ -197,14 +197,14 @@ pub async fn read_days(
         let mut query = VisitQuery::new(domain, from.max(day_start(a)), to.min(day_start(b)));
         query.sample = sample;
         // Held until the computation is done, bounded per request: charged
-        // as the visits are merged (a visit's parts are merged before it
-        // is given out), and made records one by one, each visit freed as
-        // its record is made.
-        let stored = visit_log::visits_held(store, &query, true, |bytes| {
+        // as the visits are merged (a visit's parts are all merged before
+        // it is given out), then made records one by one, each visit freed
+        // as its record is made.
+        let records = visit_log::records_held(store, &query, true, |bytes| {
             costly::charge(bytes).map_err(ReadError::from)
         })
         .await?;
-        visits.extend(stored.into_iter().map(|v| v.record()));
+        visits.extend(records);
     }
     Ok((visits, documents))
 }

@@ -1,7 +1,7 @@
-//! `visits`: one document per visit, its dimensions and its ordered steps
-//! (page views and events), for the reports that filter by a dimension and
-//! for funnels. The unfiltered reports never read it: they keep reading the
-//! buckets.
+//! The visit store: each visit's dimensions and its ordered steps (page
+//! views and events), for the reports that filter by a dimension and for
+//! funnels. The unfiltered reports never read it: they keep reading the
+//! buckets. A read gives a visit as a [`StoredVisit`]:
 //!
 //! ```text
 //! { _id: NumberLong(visit id),      // random, drawn when the visit opens
@@ -20,15 +20,16 @@
 //!
 //! Written by the write-behind's fourth stream (`ingest::applier`, stream
 //! `visits`), exactly once per journaled hit, as **parts** (`visit_parts`):
-//! each batch inserts, per site and UTC day of its visits' starts, one
-//! document holding what the batch adds to each visit it touches (an
-//! entry: the steps, the views and the greatest duration, and the
-//! dimensions when it holds the visit's first view), committed with the
-//! stream's progress document:
+//! each batch inserts, per site, UTC day of its visits' starts and chunk
+//! of their visitors' registers ([`PART_CHUNKS`]), one document holding
+//! what the batch adds to each visit it touches (an entry: the steps, the
+//! views and the greatest duration, and the dimensions when it holds the
+//! visit's first view), committed with the stream's progress document:
 //!
 //! ```text
 //! { _id: ObjectId, site: "example.com",
 //!   start: ISODate(the earliest start of its visits),
+//!   day: ISODate(their UTC day's midnight), c: 3 (chunk),
 //!   v: [ {i: NumberLong(visit id), s: ISODate(start), g: 1234 (register),
 //!         f: {entry: "/", source, ..., reg, rank},   // with the first view only
 //!         w: 2 (views), d: 95 (duration), st: [steps]}, ... ] }
@@ -38,18 +39,18 @@
 //! seconds apart, so a batch of a few seconds held about one hit per visit
 //! and the stream made one statement per hit, half of what the database
 //! server spent on the write path at saturation (design/applier.md).
-//! A part is one statement for a whole batch of a site, and an insert
-//! never rewrites an earlier document. A read merges a visit's entries
-//! (and its visit document, written by releases before parts) into one
-//! [`StoredVisit`]: the steps of every entry (`n`, the hit's place in its
-//! visit given at the pixel, orders them, as the hits of one visit sit in
-//! every lane and arrive in any order), the views added, the greatest
+//! A part is one statement for a batch's visits of a site and chunk, and
+//! an insert never rewrites an earlier document. A read merges a visit's
+//! entries (and its visit document, written by releases before parts) into
+//! one [`StoredVisit`]: the steps of every entry (`n`, the hit's place in
+//! its visit given at the pixel, orders them, as the hits of one visit sit
+//! in every lane and arrive in any order), the views added, the greatest
 //! duration, the dimensions of the entry with the first view. A part never
 //! changes once written, so a read never sees half of one.
 //!
-//! Visit documents (one per visit, upserted per batch) are what releases
-//! before parts wrote, and the bench loads write directly; they stay
-//! readable and are read beside the parts.
+//! Visit documents (`visits`, one per visit, upserted per batch) are what
+//! releases before parts wrote, and the bench loads write directly; they
+//! stay readable and are read beside the parts.
 //!
 //! What it keeps of a visitor is only what the visitors sketch of the
 //! buckets already keeps (the register index and rank, `domain::sketch`):
@@ -91,6 +92,15 @@ pub const PARTS: &str = "visit_parts";
 /// Bytes of entries in one part before the batch starts another: well
 /// inside a command's 8 MiB of statements and the 16 MiB document.
 pub const MAX_PART_BYTES: usize = 2 << 20;
+
+/// A batch writes a site's day as this many parts at most, one per range
+/// of the visitors' sketch registers (`c`, chunk k: registers
+/// `[k·R/N, (k+1)·R/N)`, as the day packs cut a day): a sample of the
+/// visitors (the first registers) is then read from the first chunks'
+/// parts, and the others are neither sent nor decoded.
+pub const PART_CHUNKS: u16 = 16;
+
+const REGISTERS_PER_CHUNK: u16 = (REGISTERS / PART_CHUNKS as usize) as u16;
 
 /// Steps kept per visit: a visit is a person's reading of a site, and this
 /// bounds the document whatever a script does. Past it the visit's `views`
@@ -409,6 +419,8 @@ impl<'a> VisitQuery<'a> {
         }
     }
 
+    /// The visit documents the query selects, its filter and sample
+    /// checked by the database (what [`count`] counts).
     fn selector(&self) -> Document {
         let mut q = doc! {
             "site": self.site,
@@ -419,6 +431,28 @@ impl<'a> VisitQuery<'a> {
         }
         for (k, v) in &self.filter {
             q.insert(k.clone(), v.clone());
+        }
+        q
+    }
+
+    /// The visit documents a merged read takes: a document may lack its
+    /// first view (its dimensions and register), which a part then holds,
+    /// so only the site and the range are asked of the database, and of
+    /// a sample the documents in it or without a register; the merged
+    /// visits are checked ([`Self::keeps`]).
+    fn documents_selector(&self) -> Document {
+        let mut q = doc! {
+            "site": self.site,
+            "start": {"$gte": bson::DateTime::from_chrono(self.from), "$lt": bson::DateTime::from_chrono(self.to)},
+        };
+        if let Some(sample) = self.sample {
+            q.insert(
+                "$or",
+                vec![
+                    doc! {"reg": {"$lt": i32::from(sample.registers)}},
+                    doc! {"reg": {"$exists": false}},
+                ],
+            );
         }
         q
     }
@@ -438,10 +472,17 @@ impl<'a> VisitQuery<'a> {
             .and_hms_opt(0, 0, 0)
             .expect("midnight exists")
             .and_utc();
-        doc! {
+        let mut q = doc! {
             "site": self.site,
             "start": {"$gte": bson::DateTime::from_chrono(midnight), "$lt": bson::DateTime::from_chrono(self.to)},
+        };
+        // A sample's visitors are in the first chunks: the others are
+        // neither sent nor decoded.
+        if let Some(sample) = self.sample {
+            let chunks = sample.registers.div_ceil(REGISTERS_PER_CHUNK);
+            q.insert("c", doc! {"$lt": i32::from(chunks)});
         }
+        q
     }
 
     /// Whether a part's entry belongs to one of the query's visits: its
@@ -451,6 +492,17 @@ impl<'a> VisitQuery<'a> {
         start >= self.from
             && start < self.to
             && self.sample.is_none_or(|s| entry.g < i32::from(s.registers))
+    }
+
+    /// Whether a merged visit is one the query selects: in the sample by
+    /// its first view's register (a visit without its first view has none
+    /// and is left out of a sample, as the day packs leave it out), and
+    /// meeting [`Self::filter`].
+    fn keeps(&self, visit: &StoredVisit) -> bool {
+        let sampled = self
+            .sample
+            .is_none_or(|s| visit.reg.is_some_and(|r| r < i32::from(s.registers)));
+        sampled && self.passes(visit)
     }
 
     /// Whether a merged visit meets [`Self::filter`]'s conditions (each a
@@ -497,7 +549,8 @@ impl Sample {
 }
 
 /// The visits `query` selects, in the order of their start: the visit
-/// documents and the parts, merged per visit.
+/// documents and the parts, merged per visit (every visit of the range,
+/// held; the reports read [`records_held`]).
 pub async fn visits(
     store: &Store,
     query: &VisitQuery<'_>,
@@ -506,34 +559,56 @@ pub async fn visits(
 }
 
 /// [`visits`] through the reports' read preference or, with `reports`
-/// false, the primary (what a day pack is built from: at least as new as
-/// the day counter read there just before).
-///
-/// A visit's entries sit in many parts, so the visits are merged in
-/// memory before any is given out: what is held is the visits the query
-/// selects (of its sample), which the caller holds anyway.
+/// false, the primary.
 pub async fn visits_on(
     store: &Store,
     query: &VisitQuery<'_>,
     reports: bool,
 ) -> Result<Vec<StoredVisit>, mongodb::error::Error> {
-    visits_held(store, query, reports, |_| Ok(())).await
+    let mut visits: Vec<StoredVisit> = merged(store, query, reports, &mut |_| {
+        Ok::<(), mongodb::error::Error>(())
+    })
+    .await?
+    .into_values()
+    .collect();
+    visits.sort_unstable_by_key(|v| (v.start, v.id));
+    Ok(visits)
 }
 
-/// [`visits_on`], telling `hold` the bytes of memory each visit document
-/// and each part's entry adds as it is merged (an estimate: the visit,
-/// its steps and their text), so that a read bounded in memory stops as
-/// soon as it holds too much, not once it has merged everything.
-pub async fn visits_held<E: From<mongodb::error::Error>>(
+/// The visits `query` selects as the read side uses them (in no order),
+/// telling `hold` the bytes of memory each visit document and each part's
+/// entry adds as it is merged (an estimate: the visit, its steps and
+/// their text), so that a read bounded in memory stops as soon as it
+/// holds too much. A visit's entries sit in any of the range's parts, so
+/// every visit is merged before any is given out; each is then made a
+/// record and freed in turn, so the visits and their records are never
+/// all held at once. `reports` false reads the primary (what a day pack
+/// is built from: at least as new as the day counter read there just
+/// before).
+pub async fn records_held<E: From<mongodb::error::Error>>(
     store: &Store,
     query: &VisitQuery<'_>,
     reports: bool,
     mut hold: impl FnMut(u64) -> Result<(), E>,
-) -> Result<Vec<StoredVisit>, E> {
+) -> Result<Vec<VisitRecord>, E> {
+    let by_id = merged(store, query, reports, &mut hold).await?;
+    let mut records = Vec::with_capacity(by_id.len());
+    records.extend(by_id.into_values().map(|v| v.record()));
+    Ok(records)
+}
+
+/// The visits `query` selects, merged per visit: its visit documents (of
+/// releases before parts) and its parts' entries.
+async fn merged<E: From<mongodb::error::Error>>(
+    store: &Store,
+    query: &VisitQuery<'_>,
+    reports: bool,
+    hold: &mut impl FnMut(u64) -> Result<(), E>,
+) -> Result<HashMap<i64, StoredVisit>, E> {
     let mut by_id: HashMap<i64, StoredVisit> = HashMap::new();
     let visits = collection(store, reports);
     let mut find = visits
-        .find(query.selector())
+        .find(query.documents_selector())
         .max_time(store.report_max_time())
         .batch_size(1_000);
     if let Some(projection) = query.projection() {
@@ -541,79 +616,112 @@ pub async fn visits_held<E: From<mongodb::error::Error>>(
     }
     let mut documents = find.await?;
     while let Some(v) = documents.try_next().await? {
-        hold(held_bytes(&v.steps) + std::mem::size_of::<StoredVisit>() as u64)?;
+        hold(visit_bytes(&v))?;
         by_id.insert(v.id, v);
     }
-    merge_parts(store, query, reports, &mut by_id, &mut hold).await?;
-    let mut visits: Vec<StoredVisit> = by_id.into_values().filter(|v| query.passes(v)).collect();
-    if !query.steps {
-        for v in &mut visits {
-            v.steps = Vec::new();
-        }
-    }
-    visits.sort_unstable_by_key(|v| (v.start, v.id));
-    Ok(visits)
-}
-
-/// Adds the entries of the parts `query` selects to `by_id`.
-async fn merge_parts<E: From<mongodb::error::Error>>(
-    store: &Store,
-    query: &VisitQuery<'_>,
-    reports: bool,
-    by_id: &mut HashMap<i64, StoredVisit>,
-    hold: &mut impl FnMut(u64) -> Result<(), E>,
-) -> Result<(), E> {
     let collection = parts(store, reports);
-    // A part is up to `MAX_PART_BYTES`: a few at a time.
+    // Parts are mostly a few KB (a batch's visits of one site, day and
+    // chunk), up to `MAX_PART_BYTES`; a reply holds at most 16 MiB.
     let mut parts = collection
         .find(query.parts_selector())
         .max_time(store.report_max_time())
-        .batch_size(4)
+        .batch_size(64)
         .await?;
     while let Some(part) = parts.try_next().await? {
-        for entry in part.v {
+        for mut entry in part.v {
             if !query.takes(&entry) {
                 continue;
             }
-            let new = !by_id.contains_key(&entry.i);
-            hold(
-                held_bytes(&entry.st)
-                    + if new {
-                        std::mem::size_of::<StoredVisit>() as u64
-                    } else {
-                        0
-                    },
-            )?;
+            if !query.steps {
+                entry.st = Vec::new();
+            }
             match by_id.entry(entry.i) {
-                std::collections::hash_map::Entry::Occupied(mut v) => v.get_mut().absorb(entry),
+                std::collections::hash_map::Entry::Occupied(mut v) => {
+                    hold(entry_bytes(&entry))?;
+                    v.get_mut().absorb(entry);
+                }
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(StoredVisit::of_entry(&part.site, entry));
+                    let visit = StoredVisit::of_entry(&part.site, entry);
+                    hold(visit_bytes(&visit))?;
+                    v.insert(visit);
                 }
             }
         }
     }
-    Ok(())
+    by_id.retain(|_, v| query.keeps(v));
+    Ok(by_id)
 }
 
-/// How many visits `query` selects: the visit documents counted by the
-/// database, and the visits whose first view is in a part (a part's
-/// entries are read to count them). The reads ask it only of days
-/// without a counter, from before the counters and so before the parts.
+/// How many visits `query` selects: the visit documents with their first
+/// view, counted by the database, and the part entries with a visit's
+/// first view (read to count them, none held). The reads ask it only of
+/// days without a counter: from before the counters, and so before the
+/// parts.
 pub async fn count(store: &Store, query: &VisitQuery<'_>) -> Result<u64, mongodb::error::Error> {
-    let documents = collection(store, true)
-        .count_documents(query.selector())
+    let mut documents = query.selector();
+    documents.insert("entry", doc! {"$exists": true});
+    let mut counted = collection(store, true)
+        .count_documents(documents)
         .max_time(store.report_max_time())
         .await?;
-    let mut in_parts = HashMap::new();
-    merge_parts(store, query, true, &mut in_parts, &mut |_| {
-        Ok::<(), mongodb::error::Error>(())
-    })
-    .await?;
-    let opened = in_parts
-        .values()
-        .filter(|v| v.entry.is_some() && query.passes(v))
-        .count();
-    Ok(documents + opened as u64)
+    let collection = parts(store, true);
+    let mut parts = collection
+        .find(query.parts_selector())
+        .max_time(store.report_max_time())
+        .batch_size(64)
+        .await?;
+    while let Some(part) = parts.try_next().await? {
+        for mut entry in part.v {
+            if entry.f.is_none() || !query.takes(&entry) {
+                continue;
+            }
+            entry.st = Vec::new();
+            if query.keeps(&StoredVisit::of_entry(&part.site, entry)) {
+                counted += 1;
+            }
+        }
+    }
+    Ok(counted)
+}
+
+/// What a visit takes in memory, about: the visit, its text and steps.
+fn visit_bytes(v: &StoredVisit) -> u64 {
+    let text = [
+        &v.entry,
+        &v.source,
+        &v.medium,
+        &v.campaign,
+        &v.browser,
+        &v.os,
+        &v.device,
+        &v.country,
+    ]
+    .iter()
+    .map(|t| t.as_ref().map_or(0, String::len))
+    .sum::<usize>()
+        + v.site.len();
+    std::mem::size_of::<StoredVisit>() as u64 + text as u64 + held_bytes(&v.steps)
+}
+
+/// What an entry adds to a visit already held: its steps, its first
+/// view's text.
+fn entry_bytes(entry: &PartEntry) -> u64 {
+    let first = entry.f.as_ref().map_or(0, |f| {
+        f.entry.len()
+            + [
+                &f.source,
+                &f.medium,
+                &f.campaign,
+                &f.browser,
+                &f.os,
+                &f.device,
+                &f.country,
+            ]
+            .iter()
+            .map(|t| t.as_ref().map_or(0, String::len))
+            .sum::<usize>()
+    });
+    first as u64 + held_bytes(&entry.st)
 }
 
 /// What `steps` take in memory: each step and its text.
@@ -643,10 +751,10 @@ fn parts(store: &Store, reports: bool) -> mongodb::Collection<StoredPart> {
     db.collection(PARTS)
 }
 
-/// `TICKERTAPE_VISIT_RETENTION_DAYS`: a TTL index named `retention` on
-/// `start` deletes visits this many days after they started, and parts
-/// this many days after their earliest visit started (so a visit may go
-/// up to a day early, as the day packs and counters go by the day)
+/// `TICKERTAPE_VISIT_RETENTION_DAYS`: a TTL index named `retention`
+/// deletes visit documents this many days after they started (`start`),
+/// and parts this many days after their visits' UTC day began (`day`, as
+/// the day counters and packs go, so a day's visits go together)
 /// (`None`: kept for ever, no index). Returns what was done. (The app
 /// applies it through `visit_packs::apply_retention`, which takes the day
 /// counters and packs along.)
@@ -655,7 +763,9 @@ pub async fn apply_retention(
     days: Option<u32>,
 ) -> Result<String, mongodb::error::Error> {
     let documents = super::retention::ttl_on(store, COLLECTION, "start", "visits", days).await?;
-    let parts = super::retention::ttl_on(store, PARTS, "start", "visit parts", days).await?;
+    // By the day, as the day's counter and pack go: a visit's entries sit
+    // in parts of different starts, and must go together.
+    let parts = super::retention::ttl_on(store, PARTS, "day", "visit parts", days).await?;
     Ok(format!("{documents}; {parts}"))
 }
 
@@ -888,7 +998,8 @@ impl VisitWrites {
     /// at saturation").
     pub fn raw_statements(&self) -> Result<Vec<bson::RawDocumentBuf>, bson::raw::Error> {
         let mut statements = Vec::new();
-        for ((site, _day), ids) in self.by_day() {
+        for ((site, day, chunk), ids) in self.by_day() {
+            let part = |start, entries| part_statement(site, day, chunk, start, entries);
             let mut entries = bson::RawArrayBuf::new();
             let mut bytes = 0;
             let mut start: Option<bson::DateTime> = None;
@@ -899,7 +1010,7 @@ impl VisitWrites {
                 // With its type byte and index ("1234\0") in the array.
                 let taken = encoded.len() + 8;
                 if bytes > 0 && bytes + taken > MAX_PART_BYTES {
-                    statements.push(part_statement(site, start, entries)?);
+                    statements.push(part(start, entries)?);
                     entries = bson::RawArrayBuf::new();
                     bytes = 0;
                     start = None;
@@ -909,18 +1020,22 @@ impl VisitWrites {
                 entries.push(bson::RawDocumentBuf::from_bytes(encoded)?);
             }
             if bytes > 0 {
-                statements.push(part_statement(site, start, entries)?);
+                statements.push(part(start, entries)?);
             }
         }
         Ok(statements)
     }
 
-    /// The visits' ids per site and UTC day of their starts, in order.
-    fn by_day(&self) -> BTreeMap<(&str, i64), Vec<i64>> {
-        let mut days: BTreeMap<(&str, i64), Vec<i64>> = BTreeMap::new();
+    /// The visits' ids per site, UTC day of their starts and chunk of
+    /// their visitors' registers, in order.
+    fn by_day(&self) -> BTreeMap<(&str, i64, u16), Vec<i64>> {
+        let mut days: BTreeMap<(&str, i64, u16), Vec<i64>> = BTreeMap::new();
         for (id, p) in &self.visits {
             let day = super::visit_days::day_of(p.entry.s.to_chrono());
-            days.entry((p.site.as_str(), day)).or_default().push(*id);
+            let chunk = u16::try_from(p.entry.g).unwrap_or(0) / REGISTERS_PER_CHUNK;
+            days.entry((p.site.as_str(), day, chunk))
+                .or_default()
+                .push(*id);
         }
         for ids in days.values_mut() {
             ids.sort_unstable();
@@ -997,9 +1112,12 @@ impl VisitWrites {
     }
 }
 
-/// A part's insert: `{q: {_id, site, start}, u: {site, start, v}, upsert}`.
+/// A part's insert: `{q: {_id, site, start}, u: {site, start, day, c, v},
+/// upsert}`.
 fn part_statement(
     site: &str,
+    day: i64,
+    chunk: u16,
     start: Option<bson::DateTime>,
     entries: bson::RawArrayBuf,
 ) -> Result<bson::RawDocumentBuf, bson::raw::Error> {
@@ -1011,6 +1129,11 @@ fn part_statement(
     let mut u = bson::RawDocumentBuf::new();
     u.append("site", site);
     u.append("start", start);
+    u.append(
+        "day",
+        bson::DateTime::from_chrono(super::page_summaries::day_start(day)),
+    );
+    u.append("c", i32::from(chunk));
     u.append("v", entries);
     let mut statement = bson::RawDocumentBuf::new();
     statement.append("q", q);
@@ -1106,6 +1229,14 @@ mod tests {
         assert_eq!(s.get_bool("upsert"), Ok(true));
         let u = s.get_document("u").unwrap();
         assert!(u.keys().all(|k| !k.starts_with('$')), "an insert: {u}");
+        assert_eq!(
+            u.get_datetime("day"),
+            Ok(&bson::DateTime::from_chrono(
+                Utc.with_ymd_and_hms(2026, 11, 27, 0, 0, 0).unwrap()
+            ))
+        );
+        let (reg, _) = register_of(0xdead_beef_0000_0001);
+        assert_eq!(u.get_i32("c"), Ok(i32::from(reg / REGISTERS_PER_CHUNK)));
         let entry = &entries(&w)[0];
         assert_eq!(
             (entry.i, entry.s, entry.w, entry.d),
@@ -1459,6 +1590,31 @@ mod tests {
         assert!(!q.takes(&entry));
         let v = StoredVisit::of_entry("a.com", entries(&w).remove(0));
         assert!(q.passes(&v));
+        // In a sample by its first view's register; without its first
+        // view a visit has none and is left out, as the packs leave it.
+        let sampled = |reg: Option<i32>| {
+            let mut v = v.clone();
+            v.reg = reg;
+            q.keeps(&v)
+        };
+        assert!(sampled(Some(8191)) && !sampled(Some(8192)) && !sampled(None));
+        // The parts of a sample: the chunks of its registers.
+        assert_eq!(
+            q.parts_selector().get_document("c").unwrap(),
+            &doc! {"$lt": i32::from(PART_CHUNKS / 2)}
+        );
+        let tiny = VisitQuery {
+            sample: Some(Sample::rate(0.0001)),
+            ..q.clone()
+        };
+        assert_eq!(
+            tiny.parts_selector().get_document("c").unwrap(),
+            &doc! {"$lt": 1}
+        );
+        assert!(VisitQuery::new("a.com", at(0), at(30))
+            .parts_selector()
+            .get("c")
+            .is_none());
         let us = VisitQuery {
             filter: doc! {"country": "US"},
             ..q.clone()

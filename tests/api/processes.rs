@@ -474,8 +474,6 @@ pub(crate) fn load(
     })
 }
 
-/// Every document of a collection, on a connection of its own (the app
-/// under test has been killed and restarted in between).
 /// Every visit `database` holds for `site`, as the reports read them (its
 /// parts merged per visit).
 pub(crate) async fn stored_visits(
@@ -495,6 +493,8 @@ pub(crate) async fn stored_visits(
     visit_log::visits_on(&store, &ever, false).await.unwrap()
 }
 
+/// Every document of a collection, on a connection of its own (the app
+/// under test has been killed and restarted in between).
 pub(crate) async fn all<T>(uri: &str, database: &str, collection: &str) -> Vec<T>
 where
     T: serde::de::DeserializeOwned + Send + Sync,

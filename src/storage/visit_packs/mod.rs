@@ -1,13 +1,13 @@
 //! Day packs: a read model of the visit store for closed UTC days, so a
 //! filtered report or funnel over a month reads a few hundred compact
 //! binary documents instead of one BSON document per visit (decoding
-//! ~400,000 visit documents cannot answer in 500 ms on two cores).
+//! ~400,000 stored visits cannot answer in 500 ms on two cores).
 //!
 //! **Chunks.** A site's day is split by the visitor's sketch register into
 //! [`CHUNKS`] chunks (chunk k: registers `[k·R/N, (k+1)·R/N)`), each
 //! stored as one document or, past [`MAX_PART_BYTES`], a few (`part`).
 //! The register is a hash of the visitor, so a sample of the first
-//! registers (`visit_log::Sample`, what the visit documents' sample
+//! registers (`visit_log::Sample`, what the stored visits' sample
 //! means) is the first chunks, the last one filtered by register; visits
 //! without a register go in chunk 0 and are left out of any sample, as
 //! the documents' `reg < n` leaves them out.
@@ -26,7 +26,7 @@
 //! written in the visits applier's transactions) as read BEFORE the day's
 //! visits were read: a batch landing in between can only make the pack
 //! look stale, never wrong. A pack is used only while the counter still
-//! has that value; otherwise the day is read from the visit documents.
+//! has that value; otherwise the day is read from the stored visits.
 //!
 //! **Who builds.** Nothing on the write path: a closed day (its end more
 //! than the visits window ago) is packed by the app's background task
@@ -252,7 +252,7 @@ struct DayRead {
 /// What reading the packs of some days gave: the visits `want` may take,
 /// and the days that could not be read from their packs (rebuilt or
 /// removed since they were found valid, or damaged), to read from the
-/// visit documents instead.
+/// stored visits instead.
 #[derive(Debug, Default)]
 pub struct PackRead {
     pub visits: Vec<VisitRecord>,
@@ -312,7 +312,7 @@ pub async fn read(
         };
         if let Err(e) = codec::decode(data, day_start(h.day), want, &mut entry.visits) {
             tracing::warn!(site, day = %day_start(h.day).date_naive(), chunk, error = %e,
-                "a damaged visit pack: the day is read from the visit documents");
+                "a damaged visit pack: the day is read from the stored visits");
             entry.ok = false;
         }
     }
@@ -357,7 +357,7 @@ pub enum BuildError {
     Encode(#[from] PackError),
 }
 
-/// Packs `site`'s day `day` (its number) from its visit documents: the
+/// Packs `site`'s day `day` (its number) from its stored visits: the
 /// counter first, then the visits, so a batch applied in between makes the
 /// pack look stale rather than wrong. Replaces any earlier pack of the day.
 pub async fn build_day(store: &Store, site: &str, day: i64) -> Result<Built, BuildError> {
@@ -367,8 +367,15 @@ pub async fn build_day(store: &Store, site: &str, day: i64) -> Result<Built, Bui
         .copied();
     let query = VisitQuery::new(site, day_start(day), day_start(day + 1));
     let mut by_chunk: Vec<Vec<VisitRecord>> = vec![Vec::new(); CHUNKS as usize];
-    for v in visit_log::visits_on(store, &query, false).await? {
-        let record = v.record();
+    let records =
+        visit_log::records_held(
+            store,
+            &query,
+            false,
+            |_| Ok::<(), mongodb::error::Error>(()),
+        )
+        .await?;
+    for record in records {
         by_chunk[usize::from(chunk_of(record.register))].push(record);
     }
     let build = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
