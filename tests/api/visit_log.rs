@@ -486,12 +486,20 @@ async fn visit_retention_deletes_old_visits() {
     }
     let left = coll.find_one(doc! {}).await.unwrap().unwrap();
     assert_eq!(left.id, 2);
-    // The parts go by their earliest visit's start.
+    // The parts go by their visits' day.
     let parts = store.db().collection::<Document>(visit_log::PARTS);
+    let old = Utc.with_ymd_and_hms(2020, 1, 1, 0, 0, 0).unwrap();
+    let today = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
     parts
         .insert_many([
-            doc! {"site": "old.test", "start": bson::DateTime::from_chrono(Utc.with_ymd_and_hms(2020, 1, 1, 10, 0, 0).unwrap()), "v": []},
-            doc! {"site": "old.test", "start": bson::DateTime::now(), "v": []},
+            doc! {"site": "old.test", "start": bson::DateTime::from_chrono(old + TimeDelta::hours(10)),
+                  "day": bson::DateTime::from_chrono(old), "v": []},
+            doc! {"site": "old.test", "start": bson::DateTime::now(),
+                  "day": bson::DateTime::from_chrono(today), "v": []},
         ])
         .await
         .unwrap();
