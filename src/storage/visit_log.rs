@@ -619,14 +619,7 @@ async fn merged<E: From<mongodb::error::Error>>(
         hold(visit_bytes(&v))?;
         by_id.insert(v.id, v);
     }
-    let collection = parts(store, reports);
-    // Parts are mostly a few KB (a batch's visits of one site, day and
-    // chunk), up to `MAX_PART_BYTES`; a reply holds at most 16 MiB.
-    let mut parts = collection
-        .find(query.parts_selector())
-        .max_time(store.report_max_time())
-        .batch_size(64)
-        .await?;
+    let mut parts = find_parts(store, query, reports).await?;
     while let Some(part) = parts.try_next().await? {
         for mut entry in part.v {
             if !query.takes(&entry) {
@@ -652,6 +645,21 @@ async fn merged<E: From<mongodb::error::Error>>(
     Ok(by_id)
 }
 
+/// The parts that may hold entries of `query`'s visits.
+async fn find_parts(
+    store: &Store,
+    query: &VisitQuery<'_>,
+    reports: bool,
+) -> Result<mongodb::Cursor<StoredPart>, mongodb::error::Error> {
+    // Parts are mostly a few KB (a batch's visits of one site, day and
+    // chunk), up to `MAX_PART_BYTES`; a reply holds at most 16 MiB.
+    parts(store, reports)
+        .find(query.parts_selector())
+        .max_time(store.report_max_time())
+        .batch_size(64)
+        .await
+}
+
 /// How many visits `query` selects: the visit documents with their first
 /// view, counted by the database, and the part entries with a visit's
 /// first view (read to count them, none held). The reads ask it only of
@@ -664,12 +672,7 @@ pub async fn count(store: &Store, query: &VisitQuery<'_>) -> Result<u64, mongodb
         .count_documents(documents)
         .max_time(store.report_max_time())
         .await?;
-    let collection = parts(store, true);
-    let mut parts = collection
-        .find(query.parts_selector())
-        .max_time(store.report_max_time())
-        .batch_size(64)
-        .await?;
+    let mut parts = find_parts(store, query, true).await?;
     while let Some(part) = parts.try_next().await? {
         for mut entry in part.v {
             if entry.f.is_none() || !query.takes(&entry) {
