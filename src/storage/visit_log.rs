@@ -772,7 +772,8 @@ pub async fn apply_retention(
     Ok(format!("{documents}; {parts}"))
 }
 
-/// A part as stored: the entries one batch wrote for one site and UTC day.
+/// A part as stored: the entries one batch wrote for one site, UTC day
+/// and register chunk.
 #[derive(Debug, Deserialize)]
 struct StoredPart {
     site: String,
@@ -895,8 +896,8 @@ impl StoredVisit {
 }
 
 /// The steps and counters a batch of journaled hits adds to each visit it
-/// touches, merged per visit, written as one part per site and UTC day
-/// (more past [`MAX_PART_BYTES`]).
+/// touches, merged per visit, written as one part per site, UTC day and
+/// register chunk (more past [`MAX_PART_BYTES`]).
 #[derive(Debug, Default)]
 pub struct VisitWrites {
     visits: HashMap<i64, Pending>,
