@@ -689,8 +689,8 @@ pub async fn count(store: &Store, query: &VisitQuery<'_>) -> Result<u64, mongodb
 
 /// What a visit takes in memory, about: the visit, its text and steps.
 fn visit_bytes(v: &StoredVisit) -> u64 {
-    let text = [
-        &v.entry,
+    let entry = v.entry.as_ref().map_or(0, String::len);
+    let dimensions = text_len([
         &v.source,
         &v.medium,
         &v.campaign,
@@ -698,12 +698,9 @@ fn visit_bytes(v: &StoredVisit) -> u64 {
         &v.os,
         &v.device,
         &v.country,
-    ]
-    .iter()
-    .map(|t| t.as_ref().map_or(0, String::len))
-    .sum::<usize>()
-        + v.site.len();
-    std::mem::size_of::<StoredVisit>() as u64 + text as u64 + held_bytes(&v.steps)
+    ]);
+    let text = (v.site.len() + entry + dimensions) as u64;
+    std::mem::size_of::<StoredVisit>() as u64 + text + held_bytes(&v.steps)
 }
 
 /// What an entry adds to a visit already held: its steps, its first
@@ -711,7 +708,7 @@ fn visit_bytes(v: &StoredVisit) -> u64 {
 fn entry_bytes(entry: &PartEntry) -> u64 {
     let first = entry.f.as_ref().map_or(0, |f| {
         f.entry.len()
-            + [
+            + text_len([
                 &f.source,
                 &f.medium,
                 &f.campaign,
@@ -719,12 +716,17 @@ fn entry_bytes(entry: &PartEntry) -> u64 {
                 &f.os,
                 &f.device,
                 &f.country,
-            ]
-            .iter()
-            .map(|t| t.as_ref().map_or(0, String::len))
-            .sum::<usize>()
+            ])
     });
     first as u64 + held_bytes(&entry.st)
+}
+
+/// The bytes of a visit's dimensions' names, those it has.
+fn text_len(dimensions: [&Option<String>; 7]) -> usize {
+    dimensions
+        .iter()
+        .map(|t| t.as_ref().map_or(0, String::len))
+        .sum()
 }
 
 /// What `steps` take in memory: each step and its text.
