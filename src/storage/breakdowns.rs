@@ -801,6 +801,18 @@ mod tests {
         }
     }
 
+    /// The statements of `counts`' site hour bucket and of its pages'.
+    fn site_and_page_statements(counts: &BreakdownCounts) -> (Vec<Document>, Vec<Document>) {
+        let mut site = BreakdownIncrements::for_site(Resolution::Hour, 0);
+        let mut pages = BreakdownIncrements::for_pages(Resolution::Hour);
+        increments(&mut site, counts);
+        increments(&mut pages, counts);
+        (
+            site.statements(&HashMap::new()),
+            pages.statements(&HashMap::new()),
+        )
+    }
+
     #[test]
     fn site_buckets_merge_pages_and_every_dimension_rides_one_statement() {
         let mut counts = BreakdownCounts::default();
@@ -841,11 +853,7 @@ mod tests {
             ..Visit::default()
         });
         counts.add_record(&event);
-        let mut site = BreakdownIncrements::for_site(Resolution::Hour, 0);
-        let mut pages = BreakdownIncrements::for_pages(Resolution::Hour);
-        increments(&mut site, &counts);
-        increments(&mut pages, &counts);
-        let s = site.statements(&HashMap::new());
+        let (s, page_statements) = site_and_page_statements(&counts);
         assert_eq!(inc_of(&s[0]), doc! {"event.Sign%2Eup": 1_i64});
         let max = s[0]
             .get_document("u")
@@ -856,7 +864,7 @@ mod tests {
         sketch.insert(42);
         assert_eq!(max, &sketch.max_fields("converted.Sign%2Eup"));
         // Pages count the event, without sketches.
-        let s = pages.statements(&HashMap::new());
+        let s = page_statements;
         assert_eq!(inc_of(&s[0]), doc! {"event.Sign%2Eup": 1_i64});
         assert!(s[0].get_document("u").unwrap().get("$max").is_none());
     }
@@ -876,11 +884,7 @@ mod tests {
             });
             counts.add_record(&event);
         }
-        let mut site = BreakdownIncrements::for_site(Resolution::Hour, 0);
-        let mut pages = BreakdownIncrements::for_pages(Resolution::Hour);
-        increments(&mut site, &counts);
-        increments(&mut pages, &counts);
-        let s = site.statements(&HashMap::new());
+        let (s, page_statements) = site_and_page_statements(&counts);
         // 2 × 9,999,999,999,999 − 5,000 ten-thousandths: 19,998 billions
         // and 1,999,994,998 (both parts far from an i64's bounds).
         assert_eq!(
@@ -893,7 +897,7 @@ mod tests {
             2 * 9_999_999_999_999 - 5_000
         );
         // Pages count the event, without its revenue.
-        let s = pages.statements(&HashMap::new());
+        let s = page_statements;
         assert_eq!(inc_of(&s[0]), doc! {"event.Buy": 3_i64});
     }
 
