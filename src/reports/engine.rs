@@ -61,6 +61,10 @@ pub const BUCKETS: &[Stream] = &[Stream::Views, Stream::Rollups];
 pub const BREAKDOWNS: &[Stream] = &[Stream::Rollups, Stream::Sources];
 /// What every filtered figure and funnel is written by.
 pub const VISIT_STORE: &[Stream] = &[Stream::Visits];
+/// What an unfiltered Goals table with a goal on a property value is
+/// written by: the breakdowns' events, and that goal's visits.
+pub const BREAKDOWNS_AND_VISIT_STORE: &[Stream] =
+    &[Stream::Rollups, Stream::Sources, Stream::Visits];
 
 impl Said {
     /// The unfiltered figures: every hit counted, read from what
@@ -1320,7 +1324,16 @@ impl<'a> Report<'a> {
                     visits.as_ref().map(|(now, was)| (now, was)),
                 )
                 .await?;
-                Ok((goals, Said::whole(BREAKDOWNS)))
+                // Those goals' figures are the visit store's: a sample's
+                // estimates, as fresh as the visits.
+                let said = match &visits {
+                    Some((now, _)) => Said {
+                        sampled: now.sampled,
+                        ..Said::whole(BREAKDOWNS_AND_VISIT_STORE)
+                    },
+                    None => Said::whole(BREAKDOWNS),
+                };
+                Ok((goals, said))
             }
             Origin::Visits(filters) => {
                 let read = self.visit_read(filters.as_ref()).await?;

@@ -424,7 +424,7 @@ async fn an_umami_export_lands_exactly_once_with_its_visits_in_every_report() {
         // 7 % were one short, 0.24 % two, 0.006 % three, none more.
         let got = visits_report["visitors"].as_i64().unwrap();
         assert!(
-            (visitors - 3..=visitors).contains(&got),
+            (*visitors - 3..=*visitors).contains(&got),
             "{day}: {got} visitors, {visitors} sessions"
         );
         let shown: BTreeMap<(String, String), [i64; 2]> = report("pages").await["pages"]

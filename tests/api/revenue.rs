@@ -461,6 +461,7 @@ async fn a_goal_on_an_event_with_a_property_value_counts_from_the_visits() {
                     .unwrap_or_else(|| panic!("{at}: no row for {name}: {}", g.json));
                 assert_eq!(row["property"]["value"], value);
                 assert_eq!(row["convertingKind"], "visits", "{at}");
+                assert_eq!(row["sampled"], 1.0, "{at}: every visit read");
                 assert_eq!(row["conversions"], events, "{at}: {name}'s conversions");
                 assert_eq!(row["converting"], converting, "{at}: {name}'s visits");
                 let rate = row["conversionRate"].as_f64();
@@ -505,4 +506,42 @@ async fn a_goal_on_an_event_with_a_property_value_counts_from_the_visits() {
         }
     }
     assert!(nonzero > 6, "most ranges hold property goals' events");
+    // A site too large to read whole (its day counters say ten million
+    // visits): the property goals are estimates from the visit store's
+    // sample, and the API, the file and the page say so; the plain event
+    // goal, from the breakdowns, is not.
+    app.store
+        .db()
+        .collection::<bson::Document>(tickertape::storage::visit_days::COLLECTION)
+        .update_many(
+            bson::doc! {"site": "propgoal.test"},
+            bson::doc! {"$inc": {"visits": 10_000_000i64}},
+        )
+        .await
+        .unwrap();
+    let local = |at: DateTime<Utc>| at.with_timezone(&tz).format("%Y-%m-%dT%H:%M");
+    let q = format!(
+        "range=custom&from={}&to={}",
+        local(start - TimeDelta::hours(1)),
+        local(start + TimeDelta::hours(30))
+    );
+    let g = get(&app, &token, &format!("/api/v1/sites/{id}/goals?{q}")).await;
+    assert_eq!(g.status, 200, "{}", g.json);
+    let rows = g.json["goals"].as_array().unwrap();
+    assert_eq!(rows.len(), goals.len() + 1, "{}", g.json);
+    for row in rows {
+        let sampled = row["sampled"].as_f64().unwrap();
+        if row["property"].is_null() {
+            assert_eq!(sampled, 1.0, "{row}");
+        } else {
+            assert!(sampled > 0.0 && sampled < 1.0, "{row}");
+        }
+    }
+    let file = login.get(&format!("/sites/{id}/goals.csv?{q}")).await;
+    assert_eq!(file.status(), 200);
+    let name = file.headers()["content-disposition"].to_str().unwrap();
+    assert!(name.contains("_sampled_goals.csv"), "{name}");
+    assert!(file.headers().contains_key("tickertape-sampled"));
+    let (_, html) = login.text(&format!("/sites/{id}?{q}")).await;
+    assert!(html.contains("Sampled:"), "the dashboard says it");
 }

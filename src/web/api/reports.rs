@@ -909,6 +909,10 @@ struct GoalBody {
     /// event with a property value (always read from the visit store).
     converting_kind: &'static str,
     conversion_rate: Option<f64>,
+    /// The share of visitors its figures were read from (1: all; below,
+    /// estimates from the visit store's sample: a goal on a property
+    /// value, or any goal with filters).
+    sampled: f64,
     /// The property a goal's events must carry.
     #[serde(skip_serializing_if = "Option::is_none")]
     property: Option<PropertyBody>,
@@ -970,6 +974,7 @@ pub async fn goals(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
                     converting: g.converting,
                     converting_kind: g.converting_kind.noun(),
                     conversion_rate: g.rate(),
+                    sampled: g.sampled,
                     property: g.goal.property().map(|(key, value)| PropertyBody {
                         key: key.to_owned(),
                         value: value.to_owned(),
