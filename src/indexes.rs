@@ -18,6 +18,7 @@ pub fn all() -> Vec<IndexSpec> {
         crate::storage::funnels::indexes(),
         crate::storage::visit_log::indexes(),
         crate::storage::visit_days::indexes(),
+        crate::storage::imported_properties::indexes(),
         crate::storage::visit_packs::indexes(),
         crate::storage::prealloc::indexes(),
         crate::storage::email::indexes(),

@@ -51,6 +51,7 @@ use super::reading::{
 use super::{Skipped, Summary};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{Country, DeviceClass, UNKNOWN};
+use crate::domain::properties::{Properties, Rules};
 use crate::domain::{Dimension, EventName, Page, PagePath, Source};
 use crate::storage::bucket_writer::{ApplyError, BucketWriter, Counts, Figure};
 use crate::storage::progress::Advance;
@@ -178,7 +179,7 @@ impl Table {
             Table::Locations | Table::Devices | Table::Browsers | Table::OperatingSystems => {
                 &["pageviews", "visits"]
             }
-            Table::CustomEvents => &["visitors"],
+            Table::CustomEvents => &["visitors", "link_url", "path"],
             _ => &[],
         }
     }
@@ -219,7 +220,7 @@ impl Table {
                 "visit_duration",
                 "bounces",
             ],
-            Table::CustomEvents => &["link_url", "path"],
+            Table::CustomEvents => &[],
         }
     }
 
@@ -582,6 +583,8 @@ pub enum DayCounts {
     Labels {
         names: Vec<(Dimension, String)>,
         n: u32,
+        /// An event's: what Plausible's script extensions sent with it.
+        properties: Properties,
     },
 }
 
@@ -629,7 +632,15 @@ impl DayRow {
                 duration_secs,
             },
             DayCounts::Exits(n) => Counts::Exits(*n),
-            DayCounts::Labels { names, n } => Counts::Labels { names, n: *n },
+            DayCounts::Labels {
+                names,
+                n,
+                properties,
+            } => Counts::Labels {
+                names,
+                n: *n,
+                properties,
+            },
         };
         Figure {
             page: &self.page,
@@ -659,7 +670,7 @@ impl super::Counted for DayRow {
                 summary.visitors += self.visitors;
                 summary.days += 1;
             }
-            DayCounts::Labels { names, n } if names[0].0 == Dimension::Event => {
+            DayCounts::Labels { names, n, .. } if names[0].0 == Dimension::Event => {
                 summary.events += u64::from(*n)
             }
             _ => {}
@@ -883,9 +894,20 @@ impl Format for TableFormat {
                 if csv.has("visitors") {
                     visitors = visitors_of("events", events)?;
                 }
+                // What Plausible's script extensions sent with the events
+                // (the link's or file's address, the missing page's path),
+                // under the keys its live events carry them in; blank for
+                // other events. Held to the properties' rules: a value
+                // past its bound or like an email address is left out.
+                let pairs = [("url", "link_url"), ("path", "path")]
+                    .into_iter()
+                    .filter(|(_, column)| csv.has(column))
+                    .map(|(key, column)| (key.to_owned(), cell(column).to_owned()))
+                    .collect();
                 DayCounts::Labels {
                     names: vec![(Dimension::Event, name.into_string())],
                     n: events,
+                    properties: Properties::of(pairs, Rules::Lenient).unwrap_or_default(),
                 }
             }
             table => {
@@ -917,7 +939,11 @@ impl Format for TableFormat {
                         }
                     }
                 }
-                DayCounts::Labels { names: labels, n }
+                DayCounts::Labels {
+                    names: labels,
+                    n,
+                    properties: Properties::EMPTY,
+                }
             }
         };
         self.total += counts.total();

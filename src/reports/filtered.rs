@@ -29,6 +29,7 @@ use crate::domain::filter::{Condition, Filter, FilterDimension, Filters};
 use crate::domain::revenue::{self, RevenueTotal};
 use crate::domain::sketch::{Sketch, REGISTERS};
 use crate::domain::{Currency, Dimension, FunnelSteps, Goal};
+use crate::storage::imported_properties::ImportedRange;
 
 pub use crate::domain::visit::{Step, VisitRecord};
 
@@ -485,9 +486,53 @@ pub struct PropertyFigures {
     pub visits: i64,
     /// The share of visitors read (1: all), as [`Figures::sampled`].
     pub sampled: f64,
+    /// Whether imported days' properties and visits are counted in
+    /// ([`PropertyFigures::with_imported`]).
+    pub imported: bool,
 }
 
 impl PropertyFigures {
+    /// These figures (read without filters) with what imports brought to
+    /// the range: each imported value's events, and its visitors as
+    /// visits, added to its key's visits and, for the chosen key, to its
+    /// row; the imported days' visits to the visits a share is of. An
+    /// import keeps no views, and a value's visitors per day and event,
+    /// so a visitor of two values or events counts in each.
+    pub fn with_imported(mut self, imported: &ImportedRange) -> Self {
+        if imported.is_empty() {
+            return self;
+        }
+        let mut keys: HashMap<String, i64> = self.keys.drain(..).collect();
+        let mut rows: HashMap<String, PropertyRow> =
+            self.rows.drain(..).map(|r| (r.value.clone(), r)).collect();
+        for p in &imported.properties {
+            let visits = slot(&mut keys, &p.key);
+            *visits = visits.saturating_add(p.visits);
+            if self.key.as_deref() == Some(p.key.as_str()) {
+                let row = slot(&mut rows, &p.value);
+                row.value.clone_from(&p.value);
+                row.visits = row.visits.saturating_add(p.visits);
+                row.events = row.events.saturating_add(p.events);
+            }
+        }
+        self.keys = sorted_keys(keys);
+        self.rows = sorted_rows(rows.into_values().collect());
+        self.visits = self.visits.saturating_add(imported.visits);
+        self.imported = true;
+        self
+    }
+
+    /// The key most visits carry, imported ones included: the one whose
+    /// values a report shows when none is chosen.
+    pub fn top_key_with(&self, imported: &ImportedRange) -> Option<String> {
+        let mut keys: HashMap<String, i64> = self.keys.iter().cloned().collect();
+        for p in &imported.properties {
+            let visits = slot(&mut keys, &p.key);
+            *visits = visits.saturating_add(p.visits);
+        }
+        sorted_keys(keys).into_iter().next().map(|(k, _)| k)
+    }
+
     /// Each row with its value's visits in `before` (the period before it),
     /// 0 where the value had none: what its change compares.
     pub fn rows_with_previous<'a>(
@@ -576,10 +621,8 @@ pub fn properties<'a>(
         }
     }
     let up = |n: i64| scaled(n, share);
-    let mut keys: Vec<(String, i64)> = keys.into_iter().map(|(k, n)| (k, up(n))).collect();
-    keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    keys.truncate(MAX_PROPERTY_ROWS);
-    let mut rows: Vec<PropertyRow> = rows
+    let keys = sorted_keys(keys.into_iter().map(|(k, n)| (k, up(n))).collect());
+    let rows = rows
         .into_iter()
         .map(|(value, r)| PropertyRow {
             value,
@@ -588,19 +631,35 @@ pub fn properties<'a>(
             events: up(r.events),
         })
         .collect();
+    PropertyFigures {
+        keys,
+        key: key.map(str::to_owned),
+        rows: sorted_rows(rows),
+        visits: up(total),
+        sampled: share,
+        imported: false,
+    }
+}
+
+/// Keys with their visits, most first (ties by key), the first
+/// [`MAX_PROPERTY_ROWS`].
+fn sorted_keys(keys: HashMap<String, i64>) -> Vec<(String, i64)> {
+    let mut keys: Vec<(String, i64)> = keys.into_iter().collect();
+    keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    keys.truncate(MAX_PROPERTY_ROWS);
+    keys
+}
+
+/// Values, most visits first, then most views and events (ties by
+/// value), the first [`MAX_PROPERTY_ROWS`].
+fn sorted_rows(mut rows: Vec<PropertyRow>) -> Vec<PropertyRow> {
     rows.sort_by(|a, b| {
         (b.visits, b.views + b.events)
             .cmp(&(a.visits, a.views + a.events))
             .then_with(|| a.value.cmp(&b.value))
     });
     rows.truncate(MAX_PROPERTY_ROWS);
-    PropertyFigures {
-        keys,
-        key: key.map(str::to_owned),
-        rows,
-        visits: up(total),
-        sampled: share,
-    }
+    rows
 }
 
 /// The entry of `key`, made only when it is not there yet: most names
@@ -1107,5 +1166,92 @@ mod tests {
         let steps = FunnelSteps::parse(["/*", "/a"]).unwrap();
         let only_a = visit(at(1, 0), "DE", vec![view(0, "/a")], 9);
         assert_eq!(reached(&steps, &only_a), 1);
+    }
+
+    fn imported(rows: &[(&str, &str, i64, i64)], visits: i64) -> ImportedRange {
+        use crate::storage::imported_properties::ImportedProperty;
+        ImportedRange {
+            properties: rows
+                .iter()
+                .map(|&(key, value, events, visits)| ImportedProperty {
+                    at: Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(),
+                    event: "Outbound Link: Click".into(),
+                    key: key.into(),
+                    value: value.into(),
+                    events,
+                    visits,
+                })
+                .collect(),
+            visits,
+        }
+    }
+
+    #[test]
+    fn imported_values_add_their_events_and_visitors_to_their_key_and_rows() {
+        let tracked = PropertyFigures {
+            keys: vec![("url".into(), 5), ("plan".into(), 3)],
+            key: Some("url".into()),
+            rows: vec![PropertyRow {
+                value: "https://a.example/".into(),
+                visits: 5,
+                views: 0,
+                events: 6,
+            }],
+            visits: 20,
+            sampled: 1.0,
+            imported: false,
+        };
+        let got = tracked.clone().with_imported(&imported(
+            &[
+                ("url", "https://a.example/", 4, 2),
+                ("url", "https://b.example/", 9, 7),
+                ("path", "/gone", 1, 1),
+            ],
+            30,
+        ));
+        assert!(got.imported);
+        assert_eq!(got.visits, 50, "imported days' visits are of the share");
+        assert_eq!(
+            got.keys,
+            vec![("url".into(), 14), ("plan".into(), 3), ("path".into(), 1)]
+        );
+        let rows: Vec<(&str, i64, i64, i64)> = got
+            .rows
+            .iter()
+            .map(|r| (r.value.as_str(), r.visits, r.views, r.events))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("https://a.example/", 7, 0, 10),
+                ("https://b.example/", 7, 0, 9)
+            ],
+            "most visits first, then most events"
+        );
+        // Nothing imported in the range: the figures as they were.
+        assert_eq!(
+            tracked.clone().with_imported(&ImportedRange::default()),
+            tracked
+        );
+    }
+
+    #[test]
+    fn the_top_key_counts_imported_visits() {
+        let tracked = PropertyFigures {
+            keys: vec![("plan".into(), 3)],
+            ..PropertyFigures::default()
+        };
+        assert_eq!(
+            tracked.top_key_with(&ImportedRange::default()).as_deref(),
+            Some("plan")
+        );
+        let more = imported(
+            &[
+                ("url", "https://a.example/", 1, 2),
+                ("url", "https://b.example/", 1, 2),
+            ],
+            0,
+        );
+        assert_eq!(tracked.top_key_with(&more).as_deref(), Some("url"));
     }
 }

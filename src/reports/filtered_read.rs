@@ -9,6 +9,7 @@ use super::filtered::{self, Figures, FunnelFigures, VisitRecord};
 use super::Period;
 use crate::domain::filter::{Condition, FilterDimension, Filters, PageMatch};
 use crate::domain::{Dimension, FunnelSteps};
+use crate::storage::imported_properties::{self, ImportedRange};
 use crate::storage::page_summaries::day_start;
 use crate::storage::sites::Site;
 use crate::storage::visit_days;
@@ -294,8 +295,18 @@ pub async fn properties(
 ) -> Result<filtered::PropertyFigures, ReadError> {
     let (visits, share) =
         read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
-    let stopped = std::cell::Cell::new(None);
     let range = (period.from, period.to);
+    // Imported days keep no visits, so no filter can apply to them: they
+    // are counted without filters only (`imported_properties`).
+    let imported = if filters.is_empty() {
+        imported_properties::read(store, site.domain.as_str(), range, |bytes| {
+            costly::charge(bytes).map_err(ReadError::from)
+        })
+        .await?
+    } else {
+        ImportedRange::default()
+    };
+    let stopped = std::cell::Cell::new(None);
     let mut figures = filtered::properties(
         filters,
         key,
@@ -305,7 +316,7 @@ pub async fn properties(
     );
     if key.is_none() {
         // The most common key's values, from the visits already held.
-        if let Some((top, _)) = figures.keys.first().cloned() {
+        if let Some(top) = figures.top_key_with(&imported) {
             figures = filtered::properties(
                 filters,
                 Some(&top),
@@ -317,7 +328,7 @@ pub async fn properties(
     }
     match stopped.get() {
         Some(why) => Err(why.into()),
-        None => Ok(figures),
+        None => Ok(figures.with_imported(&imported)),
     }
 }
 
@@ -374,6 +385,10 @@ pub async fn imported_note(
         "Imported figures are left out: an import brings totals, not visits, so no filter applies to them. Filtered figures count the visits recorded here.".to_owned()
     }))
 }
+
+/// What the Properties report says when imported days are counted in
+/// ([`filtered::PropertyFigures::with_imported`]).
+pub const IMPORTED_PROPERTIES_COUNTED: &str = "Imported days are counted with what their exports keep of properties: the link URLs (url) and paths (path) of Plausible's custom events, each with its events and its visitors as visits; a share is of every visit, imported days' included. Imports keep no views, and no other property.";
 
 /// "1 in 12" for a share of visitors read; `None` when all were read.
 pub fn sample_words(share: f64) -> Option<String> {

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use super::breakdowns::{self, BreakdownCounts, BreakdownIncrements};
 use super::buckets::PART_DIRECT;
+use super::imported_properties;
 use super::progress::{self, Advance, Stream};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
 use super::{Increments, Resolution, Store};
@@ -177,10 +178,12 @@ pub enum Counts<'a> {
     /// Visits that left from the page: page buckets only.
     Exits(u32),
     /// Breakdown names, each counted `n` times (an event's: `n` events,
-    /// its visitors converted).
+    /// its visitors converted), and the custom properties an event's
+    /// `n` events carried (`storage::imported_properties`).
     Labels {
         names: &'a [(crate::domain::Dimension, String)],
         n: u32,
+        properties: &'a crate::domain::properties::Properties,
     },
 }
 
@@ -236,6 +239,47 @@ impl Figure<'_> {
                 counters(visit_counters(0, 0, 0, n)),
                 none,
             ),
+            _ => {}
+        }
+    }
+}
+
+impl Figure<'_> {
+    /// What the figure adds to the imported properties: an event's
+    /// properties, with its events and its visitors as visits; the site's
+    /// visits of the day, which a value's share is of.
+    fn add_properties(&self, into: &mut imported_properties::PropertyCounts) {
+        let site = self
+            .page
+            .split_once('/')
+            .map_or(self.page, |(site, _)| site);
+        let sign = i64::from(self.sign);
+        let visitors = i64::try_from(self.visitors).unwrap_or(i64::MAX);
+        match self.counts {
+            Counts::Labels {
+                names,
+                n,
+                properties,
+            } => {
+                let Some((_, event)) = names
+                    .iter()
+                    .find(|(d, _)| *d == crate::domain::Dimension::Event)
+                else {
+                    return;
+                };
+                for (key, value) in properties.iter() {
+                    into.add_property(
+                        site,
+                        self.at,
+                        (event, key, value),
+                        i64::from(n) * sign,
+                        visitors * sign,
+                    );
+                }
+            }
+            Counts::SiteVisits { visits, .. } => {
+                into.add_day(site, self.at, i64::from(visits) * sign)
+            }
             _ => {}
         }
     }
@@ -402,7 +446,7 @@ impl BucketWriter {
             return Ok(FlushReport::default());
         }
         let by_source = breakdown_increments(self.part(advance), counted.iter());
-        self.transact(&increments, &by_source, (Vec::new(), Vec::new()), advance)
+        self.transact(&increments, &by_source, Vec::new(), advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,
@@ -427,9 +471,13 @@ impl BucketWriter {
             }
         }
         let mut counted = BreakdownCounts::default();
+        let mut properties = imported_properties::PropertyCounts::default();
         if advance.stream == Stream::Sources {
             for figure in figures {
-                if let Counts::Labels { names, n } = figure.counts {
+                if self.expired.keeps(Resolution::Day, figure.at) {
+                    figure.add_properties(&mut properties);
+                }
+                if let Counts::Labels { names, n, .. } = figure.counts {
                     for (dimension, name) in names {
                         let converted = (*dimension == crate::domain::Dimension::Event)
                             .then(|| figure.visitor_ids())
@@ -442,17 +490,18 @@ impl BucketWriter {
             }
         }
         let by_source = breakdown_increments(self.part(Some(advance)), counted.iter());
-        self.transact(
-            &increments,
-            &by_source,
-            (Vec::new(), Vec::new()),
-            Some(advance),
-        )
-        .await
-        .map(|outcomes| FlushReport {
-            hits: figures.len(),
-            outcomes,
-        })
+        let others = if properties.is_empty() {
+            Vec::new()
+        } else {
+            let statements = properties.raw_statements().map_err(unencodable)?;
+            vec![(imported_properties::COLLECTION, statements)]
+        };
+        self.transact(&increments, &by_source, others, Some(advance))
+            .await
+            .map(|outcomes| FlushReport {
+                hits: figures.len(),
+                outcomes,
+            })
     }
 
     /// Applies a batch of `hits` journaled hits already merged per bucket
@@ -464,7 +513,7 @@ impl BucketWriter {
         hits: usize,
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
-        self.transact(increments, &[], (Vec::new(), Vec::new()), Some(advance))
+        self.transact(increments, &[], Vec::new(), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -479,7 +528,7 @@ impl BucketWriter {
         advance: &Advance<'_>,
     ) -> Result<FlushReport, ApplyError> {
         let by_source = breakdown_increments(self.part(Some(advance)), views);
-        self.transact(&[], &by_source, (Vec::new(), Vec::new()), Some(advance))
+        self.transact(&[], &by_source, Vec::new(), Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -495,7 +544,13 @@ impl BucketWriter {
     ) -> Result<FlushReport, ApplyError> {
         let statements = visits.raw_statements().map_err(unencodable)?;
         let days = raw(visits.day_statements()).map_err(unencodable)?;
-        self.transact(&[], &[], (statements, days), Some(advance))
+        // The visit days' counters, in the same transaction: a day pack
+        // is valid exactly while its day's counter is unchanged.
+        let others = vec![
+            (super::visit_log::PARTS, statements),
+            (super::visit_days::COLLECTION, days),
+        ];
+        self.transact(&[], &[], others, Some(advance))
             .await
             .map(|outcomes| FlushReport { hits, outcomes })
     }
@@ -504,7 +559,7 @@ impl BucketWriter {
         &self,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        visits: (Vec<RawDocumentBuf>, Vec<RawDocumentBuf>),
+        others: Vec<(&'static str, Vec<RawDocumentBuf>)>,
         advance: Option<&Advance<'_>>,
     ) -> Result<Vec<UpdateOutcome>, ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -522,7 +577,7 @@ impl BucketWriter {
             .await
             .map_err(|e| ApplyError::NotApplied(e.into()))?;
         let body = self
-            .statements(&mut session, increments, by_source, visits, advance)
+            .statements(&mut session, increments, by_source, others, advance)
             .await;
         let (outcomes, written_names) = match body {
             Ok(done) => done,
@@ -614,7 +669,7 @@ impl BucketWriter {
         session: &mut ClientSession,
         increments: &[Increments],
         by_source: &[BreakdownIncrements],
-        (visits, days): (Vec<RawDocumentBuf>, Vec<RawDocumentBuf>),
+        others: Vec<(&'static str, Vec<RawDocumentBuf>)>,
         advance: Option<&Advance<'_>>,
     ) -> Result<(Vec<UpdateOutcome>, Vec<breakdowns::Names>), ApplyError> {
         let limit = self.store.attempt_timeout();
@@ -646,18 +701,13 @@ impl BucketWriter {
                 .await?;
             outcomes.push(outcome);
         }
-        if !visits.is_empty() {
-            let outcome = self
-                .update(session, super::visit_log::PARTS, visits, limit)
-                .await?;
-            outcomes.push(outcome);
-        }
-        // The visit days' counters, in the same transaction: a day pack is
-        // valid exactly while its day's counter is unchanged.
-        if !days.is_empty() {
-            let outcome = self
-                .update(session, super::visit_days::COLLECTION, days, limit)
-                .await?;
+        // Other collections the batch writes (the visit store, imported
+        // properties), each in one command.
+        for (collection, statements) in others {
+            if statements.is_empty() {
+                continue;
+            }
+            let outcome = self.update(session, collection, statements, limit).await?;
             outcomes.push(outcome);
         }
         if let Some(advance) = advance {

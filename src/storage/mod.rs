@@ -9,6 +9,7 @@ pub mod clear;
 pub mod day_visitors;
 pub mod email;
 pub mod funnels;
+pub mod imported_properties;
 pub mod imported_reads;
 pub mod imports;
 pub mod kept_breakdowns;

@@ -73,6 +73,8 @@ pub async fn apply(
         .chain([
             (super::page_summaries::COLLECTION, Resolution::Day),
             (super::page_summaries::HOUR_COLLECTION, Resolution::Hour),
+            // Imported properties stand for their days' figures.
+            (super::imported_properties::COLLECTION, Resolution::Day),
         ]);
     for (name, level) in collections {
         let wanted = retention.expire_after_secs(level);

@@ -194,7 +194,8 @@ pub(crate) async fn everything_counted(app: &TestApp) -> BTreeMap<String, i64> {
     for name in db.list_collection_names().await.unwrap() {
         if !(name.starts_with("views_")
             || name.starts_with("site_")
-            || name.starts_with("sources_"))
+            || name.starts_with("sources_")
+            || name == tickertape::storage::imported_properties::COLLECTION)
         {
             continue;
         }

@@ -39,6 +39,9 @@ struct Export {
     systems: BTreeMap<String, i64>,
     sources: BTreeMap<String, i64>,
     events: BTreeMap<String, i64>,
+    /// The custom events' link URLs (`url`) and paths (`path`): per key
+    /// and value, events and visitors.
+    props: BTreeMap<(String, String), [i64; 2]>,
 }
 
 fn table(header: &[&str], rows: &[Vec<String>], reversed: bool) -> String {
@@ -86,6 +89,7 @@ fn export(days: u32, more_pages: usize, old_columns: bool, reversed: bool) -> Ex
         systems: BTreeMap::new(),
         sources: BTreeMap::new(),
         events: BTreeMap::new(),
+        props: BTreeMap::new(),
     };
     let (mut visitors, mut pages, mut entry, mut exit) = (vec![], vec![], vec![], vec![]);
     let (mut sources, mut locations, mut browsers, mut events) = (vec![], vec![], vec![], vec![]);
@@ -266,16 +270,34 @@ fn export(days: u32, more_pages: usize, old_columns: bool, reversed: bool) -> Ex
             ]);
             *e.systems.entry(ours.into()).or_default() += n_views;
         }
-        for (name, n_events) in [("Signup", 2 + n % 3), ("Outbound Link: Click", 4)] {
+        // Plausible writes a row per event, link and path: the script's
+        // extensions send an outbound link's or a download's `url`, a
+        // 404's `path`. A link that is an email address is no property.
+        let outbound = "Outbound Link: Click";
+        for (name, link, path, visitors, n_events) in [
+            ("Signup", "", "", 1, 2 + n % 3),
+            (outbound, "https://a.example/x?y=1", "", 2, 3),
+            (outbound, "https://b.example/", "", 1, 1 + n % 2),
+            (outbound, "mailto:jane@example.com", "", 1, 1),
+            ("File Download", "https://plausible.test/a.pdf", "", 1, 2),
+            ("404", "", "/gone", 1 + n % 2, 2 + n % 3),
+        ] {
             events.push(vec![
                 date.clone(),
                 name.into(),
-                "".into(),
-                "".into(),
-                "1".into(),
+                link.into(),
+                path.into(),
+                visitors.to_string(),
                 n_events.to_string(),
             ]);
             *e.events.entry(name.into()).or_default() += n_events;
+            for (key, value) in [("url", link), ("path", path)] {
+                if !value.is_empty() && !value.contains('@') {
+                    let p = e.props.entry((key.into(), value.into())).or_default();
+                    p[0] += n_events;
+                    p[1] += visitors;
+                }
+            }
         }
     }
     let stamp = format!(
@@ -609,6 +631,69 @@ async fn assert_reports_show(
             p.json
         );
     }
+    // The custom events' link URLs and paths, in the API's property
+    // breakdown, the Properties page and its file: each value's events,
+    // and its visitors as visits, out of every imported visit.
+    for key in ["url", "path"] {
+        let breakdown = format!(
+            "/api/v1/sites/{}/breakdown?{range}&dimension=prop:{key}&limit=1000",
+            site.id
+        );
+        let a = crate::json_api::get(app, &token, &breakdown).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let got: BTreeMap<(String, String), [i64; 2]> = a.json["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    (key.to_owned(), r["name"].as_str().unwrap().to_owned()),
+                    [r["events"].as_i64().unwrap(), r["count"].as_i64().unwrap()],
+                )
+            })
+            .collect();
+        let want: BTreeMap<_, _> = e
+            .props
+            .iter()
+            .filter(|((k, _), _)| k == key)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{key}: {}", a.json);
+        assert_eq!(a.json["of"].as_i64(), Some(e.visits), "{}", a.json);
+        assert_eq!(
+            a.json["period"]["filtered"]["importedCounted"], true,
+            "{}",
+            a.json
+        );
+        // A filter leaves imported days out: they keep no visits.
+        let a = crate::json_api::get(app, &token, &format!("{breakdown}&filter=country:US")).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        assert_eq!(a.json["entries"].as_array().map(Vec::len), Some(0));
+        assert_eq!(a.json["period"]["filtered"]["importedCounted"], false);
+    }
+    let properties = format!("/sites/{}/properties?{range}&key=url", site.id);
+    let (status, html) = admin.text(&properties).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("b.example"), "{html}");
+    assert!(
+        !html.contains("jane@example.com"),
+        "an email is no property"
+    );
+    assert!(html.contains("Imported days are counted"), "{html}");
+    let (status, csv) = admin
+        .text(&format!(
+            "/sites/{}/properties.csv?{range}&key=path",
+            site.id
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let gone = e.props[&("path".to_owned(), "/gone".to_owned())];
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("/gone,") && l.contains(&gone[1].to_string())),
+        "{csv}"
+    );
     // The API's series says the same as the report finer than a day.
     for (res, note) in [("hour", true), ("day", false)] {
         let series = format!("/api/v1/sites/{}/series?{range}&res={res}", site.id);
@@ -831,6 +916,7 @@ async fn a_plausible_import_killed_midway_and_run_again_ends_with_the_files_figu
     crate::imports::kill_midway_then_rerun(&app, import, "views", e.views.values().sum()).await;
     assert_eq!(stored_views(&app, site.time_zone.tz()).await, e.views);
     assert_eq!(site_day_counts(&app, Dimension::Event).await, e.events);
+    assert_eq!(stored_properties(&app).await, e.props);
     assert_eq!(site_day_counts(&app, Dimension::Country).await, e.countries);
 }
 
@@ -1284,6 +1370,35 @@ async fn a_deleted_plausible_import_takes_every_figure_back() {
         again["/docs"], pages["/pricing"],
         "{again:?} after {pages:?}"
     );
+}
+
+/// The imported properties as stored: per key and value, events and
+/// visits, all days together.
+async fn stored_properties(app: &TestApp) -> BTreeMap<(String, String), [i64; 2]> {
+    use tickertape::storage::imported_properties::COLLECTION;
+    let docs: Vec<bson::Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<bson::Document>(COLLECTION)
+            .find(bson::doc! {"key": {"$exists": true}})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut all: BTreeMap<(String, String), [i64; 2]> = BTreeMap::new();
+    for d in docs {
+        let slot = all
+            .entry((
+                d.get_str("key").unwrap().to_owned(),
+                d.get_str("value").unwrap().to_owned(),
+            ))
+            .or_default();
+        slot[0] += d.get_i64("events").unwrap();
+        slot[1] += d.get_i64("visits").unwrap();
+    }
+    all.retain(|_, v| *v != [0, 0]);
+    all
 }
 
 /// Runs `cmd` to its end, or kills it (by its id) after `limit`: an

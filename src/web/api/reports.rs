@@ -145,20 +145,26 @@ impl Asked {
 
     /// The period of figures read from the visit store alone (funnels,
     /// properties), whether filtered or not: the filters, the share of
-    /// visitors read, and the site's imports left out (they keep no
-    /// visits).
+    /// visitors read, and the site's imports: left out (they keep no
+    /// visits), but for the imported properties an unfiltered Properties
+    /// read counts (`imported_counted`).
     async fn visit_store_period(
         &self,
         state: &WebState,
         site: &Site,
         sampled: f64,
+        imported_counted: bool,
     ) -> Result<PeriodBody, ApiError> {
-        let imported = filtered_read::imported_note(&state.store, site).await?;
+        let imported = if imported_counted {
+            Some(filtered_read::IMPORTED_PROPERTIES_COUNTED.to_owned())
+        } else {
+            filtered_read::imported_note(&state.store, site).await?
+        };
         Ok(PeriodBody {
             filtered: Some(FilteredBody {
                 filters: self.filters.iter().map(ToString::to_string).collect(),
                 sampled,
-                imported_counted: imported.as_ref().map(|_| false),
+                imported_counted: imported.as_ref().map(|_| imported_counted),
                 imported,
             }),
             ..self.period_read_from(engine::VISIT_STORE)
@@ -729,7 +735,9 @@ async fn property_breakdown(
         })
         .collect();
     let previous_period = asked.period.previous();
-    let period = asked.visit_store_period(state, site, now.sampled).await?;
+    let period = asked
+        .visit_store_period(state, site, now.sampled, now.imported)
+        .await?;
     Ok(ok(&BreakdownBody {
         site: site.id.to_string(),
         path: path.as_ref().map(|p| p.shown().to_owned()),
@@ -1026,7 +1034,7 @@ pub async fn funnel(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
         .await?;
     // A funnel always leaves imports out: they keep no visits.
     let period = asked
-        .visit_store_period(&state, &site, figures.sampled)
+        .visit_store_period(&state, &site, figures.sampled, false)
         .await?;
     Ok(ok(&FunnelBody {
         site: site.id.to_string(),
