@@ -20,7 +20,9 @@
 //! advances its progress (`BucketWriter::apply_figures`), as `$inc`s, so
 //! an import killed midway and run again counts each row once, and a
 //! deleted import's rows are taken back by the same statements with the
-//! other sign. Kept as long as the day buckets (`storage::retention`).
+//! other sign. Kept as long as the day buckets (`storage::retention`),
+//! removed with a purged site (`storage::site_purge`); not sharded by
+//! `setup --shard` (a few documents a day).
 
 use bson::{doc, Document, RawDocumentBuf};
 use chrono::{DateTime, Utc};
@@ -202,16 +204,6 @@ pub async fn read<E: From<mongodb::error::Error>>(
         });
     }
     Ok(found)
-}
-
-/// Removes a site's imported properties (its purge).
-pub async fn delete_site(store: &Store, site: &str) -> Result<u64, mongodb::error::Error> {
-    Ok(store
-        .db()
-        .collection::<Document>(COLLECTION)
-        .delete_many(doc! {"site": site})
-        .await?
-        .deleted_count)
 }
 
 #[cfg(test)]

@@ -53,6 +53,10 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
     }
     targets.push((super::visit_log::COLLECTION, doc! {"site": site_key}));
     targets.push((super::visit_log::PARTS, doc! {"site": site_key}));
+    targets.push((
+        super::imported_properties::COLLECTION,
+        doc! {"site": site_key},
+    ));
     for (collection, filter) in targets {
         removed += store
             .db()
@@ -65,7 +69,6 @@ async fn purge(store: &Store, site: &Site) -> Result<u64, mongodb::error::Error>
     // The visits' read model and counters go with them.
     removed += super::visit_packs::delete_site(store, site_key).await?;
     removed += super::visit_days::delete_site(store, site_key).await?;
-    removed += super::imported_properties::delete_site(store, site_key).await?;
     let id = bson::Uuid::from(site.id.as_uuid());
     // Its share links would open nothing; a new site never reuses the id.
     store

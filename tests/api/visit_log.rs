@@ -340,7 +340,7 @@ async fn the_store_switched_off_writes_no_visit_and_the_buckets_are_the_same() {
 }
 
 #[tokio::test]
-async fn a_purged_site_loses_its_visits_and_their_day_packs() {
+async fn a_purged_site_loses_its_visits_their_day_packs_and_imported_properties() {
     let app = spawn_app().await;
     let site = app.add_site("gone.test", &[]).await;
     let r = app.pixel(&format!("site={}&page=/", site.id)).await;
@@ -367,6 +367,14 @@ async fn a_purged_site_loses_its_visits_and_their_day_packs() {
         left(visit_packs::COLLECTION).await,
         u64::from(visit_packs::CHUNKS)
     );
+    // And what an import brought of its properties.
+    use tickertape::storage::imported_properties as imported;
+    app.store
+        .db()
+        .collection::<bson::Document>(imported::COLLECTION)
+        .insert_one(doc! {"_id": "x", "site": "gone.test", "event": "404", "key": "path", "value": "/a", "events": 1i64, "visits": 1i64})
+        .await
+        .unwrap();
     tickertape::storage::sites::mark_deleted(&app.store, &site, Utc::now())
         .await
         .unwrap();
@@ -382,6 +390,7 @@ async fn a_purged_site_loses_its_visits_and_their_day_packs() {
     assert_eq!(left(visit_days::COLLECTION).await, 0);
     assert_eq!(left(visit_packs::COLLECTION).await, 0);
     assert_eq!(left(visit_log::PARTS).await, 0);
+    assert_eq!(left(imported::COLLECTION).await, 0);
 }
 
 /// The `retention` index of the visits, as `listIndexes` returns it: the
