@@ -283,6 +283,8 @@ pub struct Pass<'a> {
     pub batch_rows: u64,
     pub sign: i32,
     pub part: i32,
+    /// Whether its rows' custom properties are written (taken back).
+    pub properties: bool,
     pub until: Option<[u64; 3]>,
 }
 
@@ -303,6 +305,7 @@ pub async fn apply<T: Counted>(
         batch_rows,
         sign,
         part,
+        properties,
         until,
     } = *pass;
     let rows = rows.map(|row| match row {
@@ -324,7 +327,8 @@ pub async fn apply<T: Counted>(
     }
     let writer = BucketWriter::new(store)
         .skipping(expired)
-        .writing_part(part);
+        .writing_part(part)
+        .writing_properties(properties);
     let mut at = [0u64; 3];
     for stream in Stream::ALL {
         at[stream.index()] = progress::ensure(store, key, 0, stream, 0).await?;

@@ -414,6 +414,7 @@ impl Delete<'_> {
         if let (Some(first), Some(last)) = (summary.first, summary.last) {
             imports::drop_emptied_sketches(store, site.domain.as_str(), first, last).await?;
         }
+        crate::storage::imported_properties::drop_emptied(store, site.domain.as_str()).await?;
         imports::forget(store, record, &delete_key).await?;
         Ok((summary, until))
     }
@@ -564,6 +565,7 @@ fn new_record(
         from_website: None,
         skip_after: Some(now),
         rows_key: None,
+        properties: true,
     }
 }
 
@@ -674,6 +676,7 @@ async fn apply_checked<T: Counted>(
         batch_rows,
         sign,
         part: record.part,
+        properties: record.properties,
         until,
     };
     let summary =

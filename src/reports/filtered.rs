@@ -1174,8 +1174,6 @@ mod tests {
             properties: rows
                 .iter()
                 .map(|&(key, value, events, visits)| ImportedProperty {
-                    at: Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(),
-                    event: "Outbound Link: Click".into(),
                     key: key.into(),
                     value: value.into(),
                     events,

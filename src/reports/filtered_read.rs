@@ -293,12 +293,16 @@ pub async fn properties(
     key: Option<&str>,
     period: &Period,
 ) -> Result<filtered::PropertyFigures, ReadError> {
-    let (visits, share) =
+    let (mut visits, share) =
         read_visits(store, site, filters, utc_day_start(period.from), period.to).await?;
     let range = (period.from, period.to);
     // Imported days keep no visits, so no filter can apply to them: they
-    // are counted without filters only (`imported_properties`).
+    // are counted without filters only (`imported_properties`). Then the
+    // days an import replaced (`--overlap replace`) are its, as in every
+    // unfiltered figure: the visits tracked on them are left out.
     let imported = if filters.is_empty() {
+        let replaced = replaced_spans(store, site).await?;
+        visits.retain(|v| !replaced.iter().any(|(a, b)| v.start >= *a && v.start < *b));
         imported_properties::read(store, site.domain.as_str(), range, |bytes| {
             costly::charge(bytes).map_err(ReadError::from)
         })
@@ -384,6 +388,22 @@ pub async fn imported_note(
     Ok((!imports.is_empty()).then(|| {
         "Imported figures are left out: an import brings totals, not visits, so no filter applies to them. Filtered figures count the visits recorded here.".to_owned()
     }))
+}
+
+/// The spans `--overlap replace` imports of `site` cleared of its live
+/// figures to put theirs there.
+async fn replaced_spans(
+    store: &Store,
+    site: &Site,
+) -> Result<Vec<(DateTime<Utc>, DateTime<Utc>)>, mongodb::error::Error> {
+    Ok(
+        crate::storage::imports::list(store, Some(&site.id.to_string()))
+            .await?
+            .into_iter()
+            .filter(|r| r.cleared)
+            .flat_map(|r| r.replaced.into_iter().map(|d| (d.from, d.to)))
+            .collect(),
+    )
 }
 
 /// What the Properties report says when imported days are counted in

@@ -60,6 +60,9 @@ pub struct BucketWriter {
     /// lane's ([`part_of`]): an import's own, so that nothing it adds can
     /// make a live lane's statement fail.
     part: Option<i32>,
+    /// Whether an import's figures write their custom properties
+    /// ([`BucketWriter::writing_properties`]).
+    properties: bool,
 }
 
 /// Per view level, the instant before which a bucket is already past the
@@ -373,7 +376,16 @@ impl BucketWriter {
             known_names: Default::default(),
             expired: Expired::default(),
             part: None,
+            properties: false,
         }
+    }
+
+    /// A writer of an import's figures that writes (or, with the other
+    /// sign, takes back) the custom properties they carry: not for an
+    /// import recorded before they were written.
+    pub fn writing_properties(mut self, properties: bool) -> Self {
+        self.properties = properties;
+        self
     }
 
     /// A writer of the site buckets' `part` whatever its advance's lane
@@ -474,7 +486,7 @@ impl BucketWriter {
         let mut properties = imported_properties::PropertyCounts::default();
         if advance.stream == Stream::Sources {
             for figure in figures {
-                if self.expired.keeps(Resolution::Day, figure.at) {
+                if self.properties && self.expired.keeps(Resolution::Day, figure.at) {
                     figure.add_properties(&mut properties);
                 }
                 if let Counts::Labels { names, n, .. } = figure.counts {

@@ -17,6 +17,9 @@
 //!   partly inside is made again from its hour buckets outside the span
 //!   (capped as the writer caps it), in the same transaction that empties
 //!   the hour buckets inside, so a rerun makes the same day again;
+//! - the imported properties of days starting in the span are deleted
+//!   (`imported_properties`: an earlier import's, as the clear runs
+//!   before this one's rows);
 //! - every bucket written gets [`TAKEN_BACK`] (views) or [`WRITES`]
 //!   (breakdowns) raised, so kept answers see the change, and the site's
 //!   stored page summaries are dropped (made again from the buckets).
@@ -65,6 +68,7 @@ pub async fn clear_span(
         clear_breakdowns(store, domain, subject, from, to).await?;
     }
     super::page_summaries::delete_site(store, site_id).await?;
+    super::imported_properties::clear_span(store, domain.as_str(), from, to).await?;
     // Its bound is inclusive (a delete's is its last row's instant).
     let last = to - chrono::TimeDelta::seconds(1);
     super::imports::drop_emptied_sketches(store, domain.as_str(), from, last).await?;

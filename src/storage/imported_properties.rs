@@ -21,8 +21,11 @@
 //! an import killed midway and run again counts each row once, and a
 //! deleted import's rows are taken back by the same statements with the
 //! other sign. Kept as long as the day buckets (`storage::retention`),
-//! removed with a purged site (`storage::site_purge`); not sharded by
-//! `setup --shard` (a few documents a day).
+//! removed with a purged site (`storage::site_purge`) and, over the days
+//! it replaces, by an `--overlap replace` import's clear
+//! (`storage::clear`). Not sharded by `setup --shard`: a site's documents
+//! are its imported days' distinct link URLs and paths, far fewer than
+//! its buckets.
 
 use bson::{doc, Document, RawDocumentBuf};
 use chrono::{DateTime, Utc};
@@ -129,18 +132,18 @@ fn id(parts: &[&str]) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
-/// One imported value of one event's property over one day.
+/// One imported value of a property over a range: its events, and its
+/// visitors as visits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportedProperty {
-    pub at: DateTime<Utc>,
-    pub event: String,
     pub key: String,
     pub value: String,
     pub events: i64,
     pub visits: i64,
 }
 
-/// What imports brought to a range: the properties, and the days' visits.
+/// What imports brought to a range: each value's figures, and the days'
+/// visits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImportedRange {
     pub properties: Vec<ImportedProperty>,
@@ -154,9 +157,12 @@ impl ImportedRange {
 }
 
 /// The imported properties and visits of `site`'s days starting in
-/// `[from, to)`, through the reports' read preference, each document
-/// charged to `hold` as it arrives (its text) so a read past the
-/// budget stops. Documents taken back to nothing are skipped.
+/// `[from, to)`, through the reports' read preference, added up per key
+/// and value as they arrive, so what is held is one entry per distinct
+/// value (charged to `hold` when first seen: a read past the budget
+/// stops), however many days the range has. A document below 0 (an
+/// import recorded before imported properties, taken back by a newer
+/// build, cannot be: see `ImportRecord::properties`) counts as 0.
 pub async fn read<E: From<mongodb::error::Error>>(
     store: &Store,
     site: &str,
@@ -175,35 +181,72 @@ pub async fn read<E: From<mongodb::error::Error>>(
             "timestamp": {"$gte": bson::DateTime::from_chrono(from),
                           "$lt": bson::DateTime::from_chrono(to)},
         })
-        .projection(doc! {"_id": 0, "site": 0})
+        .projection(doc! {"key": 1, "value": 1, "events": 1, "visits": 1})
         .max_time(store.report_max_time())
         .await?;
+    let mut values: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
     while let Some(d) = cursor.try_next().await? {
-        let text = |name: &str| d.get_str(name).ok().map(str::to_owned);
-        let visits = super::values::count(d.get("visits"));
-        let events = super::values::count(d.get("events"));
-        let (Some(event), Some(key), Some(value)) = (text("event"), text("key"), text("value"))
-        else {
+        let visits = super::values::count(d.get("visits")).max(0);
+        let events = super::values::count(d.get("events")).max(0);
+        let (Ok(key), Ok(value)) = (d.get_str("key"), d.get_str("value")) else {
             found.visits = found.visits.saturating_add(visits);
             continue;
         };
         if events == 0 && visits == 0 {
             continue;
         }
-        hold((event.len() + key.len() + value.len() + 64) as u64)?;
-        let Ok(at) = d.get_datetime("timestamp") else {
-            continue;
-        };
-        found.properties.push(ImportedProperty {
-            at: at.to_chrono(),
-            event,
+        let pair = (key.to_owned(), value.to_owned());
+        if !values.contains_key(&pair) {
+            hold((pair.0.len() + pair.1.len() + 96) as u64)?;
+        }
+        let sums = values.entry(pair).or_default();
+        sums.0 = sums.0.saturating_add(events);
+        sums.1 = sums.1.saturating_add(visits);
+    }
+    found.properties = values
+        .into_iter()
+        .map(|((key, value), (events, visits))| ImportedProperty {
             key,
             value,
             events,
             visits,
-        });
-    }
+        })
+        .collect();
     Ok(found)
+}
+
+/// Deletes what imports brought to `site`'s days starting in `[from,
+/// to)`: an `--overlap replace` import's clear, before its own rows.
+pub async fn clear_span(
+    store: &Store,
+    site: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<u64, mongodb::error::Error> {
+    let span = doc! {"$gte": bson::DateTime::from_chrono(from),
+    "$lt": bson::DateTime::from_chrono(to)};
+    Ok(store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .delete_many(doc! {"site": site, "timestamp": span})
+        .write_concern(store.commit_write_concern())
+        .await?
+        .deleted_count)
+}
+
+/// Deletes `site`'s documents taken back to nothing (a deleted import's),
+/// so that reads do not scan them for ever: none holds a count.
+pub async fn drop_emptied(store: &Store, site: &str) -> Result<u64, mongodb::error::Error> {
+    Ok(store
+        .db()
+        .collection::<Document>(COLLECTION)
+        .delete_many(doc! {
+            "site": site,
+            "visits": {"$lte": 0},
+            "$or": [{"events": {"$exists": false}}, {"events": {"$lte": 0}}],
+        })
+        .await?
+        .deleted_count)
 }
 
 #[cfg(test)]

@@ -64,6 +64,10 @@ pub struct ImportRecord {
     /// What identifies its rows whatever else its files hold (Umami's
     /// event ids), to recognise them in another import.
     pub rows_key: Option<String>,
+    /// Its rows wrote what they carry of custom properties
+    /// ([`super::imported_properties`]); false for imports recorded
+    /// before they did, whose delete must take none back.
+    pub properties: bool,
 }
 
 /// A day an import replaces, and the instants it spans (a day in the
@@ -106,6 +110,7 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         from_website: d.get_str("fromWebsite").ok().map(str::to_owned),
         skip_after: d.get_datetime("skipAfter").ok().map(|t| t.to_chrono()),
         rows_key: d.get_str("rowsKey").ok().map(str::to_owned),
+        properties: d.get_bool("properties").unwrap_or(false),
         cleared_by_others: documents(d, "clearedByOthers")
             .filter_map(span_of)
             .collect(),
@@ -255,6 +260,7 @@ pub async fn begin(
                 "fromWebsite": &record.from_website,
                 "skipAfter": record.skip_after.map(bson::DateTime::from_chrono),
                 "rowsKey": &record.rows_key,
+                "properties": record.properties,
                 "startedAt": bson::DateTime::from_chrono(record.started_at),
                 "dailyFrom": record.daily.map(|(from, _)| bson::DateTime::from_chrono(from)),
                 "dailyTo": record.daily.map(|(_, to)| bson::DateTime::from_chrono(to)),

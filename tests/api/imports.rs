@@ -208,9 +208,15 @@ pub(crate) async fn everything_counted(app: &TestApp) -> BTreeMap<String, i64> {
         .await
         .unwrap();
         for d in docs {
+            // Imported properties by document: one per value and day.
             let key = d
                 .get_str("page")
-                .or_else(|_| d.get_str("site"))
+                .or_else(
+                    |_| match name == tickertape::storage::imported_properties::COLLECTION {
+                        true => d.get_str("_id"),
+                        false => d.get_str("site"),
+                    },
+                )
                 .unwrap_or("?")
                 .to_owned();
             let at = d

@@ -691,8 +691,8 @@ async fn assert_reports_show(
     let gone = e.props[&("path".to_owned(), "/gone".to_owned())];
     assert!(
         csv.lines()
-            .any(|l| l.starts_with("/gone,") && l.contains(&gone[1].to_string())),
-        "{csv}"
+            .any(|l| l.starts_with(&format!("/gone,{},", gone[1]))),
+        "value, visits: {csv}"
     );
     // The API's series says the same as the report finer than a day.
     for (res, note) in [("hour", true), ("day", false)] {
@@ -1108,6 +1108,52 @@ async fn replacing_days_of_a_zone_off_whole_hours_is_refused_and_writes_nothing(
         .await
         .unwrap();
     assert_eq!(records, 0);
+}
+
+/// An import replacing days another import brought leaves only its own
+/// properties there, and takes nothing of them back when the other is
+/// deleted.
+#[tokio::test]
+async fn a_replacing_imports_properties_are_the_only_ones_on_its_days() {
+    let app = spawn_app().await;
+    app.add_site("plausible.test", &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = export(3, 0, false, false);
+    write_dir(&dir.path().join("first"), &first);
+    let out = plausible(&app, "plausible.test", &dir.path().join("first"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let first_key = crate::imports::printed_key(&out);
+    assert_eq!(stored_properties(&app).await, first.props);
+    // The same days with another link in place of one.
+    let mut second = export(3, 0, false, false);
+    for (name, text) in second.files.iter_mut() {
+        if name.contains("custom_events") {
+            *text = text.replace("https://b.example/", "https://c.example/");
+        }
+    }
+    let moved = second
+        .props
+        .remove(&("url".to_owned(), "https://b.example/".to_owned()))
+        .unwrap();
+    second
+        .props
+        .insert(("url".to_owned(), "https://c.example/".to_owned()), moved);
+    write_dir(&dir.path().join("second"), &second);
+    let out = plausible(&app, "plausible.test", &dir.path().join("second"))
+        .args(["--overlap", "replace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stored_properties(&app).await, second.props);
+    // The first import's delete skips the days it lost: nothing of the
+    // second's is taken back.
+    let out = crate::imports::delete_command(&app, &first_key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stored_properties(&app).await, second.props);
 }
 
 #[tokio::test]

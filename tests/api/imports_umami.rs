@@ -420,8 +420,9 @@ async fn an_umami_export_lands_exactly_once_with_its_visits_in_every_report() {
         // Visitors are a sketch's estimate, and the import's visitor ids
         // are keyed by the site's id, new in every run. At 50 visitors the
         // estimate is the number of registers set: one fewer for each
-        // visitor sharing a register. Of 200,000 simulated days of 50,
-        // 7 % were one short, 0.24 % two, 0.006 % three, none more.
+        // visitor beyond the first in a register. Of 200,000 simulated
+        // days of 50, 7 % were one short, 0.24 % two, 0.006 % three, none
+        // more.
         let got = visits_report["visitors"].as_i64().unwrap();
         assert!(
             (*visitors - 3..=*visitors).contains(&got),
