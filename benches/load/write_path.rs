@@ -30,7 +30,9 @@
 //! only it; `BENCH_WRITE_PATH_SECS`; `BENCH_WRITE_PATH_RUNS` to run a
 //! subset (`views,every,paced,flood,small,props`);
 //! `BENCH_WRITE_PATH_BEFORE=<a release binary>` runs the every-stream run
-//! again with that build right after this one's, and prints the ratio.
+//! again with that build right after this one's, and prints the ratio;
+//! `BENCH_WRITE_PATH_VARIANT=+NAME=value[+…]` runs it again with those
+//! settings (`TICKERTAPE_NAME`), e.g. `+APPLY_MAX_BUCKETS=40000`, beside it.
 
 use crate::roles::{self, Database};
 use crate::sustained::{run_one, Outcome, RunSpec, STREAMS};
@@ -90,6 +92,9 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
                 "before",
                 go(format!("10000+SERVE_BIN={before}"), None).await?,
             ));
+        }
+        if let Ok(variant) = std::env::var("BENCH_WRITE_PATH_VARIANT") {
+            runs.push(("variant", go(format!("10000{variant}"), None).await?));
         }
     }
     if wants("paced") {
@@ -158,6 +163,14 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
                 "every stream, this build ÷ the build before",
                 every,
                 before,
+                1.0,
+            );
+        }
+        if let Some(variant) = get("variant") {
+            ratio_line(
+                "every stream, the variant's settings ÷ the defaults",
+                variant,
+                every,
                 1.0,
             );
         }
