@@ -216,7 +216,9 @@ pub struct IngestSettings {
     /// Most buckets in one minutes or rollups batch (a batch this large is
     /// applied at once): bounds a transaction and the appliers' memory
     /// (about 300 bytes a bucket) whatever the pages a backlog touches.
-    #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Large enough that a backlog over 10,000 pages is merged per page
+    /// (docs/design/applier.md, "Measured: every stream at saturation").
+    #[arg(long, env = "TICKERTAPE_APPLY_MAX_BUCKETS", default_value_t = 40_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub apply_max_buckets: u64,
 
     /// How long the breakdowns applier (sources, devices, countries,
