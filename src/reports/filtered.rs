@@ -502,20 +502,19 @@ impl PropertyFigures {
         if imported.is_empty() {
             return self;
         }
-        let mut keys: HashMap<String, i64> = self.keys.drain(..).collect();
         let mut rows: HashMap<String, PropertyRow> =
             self.rows.drain(..).map(|r| (r.value.clone(), r)).collect();
-        for p in &imported.properties {
-            let visits = slot(&mut keys, &p.key);
-            *visits = visits.saturating_add(p.visits);
-            if self.key.as_deref() == Some(p.key.as_str()) {
-                let row = slot(&mut rows, &p.value);
-                row.value.clone_from(&p.value);
-                row.visits = row.visits.saturating_add(p.visits);
-                row.events = row.events.saturating_add(p.events);
-            }
+        let chosen = imported
+            .properties
+            .iter()
+            .filter(|p| self.key.as_deref() == Some(p.key.as_str()));
+        for p in chosen {
+            let row = slot(&mut rows, &p.value);
+            row.value.clone_from(&p.value);
+            row.visits = row.visits.saturating_add(p.visits);
+            row.events = row.events.saturating_add(p.events);
         }
-        self.keys = sorted_keys(keys);
+        self.keys = sorted_keys(self.keys_with(imported));
         self.rows = sorted_rows(rows.into_values().collect());
         self.visits = self.visits.saturating_add(imported.visits);
         self.imported = true;
@@ -525,12 +524,20 @@ impl PropertyFigures {
     /// The key most visits carry, imported ones included: the one whose
     /// values a report shows when none is chosen.
     pub fn top_key_with(&self, imported: &ImportedRange) -> Option<String> {
+        sorted_keys(self.keys_with(imported))
+            .into_iter()
+            .next()
+            .map(|(k, _)| k)
+    }
+
+    /// Every key's visits, the imported values' added.
+    fn keys_with(&self, imported: &ImportedRange) -> HashMap<String, i64> {
         let mut keys: HashMap<String, i64> = self.keys.iter().cloned().collect();
         for p in &imported.properties {
             let visits = slot(&mut keys, &p.key);
             *visits = visits.saturating_add(p.visits);
         }
-        sorted_keys(keys).into_iter().next().map(|(k, _)| k)
+        keys
     }
 
     /// Each row with its value's visits in `before` (the period before it),

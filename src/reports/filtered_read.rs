@@ -406,9 +406,23 @@ async fn replaced_spans(
     )
 }
 
-/// What the Properties report says when imported days are counted in
-/// ([`filtered::PropertyFigures::with_imported`]).
-pub const IMPORTED_PROPERTIES_COUNTED: &str = "Imported days are counted with what their exports keep of properties: the link URLs (url) and paths (path) of Plausible's custom events, each with its events and its visitors as visits; a share is of every visit, imported days' included. Imports keep no views, and no other property.";
+/// What a report read from the visit store says of the site's imports:
+/// that they are counted, for Properties figures that count them
+/// ([`filtered::PropertyFigures::with_imported`]), else
+/// [`imported_note`].
+pub async fn visit_store_imported_note(
+    store: &Store,
+    site: &Site,
+    counted: bool,
+) -> Result<Option<String>, mongodb::error::Error> {
+    if counted {
+        return Ok(Some(IMPORTED_PROPERTIES_COUNTED.to_owned()));
+    }
+    imported_note(store, site).await
+}
+
+/// What the Properties report says when imported days are counted in.
+const IMPORTED_PROPERTIES_COUNTED: &str = "Imported days are counted with what their exports keep of properties: the link URLs (url) and paths (path) of Plausible's custom events, each with its events and its visitors as visits; a share is of every visit, imported days' included. Imports keep no views, and no other property.";
 
 /// "1 in 12" for a share of visitors read; `None` when all were read.
 pub fn sample_words(share: f64) -> Option<String> {

@@ -27,7 +27,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use super::breakdowns::{self, BreakdownCounts, BreakdownIncrements};
-use super::buckets::PART_DIRECT;
+use super::buckets::{Subject, PART_DIRECT};
 use super::imported_properties;
 use super::progress::{self, Advance, Stream};
 use super::update::{check_reply, ReplyError, UpdateOutcome};
@@ -245,17 +245,12 @@ impl Figure<'_> {
             _ => {}
         }
     }
-}
 
-impl Figure<'_> {
     /// What the figure adds to the imported properties: an event's
     /// properties, with its events and its visitors as visits; the site's
     /// visits of the day, which a value's share is of.
     fn add_properties(&self, into: &mut imported_properties::PropertyCounts) {
-        let site = self
-            .page
-            .split_once('/')
-            .map_or(self.page, |(site, _)| site);
+        let site = Subject::Site.key_of(self.page);
         let sign = i64::from(self.sign);
         let visitors = i64::try_from(self.visitors).unwrap_or(i64::MAX);
         match self.counts {

@@ -155,11 +155,8 @@ impl Asked {
         sampled: f64,
         imported_counted: bool,
     ) -> Result<PeriodBody, ApiError> {
-        let imported = if imported_counted {
-            Some(filtered_read::IMPORTED_PROPERTIES_COUNTED.to_owned())
-        } else {
-            filtered_read::imported_note(&state.store, site).await?
-        };
+        let imported =
+            filtered_read::visit_store_imported_note(&state.store, site, imported_counted).await?;
         Ok(PeriodBody {
             filtered: Some(FilteredBody {
                 filters: self.filters.iter().map(ToString::to_string).collect(),

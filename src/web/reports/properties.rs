@@ -133,11 +133,9 @@ pub async fn show_properties(
         "A value's visits are the visits (passing every filter) with a view or an event carrying it in the period; its share is of every such visit with a view or event in the period. Properties are what a page's script sends with its views and events (docs/embedding.md).".to_owned(),
     ];
     notes.extend(filtered_read::sample_words(figures.sampled));
-    if figures.imported {
-        notes.push(filtered_read::IMPORTED_PROPERTIES_COUNTED.to_owned());
-    } else {
-        notes.extend(filtered_read::imported_note(&state.store, &site).await?);
-    }
+    notes.extend(
+        filtered_read::visit_store_imported_note(&state.store, &site, figures.imported).await?,
+    );
     let csv = match &key {
         Some(k) => audience.export(kept(&[("key", k)]).replacen(
             &format!("{base}/properties"),
