@@ -3,7 +3,8 @@
 //! six browsers, referrers and campaigns), saturated by wrk for
 //! `BENCH_WRITE_PATH_SECS` (90; quick 15) with only the views' streams
 //! (`BREAKDOWNS=false`, `VISIT_STORE=false`) and with every stream; then
-//! paced at 70 % of the saturating rate; then one client's flood (one
+//! paced at 70 % of the saturating rate (the every-stream run's
+//! all-streams rate); then one client's flood (one
 //! User-Agent and address); then 1,000 pages; beside the HTTP ceiling.
 //!
 //! Each run prints a profile per stream (statements per hit, µs per
@@ -98,8 +99,12 @@ pub async fn run(db: &mut Database, options: &Options) -> anyhow::Result<()> {
         }
     }
     if wants("paced") {
-        if let Some(acked) = find(&runs, "every").map(|o| o.acked_rate) {
-            let rate = (acked * PACED_SHARE) as u32;
+        // The saturating rate with every stream on is the rate every stream
+        // applies (the all-streams rate), not what the pixel acknowledges
+        // while the streams fall behind: pacing at a share of the latter
+        // would load the streams past what they can take at saturation.
+        if let Some(saturating) = find(&runs, "every").map(|o| o.all_applied_rate) {
+            let rate = (saturating * PACED_SHARE) as u32;
             runs.push(("paced", go("10000".into(), Some(rate)).await?));
         }
     }

@@ -50,6 +50,7 @@
 use bson::{doc, Bson, Document};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
 
 use super::buckets::{Subject, Target};
 use crate::domain::dimension::{field_name, Dimension, Labels};
@@ -504,7 +505,7 @@ impl BreakdownIncrements {
     /// The names one found bucket holds, per dimension: the lookup keeps
     /// these and drops the document as it reads (a lookup by time alone
     /// finds every page's bucket at those times).
-    pub fn existing_of(&self, d: &Document) -> Option<(Key, DimensionNames)> {
+    pub fn existing_of(&self, d: &Document) -> Option<(Key, BucketNames)> {
         if self.target.part.is_some_and(|p| d.get_i32("part") != Ok(p)) {
             return None;
         }
@@ -512,10 +513,8 @@ impl BreakdownIncrements {
         let at = d.get_datetime("timestamp").ok()?.to_chrono();
         let names = Dimension::ALL
             .into_iter()
-            .filter_map(|dimension| {
-                let map = d.get_document(dimension.field()).ok()?;
-                Some((dimension, map.keys().cloned().collect()))
-            })
+            .filter_map(|dimension| Some((dimension, d.get_document(dimension.field()).ok()?)))
+            .flat_map(|(dimension, map)| map.keys().map(move |name| (dimension, name.clone())))
             .collect();
         Some(((key, at), names))
     }
@@ -545,8 +544,7 @@ impl BreakdownIncrements {
         existing: &Names,
         made: impl FnMut(Document) -> T,
     ) -> (Vec<T>, Names) {
-        let none = HashMap::new();
-        let no_names = HashSet::new();
+        let none = BucketNames::default();
         let mut after = Names::with_capacity(self.buckets.len());
         let statements = self
             .buckets
@@ -567,8 +565,7 @@ impl BreakdownIncrements {
                         continue;
                     }
                     ordered.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-                    let known = known.get(&dimension).unwrap_or(&no_names);
-                    let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.len());
+                    let mut room = MAX_NAMES_PER_BUCKET.saturating_sub(known.count(dimension));
                     if dimension == Dimension::Source {
                         let total = ordered
                             .iter()
@@ -581,12 +578,12 @@ impl BreakdownIncrements {
                         // A count taken back (an import's deletion) never
                         // takes a place: a name not in the bucket was
                         // counted in `other`, so it is taken from there.
-                        let own = known.contains(name)
+                        let own = known.contains(dimension, name)
                             || n > 0 && {
                                 let fits = room > 0;
                                 room = room.saturating_sub(1);
                                 if fits {
-                                    gained.entry(dimension).or_default().insert(name.clone());
+                                    gained.insert(dimension, name);
                                 }
                                 fits
                             };
@@ -629,14 +626,88 @@ impl BreakdownIncrements {
     }
 }
 
-/// Names per dimension, by field name.
-pub type DimensionNames = HashMap<Dimension, HashSet<String>>;
+/// The names one breakdown bucket holds, per dimension, each as a keyed
+/// 64-bit fingerprint of its field name, kept sorted.
+///
+/// *Why fingerprints*: [`KnownNames`] remembers the names of every bucket a
+/// writer's batches touch (at 10,000 pages, two buckets per page and
+/// hour), and held as strings in a set per dimension they were the largest
+/// thing the write path kept: 55 MB of a 168 MB heap peak at saturation
+/// (design/applier.md, "What the write path holds"). Sixteen bytes a name
+/// instead of about a hundred. The key is drawn per process
+/// ([`RandomState`]), so nobody can craft a name that collides with one a
+/// bucket holds; a chance collision (about 2^-58 for a full dimension)
+/// would give one name a counter of its own past the cap: never a lost or
+/// doubled count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BucketNames {
+    held: Vec<(Dimension, u64)>,
+}
 
-/// Names per bucket and dimension.
-pub type Names = HashMap<Key, DimensionNames>;
+/// The per-process key of the names' fingerprints.
+static NAME_KEY: std::sync::LazyLock<RandomState> = std::sync::LazyLock::new(RandomState::new);
 
-/// Most buckets [`KnownNames`] remembers before it starts over.
-pub const MAX_KNOWN_BUCKETS: usize = 50_000;
+fn fingerprint(name: &str) -> u64 {
+    NAME_KEY.hash_one(name)
+}
+
+impl BucketNames {
+    /// How many names the bucket holds in `dimension`.
+    pub fn count(&self, dimension: Dimension) -> usize {
+        let start = self.held.partition_point(|(d, _)| *d < dimension);
+        let end = self.held.partition_point(|(d, _)| *d <= dimension);
+        end - start
+    }
+
+    pub fn contains(&self, dimension: Dimension, name: &str) -> bool {
+        self.held
+            .binary_search(&(dimension, fingerprint(name)))
+            .is_ok()
+    }
+
+    pub fn insert(&mut self, dimension: Dimension, name: &str) {
+        let entry = (dimension, fingerprint(name));
+        if let Err(at) = self.held.binary_search(&entry) {
+            self.held.insert(at, entry);
+        }
+    }
+
+    /// Adds what `other` holds.
+    pub fn extend(&mut self, other: &BucketNames) {
+        for entry in &other.held {
+            if let Err(at) = self.held.binary_search(entry) {
+                self.held.insert(at, *entry);
+            }
+        }
+    }
+
+    /// What it takes in memory.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.held.capacity() * std::mem::size_of::<(Dimension, u64)>()
+    }
+}
+
+impl FromIterator<(Dimension, String)> for BucketNames {
+    fn from_iter<I: IntoIterator<Item = (Dimension, String)>>(iter: I) -> Self {
+        let mut held: Vec<(Dimension, u64)> = iter
+            .into_iter()
+            .map(|(d, name)| (d, fingerprint(&name)))
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        held.shrink_to_fit();
+        BucketNames { held }
+    }
+}
+
+/// Names per bucket.
+pub type Names = HashMap<Key, BucketNames>;
+
+/// Most bytes [`KnownNames`] holds before it starts over (per writer: one
+/// per lane's breakdowns stream). At the bench's traffic a bucket holds
+/// about 30 names, about 600 bytes with its key: the buckets of 10,000
+/// pages' hour and day fit twice over.
+pub const MAX_KNOWN_BYTES: usize = 8 << 20;
 
 /// The names breakdown buckets are known to hold, learned from lookups and
 /// from batches that committed, so a batch whose every name is known needs
@@ -650,11 +721,14 @@ pub const MAX_KNOWN_BUCKETS: usize = 50_000;
 /// a deleted site) is made again by the upsert with at most the names
 /// known. So a name it knows may be counted on its own, and a dimension
 /// known to hold the cap's names has no room: the cap stays exact. Any
-/// other name needs the lookup.
+/// other name needs the lookup. Bounded by [`MAX_KNOWN_BYTES`]: past it,
+/// it forgets everything and learns again from the next lookups.
 #[derive(Debug, Default)]
 pub struct KnownNames {
     /// By collection, writer part and bucket.
-    buckets: HashMap<(&'static str, Option<i32>, Key), DimensionNames>,
+    buckets: HashMap<(&'static str, Option<i32>, Key), BucketNames>,
+    /// What `buckets` takes, as [`Self::entry_bytes`] counts it.
+    bytes: usize,
 }
 
 impl KnownNames {
@@ -667,9 +741,7 @@ impl KnownNames {
                 .buckets
                 .get(&(inc.collection(), inc.target.part, key.clone()))?;
             let decided = counts.names.keys().all(|(dimension, name)| {
-                known
-                    .get(dimension)
-                    .is_some_and(|held| held.len() >= MAX_NAMES_PER_BUCKET || held.contains(name))
+                known.count(*dimension) >= MAX_NAMES_PER_BUCKET || known.contains(*dimension, name)
             });
             if !decided {
                 return None;
@@ -681,19 +753,41 @@ impl KnownNames {
 
     /// Remembers that `inc`'s collection holds `names` (found by a lookup,
     /// or written by a batch that committed).
-    pub fn learn(&mut self, inc: &BreakdownIncrements, names: Names) {
-        if self.buckets.len() + names.len() > MAX_KNOWN_BUCKETS {
+    pub fn learn(&mut self, inc: &BreakdownIncrements, names: &Names) {
+        let coming: usize = names
+            .iter()
+            .map(|(key, held)| Self::entry_bytes(key, held))
+            .sum();
+        if self.bytes + coming > MAX_KNOWN_BYTES {
             self.buckets.clear();
+            self.bytes = 0;
         }
-        for (key, by_dimension) in names {
+        for (key, held) in names {
             let known = self
                 .buckets
-                .entry((inc.collection(), inc.target.part, key))
-                .or_default();
-            for (dimension, held) in by_dimension {
-                known.entry(dimension).or_default().extend(held);
-            }
+                .entry((inc.collection(), inc.target.part, key.clone()))
+                .or_insert_with(|| {
+                    self.bytes += Self::entry_bytes(key, &BucketNames::default());
+                    BucketNames::default()
+                });
+            let before = known.bytes();
+            known.extend(held);
+            self.bytes = (self.bytes + known.bytes()).saturating_sub(before);
         }
+    }
+
+    /// What one bucket's entry takes: its key, its names, and the map's
+    /// slot (key, value and control byte).
+    fn entry_bytes(key: &Key, held: &BucketNames) -> usize {
+        key.0.len()
+            + held.bytes()
+            + std::mem::size_of::<((&'static str, Option<i32>, Key), BucketNames)>()
+            + 1
+    }
+
+    /// What it holds now, as its bound counts it.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -932,7 +1026,7 @@ mod tests {
         let start = Resolution::Hour.floor(at(1));
         let existing = HashMap::from([(
             (page.to_owned(), start),
-            HashMap::from([(Dimension::Source, known)]),
+            known.into_iter().map(|n| (Dimension::Source, n)).collect(),
         )]);
         let s = inc.statements(&existing);
         assert_eq!(
@@ -971,7 +1065,7 @@ mod tests {
         assert!(known.covering(&first).is_none(), "nothing known yet");
         // A batch that committed teaches the names it gave counters.
         let (_, written) = first.statements_and_names(&HashMap::new());
-        known.learn(&first, written);
+        known.learn(&first, &written);
         let again = batch(None, &[(Dimension::Source, "a")]);
         let names = known.covering(&again).expect("every name known");
         assert_eq!(
@@ -988,7 +1082,7 @@ mod tests {
             .is_none());
         let site = batch(Some(1), &[(Dimension::Source, "a")]);
         let (_, written) = site.statements_and_names(&HashMap::new());
-        known.learn(&site, written);
+        known.learn(&site, &written);
         assert!(known.covering(&site).is_some());
         assert!(known
             .covering(&batch(Some(2), &[(Dimension::Source, "a")]))
@@ -1005,7 +1099,7 @@ mod tests {
             .collect();
         let first = batch(None, &filling);
         let (_, written) = first.statements_and_names(&HashMap::new());
-        known.learn(&first, written);
+        known.learn(&first, &written);
         let late = batch(
             None,
             &[(Dimension::Source, "late"), (Dimension::Source, "s3")],
@@ -1023,19 +1117,64 @@ mod tests {
     }
 
     #[test]
-    fn known_names_are_bounded() {
+    fn known_names_are_bounded_in_bytes() {
         let mut known = KnownNames::default();
         let inc = batch(None, &[(Dimension::Source, "a")]);
-        let many: Names = (0..MAX_KNOWN_BUCKETS + 10)
-            .map(|i| ((format!("example.com/{i}"), at(1)), HashMap::new()))
+        let thirty: BucketNames = (0..30)
+            .map(|i| {
+                (
+                    Dimension::ALL[i % Dimension::ALL.len()],
+                    format!("name-{i}"),
+                )
+            })
             .collect();
-        known.learn(&inc, many);
-        assert!(known.buckets.len() <= MAX_KNOWN_BUCKETS + 10);
-        known.learn(
-            &inc,
-            Names::from([(("example.com/x".into(), at(1)), HashMap::new())]),
+        let bucket = |i: usize| ((format!("example.com/page-{i}"), at(1)), thirty.clone());
+        // Learned a batch at a time, it never holds more than its bound,
+        // and it keeps learning after it starts over.
+        let mut peak = 0;
+        for batch_start in (0..100_000).step_by(5_000) {
+            let names: Names = (batch_start..batch_start + 5_000).map(bucket).collect();
+            known.learn(&inc, &names);
+            peak = peak.max(known.bytes());
+            assert!(known.bytes() <= MAX_KNOWN_BYTES, "{}", known.bytes());
+        }
+        assert!(
+            peak > MAX_KNOWN_BYTES / 2,
+            "the bound is what limits it: {peak}"
         );
-        assert_eq!(known.buckets.len(), 1);
+        // What it counts is what it holds: each bucket's key, its names
+        // and the map's slot.
+        let counted: usize = known
+            .buckets
+            .iter()
+            .map(|((_, _, key), held)| KnownNames::entry_bytes(key, held))
+            .sum();
+        assert_eq!(known.bytes(), counted);
+        // Learning names a bucket already holds adds nothing.
+        let before = known.bytes();
+        let (key, held) = bucket(99_999);
+        known.learn(&inc, &Names::from([(key, held)]));
+        assert_eq!(known.bytes(), before);
+    }
+
+    #[test]
+    fn bucket_names_count_and_find_names_per_dimension() {
+        let mut names: BucketNames = [
+            (Dimension::Source, "google%2Ecom".to_owned()),
+            (Dimension::Source, "direct".to_owned()),
+            (Dimension::Os, "Linux".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(names.count(Dimension::Source), 2);
+        assert_eq!(names.count(Dimension::Os), 1);
+        assert_eq!(names.count(Dimension::Browser), 0);
+        assert!(names.contains(Dimension::Source, "direct"));
+        assert!(!names.contains(Dimension::Os, "direct"), "per dimension");
+        names.insert(Dimension::Source, "direct");
+        assert_eq!(names.count(Dimension::Source), 2, "no duplicate");
+        names.insert(Dimension::Browser, "Firefox");
+        assert!(names.contains(Dimension::Browser, "Firefox"));
     }
 
     #[test]
@@ -1050,9 +1189,10 @@ mod tests {
         }];
         let e = inc.existing(&found);
         let names = &e[&("example.com/a".to_owned(), t)];
-        assert_eq!(names[&Dimension::Source].len(), 2);
-        assert_eq!(names[&Dimension::Os].len(), 1);
-        assert!(!names.contains_key(&Dimension::Browser));
+        assert_eq!(names.count(Dimension::Source), 2);
+        assert_eq!(names.count(Dimension::Os), 1);
+        assert_eq!(names.count(Dimension::Browser), 0);
+        assert!(names.contains(Dimension::Source, "google%2Ecom"));
     }
 
     #[test]
@@ -1078,9 +1218,10 @@ mod tests {
             doc! {"site": "example.com", "timestamp": bson::DateTime::from_chrono(t), "part": part, "sources": {name: 1_i64}}
         };
         let e = inc.existing(&[bucket(0, "other%2Epart"), bucket(1, "mine")]);
-        let names = &e[&("example.com".to_owned(), t)][&Dimension::Source];
+        let names = &e[&("example.com".to_owned(), t)];
         assert!(
-            names.contains("mine") && !names.contains("other%2Epart"),
+            names.contains(Dimension::Source, "mine")
+                && !names.contains(Dimension::Source, "other%2Epart"),
             "{names:?}"
         );
     }

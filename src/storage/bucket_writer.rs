@@ -615,7 +615,7 @@ impl BucketWriter {
             .filter(|i| !i.is_empty())
             .zip(written_names)
         {
-            known.learn(inc, names);
+            known.learn(inc, &names);
         }
         Ok(outcomes)
     }
@@ -774,7 +774,7 @@ impl BucketWriter {
         })
         .await
         .map_err(ApplyError::NotApplied)?;
-        self.known_names().learn(inc, existing.clone());
+        self.known_names().learn(inc, &existing);
         Ok(existing)
     }
 
