@@ -2022,3 +2022,79 @@ async fn entry_and_exit_pages_without_a_pages_row_are_rows_of_0_views_on_the_das
     assert_eq!(from_api, expected, "API: {}", api.json);
     assert_eq!(from_page, expected, "dashboard");
 }
+
+/// On a day a replacing import took over, its properties are the day's:
+/// a visit tracked there with a property is left out of the Properties
+/// figures (the values and the visits they are a share of), as it is of
+/// every unfiltered figure; one tracked on a day the import did not
+/// cover still counts beside the imported values.
+#[tokio::test]
+async fn a_property_tracked_on_a_replaced_day_gives_way_to_the_imports() {
+    let app = spawn_app().await;
+    let site = app.add_site("plausible.test", &[]).await;
+    let id = site.id.to_string();
+    let days = 2;
+    let e = export(days, 0, false, false);
+    let first = first_day();
+    let noon = |d: NaiveDate| d.and_hms_opt(12, 0, 0).unwrap().and_utc();
+    let live = "https://live.example/";
+    let props = urlencode(&format!(r#"{{"url":"{live}"}}"#));
+    // One visit on the import's first day, one the day after its last.
+    let after = first + chrono::Days::new(days.into());
+    for (day, browser) in [(first, 0), (after, 1)] {
+        app.clock.set(noon(day));
+        let r = app
+            .pixel_with(
+                &format!("site={id}&page=%2Fa&props={props}"),
+                &[("user-agent", crate::traffic::BROWSERS[browser].0)],
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    app.settle().await;
+    let dir = tempfile::tempdir().unwrap();
+    write_dir(dir.path(), &e);
+    let out = plausible(&app, "plausible.test", dir.path())
+        .args(["--overlap", "replace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    app.clock.set(noon(after + chrono::Days::new(2)));
+    app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let admin = app.login("admin@example.com").await;
+    let token = crate::json_api::create_token(&admin, "import", None).await;
+    let range = format!(
+        "range=custom&from={first}T00:00&to={}T00:00",
+        after + chrono::Days::new(1)
+    );
+    let a = crate::json_api::get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/breakdown?{range}&dimension=prop:url&limit=1000"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let got: BTreeMap<String, [i64; 2]> = a.json["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                [r["events"].as_i64().unwrap(), r["count"].as_i64().unwrap()],
+            )
+        })
+        .collect();
+    let mut want: BTreeMap<String, [i64; 2]> = e
+        .props
+        .iter()
+        .filter(|((k, _), _)| k == "url")
+        .map(|((_, v), n)| (v.clone(), *n))
+        .collect();
+    // The day after: a view carrying it, in one visit. The replaced day's
+    // visit is not counted.
+    want.insert(live.to_owned(), [0, 1]);
+    assert_eq!(got, want, "{}", a.json);
+    assert_eq!(a.json["of"].as_i64(), Some(e.visits + 1), "{}", a.json);
+}
