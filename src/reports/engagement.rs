@@ -1,4 +1,13 @@
-//! Time on page, read back.
+//! Time on page and scroll depth, read back.
+//!
+//! Where a tracker sends engagements (Plausible's tracker, `tt.js`), each
+//! view it engaged with is counted once (`engagedViews`), with the
+//! increases of its greatest scroll depth (`scrollSum`) and its engaged
+//! milliseconds (`engagedMs`), in the view's own slot: a range's scroll
+//! depth is the mean of each engaged view's greatest depth, its engaged
+//! time the mean of their engaged time. A page's time on page is that
+//! engaged time when the range has engaged views, otherwise the time
+//! until the next view below, and says which ([`TimeKind`]).
 //!
 //! A view followed by another view of its visit is *timed*: the seconds
 //! until that next view are credited to its page where it was made
@@ -25,6 +34,9 @@ use crate::storage::Store;
 
 pub const TIMED_VIEWS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::TIMED_VIEWS]);
 pub const TIMED_SECONDS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::TIMED_SECONDS]);
+pub const ENGAGED_VIEWS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::ENGAGED_VIEWS]);
+pub const SCROLL_SUM: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::SCROLL_SUM]);
+pub const ENGAGED_MS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::ENGAGED_MS]);
 
 /// What a page's time on page is made of over a range.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,11 +45,19 @@ pub struct Engagement {
     pub timed_views: i64,
     /// The seconds from each of those views to the next, in all.
     pub timed_secs: i64,
+    /// Views a tracker sent engagements for.
+    pub engaged_views: i64,
+    /// The sum of those views' greatest scroll depths, in percent.
+    pub scroll_sum: i64,
+    /// Their engaged milliseconds, in all.
+    pub engaged_ms: i64,
 }
 
 /// Where a time on page comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeKind {
+    /// The engaged time the tracker sent for each engaged view.
+    Engaged,
     /// The gap from each view to its visit's next view.
     UntilNextView,
 }
@@ -46,15 +66,21 @@ impl TimeKind {
     /// Its name in the API and the CSV files.
     pub fn as_str(self) -> &'static str {
         match self {
+            TimeKind::Engaged => "engaged",
             TimeKind::UntilNextView => "until_next_view",
         }
     }
 }
 
 impl Engagement {
-    /// The mean time on page in seconds, and what it is measured by;
-    /// `None` without a timed view.
+    /// The mean time on page in seconds, and what it is measured by:
+    /// the engaged time where the range has engaged views, else the time
+    /// until the next view; `None` with neither.
     pub fn time_on_page(&self) -> Option<(f64, TimeKind)> {
+        if self.engaged_views > 0 {
+            let ms = self.engaged_ms.max(0) as f64 / self.engaged_views as f64;
+            return Some((ms / 1000.0, TimeKind::Engaged));
+        }
         (self.timed_views > 0).then(|| {
             (
                 self.timed_secs.max(0) as f64 / self.timed_views as f64,
@@ -63,16 +89,42 @@ impl Engagement {
         })
     }
 
+    /// The views the time on page is the mean of.
+    pub fn time_views(&self) -> i64 {
+        if self.engaged_views > 0 {
+            self.engaged_views
+        } else {
+            self.timed_views
+        }
+    }
+
+    /// The mean of each engaged view's greatest scroll depth, in percent;
+    /// `None` without an engaged view.
+    pub fn scroll_depth(&self) -> Option<f64> {
+        (self.engaged_views > 0).then(|| {
+            self.scroll_sum.clamp(0, 100 * self.engaged_views) as f64 / self.engaged_views as f64
+        })
+    }
+
     fn of(read: &[HashMap<String, i64>], page: &str) -> Self {
         let get = |i: usize| read.get(i).and_then(|m| m.get(page)).copied().unwrap_or(0);
         Engagement {
             timed_views: get(0),
             timed_secs: get(1),
+            engaged_views: get(2),
+            scroll_sum: get(3),
+            engaged_ms: get(4),
         }
     }
 }
 
-const FIELDS: [Slots; 2] = [TIMED_VIEWS, TIMED_SECONDS];
+const FIELDS: [Slots; 5] = [
+    TIMED_VIEWS,
+    TIMED_SECONDS,
+    ENGAGED_VIEWS,
+    SCROLL_SUM,
+    ENGAGED_MS,
+];
 
 /// The range read as whole UTC hours (minutes only where an edge cuts
 /// one), up to `now`'s day when it reaches past it (`visits::reach`).

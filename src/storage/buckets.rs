@@ -288,6 +288,13 @@ struct VisitIncrement {
 ///   credited to the earlier view's page in its own slot, so a range's
 ///   time on page until the next view is of the views it counts (a
 ///   visit's last view has no next view and no time: it is not timed);
+/// - `engagedViews`, `scrollSum` and `engagedMs` (pages only): from the
+///   engagements a tracker sends for a view (`journal::Engagement`), in
+///   the slot of that view: +1 at its first engagement, each increase of
+///   its greatest scroll depth in percentage points, and its engaged
+///   milliseconds; so a range's mean scroll depth (scrollSum /
+///   engagedViews) is the mean of each of its engaged views' greatest
+///   depth, and its engaged time the mean of their time;
 /// - `visitors`: the HyperLogLog registers of the visitor ids seen
 ///   (`domain::sketch`), merged with `$max`.
 pub struct VisitFields;
@@ -299,13 +306,19 @@ impl VisitFields {
     pub const EXITS: usize = 3;
     pub const TIMED_VIEWS: usize = 4;
     pub const TIMED_SECONDS: usize = 5;
-    pub const COUNTERS: [&'static str; 6] = [
+    pub const ENGAGED_VIEWS: usize = 6;
+    pub const SCROLL_SUM: usize = 7;
+    pub const ENGAGED_MS: usize = 8;
+    pub const COUNTERS: [&'static str; 9] = [
         "visits",
         "nonBounces",
         "duration",
         "exits",
         "timedViews",
         "timedSeconds",
+        "engagedViews",
+        "scrollSum",
+        "engagedMs",
     ];
     pub const VISITORS: &'static str = "visitors";
 }
@@ -472,6 +485,30 @@ impl Increments {
         let visits = self.bucket(page, at).visits_mut();
         if sign > 0 {
             visits.visitors.insert(visit.visitor);
+        }
+    }
+
+    /// Adds an engagement with a view of `page` to the view's slot: hour
+    /// and day page buckets only (minute buckets hold views; the site's
+    /// figures are its pages').
+    pub fn add_engagement(&mut self, page: &str, engagement: &crate::journal::Engagement) {
+        if self.target.resolution == Resolution::Minute || self.target.subject != Subject::Page {
+            return;
+        }
+        let at = engagement.view_at;
+        let slot = self.target.resolution.slot(at) as u16;
+        let sums = self
+            .bucket(page, at)
+            .visits_mut()
+            .slots
+            .entry(slot)
+            .or_default();
+        for (counter, n) in [
+            (VisitFields::ENGAGED_VIEWS, i64::from(engagement.first)),
+            (VisitFields::SCROLL_SUM, i64::from(engagement.depth_added)),
+            (VisitFields::ENGAGED_MS, i64::from(engagement.engaged_ms)),
+        ] {
+            sums[counter] = sums[counter].saturating_add(n);
         }
     }
 
@@ -876,6 +913,39 @@ mod tests {
             .unwrap()
             .keys()
             .all(|k| !k.starts_with("timed")));
+    }
+
+    #[test]
+    fn an_engagement_adds_to_its_views_page_slot_and_nowhere_else() {
+        let e = crate::journal::Engagement {
+            view_at: at(9, 59, 7),
+            depth_added: 30,
+            first: true,
+            engaged_ms: 4_500,
+        };
+        let mut hour = Increments::new(Resolution::Hour);
+        hour.add_engagement("example.com/a", &e);
+        let s = &hour.statements()[0];
+        assert_eq!(
+            s.get_document("q")
+                .unwrap()
+                .get_datetime("timestamp")
+                .unwrap()
+                .to_chrono(),
+            at(9, 0, 0)
+        );
+        assert_eq!(
+            s.get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 0_i64, "engagedViews.59": 1_i64, "scrollSum.59": 30_i64, "engagedMs.59": 4_500_i64}
+        );
+        // Neither minutes nor the site's buckets: not a view.
+        for mut other in [
+            Increments::new(Resolution::Minute),
+            Increments::for_site(Resolution::Day, 0),
+        ] {
+            other.add_engagement("example.com/a", &e);
+            assert!(other.is_empty());
+        }
     }
 
     #[test]

@@ -119,15 +119,15 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }
@@ -839,7 +839,7 @@ impl Run<'_> {
         check.eq(
             &format!("{at} pages.csv header"),
             lines.first().copied(),
-            Some("path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views"),
+            Some("path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views"),
         );
         for row in csv_rows(&csv) {
             let Some((_, f)) = want_pages.iter().find(|(w, _)| *w == row[0]) else {
@@ -859,8 +859,14 @@ impl Run<'_> {
             let (mean, kind, _) = f.time_cells();
             check.eq(
                 &format!("{at} time on page"),
-                (row[6].clone(), row[7].clone(), int(&row[8])),
-                (mean, kind, f.timed_views),
+                (
+                    row[6].clone(),
+                    row[7].clone(),
+                    int(&row[8]),
+                    row[9].clone(),
+                    int(&row[10]),
+                ),
+                (mean, kind, f.timed_views, String::new(), 0),
             );
             check.visitors(&at, row[5].parse().ok(), f.visitors, f.views);
         }

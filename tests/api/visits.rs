@@ -247,10 +247,13 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     // the visits' last views (/c, Bob's /b, Alice's /b at 11:10) untimed.
     assert_eq!(
         row(&html, "/b"),
-        ["2", "3", "1", "2", "15m 00s", "50.0%"],
-        "visitors, views, entries, exits, time on page, share"
+        ["2", "3", "1", "2", "15m 00s", "—", "50.0%"],
+        "visitors, views, entries, exits, time on page, scroll depth, share"
     );
-    assert_eq!(row(&html, "/"), ["1", "2", "2", "0", "12m 00s", "33.3%"]);
+    assert_eq!(
+        row(&html, "/"),
+        ["1", "2", "2", "0", "12m 00s", "—", "33.3%"]
+    );
     assert_eq!(row(&html, "/c")[4], "—", "a last view is not timed");
     let a = get(
         &app,
@@ -360,10 +363,10 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     assert_eq!(
         csv.lines().collect::<Vec<_>>(),
         [
-            "path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views",
-            "/b,3,50.0,1,2,2,900.0,until_next_view,1",
-            "/,2,33.3,2,0,1,720.0,until_next_view,2",
-            "/c,1,16.7,0,1,1,,,0"
+            "path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views",
+            "/b,3,50.0,1,2,2,900.0,until_next_view,1,,0",
+            "/,2,33.3,2,0,1,720.0,until_next_view,2,,0",
+            "/c,1,16.7,0,1,1,,,0,,0"
         ]
     );
     // The API's top pages carry the same per page.

@@ -426,16 +426,20 @@ struct PageEntry {
 }
 
 /// A page's time on page: its mean in seconds (one decimal), what it is
-/// measured by (`until_next_view`: from each view to its visit's next
-/// view; a visit's last view is not timed), and the views it is the mean
-/// of. All null under a filter (the visit store keeps no time on page);
-/// `timeOnPage` and `timeKind` null without a timed view.
+/// measured by (`engaged`: the engaged time trackers sent, where the
+/// range has engaged views; else `until_next_view`: from each view to its
+/// visit's next view, a visit's last view not timed), and the views it is
+/// the mean of; the mean of each engaged view's greatest scroll depth
+/// (percent, one decimal) and the engaged views. All null under a filter
+/// (the visit store keeps neither); the means null without their views.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct TimeOnPage {
     time_on_page: Option<f64>,
     time_kind: Option<&'static str>,
     timed_views: Option<i64>,
+    scroll_depth: Option<f64>,
+    engaged_views: Option<i64>,
 }
 
 impl TimeOnPage {
@@ -444,7 +448,11 @@ impl TimeOnPage {
         TimeOnPage {
             time_on_page: mean.map(|(secs, _)| (secs * 10.0).round() / 10.0),
             time_kind: mean.map(|(_, kind)| kind.as_str()),
-            timed_views: engagement.map(|e| e.timed_views),
+            timed_views: engagement.map(|e| e.time_views()),
+            scroll_depth: engagement
+                .and_then(|e| e.scroll_depth())
+                .map(|d| (d * 10.0).round() / 10.0),
+            engaged_views: engagement.map(|e| e.engaged_views),
         }
     }
 }

@@ -192,7 +192,8 @@ pub(super) fn build(line: &LineFigures, period: &Period, page: bool) -> VisitLin
     }
 }
 
-/// A page report's time on page, after its visit figures: the mean, and
+/// A page report's time on page and scroll depth, after its visit
+/// figures: the mean time, and
 /// what it is measured by in place of a change (the visit store keeps no
 /// time on page, so a filtered report shows none).
 pub(super) fn add_time_on_page(
@@ -201,6 +202,7 @@ pub(super) fn add_time_on_page(
 ) {
     use crate::reports::engagement::TimeKind;
     let (value, said) = match engagement.map(|e| (e, e.time_on_page())) {
+        Some((_, Some((secs, TimeKind::Engaged)))) => (minutes_seconds(secs), "engaged"),
         Some((_, Some((secs, TimeKind::UntilNextView)))) => {
             (minutes_seconds(secs), "until the visit's next view")
         }
@@ -212,6 +214,14 @@ pub(super) fn add_time_on_page(
         label: "Time on page",
         value,
         change: said.to_owned(),
+        class: "",
+        before: String::new(),
+    });
+    line.figures.push(Figure {
+        id: "scroll-depth",
+        label: "Scroll depth",
+        value: super::dashboard::scroll_depth(engagement),
+        change: String::new(),
         class: "",
         before: String::new(),
     });
