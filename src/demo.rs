@@ -501,6 +501,7 @@ pub async fn generate_reporting(
                     labels: signup.clone(),
                     props: demo_props("plan", DEMO_PLANS[(v.visit.visitor % 3) as usize]),
                     revenue: demo_revenue(v.visit.visitor),
+                    engagement: None,
                 });
                 // A blog post names its author, as a `data-prop-author`
                 // on its script tag would.
@@ -518,6 +519,7 @@ pub async fn generate_reporting(
                     labels,
                     props,
                     revenue: None,
+                    engagement: None,
                 };
                 journaling.submit(view).await?;
                 if let Some(event) = event {

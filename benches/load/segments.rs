@@ -489,6 +489,7 @@ impl Maker {
                 },
                 props: Default::default(),
                 revenue: None,
+                engagement: None,
             });
             step += 1;
             views += 1;
@@ -514,6 +515,7 @@ impl Maker {
                         labels: Labels::default().with(Dimension::Event, SIGNUP),
                         props: Default::default(),
                         revenue: None,
+                        engagement: None,
                     });
                     step += 1;
                     loaded.events += 1;

@@ -415,6 +415,7 @@ async fn ingestion_with_and_without_sources(
                             labels: Default::default(),
                             props: Default::default(),
                             revenue: None,
+                            engagement: None,
                         }
                         .encode_into(&mut journaled);
                     }

@@ -623,10 +623,15 @@ impl Applier {
         batch.hits += records.len();
         match self.stream {
             Stream::Views | Stream::Rollups => {
-                // An event is not a view: only the breakdowns count it.
+                // An event is not a view: only the breakdowns count it. An
+                // engagement adds to its view's page hours and days only
+                // (minute buckets hold views).
                 for r in records.iter().filter(|r| !r.is_event()) {
                     for inc in &mut batch.levels {
-                        inc.add_hit(&r.page, r.at, r.visit.as_ref());
+                        match &r.engagement {
+                            Some(e) => inc.add_engagement(&r.page, e),
+                            None => inc.add_hit(&r.page, r.at, r.visit.as_ref()),
+                        }
                     }
                 }
             }

@@ -11,8 +11,8 @@ use super::page_cap::Admission;
 use super::request::{Headers, HitRequest};
 use super::{IngestState, SiteDirectory};
 use crate::domain::{
-    Dimension, EventName, EventNameError, Labels, Page, PageError, PageRef, Properties,
-    PropertyError, Revenue, RevenueError, SiteId, Source,
+    Dimension, EngagementError, EngagementHit, EventName, EventNameError, Labels, Page, PageError,
+    PageRef, Properties, PropertyError, Revenue, RevenueError, SiteId, Source,
 };
 use crate::journal::{Accepted, AppendError, Record, SubmitError};
 
@@ -49,10 +49,17 @@ pub enum Outcome {
     InvalidProperties,
     /// `revenue` is not an amount and an ISO 4217 currency.
     InvalidRevenue,
+    /// An engagement with a view, counted.
+    Engagement,
+    /// An engagement with no open view of its page to credit: accepted,
+    /// not counted.
+    NoView,
+    /// An engagement with neither a scroll depth nor a time to read.
+    InvalidEngagement,
 }
 
 impl Outcome {
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 26;
     pub const ALL: [Outcome; Self::COUNT] = [
         Outcome::Counted,
         Outcome::Bot,
@@ -77,6 +84,9 @@ impl Outcome {
         Outcome::InvalidBody,
         Outcome::InvalidProperties,
         Outcome::InvalidRevenue,
+        Outcome::Engagement,
+        Outcome::NoView,
+        Outcome::InvalidEngagement,
     ];
 
     /// The value of `X-Tickertape-Reason` (and the metrics label).
@@ -105,6 +115,9 @@ impl Outcome {
             Outcome::InvalidBody => "invalid-body",
             Outcome::InvalidProperties => "invalid-props",
             Outcome::InvalidRevenue => "invalid-revenue",
+            Outcome::Engagement => "engagement",
+            Outcome::NoView => "no-view",
+            Outcome::InvalidEngagement => "invalid-engagement",
         }
     }
 }
@@ -148,6 +161,8 @@ pub enum PixelError {
     Properties(#[from] PropertyError),
     #[error("invalid revenue: {0}")]
     Revenue(#[from] RevenueError),
+    #[error("invalid engagement: {0}")]
+    Engagement(#[from] EngagementError),
 }
 
 impl PixelError {
@@ -175,6 +190,7 @@ impl PixelError {
             PixelError::EventCap => Outcome::EventCap,
             PixelError::Properties(_) => Outcome::InvalidProperties,
             PixelError::Revenue(_) => Outcome::InvalidRevenue,
+            PixelError::Engagement(_) => Outcome::InvalidEngagement,
         }
     }
 }
@@ -195,6 +211,8 @@ pub async fn take(
     }
     let outcome = match &result {
         Ok(Counted::Event) => Outcome::Event,
+        Ok(Counted::Engagement) => Outcome::Engagement,
+        Ok(Counted::NoView) => Outcome::NoView,
         Ok(Counted::Overflowed) => Outcome::PageCap,
         Ok(Counted::View) => Outcome::Counted,
         Err(e) => e.outcome(),
@@ -209,6 +227,9 @@ enum Counted {
     /// A view counted under the site's overflow page (new-page cap).
     Overflowed,
     Event,
+    /// An engagement journaled, or with nothing new to journal.
+    Engagement,
+    NoView,
 }
 
 async fn count(
@@ -217,7 +238,13 @@ async fn count(
     params: HitParams,
 ) -> Result<Counted, PixelError> {
     let at = state.clock.now();
+    let mut params = params;
+    // A bad engagement is refused before any lookup, like a bad event.
+    let engagement = params.engagement.take().transpose()?;
     let view = classify_view(req.headers, params, &state.directory)?;
+    if let Some(engagement) = engagement {
+        return engage(req, state, view.page, engagement, at).await;
+    }
     // The site's own cap setting (the page's domain is its canonical host).
     let site = state.directory.by_host(view.page.domain());
     let setting = site.as_ref().map(|site| site.page_cap).unwrap_or_default();
@@ -266,6 +293,7 @@ async fn count(
             labels: Labels::default().with(Dimension::Event, event.into_string()),
             props,
             revenue: view.revenue,
+            engagement: None,
         };
         return journal(state, record).await.map(|()| Counted::Event);
     }
@@ -293,6 +321,7 @@ async fn count(
         labels,
         props,
         revenue: None,
+        engagement: None,
     };
     let counted = journal(state, record).await;
     if counted.is_err() {
@@ -305,6 +334,38 @@ async fn count(
             Counted::View
         }
     })
+}
+
+/// An engagement with the view of `page` (the pixel's `sd`/`et`,
+/// Plausible's `engagement`): what it adds to the view, worked out by the
+/// open visit (`visits::OpenVisits::engage`), journaled as one record.
+/// It makes no page (no page cap: its view was counted, or it counts
+/// nothing) and changes nothing of the visit.
+async fn engage(
+    req: &HitRequest<'_>,
+    state: &IngestState,
+    page: Page,
+    hit: EngagementHit,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<Counted, PixelError> {
+    let visitor = state.visitors.id_of(req, at, page.domain());
+    let Some(engagement) =
+        state
+            .visitors
+            .open
+            .engage(visitor, page.as_str(), hit.depth, hit.engaged_ms, at)
+    else {
+        return Ok(Counted::NoView);
+    };
+    // Nothing new (a depth already sent, no time): nothing to journal.
+    if !engagement.first && engagement.depth_added == 0 && engagement.engaged_ms == 0 {
+        return Ok(Counted::Engagement);
+    }
+    let record = Record {
+        engagement: Some(engagement),
+        ..Record::view(page.into_string(), at)
+    };
+    journal(state, record).await.map(|()| Counted::Engagement)
 }
 
 /// A hit's properties that fit its site's day (`event_cap`): the others
@@ -548,6 +609,9 @@ pub struct HitParams {
     pub props: Option<Result<Properties, PropertyError>>,
     /// `revenue`: a JSON object of an amount and a currency.
     pub revenue: Option<Result<Revenue, RevenueError>>,
+    /// `sd` and `et`: the hit is an engagement with the view of its page
+    /// (its greatest scroll depth, its engaged milliseconds since the last).
+    pub engagement: Option<Result<EngagementHit, EngagementError>>,
 }
 
 impl HitParams {
@@ -556,6 +620,7 @@ impl HitParams {
     /// busters) are ignored.
     pub fn parse(query: &str) -> Self {
         let mut params = HitParams::default();
+        let (mut depth, mut engaged_ms): (Option<String>, Option<String>) = (None, None);
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             if key == "ref" && params.referrer.is_none() {
@@ -581,6 +646,10 @@ impl HitParams {
                             .and_then(|raw| Revenue::parse_query(&raw)),
                     );
                 }
+                "sd" if depth.is_none() => depth = Some(decode(value).unwrap_or_default()),
+                "et" if engaged_ms.is_none() => {
+                    engaged_ms = Some(decode(value).unwrap_or_default());
+                }
                 "props" if params.props.is_none() => {
                     params.props = Some(
                         decode(value)
@@ -590,6 +659,12 @@ impl HitParams {
                 }
                 _ => {}
             }
+        }
+        if depth.is_some() || engaged_ms.is_some() {
+            params.engagement = Some(EngagementHit::parse(
+                depth.as_deref(),
+                engaged_ms.as_deref(),
+            ));
         }
         params
     }

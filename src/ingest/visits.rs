@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crate::domain::{Properties, Revenue};
-use crate::journal::{Visit, VisitPlace};
+use crate::journal::{Engagement, Visit, VisitPlace, MAX_ENGAGED_MS};
 use crate::storage::visit_log::{step_bytes, MAX_STEPS, MAX_STEP_BYTES};
 
 /// Longest gap between two hits of one visit.
@@ -75,11 +75,67 @@ struct Open {
     previous: Box<str>,
     views: u32,
     stamp: u64,
+    /// The visit's latest view (its page is `previous`) and the one
+    /// before it, with what their engagements have sent so far: an
+    /// engagement only adds what is new, and the view before the latest
+    /// still takes one that arrives after the next view (a tracker sends
+    /// the last engagement of a page as it sends the next page's view,
+    /// and the two may cross).
+    view: ViewEngagement,
+    before: Option<(Box<str>, ViewEngagement)>,
+}
+
+/// What a view's engagements have sent so far.
+#[derive(Debug, Clone, Copy)]
+struct ViewEngagement {
+    at: DateTime<Utc>,
+    depth: u8,
+    engaged: bool,
+    engaged_ms: u32,
+}
+
+impl ViewEngagement {
+    fn new(at: DateTime<Utc>) -> Self {
+        Self {
+            at,
+            depth: 0,
+            engaged: false,
+            engaged_ms: 0,
+        }
+    }
+
+    /// What an engagement at `now` saying the view's greatest scroll depth
+    /// is `depth` (if said) and adding `ms` engaged milliseconds adds:
+    /// the increase of the depth, whether it is the view's first, and the
+    /// time, bounded so the view's engaged time never passes the time
+    /// since it was made (a view is engaged at most while it is open).
+    fn engage(&mut self, depth: Option<u8>, ms: u64, now: DateTime<Utc>) -> Engagement {
+        let depth = depth.map_or(self.depth, |d| d.min(100));
+        let added = depth.saturating_sub(self.depth);
+        self.depth = self.depth.max(depth);
+        let first = !self.engaged;
+        self.engaged = true;
+        let open_ms = u64::try_from((now - self.at).num_milliseconds()).unwrap_or(0);
+        let room = open_ms
+            .min(u64::from(MAX_ENGAGED_MS))
+            .saturating_sub(u64::from(self.engaged_ms));
+        let ms = ms.min(room) as u32;
+        self.engaged_ms += ms;
+        Engagement {
+            view_at: self.at,
+            depth_added: added,
+            first,
+            engaged_ms: ms,
+        }
+    }
 }
 
 impl Open {
     fn bytes(&self) -> usize {
-        ENTRY_OVERHEAD + self.entry.len() + self.previous.len()
+        ENTRY_OVERHEAD
+            + self.entry.len()
+            + self.previous.len()
+            + self.before.as_ref().map_or(0, |(page, _)| page.len())
     }
 
     /// The place of the visit's next step, which takes `bytes` in the
@@ -156,7 +212,9 @@ impl OpenVisits {
                 let before = open.bytes();
                 open.views = open.views.saturating_add(1);
                 open.last_at = open.last_at.max(at);
-                open.previous = page.into();
+                let latest = std::mem::replace(&mut open.previous, page.into());
+                open.before = Some((latest, open.view));
+                open.view = ViewEngagement::new(at);
                 open.stamp = stamp;
                 let after = open.bytes();
                 inner.bytes = inner.bytes - before + after;
@@ -178,6 +236,8 @@ impl OpenVisits {
                     previous: page.into(),
                     views: 1,
                     stamp,
+                    view: ViewEngagement::new(at),
+                    before: None,
                 };
                 inner.bytes += open.bytes();
                 if let Some(old) = inner.visits.insert(visitor, open) {
@@ -228,6 +288,36 @@ impl OpenVisits {
             start: open.start,
             step,
         })
+    }
+
+    /// What an engagement with the view of `page` by `visitor` at `at`
+    /// adds (`depth`: the view's greatest scroll depth so far, if the
+    /// tracker said it; `ms`: engaged milliseconds since its last
+    /// engagement), when that view is its open visit's latest or the one
+    /// before. `None`: no view to credit (the visit ended, was forgotten
+    /// at a bound or a restart, or the page is another's): not counted, as
+    /// a depth or time without its view would be a mean of nothing. An
+    /// engagement neither keeps the visit open nor takes a step in it.
+    pub fn engage(
+        &self,
+        visitor: u64,
+        page: &str,
+        depth: Option<u8>,
+        ms: u64,
+        at: DateTime<Utc>,
+    ) -> Option<Engagement> {
+        let mut inner = self.inner.lock().expect("visits lock");
+        let open = inner.visits.get_mut(&visitor)?;
+        if at - open.last_at >= GAP {
+            return None;
+        }
+        if *open.previous == *page {
+            return Some(open.view.engage(depth, ms, at));
+        }
+        match &mut open.before {
+            Some((before, view)) if **before == *page => Some(view.engage(depth, ms, at)),
+            _ => None,
+        }
     }
 
     /// Takes back a touch whose hit was not journaled: its visit is
@@ -414,6 +504,45 @@ mod tests {
         }
         assert_eq!(last, MAX_STEPS + 9);
         assert!(MAX_STEPS as usize * step_bytes("a.com/", None, &P0, None) <= MAX_STEP_BYTES);
+    }
+
+    #[test]
+    fn an_engagement_adds_only_what_is_new_to_its_view() {
+        let t = table();
+        t.hit(1, "a.test/x", &P0, at(10, 0));
+        let later = |m: u32, s: i64| at(10, m) + TimeDelta::seconds(s);
+        let e = t
+            .engage(1, "a.test/x", Some(40), 5_000, later(0, 10))
+            .unwrap();
+        assert_eq!(
+            (e.view_at, e.depth_added, e.first, e.engaged_ms),
+            (at(10, 0), 40, true, 5_000)
+        );
+        // Deeper: only the increase; shallower or unsaid: none; never
+        // past 100, never more time than since the view.
+        let e = t.engage(1, "a.test/x", Some(250), 0, later(0, 20)).unwrap();
+        assert_eq!((e.depth_added, e.first), (60, false));
+        let e = t
+            .engage(1, "a.test/x", Some(10), 1_000_000, later(0, 30))
+            .unwrap();
+        assert_eq!((e.depth_added, e.engaged_ms), (0, 25_000));
+        assert_eq!(
+            t.engage(1, "a.test/x", None, 9, later(0, 30))
+                .unwrap()
+                .engaged_ms,
+            0
+        );
+        // The next view: the one before still takes its late engagement,
+        // the new one starts afresh; another page gets none.
+        t.hit(1, "a.test/y", &P0, at(10, 2));
+        let e = t.engage(1, "a.test/y", Some(30), 0, later(2, 1)).unwrap();
+        assert_eq!((e.view_at, e.depth_added, e.first), (at(10, 2), 30, true));
+        let e = t.engage(1, "a.test/x", Some(100), 0, later(2, 1)).unwrap();
+        assert_eq!((e.view_at, e.depth_added, e.first), (at(10, 0), 0, false));
+        assert_eq!(t.engage(1, "a.test/z", Some(50), 0, later(2, 1)), None);
+        // No visit, or one over its gap: nothing to credit.
+        assert_eq!(t.engage(2, "a.test/x", Some(50), 0, later(2, 1)), None);
+        assert_eq!(t.engage(1, "a.test/y", Some(50), 0, at(10, 32)), None);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 pub use lane::Lane;
-pub use record::{Record, Visit, VisitPlace};
+pub use record::{Engagement, Record, Visit, VisitPlace, MAX_ENGAGED_MS};
 pub use stats::JournalStats;
 pub use writer::{AppendError, CommittedBatch, Handoff, HANDOFF_BYTES};
 

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! record     = len:u32le  crc:u32le  payload[len]
+//! payload v8 = v7 with  view_at_ms:i64le  depth_added:u8  engaged_ms:u32le
+//!              after amount
 //! payload v7 = at_ms:i64le  flags:u8  visitor:u64le  duration_s:u32le
 //!              page_len:u16le  source_len:u16le  entry_len:u16le  previous_len:u16le
 //!              visit_id:u64le  visit_start_ms:i64le  step:u32le  props_len:u16le
@@ -29,7 +31,10 @@
 //!              bit 3 (format 5): the hit has a place in a visit (the
 //!              visit id, start and step mean something); bit 4 (format
 //!              7): the event carries revenue (currency and amount mean
-//!              something; zeros otherwise)
+//!              something; zeros otherwise); bit 5 (format 8): the record
+//!              is an engagement (view_at_ms, depth_added and engaged_ms
+//!              mean something; zeros otherwise); bit 6 (format 8): it is
+//!              its view's first engagement
 //! ```
 //!
 //! Format 2 adds the view's source; an empty source means none
@@ -46,7 +51,9 @@
 //! and orders its steps by. Format 6 adds the hit's custom properties
 //! (`domain::Properties`, within their bounds). Format 7 adds an
 //! event's revenue (`domain::Revenue`: an ISO 4217 code and an amount in
-//! ten-thousandths, within its bound). Segments say their
+//! ten-thousandths, within its bound). Format 8 adds an engagement
+//! (`Engagement`: a view's scroll depth and engaged time, neither a view
+//! nor an event). Segments say their
 //! format in their header, and a journal
 //! written by a previous version is still replayed: format-1 records decode
 //! with no source, format-1 and format-2 records with no visit.
@@ -66,7 +73,7 @@ pub const HEADER_LEN: usize = 8;
 /// The longest payload we ever write (a page is at most a 253-byte domain
 /// plus a 512-byte path, a source at most 253 bytes, and a hit names up to
 /// three pages); anything longer on disk is damage, not data.
-pub const MAX_PAYLOAD: usize = V7_FIXED + 3 * 1024 + 512 + MAX_LABELS + MAX_PROPS;
+pub const MAX_PAYLOAD: usize = V8_FIXED + 3 * 1024 + 512 + MAX_LABELS + MAX_PROPS;
 
 /// Bounds one page of a record (a domain plus a path, with room).
 const MAX_PAGE: usize = 1024;
@@ -84,8 +91,10 @@ pub const FORMAT_V4: u32 = 4;
 pub const FORMAT_V5: u32 = 5;
 /// The record format of format-6 segments: properties, no revenue.
 pub const FORMAT_V6: u32 = 6;
-/// The record format this build writes.
+/// The record format of format-7 segments: revenue, no engagement.
 pub const FORMAT_V7: u32 = 7;
+/// The record format this build writes.
+pub const FORMAT_V8: u32 = 8;
 
 /// Bytes of a format-3 payload before its strings.
 const V3_FIXED: usize = 8 + 1 + 8 + 4 + 2 + 2 + 2;
@@ -97,6 +106,8 @@ const V5_FIXED: usize = V4_FIXED + 8 + 8 + 4;
 const V6_FIXED: usize = V5_FIXED + 2;
 /// Bytes of a format-7 payload before its strings.
 const V7_FIXED: usize = V6_FIXED + 3 + 8;
+/// Bytes of a format-8 payload before its strings.
+const V8_FIXED: usize = V7_FIXED + 8 + 1 + 4;
 /// Most bytes of a record's properties: their count, and each key and
 /// value with its length.
 const MAX_PROPS: usize = 1 + properties::MAX_PROPERTIES * 4 + properties::MAX_TOTAL_BYTES;
@@ -108,6 +119,13 @@ const STARTS: u8 = 2;
 const SECOND_VIEW: u8 = 4;
 const HAS_PLACE: u8 = 8;
 const HAS_REVENUE: u8 = 16;
+const ENGAGEMENT: u8 = 32;
+const FIRST_ENGAGEMENT: u8 = 64;
+
+/// The most engaged time one engagement record carries: the pixel bounds
+/// a view's engaged time by the time since the view (`ingest::visits`),
+/// which an open visit keeps under its 30-minute gap.
+pub const MAX_ENGAGED_MS: u32 = 30 * 60 * 1000;
 
 /// A hit as journaled: which page, when it happened, where it came from
 /// when that is known, and what it changes of its visit.
@@ -126,6 +144,26 @@ pub struct Record {
     pub props: Properties,
     /// An event's revenue (format 7); never on a view.
     pub revenue: Option<Revenue>,
+    /// An engagement with the view of `page` (format 8): neither a view
+    /// nor an event, it has no visit, source, labels or properties.
+    pub engagement: Option<Engagement>,
+}
+
+/// What an engagement adds to its view's page (`ingest::visits` works it
+/// out from what the view had sent before): every figure is a sum, so the
+/// write-behind applies each exactly once like the views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Engagement {
+    /// When the view was made: credited there, so a range's scroll depth
+    /// and engaged time are of the views it counts.
+    pub view_at: DateTime<Utc>,
+    /// How much the view's greatest scroll depth grew, in percentage
+    /// points (0 to 100 over all of a view's engagements).
+    pub depth_added: u8,
+    /// The view's first engagement: it counts the view once.
+    pub first: bool,
+    /// Engaged milliseconds added, at most [`MAX_ENGAGED_MS`].
+    pub engaged_ms: u32,
 }
 
 /// What one hit changes of its visit, decided at the pixel (see
@@ -194,7 +232,19 @@ impl Record {
             labels: Labels::default(),
             props: Properties::default(),
             revenue: None,
+            engagement: None,
         }
+    }
+
+    /// Whether the record is an engagement with a view (counted in the
+    /// page's scroll depth and engaged time only), not a view or event.
+    pub fn is_engagement(&self) -> bool {
+        self.engagement.is_some()
+    }
+
+    /// Whether the record is a view: neither an event nor an engagement.
+    pub fn is_view(&self) -> bool {
+        !self.is_event() && !self.is_engagement()
     }
 
     /// Whether the record is a custom event (counted in the event
@@ -205,7 +255,7 @@ impl Record {
 
     /// Bytes this record takes on disk.
     pub fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.payload_len(FORMAT_V7)
+        HEADER_LEN + self.payload_len(FORMAT_V8)
     }
 
     fn payload_len(&self, format: u32) -> usize {
@@ -222,7 +272,8 @@ impl Record {
                     FORMAT_V4 => V4_FIXED,
                     FORMAT_V5 => V5_FIXED,
                     FORMAT_V6 => V6_FIXED + self.props_len(),
-                    _ => V7_FIXED + self.props_len(),
+                    FORMAT_V7 => V7_FIXED + self.props_len(),
+                    _ => V8_FIXED + self.props_len(),
                 };
                 fixed + strings + labels
             }
@@ -242,6 +293,13 @@ impl Record {
     /// allows are a bug upstream (the pixel's rules bound them), so they
     /// panic here instead of writing a record that would read back as damage.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        self.encode_format_into(out, FORMAT_V8);
+    }
+
+    /// Writes a record as format 7 did (revenue, no engagement): only for
+    /// tests that replay an old journal.
+    #[doc(hidden)]
+    pub fn encode_v7_into(&self, out: &mut Vec<u8>) {
         self.encode_format_into(out, FORMAT_V7);
     }
 
@@ -280,7 +338,7 @@ impl Record {
             s.as_deref().unwrap_or_default().as_bytes()
         }
         let place = match (&self.visit, format) {
-            (Some(v), FORMAT_V5 | FORMAT_V6 | FORMAT_V7) => v.place,
+            (Some(v), FORMAT_V5 | FORMAT_V6 | FORMAT_V7 | FORMAT_V8) => v.place,
             _ => None,
         };
         let (flags, visitor, duration, entry, previous) = match &self.visit {
@@ -305,6 +363,12 @@ impl Record {
             flags | HAS_REVENUE
         } else {
             flags
+        };
+        let engagement = self.engagement.filter(|_| format >= FORMAT_V8);
+        let flags = match engagement {
+            Some(e) if e.first => flags | ENGAGEMENT | FIRST_ENGAGEMENT,
+            Some(_) => flags | ENGAGEMENT,
+            None => flags,
         };
         let source = text(&self.source);
         for part in [self.page.as_bytes(), source, entry, previous] {
@@ -339,6 +403,14 @@ impl Record {
                 revenue.map_or(([0; 3], 0), |r| (r.currency.bytes(), r.amount.scaled()));
             out.extend_from_slice(&currency);
             out.extend_from_slice(&amount.to_le_bytes());
+        }
+        if format >= FORMAT_V8 {
+            let (view_at, depth, ms) = engagement.map_or((0, 0, 0), |e| {
+                (e.view_at.timestamp_millis(), e.depth_added, e.engaged_ms)
+            });
+            out.extend_from_slice(&view_at.to_le_bytes());
+            out.push(depth);
+            out.extend_from_slice(&ms.to_le_bytes());
         }
         for part in [self.page.as_bytes(), source, entry, previous] {
             out.extend_from_slice(part);
@@ -415,7 +487,8 @@ impl Record {
             FORMAT_V4 => V4_FIXED as u32,
             FORMAT_V5 => V5_FIXED as u32,
             FORMAT_V6 => V6_FIXED as u32,
-            _ => V7_FIXED as u32,
+            FORMAT_V7 => V7_FIXED as u32,
+            _ => V8_FIXED as u32,
         };
         if !(min..=MAX_PAYLOAD as u32).contains(&len) {
             return Err(DecodeError::BadLength(len));
@@ -448,6 +521,7 @@ impl Record {
                 labels: Labels::default(),
                 props: Properties::default(),
                 revenue: None,
+                engagement: None,
             },
             FORMAT_V2 => {
                 let page_len = u16_at(8) as usize;
@@ -463,6 +537,7 @@ impl Record {
                     labels: Labels::default(),
                     props: Properties::default(),
                     revenue: None,
+                    engagement: None,
                 }
             }
             _ => {
@@ -481,7 +556,8 @@ impl Record {
                     FORMAT_V4 => V4_FIXED,
                     FORMAT_V5 => V5_FIXED,
                     FORMAT_V6 => V6_FIXED,
-                    _ => V7_FIXED,
+                    FORMAT_V7 => V7_FIXED,
+                    _ => V8_FIXED,
                 };
                 let props_len = if format >= FORMAT_V6 {
                     usize::from(u16_at(V5_FIXED))
@@ -492,7 +568,8 @@ impl Record {
                 let known_flags = match format {
                     FORMAT_V3 | FORMAT_V4 => 7,
                     FORMAT_V5 | FORMAT_V6 => 15,
-                    _ => 31,
+                    FORMAT_V7 => 31,
+                    _ => 127,
                 };
                 let revenue = if format >= FORMAT_V7 {
                     let at = V6_FIXED;
@@ -520,6 +597,39 @@ impl Record {
                 {
                     return Err(DecodeError::BadPayload);
                 }
+                let engagement = if format >= FORMAT_V8 {
+                    let at = V7_FIXED;
+                    let view_ms =
+                        i64::from_le_bytes(payload[at..at + 8].try_into().expect("8 bytes"));
+                    let depth = payload[at + 8];
+                    let ms =
+                        u32::from_le_bytes(payload[at + 9..at + 13].try_into().expect("4 bytes"));
+                    if flags & ENGAGEMENT == 0 {
+                        if view_ms != 0 || depth != 0 || ms != 0 || flags & FIRST_ENGAGEMENT != 0 {
+                            return Err(DecodeError::BadPayload);
+                        }
+                        None
+                    } else {
+                        // Written within its bounds, and never with what a
+                        // view or an event carries.
+                        if depth > 100
+                            || ms > MAX_ENGAGED_MS
+                            || flags & !(ENGAGEMENT | FIRST_ENGAGEMENT) != 0
+                        {
+                            return Err(DecodeError::BadPayload);
+                        }
+                        let view_at = DateTime::<Utc>::from_timestamp_millis(view_ms)
+                            .ok_or(DecodeError::BadPayload)?;
+                        Some(Engagement {
+                            view_at,
+                            depth_added: depth,
+                            first: flags & FIRST_ENGAGEMENT != 0,
+                            engaged_ms: ms,
+                        })
+                    }
+                } else {
+                    None
+                };
                 let place = if v5 {
                     let id = u64::from_le_bytes(payload[29..37].try_into().expect("8 bytes"));
                     let start_ms = i64::from_le_bytes(payload[37..45].try_into().expect("8 bytes"));
@@ -555,7 +665,7 @@ impl Record {
                 let visit = if flags & HAS_VISIT == 0 {
                     // An event outside any visit (an import's) may still carry
                     // revenue.
-                    if flags & !HAS_REVENUE != 0
+                    if flags & !(HAS_REVENUE | ENGAGEMENT | FIRST_ENGAGEMENT) != 0
                         || visitor != 0
                         || duration != 0
                         || entry.is_some()
@@ -582,7 +692,7 @@ impl Record {
                         place,
                     })
                 };
-                Record {
+                let record = Record {
                     page: text(page)?,
                     at,
                     source: optional(source)?,
@@ -590,7 +700,16 @@ impl Record {
                     labels,
                     props,
                     revenue,
+                    engagement,
+                };
+                if record.is_engagement()
+                    && (record.source.is_some()
+                        || !record.labels.is_empty()
+                        || !record.props.is_empty())
+                {
+                    return Err(DecodeError::BadPayload);
                 }
+                record
             }
         };
         Ok((record, total))
@@ -663,6 +782,7 @@ mod tests {
             labels: Labels::default(),
             props: Default::default(),
             revenue: None,
+            engagement: None,
         }
     }
 
@@ -688,7 +808,7 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         assert!(!r.is_event());
         let without_place = Some(Visit {
             place: None,
@@ -724,7 +844,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V7).unwrap_err(),
+            Record::decode(&buf, FORMAT_V8).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -735,12 +855,12 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         r.source = Some("news.ycombinator.com".into());
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         for visit in [
             Visit {
                 visitor: u64::MAX,
@@ -768,7 +888,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             assert_eq!(buf.len(), r.encoded_len());
-            assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+            assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         }
     }
 
@@ -798,7 +918,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V7).unwrap_err(),
+            Record::decode(&buf, FORMAT_V8).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -815,7 +935,7 @@ mod tests {
     #[test]
     fn zeros_are_not_a_record() {
         assert_eq!(
-            Record::decode(&[0; 64], FORMAT_V7).unwrap_err(),
+            Record::decode(&[0; 64], FORMAT_V8).unwrap_err(),
             DecodeError::BadLength(0)
         );
     }
@@ -875,6 +995,7 @@ mod tests {
                 }),
                 props: Default::default(),
                 revenue: None,
+                engagement: None,
             })
             .prop_flat_map(|r| {
                 proptest::collection::vec(("[a-z.$]{1,20}", "\\PC{1,60}"), 0..5).prop_map(
@@ -899,7 +1020,7 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         let mut v5 = Vec::new();
         r.encode_v5_into(&mut v5);
         let (decoded, len) = Record::decode(&v5, FORMAT_V5).unwrap();
@@ -923,7 +1044,7 @@ mod tests {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Record::decode(&buf, FORMAT_V7).unwrap_err(),
+            Record::decode(&buf, FORMAT_V8).unwrap_err(),
             DecodeError::BadPayload
         );
     }
@@ -939,13 +1060,85 @@ mod tests {
         let mut buf = Vec::new();
         r.encode_into(&mut buf);
         assert_eq!(buf.len(), r.encoded_len());
-        assert_eq!(Record::decode(&buf, FORMAT_V7), Ok((r.clone(), buf.len())));
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
         let mut v6 = Vec::new();
         r.encode_v6_into(&mut v6);
         let (decoded, len) = Record::decode(&v6, FORMAT_V6).unwrap();
         assert_eq!(len, v6.len());
         assert_eq!(decoded.revenue, None);
         assert_eq!(decoded.labels, r.labels);
+    }
+
+    #[test]
+    fn an_engagement_round_trips_and_a_format_7_record_reads_as_before() {
+        let view_at = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 3).unwrap();
+        let r = Record {
+            engagement: Some(Engagement {
+                view_at,
+                depth_added: 55,
+                first: true,
+                engaged_ms: 61_000,
+            }),
+            ..record("example.com/docs")
+        };
+        let mut buf = Vec::new();
+        r.encode_into(&mut buf);
+        assert_eq!(buf.len(), r.encoded_len());
+        assert_eq!(Record::decode(&buf, FORMAT_V8), Ok((r.clone(), buf.len())));
+        assert!(r.is_engagement() && !r.is_view() && !r.is_event());
+        // A view written as format 7 reads back the same, with no
+        // engagement.
+        let mut view = record("example.com/docs");
+        view.visit = Some(Visit {
+            visitor: 3,
+            ..Visit::default()
+        });
+        let mut v7 = Vec::new();
+        view.encode_v7_into(&mut v7);
+        assert_eq!(Record::decode(&v7, FORMAT_V7), Ok((view.clone(), v7.len())));
+        assert!(view.is_view());
+    }
+
+    #[test]
+    fn an_engagement_outside_its_rules_is_damage() {
+        let r = Record {
+            engagement: Some(Engagement {
+                view_at: Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 3).unwrap(),
+                depth_added: 5,
+                first: false,
+                engaged_ms: 1,
+            }),
+            ..record("example.com/")
+        };
+        let mut good = Vec::new();
+        r.encode_into(&mut good);
+        let at = HEADER_LEN + V7_FIXED;
+        let reseal = |buf: &mut Vec<u8>| {
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..4]), &buf[HEADER_LEN..]);
+            buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        };
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        // A depth past 100, a time past the bound, the engagement bytes
+        // without the flag, and an engagement that is also a visit's hit.
+        let mut b = good.clone();
+        b[at + 8] = 101;
+        cases.push(b);
+        let mut b = good.clone();
+        b[at + 9..at + 13].copy_from_slice(&(MAX_ENGAGED_MS + 1).to_le_bytes());
+        cases.push(b);
+        let mut b = good.clone();
+        b[HEADER_LEN + 8] &= !ENGAGEMENT;
+        cases.push(b);
+        let mut b = good.clone();
+        b[HEADER_LEN + 8] |= HAS_VISIT | STARTS;
+        cases.push(b);
+        for mut b in cases {
+            reseal(&mut b);
+            assert_eq!(
+                Record::decode(&b, FORMAT_V8).unwrap_err(),
+                DecodeError::BadPayload
+            );
+        }
     }
 
     #[test]
@@ -979,7 +1172,7 @@ mod tests {
         for mut b in cases {
             reseal(&mut b);
             assert_eq!(
-                Record::decode(&b, FORMAT_V7).unwrap_err(),
+                Record::decode(&b, FORMAT_V8).unwrap_err(),
                 DecodeError::BadPayload
             );
         }
@@ -994,7 +1187,7 @@ mod tests {
             }
             let mut at = 0;
             for r in &records {
-                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V7).unwrap();
+                let (decoded, len) = Record::decode(&buf[at..], FORMAT_V8).unwrap();
                 prop_assert_eq!(&decoded, r);
                 at += len;
             }
@@ -1006,7 +1199,7 @@ mod tests {
             let mut buf = Vec::new();
             r.encode_into(&mut buf);
             let cut = cut % buf.len();
-            prop_assert!(Record::decode(&buf[..cut], FORMAT_V7).is_err());
+            prop_assert!(Record::decode(&buf[..cut], FORMAT_V8).is_err());
         }
 
         #[test]
@@ -1018,7 +1211,7 @@ mod tests {
             // A flip may make the record look longer than the buffer
             // (truncated) or fail the length, checksum or payload checks:
             // never may it decode as a record.
-            prop_assert!(Record::decode(&buf, FORMAT_V7).is_err());
+            prop_assert!(Record::decode(&buf, FORMAT_V8).is_err());
         }
     }
 }

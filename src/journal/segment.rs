@@ -18,19 +18,19 @@ use std::path::{Path, PathBuf};
 
 use super::record::{
     DecodeError, Record, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6,
-    FORMAT_V7, HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
+    FORMAT_V7, FORMAT_V8, HEADER_LEN as RECORD_HEADER_LEN, MAX_PAYLOAD,
 };
 
 pub const MAGIC: &[u8; 8] = b"TTJOURNL";
 /// The record format this build writes (see `record`).
-pub const FORMAT: u32 = FORMAT_V7;
+pub const FORMAT: u32 = FORMAT_V8;
 /// The formats this build reads: segments written before sources were
 /// journaled (format 1) are replayed, their hits without a source, and
 /// those before visitors (format 2) without a visit, and those before
 /// breakdowns (format 3) without labels, and those before the visit store
 /// (format 4) without a place in a visit.
-pub const READABLE: [u32; 7] = [
-    FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7,
+pub const READABLE: [u32; 8] = [
+    FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8,
 ];
 pub const HEADER_LEN: u64 = 48;
 pub const EXTENSION: &str = "seg";
@@ -307,6 +307,7 @@ mod tests {
                 labels: Default::default(),
                 props: Default::default(),
                 revenue: None,
+                engagement: None,
             }
             .encode_into(&mut buf);
         }
@@ -393,6 +394,7 @@ mod tests {
                 labels: Default::default(),
                 props: Default::default(),
                 revenue: None,
+                engagement: None,
             }
             .encode_v1_into(&mut body);
         }

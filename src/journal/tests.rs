@@ -36,6 +36,7 @@ fn hit(i: usize) -> Record {
         },
         props: Default::default(),
         revenue: None,
+        engagement: None,
     }
 }
 
@@ -548,6 +549,62 @@ async fn a_format_4_journal_replays_without_places_and_goes_on_in_format_5() {
 }
 
 #[tokio::test]
+async fn a_format_7_journal_replays_as_it_was_and_goes_on_in_format_8() {
+    // The journal as the version before engagements left it: meta format
+    // 7 and a segment of format-7 records.
+    let dir = tempfile::tempdir().unwrap();
+    let id = uuid::Uuid::new_v4();
+    std::fs::write(
+        dir.path().join(META),
+        format!("tickertape-journal\nformat=7\nid={id}\nlanes=1\n"),
+    )
+    .unwrap();
+    let lane_dir = dir.path().join("lane-0");
+    std::fs::create_dir_all(&lane_dir).unwrap();
+    let old = SegmentHeader {
+        format: record::FORMAT_V7,
+        lane: 0,
+        start: 0,
+        journal: id,
+    };
+    let (mut file, _) = segment::create(&lane_dir, &old).unwrap();
+    let mut body = Vec::new();
+    let old_hits: Vec<Record> = (0..8).map(hit).collect();
+    for r in &old_hits {
+        r.encode_v7_into(&mut body);
+    }
+    file.write_all(&body).unwrap();
+    drop(file);
+
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    let meta = std::fs::read_to_string(dir.path().join(META)).unwrap();
+    assert!(meta.contains(&format!("format={FORMAT}")), "{meta}");
+    // New records, an engagement among them, go to a format-8 segment.
+    let engagement = Record {
+        engagement: Some(crate::journal::Engagement {
+            view_at: hit(20).at,
+            depth_added: 70,
+            first: true,
+            engaged_ms: 4_000,
+        }),
+        ..Record::view(hit(20).page, hit(20).at)
+    };
+    write(&journal, 20..22).await;
+    match journal.appender().submit(engagement.clone()).unwrap() {
+        Accepted::Pending(rx) => rx.await.unwrap().unwrap(),
+        Accepted::Queued => panic!("durable mode answers after the sync"),
+    }
+    let mut expected = old_hits;
+    expected.extend((20..22).map(hit));
+    expected.push(engagement);
+    assert_eq!(read_all(&journal.lanes()[0]), expected);
+    journal.close_writers().await;
+    drop(journal);
+    let (journal, _feeds) = Journal::open(&config(dir.path())).unwrap();
+    assert_eq!(read_all(&journal.lanes()[0]), expected);
+}
+
+#[tokio::test]
 async fn fast_mode_answers_on_enqueue_and_still_journals() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
@@ -590,6 +647,7 @@ async fn a_panicking_writer_answers_its_group_and_the_lane_goes_on() {
         labels: Default::default(),
         props: Default::default(),
         revenue: None,
+        engagement: None,
     };
     let Ok(Accepted::Pending(rx)) = journal.appender().submit(bad) else {
         panic!("accepted");

@@ -19,6 +19,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::breakdowns::NameTotals;
 use super::compared::{self, Compared, ComparedShares, Stretches};
 use super::costly::ReadError;
+use super::engagement::{self, Engagement};
 use super::filtered::Figures;
 use super::filtered_imported::Imported;
 use super::goals::{self, Goals};
@@ -449,6 +450,8 @@ pub struct Line {
     pub exits: Option<i64>,
     /// The first UTC day with visitors (unfiltered only).
     pub counted_since: Option<DateTime<Utc>>,
+    /// Of a page, unfiltered: its time on page.
+    pub engagement: Option<Engagement>,
     pub said: Said,
 }
 
@@ -479,6 +482,7 @@ impl Line {
             duration_secs: 0,
             exits: Some(0),
             counted_since: None,
+            engagement: None,
             said,
         }
     }
@@ -493,10 +497,14 @@ pub async fn line(
     match source(req) {
         Origin::Buckets => {
             let scope = req.views();
-            let (views, figures, since) = tokio::try_join!(
-                queries::read_series(req.store, &scope, req.period),
-                visits::figures(req.store, &scope, req.period),
-                visits::counted_since(req.store, &scope),
+            let time = page_time(req);
+            let (views, figures, since, page_time) = tokio::try_join!(
+                async {
+                    Ok::<_, ReadError>(queries::read_series(req.store, &scope, req.period).await?)
+                },
+                async { Ok::<_, ReadError>(visits::figures(req.store, &scope, req.period).await?) },
+                async { Ok::<_, ReadError>(visits::counted_since(req.store, &scope).await?) },
+                time,
             )?;
             Ok(Line {
                 visitors: figures.visitors,
@@ -506,6 +514,7 @@ pub async fn line(
                 duration_secs: figures.duration_secs,
                 exits: figures.exits,
                 counted_since: since,
+                engagement: page_time,
                 said: Said::whole(BUCKETS),
             })
         }
@@ -521,6 +530,7 @@ pub async fn line(
                     duration_secs: f.duration_secs,
                     exits: None,
                     counted_since: None,
+                    engagement: None,
                     said: Said::filtered(req.filters, f.sampled, imported),
                 });
             };
@@ -542,9 +552,21 @@ pub async fn line(
                 duration_secs: entering.duration_secs,
                 exits: Some(viewed.pages.get(page.path()).map_or(0, |p| p.exits)),
                 counted_since: None,
+                engagement: None,
                 said: Said::filtered(req.filters, viewed.sampled, imported),
             })
         }
+    }
+}
+
+/// A page's time on page over the period, unfiltered; `None` for a site,
+/// or under a filter (the visit store keeps no time on page).
+pub async fn page_time(req: &ReportRequest<'_>) -> Result<Option<Engagement>, ReadError> {
+    match (source(req), req.scope) {
+        (Origin::Buckets, SourceScope::Page(page)) => Ok(Some(
+            engagement::of_page(req.store, page, req.period, req.now).await?,
+        )),
+        _ => Ok(None),
     }
 }
 
@@ -661,6 +683,9 @@ pub struct PageRow {
     pub entries: i64,
     /// Visits that left from it.
     pub exits: i64,
+    /// Its time on page; `None` under a filter (the visit store keeps
+    /// no time on page).
+    pub engagement: Option<Engagement>,
 }
 
 /// The site's pages over the period: a window of those matching a
@@ -715,9 +740,15 @@ async fn pages_of_buckets(
     let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
     // A thousand pages per read: a whole list (a CSV) is many reads.
     let mut figures = Vec::with_capacity(shown.len());
+    let mut times = Vec::with_capacity(shown.len());
     for chunk in shown.chunks(1_000) {
         let names: Vec<_> = chunk.iter().map(|(page, _)| page).collect();
-        figures.extend(visits::page_rows(store, &scope, &names, req.period, req.now).await?);
+        let (rows, timed) = tokio::try_join!(
+            visits::page_rows(store, &scope, &names, req.period, req.now),
+            engagement::of_pages(store, &names, req.period, req.now),
+        )?;
+        figures.extend(rows);
+        times.extend(timed);
     }
     Ok(Pages {
         total,
@@ -725,12 +756,14 @@ async fn pages_of_buckets(
         rows: shown
             .into_iter()
             .zip(figures)
-            .map(|((page, views), f)| PageRow {
+            .zip(times)
+            .map(|(((page, views), f), time)| PageRow {
                 path: page.path().to_owned(),
                 views: *views,
                 visitors: f.visitors,
                 entries: f.visits,
                 exits: f.exits.unwrap_or(0),
+                engagement: Some(time),
             })
             .collect(),
         said: Said::whole(BUCKETS),
@@ -758,6 +791,7 @@ fn pages_of_figures(f: &Figures, needle: &str, (skip, take): (usize, usize), sai
                 visitors: Some(p.visitors()),
                 entries: p.entries,
                 exits: p.exits,
+                engagement: None,
             })
             .collect(),
         said,

@@ -12,7 +12,8 @@
 //! - Unfiltered figures, read from the buckets and page summaries
 //!   (through the store's report handle, so they honour the read
 //!   preference): `queries` (views and their sums), `visits` (visit
-//!   counters and visitors' sketches), `breakdowns` and `sources` (the
+//!   counters and visitors' sketches), `engagement` (time on page),
+//!   `breakdowns` and `sources` (the
 //!   breakdown buckets, by the hours `hours` plans), `page_totals` (pages
 //!   from page summaries), `compared` (a period and the one before),
 //!   `summaries` (the sites list).
@@ -30,6 +31,7 @@ pub mod chart;
 pub mod compared;
 pub mod costly;
 pub mod csv;
+pub mod engagement;
 pub mod engine;
 pub mod filtered;
 pub mod filtered_imported;

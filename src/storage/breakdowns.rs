@@ -200,6 +200,11 @@ impl BreakdownCounts {
     /// Every name a journaled hit is counted under: its source and labels
     /// (an event, only its name), and an event's visitor.
     pub fn add_record(&mut self, record: &Record) {
+        // An engagement is neither a view nor an event: no breakdown
+        // counts it.
+        if record.is_engagement() {
+            return;
+        }
         let visitor = record.visit.as_ref().map(|v| v.visitor);
         let source = record.source.as_deref();
         self.add_hit(&record.page, record.at, source, &record.labels, visitor);

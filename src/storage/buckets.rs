@@ -264,8 +264,8 @@ struct BucketIncrement {
 
 #[derive(Debug, Default)]
 struct VisitIncrement {
-    /// Per slot, the four counters in [`VisitFields::COUNTERS`] order.
-    slots: BTreeMap<u16, [i64; 4]>,
+    /// Per slot, the counters in [`VisitFields::COUNTERS`] order.
+    slots: BTreeMap<u16, [i64; VisitFields::COUNTERS.len()]>,
     visitors: Sketch,
 }
 
@@ -283,6 +283,18 @@ struct VisitIncrement {
 /// - `exits` (pages only): +1 on each viewed page, −1 on the visit's
 ///   previous page in the slot of that previous view, so over a visit
 ///   only its last view keeps one, and no range's sum is below zero;
+/// - `timedViews` and `timedSeconds` (pages only): a view followed by
+///   another view of its visit, and the seconds until that next view,
+///   credited to the earlier view's page in its own slot, so a range's
+///   time on page until the next view is of the views it counts (a
+///   visit's last view has no next view and no time: it is not timed);
+/// - `engagedViews`, `scrollSum` and `engagedMs` (pages only): from the
+///   engagements a tracker sends for a view (`journal::Engagement`), in
+///   the slot of that view: +1 at its first engagement, each increase of
+///   its greatest scroll depth in percentage points, and its engaged
+///   milliseconds; so a range's mean scroll depth (scrollSum /
+///   engagedViews) is the mean of each of its engaged views' greatest
+///   depth, and its engaged time the mean of their time;
 /// - `visitors`: the HyperLogLog registers of the visitor ids seen
 ///   (`domain::sketch`), merged with `$max`.
 pub struct VisitFields;
@@ -292,7 +304,22 @@ impl VisitFields {
     pub const NON_BOUNCES: usize = 1;
     pub const DURATION: usize = 2;
     pub const EXITS: usize = 3;
-    pub const COUNTERS: [&'static str; 4] = ["visits", "nonBounces", "duration", "exits"];
+    pub const TIMED_VIEWS: usize = 4;
+    pub const TIMED_SECONDS: usize = 5;
+    pub const ENGAGED_VIEWS: usize = 6;
+    pub const SCROLL_SUM: usize = 7;
+    pub const ENGAGED_MS: usize = 8;
+    pub const COUNTERS: [&'static str; 9] = [
+        "visits",
+        "nonBounces",
+        "duration",
+        "exits",
+        "timedViews",
+        "timedSeconds",
+        "engagedViews",
+        "scrollSum",
+        "engagedMs",
+    ];
     pub const VISITORS: &'static str = "visitors";
 }
 
@@ -433,6 +460,18 @@ impl Increments {
                     // never fewer than none.
                     if let Some(previous) = previous {
                         credit(self, previous, previous_at, VisitFields::EXITS, -1);
+                        // The previous view lasted until this one: events
+                        // do not move a visit's last hit
+                        // (`ingest::visits`), so `duration_secs` is the
+                        // gap between the two views.
+                        credit(self, previous, previous_at, VisitFields::TIMED_VIEWS, 1);
+                        credit(
+                            self,
+                            previous,
+                            previous_at,
+                            VisitFields::TIMED_SECONDS,
+                            i64::from(visit.duration_secs),
+                        );
                     }
                 }
             }
@@ -446,6 +485,30 @@ impl Increments {
         let visits = self.bucket(page, at).visits_mut();
         if sign > 0 {
             visits.visitors.insert(visit.visitor);
+        }
+    }
+
+    /// Adds an engagement with a view of `page` to the view's slot: hour
+    /// and day page buckets only (minute buckets hold views; the site's
+    /// figures are its pages').
+    pub fn add_engagement(&mut self, page: &str, engagement: &crate::journal::Engagement) {
+        if self.target.resolution == Resolution::Minute || self.target.subject != Subject::Page {
+            return;
+        }
+        let at = engagement.view_at;
+        let slot = self.target.resolution.slot(at) as u16;
+        let sums = self
+            .bucket(page, at)
+            .visits_mut()
+            .slots
+            .entry(slot)
+            .or_default();
+        for (counter, n) in [
+            (VisitFields::ENGAGED_VIEWS, i64::from(engagement.first)),
+            (VisitFields::SCROLL_SUM, i64::from(engagement.depth_added)),
+            (VisitFields::ENGAGED_MS, i64::from(engagement.engaged_ms)),
+        ] {
+            sums[counter] = sums[counter].saturating_add(n);
         }
     }
 
@@ -797,6 +860,92 @@ mod tests {
         assert_eq!(taken_back(30), [(at(10, 0, 0), 0)]);
         // At 09:59:07: the 09:00 bucket gets the bounce and is marked.
         assert_eq!(taken_back(120), [(at(9, 0, 0), 1), (at(10, 0, 0), 0)]);
+    }
+
+    #[test]
+    fn a_later_view_times_the_previous_view_where_it_was_made() {
+        // /a viewed at 09:59:07, /b at 10:01:07: /a's view lasted 120 s.
+        let visit = Visit {
+            visitor: 42,
+            duration_secs: 120,
+            entry: Some("example.com/a".into()),
+            previous: Some("example.com/a".into()),
+            second_view: true,
+            place: None,
+        };
+        let mut inc = Increments::new(Resolution::Hour);
+        inc.add_hit("example.com/b", at(10, 1, 7), Some(&visit));
+        let incs: HashMap<(String, DateTime<Utc>), Document> = inc
+            .statements()
+            .iter()
+            .map(|s| {
+                let q = s.get_document("q").unwrap();
+                let key = (
+                    q.get_str("page").unwrap().to_owned(),
+                    q.get_datetime("timestamp").unwrap().to_chrono(),
+                );
+                (
+                    key,
+                    s.get_document("u")
+                        .unwrap()
+                        .get_document("$inc")
+                        .unwrap()
+                        .clone(),
+                )
+            })
+            .collect();
+        let a = &incs[&("example.com/a".to_owned(), at(9, 0, 0))];
+        assert_eq!(a.get_i64("timedViews.59"), Ok(1));
+        assert_eq!(a.get_i64("timedSeconds.59"), Ok(120));
+        // The view that ends nothing yet is not timed.
+        let b = &incs[&("example.com/b".to_owned(), at(10, 0, 0))];
+        assert!(b.keys().all(|k| !k.starts_with("timed")), "{b:?}");
+        // Its visit's first view has no previous view to time.
+        let mut first = Increments::new(Resolution::Day);
+        let start = Visit {
+            visitor: 42,
+            ..Visit::default()
+        };
+        first.add_hit("example.com/a", at(9, 59, 7), Some(&start));
+        let u = first.statements()[0].get_document("u").unwrap().clone();
+        assert!(u
+            .get_document("$inc")
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("timed")));
+    }
+
+    #[test]
+    fn an_engagement_adds_to_its_views_page_slot_and_nowhere_else() {
+        let e = crate::journal::Engagement {
+            view_at: at(9, 59, 7),
+            depth_added: 30,
+            first: true,
+            engaged_ms: 4_500,
+        };
+        let mut hour = Increments::new(Resolution::Hour);
+        hour.add_engagement("example.com/a", &e);
+        let s = &hour.statements()[0];
+        assert_eq!(
+            s.get_document("q")
+                .unwrap()
+                .get_datetime("timestamp")
+                .unwrap()
+                .to_chrono(),
+            at(9, 0, 0)
+        );
+        assert_eq!(
+            s.get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 0_i64, "engagedViews.59": 1_i64, "scrollSum.59": 30_i64, "engagedMs.59": 4_500_i64}
+        );
+        // Neither minutes nor the site's buckets: not a view.
+        for mut other in [
+            Increments::new(Resolution::Minute),
+            Increments::for_site(Resolution::Day, 0),
+        ] {
+            other.add_engagement("example.com/a", &e);
+            assert!(other.is_empty());
+        }
     }
 
     #[test]

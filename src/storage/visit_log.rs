@@ -1204,6 +1204,7 @@ mod tests {
             labels,
             props: Default::default(),
             revenue: None,
+            engagement: None,
         }
     }
 

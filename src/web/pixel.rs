@@ -63,6 +63,7 @@ impl ResponseError for PixelError {
             | PixelError::Event(_)
             | PixelError::Properties(_)
             | PixelError::Revenue(_)
+            | PixelError::Engagement(_)
             | PixelError::NoPage => StatusCode::BAD_REQUEST,
             PixelError::QueueFull
             | PixelError::JournalFull

@@ -1312,6 +1312,33 @@ async fn the_script_never_sends_a_query_string_or_fragment_in_a_real_browser() {
     let seen = seen.lock().unwrap().clone();
     let (events, seen): (Vec<String>, Vec<String>) =
         seen.into_iter().partition(|u| u.contains("&e="));
+    // Each view's engagement (its scroll depth and visible time, sent as
+    // the script leaves it) carries the view's page and nothing more.
+    let (engagements, seen): (Vec<String>, Vec<String>) =
+        seen.into_iter().partition(|u| u.contains("&sd="));
+    for uri in &engagements {
+        for secret in ["SECRET", "XYZ", "FRAG", "HASH", "token", "%3F", "%23"] {
+            assert!(!uri.contains(secret), "{secret} sent: {uri}");
+        }
+        let query = uri.split_once('?').map_or("", |(_, q)| q);
+        let params: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect();
+        let sent: std::collections::BTreeSet<&str> = params.keys().map(String::as_str).collect();
+        assert_eq!(
+            sent,
+            ["et", "page", "sd", "site", "t", "w"].into_iter().collect(),
+            "{uri}"
+        );
+        let depth: u32 = params["sd"].parse().unwrap();
+        assert!(depth <= 100, "{uri}");
+        params["et"].parse::<u64>().unwrap();
+    }
+    assert!(
+        engagements.iter().any(|u| u.contains("page=%2Fstart&")),
+        "the first page's engagement is sent as the app navigates: {engagements:?}"
+    );
     let mut names: Vec<(String, String)> = events
         .iter()
         .map(|uri| {

@@ -461,6 +461,107 @@ track("Trial", {{props: {{plan: "pro"}}, revenue: {{amount: 19.99, currency: "EU
     handle.stop(true).await;
 }
 
+/// A page's engagement counters in its day buckets: engaged views, the sum
+/// of their greatest scroll depths, engaged milliseconds.
+async fn engagement_of(app: &TestApp, page: &str) -> [i64; 3] {
+    use futures::TryStreamExt;
+    let docs: Vec<bson::Document> = app
+        .store
+        .db()
+        .collection::<bson::Document>("views_day")
+        .find(bson::doc! {"page": page})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = [0; 3];
+    for d in &docs {
+        for (i, field) in ["engagedViews", "scrollSum", "engagedMs"]
+            .iter()
+            .enumerate()
+        {
+            if let Ok(slots) = d.get_document(field) {
+                out[i] += slots
+                    .values()
+                    .map(|v| v.as_i64().or(v.as_i32().map(i64::from)).unwrap_or(0))
+                    .sum::<i64>();
+            }
+        }
+    }
+    out
+}
+
+/// Plausible's own npm tracker in Chromium, unchanged: a reader scrolls a
+/// long page to its end and the app navigates on; the tracker's
+/// `engagement` event for the first page (its `sd` and `e`) counts that
+/// view once, at 100 % scroll depth, with the time it was shown, and
+/// neither page gets a view more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plausibles_tracker_sends_scroll_depth_and_engaged_time_in_a_real_browser() {
+    use crate::browser::site_server;
+    let app = spawn_app().await;
+    app.add_site("blog.test", &["127.0.0.1"]).await;
+    let tracker = std::fs::read_to_string(npm_package_file(
+        "@plausible-analytics/tracker/plausible.js",
+    ))
+    .unwrap();
+    // `__plausible`: the tracker ignores a browser driven by WebDriver
+    // unless the page says it is meant to count.
+    let long = format!(
+        r#"<!doctype html><html><head><title>Long</title></head><body>
+<div style="height:6000px">A long read</div>
+<script type="module">window.__plausible = true;
+import {{init}} from "/plausible.js";
+init({{domain: "blog.test", endpoint: "{a}/api/event", captureOnLocalhost: true}});
+setTimeout(function(){{ window.scrollTo(0, document.body.scrollHeight); }}, 400);
+setTimeout(function(){{ history.pushState({{}}, "", "/second.html"); }}, 4000);</script>
+</body></html>"#,
+        a = app.address
+    );
+    let (port, handle) = site_server(vec![("/long.html", long), ("/plausible.js", tracker)], None);
+    let browser = crate::webdriver::Browser::start(BROWSER_UA).await;
+    browser
+        .goto(&format!("http://127.0.0.1:{port}/long.html"))
+        .await;
+    // The test's clock stands still: once the first view is in, it moves
+    // on, so the time since the view (which bounds its engaged time) is
+    // the reader's 4 s and more.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while views_by_page(&app).await.get("blog.test/long.html") != Some(&1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first view is counted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    app.clock.set(t0() + chrono::TimeDelta::seconds(60));
+    let want_views = map(&[("blog.test/long.html", 1), ("blog.test/second.html", 1)]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let engaged = loop {
+        let (views, engaged) = (
+            views_by_page(&app).await,
+            engagement_of(&app, "blog.test/long.html").await,
+        );
+        if (views == want_views && engaged[0] == 1) || std::time::Instant::now() > deadline {
+            assert_eq!(views, want_views);
+            break engaged;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    browser.quit().await;
+    let [views, depth, ms] = engaged;
+    assert_eq!(
+        (views, depth),
+        (1, 100),
+        "one engaged view, scrolled to its end"
+    );
+    // Shown about 4 s before the navigation: the time the tracker
+    // measured, within the time since the view.
+    assert!((1_000..=60_000).contains(&ms), "engaged ms {ms}");
+    handle.stop(true).await;
+}
+
 /// Umami's node client, as a site's server would run it.
 #[tokio::test]
 async fn umamis_node_client_counts_views_and_events() {

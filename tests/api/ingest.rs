@@ -417,6 +417,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
                 labels: Default::default(),
                 props: Default::default(),
                 revenue: None,
+                engagement: None,
             };
             let Ok(Accepted::Pending(synced)) = journal.appender().submit(record) else {
                 panic!("durable mode");
@@ -441,6 +442,7 @@ async fn a_damaged_journal_is_replayed_up_to_the_damage_and_reported() {
         labels: Default::default(),
         props: Default::default(),
         revenue: None,
+        engagement: None,
     }
     .encoded_len();
     bytes[48 + 3 * one + 20] ^= 0x10;

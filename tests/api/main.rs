@@ -19,6 +19,7 @@ mod credentials;
 mod deployment;
 mod email;
 mod email_tls;
+mod engagement;
 mod explorer;
 mod goals;
 mod imports;

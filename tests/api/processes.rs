@@ -306,6 +306,10 @@ pub(crate) struct Tally {
     /// Custom events, per page, the same two ways: never views.
     pub(crate) events_acked: HashMap<String, i64>,
     pub(crate) events_unknown: HashMap<String, i64>,
+    /// Engagements (scroll depth and engaged time for a view), the same
+    /// two ways: never views, each crediting at most one view.
+    pub(crate) engagements_acked: i64,
+    pub(crate) engagements_unknown: i64,
     /// Refused with a status, or never connected: not counted.
     pub(crate) refused: i64,
     pub(crate) non_200_statuses: i64,
@@ -317,6 +321,10 @@ pub(crate) struct Tally {
 impl Tally {
     /// A hit answered 200 by a visitor.
     pub(crate) fn acked(&mut self, hit: &Hit, visitor: &str) {
+        if hit.engagement {
+            self.engagements_acked += 1;
+            return;
+        }
         let acked = if hit.event {
             &mut self.events_acked
         } else {
@@ -328,6 +336,10 @@ impl Tally {
 
     /// A hit sent whose answer was lost: counted at most once.
     pub(crate) fn unknown(&mut self, hit: &Hit, visitor: &str) {
+        if hit.engagement {
+            self.engagements_unknown += 1;
+            return;
+        }
         let unknown = if hit.event {
             &mut self.events_unknown
         } else {
@@ -352,6 +364,8 @@ pub(crate) struct Hit {
     pub(crate) page: String,
     pub(crate) query: String,
     pub(crate) event: bool,
+    /// An engagement with the view its visitor made before (`sd`, `et`).
+    pub(crate) engagement: bool,
 }
 
 /// The load's `i`th hit on the site `site`, over `pages` pages.
@@ -366,6 +380,21 @@ pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
     // than the cap), so the campaigns are checked like the
     // sources; every eleventh hit is an event instead.
     let event = i % 11 == 0;
+    // Every thirteenth other hit is an engagement with the page of its
+    // visitor's hit before (a view, unless that was an event).
+    if !event && i % 13 == 0 && i >= VISITORS {
+        let k = ((i - VISITORS) * 7919) % pages;
+        return Hit {
+            page: format!("crash.test/p/{k}"),
+            query: format!(
+                "site={site}&page=/p/{k}&sd={}&et={}",
+                (i * 37) % 101,
+                (i * 997) % 5_000
+            ),
+            event: false,
+            engagement: true,
+        };
+    }
     // Every hit carries a custom property its stored step can be checked
     // against ([`step_props`]), and every event the same revenue
     // ([`EVENT_REVENUE`]).
@@ -383,7 +412,12 @@ pub(crate) fn hit(site: &str, i: usize, pages: usize) -> Hit {
             k % 7
         )
     };
-    Hit { page, query, event }
+    Hit {
+        page,
+        query,
+        event,
+        engagement: false,
+    }
 }
 
 /// The revenue every event of the load carries: 1.25 EUR, in
@@ -662,6 +696,63 @@ pub(crate) async fn check_exactly_once(uri: &str, database: &str, tally: &Tally)
         }
     }
     check_events(uri, database, tally).await;
+    check_engagements(uri, database, tally, stored).await;
+}
+
+/// Every engagement's counters were applied with it, once: hours equal
+/// days page by page, no page has more engaged views than views nor a
+/// mean depth past 100 %, and no more views were engaged than
+/// engagements were sent.
+pub(crate) async fn check_engagements(
+    uri: &str,
+    database: &str,
+    tally: &Tally,
+    views: &HashMap<String, i64>,
+) {
+    let mut by_level = Vec::new();
+    for g in [Resolution::Hour, Resolution::Day] {
+        let docs: Vec<bson::Document> = all(uri, database, Subject::Page.collection(g)).await;
+        let mut by_page: HashMap<String, [i64; 3]> = HashMap::new();
+        for d in docs {
+            let page = d.get_str("page").unwrap().to_owned();
+            for (i, name) in ["engagedViews", "scrollSum", "engagedMs"]
+                .iter()
+                .enumerate()
+            {
+                if let Ok(slots) = d.get_document(name) {
+                    by_page.entry(page.clone()).or_default()[i] +=
+                        slots.iter().map(|(_, v)| v.as_i64().unwrap()).sum::<i64>();
+                }
+            }
+        }
+        for (page, [engaged, depth, ms]) in &by_page {
+            let viewed = views.get(page).copied().unwrap_or(0);
+            assert!(
+                (0..=viewed).contains(engaged),
+                "{g:?} {page}: {engaged} engaged of {viewed} views"
+            );
+            assert!(
+                (0..=100 * engaged).contains(depth),
+                "{g:?} {page}: depth {depth}"
+            );
+            assert!(*ms >= 0, "{g:?} {page}");
+        }
+        let engaged: i64 = by_page.values().map(|c| c[0]).sum();
+        assert!(
+            engaged <= tally.engagements_acked + tally.engagements_unknown,
+            "{g:?}: {engaged} engaged views of {} engagements",
+            tally.engagements_acked
+        );
+        by_level.push(by_page);
+    }
+    assert_eq!(
+        by_level[0], by_level[1],
+        "hours and days agree, page by page"
+    );
+    assert!(
+        tally.engagements_acked == 0 || by_level[1].values().any(|c| c[0] > 0),
+        "engagements were counted"
+    );
 }
 
 /// Per key (page or site), the visit counters a level's buckets hold:

@@ -119,15 +119,15 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }
@@ -174,6 +174,8 @@ struct View {
     /// Whole seconds since the visit's previous view (0 for its first).
     gap: i64,
     last: bool,
+    /// Whole seconds until the visit's next view; `None` for its last.
+    until_next: Option<i64>,
 }
 
 /// One row of the imported GoatCounter export: a view of `path`, or with
@@ -251,8 +253,10 @@ impl Model {
             let key = (h.site, h.visitor, day);
             let (visit, gap) = match open.get(&key) {
                 Some(&(last_at, visit, last_view)) if h.at - last_at < GAP => {
+                    let gap = h.at.timestamp() - last_at.timestamp();
                     views[last_view].last = false;
-                    (visit, h.at.timestamp() - last_at.timestamp())
+                    views[last_view].until_next = Some(gap);
+                    (visit, gap)
                 }
                 _ => {
                     visits.push(Visit {
@@ -273,6 +277,7 @@ impl Model {
                 visit,
                 gap,
                 last: true,
+                until_next: None,
             });
             open.insert(key, (h.at, visit, views.len() - 1));
         }
@@ -357,6 +362,10 @@ impl Model {
             bounces,
             duration,
             exits: views.iter().filter(|v| v.last).count() as i64,
+            // Time on page: each view followed by another of its visit,
+            // timed until that next view, where it was viewed.
+            timed_views: views.iter().filter(|v| v.until_next.is_some()).count() as i64,
+            timed_secs: views.iter().filter_map(|v| v.until_next).sum(),
         }
     }
 
@@ -461,6 +470,29 @@ struct Figures {
     bounces: i64,
     duration: i64,
     exits: i64,
+    timed_views: i64,
+    timed_secs: i64,
+}
+
+impl Figures {
+    /// The mean time on page as the API gives it (seconds, one decimal).
+    fn time_on_page(&self) -> Option<f64> {
+        (self.timed_views > 0)
+            .then(|| (self.timed_secs as f64 / self.timed_views as f64 * 10.0).round() / 10.0)
+    }
+
+    /// As `pages.csv`, the API's `timeKind` and the dashboard show it.
+    fn time_cells(&self) -> (String, String, String) {
+        let mean = (self.timed_views > 0).then(|| self.timed_secs as f64 / self.timed_views as f64);
+        (
+            mean.map_or_else(String::new, |m| format!("{m:.1}")),
+            mean.map_or_else(String::new, |_| "until_next_view".to_owned()),
+            mean.map_or_else(
+                || "—".to_owned(),
+                tickertape::reports::numbers::minutes_seconds,
+            ),
+        )
+    }
 }
 
 pub(crate) struct Site {
@@ -616,6 +648,11 @@ impl Check {
                 j["exits"].as_i64(),
                 Some(want.exits),
             );
+            self.eq(
+                &format!("{at} time on page"),
+                (j["timedViews"].as_i64(), j["timeOnPage"].as_f64()),
+                (Some(want.timed_views), want.time_on_page()),
+            );
         }
         self.visitors(at, j["visitors"].as_i64(), want.visitors, want.views);
     }
@@ -742,6 +779,11 @@ impl Run<'_> {
                 figure(&html, "views"),
                 Some(want.views.to_string()),
             );
+            check.eq(
+                &format!("{at} page report {path} time on page"),
+                figure(&html, "time-on-page"),
+                Some(want.time_cells().2),
+            );
         }
 
         // Top pages: the API, pages.csv and the dashboard.
@@ -777,6 +819,15 @@ impl Run<'_> {
                 Some(f.visits),
             );
             check.eq(&format!("{at} exits"), p["exits"].as_i64(), Some(f.exits));
+            check.eq(
+                &format!("{at} time on page"),
+                (
+                    p["timedViews"].as_i64(),
+                    p["timeOnPage"].as_f64(),
+                    p["timeKind"].as_str().unwrap_or_default().to_owned(),
+                ),
+                (Some(f.timed_views), f.time_on_page(), f.time_cells().1),
+            );
             check.visitors(&at, p["visitors"].as_i64(), f.visitors, f.views);
         }
         let (status, csv) = self
@@ -788,7 +839,7 @@ impl Run<'_> {
         check.eq(
             &format!("{at} pages.csv header"),
             lines.first().copied(),
-            Some("path,views,share_percent,entries,exits,visitors"),
+            Some("path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views"),
         );
         for row in csv_rows(&csv) {
             let Some((_, f)) = want_pages.iter().find(|(w, _)| *w == row[0]) else {
@@ -804,6 +855,18 @@ impl Run<'_> {
                 &format!("{at} views/entries/exits"),
                 (int(&row[1]), int(&row[3]), int(&row[4])),
                 (f.views, f.visits, f.exits),
+            );
+            let (mean, kind, _) = f.time_cells();
+            check.eq(
+                &format!("{at} time on page"),
+                (
+                    row[6].clone(),
+                    row[7].clone(),
+                    int(&row[8]),
+                    row[9].clone(),
+                    int(&row[10]),
+                ),
+                (mean, kind, f.timed_views, String::new(), 0),
             );
             check.visitors(&at, row[5].parse().ok(), f.visitors, f.views);
         }
@@ -837,6 +900,11 @@ impl Run<'_> {
                         &format!("{at} views/entries/exits"),
                         (int(&cells[1]), int(&cells[2]), int(&cells[3])),
                         (f.views, f.visits, f.exits),
+                    );
+                    check.eq(
+                        &format!("{at} time on page"),
+                        cells.get(4).cloned(),
+                        Some(f.time_cells().2),
                     );
                     check.visitors(
                         &at,

@@ -155,9 +155,9 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
     assert_eq!(
         rows,
         [
-            "path,views,share_percent,entries,exits,visitors",
-            "/a,8,53.3,0,0,0",
-            "/b,7,46.7,0,0,0"
+            "path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views",
+            "/a,8,53.3,0,0,0,,,0,,0",
+            "/b,7,46.7,0,0,0,,,0,,0"
         ]
     );
     let rows = csv(
@@ -168,8 +168,8 @@ async fn series_totals_pages_and_seconds_match_the_hits_at_every_resolution() {
     assert_eq!(
         rows,
         [
-            "path,views,share_percent,entries,exits,visitors",
-            "/b,7,46.7,0,0,0"
+            "path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views",
+            "/b,7,46.7,0,0,0,,,0,,0"
         ]
     );
 

@@ -281,7 +281,7 @@ async fn csv_files_are_named_after_page_and_range() {
     );
     let body = r.text().await.unwrap();
     assert!(
-        body.starts_with("path,views,share_percent,entries,exits,visitors\r\n/b,27,90.0,0,0,0\r\n"),
+        body.starts_with("path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views\r\n/b,27,90.0,0,0,0,,,0,,0\r\n"),
         "{body}"
     );
     // The last 60 minutes by minute are named as realtime, not

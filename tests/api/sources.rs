@@ -401,6 +401,7 @@ async fn a_journal_of_the_previous_format_is_replayed_into_the_buckets() {
             labels: Default::default(),
             props: Default::default(),
             revenue: None,
+            engagement: None,
         }
         .encode_v1_into(&mut body);
     }

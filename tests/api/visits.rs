@@ -5,6 +5,7 @@
 use bson::{doc, Document};
 use chrono::{DateTime, TimeZone, Utc};
 use futures::TryStreamExt;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use tickertape::accounts::Role;
 use tickertape::domain::sketch::Sketch;
@@ -241,12 +242,71 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
         let end = at + html[at..].find("</tr>").unwrap();
         num_cells(&html[at..end])
     };
+    // Time on page until the visit's next view: / for 300 s (10:00 to
+    // 10:05) and 1,140 s (10:51 to 11:10), /b for 900 s (10:05 to 10:20);
+    // the visits' last views (/c, Bob's /b, Alice's /b at 11:10) untimed.
     assert_eq!(
         row(&html, "/b"),
-        ["2", "3", "1", "2", "50.0%"],
-        "visitors, views, entries, exits, share"
+        ["2", "3", "1", "2", "15m 00s", "—", "50.0%"],
+        "visitors, views, entries, exits, time on page, scroll depth, share"
     );
-    assert_eq!(row(&html, "/"), ["1", "2", "2", "0", "33.3%"]);
+    assert_eq!(
+        row(&html, "/"),
+        ["1", "2", "2", "0", "12m 00s", "—", "33.3%"]
+    );
+    assert_eq!(row(&html, "/c")[4], "—", "a last view is not timed");
+    let a = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/pages?range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"),
+    )
+    .await;
+    let times: Vec<(String, Value, Value, Value)> = a.json["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["timeOnPage"].clone(),
+                p["timeKind"].clone(),
+                p["timedViews"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        times,
+        [
+            (
+                "/b".into(),
+                json!(900.0),
+                json!("until_next_view"),
+                json!(1)
+            ),
+            ("/".into(), json!(720.0), json!("until_next_view"), json!(2)),
+            ("/c".into(), Value::Null, Value::Null, json!(0)),
+        ],
+        "{}",
+        a.json
+    );
+    // The page report, and the API's line of a page, say the same.
+    assert_eq!(figure(&page, "time-on-page"), "15m 00s");
+    let a = get(
+        &app,
+        &token,
+        &api("path=/&range=custom&from=2026-11-22T00:00&to=2026-11-23T00:00"),
+    )
+    .await;
+    assert_eq!(
+        (
+            a.json["timeOnPage"].as_f64(),
+            a.json["timeKind"].as_str(),
+            a.json["timedViews"].as_i64()
+        ),
+        (Some(720.0), Some("until_next_view"), Some(2)),
+        "{}",
+        a.json
+    );
     // The chart shows visitors per hour when asked.
     let (_, chart) = login
         .text(&format!(
@@ -303,10 +363,10 @@ async fn a_scripted_day_of_two_visitors_gives_the_known_figures_on_every_level()
     assert_eq!(
         csv.lines().collect::<Vec<_>>(),
         [
-            "path,views,share_percent,entries,exits,visitors",
-            "/b,3,50.0,1,2,2",
-            "/,2,33.3,2,0,1",
-            "/c,1,16.7,0,1,1"
+            "path,views,share_percent,entries,exits,visitors,time_on_page_seconds,time_kind,timed_views,scroll_depth_percent,engaged_views",
+            "/b,3,50.0,1,2,2,900.0,until_next_view,1,,0",
+            "/,2,33.3,2,0,1,720.0,until_next_view,2,,0",
+            "/c,1,16.7,0,1,1,,,0,,0"
         ]
     );
     // The API's top pages carry the same per page.

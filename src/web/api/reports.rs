@@ -421,6 +421,40 @@ struct PageEntry {
     entries: i64,
     /// Visits that left from it.
     exits: i64,
+    #[serde(flatten)]
+    time: TimeOnPage,
+}
+
+/// A page's time on page: its mean in seconds (one decimal), what it is
+/// measured by (`engaged`: the engaged time trackers sent, where the
+/// range has engaged views; else `until_next_view`: from each view to its
+/// visit's next view, a visit's last view not timed), and the views it is
+/// the mean of; the mean of each engaged view's greatest scroll depth
+/// (percent, one decimal) and the engaged views. All null under a filter
+/// (the visit store keeps neither); the means null without their views.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TimeOnPage {
+    time_on_page: Option<f64>,
+    time_kind: Option<&'static str>,
+    timed_views: Option<i64>,
+    scroll_depth: Option<f64>,
+    engaged_views: Option<i64>,
+}
+
+impl TimeOnPage {
+    fn of(engagement: Option<&crate::reports::engagement::Engagement>) -> Self {
+        let mean = engagement.and_then(|e| e.time_on_page());
+        TimeOnPage {
+            time_on_page: mean.map(|(secs, _)| (secs * 10.0).round() / 10.0),
+            time_kind: mean.map(|(_, kind)| kind.as_str()),
+            timed_views: engagement.map(|e| e.time_views()),
+            scroll_depth: engagement
+                .and_then(|e| e.scroll_depth())
+                .map(|d| (d * 10.0).round() / 10.0),
+            engaged_views: engagement.map(|e| e.engaged_views),
+        }
+    }
 }
 
 /// `GET /api/v1/sites/{id}/pages`: the dashboard's top pages, most viewed
@@ -449,6 +483,7 @@ pub async fn top_pages(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
                     visitors: r.visitors,
                     entries: r.entries,
                     exits: r.exits,
+                    time: TimeOnPage::of(r.engagement.as_ref()),
                 })
                 .collect(),
         }))
@@ -846,6 +881,9 @@ struct VisitsBody {
     visit_duration: Option<f64>,
     /// The first UTC day with visitors (views before it have none).
     counted_since: Option<DateTime<Utc>>,
+    /// The page's time on page (with `path` only; null under a filter).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    time: Option<TimeOnPage>,
 }
 
 /// `GET /api/v1/sites/{id}/visits`: the dashboard's (or, with `path`, the
@@ -884,6 +922,9 @@ pub async fn visits(state: Data, client: ApiClient, id: Id, q: Q) -> Reply {
             bounce_rate: line.bounce_rate(),
             visit_duration: line.average_duration(),
             counted_since: line.counted_since,
+            time: path
+                .is_some()
+                .then(|| TimeOnPage::of(line.engagement.as_ref())),
         }))
     }
     .await;

@@ -72,6 +72,7 @@ fn parse(query: &str) -> Request {
         event,
         props: None,
         revenue: None,
+        engagement: None,
     })
 }
 

@@ -32,6 +32,8 @@ pub enum BodyError {
     Missing(&'static str),
     #[error("the body's properties: {0}")]
     Properties(crate::domain::PropertyError),
+    #[error("the body's engagement: {0}")]
+    Engagement(crate::domain::EngagementError),
 }
 
 impl BodyError {
@@ -39,6 +41,7 @@ impl BodyError {
     pub fn outcome(&self) -> pixel::Outcome {
         match self {
             BodyError::Properties(_) => pixel::Outcome::InvalidProperties,
+            BodyError::Engagement(_) => pixel::Outcome::InvalidEngagement,
             _ => pixel::Outcome::InvalidBody,
         }
     }

@@ -7,7 +7,11 @@
 //! holding one, held to Plausible's rules, `domain::properties`),
 //! `$`/`revenue` (a custom event's revenue, `{amount, currency}`: one
 //! Plausible would not take is left out and the event counted, as
-//! Plausible does);
+//! Plausible does); an `engagement`'s `sd` (the view's greatest scroll
+//! depth so far, 0–100) and `e` (engaged milliseconds since its last
+//! engagement), read by Plausible's rules (`domain::EngagementHit`: one
+//! with neither readable is refused, 400 `invalid-engagement`, as
+//! Plausible refuses it) and credited to the view of `u` in its visit;
 //! `h`/`hashMode`, `i`/`interactive` and the rest are read by Plausible
 //! only and ignored here. Answers 202 `ok`, like Plausible, to every body
 //! it can read, counted or not, so that nobody learns which domains are
@@ -26,7 +30,7 @@ use crate::ingest::IngestState;
 use crate::web::pixel::hit_request;
 
 /// Plausible's `engagement` events (time on page, scroll depth) follow a
-/// view that was counted already: accepted, not counted.
+/// view that was counted already: they add to it, never count a view.
 const ENGAGEMENT: &str = "engagement";
 const PAGEVIEW: &str = "pageview";
 
@@ -52,25 +56,29 @@ struct Body {
     dollar: serde_json::Value,
     #[serde(default)]
     revenue: serde_json::Value,
+    #[serde(default)]
+    sd: serde_json::Value,
+    #[serde(default)]
+    e: serde_json::Value,
 }
 
-/// What one of Plausible's bodies asks: a view or an event of a page of
-/// the first of its domains that a site here has, or nothing to count.
+/// What one of Plausible's bodies asks: a view, an event or an
+/// engagement of a page of the first of its domains that a site here has.
 #[derive(Debug, PartialEq)]
 enum Request {
     Hit {
         domains: Vec<String>,
         params: HitParams,
     },
-    Engagement,
 }
 
 fn parse(body: &[u8]) -> Result<Request, BodyError> {
     let body: Body = serde_json::from_slice(body)?;
     let name = body.n.ok_or(BodyError::Missing("n"))?;
-    if name == ENGAGEMENT {
-        return Ok(Request::Engagement);
-    }
+    let engagement = (name == ENGAGEMENT)
+        .then(|| crate::domain::EngagementHit::parse_json(&body.sd, &body.e))
+        .transpose()
+        .map_err(BodyError::Engagement)?;
     let url = body.u.ok_or(BodyError::Missing("u"))?;
     // Plausible takes the first of these that is there.
     let props = [&body.m, &body.meta, &body.p, &body.props]
@@ -91,6 +99,18 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
         .map(|d| d.trim().to_ascii_lowercase())
         .filter(|d| !d.is_empty())
         .collect();
+    if let Some(engagement) = engagement {
+        // An engagement carries the view's page alone: its referrer,
+        // properties and revenue were the view's.
+        return Ok(Request::Hit {
+            domains,
+            params: HitParams {
+                page: Some(Ok(url)),
+                engagement: Some(Ok(engagement)),
+                ..HitParams::default()
+            },
+        });
+    }
     Ok(Request::Hit {
         domains,
         params: HitParams {
@@ -122,7 +142,6 @@ pub async fn event(
     };
     let (domains, mut params) = match parse(&body) {
         Ok(Request::Hit { domains, params }) => (domains, params),
-        Ok(Request::Engagement) => return accepted(),
         Err(e) => {
             tracing::debug!(error = %e, "a Plausible body refused");
             state.stats.record(e.outcome());
@@ -156,9 +175,7 @@ mod tests {
     #[test]
     fn a_pageview_is_a_view_of_its_url_with_its_referrer() {
         let body = br#"{"n":"pageview","u":"https://a.test/x?utm_source=n","d":"A.test, b.test","r":null,"v":36}"#;
-        let Request::Hit { domains, params } = parse(body).unwrap() else {
-            panic!("not a hit")
-        };
+        let Request::Hit { domains, params } = parse(body).unwrap();
         assert_eq!(domains, ["a.test", "b.test"]);
         assert_eq!(
             params.page,
@@ -172,9 +189,7 @@ mod tests {
     #[test]
     fn the_long_names_are_read_too_and_other_names_are_events() {
         let body = br#"{"name":"Signup","url":"https://a.test/","domain":"a.test","referrer":"https://r.test/","props":{"k":"v"}}"#;
-        let Request::Hit { params, .. } = parse(body).unwrap() else {
-            panic!("not a hit")
-        };
+        let Request::Hit { params, .. } = parse(body).unwrap();
         assert_eq!(params.event, Some(Ok("Signup".into())));
         assert_eq!(params.referrer, Some(Ok("https://r.test/".into())));
     }
@@ -182,17 +197,13 @@ mod tests {
     #[test]
     fn props_are_read_as_plausible_reads_them() {
         let body = br#"{"n":"Signup","u":"https://a.test/","d":"a.test","p":"{\"plan\":\"pro\",\"n\":2}"}"#;
-        let Request::Hit { params, .. } = parse(body).unwrap() else {
-            panic!("not a hit")
-        };
+        let Request::Hit { params, .. } = parse(body).unwrap();
         let props = params.props.unwrap().unwrap();
         assert_eq!(props.get("plan"), Some("pro"));
         assert_eq!(props.get("n"), Some("2"));
         let body =
             br#"{"n":"pageview","u":"https://a.test/","d":"a.test","props":{"a":{"b":1},"c":"d"}}"#;
-        let Request::Hit { params, .. } = parse(body).unwrap() else {
-            panic!("not a hit")
-        };
+        let Request::Hit { params, .. } = parse(body).unwrap();
         assert_eq!(params.props.unwrap().unwrap().len(), 1);
         let long = format!(
             r#"{{"n":"pageview","u":"https://a.test/","d":"a.test","p":{{"k":"{}"}}}}"#,
@@ -209,11 +220,30 @@ mod tests {
     }
 
     #[test]
-    fn engagement_is_accepted_without_a_url() {
+    fn an_engagement_is_its_views_depth_and_time_by_plausibles_rules() {
+        let body = br#"{"n":"engagement","sd":40,"e":1234,"d":"a.test","u":"https://a.test/x","r":"https://r.test/","p":{"k":"v"},"v":36}"#;
+        let Request::Hit { params, .. } = parse(body).unwrap();
+        assert_eq!(params.page, Some(Ok("https://a.test/x".into())));
         assert_eq!(
-            parse(br#"{"n":"engagement","sd":40,"d":"a.test"}"#).unwrap(),
-            Request::Engagement
+            params.engagement,
+            Some(Ok(crate::domain::EngagementHit {
+                depth: Some(40),
+                engaged_ms: 1234
+            }))
         );
+        // Neither the view's referrer, properties nor an event.
+        assert_eq!((params.referrer, params.event), (None, None));
+        assert!(params.props.is_none());
+        // Neither value readable: refused, as Plausible refuses it; a
+        // url is needed as for every event.
+        assert!(matches!(
+            parse(br#"{"n":"engagement","sd":-1,"e":"x","d":"a.test","u":"https://a.test/"}"#),
+            Err(BodyError::Engagement(_))
+        ));
+        assert!(matches!(
+            parse(br#"{"n":"engagement","sd":40,"d":"a.test"}"#),
+            Err(BodyError::Missing("u"))
+        ));
     }
 
     #[test]

@@ -86,6 +86,7 @@ fn parse(body: &[u8]) -> Result<Request, BodyError> {
             .map(Ok),
         event: payload.name.map(Ok),
         props: Some(Properties::parse_json(&payload.data, Rules::Lenient)),
+        engagement: None,
     }))
 }
 

@@ -112,13 +112,14 @@ async fn page_report_of(
         let seconds = engine::seconds(&reads, &site, &request, minute).await?;
         Ok::<_, crate::reports::costly::ReadError>((minute, seconds))
     };
-    let (line, chart, (sources, panels), (minute, seconds), (realtime, current)) =
+    let (line, chart, (sources, panels), (minute, seconds), (realtime, current), time) =
         tokio::try_join!(
             report.line(),
             report.chart(metric),
             report.panels(&super::breakdowns::PANELS),
             breakdown,
             engine::realtime(&reads, &site, &hour_request, this_minute),
+            engine::page_time(&request),
         )
         .map_err(WebError::from)?;
     // How far behind the streams are, once the figures are read.
@@ -135,6 +136,7 @@ async fn page_report_of(
         )
     });
     let mut visits = super::visit_line::build(&line.figures, &period, true);
+    super::visit_line::add_time_on_page(&mut visits, time.as_ref());
     visits.basis = change_basis(
         &period,
         line.figures.compared.map_or(0, |(part, _)| part.views),

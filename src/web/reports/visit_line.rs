@@ -192,6 +192,41 @@ pub(super) fn build(line: &LineFigures, period: &Period, page: bool) -> VisitLin
     }
 }
 
+/// A page report's time on page and scroll depth, after its visit
+/// figures: the mean time, and
+/// what it is measured by in place of a change (the visit store keeps no
+/// time on page, so a filtered report shows none).
+pub(super) fn add_time_on_page(
+    line: &mut VisitLine,
+    engagement: Option<&crate::reports::engagement::Engagement>,
+) {
+    use crate::reports::engagement::TimeKind;
+    let (value, said) = match engagement.map(|e| (e, e.time_on_page())) {
+        Some((_, Some((secs, TimeKind::Engaged)))) => (minutes_seconds(secs), "engaged"),
+        Some((_, Some((secs, TimeKind::UntilNextView)))) => {
+            (minutes_seconds(secs), "until the visit's next view")
+        }
+        Some((_, None)) => ("—".to_owned(), "no view followed by another"),
+        None => ("—".to_owned(), "not kept for filtered reports"),
+    };
+    line.figures.push(Figure {
+        id: "time-on-page",
+        label: "Time on page",
+        value,
+        change: said.to_owned(),
+        class: "",
+        before: String::new(),
+    });
+    line.figures.push(Figure {
+        id: "scroll-depth",
+        label: "Scroll depth",
+        value: super::dashboard::scroll_depth(engagement),
+        change: String::new(),
+        class: "",
+        before: String::new(),
+    });
+}
+
 fn direction(a: f64, b: f64) -> &'static str {
     if a > b {
         "up"
