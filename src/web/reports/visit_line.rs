@@ -193,27 +193,29 @@ pub(super) fn build(line: &LineFigures, period: &Period, page: bool) -> VisitLin
 }
 
 /// A page report's time on page and scroll depth, after its visit
-/// figures: the mean time, and
-/// what it is measured by in place of a change (the visit store keeps no
-/// time on page, so a filtered report shows none).
+/// figures: the means, the time's label saying what it is measured by
+/// (the visit store keeps neither, so a filtered report shows "—").
 pub(super) fn add_time_on_page(
     line: &mut VisitLine,
     engagement: Option<&crate::reports::engagement::Engagement>,
 ) {
     use crate::reports::engagement::TimeKind;
-    let (value, said) = match engagement.map(|e| (e, e.time_on_page())) {
-        Some((_, Some((secs, TimeKind::Engaged)))) => (minutes_seconds(secs), "engaged"),
-        Some((_, Some((secs, TimeKind::UntilNextView)))) => {
-            (minutes_seconds(secs), "until the visit's next view")
+    // What the time is measured by is said in its label; the change slot
+    // holds "—" (nothing compared), as every figure's holds a change.
+    let (value, label) = match engagement.map(|e| (e, e.time_on_page())) {
+        Some((_, Some((secs, TimeKind::Engaged)))) => {
+            (minutes_seconds(secs), "Time on page (engaged)")
         }
-        Some((_, None)) => ("—".to_owned(), "no view followed by another"),
-        None => ("—".to_owned(), "not kept for filtered reports"),
+        Some((_, Some((secs, TimeKind::UntilNextView)))) => {
+            (minutes_seconds(secs), "Time on page (to next view)")
+        }
+        _ => ("—".to_owned(), "Time on page"),
     };
     line.figures.push(Figure {
         id: "time-on-page",
-        label: "Time on page",
+        label,
         value,
-        change: said.to_owned(),
+        change: "—".to_owned(),
         class: "",
         before: String::new(),
     });
@@ -221,7 +223,7 @@ pub(super) fn add_time_on_page(
         id: "scroll-depth",
         label: "Scroll depth",
         value: super::dashboard::scroll_depth(engagement),
-        change: String::new(),
+        change: "—".to_owned(),
         class: "",
         before: String::new(),
     });
