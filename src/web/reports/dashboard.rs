@@ -249,9 +249,9 @@ async fn dashboard_of(
                 .map_or_else(|| "—".to_owned(), |v| fmt::thousands(&v)),
             entries: p.entries,
             exits: p.exits,
-            time_on_page: time_on_page(p.engagement.as_ref()).0,
-            time_kind: time_on_page(p.engagement.as_ref()).1,
-            scroll_depth: scroll_depth(p.engagement.as_ref()),
+            time_on_page: super::visit_line::time_on_page(p.engagement.as_ref()).0,
+            time_kind: super::visit_line::time_on_page(p.engagement.as_ref()).1,
+            scroll_depth: super::visit_line::scroll_depth(p.engagement.as_ref()),
             share: fmt::share(p.views, total),
             href: join(&format!("{base}/page"), &params, &[("path", &p.path)]),
         })
@@ -400,32 +400,4 @@ pub async fn status_json(r: Result<SiteRequest, WebError>) -> Result<HttpRespons
     Ok(HttpResponse::Ok()
         .insert_header(crate::web::pages::no_store())
         .json(serde_json::json!({ "seen": seen })))
-}
-
-/// A page's mean scroll depth as the reports show it: a whole percent.
-pub(super) fn scroll_depth(engagement: Option<&crate::reports::engagement::Engagement>) -> String {
-    engagement
-        .and_then(|e| e.scroll_depth())
-        .map_or_else(|| "—".to_owned(), |d| format!("{d:.0}%"))
-}
-
-/// A page's mean time on page as the pages panel shows it, and what it is
-/// measured by in words; "—" where there is none (no view followed by
-/// another of its visit, or a filtered report: the visit store keeps no
-/// time on page).
-pub(super) fn time_on_page(
-    engagement: Option<&crate::reports::engagement::Engagement>,
-) -> (String, &'static str) {
-    use crate::reports::engagement::TimeKind;
-    match engagement.and_then(|e| e.time_on_page()) {
-        Some((secs, TimeKind::Engaged)) => (
-            crate::reports::numbers::minutes_seconds(secs),
-            "Mean engaged time the tracker sent per view",
-        ),
-        Some((secs, TimeKind::UntilNextView)) => (
-            crate::reports::numbers::minutes_seconds(secs),
-            "Mean time from a view to its visit's next view (a visit's last view is not timed)",
-        ),
-        None => ("—".to_owned(), "No view followed by another of its visit"),
-    }
 }

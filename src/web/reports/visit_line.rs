@@ -222,7 +222,7 @@ pub(super) fn add_time_on_page(
     line.figures.push(Figure {
         id: "scroll-depth",
         label: "Scroll depth",
-        value: super::dashboard::scroll_depth(engagement),
+        value: scroll_depth(engagement),
         change: "—".to_owned(),
         class: "",
         before: String::new(),
@@ -301,6 +301,34 @@ pub fn chart_view(
             }
         ),
         note: chart.note,
+    }
+}
+
+/// A page's mean scroll depth as the reports show it: a whole percent.
+pub(super) fn scroll_depth(engagement: Option<&crate::reports::engagement::Engagement>) -> String {
+    engagement
+        .and_then(|e| e.scroll_depth())
+        .map_or_else(|| "—".to_owned(), |d| format!("{d:.0}%"))
+}
+
+/// A page's mean time on page as the pages panel shows it, and what it is
+/// measured by in words; "—" where there is none (no view followed by
+/// another of its visit, or a filtered report: the visit store keeps no
+/// time on page).
+pub(super) fn time_on_page(
+    engagement: Option<&crate::reports::engagement::Engagement>,
+) -> (String, &'static str) {
+    use crate::reports::engagement::TimeKind;
+    match engagement.and_then(|e| e.time_on_page()) {
+        Some((secs, TimeKind::Engaged)) => (
+            crate::reports::numbers::minutes_seconds(secs),
+            "Mean engaged time the tracker sent per view",
+        ),
+        Some((secs, TimeKind::UntilNextView)) => (
+            crate::reports::numbers::minutes_seconds(secs),
+            "Mean time from a view to its visit's next view (a visit's last view is not timed)",
+        ),
+        None => ("—".to_owned(), "No view followed by another of its visit"),
     }
 }
 
