@@ -768,13 +768,19 @@ impl KnownNames {
             self.bytes = 0;
         }
         for (key, held) in names {
-            let known = self
-                .buckets
-                .entry((inc.collection(), inc.target.part, key.clone()))
-                .or_insert_with(|| {
-                    self.bytes += Self::entry_bytes(key, &BucketNames::default());
-                    BucketNames::default()
-                });
+            // One lookup can find more than the bound (on secantusd-rs it
+            // finds every page's bucket at the batch's times): what does
+            // not fit is not remembered, and asked again if needed.
+            let slot = (inc.collection(), inc.target.part, key.clone());
+            if !self.buckets.contains_key(&slot)
+                && self.bytes + Self::entry_bytes(key, held) > MAX_KNOWN_BYTES
+            {
+                continue;
+            }
+            let known = self.buckets.entry(slot).or_insert_with(|| {
+                self.bytes += Self::entry_bytes(key, &BucketNames::default());
+                BucketNames::default()
+            });
             let before = known.bytes();
             known.extend(held);
             self.bytes = (self.bytes + known.bytes()).saturating_sub(before);
@@ -1147,6 +1153,12 @@ mod tests {
             peak > MAX_KNOWN_BYTES / 2,
             "the bound is what limits it: {peak}"
         );
+        // One lookup finding more than the bound keeps what fits.
+        let mut one = KnownNames::default();
+        let huge: Names = (0..50_000).map(bucket).collect();
+        one.learn(&inc, &huge);
+        assert!(one.bytes() <= MAX_KNOWN_BYTES, "{}", one.bytes());
+        assert!(one.bytes() > MAX_KNOWN_BYTES / 2, "{}", one.bytes());
         // What it counts is what it holds: each bucket's key, its names
         // and the map's slot.
         let counted: usize = known
