@@ -43,6 +43,9 @@ pub(super) struct DeleteImport {
     /// Umami's session file, if it has moved since the import.
     #[arg(long)]
     sessions: Option<PathBuf>,
+    /// Umami's event data file, if it has moved since the import.
+    #[arg(long)]
+    event_data: Option<PathBuf>,
     #[command(flatten)]
     db: DatabaseArgs,
 }
@@ -92,6 +95,11 @@ pub(super) struct UmamiArgs {
     /// views' browser, system, device and country are "unknown".
     #[arg(long)]
     sessions: Option<PathBuf>,
+    /// The `event_data` rows (website_event_id, data_key, string_value,
+    /// number_value, date_value, data_type): the views' and events' custom
+    /// properties and revenue; up to 256 MiB of keys and values in memory.
+    #[arg(long)]
+    event_data: Option<PathBuf>,
     /// The Umami website (its `website_id`) whose rows to import, when it
     /// is not the site's own id; rows of other websites are skipped and
     /// counted. Without it, a row of a website other than the site's id
@@ -161,6 +169,7 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
         key,
         file,
         sessions,
+        event_data,
         db,
     } = args;
     with_store(&db, |store| async move {
@@ -168,7 +177,10 @@ async fn delete_import(args: DeleteImport) -> anyhow::Result<()> {
             &store,
             &key,
             file.as_deref(),
-            sessions.as_deref(),
+            workflow::Moved {
+                sessions: sessions.as_deref(),
+                event_data: event_data.as_deref(),
+            },
             &mut Console::new(),
         )
         .await?;
@@ -202,7 +214,10 @@ async fn import_goatcounter(args: ImportArgs) -> anyhow::Result<()> {
 async fn import_umami(args: UmamiArgs) -> anyhow::Result<()> {
     let source = umami::Export::open(
         &args.import.file,
-        args.sessions.as_deref(),
+        workflow::Moved {
+            sessions: args.sessions.as_deref(),
+            event_data: args.event_data.as_deref(),
+        },
         args.from_website.as_deref(),
     )?;
     import(&args.import, source).await

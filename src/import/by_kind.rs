@@ -13,7 +13,7 @@ pub async fn delete(
     store: &Store,
     key: &str,
     file: Option<&Path>,
-    sessions: Option<&Path>,
+    moved: workflow::Moved<'_>,
     watch: &mut impl Watch,
 ) -> anyhow::Result<Deleted> {
     let record = workflow::recorded(store, key).await?;
@@ -21,13 +21,13 @@ pub async fn delete(
     // goes through its `Importer`.
     match record.kind.as_str() {
         goatcounter::KIND => {
-            workflow::delete_as::<goatcounter::Export>(store, record, file, sessions, watch).await
+            workflow::delete_as::<goatcounter::Export>(store, record, file, moved, watch).await
         }
         umami::KIND => {
-            workflow::delete_as::<umami::Export>(store, record, file, sessions, watch).await
+            workflow::delete_as::<umami::Export>(store, record, file, moved, watch).await
         }
         plausible::KIND => {
-            workflow::delete_as::<plausible::Export>(store, record, file, sessions, watch).await
+            workflow::delete_as::<plausible::Export>(store, record, file, moved, watch).await
         }
         other => anyhow::bail!("import {} is of an unknown kind {other:?}", record.key),
     }

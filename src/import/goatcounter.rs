@@ -156,6 +156,7 @@ impl Format for GoatCounter<'_> {
             source: source.map(Source::into_string),
             labels,
             visit: None,
+            carried: None,
         }))
     }
 }
@@ -223,7 +224,7 @@ impl super::workflow::Importer for Export {
     fn reopen(
         _record: &crate::storage::imports::ImportRecord,
         file: &std::path::Path,
-        _sessions: Option<&std::path::Path>,
+        _moved: super::workflow::Moved<'_>,
     ) -> anyhow::Result<Self> {
         Ok(Self::new(file))
     }

@@ -25,6 +25,7 @@ pub mod goatcounter;
 pub mod plausible;
 pub mod reading;
 pub mod umami;
+pub mod umami_data;
 pub mod workflow;
 
 mod by_kind;
@@ -35,7 +36,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::Labels;
 use crate::journal::Visit;
-use crate::storage::bucket_writer::{ApplyError, BucketWriter, Expired, Hit};
+use crate::storage::bucket_writer::{ApplyError, BucketWriter, Carrying, Expired, Hit};
+use crate::storage::imported_properties;
 use crate::storage::progress::{self, Advance, Stream};
 use crate::storage::retention::TtlState;
 use crate::storage::{Resolution, Store};
@@ -71,6 +73,29 @@ pub struct ImportHit {
     /// What the row changes of its visit, when the export tells visits
     /// apart (an event carries only its visitor, as the pixel's does).
     pub visit: Option<Visit>,
+    /// What it carries besides, when its export has that (Umami's event
+    /// data).
+    pub carried: Option<Box<Carried>>,
+}
+
+/// What an imported hit carries of custom properties and revenue, with
+/// what it adds to the imported properties' counts
+/// (`storage::imported_properties`): the source decides what is a new
+/// visit, since only it can tell visits apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Carried {
+    /// The first instant of its day in the site's zone: where its counts
+    /// go.
+    pub day: DateTime<Utc>,
+    pub properties: crate::domain::Properties,
+    /// Per property, in order: whether its visit sends that value (as a
+    /// view's, or as this event's) for the first time that day.
+    pub new_values: Vec<bool>,
+    /// Whether it is its visit's first row that day: one more of the
+    /// day's visits.
+    pub new_visit: bool,
+    /// An event's revenue.
+    pub revenue: Option<crate::domain::Revenue>,
 }
 
 /// A row that is not counted, and why (the summary counts them).
@@ -230,8 +255,37 @@ impl Counted for ImportHit {
             visit: h.visit.as_ref(),
             labels: Some(&h.labels),
         });
+        let mut carrying = Carrying::default();
+        // What rows carry goes with the breakdowns only.
+        let carried = rows
+            .iter()
+            .filter(|_| advance.stream == Stream::Sources)
+            .filter_map(|h| Some((h, h.carried.as_deref()?)));
+        for (hit, carried) in carried {
+            let event = hit.labels.get(crate::domain::Dimension::Event);
+            if let (Some(event), Some(revenue)) = (event, carried.revenue) {
+                carrying.revenue.push((&hit.page, hit.at, event, revenue));
+            }
+            // The property counts are kept as long as the day buckets.
+            if !writer.keeps(crate::storage::Resolution::Day, carried.day) {
+                continue;
+            }
+            let site = crate::storage::Subject::Site.key_of(&hit.page);
+            let sign = i64::from(sign);
+            if carried.new_visit {
+                carrying.properties.add_day(site, carried.day, sign);
+            }
+            let name = event.unwrap_or(imported_properties::VIEWS);
+            for ((key, value), new) in carried.properties.iter().zip(&carried.new_values) {
+                let visits = i64::from(*new) * sign;
+                let what = (name, key, value);
+                carrying
+                    .properties
+                    .add_property(site, carried.day, what, sign, visits);
+            }
+        }
         writer
-            .apply_signed(hits, Some(advance), sign)
+            .apply_carrying(hits, &carrying, Some(advance), sign)
             .await
             .map(drop)
     }

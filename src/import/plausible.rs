@@ -1070,7 +1070,7 @@ impl super::workflow::Importer for Export {
     fn reopen(
         _record: &crate::storage::imports::ImportRecord,
         file: &Path,
-        _sessions: Option<&Path>,
+        _moved: super::workflow::Moved<'_>,
     ) -> anyhow::Result<Self> {
         Export::open(file)
     }

@@ -12,7 +12,9 @@
 //! hosts are no source), else direct; `utm_medium` and `utm_campaign` are
 //! kept. They are read from their columns, or from `url_query` in exports
 //! from before those columns. `hostname`, titles, `utm_content`,
-//! `utm_term`, click ids and event data are not kept.
+//! `utm_term` and click ids are not kept. The event data, a file beside
+//! ([`super::umami_data`]), gives a row its custom properties and revenue
+//! by its `event_id` (below, "Properties").
 //!
 //! Visits are rebuilt so that every figure stays a sum of per-row
 //! deltas, as the pixel's are (`ingest::visits`):
@@ -38,7 +40,17 @@
 //!   overlap days are whole UTC days and no visit crosses one, skipping a
 //!   day drops whole visits.
 //!
-//! *Length*: under 800 lines of code; the rest is its unit tests.
+//! *Properties*: what an export's event data gives is counted where an
+//! import's properties are (`storage::imported_properties`), per day of the
+//! site's zone: each value's views or events, and its visits, a visit
+//! being Umami's `visit_id` within a UTC day (as above) counted once per
+//! day, view or event name, key and value; and each day's visits (those
+//! with any row that day), which a value's share is of. A visit is found
+//! again within its day by its id; what was seen is held for the current
+//! day of the site's zone only (rows come in time order), at most
+//! [`MAX_SEEN_ON_A_DAY`] entries.
+//!
+//! *Length*: under 900 lines of code; the rest is its unit tests.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use std::io::Read;
@@ -46,7 +58,8 @@ use std::io::Read;
 use super::reading::{
     day_in_window, site_path, starts_with_plain_date, CsvFile, Format, Hashing, RowError, Rows,
 };
-use super::{ImportHit, Row, Skipped};
+use super::umami_data::EventData;
+use super::{Carried, ImportHit, Row, Skipped};
 use crate::classify::user_agent::{BROWSERS, OPERATING_SYSTEMS};
 use crate::classify::{Country, DeviceClass, UNKNOWN};
 use crate::domain::{Dimension, EventName, Labels, Page, Properties, Source};
@@ -79,8 +92,14 @@ const WEBSITE_ID: &str = "website_id";
 const UTM_SOURCE: &str = "utm_source";
 const UTM_MEDIUM: &str = "utm_medium";
 const UTM_CAMPAIGN: &str = "utm_campaign";
-const OPTIONAL_EVENT_COLUMNS: [&str; 5] =
-    [URL_QUERY, WEBSITE_ID, UTM_SOURCE, UTM_MEDIUM, UTM_CAMPAIGN];
+const OPTIONAL_EVENT_COLUMNS: [&str; 6] = [
+    URL_QUERY,
+    WEBSITE_ID,
+    UTM_SOURCE,
+    UTM_MEDIUM,
+    UTM_CAMPAIGN,
+    EVENT_ID,
+];
 
 const SESSION_COLUMNS: [&str; 5] = [SESSION_ID, "browser", "os", "device", "country"];
 
@@ -289,6 +308,56 @@ pub struct Umami<'a> {
     websites: Websites,
     /// The first `website_id` seen ([`Websites::Any`]).
     website: Option<uuid::Uuid>,
+    /// The event data by event id (empty: the import has none).
+    data: &'a EventData,
+    /// What the current day of the site's zone has seen of visits and
+    /// values, while there is event data.
+    seen: Seen,
+}
+
+/// Most visits and visits' values one day may hold in [`Seen`] (24 bytes
+/// each, about twice that in the sets): past it, the file is refused.
+pub const MAX_SEEN_ON_A_DAY: usize = 8_000_000;
+
+/// The visits one day of the site's zone has had rows of, and the values
+/// each sent: what makes a day's visits and a value's visits each count a
+/// visit once.
+#[derive(Debug, Default)]
+struct Seen {
+    day: Option<NaiveDate>,
+    visits: std::collections::HashSet<u64>,
+    /// A visit and a fingerprint of the view or event name, key and value
+    /// (128 bits: a chance collision is far less likely than a disk error).
+    values: std::collections::HashSet<(u64, u128)>,
+}
+
+impl Seen {
+    /// Moves to `day` (a day of the site's zone, in time order).
+    fn on(&mut self, day: NaiveDate) {
+        if self.day != Some(day) {
+            self.day = Some(day);
+            self.visits.clear();
+            self.values.clear();
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.visits.len() + self.values.len() >= MAX_SEEN_ON_A_DAY
+    }
+}
+
+/// A view's or an event's key and value, as [`Seen::values`] holds it.
+fn fingerprint(event: &str, key: &str, value: &str) -> u128 {
+    let mut hasher = blake3::Hasher::new();
+    for part in [event, key, value] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    u128::from_le_bytes(
+        hasher.finalize().as_bytes()[..16]
+            .try_into()
+            .expect("16 bytes"),
+    )
 }
 
 /// Which rows of a `website_event` file are the site's, by their
@@ -329,12 +398,21 @@ pub fn rows<'a, R: Read>(
     read: R,
     file: &str,
     site: Site,
-    sessions: &'a Sessions,
+    (sessions, data): (&'a Sessions, &'a EventData),
     websites: Websites,
 ) -> Result<Rows<Umami<'a>, R>, RowError> {
     let csv = CsvFile::open(read, file, &EVENT_COLUMNS, &OPTIONAL_EVENT_COLUMNS, |_| {
         Ok(())
     })?;
+    if !data.is_empty() && !csv.has(EVENT_ID) {
+        return Err(RowError::new(
+            file,
+            1,
+            EVENT_ID,
+            "no event_id column, which the event data names its events by: export \
+             website_event with SELECT * (README, \"Switching from Umami\")",
+        ));
+    }
     let key = blake3::derive_key(
         "tickertape umami import 2026-11 visitor and visit ids",
         site.id.to_string().as_bytes(),
@@ -347,6 +425,8 @@ pub fn rows<'a, R: Read>(
         previous_at: None,
         websites,
         website: None,
+        data,
+        seen: Seen::default(),
     };
     Ok(Rows::new(csv, umami))
 }
@@ -364,6 +444,56 @@ impl Umami<'_> {
                 .try_into()
                 .expect("8 bytes"),
         )
+    }
+}
+
+impl Umami<'_> {
+    /// What a row brings to the imported properties (see "Properties"
+    /// above), when the export has event data: `event` is the event's
+    /// name, none for a view. An error names its column.
+    fn carried<R: Read>(
+        &mut self,
+        at: DateTime<Utc>,
+        visit: u128,
+        event: Option<&str>,
+        csv: &CsvFile<R>,
+        record: &csv::StringRecord,
+    ) -> Result<Option<Box<Carried>>, (&'static str, String)> {
+        if self.data.is_empty() {
+            return Ok(None);
+        }
+        let id = uuid(csv.cell(record, EVENT_ID)).map_err(|m| (EVENT_ID, m))?;
+        let tz = self.site.time_zone.tz();
+        let local = at.with_timezone(&tz).date_naive();
+        self.seen.on(local);
+        if self.seen.full() {
+            return Err((
+                VISIT_ID,
+                format!(
+                    "more than {MAX_SEEN_ON_A_DAY} visits and values on one day: import \
+                     the events without --event-data"
+                ),
+            ));
+        }
+        let visit = self.day_id(b'v', at.date_naive(), visit);
+        let new_visit = self.seen.visits.insert(visit);
+        let facts = self.data.get(id);
+        let properties = facts.map(|f| f.properties.clone()).unwrap_or_default();
+        let new_values = properties
+            .iter()
+            .map(|(key, value)| {
+                let print = fingerprint(event.unwrap_or_default(), key, value);
+                self.seen.values.insert((visit, print))
+            })
+            .collect();
+        Ok(Some(Box::new(Carried {
+            day: crate::reports::local::midnight(local, tz),
+            properties,
+            new_values,
+            new_visit,
+            // A view's revenue counts nowhere, as the live endpoint's.
+            revenue: event.and_then(|_| facts.and_then(|f| f.revenue)),
+        })))
     }
 }
 
@@ -459,6 +589,9 @@ impl Format for Umami<'_> {
         if is_event {
             let name = EventName::parse(cell(EVENT_NAME))
                 .map_err(|e| error(EVENT_NAME, format!("not an event name: {e}")))?;
+            let carried = self
+                .carried(at, visit, Some(name.as_str()), csv, record)
+                .map_err(|(column, m)| error(column, m))?;
             labels.set(Dimension::Event, name.into_string());
             return Ok(Ok(ImportHit {
                 page,
@@ -469,8 +602,12 @@ impl Format for Umami<'_> {
                     visitor,
                     ..Visit::default()
                 }),
+                carried,
             }));
         }
+        let carried = self
+            .carried(at, visit, None, csv, record)
+            .map_err(|(column, m)| error(column, m))?;
         let query = format!("?{}", cell(URL_QUERY));
         let utm = |column: &str| match csv.has(column) {
             true => Some(cell(column).to_owned()).filter(|v| !v.is_empty()),
@@ -516,6 +653,7 @@ impl Format for Umami<'_> {
             source: Some(source.into_string()),
             labels,
             visit: Some(delta),
+            carried,
         }))
     }
 }
@@ -528,6 +666,9 @@ pub struct Export {
     sessions: Sessions,
     /// The sessions file's hash, and its path as recorded.
     sessions_hash: Option<(blake3::Hash, String)>,
+    data: EventData,
+    /// The event data file's hash, and its path as recorded.
+    data_hash: Option<(blake3::Hash, String)>,
     websites: Websites,
     /// `--from-website`, as recorded.
     from_website: Option<String>,
@@ -541,11 +682,12 @@ impl Export {
     /// first pass: a bad file should not wait for one.
     pub fn open(
         file: &std::path::Path,
-        sessions: Option<&std::path::Path>,
+        beside: super::workflow::Moved<'_>,
         from_website: Option<&str>,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let (sessions, sessions_hash) = load_sessions(sessions)?;
+        let (sessions, sessions_hash) = load_sessions(beside.sessions)?;
+        let (data, data_hash) = load_event_data(beside.event_data)?;
         let from = match from_website {
             Some(id) => Some(
                 uuid::Uuid::try_parse(id)
@@ -568,15 +710,61 @@ impl Export {
             file: file.to_owned(),
             sessions,
             sessions_hash,
+            data,
+            data_hash,
             websites,
             from_website,
             rows_key,
         })
     }
 
+    /// The other files' hash, part of the import's content: the sessions'
+    /// alone for an import without event data (its key as before event
+    /// data was read), else both.
     fn also(&self) -> Option<blake3::Hash> {
-        self.sessions_hash.as_ref().map(|(hash, _)| *hash)
+        let sessions = self.sessions_hash.as_ref().map(|(hash, _)| *hash);
+        let Some((data, _)) = &self.data_hash else {
+            return sessions;
+        };
+        let mut both = blake3::Hasher::new();
+        both.update(b"event data ");
+        both.update(data.as_bytes());
+        if let Some(sessions) = sessions {
+            both.update(sessions.as_bytes());
+        }
+        Some(both.finalize())
     }
+
+    /// The event data read, to tell once the rows are in.
+    fn data_note(&self) -> Option<String> {
+        let (_, file) = self.data_hash.as_ref()?;
+        Some(format!(
+            "{file}: {} rows, custom properties on {} views and events{}",
+            self.data.rows,
+            self.data.events(),
+            match self.data.left_out {
+                0 => String::new(),
+                n => format!(
+                    " ({n} left out: lists, values past the bounds, email addresses, \
+                     past 30 a hit)"
+                ),
+            }
+        ))
+    }
+}
+
+/// The event data file, if any: its data, hash and recorded path.
+fn load_event_data(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<(EventData, Option<(blake3::Hash, String)>)> {
+    let Some(path) = path else {
+        return Ok((EventData::default(), None));
+    };
+    let shown = path.display().to_string();
+    let (read, hasher) = Hashing::new(super::workflow::open(path)?);
+    let data = EventData::load(read, &shown)?;
+    let hash = hasher.borrow().finalize();
+    Ok((data, Some((hash, super::workflow::recorded_path(path)))))
 }
 
 /// The sessions file, if any: its sessions, hash and recorded path.
@@ -604,11 +792,13 @@ impl super::workflow::Importer for Export {
     fn reopen(
         record: &crate::storage::imports::ImportRecord,
         file: &std::path::Path,
-        sessions: Option<&std::path::Path>,
+        moved: super::workflow::Moved<'_>,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
         let recorded = record.also_file.as_deref().map(std::path::Path::new);
-        let (sessions, sessions_hash) = load_sessions(sessions.or(recorded))?;
+        let (sessions, sessions_hash) = load_sessions(moved.sessions.or(recorded))?;
+        let recorded = record.data_file.as_deref().map(std::path::Path::new);
+        let (data, data_hash) = load_event_data(moved.event_data.or(recorded))?;
         let websites = match record.from_website.as_deref() {
             Some(id) => Websites::From(
                 uuid::Uuid::try_parse(id)
@@ -620,6 +810,8 @@ impl super::workflow::Importer for Export {
             file: file.to_owned(),
             sessions,
             sessions_hash,
+            data,
+            data_hash,
             websites,
             from_website: record.from_website.clone(),
             rows_key: None,
@@ -628,12 +820,17 @@ impl super::workflow::Importer for Export {
 
     fn check(&self, site: &Site) -> anyhow::Result<super::workflow::Checked> {
         let name = self.file.display().to_string();
-        super::workflow::check_file(
+        let mut checked = super::workflow::check_file(
             &self.file,
-            |read| rows(read, &name, site.clone(), &self.sessions, self.websites),
+            |read| {
+                let beside = (&self.sessions, &self.data);
+                rows(read, &name, site.clone(), beside, self.websites)
+            },
             self.also(),
             self.from_website.as_deref(),
-        )
+        )?;
+        checked.notes.extend(self.data_note());
+        Ok(checked)
     }
 
     fn content(&self) -> anyhow::Result<blake3::Hash> {
@@ -647,7 +844,7 @@ impl super::workflow::Importer for Export {
             read,
             &name,
             site.clone(),
-            &self.sessions,
+            (&self.sessions, &self.data),
             self.websites,
         )?))
     }
@@ -655,6 +852,7 @@ impl super::workflow::Importer for Export {
     fn beside(&self) -> super::workflow::Beside {
         super::workflow::Beside {
             also_file: self.sessions_hash.as_ref().map(|(_, file)| file.clone()),
+            data_file: self.data_hash.as_ref().map(|(_, file)| file.clone()),
             from_website: self.from_website.clone(),
             rows_key: self.rows_key.clone(),
         }
@@ -748,7 +946,7 @@ mod tests {
             text.as_bytes(),
             "website_event.csv",
             site(),
-            sessions,
+            (sessions, &EventData::default()),
             Websites::TheSites,
         )?
         .collect()
@@ -765,6 +963,156 @@ mod tests {
 
     fn ok(row: &Row) -> &ImportHit {
         row.as_ref().expect("counted")
+    }
+
+    #[test]
+    fn event_data_gives_properties_revenue_and_each_visits_first_value_on_a_day() {
+        let id = |n: u128| uuid::Uuid::from_u128(n).to_string();
+        let with_id = |n: u128, e: Event| {
+            let line = e.csv();
+            format!("{}{}", id(n), &line[line.find(',').unwrap()..])
+        };
+        let signup = |at| Event {
+            at,
+            kind: 2,
+            name: "Signup",
+            ..VIEW
+        };
+        let lines = [
+            with_id(1, VIEW),
+            with_id(2, signup("2026-11-25 10:01:00+00")),
+            with_id(
+                3,
+                Event {
+                    at: "2026-11-25 10:02:00+00",
+                    ..VIEW
+                },
+            ),
+            with_id(
+                4,
+                Event {
+                    session: BOB,
+                    visit: VISIT_2,
+                    at: "2026-11-25 10:03:00+00",
+                    ..VIEW
+                },
+            ),
+            with_id(5, signup("2026-11-25 10:04:00+00")),
+            with_id(
+                6,
+                Event {
+                    at: "2026-11-26 00:10:00+00",
+                    ..VIEW
+                },
+            ),
+        ];
+        let text = format!("{HEADER}\n{}", lines.join("\n"));
+        let data_row = |event: u128, key: &str, value: &str, kind: u8| {
+            let number = if kind == 2 { value } else { "" };
+            format!(
+                "{},{WEBSITE},{},{key},{value},{number},,{kind},",
+                id(99),
+                id(event)
+            )
+        };
+        let data = [
+            data_row(1, "author", "Jane", 1),
+            data_row(2, "plan", "pro", 1),
+            data_row(2, "revenue", "9.5000", 2),
+            data_row(2, "currency", "EUR", 1),
+            data_row(3, "author", "Jane", 1),
+            data_row(5, "plan", "pro", 1),
+            data_row(6, "author", "Jane", 1),
+        ];
+        let data = format!(
+            "event_data_id,website_id,website_event_id,data_key,string_value,number_value,date_value,data_type,created_at\n{}",
+            data.join("\n")
+        );
+        let data = EventData::load(data.as_bytes(), "event_data.csv").unwrap();
+        let sessions = sessions();
+        let got: Vec<Row> = rows(
+            text.as_bytes(),
+            "website_event.csv",
+            site(),
+            (&sessions, &data),
+            Websites::TheSites,
+        )
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+        let carried: Vec<&Carried> = got
+            .iter()
+            .map(|r| ok(r).carried.as_deref().unwrap())
+            .collect();
+        let pairs = |c: &Carried| -> Vec<(String, String)> {
+            c.properties
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        };
+        let jane = vec![("author".to_owned(), "Jane".to_owned())];
+        // Alice's first view: her visit's first row and first Jane.
+        assert_eq!(
+            (
+                pairs(carried[0]),
+                &carried[0].new_values[..],
+                carried[0].new_visit
+            ),
+            (jane.clone(), &[true][..], true)
+        );
+        // Her Signup: a new value for the event, with its revenue.
+        assert_eq!(&carried[1].new_values[..], &[true, true, true]);
+        assert!(!carried[1].new_visit);
+        let revenue = carried[1].revenue.unwrap();
+        assert_eq!(
+            (revenue.currency.as_str(), revenue.amount.scaled()),
+            ("EUR", 95_000)
+        );
+        assert_eq!(carried[1].properties.get("revenue"), Some("9.5"));
+        // Jane again in the same visit and day: not a new visit of hers.
+        assert_eq!(&carried[2].new_values[..], &[false]);
+        // Bob: a visit without data, still one of the day's visits.
+        assert!(carried[3].properties.is_empty() && carried[3].new_visit);
+        assert_eq!(&carried[4].new_values[..], &[false]);
+        // The next day starts again, at its own midnight.
+        assert_eq!(
+            (&carried[5].new_values[..], carried[5].new_visit),
+            (&[true][..], true)
+        );
+        assert_eq!(
+            carried[5].day,
+            Utc.with_ymd_and_hms(2026, 11, 26, 0, 0, 0).unwrap()
+        );
+        assert_eq!(
+            carried[0].day,
+            Utc.with_ymd_and_hms(2026, 11, 25, 0, 0, 0).unwrap()
+        );
+        // Without event data, rows carry nothing.
+        assert!(read(&text, &sessions)
+            .unwrap()
+            .iter()
+            .all(|r| ok(r).carried.is_none()));
+    }
+
+    #[test]
+    fn event_data_needs_the_events_ids() {
+        let header = HEADER.replacen("event_id,", "", 1);
+        let line = VIEW.csv();
+        let text = format!("{header}\n{}", &line[line.find(',').unwrap() + 1..]);
+        let data = "website_event_id,data_key,string_value,number_value,data_type\n\
+                    33333333-3333-4333-8333-333333333333,plan,pro,,1\n";
+        let data = EventData::load(data.as_bytes(), "event_data.csv").unwrap();
+        let sessions = sessions();
+        let e = rows(
+            text.as_bytes(),
+            "w.csv",
+            site(),
+            (&sessions, &data),
+            Websites::TheSites,
+        )
+        .err()
+        .expect("refused");
+        assert_eq!((e.line, e.column.as_str()), (1, EVENT_ID), "{e}");
     }
 
     #[test]

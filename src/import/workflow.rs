@@ -37,9 +37,9 @@ pub trait Importer: Sized {
     type Counted: Counted;
 
     /// The export an import of `record` read, to take it back: its file is
-    /// now at `file`, and `sessions` is the file beside it (Umami's
-    /// sessions) when that has moved.
-    fn reopen(record: &ImportRecord, file: &Path, sessions: Option<&Path>) -> anyhow::Result<Self>;
+    /// now at `file`, and `moved` says where the files beside it (Umami's
+    /// sessions and event data) are when they have moved.
+    fn reopen(record: &ImportRecord, file: &Path, moved: Moved<'_>) -> anyhow::Result<Self>;
 
     /// The first pass: every row checked, the content hashed; nothing
     /// written. A bad row is an error naming its file, line and column.
@@ -122,6 +122,14 @@ pub struct Checked {
     pub notes: Vec<String>,
 }
 
+/// Where the files beside an export are, when given (Umami's sessions and
+/// event data): to import, or to delete an import whose files have moved.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Moved<'a> {
+    pub sessions: Option<&'a Path>,
+    pub event_data: Option<&'a Path>,
+}
+
 /// What decides an import's rows besides its file, and what recognises
 /// them (Umami's).
 #[derive(Debug, Default, Clone)]
@@ -129,6 +137,9 @@ pub struct Beside {
     /// The path, as recorded, of another file the rows depend on (Umami's
     /// sessions); its hash is part of the content.
     pub also_file: Option<String>,
+    /// The path, as recorded, of a third (Umami's event data); its hash
+    /// is part of the content too.
+    pub data_file: Option<String>,
     /// Umami's `--from-website`.
     pub from_website: Option<String>,
     /// What identifies the rows whatever the other files (Umami's event
@@ -198,6 +209,7 @@ pub async fn import<S: Importer>(
     let key = super::key(S::KIND, &site.id, &content);
     let Beside {
         also_file,
+        data_file,
         from_website,
         rows_key,
     } = source.beside();
@@ -212,7 +224,7 @@ pub async fn import<S: Importer>(
         {
             anyhow::bail!(
                 "{name} holds the same events (by their ids) as import {} of {}, which \
-                 read them with other files beside it (sessions): they would count \
+                 read them with other files beside it (sessions, event data): they would count \
                  twice, or their days be skipped as taken. To import them this way, \
                  `tickertape import delete {}` first",
                 other.key,
@@ -240,6 +252,7 @@ pub async fn import<S: Importer>(
         site,
         ImportRecord {
             also_file,
+            data_file,
             from_website,
             rows_key,
             skipped_days: live,
@@ -286,21 +299,21 @@ pub async fn recorded(store: &Store, key: &str) -> anyhow::Result<ImportRecord> 
 
 /// Takes `record` back through its source `S`, exactly, and forgets it:
 /// its file is read again (from where the import read it, or `file`;
-/// Umami's sessions from `sessions`) and must be the same. A delete killed
+/// Umami's other files from `moved`) and must be the same. A delete killed
 /// midway and run again completes. [`super::delete`] finds `S` by the kind
 /// the import recorded.
 pub async fn delete_as<S: Importer>(
     store: &Store,
     record: ImportRecord,
     file: Option<&Path>,
-    sessions: Option<&Path>,
+    moved: Moved<'_>,
     watch: &mut impl Watch,
 ) -> anyhow::Result<Deleted> {
     let delete = Delete {
         store,
         record: &record,
         file,
-        sessions,
+        moved,
     };
     let (summary, until) = delete.of::<S>(watch).await?;
     Ok(Deleted {
@@ -315,7 +328,7 @@ struct Delete<'a> {
     store: &'a Store,
     record: &'a ImportRecord,
     file: Option<&'a Path>,
-    sessions: Option<&'a Path>,
+    moved: Moved<'a>,
 }
 
 impl Delete<'_> {
@@ -329,7 +342,7 @@ impl Delete<'_> {
             store,
             record,
             file,
-            sessions,
+            moved,
         } = *self;
         // An import that never completed (killed, or refused on a rerun
         // by rules newer than it) is taken back as far as each of its
@@ -380,7 +393,7 @@ impl Delete<'_> {
             record.key,
             record.started_at.timestamp_millis()
         );
-        let source = S::reopen(record, &file, sessions)?;
+        let source = S::reopen(record, &file, moved)?;
         if super::key(S::KIND, &site.id, &source.content()?) != record.key {
             anyhow::bail!(
                 "{name} is not the file import {} read (its content differs): \
@@ -549,6 +562,7 @@ fn new_record(
         site: site.id.to_string(),
         file: recorded_path(file),
         also_file: None,
+        data_file: None,
         rows,
         skipped_days: Vec::new(),
         started_at: now,

@@ -496,7 +496,7 @@ impl PropertyFigures {
     /// the range: each imported value's events, and its visitors as
     /// visits, added to its key's visits and, for the chosen key, to its
     /// row; the imported days' visits to the visits a share is of. An
-    /// import keeps no views, and a value's visitors per day and event,
+    /// import keeps a value's views (Umami's) and visits per day and event,
     /// so a visitor of two values or events counts in each.
     pub fn with_imported(mut self, imported: &ImportedRange) -> Self {
         if imported.is_empty() {
@@ -512,6 +512,7 @@ impl PropertyFigures {
             let row = slot(&mut rows, &p.value);
             row.value.clone_from(&p.value);
             row.visits = row.visits.saturating_add(p.visits);
+            row.views = row.views.saturating_add(p.views);
             row.events = row.events.saturating_add(p.events);
         }
         self.keys = sorted_keys(self.keys_with(imported));
@@ -1183,12 +1184,43 @@ mod tests {
                 .map(|&(key, value, events, visits)| ImportedProperty {
                     key: key.into(),
                     value: value.into(),
+                    views: 0,
                     events,
                     visits,
                 })
                 .collect(),
             visits,
         }
+    }
+
+    #[test]
+    fn an_imported_values_views_add_to_its_rows_views() {
+        let tracked = PropertyFigures {
+            keys: vec![("author".into(), 2)],
+            key: Some("author".into()),
+            rows: vec![PropertyRow {
+                value: "Jane".into(),
+                visits: 2,
+                views: 3,
+                events: 0,
+            }],
+            visits: 10,
+            sampled: 1.0,
+            imported: false,
+        };
+        let mut imported = imported(&[("author", "Jane", 0, 4)], 20);
+        imported.properties[0].views = 7;
+        let got = tracked.with_imported(&imported);
+        assert_eq!(
+            got.rows,
+            vec![PropertyRow {
+                value: "Jane".into(),
+                visits: 6,
+                views: 10,
+                events: 0,
+            }]
+        );
+        assert_eq!((got.keys, got.visits), (vec![("author".into(), 6)], 30));
     }
 
     #[test]

@@ -158,10 +158,13 @@ pub struct RevenueSum {
 }
 
 impl RevenueSum {
-    fn add(&mut self, scaled: i64) {
+    /// One event's amount, or with `sign` −1 its opposite: Rust's division
+    /// truncates toward zero, so −a splits into the negated parts of a.
+    fn add_signed(&mut self, scaled: i64, sign: i32) {
+        let scaled = scaled * i64::from(sign.signum());
         self.high += scaled / REVENUE_SPLIT;
         self.low += scaled % REVENUE_SPLIT;
-        self.events += 1;
+        self.events += i64::from(sign.signum());
     }
 
     fn merge(&mut self, other: &RevenueSum) {
@@ -216,6 +219,19 @@ impl BreakdownCounts {
 
     /// An event's revenue, beside its count ([`Self::add_hit`]).
     pub fn add_revenue(&mut self, page: &str, at: DateTime<Utc>, event: &str, revenue: Revenue) {
+        self.add_revenue_signed(page, at, event, revenue, 1);
+    }
+
+    /// [`Self::add_revenue`], or with `sign` −1 its exact opposite (an
+    /// import's deletion: both parts and the count taken back).
+    pub fn add_revenue_signed(
+        &mut self,
+        page: &str,
+        at: DateTime<Utc>,
+        event: &str,
+        revenue: Revenue,
+        sign: i32,
+    ) {
         let hour = self
             .hours
             .entry((page.to_owned(), Resolution::Hour.floor(at)))
@@ -226,7 +242,7 @@ impl BreakdownCounts {
                 self.entries += 1;
                 RevenueSum::default()
             })
-            .add(revenue.amount.scaled());
+            .add_signed(revenue.amount.scaled(), sign);
     }
 
     /// [`Self::add_record`] for a hit in parts (writers outside the journal).

@@ -283,6 +283,15 @@ impl Figure<'_> {
     }
 }
 
+/// What imported hits carry besides themselves (Umami's event data): the
+/// events' revenue (page, time, event), and their custom properties'
+/// counts for `storage::imported_properties`, written with the breakdowns.
+#[derive(Debug, Default)]
+pub struct Carrying<'a> {
+    pub revenue: Vec<(&'a str, DateTime<Utc>, &'a str, crate::domain::Revenue)>,
+    pub properties: imported_properties::PropertyCounts,
+}
+
 /// [`super::buckets::VisitFields::COUNTERS`] from a peer's figures.
 fn visit_counters(visits: u32, bounces: u32, duration_secs: u64, exits: u32) -> [i64; 4] {
     [
@@ -422,6 +431,26 @@ impl BucketWriter {
         advance: Option<&Advance<'_>>,
         sign: i32,
     ) -> Result<FlushReport, ApplyError> {
+        self.apply_carrying(hits, &Carrying::default(), advance, sign)
+            .await
+    }
+
+    /// Whether this writer keeps `level`'s buckets at `at` (see
+    /// [`Self::skipping`]).
+    pub fn keeps(&self, level: Resolution, at: DateTime<Utc>) -> bool {
+        self.expired.keeps(level, at)
+    }
+
+    /// [`Self::apply_signed`] for imported hits with what they carry: its
+    /// revenue and properties go with the breakdowns (the properties only
+    /// for a writer [`Self::writing_properties`]), signed as the hits.
+    pub async fn apply_carrying<'a>(
+        &self,
+        hits: impl IntoIterator<Item = Hit<'a>>,
+        carrying: &Carrying<'_>,
+        advance: Option<&Advance<'_>>,
+        sign: i32,
+    ) -> Result<FlushReport, ApplyError> {
         let stream = advance.map(|a| a.stream);
         let mut increments = view_increments(stream, self.part(advance));
         if sign < 0 {
@@ -449,11 +478,21 @@ impl BucketWriter {
                 counted.add_hit_signed(hit.page, hit.at, hit.source, labels, visitor, sign);
             }
         }
+        let mut others = Vec::new();
+        if with_breakdowns {
+            for &(page, at, event, revenue) in &carrying.revenue {
+                counted.add_revenue_signed(page, at, event, revenue, sign);
+            }
+            if self.properties && !carrying.properties.is_empty() {
+                let statements = carrying.properties.raw_statements().map_err(unencodable)?;
+                others.push((imported_properties::COLLECTION, statements));
+            }
+        }
         if count == 0 && advance.is_none() {
             return Ok(FlushReport::default());
         }
         let by_source = breakdown_increments(self.part(advance), counted.iter());
-        self.transact(&increments, &by_source, Vec::new(), advance)
+        self.transact(&increments, &by_source, others, advance)
             .await
             .map(|outcomes| FlushReport {
                 hits: count,

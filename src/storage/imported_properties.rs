@@ -7,12 +7,16 @@
 //! which its script's extensions send with outbound links, downloads and
 //! 404s. Each is counted here with its events and its visitors (as
 //! visits); and each day's visits, so a value's share is of every visit.
+//! Umami's event data (`import::umami_data`) gives views properties too:
+//! a view's are counted as views, under the event name `""`.
 //!
 //! ```text
 //! { _id: "<hex: site, day, event, key, value>",
 //!   site: "example.com", timestamp: ISODate(the day's first instant),
 //!   event: "Outbound Link: Click", key: "url", value: "https://…",
 //!   events: 12, visits: 9 }
+//! { _id: …, site, timestamp, event: "", key: "author", value: "Jane",
+//!   views: 40, visits: 31 }                                   // views
 //! { _id: "<hex: site, day>", site, timestamp, visits: 1234 }   // the day
 //! ```
 //!
@@ -54,13 +58,19 @@ pub struct PropertyCounts {
 #[derive(Debug)]
 struct Pending {
     set: Document,
-    events: i64,
+    /// Events, or for a view's property (event `""`) views.
+    hits: i64,
     visits: i64,
 }
 
+/// The event name a view's properties are counted under: no event's name
+/// is empty (`domain::EventName`).
+pub const VIEWS: &str = "";
+
 impl PropertyCounts {
     /// `events` events of `event` carrying `key` = `value` on the day
-    /// starting at `at`, sent in `visits` visits (negative: taken back).
+    /// starting at `at`, sent in `visits` visits (negative: taken back);
+    /// for `event` [`VIEWS`], `events` views.
     pub fn add_property(
         &mut self,
         site: &str,
@@ -88,13 +98,13 @@ impl PropertyCounts {
         self.add(id, set, 0, visits);
     }
 
-    fn add(&mut self, id: String, set: Document, events: i64, visits: i64) {
+    fn add(&mut self, id: String, set: Document, hits: i64, visits: i64) {
         let pending = self.by_id.entry(id).or_insert(Pending {
             set,
-            events: 0,
+            hits: 0,
             visits: 0,
         });
-        pending.events = pending.events.saturating_add(events);
+        pending.hits = pending.hits.saturating_add(hits);
         pending.visits = pending.visits.saturating_add(visits);
     }
 
@@ -108,9 +118,11 @@ impl PropertyCounts {
             .iter()
             .map(|(id, p)| {
                 let mut inc = doc! {"visits": p.visits};
-                if p.set.contains_key("key") {
-                    inc.insert("events", p.events);
-                }
+                match p.set.get_str("event") {
+                    Ok(VIEWS) => inc.insert("views", p.hits),
+                    Ok(_) => inc.insert("events", p.hits),
+                    Err(_) => None,
+                };
                 RawDocumentBuf::from_document(&doc! {
                     "q": {"_id": id},
                     "u": {"$inc": inc, "$setOnInsert": p.set.clone()},
@@ -132,12 +144,13 @@ fn id(parts: &[&str]) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
-/// One imported value of a property over a range: its events, and its
-/// visitors as visits.
+/// One imported value of a property over a range: its views and events,
+/// and its visitors as visits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportedProperty {
     pub key: String,
     pub value: String,
+    pub views: i64,
     pub events: i64,
     pub visits: i64,
 }
@@ -181,18 +194,19 @@ pub async fn read<E: From<mongodb::error::Error>>(
             "timestamp": {"$gte": bson::DateTime::from_chrono(from),
                           "$lt": bson::DateTime::from_chrono(to)},
         })
-        .projection(doc! {"key": 1, "value": 1, "events": 1, "visits": 1})
+        .projection(doc! {"key": 1, "value": 1, "views": 1, "events": 1, "visits": 1})
         .max_time(store.report_max_time())
         .await?;
-    let mut values: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+    let mut values: BTreeMap<(String, String), (i64, i64, i64)> = BTreeMap::new();
     while let Some(d) = cursor.try_next().await? {
         let visits = super::values::count(d.get("visits")).max(0);
         let events = super::values::count(d.get("events")).max(0);
+        let views = super::values::count(d.get("views")).max(0);
         let (Ok(key), Ok(value)) = (d.get_str("key"), d.get_str("value")) else {
             found.visits = found.visits.saturating_add(visits);
             continue;
         };
-        if events == 0 && visits == 0 {
+        if views == 0 && events == 0 && visits == 0 {
             continue;
         }
         let pair = (key.to_owned(), value.to_owned());
@@ -200,14 +214,16 @@ pub async fn read<E: From<mongodb::error::Error>>(
             hold((pair.0.len() + pair.1.len() + 96) as u64)?;
         }
         let sums = values.entry(pair).or_default();
-        sums.0 = sums.0.saturating_add(events);
-        sums.1 = sums.1.saturating_add(visits);
+        sums.0 = sums.0.saturating_add(views);
+        sums.1 = sums.1.saturating_add(events);
+        sums.2 = sums.2.saturating_add(visits);
     }
     found.properties = values
         .into_iter()
-        .map(|((key, value), (events, visits))| ImportedProperty {
+        .map(|((key, value), (views, events, visits))| ImportedProperty {
             key,
             value,
+            views,
             events,
             visits,
         })
@@ -243,7 +259,10 @@ pub async fn drop_emptied(store: &Store, site: &str) -> Result<u64, mongodb::err
         .delete_many(doc! {
             "site": site,
             "visits": {"$lte": 0},
-            "$or": [{"events": {"$exists": false}}, {"events": {"$lte": 0}}],
+            "$and": [
+                {"$or": [{"events": {"$exists": false}}, {"events": {"$lte": 0}}]},
+                {"$or": [{"views": {"$exists": false}}, {"views": {"$lte": 0}}]},
+            ],
         })
         .await?
         .deleted_count)

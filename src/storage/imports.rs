@@ -22,6 +22,8 @@ pub struct ImportRecord {
     pub file: String,
     /// A second file the rows depend on (Umami's sessions), if any.
     pub also_file: Option<String>,
+    /// A third (Umami's event data), if any.
+    pub data_file: Option<String>,
     /// Rows in the file (all checked before anything was written).
     pub rows: u64,
     /// UTC days whose rows are skipped: the site had live figures on
@@ -87,6 +89,7 @@ fn from_doc(d: &Document) -> Option<ImportRecord> {
         site: d.get_str("site").ok()?.to_owned(),
         file: d.get_str("file").unwrap_or_default().to_owned(),
         also_file: d.get_str("alsoFile").ok().map(str::to_owned),
+        data_file: d.get_str("dataFile").ok().map(str::to_owned),
         rows: super::values::count(d.get("rows")).max(0) as u64,
         skipped_days: d
             .get_array("skippedDays")
@@ -251,6 +254,7 @@ pub async fn begin(
                 "site": &record.site,
                 "file": &record.file,
                 "alsoFile": &record.also_file,
+                "dataFile": &record.data_file,
                 "context": &record.context,
                 "rows": record.rows as i64,
                 "skippedDays": days,

@@ -20,6 +20,9 @@ const UMAMI_SESSIONS: &str = "session_id,website_id,browser,os,device,screen,lan
 
 const UMAMI_WEBSITE: &str = "94db1cb1-74f4-4a40-ad6c-962362670409";
 
+/// `psql \copy (SELECT * FROM event_data …) … CSV HEADER`'s header.
+const UMAMI_EVENT_DATA: &str = "event_data_id,website_id,website_event_id,data_key,string_value,number_value,date_value,data_type,created_at";
+
 /// Sessions in an export; the first is not in the session file.
 const UMAMI_SESSION_COUNT: u128 = 50;
 
@@ -108,6 +111,167 @@ fn umami_export(per_day: usize) -> Vec<UmamiRow> {
     }
     rows.sort_by_key(|r| r.at);
     rows
+}
+
+/// One `event_data` row: its key, `string_value`, `number_value` and
+/// `data_type`, as Umami writes them.
+type UmamiData = (&'static str, String, String, u8);
+
+/// What the `i`th row's event data holds, and what of it Tickertape keeps:
+/// authors on the views of two pages (an email address on a third, and a
+/// list, both left out), a plan, a team and, on "pro" signups, revenue in
+/// euros or dollars; web-vitals rows carry some too (skipped with them).
+fn umami_data(r: &UmamiRow) -> (Vec<UmamiData>, Vec<(String, String)>) {
+    let text = |k, v: &str| (k, v.to_owned(), String::new(), 1);
+    let number = |k, v: &str| (k, v.to_owned(), v.to_owned(), 2);
+    let sent: Vec<UmamiData> = match (r.kind, r.path.as_str()) {
+        (1 | 5, "/docs/0") => vec![text("author", "Jane")],
+        (1, "/docs/1") => vec![text("author", "Ann"), text("tags", "[\"a\"]")],
+        (1, "/docs/2") => vec![text("author", "jane@example.com")],
+        (2, _) => {
+            let visit = (r.visit >> 64) as u64;
+            let mut d = vec![text("user.team", "blue")];
+            if visit % 2 == 0 {
+                d.push(text("plan", "pro"));
+                if visit % 4 == 0 {
+                    d.extend([number("revenue", "5.5000"), text("currency", "USD")]);
+                } else {
+                    d.extend([number("revenue", "19.9900"), text("currency", "EUR")]);
+                }
+            } else {
+                d.push(text("plan", "free"));
+            }
+            d
+        }
+        _ => Vec::new(),
+    };
+    let mut kept: Vec<(String, String)> = sent
+        .iter()
+        .filter(|(k, v, _, kind)| *kind != 5 && *k != "tags" && !v.contains('@'))
+        .map(|(k, v, n, _)| {
+            let v = match n.as_str() {
+                "5.5000" => "5.5",
+                "19.9900" => "19.99",
+                _ => v,
+            };
+            (k.to_string(), v.to_owned())
+        })
+        .collect();
+    kept.sort();
+    let sent = sent
+        .into_iter()
+        .map(|(k, v, n, kind)| match k {
+            "tags" => (k, format!("\"{}\"", v.replace('"', "\"\"")), n, 5),
+            _ => (k, v, n, kind),
+        })
+        .collect();
+    (sent, kept)
+}
+
+/// The export's `event_data` file: every row's data, by its event id.
+fn umami_event_data_text(rows: &[UmamiRow]) -> String {
+    let lines = rows.iter().enumerate().flat_map(|(i, r)| {
+        let event = uuid::Uuid::from_u128(i as u128 + 1);
+        let at = r.at.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string();
+        umami_data(r)
+            .0
+            .into_iter()
+            .enumerate()
+            .map(move |(j, (key, string, number, kind))| {
+                format!(
+                    "{},{UMAMI_WEBSITE},{event},{key},{string},{number},,{kind},{at}",
+                    uuid::Uuid::from_u128((i as u128 + 1) << 32 | j as u128),
+                )
+            })
+    });
+    csv_text(UMAMI_EVENT_DATA, lines)
+}
+
+/// What the event data gives, summed from the rows as Tickertape counts
+/// it: per day of `tz`, view or event (`""` a view), key and value, its
+/// views or events and its visits (a visit is a `visit_id` within a UTC
+/// day, once per day, view or event, key and value); each day's visits
+/// (with any view or event that day); and the revenue per event and
+/// currency, in ten-thousandths, with its events.
+#[derive(Debug, Default, PartialEq)]
+struct UmamiProperties {
+    values: BTreeMap<(String, String, String, String), [i64; 2]>,
+    days: BTreeMap<String, i64>,
+    revenue: BTreeMap<String, (i64, i64)>,
+}
+
+fn umami_expected_properties(rows: &[UmamiRow], tz: chrono_tz::Tz) -> UmamiProperties {
+    let mut want = UmamiProperties::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows.iter().filter(|r| r.kind == 1 || r.kind == 2) {
+        let day = r.at.with_timezone(&tz).format("%F").to_string();
+        let visit = (r.visit, r.at.date_naive());
+        if seen.insert((day.clone(), visit, None)) {
+            *want.days.entry(day.clone()).or_default() += 1;
+        }
+        let event = if r.kind == 2 { r.name } else { "" };
+        let kept = umami_data(r).1;
+        for (k, v) in &kept {
+            let figures = want
+                .values
+                .entry((day.clone(), event.into(), k.clone(), v.clone()))
+                .or_default();
+            figures[0] += 1;
+            let value = Some((event, k.clone(), v.clone()));
+            if seen.insert((day.clone(), visit, value)) {
+                figures[1] += 1;
+            }
+        }
+        let get = |key: &str| kept.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        if let (2, Some(amount), Some(currency)) = (r.kind, get("revenue"), get("currency")) {
+            let scaled = match amount.as_str() {
+                "5.5" => 55_000,
+                "19.99" => 199_900,
+                other => panic!("{other}"),
+            };
+            let sum = want
+                .revenue
+                .entry(format!("{} {currency}", r.name))
+                .or_default();
+            sum.0 += scaled;
+            sum.1 += 1;
+        }
+    }
+    want
+}
+
+/// What `imported_properties` holds, in [`UmamiProperties`]' shape (the
+/// revenue from the site's day buckets).
+async fn umami_stored_properties(app: &TestApp, tz: chrono_tz::Tz) -> UmamiProperties {
+    let docs: Vec<Document> = futures::TryStreamExt::try_collect(
+        app.store
+            .db()
+            .collection::<Document>(tickertape::storage::imported_properties::COLLECTION)
+            .find(doc! {})
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let mut got = UmamiProperties::default();
+    for d in docs {
+        let at = d.get_datetime("timestamp").unwrap().to_chrono();
+        let day = at.with_timezone(&tz).format("%F").to_string();
+        let count = |name: &str| d.get_i64(name).unwrap_or(0);
+        match (d.get_str("event"), d.get_str("key"), d.get_str("value")) {
+            (Ok(event), Ok(key), Ok(value)) => {
+                let hits = count("views") + count("events");
+                if hits != 0 || count("visits") != 0 {
+                    let k = (day, event.into(), key.into(), value.into());
+                    got.values.insert(k, [hits, count("visits")]);
+                }
+            }
+            _ if count("visits") != 0 => *got.days.entry(day).or_default() += count("visits"),
+            _ => {}
+        }
+    }
+    got.revenue = crate::revenue::stored_revenue(app).await;
+    got
 }
 
 fn umami_text(rows: &[UmamiRow]) -> String {
@@ -261,6 +425,8 @@ async fn assert_umami_figures_stored(app: &TestApp, want: &UmamiFigures) {
     assert_eq!(pages, want.pages);
 }
 
+/// The export's files: its events, its sessions and, beside them, its
+/// event data (which [`umami_import`] reads).
 fn umami_files(
     dir: &std::path::Path,
     rows: &[UmamiRow],
@@ -269,9 +435,12 @@ fn umami_files(
     std::fs::write(&events, umami_text(rows)).unwrap();
     let sessions = dir.join("session.csv");
     std::fs::write(&sessions, umami_sessions_text()).unwrap();
+    std::fs::write(dir.join("event_data.csv"), umami_event_data_text(rows)).unwrap();
     (events, sessions)
 }
 
+/// `import umami` of `events`, with `sessions` and the event data beside
+/// them.
 fn umami_import(
     app: &TestApp,
     site: &str,
@@ -279,9 +448,13 @@ fn umami_import(
     sessions: &std::path::Path,
 ) -> Command {
     let mut cmd = import_command_of(app, "umami", site, events);
+    let data = sessions.with_file_name("event_data.csv");
     cmd.arg("--sessions")
         .arg(sessions)
         .args(["--from-website", UMAMI_WEBSITE]);
+    if data.exists() {
+        cmd.arg("--event-data").arg(data);
+    }
     cmd
 }
 
@@ -371,6 +544,13 @@ async fn an_umami_export_lands_exactly_once_with_its_visits_in_every_report() {
         "{stdout}"
     );
     assert_umami_figures_stored(&app, &want).await;
+    let props = umami_expected_properties(&rows, chrono_tz::UTC);
+    assert_eq!(umami_stored_properties(&app, chrono_tz::UTC).await, props);
+    assert_eq!(props.revenue.len(), 2, "{props:?}");
+    assert!(
+        stdout.contains("event_data.csv: ") && stdout.contains(" left out: lists"),
+        "{stdout}"
+    );
     let browsers = site_day_counts(&app, Dimension::Browser).await;
     assert!(
         browsers.contains_key("Chrome") && browsers.contains_key("Edge"),
@@ -448,6 +628,83 @@ async fn an_umami_export_lands_exactly_once_with_its_visits_in_every_report() {
             .collect();
         assert_eq!(shown, expected, "{day}");
     }
+    // The event data in the API: each value's views and events, and its
+    // visits, over the imported days' visits; the revenue per goal.
+    let first = rows[0].at.date_naive();
+    let range = format!(
+        "range=custom&from={first}T00:00&to={}T00:00",
+        first + chrono::Days::new(4)
+    );
+    for key in ["author", "plan", "user.team", "revenue"] {
+        let path = format!(
+            "/api/v1/sites/{}/breakdown?{range}&dimension=prop:{key}&limit=1000",
+            site.id
+        );
+        let a = crate::json_api::get(&app, &token, &path).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let got: BTreeMap<String, [i64; 3]> = a.json["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let n = |f: &str| r[f].as_i64().unwrap_or(0);
+                let name = r["name"].as_str().unwrap().to_owned();
+                (name, [n("views"), n("events"), n("count")])
+            })
+            .collect();
+        let mut want_rows: BTreeMap<String, [i64; 3]> = BTreeMap::new();
+        for ((_, event, k, v), [hits, visits]) in &props.values {
+            if k == key {
+                let row = want_rows.entry(v.clone()).or_default();
+                row[if event.is_empty() { 0 } else { 1 }] += hits;
+                row[2] += visits;
+            }
+        }
+        assert!(!want_rows.is_empty(), "{key}");
+        assert_eq!(got, want_rows, "{key}: {}", a.json);
+        assert_eq!(
+            a.json["of"].as_i64(),
+            Some(props.days.values().sum()),
+            "{}",
+            a.json
+        );
+    }
+    tickertape::storage::sites::add_goal(
+        &app.store,
+        &site.id,
+        &tickertape::domain::Goal::parse("event", "Signup").unwrap(),
+    )
+    .await
+    .unwrap();
+    app.ingest.directory.reload(&app.store).await.unwrap();
+    let goals = format!("/api/v1/sites/{}/goals?{range}", site.id);
+    let a = crate::json_api::get(&app, &token, &goals).await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let shown: BTreeMap<String, (String, i64)> = a.json["goals"][0]["revenue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                format!("Signup {}", r["currency"].as_str().unwrap()),
+                (
+                    r["amount"].as_str().unwrap().to_owned(),
+                    r["events"].as_i64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    let want_revenue: BTreeMap<String, (String, i64)> = props
+        .revenue
+        .iter()
+        .map(|(k, (sum, n))| {
+            (
+                k.clone(),
+                (format!("{}.{:02}", sum / 10_000, sum % 10_000 / 100), *n),
+            )
+        })
+        .collect();
+    assert_eq!(shown, want_revenue, "{}", a.json);
     // A second run writes nothing.
     let again = umami_import(&app, &site.id.to_string(), &events, &sessions)
         .output()
@@ -484,6 +741,11 @@ async fn an_umami_import_killed_midway_and_run_again_ends_with_the_files_figures
     let import = || umami_import(&app, "umami.test", &events, &sessions);
     kill_midway_then_rerun(&app, import, "rollups", want.views.values().sum()).await;
     assert_umami_figures_stored(&app, &want).await;
+    // The event data, which goes with the breakdowns, exactly once too.
+    assert_eq!(
+        umami_stored_properties(&app, chrono_tz::UTC).await,
+        umami_expected_properties(&rows, chrono_tz::UTC)
+    );
 }
 
 /// A site in Europe/Berlin reads the same rows in its own days: over a
@@ -501,6 +763,12 @@ async fn an_umami_export_into_a_berlin_site_gives_the_files_totals() {
     assert!(out.status.success(), "{out:?}");
     let want = umami_expected("berlin.test", &rows);
     assert_umami_figures_stored(&app, &want).await;
+    // The event data goes to Berlin's days.
+    let berlin = chrono_tz::Europe::Berlin;
+    assert_eq!(
+        umami_stored_properties(&app, berlin).await,
+        umami_expected_properties(&rows, berlin)
+    );
     app.add_user("admin@example.com", tickertape::accounts::Role::Admin)
         .await;
     let admin = app.login("admin@example.com").await;
@@ -663,6 +931,67 @@ async fn every_bad_umami_export_is_named_by_file_line_and_column_and_writes_noth
         assert!(stderr.contains(says), "{what}: {stderr}");
         assert_nothing_written(&app, what).await;
     }
+    // Bad event data, beside good events and sessions.
+    let data = umami_event_data_text(&rows);
+    let first_line =
+        |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap();
+    let revenue_line = first_line(&data, ",revenue,");
+    let events_without_ids: String = good
+        .lines()
+        .map(|l| &l[l.find(',').unwrap() + 1..])
+        .collect::<Vec<_>>()
+        .join("\n");
+    let data_cases: Vec<(&str, String, String, String)> = vec![
+        (
+            "an unknown data type",
+            good.clone(),
+            nth_line(&data, 1, &|l| l.replacen(",,1,", ",,7,", 1)),
+            "event_data.csv:2: column \"data_type\"".into(),
+        ),
+        (
+            "an amount with an exponent",
+            good.clone(),
+            nth_line(&data, revenue_line, &|l| {
+                let mut cells: Vec<&str> = l.split(',').collect();
+                cells[5] = "1.999e1";
+                cells.join(",")
+            }),
+            format!(
+                "event_data.csv:{}: column \"number_value\"",
+                revenue_line + 1
+            ),
+        ),
+        (
+            "an event id that is not a UUID",
+            good.clone(),
+            nth_line(&data, 2, &|l| {
+                let mut cells: Vec<&str> = l.split(',').collect();
+                cells[2] = "event-2";
+                cells.join(",")
+            }),
+            "event_data.csv:3: column \"website_event_id\"".into(),
+        ),
+        (
+            "events without the ids their data names",
+            events_without_ids,
+            data.clone(),
+            "website_event.csv:1: column \"event_id\"".into(),
+        ),
+    ];
+    for (what, events_text, data_text, says) in data_cases {
+        let events = dir.path().join("website_event.csv");
+        std::fs::write(&events, &events_text).unwrap();
+        let session_file = dir.path().join("session.csv");
+        std::fs::write(&session_file, &sessions).unwrap();
+        std::fs::write(dir.path().join("event_data.csv"), &data_text).unwrap();
+        let out = umami_import(&app, "umami.test", &events, &session_file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: {out:?}");
+        assert!(stderr.contains(&says), "{what}: {stderr}");
+        assert_nothing_written(&app, what).await;
+    }
 }
 
 #[tokio::test]
@@ -672,6 +1001,7 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
     app.write_hits(&[("umami.test/live", t0() - TimeDelta::hours(3))])
         .await;
     let before = everything_counted(&app).await;
+    let revenue_before = crate::revenue::stored_revenue(&app).await;
     let dir = tempfile::tempdir().unwrap();
     let rows = umami_export(300);
     let (events, sessions) = umami_files(dir.path(), &rows);
@@ -686,6 +1016,7 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
         rows.len()
     );
     assert_ne!(everything_counted(&app).await, before);
+    assert_ne!(crate::revenue::stored_revenue(&app).await, revenue_before);
     // A file that is not the one imported is refused; nothing changes.
     let changed = dir.path().join("changed.csv");
     std::fs::write(&changed, umami_text(&rows[..rows.len() - 1])).unwrap();
@@ -746,6 +1077,18 @@ async fn a_deleted_import_leaves_exactly_what_was_there_and_can_be_run_again() {
     let mut after = everything_counted(&app).await;
     after.retain(|k, _| !k.ends_with(" takenBack"));
     assert_eq!(after, before);
+    // Its revenue is taken back to nothing, and its properties' documents
+    // are gone.
+    let mut revenue_after = crate::revenue::stored_revenue(&app).await;
+    revenue_after.retain(|_, sum| *sum != (0, 0));
+    assert_eq!(revenue_after, revenue_before);
+    assert_eq!(
+        umami_stored_properties(&app, chrono_tz::UTC)
+            .await
+            .values
+            .len(),
+        0
+    );
     // The live view's own registers stay; the imported days' are gone.
     let live_at = t0() - TimeDelta::hours(3);
     let live_hour = bson::DateTime::from_chrono(Resolution::Hour.floor(live_at)).to_string();
