@@ -361,11 +361,17 @@ async fn engage(
     if !engagement.first && engagement.depth_added == 0 && engagement.engaged_ms == 0 {
         return Ok(Counted::Engagement);
     }
+    let page = page.into_string();
     let record = Record {
         engagement: Some(engagement),
-        ..Record::view(page.into_string(), at)
+        ..Record::view(page.clone(), at)
     };
-    journal(state, record).await.map(|()| Counted::Engagement)
+    let journaled = journal(state, record).await;
+    if journaled.is_err() {
+        // Not counted: the view's next engagement sends it again.
+        state.visitors.open.disengage(visitor, &page, &engagement);
+    }
+    journaled.map(|()| Counted::Engagement)
 }
 
 /// A hit's properties that fit its site's day (`event_cap`): the others

@@ -128,6 +128,17 @@ impl ViewEngagement {
             engaged_ms: ms,
         }
     }
+
+    /// Takes back what `e` added (it was not journaled), so that what the
+    /// view has sent stays the sum of what was journaled, and the view's
+    /// next engagement sends it again.
+    fn undo(&mut self, e: &Engagement) {
+        self.depth = self.depth.saturating_sub(e.depth_added);
+        self.engaged_ms = self.engaged_ms.saturating_sub(e.engaged_ms);
+        if e.first {
+            self.engaged = false;
+        }
+    }
 }
 
 impl Open {
@@ -317,6 +328,22 @@ impl OpenVisits {
         match &mut open.before {
             Some((before, view)) if **before == *page => Some(view.engage(depth, ms, at)),
             _ => None,
+        }
+    }
+
+    /// Takes back an engagement of the view of `page` that was not
+    /// journaled (see [`Self::engage`]), if that view is still open.
+    pub fn disengage(&self, visitor: u64, page: &str, e: &Engagement) {
+        let mut inner = self.inner.lock().expect("visits lock");
+        let Some(open) = inner.visits.get_mut(&visitor) else {
+            return;
+        };
+        if *open.previous == *page && open.view.at == e.view_at {
+            open.view.undo(e);
+        } else if let Some((before, view)) = &mut open.before {
+            if **before == *page && view.at == e.view_at {
+                view.undo(e);
+            }
         }
     }
 
@@ -543,6 +570,39 @@ mod tests {
         // No visit, or one over its gap: nothing to credit.
         assert_eq!(t.engage(2, "a.test/x", Some(50), 0, later(2, 1)), None);
         assert_eq!(t.engage(1, "a.test/y", Some(50), 0, at(10, 32)), None);
+    }
+
+    #[test]
+    fn an_engagement_not_journaled_is_sent_again_by_the_next() {
+        let t = table();
+        t.hit(1, "a.test/x", &P0, at(10, 0));
+        let later = |s: i64| at(10, 0) + TimeDelta::seconds(s);
+        let lost = t.engage(1, "a.test/x", Some(40), 5_000, later(10)).unwrap();
+        t.disengage(1, "a.test/x", &lost);
+        // The next one is the view's first again, with the depth and the
+        // time the lost one would have added.
+        let e = t.engage(1, "a.test/x", Some(50), 1_000, later(20)).unwrap();
+        assert_eq!((e.depth_added, e.first, e.engaged_ms), (50, true, 1_000));
+        // A later loss after a journaled one takes back only its own part.
+        let lost = t.engage(1, "a.test/x", Some(80), 2_000, later(30)).unwrap();
+        assert_eq!((lost.depth_added, lost.first), (30, false));
+        t.disengage(1, "a.test/x", &lost);
+        let e = t.engage(1, "a.test/x", Some(80), 0, later(40)).unwrap();
+        assert_eq!((e.depth_added, e.first), (30, false));
+        // The view before the latest: the same.
+        t.hit(1, "a.test/y", &P0, at(10, 2));
+        let lost = t.engage(1, "a.test/x", Some(100), 0, at(10, 3)).unwrap();
+        t.disengage(1, "a.test/x", &lost);
+        let e = t.engage(1, "a.test/x", Some(100), 0, at(10, 3)).unwrap();
+        assert_eq!(e.depth_added, 20);
+        // Another view of the page (another time) is left alone.
+        let stale = Engagement {
+            view_at: at(9, 0),
+            ..e
+        };
+        t.disengage(1, "a.test/x", &stale);
+        let e = t.engage(1, "a.test/x", Some(100), 0, at(10, 3)).unwrap();
+        assert_eq!(e.depth_added, 0);
     }
 
     #[test]
