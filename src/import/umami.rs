@@ -753,32 +753,32 @@ impl Export {
     }
 }
 
-/// The event data file, if any: its data, hash and recorded path.
-fn load_event_data(
+/// A file beside the events (sessions, event data), if given: what
+/// `load` reads of it, its hash and its recorded path; without one, none.
+fn load_beside<T: Default>(
     path: Option<&std::path::Path>,
-) -> anyhow::Result<(EventData, Option<(blake3::Hash, String)>)> {
+    load: impl FnOnce(Box<dyn Read>, &str) -> Result<T, RowError>,
+) -> anyhow::Result<(T, Option<(blake3::Hash, String)>)> {
     let Some(path) = path else {
-        return Ok((EventData::default(), None));
+        return Ok((T::default(), None));
     };
     let shown = path.display().to_string();
     let (read, hasher) = Hashing::new(super::workflow::open(path)?);
-    let data = EventData::load(read, &shown)?;
+    let loaded = load(Box::new(read), &shown)?;
     let hash = hasher.borrow().finalize();
-    Ok((data, Some((hash, super::workflow::recorded_path(path)))))
+    Ok((loaded, Some((hash, super::workflow::recorded_path(path)))))
 }
 
-/// The sessions file, if any: its sessions, hash and recorded path.
 fn load_sessions(
     path: Option<&std::path::Path>,
 ) -> anyhow::Result<(Sessions, Option<(blake3::Hash, String)>)> {
-    let Some(path) = path else {
-        return Ok((Sessions::default(), None));
-    };
-    let shown = path.display().to_string();
-    let (read, hasher) = Hashing::new(super::workflow::open(path)?);
-    let sessions = Sessions::load(read, &shown)?;
-    let hash = hasher.borrow().finalize();
-    Ok((sessions, Some((hash, super::workflow::recorded_path(path)))))
+    load_beside(path, |read, file| Sessions::load(read, file))
+}
+
+fn load_event_data(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<(EventData, Option<(blake3::Hash, String)>)> {
+    load_beside(path, |read, file| EventData::load(read, file))
 }
 
 impl super::workflow::Importer for Export {
