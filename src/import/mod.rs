@@ -271,17 +271,17 @@ impl Counted for ImportHit {
                 continue;
             }
             let site = crate::storage::Subject::Site.key_of(&hit.page);
-            let sign = i64::from(sign);
+            let signed = i64::from(sign);
             if carried.new_visit {
-                carrying.properties.add_day(site, carried.day, sign);
+                carrying.properties.add_day(site, carried.day, signed);
             }
             let name = event.unwrap_or(imported_properties::VIEWS);
             for ((key, value), new) in carried.properties.iter().zip(&carried.new_values) {
-                let visits = i64::from(*new) * sign;
+                let visits = i64::from(*new) * signed;
                 let what = (name, key, value);
                 carrying
                     .properties
-                    .add_property(site, carried.day, what, sign, visits);
+                    .add_property(site, carried.day, what, signed, visits);
             }
         }
         writer
