@@ -745,7 +745,7 @@ async fn pages_of_buckets(
         let names: Vec<_> = chunk.iter().map(|(page, _)| page).collect();
         let (rows, timed) = tokio::try_join!(
             visits::page_rows(store, &scope, &names, req.period, req.now),
-            engagement::of_pages(store, &names, req.period, req.now),
+            engagement::of_pages(store, &scope, &names, req.period, req.now),
         )?;
         figures.extend(rows);
         times.extend(timed);
