@@ -177,12 +177,15 @@ pub async fn of_pages(
     let Scope::SiteTotals(site) = scope else {
         return of_buckets(store, pages, &read_period(period, now)).await;
     };
-    let mut sums: HashMap<&str, Engagement> =
-        pages.iter().map(|p| (p.as_str(), Engagement::default())).collect();
+    let mut sums: HashMap<&str, Engagement> = pages
+        .iter()
+        .map(|p| (p.as_str(), Engagement::default()))
+        .collect();
     if sums.is_empty() {
         return Ok(Vec::new());
     }
-    let add = |sums: &mut HashMap<&str, Engagement>, whole: &crate::storage::page_summaries::Answer| {
+    let add = |sums: &mut HashMap<&str, Engagement>,
+               whole: &crate::storage::page_summaries::Answer| {
         for (page, sum) in sums.iter_mut() {
             if let Some(f) = whole.get(*page) {
                 sum.add_counts(f);

@@ -449,21 +449,17 @@ impl Builder<'_> {
         let end = start
             .checked_add_signed(TimeDelta::seconds(grain.seconds()))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
-        let after = report_reads::site_totals_guarded(
-            self.store,
-            domain,
-            grain.resolution(),
-            (start, end),
-        )
-        .await?
-        .values()
-        .fold(report_reads::SiteUnit::default(), |a, u| {
-            report_reads::SiteUnit {
-                views: a.views.saturating_add(u.views),
-                taken_back: a.taken_back.saturating_add(u.taken_back),
-                engaged: page_summaries::add3(a.engaged, u.engaged),
-            }
-        });
+        let after =
+            report_reads::site_totals_guarded(self.store, domain, grain.resolution(), (start, end))
+                .await?
+                .values()
+                .fold(report_reads::SiteUnit::default(), |a, u| {
+                    report_reads::SiteUnit {
+                        views: a.views.saturating_add(u.views),
+                        taken_back: a.taken_back.saturating_add(u.taken_back),
+                        engaged: page_summaries::add3(a.engaged, u.engaged),
+                    }
+                });
         let views = pages
             .iter()
             .map(|(_, f)| f.views)

@@ -505,7 +505,11 @@ pub async fn read(
         // again (and replaced), quietly, as the backfill does for all.
         let engaged = stored_engaged(&d);
         let (Some(engaged), Some(&FORMAT)) = (engaged, data.first()) else {
-            tracing::debug!(site, ?span, "a page summary of an earlier format: made again");
+            tracing::debug!(
+                site,
+                ?span,
+                "a page summary of an earlier format: made again"
+            );
             continue;
         };
         match decode(data) {
@@ -862,7 +866,13 @@ mod tests {
         let mut c = figures(3);
         c.add(&figures(3));
         assert_eq!(
-            (c.timed_views, c.timed_secs, c.engaged_views, c.scroll_sum, c.engaged_ms),
+            (
+                c.timed_views,
+                c.timed_secs,
+                c.engaged_views,
+                c.scroll_sum,
+                c.engaged_ms
+            ),
             (2, 42, 0, 60, 6_000),
             "time on page and scroll depth add up too"
         );

@@ -497,7 +497,8 @@ async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_
     let app = spawn_app().await;
     let site = app.add_site("engaged.test", &[]).await;
     let id = site.id.to_string();
-    let ua = |who: &str| format!("Mozilla/5.0 (X11; Linux x86_64; {who}) Gecko/20100101 Firefox/133.0");
+    let ua =
+        |who: &str| format!("Mozilla/5.0 (X11; Linux x86_64; {who}) Gecko/20100101 Firefox/133.0");
     let (r, s, t) = (ua("reader"), ua("skimmer"), ua("third"));
     // A visit is within one UTC day (its visitor id is the day's).
     // A day that ended days ago (summaries are of days that have settled).
@@ -535,7 +536,9 @@ async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_
     let csv = || {
         let (login, id) = (&login, &id);
         async move {
-            let (status, csv) = login.text(&format!("/sites/{id}/pages.csv?range=12mo")).await;
+            let (status, csv) = login
+                .text(&format!("/sites/{id}/pages.csv?range=12mo"))
+                .await;
             assert_eq!(status, 200, "{csv}");
             csv
         }
@@ -561,7 +564,11 @@ async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_
         .expect("the day's summary is stored");
     assert_eq!(
         of_day.get_array("engaged").unwrap(),
-        &vec![bson::Bson::Int64(1), bson::Bson::Int64(40), bson::Bson::Int64(2_000)]
+        &vec![
+            bson::Bson::Int64(1),
+            bson::Bson::Int64(40),
+            bson::Bson::Int64(2_000)
+        ]
     );
 
     // The page bucket changed behind the site's back (no product write
@@ -608,10 +615,19 @@ async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_
         .unwrap();
     assert_eq!(
         of_day.get_array("engaged").unwrap(),
-        &vec![bson::Bson::Int64(2), bson::Bson::Int64(120), bson::Bson::Int64(6_000)]
+        &vec![
+            bson::Bson::Int64(2),
+            bson::Bson::Int64(120),
+            bson::Bson::Int64(6_000)
+        ]
     );
     // The API's pages of the year say the same.
-    let a = get(&app, &token, &format!("/api/v1/sites/{id}/pages?range=12mo")).await;
+    let a = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/pages?range=12mo"),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.json);
     let page = |path: &str| {
         a.json["pages"]
@@ -624,13 +640,21 @@ async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_
     };
     let b = page("/b");
     assert_eq!(
-        (b["timeOnPage"].as_f64(), b["timeKind"].as_str(), b["scrollDepth"].as_f64()),
+        (
+            b["timeOnPage"].as_f64(),
+            b["timeKind"].as_str(),
+            b["scrollDepth"].as_f64()
+        ),
         (Some(4.0), Some("engaged"), Some(80.0)),
         "{b}"
     );
     let a = page("/a");
     assert_eq!(
-        (a["timeOnPage"].as_f64(), a["timeKind"].as_str(), a["timedViews"].as_i64()),
+        (
+            a["timeOnPage"].as_f64(),
+            a["timeKind"].as_str(),
+            a["timedViews"].as_i64()
+        ),
         (Some(120.0), Some("until_next_view"), Some(1)),
         "{a}"
     );
@@ -730,10 +754,7 @@ async fn a_summary_of_the_earlier_format_is_not_used_and_the_backfill_makes_it_a
             .1
     };
     let want = a(&made);
-    assert_eq!(
-        (want.views, want.timed_views, want.timed_secs),
-        (1, 1, 180)
-    );
+    assert_eq!((want.views, want.timed_views, want.timed_secs), (1, 1, 180));
     assert_eq!(
         (want.engaged_views, want.scroll_sum, want.engaged_ms),
         (1, 70, 1_500)
@@ -767,13 +788,24 @@ async fn a_summary_of_the_earlier_format_is_not_used_and_the_backfill_makes_it_a
     let read = page_totals::summarise(&app.store, &site, page_summaries::Grain::Day, range)
         .await
         .unwrap();
-    assert_eq!(read["old.test/a"], want, "not used: made again from the buckets");
+    assert_eq!(
+        read["old.test/a"], want,
+        "not used: made again from the buckets"
+    );
     put_stale().await;
     page_totals::backfill(&app.store, &site).await.unwrap();
-    let again = collection.find_one(doc! {"_id": &id}).await.unwrap().unwrap();
+    let again = collection
+        .find_one(doc! {"_id": &id})
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(a(&again), want);
     assert_eq!(
         again.get_array("engaged").unwrap(),
-        &vec![bson::Bson::Int64(1), bson::Bson::Int64(70), bson::Bson::Int64(1_500)]
+        &vec![
+            bson::Bson::Int64(1),
+            bson::Bson::Int64(70),
+            bson::Bson::Int64(1_500)
+        ]
     );
 }

@@ -999,7 +999,10 @@ pub(crate) async fn check_summaries(uri: &str, database: &str, stored: &HashMap<
             let u = site_unit.entry(unit).or_default();
             u.0 += d.get_i64("totalViews").unwrap();
             u.1 += d.get_i64("takenBack").unwrap_or(0);
-            for (n, field) in u.2.iter_mut().zip(["engagedViews", "scrollSum", "engagedMs"]) {
+            for (n, field) in
+                u.2.iter_mut()
+                    .zip(["engagedViews", "scrollSum", "engagedMs"])
+            {
                 *n += sum(d, field);
             }
         }
@@ -1007,7 +1010,10 @@ pub(crate) async fn check_summaries(uri: &str, database: &str, stored: &HashMap<
         let mut pages_engaged: HashMap<i64, [i64; 3]> = HashMap::new();
         for ((unit, _), f) in &by_unit {
             let e = pages_engaged.entry(*unit).or_default();
-            for (n, add) in e.iter_mut().zip([f.engaged_views, f.scroll_sum, f.engaged_ms]) {
+            for (n, add) in e
+                .iter_mut()
+                .zip([f.engaged_views, f.scroll_sum, f.engaged_ms])
+            {
                 *n += add;
             }
         }
