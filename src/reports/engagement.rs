@@ -231,17 +231,19 @@ pub async fn of_pages(
         .collect())
 }
 
-/// The time on page of each page named over `period`, from their buckets.
+/// The time on page of each page named over `period`, from their
+/// buckets: a thousand pages per read (a read names each page).
 async fn of_buckets(
     store: &Store,
     pages: &[&Page],
     period: &Period,
 ) -> Result<Vec<Engagement>, mongodb::error::Error> {
-    let read = queries::counters_of_pages(store, pages, period, &FIELDS).await?;
-    Ok(pages
-        .iter()
-        .map(|p| Engagement::of(&read, p.as_str()))
-        .collect())
+    let mut out = Vec::with_capacity(pages.len());
+    for chunk in pages.chunks(1_000) {
+        let read = queries::counters_of_pages(store, chunk, period, &FIELDS).await?;
+        out.extend(chunk.iter().map(|p| Engagement::of(&read, p.as_str())));
+    }
+    Ok(out)
 }
 
 /// The time on page of one page, from its buckets (one page's are few:
