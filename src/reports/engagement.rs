@@ -164,9 +164,10 @@ fn read_period(period: &Period, now: DateTime<Utc>) -> Period {
 }
 
 /// The time on page of each page named (a screen of the pages panel, or
-/// a thousand rows of `pages.csv`), in their order: from the page
-/// summaries for a site whose totals are complete (`scope` is
-/// [`Scope::SiteTotals`]), else from the named pages' buckets.
+/// every row of `pages.csv`), in their order: from the page summaries for
+/// a site whose totals are complete (`scope` is [`Scope::SiteTotals`]),
+/// one merge of the range's summaries whatever the pages; else from the
+/// named pages' buckets.
 pub async fn of_pages(
     store: &Store,
     scope: &Scope<'_>,

@@ -429,11 +429,12 @@ impl Builder<'_> {
     /// One unit's summary from its page buckets. It is exact when what
     /// the site's bucket says of that unit (views, taken back,
     /// engagements) is the same before and after the read, and the
-    /// pages' views add up to its total: each of those only grows (a
-    /// deletion raises what was taken back), and every batch that changes
-    /// a page's figure in the unit moves one of them in the same
-    /// transaction, so the buckets were read as of one state, the one the
-    /// summary carries.
+    /// pages' views add up to its total: together they never come back
+    /// to an earlier value (views only grow but for a deletion, which
+    /// raises what was taken back; the engagement sums only grow), and
+    /// every batch that changes a page's figure in the unit moves one of
+    /// them in the same transaction, so the buckets were read as of one
+    /// state, the one the summary carries.
     async fn unit(&self, span: Span) -> Result<Made, mongodb::error::Error> {
         let grain = self.totals.grain;
         let number = span.first();
