@@ -193,12 +193,14 @@ pub async fn of_pages(
             }
         }
     };
+    // The same whole days and hours as every page's entries and exits
+    // (`visits::entries_and_exits`, which the pages reports read first)
+    // and the top pages, so that their answers are found kept: to the
+    // range's end, not to the end of today as its buckets are read
+    // (nothing is stored after now, so the sums are the same).
     let day = Resolution::Day;
-    let to = super::visits::reach(period.to, now);
-    let first_day = day.ceil(period.from);
-    // The same whole days as the rows' visitors (`visits::page_rows`), so
-    // that the second ask of a request finds the first's answer kept.
-    let last_day = super::page_totals::settled_days_end(day.floor(to));
+    let to = period.to;
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(to));
     let mut rest = vec![(period.from, to)];
     if first_day < last_day {
         let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;

@@ -739,10 +739,9 @@ async fn pages_of_buckets(
     let matching = page_search::matching(&top, needle);
     let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
     // Time on page for every shown page at once: from the page summaries
-    // that is one merge of the range's summaries whatever the pages (it
-    // reads buckets a thousand pages at a time where it must). First, so
-    // that the rows' whole days find its answer kept rather than both
-    // making it at once.
+    // that is the answers `listed_pages` just merged, found kept, whatever
+    // the pages (it reads buckets a thousand pages at a time where it
+    // must).
     let names: Vec<_> = shown.iter().map(|(page, _)| page).collect();
     let times = engagement::of_pages(store, &scope, &names, req.period, req.now).await?;
     // A thousand pages per read: a whole list (a CSV) is many reads.
