@@ -276,16 +276,29 @@ async fn time_on_page_and_scroll_depth_agree_with_a_plain_computation_over_the_h
     // summaries), hours cut at minutes (from buckets) and whole days (from
     // day summaries), each against the plain computation over the views
     // made in it (a view's time on page and engagement are its own slot's).
-    for (from, to) in [
-        ("2026-11-22T11:00", "2026-11-22T17:00"),
-        ("2026-11-22T10:30", "2026-11-22T15:45"),
-        ("2026-11-20T00:00", "2026-11-25T00:00"),
-    ] {
+    // Then in Europe/Berlin (UTC+1 in November), whose days cut UTC days
+    // at 23:00: their edges are hours of hour summaries.
+    let ranges = [
+        ("UTC", "2026-11-22T11:00", "2026-11-22T17:00"),
+        ("UTC", "2026-11-22T10:30", "2026-11-22T15:45"),
+        ("UTC", "2026-11-20T00:00", "2026-11-25T00:00"),
+        ("Europe/Berlin", "2026-11-22T00:00", "2026-11-23T00:00"),
+        ("Europe/Berlin", "2026-11-20T00:00", "2026-11-25T00:00"),
+        ("Europe/Berlin", "2026-11-22T12:15", "2026-11-22T19:00"),
+    ];
+    for (zone, from, to) in ranges {
+        let zone = tickertape::domain::TimeZone::parse(zone).unwrap();
+        tickertape::storage::sites::set_time_zone(&app.store, &site, zone)
+            .await
+            .unwrap();
+        app.ingest.directory.reload(&app.store).await.unwrap();
         let in_range = |at: DateTime<Utc>| {
             let parse = |t: &str| {
                 chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M")
                     .unwrap()
-                    .and_utc()
+                    .and_local_timezone(zone.tz())
+                    .unwrap()
+                    .with_timezone(&Utc)
             };
             parse(from) <= at && at < parse(to)
         };
