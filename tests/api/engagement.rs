@@ -3,7 +3,9 @@
 //! sends them) and Plausible's `POST /api/event` (`engagement` with `sd`
 //! and `e`, hostile values among them), against a plain computation over
 //! the hits sent: the API's pages and a page's line, `pages.csv` and the
-//! page report agree with it exactly, bad engagements get Plausible's
+//! page report agree with it exactly (the pages also over parts of the
+//! day and days around it, in UTC and Europe/Berlin, read from the page
+//! summaries), bad engagements get Plausible's
 //! answer and write nothing, and no engagement counts a view.
 
 use chrono::{DateTime, TimeDelta, Utc};
