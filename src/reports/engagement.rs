@@ -18,18 +18,28 @@
 //! before its engagement events), rather than counted as 0 s, which would
 //! pull each page's mean down by its exits.
 //!
-//! These are sums like the views, read from the page buckets over the
-//! whole range (never the page summaries, which keep views, entries,
-//! exits and visitors only): one read per level for a screen of pages,
+//! These are sums like the views, and read like them. For a site whose
+//! totals are complete, the whole UTC days and hours of a range come from
+//! the page summaries (`storage::page_summaries`), the same ones its top
+//! pages, entries and exits come from, so that every page's time on page
+//! over a year (`pages.csv`, the API's pages) costs a few summaries, not
+//! one bucket per page and day; only the minutes where a range's edge
+//! cuts an hour, and hours past the hour buckets' retention, are read
+//! from the named pages' buckets. The summaries stay exact although these
+//! counters change a closed day without a view (an engagement arriving
+//! after its view's day, a next view timing the one before it): see
+//! `storage::page_summaries`. Other sites, and one page's line, read the
+//! named pages' buckets over the whole range: one read per level,
 //! whatever their number.
 
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
 use super::period::{Period, Resolution};
-use super::queries::{self, Slots};
+use super::queries::{self, Scope, Slots};
 use crate::domain::Page;
 use crate::storage::buckets::VisitFields;
+use crate::storage::page_summaries::PageCounts;
 use crate::storage::Store;
 
 pub const TIMED_VIEWS: Slots = Slots::counter(VisitFields::COUNTERS[VisitFields::TIMED_VIEWS]);
@@ -106,6 +116,26 @@ impl Engagement {
         })
     }
 
+    /// Adds a page's counters from a summary.
+    pub fn add_counts(&mut self, f: &PageCounts) {
+        self.add(&Engagement {
+            timed_views: f.timed_views,
+            timed_secs: f.timed_secs,
+            engaged_views: f.engaged_views,
+            scroll_sum: f.scroll_sum,
+            engaged_ms: f.engaged_ms,
+        });
+    }
+
+    /// Saturating, as stored counts may be anything (a hand edit).
+    pub fn add(&mut self, other: &Engagement) {
+        self.timed_views = self.timed_views.saturating_add(other.timed_views);
+        self.timed_secs = self.timed_secs.saturating_add(other.timed_secs);
+        self.engaged_views = self.engaged_views.saturating_add(other.engaged_views);
+        self.scroll_sum = self.scroll_sum.saturating_add(other.scroll_sum);
+        self.engaged_ms = self.engaged_ms.saturating_add(other.engaged_ms);
+    }
+
     fn of(read: &[HashMap<String, i64>], page: &str) -> Self {
         let get = |i: usize| read.get(i).and_then(|m| m.get(page)).copied().unwrap_or(0);
         Engagement {
@@ -133,29 +163,101 @@ fn read_period(period: &Period, now: DateTime<Utc>) -> Period {
     Period::aligned_in(period.from, to, Resolution::Hour, chrono_tz::Tz::UTC)
 }
 
-/// The time on page of each page named (a screen of the pages panel),
-/// in their order.
+/// The time on page of each page named (a screen of the pages panel, or
+/// every row of `pages.csv`), in their order: from the page summaries for
+/// a site whose totals are complete (`scope` is [`Scope::SiteTotals`]),
+/// one merge of the range's summaries whatever the pages; else from the
+/// named pages' buckets.
 pub async fn of_pages(
     store: &Store,
+    scope: &Scope<'_>,
     pages: &[&Page],
     period: &Period,
     now: DateTime<Utc>,
 ) -> Result<Vec<Engagement>, mongodb::error::Error> {
-    let read = queries::counters_of_pages(store, pages, &read_period(period, now), &FIELDS).await?;
+    let Scope::SiteTotals(site) = scope else {
+        return of_buckets(store, pages, &read_period(period, now)).await;
+    };
+    let mut sums: HashMap<&str, Engagement> = pages
+        .iter()
+        .map(|p| (p.as_str(), Engagement::default()))
+        .collect();
+    if sums.is_empty() {
+        return Ok(Vec::new());
+    }
+    let add = |sums: &mut HashMap<&str, Engagement>,
+               whole: &crate::storage::page_summaries::Answer| {
+        for (page, sum) in sums.iter_mut() {
+            if let Some(f) = whole.get(*page) {
+                sum.add_counts(f);
+            }
+        }
+    };
+    // The same whole days and hours as every page's entries and exits
+    // (`visits::entries_and_exits`, which the pages reports read first)
+    // and the top pages, so that their answers are found kept: to the
+    // range's end, not to the end of today as its buckets are read
+    // (nothing is stored after now, so the sums are the same).
+    let day = Resolution::Day;
+    let to = period.to;
+    let (first_day, last_day) = (day.ceil(period.from), day.floor(to));
+    let mut rest = vec![(period.from, to)];
+    if first_day < last_day {
+        let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
+        add(&mut sums, &whole);
+        rest = vec![(period.from, first_day), (last_day, to)];
+    }
+    // Today and the range's day edges: their whole UTC hours from hour
+    // summaries (engagement sums add up over hours, unlike visitors).
+    let mut minutes = Vec::new();
+    for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
+        match super::page_totals::summarised_hours(store, (from, to)) {
+            Some(hours) => {
+                let whole = super::page_totals::whole_hours(store, site, hours).await?;
+                add(&mut sums, &whole);
+                minutes.extend([(from, hours.0), (hours.1, to)]);
+            }
+            None => minutes.push((from, to)),
+        }
+    }
+    for (from, to) in minutes.into_iter().filter(|(a, b)| a < b) {
+        let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+        for (page, e) in pages.iter().zip(of_buckets(store, pages, &edge).await?) {
+            if let Some(sum) = sums.get_mut(page.as_str()) {
+                sum.add(&e);
+            }
+        }
+    }
     Ok(pages
         .iter()
-        .map(|p| Engagement::of(&read, p.as_str()))
+        .map(|p| sums.get(p.as_str()).copied().unwrap_or_default())
         .collect())
 }
 
-/// The time on page of one page.
+/// The time on page of each page named over `period`, from their
+/// buckets: a thousand pages per read (a read names each page).
+async fn of_buckets(
+    store: &Store,
+    pages: &[&Page],
+    period: &Period,
+) -> Result<Vec<Engagement>, mongodb::error::Error> {
+    let mut out = Vec::with_capacity(pages.len());
+    for chunk in pages.chunks(1_000) {
+        let read = queries::counters_of_pages(store, chunk, period, &FIELDS).await?;
+        out.extend(chunk.iter().map(|p| Engagement::of(&read, p.as_str())));
+    }
+    Ok(out)
+}
+
+/// The time on page of one page, from its buckets (one page's are few:
+/// its summaries would be a whole site's).
 pub async fn of_page(
     store: &Store,
     page: &Page,
     period: &Period,
     now: DateTime<Utc>,
 ) -> Result<Engagement, mongodb::error::Error> {
-    Ok(of_pages(store, &[page], period, now)
+    Ok(of_buckets(store, &[page], &read_period(period, now))
         .await?
         .pop()
         .unwrap_or_default())

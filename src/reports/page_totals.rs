@@ -236,6 +236,9 @@ struct Totals {
     /// Per unit, the deletions that took counts out of it: the totals
     /// alone could come back to a value they had with other pages.
     taken_back: BTreeMap<i64, i64>,
+    /// Per unit with any, the site's engaged views, scroll sum and engaged
+    /// milliseconds: engagements change pages without a view.
+    engaged: BTreeMap<i64, [i64; 3]>,
     /// Per unit with any, the site's visits: a unit with visits and no
     /// views (an imported day without pages rows) still has pages with
     /// entries and exits.
@@ -262,12 +265,17 @@ impl Totals {
             grain,
             by_unit: read
                 .iter()
-                .map(|(at, (n, _))| (grain.number(*at), *n))
+                .map(|(at, u)| (grain.number(*at), u.views))
                 .collect(),
             taken_back: read
                 .iter()
-                .filter(|(_, (_, t))| *t != 0)
-                .map(|(at, (_, t))| (grain.number(*at), *t))
+                .filter(|(_, u)| u.taken_back != 0)
+                .map(|(at, u)| (grain.number(*at), u.taken_back))
+                .collect(),
+            engaged: read
+                .iter()
+                .filter(|(_, u)| u.engaged != [0; 3])
+                .map(|(at, u)| (grain.number(*at), u.engaged))
                 .collect(),
         })
     }
@@ -279,6 +287,7 @@ impl Totals {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.by_unit.hash(&mut h);
         self.taken_back.hash(&mut h);
+        self.engaged.hash(&mut h);
         self.visits.hash(&mut h);
         h.finish()
     }
@@ -297,6 +306,25 @@ impl Totals {
     fn unit_has_figures(&self, unit: i64) -> bool {
         self.by_unit.get(&unit).copied().unwrap_or(0) != 0
             || self.visits.get(&unit).copied().unwrap_or(0) != 0
+    }
+
+    /// The site buckets' engagement sums over a span's units.
+    fn engaged_over(&self, span: Span) -> [i64; 3] {
+        self.engaged
+            .range(span.first()..span.end())
+            .map(|(_, n)| *n)
+            .fold([0; 3], page_summaries::add3)
+    }
+
+    /// Whether `summary`, made or stored, is right for these totals: the
+    /// site's views, what was taken back and its engagements over the
+    /// span are what it was made with (each moves whenever a page's
+    /// figure in the span does, see `storage::page_summaries`).
+    fn holds(&self, summary: &Summary) -> bool {
+        let span = summary.span;
+        summary.total == self.over(span)
+            && summary.taken_back == self.taken_back_over(span)
+            && summary.engaged == self.engaged_over(span)
     }
 
     /// The site buckets' `takenBack` over a span's units.
@@ -341,10 +369,7 @@ impl Builder<'_> {
             page_summaries::read(self.store, self.totals.grain, &self.key, spans)
                 .await?
                 .into_iter()
-                .filter(|s| {
-                    s.total == self.totals.over(s.span)
-                        && s.taken_back == self.totals.taken_back_over(s.span)
-                })
+                .filter(|s| self.totals.holds(s))
                 .map(|s| (s.span, s))
                 .collect(),
         )
@@ -371,6 +396,7 @@ impl Builder<'_> {
                                     span: half,
                                     total: 0,
                                     taken_back: self.totals.taken_back_over(half),
+                                    engaged: self.totals.engaged_over(half),
                                     pages: Vec::new(),
                                 },
                                 exact: true,
@@ -391,10 +417,7 @@ impl Builder<'_> {
                     }
                 }
             };
-            if made.exact
-                && made.summary.total == self.totals.over(span)
-                && made.summary.taken_back == self.totals.taken_back_over(span)
-            {
+            if made.exact && self.totals.holds(&made.summary) {
                 let grain = self.totals.grain;
                 page_summaries::write(self.store, grain, &self.site.id, &made.summary).await?;
             }
@@ -403,15 +426,23 @@ impl Builder<'_> {
         .boxed()
     }
 
-    /// One unit's summary from its page buckets. It is exact when the
-    /// site's total in that unit is the same before and after the read
-    /// and equals the pages' views: a batch committed during the read
-    /// would have changed the total (every batch adds views), so the
-    /// buckets were read as of one state.
+    /// One unit's summary from its page buckets. It is exact when what
+    /// the site's bucket says of that unit (views, taken back,
+    /// engagements) is the same before and after the read, and the
+    /// pages' views add up to its total: together they never come back
+    /// to an earlier value (views only grow but for a deletion, which
+    /// raises what was taken back; the engagement sums only grow), and
+    /// every batch that changes a page's figure in the unit moves one of
+    /// them in the same transaction, so the buckets were read as of one
+    /// state, the one the summary carries.
     async fn unit(&self, span: Span) -> Result<Made, mongodb::error::Error> {
         let grain = self.totals.grain;
         let number = span.first();
-        let before = self.totals.over(span);
+        let before = report_reads::SiteUnit {
+            views: self.totals.over(span),
+            taken_back: self.totals.taken_back_over(span),
+            engaged: self.totals.engaged_over(span),
+        };
         let domain = &self.site.domain;
         let mut read = report_reads::page_units(self.store, domain, grain, &[number]).await?;
         let pages = read.remove(&number).unwrap_or_default();
@@ -419,22 +450,31 @@ impl Builder<'_> {
         let end = start
             .checked_add_signed(TimeDelta::seconds(grain.seconds()))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
-        let after = report_reads::site_totals(self.store, domain, grain.resolution(), (start, end))
-            .await?
-            .values()
-            .fold(0, |sum: i64, n| sum.saturating_add(*n));
+        let after =
+            report_reads::site_totals_guarded(self.store, domain, grain.resolution(), (start, end))
+                .await?
+                .values()
+                .fold(report_reads::SiteUnit::default(), |a, u| {
+                    report_reads::SiteUnit {
+                        views: a.views.saturating_add(u.views),
+                        taken_back: a.taken_back.saturating_add(u.taken_back),
+                        engaged: page_summaries::add3(a.engaged, u.engaged),
+                    }
+                });
         let views = pages
             .iter()
             .map(|(_, f)| f.views)
             .fold(0, i64::saturating_add);
         Ok(Made {
-            exact: before == after && views == before,
+            exact: before == after && views == before.views,
             summary: Summary {
                 span,
                 total: views,
                 // As the totals read before the buckets say: a credit
-                // that came in between makes it differ next time.
-                taken_back: self.totals.taken_back_over(span),
+                // or engagement that came in between makes it differ
+                // next time (and this one is not exact).
+                taken_back: before.taken_back,
+                engaged: before.engaged,
                 pages,
             },
         })

@@ -288,9 +288,10 @@ struct VisitIncrement {
 ///   credited to the earlier view's page in its own slot, so a range's
 ///   time on page until the next view is of the views it counts (a
 ///   visit's last view has no next view and no time: it is not timed);
-/// - `engagedViews`, `scrollSum` and `engagedMs` (pages only): from the
-///   engagements a tracker sends for a view (`journal::Engagement`), in
-///   the slot of that view: +1 at its first engagement, each increase of
+/// - `engagedViews`, `scrollSum` and `engagedMs` (pages, and the site's
+///   buckets as their sum, which page summaries are checked against):
+///   from the engagements a tracker sends for a view
+///   (`journal::Engagement`), in the slot of that view: +1 at its first engagement, each increase of
 ///   its greatest scroll depth in percentage points, and its engaged
 ///   milliseconds; so a range's mean scroll depth (scrollSum /
 ///   engagedViews) is the mean of each of its engaged views' greatest
@@ -488,11 +489,17 @@ impl Increments {
         }
     }
 
-    /// Adds an engagement with a view of `page` to the view's slot: hour
-    /// and day page buckets only (minute buckets hold views; the site's
-    /// figures are its pages').
+    /// Adds an engagement with a view of `page` to the view's slot, in
+    /// hour and day buckets (minute buckets hold views), the page's and
+    /// its site's alike. The site's are what page summaries check their
+    /// engagement against: an engagement changes its view's page bucket
+    /// without a view, often after the view's day has ended, so the
+    /// site's views alone would not tell a summary made before it from
+    /// the buckets after it. Written in the same statement batch (and
+    /// transaction) as the page's, every engagement moves them as it
+    /// moves the pages' (each of the three only ever grows).
     pub fn add_engagement(&mut self, page: &str, engagement: &crate::journal::Engagement) {
-        if self.target.resolution == Resolution::Minute || self.target.subject != Subject::Page {
+        if self.target.resolution == Resolution::Minute {
             return;
         }
         let at = engagement.view_at;
@@ -916,7 +923,7 @@ mod tests {
     }
 
     #[test]
-    fn an_engagement_adds_to_its_views_page_slot_and_nowhere_else() {
+    fn an_engagement_adds_to_its_views_slot_of_its_page_and_site_and_not_to_minutes() {
         let e = crate::journal::Engagement {
             view_at: at(9, 59, 7),
             depth_added: 30,
@@ -938,14 +945,23 @@ mod tests {
             s.get_document("u").unwrap().get_document("$inc").unwrap(),
             &doc! {"totalViews": 0_i64, "engagedViews.59": 1_i64, "scrollSum.59": 30_i64, "engagedMs.59": 4_500_i64}
         );
-        // Neither minutes nor the site's buckets: not a view.
-        for mut other in [
-            Increments::new(Resolution::Minute),
-            Increments::for_site(Resolution::Day, 0),
-        ] {
-            other.add_engagement("example.com/a", &e);
-            assert!(other.is_empty());
-        }
+        // Not minutes: not a view.
+        let mut minutes = Increments::new(Resolution::Minute);
+        minutes.add_engagement("example.com/a", &e);
+        assert!(minutes.is_empty());
+        // The site's buckets too, in the view's slot (what page summaries
+        // are checked against), still without a view.
+        let mut site = Increments::for_site(Resolution::Day, 2);
+        site.add_engagement("example.com/a", &e);
+        let s = &site.statements()[0];
+        assert_eq!(
+            s.get_document("q").unwrap(),
+            &doc! {"site": "example.com", "timestamp": bson::DateTime::from_chrono(at(0, 0, 0)), "part": 2}
+        );
+        assert_eq!(
+            s.get_document("u").unwrap().get_document("$inc").unwrap(),
+            &doc! {"totalViews": 0_i64, "engagedViews.9": 1_i64, "scrollSum.9": 30_i64, "engagedMs.9": 4_500_i64}
+        );
     }
 
     #[test]

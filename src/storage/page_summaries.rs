@@ -1,5 +1,6 @@
-//! Page summaries: each page's views, entries, exits and visitors over an
-//! aligned span of whole UTC days, one document per site and span, so that
+//! Page summaries: each page's views, entries, exits, visitors and time
+//! on page and scroll depth counters over an aligned span of whole UTC
+//! days, one document per site and span, so that
 //! a long range's top pages read a few documents instead of one bucket per
 //! page and day (a year of 10,000 pages is 3.65 million page-day buckets:
 //! 13–21 s a dashboard).
@@ -24,6 +25,18 @@
 //! replayed after an outage) changes it, and the summary is made again
 //! from its halves.
 //!
+//! **Time on page and scroll depth.** A page's `timedViews` and
+//! `timedSeconds` are credited to a view's slot when its visit's next view
+//! arrives, like its exit: in the same unit that view moves the total, in
+//! an earlier one it raises `takenBack` there. Engagements arrive without
+//! a view, often after their view's day has ended, so the site's buckets
+//! carry them too (`buckets::Increments::add_engagement`, in the same
+//! transaction as the page's) and a summary also carries `engaged`, the
+//! site's engaged views, scroll sum and engaged milliseconds over its span
+//! when it was made: each only grows, so equal sums mean no engagement
+//! since. Summaries stored before these counters (codec format 1, no
+//! `engaged`) are not used, and made again.
+//!
 //! **Hours.** The parts of days a range covers (today, the last 24 hours,
 //! the hours before a zone's midnight) are summarised the same way in
 //! spans of 2^level whole UTC hours ([`Grain::Hour`], levels 0 to
@@ -35,7 +48,8 @@
 //! **Compact.** The pages travel as one binary field (`data`): sorted by
 //! name, each name stored as the length it shares with the previous one
 //! and the rest, each figure a zigzag varint. A day of 10,000 pages is
-//! about 150 KB, and decoding it costs no BSON parsing per page.
+//! about 190 KB with time on page and engagement (150 KB without), and
+//! decoding it costs no BSON parsing per page.
 
 use bson::spec::BinarySubtype;
 use bson::{doc, Binary, Bson, Document};
@@ -109,32 +123,82 @@ impl Grain {
 /// instead): well inside MongoDB's 16 MiB document limit.
 const MAX_DATA_BYTES: usize = 12 << 20;
 
-/// The codec's version, the first byte of `data`.
-const FORMAT: u8 = 1;
+/// The codec's version, the first byte of `data`. Format 1 had no time on
+/// page nor scroll depth: such a summary is made again.
+const FORMAT: u8 = 2;
 
 /// Summaries this close to their first day's expiry are not used: the TTL
 /// monitor runs on the server's clock, which may be ahead of ours.
 const EXPIRY_MARGIN: TimeDelta = TimeDelta::hours(1);
 
 /// One page's figures over a span (or a range): views; visits that
-/// entered on it; exits; and visitors, the sum of each UTC day's estimate
-/// (a visitor id is one day's, so days add up).
+/// entered on it; exits; visitors, the sum of each UTC day's estimate
+/// (a visitor id is one day's, so days add up); and the sums its time on
+/// page and scroll depth are made of (`buckets::VisitFields`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PageCounts {
     pub views: i64,
     pub entries: i64,
     pub exits: i64,
     pub visitors: i64,
+    /// Views followed by another view of their visit (`timedViews`).
+    pub timed_views: i64,
+    /// The seconds from each of those to the next (`timedSeconds`).
+    pub timed_secs: i64,
+    /// Views a tracker sent engagements for (`engagedViews`).
+    pub engaged_views: i64,
+    /// Their greatest scroll depths, in percent, added up (`scrollSum`).
+    pub scroll_sum: i64,
+    /// Their engaged milliseconds (`engagedMs`).
+    pub engaged_ms: i64,
 }
+
+/// How many figures a page has in the codec.
+const FIGURES: usize = 9;
 
 impl PageCounts {
     /// Saturating: stored counts may be anything (a hand edit, an old
     /// import), and a background task must not panic on them.
     pub fn add(&mut self, other: &PageCounts) {
-        self.views = self.views.saturating_add(other.views);
-        self.entries = self.entries.saturating_add(other.entries);
-        self.exits = self.exits.saturating_add(other.exits);
-        self.visitors = self.visitors.saturating_add(other.visitors);
+        let mut sum = self.figures();
+        for (a, b) in sum.iter_mut().zip(other.figures()) {
+            *a = a.saturating_add(b);
+        }
+        *self = Self::of_figures(sum);
+    }
+
+    /// In the codec's order.
+    fn figures(&self) -> [i64; FIGURES] {
+        [
+            self.views,
+            self.entries,
+            self.exits,
+            self.visitors,
+            self.timed_views,
+            self.timed_secs,
+            self.engaged_views,
+            self.scroll_sum,
+            self.engaged_ms,
+        ]
+    }
+
+    fn of_figures(f: [i64; FIGURES]) -> Self {
+        PageCounts {
+            views: f[0],
+            entries: f[1],
+            exits: f[2],
+            visitors: f[3],
+            timed_views: f[4],
+            timed_secs: f[5],
+            engaged_views: f[6],
+            scroll_sum: f[7],
+            engaged_ms: f[8],
+        }
+    }
+
+    /// Whether it has any figure at all.
+    pub fn is_empty(&self) -> bool {
+        self.figures() == [0; FIGURES]
     }
 }
 
@@ -223,6 +287,11 @@ pub struct Summary {
     /// `total`, what says the summary is still right (a deletion, or a
     /// visit's exit moved back into the span, changes it without views).
     pub taken_back: i64,
+    /// The site buckets' engaged views, scroll sum and engaged
+    /// milliseconds over the span when it was made: engagements change a
+    /// view's page without a view, so `total` cannot tell (see the
+    /// module's note).
+    pub engaged: [i64; 3],
     pub pages: Vec<(String, PageCounts)>,
 }
 
@@ -260,9 +329,19 @@ impl Summary {
             span,
             total: a.total.saturating_add(b.total),
             taken_back: a.taken_back.saturating_add(b.taken_back),
+            engaged: add3(a.engaged, b.engaged),
             pages,
         }
     }
+}
+
+/// Three sums added up, saturating.
+pub fn add3(a: [i64; 3], b: [i64; 3]) -> [i64; 3] {
+    [
+        a[0].saturating_add(b[0]),
+        a[1].saturating_add(b[1]),
+        a[2].saturating_add(b[2]),
+    ]
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -285,7 +364,7 @@ pub fn encode(pages: &[(String, PageCounts)]) -> Vec<u8> {
         put_varint(&mut out, shared as u64);
         put_varint(&mut out, (name.len() - shared) as u64);
         out.extend_from_slice(&name[shared..]);
-        for n in [f.views, f.entries, f.exits, f.visitors] {
+        for n in f.figures() {
             put_varint(&mut out, zigzag(n));
         }
         previous = name;
@@ -299,7 +378,7 @@ pub fn decode(data: &[u8]) -> Result<Vec<(String, PageCounts)>, DecodeError> {
         return Err(DecodeError);
     }
     let count = r.varint()? as usize;
-    // Each page takes at least six bytes: a count beyond that is damage.
+    // Each page takes at least eleven bytes: a count beyond that is damage.
     if count > data.len() {
         return Err(DecodeError);
     }
@@ -313,20 +392,12 @@ pub fn decode(data: &[u8]) -> Result<Vec<(String, PageCounts)>, DecodeError> {
         }
         name.truncate(shared);
         name.extend_from_slice(r.bytes(rest)?);
-        let mut f = [0_i64; 4];
+        let mut f = [0_i64; FIGURES];
         for n in &mut f {
             *n = unzigzag(r.varint()?);
         }
         let page = std::str::from_utf8(&name).map_err(|_| DecodeError)?;
-        pages.push((
-            page.to_owned(),
-            PageCounts {
-                views: f[0],
-                entries: f[1],
-                exits: f[2],
-                visitors: f[3],
-            },
-        ));
+        pages.push((page.to_owned(), PageCounts::of_figures(f)));
     }
     if r.at != data.len() {
         return Err(DecodeError);
@@ -407,7 +478,7 @@ pub async fn read(
         .reports()
         .collection::<Document>(grain.collection())
         .find(doc! {"_id": {"$in": ids}})
-        .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "takenBack": 1, "data": 1})
+        .projection(doc! {"_id": 0, "level": 1, "index": 1, "total": 1, "takenBack": 1, "engaged": 1, "data": 1})
         .max_time(store.report_max_time())
         .await?;
     let mut out = Vec::with_capacity(spans.len());
@@ -429,6 +500,18 @@ pub async fn read(
         if !spans.contains(&span) {
             continue;
         }
+        // Made before summaries carried time on page and scroll depth:
+        // nothing says whether an engagement came since, so it is made
+        // again (and replaced), quietly, as the backfill does for all.
+        let engaged = stored_engaged(&d);
+        let (Some(engaged), Some(&FORMAT)) = (engaged, data.first()) else {
+            tracing::debug!(
+                site,
+                ?span,
+                "a page summary of an earlier format: made again"
+            );
+            continue;
+        };
         match decode(data) {
             Ok(pages) => out.push(Summary {
                 span,
@@ -436,12 +519,27 @@ pub async fn read(
                 // Summaries stored before the field: as if nothing was
                 // taken back (one whose span was is made again).
                 taken_back: d.get_i64("takenBack").unwrap_or(0),
+                engaged,
                 pages,
             }),
             Err(e) => tracing::warn!(site, ?span, "{e}: it will be made again"),
         }
     }
     Ok(out)
+}
+
+/// A stored summary's `engaged`: three integers, or `None` (made before
+/// the field, or edited).
+fn stored_engaged(d: &Document) -> Option<[i64; 3]> {
+    let list = d.get_array("engaged").ok()?;
+    let mut out = [0; 3];
+    if list.len() != out.len() {
+        return None;
+    }
+    for (n, v) in out.iter_mut().zip(list) {
+        *n = v.as_i64()?;
+    }
+    Some(out)
 }
 
 /// Stores `summary` for `site` (replacing what was there). Two readers
@@ -485,6 +583,7 @@ pub async fn write(
                 units: 1_i32 << span.level,
                 "total": summary.total,
                 "takenBack": summary.taken_back,
+                "engaged": summary.engaged.to_vec(),
                 "pages": summary.pages.len() as i64,
                 "data": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes: data }),
             },
@@ -614,6 +713,11 @@ mod tests {
             entries: views / 2,
             exits: -1,
             visitors: views,
+            timed_views: views / 3,
+            timed_secs: views * 7,
+            engaged_views: views / 4,
+            scroll_sum: views * 10,
+            engaged_ms: views * 1_000,
         }
     }
 
@@ -660,7 +764,7 @@ mod tests {
             let pages: Vec<(String, PageCounts)> = names
                 .into_iter()
                 .enumerate()
-                .map(|(i, p)| (p, PageCounts { views: n.wrapping_add(i as i64), entries: -n, exits: i as i64, visitors: n / 3 }))
+                .map(|(i, p)| (p, PageCounts { views: n.wrapping_add(i as i64), entries: -n, exits: i as i64, visitors: n / 3, timed_views: n / 5, timed_secs: n.wrapping_mul(3), engaged_views: i as i64 + 1, scroll_sum: n / 7, engaged_ms: n.wrapping_sub(i as i64) }))
                 .collect();
             prop_assert_eq!(decode(&encode(&pages)).unwrap(), pages);
         }
@@ -687,17 +791,53 @@ mod tests {
         let mut other = data;
         other[0] = FORMAT + 1;
         assert_eq!(decode(&other), Err(DecodeError));
+        // Format 1 (views, entries, exits and visitors only) is refused,
+        // however its bytes would read.
+        other[0] = 1;
+        assert_eq!(decode(&other), Err(DecodeError));
     }
 
     #[test]
     fn names_share_their_prefix_so_a_day_of_10_000_pages_is_small() {
+        // A busy day's figures: every view timed but the visit's last,
+        // a fifth of them engaged, as with a tracker that sends them.
+        let day = |i: i64| {
+            let views = 1 + i % 200;
+            let engaged = views / 5;
+            PageCounts {
+                views,
+                entries: views / 2,
+                exits: views / 2,
+                visitors: views,
+                timed_views: views / 2,
+                timed_secs: views / 2 * 45,
+                engaged_views: engaged,
+                scroll_sum: engaged * 60,
+                engaged_ms: engaged * 30_000,
+            }
+        };
         let pages: Vec<(String, PageCounts)> = (0..10_000)
-            .map(|i| (format!("example.com/blog/post-{i:05}"), figures(i)))
+            .map(|i| (format!("example.com/blog/post-{i:05}"), day(i)))
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
             .collect();
         let data = encode(&pages);
-        assert!(data.len() < 200_000, "{}", data.len());
+        assert!(data.len() < 250_000, "{}", data.len());
+        // Without time on page nor engagement, as most small sites.
+        let plain: Vec<(String, PageCounts)> = pages
+            .iter()
+            .map(|(p, f)| {
+                let f = PageCounts {
+                    views: f.views,
+                    entries: f.entries,
+                    exits: f.exits,
+                    visitors: f.visitors,
+                    ..PageCounts::default()
+                };
+                (p.clone(), f)
+            })
+            .collect();
+        assert!(encode(&plain).len() < 200_000, "{}", encode(&plain).len());
     }
 
     #[test]
@@ -708,18 +848,34 @@ mod tests {
             span: a,
             total: 5,
             taken_back: 1,
+            engaged: [1, 50, 2_000],
             pages: vec![("s/a".into(), figures(2)), ("s/c".into(), figures(3))],
         };
         let right = Summary {
             span: b,
             total: 4,
             taken_back: 2,
+            engaged: [2, 70, 9_000],
             pages: vec![("s/b".into(), figures(1)), ("s/c".into(), figures(3))],
         };
         let both = Summary::merged(span, &left, &right);
-        assert_eq!((both.total, both.taken_back), (9, 3));
+        assert_eq!(
+            (both.total, both.taken_back, both.engaged),
+            (9, 3, [3, 120, 11_000])
+        );
         let mut c = figures(3);
         c.add(&figures(3));
+        assert_eq!(
+            (
+                c.timed_views,
+                c.timed_secs,
+                c.engaged_views,
+                c.scroll_sum,
+                c.engaged_ms
+            ),
+            (2, 42, 0, 60, 6_000),
+            "time on page and scroll depth add up too"
+        );
         assert_eq!(
             both.pages,
             vec![

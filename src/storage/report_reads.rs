@@ -331,28 +331,61 @@ pub async fn site_totals(
     Ok(totals)
 }
 
-/// [`site_totals`] and, per unit, the deletions that took counts out of
-/// it (`buckets::TAKEN_BACK`): what guards kept page summaries.
+/// What a site bucket says of its unit that kept page summaries are
+/// checked against (its writer parts added up): the views, the deletions
+/// and late credits that changed its pages without a view
+/// (`buckets::TAKEN_BACK`), and the engaged views, scroll sum and engaged
+/// milliseconds of its engagements, which change its pages without a
+/// view too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SiteUnit {
+    pub views: i64,
+    pub taken_back: i64,
+    pub engaged: [i64; 3],
+}
+
+/// The engagement counters of a bucket, in [`SiteUnit::engaged`]'s order.
+const ENGAGED: [&str; 3] = [
+    VisitFields::COUNTERS[VisitFields::ENGAGED_VIEWS],
+    VisitFields::COUNTERS[VisitFields::SCROLL_SUM],
+    VisitFields::COUNTERS[VisitFields::ENGAGED_MS],
+];
+
+/// The timed views' counters of a bucket: views, seconds.
+const TIMED: [&str; 2] = [
+    VisitFields::COUNTERS[VisitFields::TIMED_VIEWS],
+    VisitFields::COUNTERS[VisitFields::TIMED_SECONDS],
+];
+
+/// [`site_totals`] with what else guards kept page summaries, per unit
+/// ([`SiteUnit`]).
 pub async fn site_totals_guarded(
     store: &Store,
     domain: &DomainName,
     resolution: Resolution,
     (first, last): (DateTime<Utc>, DateTime<Utc>),
-) -> Result<HashMap<DateTime<Utc>, (i64, i64)>, mongodb::error::Error> {
+) -> Result<HashMap<DateTime<Utc>, SiteUnit>, mongodb::error::Error> {
     use super::buckets::TAKEN_BACK;
-    let mut totals: HashMap<DateTime<Utc>, (i64, i64)> = HashMap::new();
+    let mut totals: HashMap<DateTime<Utc>, SiteUnit> = HashMap::new();
+    let mut projection = doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1};
+    for name in ENGAGED {
+        projection.insert(name, 1);
+    }
     let mut cursor = store
         .reports()
         .collection::<Document>(Subject::Site.collection(resolution))
         .find(doc! {"site": domain.as_str(), "timestamp": time_filter(first, last)})
-        .projection(doc! {"_id": 0, "timestamp": 1, "totalViews": 1, TAKEN_BACK: 1})
+        .projection(projection)
         .max_time(store.report_max_time())
         .await?;
     while let Some(d) = cursor.try_next().await? {
         if let Ok(day) = d.get_datetime("timestamp") {
             let entry = totals.entry(day.to_chrono()).or_default();
-            entry.0 = entry.0.saturating_add(number(d.get("totalViews")));
-            entry.1 = entry.1.saturating_add(number(d.get(TAKEN_BACK)));
+            entry.views = entry.views.saturating_add(number(d.get("totalViews")));
+            entry.taken_back = entry.taken_back.saturating_add(number(d.get(TAKEN_BACK)));
+            for (sum, name) in entry.engaged.iter_mut().zip(ENGAGED) {
+                *sum = sum.saturating_add(slots_sum(d.get_document(name).ok()));
+            }
         }
     }
     Ok(totals)
@@ -407,9 +440,10 @@ pub async fn site_day_range(
 
 /// Each page's figures in each of the units numbered `units` of `grain`
 /// (UTC days or hours since 1970-01-01), from the page buckets, sorted by
-/// page: views, visits entered there, exits, and for days the estimate of
-/// the bucket's visitors sketch (a visitor id is a day's, so hours carry
-/// none). `$in` of unit starts is a point lookup per unit.
+/// page: views, visits entered there, exits, time on page and scroll
+/// depth counters, and for days the estimate of the bucket's visitors
+/// sketch (a visitor id is a day's, so hours carry none). `$in` of unit
+/// starts is a point lookup per unit.
 pub async fn page_units(
     store: &Store,
     domain: &DomainName,
@@ -433,6 +467,9 @@ pub async fn page_units(
     let mut projection = doc! {
         "_id": 0, "page": 1, "timestamp": 1, "totalViews": 1, visits: 1, exits: 1,
     };
+    for name in TIMED.iter().chain(&ENGAGED) {
+        projection.insert(*name, 1);
+    }
     if grain == Grain::Day {
         projection.insert(VisitFields::VISITORS, 1);
     }
@@ -446,24 +483,31 @@ pub async fn page_units(
         ) else {
             continue;
         };
-        let views = number(d.get("totalViews"));
-        let entries = slots_sum(d.get_document(visits).ok());
-        let exits = slots_sum(d.get_document(exits).ok());
+        let sum = |name: &str| slots_sum(d.get_document(name).ok());
+        let counts = PageCounts {
+            views: number(d.get("totalViews")),
+            entries: sum(visits),
+            exits: sum(exits),
+            visitors: 0,
+            timed_views: sum(TIMED[0]),
+            timed_secs: sum(TIMED[1]),
+            engaged_views: sum(ENGAGED[0]),
+            scroll_sum: sum(ENGAGED[1]),
+            engaged_ms: sum(ENGAGED[2]),
+        };
         // A page may have entries or exits in a unit without views: an
         // imported day's figures (Plausible's entry and exit pages
         // without a pages row for that page and day).
-        if views != 0 || entries != 0 || exits != 0 {
+        if !counts.is_empty() {
             read.entry(grain.number(day.to_chrono()))
                 .or_default()
                 .push((
                     page.to_owned(),
                     PageCounts {
-                        views,
-                        entries,
-                        exits,
                         visitors: d
                             .get_document(VisitFields::VISITORS)
                             .map_or(0, estimate_stored),
+                        ..counts
                     },
                 ));
         }

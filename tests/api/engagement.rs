@@ -3,7 +3,9 @@
 //! sends them) and Plausible's `POST /api/event` (`engagement` with `sd`
 //! and `e`, hostile values among them), against a plain computation over
 //! the hits sent: the API's pages and a page's line, `pages.csv` and the
-//! page report agree with it exactly, bad engagements get Plausible's
+//! page report agree with it exactly (the pages also over parts of the
+//! day and days around it, in UTC and Europe/Berlin, read from the page
+//! summaries), bad engagements get Plausible's
 //! answer and write nothing, and no engagement counts a view.
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -269,6 +271,89 @@ async fn time_on_page_and_scroll_depth_agree_with_a_plain_computation_over_the_h
                 w.engaged_views.to_string()
             ),
             "{row:?}"
+        );
+    }
+
+    // Parts of the day and a few days around it: whole hours (from hour
+    // summaries), hours cut at minutes (from buckets) and whole days (from
+    // day summaries), each against the plain computation over the views
+    // made in it (a view's time on page and engagement are its own slot's).
+    // Then in Europe/Berlin (UTC+1 in November), whose days cut UTC days
+    // at 23:00: their edges are hours of hour summaries.
+    let ranges = [
+        ("UTC", "2026-11-22T11:00", "2026-11-22T17:00"),
+        ("UTC", "2026-11-22T10:30", "2026-11-22T15:45"),
+        ("UTC", "2026-11-20T00:00", "2026-11-25T00:00"),
+        ("Europe/Berlin", "2026-11-22T00:00", "2026-11-23T00:00"),
+        ("Europe/Berlin", "2026-11-20T00:00", "2026-11-25T00:00"),
+        ("Europe/Berlin", "2026-11-22T12:15", "2026-11-22T19:00"),
+    ];
+    for (zone, from, to) in ranges {
+        let zone = tickertape::domain::TimeZone::parse(zone).unwrap();
+        tickertape::storage::sites::set_time_zone(&app.store, &site, zone)
+            .await
+            .unwrap();
+        app.ingest.directory.reload(&app.store).await.unwrap();
+        let in_range = |at: DateTime<Utc>| {
+            let parse = |t: &str| {
+                chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M")
+                    .unwrap()
+                    .and_local_timezone(zone.tz())
+                    .unwrap()
+                    .with_timezone(&Utc)
+            };
+            parse(from) <= at && at < parse(to)
+        };
+        let mut want: BTreeMap<&str, Want> = BTreeMap::new();
+        for (i, v) in views.iter().enumerate() {
+            if !in_range(v.at.unwrap()) {
+                continue;
+            }
+            let w = want.entry(view_page[i]).or_default();
+            w.views += 1;
+            if let Some(gap) = timed[i] {
+                w.timed_views += 1;
+                w.timed_secs += gap;
+            }
+            if v.engaged {
+                w.engaged_views += 1;
+                w.scroll_sum += v.depth;
+                w.engaged_ms += v.ms;
+            }
+        }
+        let range = format!("range=custom&from={from}&to={to}");
+        let a = get(&app, &token, &format!("/api/v1/sites/{id}/pages?{range}")).await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let listed = a.json["pages"].as_array().unwrap();
+        for p in listed {
+            let path = p["path"].as_str().unwrap();
+            let w = want.get(path).copied().unwrap_or_default();
+            let (time, kind, of) = w.time();
+            assert_eq!(
+                (
+                    p["views"].as_i64(),
+                    p["timeOnPage"].as_f64(),
+                    p["timeKind"].as_str(),
+                    p["timedViews"].as_i64(),
+                    p["scrollDepth"].as_f64(),
+                    p["engagedViews"].as_i64()
+                ),
+                (
+                    Some(w.views),
+                    time,
+                    kind,
+                    Some(of),
+                    w.depth(),
+                    Some(w.engaged_views)
+                ),
+                "{from} to {to}: {path}: {p}"
+            );
+        }
+        assert_eq!(listed.len(), want.len(), "{from} to {to}");
+        assert!(
+            want.values()
+                .any(|w| w.engaged_views > 0 && w.timed_views > 0),
+            "{from} to {to}: the range has engaged and timed views"
         );
     }
 

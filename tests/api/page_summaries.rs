@@ -463,3 +463,349 @@ async fn an_exit_moved_back_to_a_summarised_hour_is_seen() {
     .unwrap();
     assert_eq!(exits(&next, "late.test/second"), 1, "{next:?}");
 }
+
+/// `pages.csv`'s time on page cells of a page: mean time (one decimal),
+/// what it is measured by, of how many views, mean scroll depth, engaged
+/// views.
+fn time_cells(csv: &str, path: &str) -> [String; 5] {
+    let row = crate::reference_model::csv_rows(csv)
+        .into_iter()
+        .find(|r| r[0] == path)
+        .unwrap_or_else(|| panic!("{path} not in {csv}"));
+    [
+        row[6].clone(),
+        row[7].clone(),
+        row[8].clone(),
+        row[9].clone(),
+        row[10].clone(),
+    ]
+}
+
+fn cells(cells: [&str; 5]) -> [String; 5] {
+    cells.map(str::to_owned)
+}
+
+/// Time on page and scroll depth over a year come from the page
+/// summaries (every page of `pages.csv` and the API's list), and stay
+/// exact when an engagement changes a day whose summary is already made,
+/// without a view: here the engagement is sent (by the app's clock) on
+/// its view's day, days after (by the real one, which says which days
+/// have ended) that day was summarised, as a journal applied late does.
+#[tokio::test]
+async fn time_on_page_and_scroll_depth_late_to_a_summarised_day_show_in_a_years_pages() {
+    use crate::json_api::{create_token, get};
+    let app = spawn_app().await;
+    let site = app.add_site("engaged.test", &[]).await;
+    let id = site.id.to_string();
+    let ua =
+        |who: &str| format!("Mozilla/5.0 (X11; Linux x86_64; {who}) Gecko/20100101 Firefox/133.0");
+    let (r, s, t) = (ua("reader"), ua("skimmer"), ua("third"));
+    // A visit is within one UTC day (its visitor id is the day's).
+    // A day that ended days ago (summaries are of days that have settled).
+    let day = Resolution::Day.floor(Utc::now()) - TimeDelta::days(3);
+    let at = |h: i64, m: i64| day + TimeDelta::hours(h) + TimeDelta::minutes(m);
+    let hit = |when: DateTime<Utc>, query: String, who: &str| {
+        let (app, who) = (&app, who.to_owned());
+        async move {
+            app.clock.set(when);
+            let r = app
+                .pixel_with(&query, &[("user-agent", who.as_str())])
+                .await;
+            assert_eq!(r.status(), 200, "{query}");
+        }
+    };
+    let view = |path: &str| format!("site={id}&page={path}");
+    let engage = |path: &str, sd: i64, et: i64| format!("site={id}&page={path}&sd={sd}&et={et}");
+    // The skimmer engages with /c at once: 40 % scrolled, 2 s.
+    hit(at(12, 0), view("/c"), &s).await;
+    hit(at(12, 1), engage("/c", 40, 2_000), &s).await;
+    // The reader views /a then /b: /a is timed (120 s), /b not yet.
+    hit(at(23, 40), view("/a"), &r).await;
+    hit(at(23, 42), view("/b"), &r).await;
+    // The third views /e.
+    hit(at(23, 43), view("/e"), &t).await;
+    app.settle().await;
+    // The app's clock stays on that day (the reader's visit stays open);
+    // which days have ended for the summaries is the real clock's.
+    app.clock.set(at(23, 44));
+
+    app.add_user("owner@example.com", tickertape::accounts::Role::Admin)
+        .await;
+    let login = app.login("owner@example.com").await;
+    let token = create_token(&login, "summaries", None).await;
+    let csv = || {
+        let (login, id) = (&login, &id);
+        async move {
+            let (status, csv) = login
+                .text(&format!("/sites/{id}/pages.csv?range=12mo"))
+                .await;
+            assert_eq!(status, 200, "{csv}");
+            csv
+        }
+    };
+    let first = csv().await;
+    assert_eq!(
+        time_cells(&first, "/a"),
+        cells(["120.0", "until_next_view", "1", "", "0"])
+    );
+    assert_eq!(time_cells(&first, "/b"), cells(["", "", "0", "", "0"]));
+    assert_eq!(
+        time_cells(&first, "/c"),
+        cells(["2.0", "engaged", "1", "40.0", "1"])
+    );
+    assert_eq!(time_cells(&first, "/e"), cells(["", "", "0", "", "0"]));
+    // The day is summarised, with the site's engagement sums it was made
+    // with.
+    let number = page_summaries::day_number(day);
+    let of_day = summaries(&app)
+        .await
+        .into_iter()
+        .find(|d| d.get_i32("level") == Ok(0) && d.get_i64("index") == Ok(number))
+        .expect("the day's summary is stored");
+    assert_eq!(
+        of_day.get_array("engaged").unwrap(),
+        &vec![
+            bson::Bson::Int64(1),
+            bson::Bson::Int64(40),
+            bson::Bson::Int64(2_000)
+        ]
+    );
+
+    // The page bucket changed behind the site's back (no product write
+    // does this): the year's pages do not move, so they are read from the
+    // summaries, not from every page's buckets.
+    let bucket = doc! {"page": "engaged.test/c", "timestamp": bson::DateTime::from_chrono(day)};
+    let tamper = |n: i64| {
+        let (app, bucket) = (&app, bucket.clone());
+        async move {
+            let done = app
+                .store
+                .db()
+                .collection::<Document>("views_day")
+                .update_one(bucket, doc! {"$inc": {"engagedMs.12": n}})
+                .await
+                .unwrap();
+            assert_eq!(done.modified_count, 1);
+        }
+    };
+    tamper(1_000_000).await;
+    assert_eq!(csv().await, first, "read from the summaries");
+    tamper(-1_000_000).await;
+
+    // After the day was summarised: the reader's engagement with /b
+    // (80 %, 4 s), without a view.
+    let stored_before = summaries(&app).await.len();
+    hit(at(23, 50), engage("/b", 80, 4_000), &r).await;
+    app.settle().await;
+    let after = csv().await;
+    assert_eq!(
+        time_cells(&after, "/b"),
+        cells(["4.0", "engaged", "1", "80.0", "1"])
+    );
+    assert_eq!(time_cells(&after, "/e"), time_cells(&first, "/e"));
+    assert_eq!(time_cells(&after, "/a"), time_cells(&first, "/a"));
+    assert_eq!(time_cells(&after, "/c"), time_cells(&first, "/c"));
+    // The day's summary was made again, with the new sums (and the
+    // spans above it: no other).
+    assert_eq!(summaries(&app).await.len(), stored_before);
+    let of_day = summaries(&app)
+        .await
+        .into_iter()
+        .find(|d| d.get_i32("level") == Ok(0) && d.get_i64("index") == Ok(number))
+        .unwrap();
+    assert_eq!(
+        of_day.get_array("engaged").unwrap(),
+        &vec![
+            bson::Bson::Int64(2),
+            bson::Bson::Int64(120),
+            bson::Bson::Int64(6_000)
+        ]
+    );
+    // The API's pages of the year say the same.
+    let a = get(
+        &app,
+        &token,
+        &format!("/api/v1/sites/{id}/pages?range=12mo"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.json);
+    let page = |path: &str| {
+        a.json["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == path)
+            .cloned()
+            .unwrap()
+    };
+    let b = page("/b");
+    assert_eq!(
+        (
+            b["timeOnPage"].as_f64(),
+            b["timeKind"].as_str(),
+            b["scrollDepth"].as_f64()
+        ),
+        (Some(4.0), Some("engaged"), Some(80.0)),
+        "{b}"
+    );
+    let a = page("/a");
+    assert_eq!(
+        (
+            a["timeOnPage"].as_f64(),
+            a["timeKind"].as_str(),
+            a["timedViews"].as_i64()
+        ),
+        (Some(120.0), Some("until_next_view"), Some(1)),
+        "{a}"
+    );
+}
+
+/// An engagement with a view of an hour already summarised, arriving in
+/// the next hour, is in that hour's summary: the site's hour bucket
+/// carries it too, so the summary is made again. So is the time until
+/// the visit's next view, in the hour after (the site's bucket of the
+/// earlier hour is marked).
+#[tokio::test]
+async fn an_engagement_late_to_a_summarised_hour_is_seen() {
+    let app = spawn_app().await;
+    let site = app.add_site("hour.test", &[]).await;
+    let mut hour = Resolution::Hour.floor(Utc::now() - TimeDelta::hours(3));
+    if Resolution::Day.floor(hour) != Resolution::Day.floor(hour + TimeDelta::hours(1)) {
+        // A visit does not cross UTC midnight.
+        hour -= TimeDelta::hours(1);
+    }
+    let engaged = |answer: &page_summaries::Answer| {
+        answer.get("hour.test/read").map(|f| {
+            (
+                f.engaged_views,
+                f.scroll_sum,
+                f.engaged_ms,
+                f.timed_views,
+                f.timed_secs,
+            )
+        })
+    };
+    app.clock.set(hour + TimeDelta::minutes(58));
+    let r = app.pixel(&format!("site={}&page=/read", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let range = (hour, hour + TimeDelta::hours(1));
+    let before = page_totals::whole_hours(&app.store, &site, range)
+        .await
+        .unwrap();
+    assert_eq!(engaged(&before), Some((0, 0, 0, 0, 0)), "{before:?}");
+    assert!(!hour_summaries(&app).await.is_empty());
+    app.clock.set(hour + TimeDelta::minutes(62));
+    let r = app
+        .pixel(&format!("site={}&page=/read&sd=65&et=3000", site.id))
+        .await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let after = page_totals::whole_hours(&app.store, &site, range)
+        .await
+        .unwrap();
+    assert_eq!(engaged(&after), Some((1, 65, 3_000, 0, 0)), "{after:?}");
+    // The next view, in the next hour, times the first (seven minutes).
+    app.clock.set(hour + TimeDelta::minutes(65));
+    let r = app.pixel(&format!("site={}&page=/next", site.id)).await;
+    assert_eq!(r.status(), 200);
+    app.settle().await;
+    let timed = page_totals::whole_hours(&app.store, &site, range)
+        .await
+        .unwrap();
+    assert_eq!(engaged(&timed), Some((1, 65, 3_000, 1, 420)), "{timed:?}");
+}
+
+/// A summary stored before summaries carried time on page and scroll
+/// depth (format 1, no `engaged`) is never used, and the backfill makes
+/// it again with them.
+#[tokio::test]
+async fn a_summary_of_the_earlier_format_is_not_used_and_the_backfill_makes_it_again() {
+    let app = spawn_app().await;
+    let site = app.add_site("old.test", &[]).await;
+    let day = Resolution::Day.floor(Utc::now()) - TimeDelta::days(2);
+    let query = |q: &str| format!("site={}&{q}", site.id);
+    for (minute, q) in [
+        (600, "page=/a"),
+        (601, "page=/a&sd=70&et=1500"),
+        (603, "page=/b"),
+    ] {
+        app.clock.set(day + TimeDelta::minutes(minute));
+        assert_eq!(app.pixel(&query(q)).await.status(), 200);
+    }
+    app.settle().await;
+    app.clock.set(Utc::now());
+    let number = page_summaries::day_number(day);
+    let id = format!("{}/0/{number}", site.id);
+    let site = site_of(&app, "old.test").await;
+    page_totals::backfill(&app.store, &site).await.unwrap();
+    let collection = app.store.db().collection::<Document>(COLLECTION);
+    let made = collection
+        .find_one(doc! {"_id": &id})
+        .await
+        .unwrap()
+        .expect("the backfill made the day's summary");
+    let a = |d: &Document| {
+        page_summaries::decode(d.get_binary_generic("data").unwrap())
+            .unwrap()
+            .into_iter()
+            .find(|(p, _)| p == "old.test/a")
+            .unwrap()
+            .1
+    };
+    let want = a(&made);
+    assert_eq!((want.views, want.timed_views, want.timed_secs), (1, 1, 180));
+    assert_eq!(
+        (want.engaged_views, want.scroll_sum, want.engaged_ms),
+        (1, 70, 1_500)
+    );
+    // As the previous version stored it: format 1 (views, entries, exits,
+    // visitors), no `engaged`, and here a wrong count of views that would
+    // show if it were used.
+    let mut old = vec![1_u8, 1, 0, 10];
+    old.extend_from_slice(b"old.test/a");
+    old.extend_from_slice(&[0xce, 0x0f, 0, 0, 0]);
+    let mut stale = made.clone();
+    stale.remove("engaged");
+    stale.insert(
+        "data",
+        bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: old,
+        },
+    );
+    let put_stale = || {
+        let (collection, id, stale) = (&collection, &id, stale.clone());
+        async move {
+            collection
+                .replace_one(doc! {"_id": id}, stale)
+                .await
+                .unwrap();
+        }
+    };
+    put_stale().await;
+    let range = (day, day + TimeDelta::days(1));
+    let read = page_totals::summarise(&app.store, &site, page_summaries::Grain::Day, range)
+        .await
+        .unwrap();
+    assert_eq!(
+        read["old.test/a"], want,
+        "not used: made again from the buckets"
+    );
+    put_stale().await;
+    page_totals::backfill(&app.store, &site).await.unwrap();
+    let again = collection
+        .find_one(doc! {"_id": &id})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a(&again), want);
+    assert_eq!(
+        again.get_array("engaged").unwrap(),
+        &vec![
+            bson::Bson::Int64(1),
+            bson::Bson::Int64(70),
+            bson::Bson::Int64(1_500)
+        ]
+    );
+}

@@ -939,62 +939,126 @@ pub(crate) async fn check_visit_store(uri: &str, database: &str, tally: &Tally, 
 }
 
 /// Page summaries of days and of hours, made while the load
-/// runs and across every kill, as reports make them: each one kept whose
-/// total is still the site's must hold exactly the page buckets' views,
-/// and summaries made after the drain give every page's count.
+/// runs and across every kill, as reports make them: each one kept that
+/// is still in force (its total, what was taken back and its engagement
+/// sums are still the site's) must hold exactly the page buckets' views,
+/// entries, exits and time on page and scroll depth counters, and
+/// summaries made after the drain give every page's counts.
 pub(crate) async fn check_summaries(uri: &str, database: &str, stored: &HashMap<String, i64>) {
-    use page_summaries::Grain;
+    use page_summaries::{Grain, PageCounts};
     let viewed: HashMap<String, i64> = stored
         .iter()
         .filter(|(_, v)| **v != 0)
         .map(|(p, v)| (p.clone(), *v))
         .collect();
+    let sum = |d: &bson::Document, name: &str| -> i64 {
+        d.get_document(name)
+            .map(|slots| {
+                slots
+                    .iter()
+                    .map(|(_, v)| v.as_i64().or(v.as_i32().map(i64::from)).unwrap())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    // A page bucket's figures as a summary holds them (visitors aside:
+    // an estimate, checked with the visits).
+    let counts_of = |d: &bson::Document| PageCounts {
+        views: d.get_i64("totalViews").unwrap(),
+        entries: sum(d, "visits"),
+        exits: sum(d, "exits"),
+        visitors: 0,
+        timed_views: sum(d, "timedViews"),
+        timed_secs: sum(d, "timedSeconds"),
+        engaged_views: sum(d, "engagedViews"),
+        scroll_sum: sum(d, "scrollSum"),
+        engaged_ms: sum(d, "engagedMs"),
+    };
     let mut checked = 0;
     let mut kept = 0;
     for (grain, name) in [(Grain::Day, "day"), (Grain::Hour, "hour")] {
-        let buckets: Vec<tickertape::storage::Bucket> =
-            all(uri, database, &format!("views_{name}")).await;
-        let mut by_unit: HashMap<(i64, String), i64> = HashMap::new();
+        let buckets: Vec<bson::Document> = all(uri, database, &format!("views_{name}")).await;
+        let mut by_unit: HashMap<(i64, String), PageCounts> = HashMap::new();
+        let mut by_page: HashMap<String, PageCounts> = HashMap::new();
         for b in &buckets {
-            let unit = grain.number(b.timestamp.to_chrono());
-            *by_unit.entry((unit, b.page.clone())).or_default() += b.total_views;
+            let unit = grain.number(b.get_datetime("timestamp").unwrap().to_chrono());
+            let page = b.get_str("page").unwrap().to_owned();
+            let counts = counts_of(b);
+            by_unit
+                .entry((unit, page.clone()))
+                .or_default()
+                .add(&counts);
+            by_page.entry(page).or_default().add(&counts);
         }
         let site_units: Vec<bson::Document> =
             all(uri, database, &format!("site_views_{name}")).await;
-        let mut site_total: HashMap<i64, i64> = HashMap::new();
+        // Per unit: views, taken back, engagement sums (the parts added).
+        let mut site_unit: HashMap<i64, (i64, i64, [i64; 3])> = HashMap::new();
         for d in &site_units {
             let unit = grain.number(d.get_datetime("timestamp").unwrap().to_chrono());
-            *site_total.entry(unit).or_default() += d.get_i64("totalViews").unwrap();
+            let u = site_unit.entry(unit).or_default();
+            u.0 += d.get_i64("totalViews").unwrap();
+            u.1 += d.get_i64("takenBack").unwrap_or(0);
+            for (n, field) in
+                u.2.iter_mut()
+                    .zip(["engagedViews", "scrollSum", "engagedMs"])
+            {
+                *n += sum(d, field);
+            }
+        }
+        // The site's engagement sums are its pages'.
+        let mut pages_engaged: HashMap<i64, [i64; 3]> = HashMap::new();
+        for ((unit, _), f) in &by_unit {
+            let e = pages_engaged.entry(*unit).or_default();
+            for (n, add) in e
+                .iter_mut()
+                .zip([f.engaged_views, f.scroll_sum, f.engaged_ms])
+            {
+                *n += add;
+            }
+        }
+        for (unit, (_, _, engaged)) in &site_unit {
+            assert_eq!(
+                pages_engaged.get(unit).copied().unwrap_or_default(),
+                *engaged,
+                "{name} {unit}: the site's engagement sums are its pages'"
+            );
         }
         let summaries: Vec<bson::Document> = all(uri, database, grain.collection()).await;
         kept += summaries.len();
         for d in &summaries {
             let (level, index) = (d.get_i32("level").unwrap(), d.get_i64("index").unwrap());
-            if level != 0 || site_total.get(&index) != Some(&d.get_i64("total").unwrap()) {
+            let engaged: Vec<i64> = d
+                .get_array("engaged")
+                .unwrap()
+                .iter()
+                .map(|n| n.as_i64().unwrap())
+                .collect();
+            let in_force = site_unit.get(&index).is_some_and(|u| {
+                u.0 == d.get_i64("total").unwrap()
+                    && u.1 == d.get_i64("takenBack").unwrap()
+                    && u.2.as_slice() == engaged.as_slice()
+            });
+            if level != 0 || !in_force {
                 continue;
             }
             let data = d.get_binary_generic("data").unwrap();
-            for (page, f) in page_summaries::decode(data).unwrap() {
+            for (page, mut f) in page_summaries::decode(data).unwrap() {
+                f.visitors = 0;
                 assert_eq!(
-                    Some(&f.views),
+                    Some(&f),
                     by_unit.get(&(index, page.clone())),
-                    "{page}: a kept summary of {name} {index} holds the buckets' views"
+                    "{page}: a kept summary of {name} {index} holds the buckets' figures"
                 );
             }
             checked += 1;
         }
         let store = store_of(uri, database).await;
         let site = crash_site(&store).await;
-        let first = buckets
+        let times = buckets
             .iter()
-            .map(|b| b.timestamp.to_chrono())
-            .min()
-            .unwrap();
-        let last = buckets
-            .iter()
-            .map(|b| b.timestamp.to_chrono())
-            .max()
-            .unwrap();
+            .map(|b| b.get_datetime("timestamp").unwrap().to_chrono());
+        let (first, last) = (times.clone().min().unwrap(), times.max().unwrap());
         let made = tickertape::reports::page_totals::summarise(
             &store,
             &site,
@@ -1003,10 +1067,18 @@ pub(crate) async fn check_summaries(uri: &str, database: &str, stored: &HashMap<
         )
         .await
         .unwrap();
-        let made: HashMap<String, i64> = made.into_iter().map(|(p, f)| (p, f.views)).collect();
-        assert_eq!(made, viewed, "{name} summaries made after the drain");
+        let views: HashMap<String, i64> = made.iter().map(|(p, f)| (p.clone(), f.views)).collect();
+        assert_eq!(views, viewed, "{name} summaries made after the drain");
+        for (page, mut f) in made {
+            f.visitors = 0;
+            assert_eq!(
+                Some(&f),
+                by_page.get(&page),
+                "{page}: {name} summaries made after the drain hold its buckets' figures"
+            );
+        }
     }
-    eprintln!("page summaries of days and hours: {kept} stored during the run, {checked} still right and checked");
+    eprintln!("page summaries of days and hours: {kept} stored during the run, {checked} still in force and checked");
 }
 
 pub(crate) async fn store_of(uri: &str, database: &str) -> tickertape::storage::Store {
