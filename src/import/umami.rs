@@ -772,13 +772,13 @@ fn load_beside<T: Default>(
 fn load_sessions(
     path: Option<&std::path::Path>,
 ) -> anyhow::Result<(Sessions, Option<(blake3::Hash, String)>)> {
-    load_beside(path, |read, file| Sessions::load(read, file))
+    load_beside(path, Sessions::load)
 }
 
 fn load_event_data(
     path: Option<&std::path::Path>,
 ) -> anyhow::Result<(EventData, Option<(blake3::Hash, String)>)> {
-    load_beside(path, |read, file| EventData::load(read, file))
+    load_beside(path, EventData::load)
 }
 
 impl super::workflow::Importer for Export {
