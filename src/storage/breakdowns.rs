@@ -693,11 +693,20 @@ impl BucketNames {
         }
     }
 
-    /// Adds what `other` holds.
+    /// Adds what `other` holds, growing by exactly what is new: a vector
+    /// grown one insert at a time may double past it, and the remembered
+    /// names' bound counts what an entry will take before it is added.
     pub fn extend(&mut self, other: &BucketNames) {
-        for entry in &other.held {
-            if let Err(at) = self.held.binary_search(entry) {
-                self.held.insert(at, *entry);
+        let new: Vec<(Dimension, u64)> = other
+            .held
+            .iter()
+            .filter(|e| self.held.binary_search(e).is_err())
+            .copied()
+            .collect();
+        self.held.reserve_exact(new.len());
+        for entry in new {
+            if let Err(at) = self.held.binary_search(&entry) {
+                self.held.insert(at, entry);
             }
         }
     }
