@@ -734,7 +734,7 @@ async fn pages_of_buckets(
 ) -> Result<Pages, ReadError> {
     let scope = req.views();
     // The pages with entries or exits and no views follow, as in `pages.csv`.
-    let (top, _) = visits::listed_pages(store, site, req.period, top).await?;
+    let (top, [entries, exits]) = visits::listed_pages(store, site, req.period, top).await?;
     let total: i64 = top.iter().map(|(_, v)| v).sum();
     let matching = page_search::matching(&top, needle);
     let shown: Vec<_> = matching.iter().skip(skip).take(take).copied().collect();
@@ -744,24 +744,29 @@ async fn pages_of_buckets(
     // must).
     let names: Vec<_> = shown.iter().map(|(page, _)| page).collect();
     let times = engagement::of_pages(store, &scope, &names, req.period, req.now).await?;
-    // A thousand pages per read: a whole list (a CSV) is many reads.
-    let mut figures = Vec::with_capacity(shown.len());
+    // Visitors a thousand pages per read: a whole list (a CSV) is many
+    // reads. Entries and exits are every page's already, from the
+    // summaries of days and hours `listed_pages` read.
+    let mut visitors = Vec::with_capacity(shown.len());
     for chunk in names.chunks(1_000) {
-        figures.extend(visits::page_rows(store, &scope, chunk, req.period, req.now).await?);
+        visitors.extend(visits::page_visitors(store, &scope, chunk, req.period, req.now).await?);
     }
+    let of = |counts: &std::collections::HashMap<String, i64>, page: &Page| {
+        counts.get(page.as_str()).copied()
+    };
     Ok(Pages {
         total,
         matching: matching.len(),
         rows: shown
             .into_iter()
-            .zip(figures)
+            .zip(visitors)
             .zip(times)
-            .map(|(((page, views), f), time)| PageRow {
+            .map(|(((page, views), visitors), time)| PageRow {
                 path: page.path().to_owned(),
                 views: *views,
-                visitors: f.visitors,
-                entries: f.visits,
-                exits: f.exits.unwrap_or(0),
+                visitors: Some(visitors),
+                entries: of(&entries, page).unwrap_or(0),
+                exits: of(&exits, page).unwrap_or(0),
                 engagement: Some(time),
             })
             .collect(),

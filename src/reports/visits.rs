@@ -154,64 +154,48 @@ pub async fn figures(
     Ok(units.figures(None, visitors.map(|v| v[0])))
 }
 
-/// The visitors, entries and exits of each page named (a screen of top
-/// pages) over a period, in their order. A site whose totals are complete
-/// takes its whole UTC days from the page summaries (the same ones its top
-/// pages come from); the rest, and every range of other sites, is one read
-/// of the named pages' buckets per level, whatever their number.
-pub async fn page_rows(
+/// The visitors of each page named (a screen of top pages, or a whole
+/// list a thousand at a time) over a period, in their order; their entries
+/// and exits are [`entries_and_exits`]'s, read once for every page. A site
+/// whose totals are complete takes its settled UTC days from the page
+/// summaries (the same ones its top pages come from); the rest, and every
+/// range of other sites, is one read of the named pages' buckets per
+/// level, whatever their number.
+pub async fn page_visitors(
     store: &Store,
     scope: &Scope<'_>,
     pages: &[&crate::domain::Page],
     period: &Period,
     now: DateTime<Utc>,
-) -> Result<Vec<VisitFigures>, mongodb::error::Error> {
-    let blank = VisitFigures {
-        visitors: Some(0),
-        exits: Some(0),
-        ..VisitFigures::default()
-    };
-    let mut rows: HashMap<&str, VisitFigures> = pages.iter().map(|p| (p.as_str(), blank)).collect();
+) -> Result<Vec<i64>, mongodb::error::Error> {
+    let mut rows: HashMap<&str, i64> = pages.iter().map(|p| (p.as_str(), 0)).collect();
     let day = Resolution::Day;
     let to = reach(period.to, now);
     let first_day = day.ceil(period.from);
-    // Days not yet settled (today) are read for the pages shown: the
+    // Days not yet settled (today) are read for the pages named: the
     // summaries give them without visitors.
     let last_day = super::page_totals::settled_days_end(day.floor(to));
     let mut rest = vec![(period.from, to)];
     if let Scope::SiteTotals(site) = scope {
         if first_day < last_day && !pages.is_empty() {
             let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            for (page, row) in rows.iter_mut() {
+            for (page, visitors) in rows.iter_mut() {
                 if let Some(p) = whole.get(*page) {
-                    row.visits += p.entries;
-                    row.exits = row.exits.map(|e| e + p.exits);
-                    row.visitors = row.visitors.map(|v| v + p.visitors);
+                    *visitors += p.visitors;
                 }
             }
             rest = vec![(period.from, first_day), (last_day, to)];
         }
     }
     for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
-        // Totals only: read as UTC hours, minutes only where an edge cuts one.
-        let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
-        let (counters, visitors) = tokio::try_join!(
-            queries::counters_of_pages(store, pages, &edge, &[VISITS, EXITS]),
-            visitors_of_pages(store, pages, (from, to)),
-        )?;
-        for (page, row) in rows.iter_mut() {
-            row.visits += counters[0].get(*page).copied().unwrap_or(0);
-            row.exits = row
-                .exits
-                .map(|e| e + counters[1].get(*page).copied().unwrap_or(0));
-            row.visitors = row
-                .visitors
-                .map(|v| v + visitors.get(*page).copied().unwrap_or(0));
+        let read = visitors_of_pages(store, pages, (from, to)).await?;
+        for (page, visitors) in rows.iter_mut() {
+            *visitors += read.get(*page).copied().unwrap_or(0);
         }
     }
     Ok(pages
         .iter()
-        .map(|p| rows.get(p.as_str()).copied().unwrap_or(blank))
+        .map(|p| rows.get(p.as_str()).copied().unwrap_or(0))
         .collect())
 }
 
