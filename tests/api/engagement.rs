@@ -69,6 +69,31 @@ struct Want {
     engaged_ms: i64,
 }
 
+/// The plain computation, per page, over the views made where `counts`
+/// says.
+fn wanted(
+    views: &[ViewState],
+    view_page: &[&'static str],
+    timed: &[Option<i64>],
+    counts: impl Fn(&ViewState) -> bool,
+) -> BTreeMap<&'static str, Want> {
+    let mut want: BTreeMap<&str, Want> = BTreeMap::new();
+    for (i, v) in views.iter().enumerate().filter(|(_, v)| counts(v)) {
+        let w = want.entry(view_page[i]).or_default();
+        w.views += 1;
+        if let Some(gap) = timed[i] {
+            w.timed_views += 1;
+            w.timed_secs += gap;
+        }
+        if v.engaged {
+            w.engaged_views += 1;
+            w.scroll_sum += v.depth;
+            w.engaged_ms += v.ms;
+        }
+    }
+    want
+}
+
 impl Want {
     fn time(&self) -> (Option<f64>, Option<&'static str>, i64) {
         let round = |x: f64| (x * 10.0).round() / 10.0;
@@ -207,20 +232,7 @@ async fn time_on_page_and_scroll_depth_agree_with_a_plain_computation_over_the_h
     app.settle().await;
 
     // The plain computation, per page.
-    let mut want: BTreeMap<&str, Want> = BTreeMap::new();
-    for (i, v) in views.iter().enumerate() {
-        let w = want.entry(view_page[i]).or_default();
-        w.views += 1;
-        if let Some(gap) = timed[i] {
-            w.timed_views += 1;
-            w.timed_secs += gap;
-        }
-        if v.engaged {
-            w.engaged_views += 1;
-            w.scroll_sum += v.depth;
-            w.engaged_ms += v.ms;
-        }
-    }
+    let want = wanted(&views, &view_page, &timed, |_| true);
     assert!(want.values().any(|w| w.engaged_views > 0));
 
     app.add_user("owner@example.com", Role::Admin).await;
@@ -304,23 +316,7 @@ async fn time_on_page_and_scroll_depth_agree_with_a_plain_computation_over_the_h
             };
             parse(from) <= at && at < parse(to)
         };
-        let mut want: BTreeMap<&str, Want> = BTreeMap::new();
-        for (i, v) in views.iter().enumerate() {
-            if !in_range(v.at.unwrap()) {
-                continue;
-            }
-            let w = want.entry(view_page[i]).or_default();
-            w.views += 1;
-            if let Some(gap) = timed[i] {
-                w.timed_views += 1;
-                w.timed_secs += gap;
-            }
-            if v.engaged {
-                w.engaged_views += 1;
-                w.scroll_sum += v.depth;
-                w.engaged_ms += v.ms;
-            }
-        }
+        let want = wanted(&views, &view_page, &timed, |v| in_range(v.at.unwrap()));
         let range = format!("range=custom&from={from}&to={to}");
         let a = get(&app, &token, &format!("/api/v1/sites/{id}/pages?{range}")).await;
         assert_eq!(a.status, 200, "{}", a.json);
