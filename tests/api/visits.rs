@@ -961,3 +961,115 @@ async fn kept_page_days_and_visitor_estimates_agree_with_the_buckets_and_follow_
     check("after a late hit").await;
     app.stop().await;
 }
+
+/// A list of more pages than a screen (a CSV, or the API's whole list)
+/// reads every page's visitors and time on page in one query of its pages
+/// rather than one range a page: each page's figures are still its own,
+/// over today (read from its buckets), settled days (from the summaries)
+/// and a range cut inside an hour.
+#[tokio::test]
+async fn a_long_list_of_pages_gives_each_page_its_own_visitors() {
+    use chrono::TimeDelta;
+    use std::collections::{BTreeMap, BTreeSet};
+    use tickertape::storage::Resolution;
+    let mut app = spawn_app().await;
+    let site = app.add_site("many.test", &[]).await;
+    let id = site.id.to_string();
+    let today = Resolution::Day.floor(Utc::now());
+    let earlier = today - TimeDelta::days(3);
+    let agent = |v: u64| {
+        format!("Mozilla/5.0 (X11; Linux x86_64; reader {v}) Gecko/20100101 Firefox/133.0")
+    };
+    // 40 pages, 6 readers, 2 days: a reader views a page on a day, once or
+    // twice, when their mixed number says so; each reader from their own
+    // hour, so that a range cut inside the day holds some of them.
+    let mut sent: Vec<(String, u64, DateTime<Utc>)> = Vec::new();
+    for (d, day) in [earlier, today].into_iter().enumerate() {
+        for v in 0..6_u64 {
+            let mut minute = v * 150;
+            for p in 0..40_u64 {
+                let x = mixed((d as u64) << 40 | v << 20 | p);
+                if x % 3 != 0 {
+                    continue;
+                }
+                for _ in 0..=(x >> 8) % 2 {
+                    minute += 7 + (x >> 16) % 11;
+                    let when = day + TimeDelta::minutes(minute as i64);
+                    sent.push((format!("/p{p}"), v, when));
+                }
+            }
+        }
+    }
+    sent.sort_by_key(|(_, _, when)| *when);
+    for (path, v, when) in &sent {
+        view(&app, &id, path, &agent(*v), *when).await;
+    }
+    app.settle().await;
+    app.clock
+        .set(sent.last().unwrap().2 + TimeDelta::minutes(1));
+    // A visitor is one a UTC day (the salt rotates).
+    let wanted = |from: DateTime<Utc>, to: DateTime<Utc>| {
+        let mut views: BTreeMap<String, i64> = BTreeMap::new();
+        let mut visitors: BTreeSet<(&str, u64, DateTime<Utc>)> = BTreeSet::new();
+        for (path, v, when) in sent.iter().filter(|s| from <= s.2 && s.2 < to) {
+            *views.entry(path.clone()).or_default() += 1;
+            visitors.insert((path, *v, Resolution::Day.floor(*when)));
+        }
+        views
+            .into_iter()
+            .map(|(path, views)| {
+                let n = visitors.iter().filter(|w| w.0 == path).count() as i64;
+                (path, (views, n))
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+
+    app.add_user("owner@example.com", Role::Admin).await;
+    let login = app.login("owner@example.com").await;
+    let token = create_token(&login, "pages", None).await;
+    let minute = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M").to_string();
+    let cut = earlier + TimeDelta::hours(2) + TimeDelta::minutes(30);
+    for (from, to) in [
+        (today, today + TimeDelta::days(1)),
+        (earlier, today + TimeDelta::days(1)),
+        (cut, today + TimeDelta::days(1)),
+        (cut, earlier + TimeDelta::hours(20) + TimeDelta::minutes(10)),
+    ] {
+        let want = wanted(from, to);
+        let range = format!("range=custom&from={}&to={}", minute(from), minute(to));
+        assert!(want.len() > 32, "{range}: {} pages", want.len());
+        let (status, csv) = login.text(&format!("/sites/{id}/pages.csv?{range}")).await;
+        assert_eq!(status, 200, "{csv}");
+        let got: BTreeMap<String, (i64, i64)> = csv
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let cells: Vec<&str> = line.split(',').collect();
+                let n = |i: usize| cells[i].parse::<i64>().unwrap();
+                (cells[0].to_owned(), (n(1), n(5)))
+            })
+            .collect();
+        assert_eq!(got, want, "pages.csv over {range}");
+        let a = get(
+            &app,
+            &token,
+            &format!("/api/v1/sites/{id}/pages?{range}&limit=100"),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.json);
+        let got: BTreeMap<String, (i64, i64)> = a.json["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let n = |k: &str| p[k].as_i64().unwrap();
+                (
+                    p["path"].as_str().unwrap().to_owned(),
+                    (n("views"), n("visitors")),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "the API's pages over {range}");
+    }
+    app.stop().await;
+}
