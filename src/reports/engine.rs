@@ -744,13 +744,10 @@ async fn pages_of_buckets(
     // must).
     let names: Vec<_> = shown.iter().map(|(page, _)| page).collect();
     let times = engagement::of_pages(store, &scope, &names, req.period, req.now).await?;
-    // Visitors a thousand pages per read: a whole list (a CSV) is many
-    // reads. Entries and exits are every page's already, from the
-    // summaries of days and hours `listed_pages` read.
-    let mut visitors = Vec::with_capacity(shown.len());
-    for chunk in names.chunks(1_000) {
-        visitors.extend(visits::page_visitors(store, &scope, chunk, req.period, req.now).await?);
-    }
+    // Visitors of every shown page at once. Entries and exits are every
+    // page's already, from the summaries of days and hours `listed_pages`
+    // read.
+    let visitors = visits::page_visitors(store, &scope, &names, req.period, req.now).await?;
     let of = |counts: &std::collections::HashMap<String, i64>, page: &Page| {
         counts.get(page.as_str()).copied()
     };

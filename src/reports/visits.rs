@@ -155,12 +155,15 @@ pub async fn figures(
 }
 
 /// The visitors of each page named (a screen of top pages, or a whole
-/// list a thousand at a time) over a period, in their order; their entries
-/// and exits are [`entries_and_exits`]'s, read once for every page. A site
-/// whose totals are complete takes its settled UTC days from the page
-/// summaries (the same ones its top pages come from); the rest, and every
-/// range of other sites, is one read of the named pages' buckets per
-/// level, whatever their number.
+/// list) over a period, in their order; their entries and exits are
+/// [`entries_and_exits`]'s, read once for every page. A site whose totals
+/// are complete takes its settled UTC days from the page summaries (the
+/// same ones its top pages come from); the rest, and every range of other
+/// sites, is one read of buckets per level: the named pages', or for more
+/// than [`PAGES_NAMED`] the site's pages' (see `visit_reads::Whose`).
+/// The most pages whose visitors are read by naming them.
+const PAGES_NAMED: usize = 1_000;
+
 pub async fn page_visitors(
     store: &Store,
     scope: &Scope<'_>,
@@ -169,6 +172,13 @@ pub async fn page_visitors(
     now: DateTime<Utc>,
 ) -> Result<Vec<i64>, mongodb::error::Error> {
     let mut rows: HashMap<&str, i64> = pages.iter().map(|p| (p.as_str(), 0)).collect();
+    let whose = match scope {
+        Scope::SiteTotals(site) if pages.len() > PAGES_NAMED => {
+            Whose::SitePages(&site.domain, pages)
+        }
+        Scope::Site(domain) if pages.len() > PAGES_NAMED => Whose::SitePages(domain, pages),
+        _ => Whose::Pages(pages),
+    };
     let day = Resolution::Day;
     let to = reach(period.to, now);
     let first_day = day.ceil(period.from);
@@ -188,7 +198,7 @@ pub async fn page_visitors(
         }
     }
     for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
-        let read = visitors_of_pages(store, pages, (from, to)).await?;
+        let read = visitors_of_pages(store, whose, (from, to)).await?;
         for (page, visitors) in rows.iter_mut() {
             *visitors += read.get(*page).copied().unwrap_or(0);
         }
@@ -511,20 +521,19 @@ fn cut_key((day, part): &Piece) -> (DateTime<Utc>, Vec<DateTime<Utc>>) {
 /// Unique visitors of each page named over a range.
 async fn visitors_of_pages(
     store: &Store,
-    pages: &[&crate::domain::Page],
+    whose: Whose<'_>,
     (from, to): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<HashMap<String, i64>, mongodb::error::Error> {
+    let pages = match whose {
+        Whose::Pages(pages) | Whose::SitePages(_, pages) => pages,
+        Whose::Scope(_) => &[],
+    };
     let split = pieces(from, to);
     let plan = plan_of(std::slice::from_ref(&split));
     let (by_day, by_hour, by_minute) = tokio::try_join!(
-        sketches(store, Whose::Pages(pages), Resolution::Day, &plan.days),
-        sketches(store, Whose::Pages(pages), Resolution::Hour, &plan.hours),
-        sketches(
-            store,
-            Whose::Pages(pages),
-            Resolution::Minute,
-            &plan.minutes
-        ),
+        sketches(store, whose, Resolution::Day, &plan.days),
+        sketches(store, whose, Resolution::Hour, &plan.hours),
+        sketches(store, whose, Resolution::Minute, &plan.minutes),
     )?;
     let read = Reads {
         by_day,

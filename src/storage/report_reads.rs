@@ -98,7 +98,7 @@ impl BucketFind {
     ) -> Self {
         BucketFind {
             coll: handle(store, freshness).collection(g.collection()),
-            matcher: pages_at(pages, times),
+            matcher: pages_at(pages, times.into()),
             hint: None,
             prefix: None,
         }
@@ -133,7 +133,7 @@ const PAGES_AS_RANGES: usize = 32;
 /// there grows with the square of its branches (30 days of 1,000 pages:
 /// 25 s as ranges, 0.4 s as an `$in`; today of 1,000 pages, 0.5 s and
 /// 20 ms). MongoDB plans both forms on the `{page, timestamp}` index.
-pub fn pages_at(pages: &[&Page], times: Document) -> Document {
+pub fn pages_at(pages: &[&Page], times: Bson) -> Document {
     if pages.len() > PAGES_AS_RANGES {
         let names: Vec<&str> = pages.iter().map(|p| p.as_str()).collect();
         return doc! {"page": {"$in": names}, "timestamp": times};
