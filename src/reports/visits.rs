@@ -154,6 +154,9 @@ pub async fn figures(
     Ok(units.figures(None, visitors.map(|v| v[0])))
 }
 
+/// The most pages whose visitors are read by naming them.
+const PAGES_NAMED: usize = 1_000;
+
 /// The visitors of each page named (a screen of top pages, or a whole
 /// list) over a period, in their order; their entries and exits are
 /// [`entries_and_exits`]'s, read once for every page. A site whose totals
@@ -161,9 +164,6 @@ pub async fn figures(
 /// same ones its top pages come from); the rest, and every range of other
 /// sites, is one read of buckets per level: the named pages', or for more
 /// than [`PAGES_NAMED`] the site's pages' (see `visit_reads::Whose`).
-/// The most pages whose visitors are read by naming them.
-const PAGES_NAMED: usize = 1_000;
-
 pub async fn page_visitors(
     store: &Store,
     scope: &Scope<'_>,
