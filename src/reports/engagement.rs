@@ -185,42 +185,21 @@ pub async fn of_pages(
     if sums.is_empty() {
         return Ok(Vec::new());
     }
-    let add = |sums: &mut HashMap<&str, Engagement>,
-               whole: &crate::storage::page_summaries::Answer| {
+    // The same whole days and hours as every page's entries and exits
+    // (`visits::entries_and_exits`, which the pages reports read first)
+    // and the top pages, so that their answers are found kept: to the
+    // range's end, not to the end of today as its buckets are read
+    // (nothing is stored after now, so the sums are the same). Engagement
+    // sums add up over hours, unlike visitors.
+    let split = super::page_totals::summarised(store, site, (period.from, period.to)).await?;
+    for whole in &split.answers {
         for (page, sum) in sums.iter_mut() {
             if let Some(f) = whole.get(*page) {
                 sum.add_counts(f);
             }
         }
-    };
-    // The same whole days and hours as every page's entries and exits
-    // (`visits::entries_and_exits`, which the pages reports read first)
-    // and the top pages, so that their answers are found kept: to the
-    // range's end, not to the end of today as its buckets are read
-    // (nothing is stored after now, so the sums are the same).
-    let day = Resolution::Day;
-    let to = period.to;
-    let (first_day, last_day) = (day.ceil(period.from), day.floor(to));
-    let mut rest = vec![(period.from, to)];
-    if first_day < last_day {
-        let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-        add(&mut sums, &whole);
-        rest = vec![(period.from, first_day), (last_day, to)];
     }
-    // Today and the range's day edges: their whole UTC hours from hour
-    // summaries (engagement sums add up over hours, unlike visitors).
-    let mut minutes = Vec::new();
-    for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
-        match super::page_totals::summarised_hours(store, (from, to)) {
-            Some(hours) => {
-                let whole = super::page_totals::whole_hours(store, site, hours).await?;
-                add(&mut sums, &whole);
-                minutes.extend([(from, hours.0), (hours.1, to)]);
-            }
-            None => minutes.push((from, to)),
-        }
-    }
-    for (from, to) in minutes.into_iter().filter(|(a, b)| a < b) {
+    for (from, to) in split.rest {
         let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
         for (page, e) in pages.iter().zip(of_buckets(store, pages, &edge).await?) {
             if let Some(sum) = sums.get_mut(page.as_str()) {

@@ -74,6 +74,44 @@ pub fn summarised_hours(
     (first < last).then_some((first, last))
 }
 
+/// A range of a site whose totals are complete as the page summaries
+/// give it: the answers of its whole UTC days and of its edges' other
+/// whole UTC hours, and the pieces left for the page buckets (where an
+/// edge cuts an hour, and hours past the hour summaries' retention). The
+/// pages reports all split a range so, and so find each other's answers
+/// kept.
+pub struct Summarised {
+    pub answers: Vec<Arc<Answer>>,
+    pub rest: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+pub async fn summarised(
+    store: &Store,
+    site: &Site,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Summarised, mongodb::error::Error> {
+    let day = crate::storage::Resolution::Day;
+    let (first_day, last_day) = (day.ceil(from), day.floor(to));
+    let mut answers = Vec::new();
+    let mut edges = vec![(from, to)];
+    if first_day < last_day {
+        answers.push(whole_days(store, site, (first_day, last_day)).await?);
+        edges = vec![(from, first_day), (last_day, to)];
+    }
+    let mut rest = Vec::new();
+    for (from, to) in edges.into_iter().filter(|(a, b)| a < b) {
+        match summarised_hours(store, (from, to)) {
+            Some(hours) => {
+                answers.push(whole_hours(store, site, hours).await?);
+                rest.extend([(from, hours.0), (hours.1, to)]);
+            }
+            None => rest.push((from, to)),
+        }
+    }
+    rest.retain(|(a, b)| a < b);
+    Ok(Summarised { answers, rest })
+}
+
 /// The end of the days, up to `last`, whose visitors [`whole_days`] gives.
 pub fn settled_days_end(last: DateTime<Utc>) -> DateTime<Utc> {
     last.min(Grain::Day.resolution().floor(Utc::now() - SETTLING))

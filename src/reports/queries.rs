@@ -411,44 +411,31 @@ pub async fn top_pages(
         return Ok(ranked_pages(units.by_page));
     }
     let mut by_page: HashMap<String, i64> = HashMap::new();
-    let edges = if first_day < last_day {
-        vec![(period.from, first_day), (last_day, period.to)]
-    } else {
-        vec![(period.from, period.to)]
+    // Whole UTC days and hours of a site with complete totals from the
+    // page summaries; minutes only where an edge cuts an hour.
+    let edges = match complete {
+        Some(site) => {
+            let split =
+                super::page_totals::summarised(store, site, (period.from, period.to)).await?;
+            for whole in &split.answers {
+                for (page, f) in whole.iter() {
+                    add_views(&mut by_page, page, f.views);
+                }
+            }
+            split.rest
+        }
+        None if first_day < last_day => vec![(period.from, first_day), (last_day, period.to)],
+        None => vec![(period.from, period.to)],
     };
     for (from, to) in edges.into_iter().filter(|(a, b)| a < b) {
-        // Whole UTC hours of a site with complete totals from the hour
-        // summaries; minutes only where an edge cuts an hour.
-        let hours = super::page_totals::summarised_hours(store, (from, to));
-        let minutes = match (complete, hours) {
-            (Some(site), Some(hours)) => {
-                let pages = super::page_totals::whole_hours(store, site, hours).await?;
-                for (page, f) in pages.iter() {
-                    add_views(&mut by_page, page, f.views);
-                }
-                vec![(from, hours.0), (hours.1, to)]
-            }
-            _ => vec![(from, to)],
-        };
-        for (from, to) in minutes.into_iter().filter(|(a, b)| a < b) {
-            let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
-            let units = read_units(store, &pages_of_site, &edge, true, Freshness::Report).await?;
-            for (page, views) in units.by_page {
-                *by_page.entry(page).or_default() += views;
-            }
+        let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
+        let units = read_units(store, &pages_of_site, &edge, true, Freshness::Report).await?;
+        for (page, views) in units.by_page {
+            *by_page.entry(page).or_default() += views;
         }
     }
-    if first_day < last_day {
-        match complete {
-            Some(site) => {
-                let pages =
-                    super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-                for (page, f) in pages.iter() {
-                    add_views(&mut by_page, page, f.views);
-                }
-            }
-            None => add_whole_day_views(store, domain, (first_day, last_day), &mut by_page).await?,
-        }
+    if complete.is_none() && first_day < last_day {
+        add_whole_day_views(store, domain, (first_day, last_day), &mut by_page).await?;
     }
     Ok(ranked_pages(by_page))
 }

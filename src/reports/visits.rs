@@ -231,41 +231,19 @@ pub async fn entries_and_exits(
     period: &Period,
 ) -> Result<[HashMap<String, i64>; 2], mongodb::error::Error> {
     let mut out = [HashMap::new(), HashMap::new()];
-    let add = |out: &mut [HashMap<String, i64>; 2],
-               whole: &crate::storage::page_summaries::Answer| {
-        for (page, p) in whole.iter() {
-            for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
-                if n != 0 {
-                    *counts.entry(page.clone()).or_default() += n;
-                }
-            }
-        }
-    };
-    let day = Resolution::Day;
-    let (first_day, last_day) = (day.ceil(period.from), day.floor(period.to));
     let mut rest = vec![(period.from, period.to)];
-    let complete = match Scope::of_site(site) {
-        Scope::SiteTotals(site) => Some(site),
-        _ => None,
-    };
-    if let Some(site) = complete {
-        if first_day < last_day {
-            let whole = super::page_totals::whole_days(store, site, (first_day, last_day)).await?;
-            add(&mut out, &whole);
-            rest = vec![(period.from, first_day), (last_day, period.to)];
-        }
-        let mut minutes = Vec::new();
-        for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
-            match super::page_totals::summarised_hours(store, (from, to)) {
-                Some(hours) => {
-                    let whole = super::page_totals::whole_hours(store, site, hours).await?;
-                    add(&mut out, &whole);
-                    minutes.extend([(from, hours.0), (hours.1, to)]);
+    if let Scope::SiteTotals(site) = Scope::of_site(site) {
+        let split = super::page_totals::summarised(store, site, (period.from, period.to)).await?;
+        for whole in &split.answers {
+            for (page, p) in whole.iter() {
+                for (counts, n) in out.iter_mut().zip([p.entries, p.exits]) {
+                    if n != 0 {
+                        *counts.entry(page.clone()).or_default() += n;
+                    }
                 }
-                None => minutes.push((from, to)),
             }
         }
-        rest = minutes;
+        rest = split.rest;
     }
     for (from, to) in rest.into_iter().filter(|(a, b)| a < b) {
         let edge = Period::aligned_in(from, to, Resolution::Hour, chrono_tz::Tz::UTC);
